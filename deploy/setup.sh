@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Idempotent host set-up for vkvm: system packages, the libvirt-qemu user,
+# npm dependencies, the TypeScript build and the test control plane binary.
+# Safe to re-run; each step does nothing when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: vkvm runs as root (like a kubelet); re-run as root" >&2
+  exit 1
+fi
+
+packages=(
+  qemu-system-x86 qemu-utils qemu-guest-agent
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
+  linux-image-amd64 busybox-static
+  genisoimage jq iproute2 iptables dnsmasq-base
+  pkg-config make g++ python3 cpio
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages present"
+fi
+
+# Debian 12's libvirt runs QEMU as libvirt-qemu; the package creates the user
+# only through libvirt-daemon-system, which vkvm does not need.
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+if ! getent passwd libvirt-qemu >/dev/null; then
+  log "creating user libvirt-qemu"
+  useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm dependencies"
+  npm ci --no-fund --no-audit
+else
+  log "npm dependencies present"
+fi
+log "building TypeScript"
+npm run --silent build
+
+log "building the test control plane (cached by source hash)"
+node dist/provider/cli/main.js cluster build
+log "done"

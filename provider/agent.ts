@@ -1,0 +1,119 @@
+// The node agent: wires registration, heartbeat, status, the serving
+// certificate and the kubelet API together, and tears them down in reverse.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { AgentConfig } from './config.js';
+import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
+import type { Logger } from './log.js';
+import { ServingCertManager } from './certs/serving.js';
+import { readHostFacts } from './node/host-facts.js';
+import { LeaseController } from './node/lease.js';
+import { NodeController } from './node/controller.js';
+import { registerNode } from './node/register.js';
+import { deriveLabels, deriveNodeStatus } from './node/status.js';
+import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
+import { kubeAuthBackend } from './kubelet-api/kube-auth-backend.js';
+import { strategicMerge } from './kube/client.js';
+
+export interface RunningAgent {
+  nodeUID: string;
+  stop(): Promise<void>;
+}
+
+/** The CA a client certificate must chain to: the kubeconfig's cluster CA. */
+async function clusterCaPem(clients: KubeClients): Promise<string> {
+  const cluster = clients.kc.getCurrentCluster();
+  if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
+  if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
+  throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
+}
+
+export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
+  const log = rootLog.child({ component: 'agent', node: config.nodeName });
+  const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
+  const readFacts = () =>
+    readHostFacts({ stateDir: config.stateDir, internalIP: config.internalIP, allowSoftwareEmulation: config.allowSoftwareEmulation });
+  const facts = await readFacts();
+  if (!facts.internalIP) throw new Error('no InternalIP: pass --internal-ip or give the host a default route');
+  log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
+
+  const stops: Array<() => Promise<void> | void> = [];
+  const stop = async () => {
+    for (const s of stops.reverse()) await s();
+  };
+  try {
+    const node = await registerNode(clients, config, deriveLabels(config, facts), log);
+    const nodeUID = node.metadata?.uid;
+    if (!nodeUID) throw new Error('registered node has no UID');
+    await clients.core.patchNodeStatus(
+      { name: config.nodeName, body: { status: deriveNodeStatus(config, facts, node.status?.conditions ?? [], new Date()) } },
+      strategicMerge,
+    );
+
+    const nodeController = new NodeController({ clients, config, readFacts, log: rootLog.child({ component: 'node-status' }) });
+    nodeController.start();
+    stops.push(() => nodeController.stop());
+
+    const lease = new LeaseController(
+      clients,
+      {
+        nodeName: config.nodeName,
+        nodeUID,
+        leaseDurationS: config.leaseDurationS,
+        renewIntervalMs: config.leaseRenewIntervalS * 1000,
+        // The self-check: host facts are readable and the API server answers.
+        healthy: async () => {
+          await readFacts();
+          return true;
+        },
+      },
+      rootLog.child({ component: 'lease' }),
+    );
+    await lease.renew();
+    lease.start();
+    stops.push(() => lease.stop());
+
+    const certs = new ServingCertManager(
+      clients,
+      {
+        nodeName: config.nodeName,
+        ipAddresses: [facts.internalIP],
+        dnsNames: [facts.hostname, config.nodeName].filter((v, i, a) => a.indexOf(v) === i),
+        dir: join(config.stateDir, 'pki'),
+        approve: config.approveServingCsr,
+      },
+      rootLog.child({ component: 'serving-cert' }),
+    );
+    const pair = await certs.ensure();
+    const clientCaPem = await clusterCaPem(clients);
+    const api: FastifyInstance = await buildKubeletApi({
+      nodeName: config.nodeName,
+      backend: kubeAuthBackend(clients),
+      tls: { ...pair, clientCaPem },
+      listPods: () => [],
+      log: rootLog,
+    });
+    await api.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });
+    stops.push(() => api.close());
+    certs.scheduleRenewal(pair, (next) => {
+      rotateServingCert(api, { ...next, clientCaPem });
+      log.info('kubelet serving certificate rotated');
+    });
+    stops.push(() => certs.stop());
+
+    if (config.healthzPort > 0) {
+      const healthz = await buildHealthzServer(() => {
+        const last = lease.lastRenewal?.getTime() ?? 0;
+        return Date.now() - last < config.leaseDurationS * 1000;
+      }, rootLog);
+      await healthz.listen({ host: '127.0.0.1', port: config.healthzPort });
+      stops.push(() => healthz.close());
+    }
+    log.info({ port: config.kubeletPort, nodeUID }, 'node agent running');
+    return { nodeUID, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,177 @@
+// The kubelet serving certificate: obtained through a CertificateSigningRequest
+// with signer kubernetes.io/kubelet-serving, stored under the state dir, and
+// renewed before expiry. kube-controller-manager signs such requests but never
+// approves them, so the agent approves its own when its RBAC allows (vkvm up);
+// otherwise a cluster-side approver must (see deploy/README).
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/client.js';
+import { apiStatusCode } from '../kube/errors.js';
+import type { Logger } from '../log.js';
+import { certFacts, createKeyAndCsr, renewalTime, type CsrSubject } from './csr.js';
+
+export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
+
+export interface ServingPair {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface ServingCertOptions {
+  nodeName: string;
+  ipAddresses: string[];
+  dnsNames: string[];
+  dir: string;
+  approve: boolean;
+  issueTimeoutMs?: number;
+}
+
+export class CsrDeniedError extends Error {
+  readonly kind = 'CsrDenied';
+}
+
+async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`;
+  await writeFile(tmp, data, { mode });
+  await rename(tmp, path);
+}
+
+export class ServingCertManager {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly certPath: string;
+  private readonly keyPath: string;
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly opts: ServingCertOptions,
+    private readonly log: Logger,
+  ) {
+    this.certPath = join(opts.dir, 'kubelet-serving.crt');
+    this.keyPath = join(opts.dir, 'kubelet-serving.key');
+  }
+
+  private subject(): CsrSubject {
+    return {
+      commonName: `system:node:${this.opts.nodeName}`,
+      organizations: ['system:nodes'],
+      dnsNames: this.opts.dnsNames,
+      ipAddresses: this.opts.ipAddresses,
+    };
+  }
+
+  /** A stored pair is reused when it covers our names and is not yet due for renewal. */
+  private async loadUsable(now: Date): Promise<ServingPair | null> {
+    let pair: ServingPair;
+    try {
+      pair = { certPem: await readFile(this.certPath, 'utf8'), keyPem: await readFile(this.keyPath, 'utf8') };
+    } catch {
+      return null;
+    }
+    const facts = certFacts(pair.certPem);
+    const covers =
+      this.opts.ipAddresses.every((ip) => facts.ipAddresses.includes(ip)) &&
+      this.opts.dnsNames.every((d) => facts.dnsNames.includes(d));
+    const fresh = now < new Date(facts.notBefore.getTime() + (facts.notAfter.getTime() - facts.notBefore.getTime()) * 0.7);
+    return covers && fresh ? pair : null;
+  }
+
+  /** Returns a valid pair, requesting one if needed. */
+  async ensure(): Promise<ServingPair> {
+    const existing = await this.loadUsable(new Date());
+    if (existing) {
+      this.log.info({ path: this.certPath }, 'reusing kubelet serving certificate');
+      return existing;
+    }
+    return this.request();
+  }
+
+  /** Calls onRotate with each renewed pair until stop(). */
+  scheduleRenewal(current: ServingPair, onRotate: (pair: ServingPair) => void): void {
+    const at = renewalTime(certFacts(current.certPem));
+    // setTimeout overflows past ~24.8 days; re-check at most daily.
+    const delayMs = Math.min(Math.max(at.getTime() - Date.now(), 1000), 24 * 3600 * 1000);
+    this.timer = setTimeout(async () => {
+      try {
+        const pair = at.getTime() <= Date.now() ? await this.request() : current;
+        if (pair !== current) onRotate(pair);
+        this.scheduleRenewal(pair, onRotate);
+      } catch (err) {
+        this.log.warn({ err }, 'serving certificate renewal failed; retrying in 1 min');
+        this.timer = setTimeout(() => this.scheduleRenewal(current, onRotate), 60_000);
+      }
+    }, delayMs);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+
+  async request(): Promise<ServingPair> {
+    const { keyPem, csrPem } = await createKeyAndCsr(this.subject());
+    const name = `vkvm-serving-${this.opts.nodeName}-${randomBytes(4).toString('hex')}`.slice(0, 253);
+    await this.clients.certificates.createCertificateSigningRequest({
+      body: {
+        apiVersion: 'certificates.k8s.io/v1',
+        kind: 'CertificateSigningRequest',
+        metadata: { name },
+        spec: {
+          request: Buffer.from(csrPem).toString('base64'),
+          signerName: KUBELET_SERVING_SIGNER,
+          usages: ['digital signature', 'server auth'],
+        },
+      },
+    });
+    this.log.info({ csr: name }, 'requested kubelet serving certificate');
+    if (this.opts.approve) await this.approve(name);
+    const certPem = await this.waitIssued(name);
+    await mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
+    await writeAtomic(this.keyPath, keyPem, 0o600);
+    await writeAtomic(this.certPath, certPem, 0o644);
+    this.log.info({ csr: name, notAfter: certFacts(certPem).notAfter }, 'kubelet serving certificate issued');
+    return { certPem, keyPem };
+  }
+
+  private async approve(name: string): Promise<void> {
+    try {
+      const csr = await this.clients.certificates.readCertificateSigningRequest({ name });
+      const now = new Date();
+      csr.status = {
+        ...csr.status,
+        conditions: [
+          ...(csr.status?.conditions ?? []),
+          {
+            type: 'Approved',
+            status: 'True',
+            reason: 'VkvmNodeSelfApproved',
+            message: 'approved by the vkvm node agent for its own serving certificate',
+            lastUpdateTime: now,
+            lastTransitionTime: now,
+          },
+        ],
+      };
+      await this.clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+      this.log.info({ csr: name }, 'approved own serving CSR');
+    } catch (err) {
+      if (apiStatusCode(err) !== 403) throw err;
+      this.log.warn({ csr: name }, 'not allowed to approve own serving CSR; waiting for a cluster approver');
+    }
+  }
+
+  private async waitIssued(name: string): Promise<string> {
+    const deadline = Date.now() + (this.opts.issueTimeoutMs ?? 10 * 60_000);
+    let delayMs = 200;
+    let csr: V1CertificateSigningRequest | undefined;
+    while (Date.now() < deadline) {
+      csr = await this.clients.certificates.readCertificateSigningRequest({ name });
+      const denied = csr.status?.conditions?.find((c) => (c.type === 'Denied' || c.type === 'Failed') && c.status === 'True');
+      if (denied) throw new CsrDeniedError(`CSR ${name} ${denied.type.toLowerCase()}: ${denied.reason ?? ''} ${denied.message ?? ''}`.trim());
+      if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
+      await new Promise((r) => setTimeout(r, delayMs));
+      delayMs = Math.min(delayMs * 2, 5000);
+    }
+    const approved = csr?.status?.conditions?.some((c) => c.type === 'Approved');
+    throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
+  }
+}

@@ -1,0 +1,41 @@
+// Flags shared by `vkvm node` and `vkvm up`, and their help text.
+import type { ParseArgsConfig } from 'node:util';
+
+export const AGENT_OPTIONS = {
+  kubeconfig: { type: 'string' },
+  'node-name': { type: 'string' },
+  'state-dir': { type: 'string' },
+  'run-dir': { type: 'string' },
+  'kubelet-port': { type: 'string' },
+  'kubelet-bind-address': { type: 'string' },
+  'healthz-port': { type: 'string' },
+  'internal-ip': { type: 'string' },
+  label: { type: 'string', multiple: true },
+  taint: { type: 'string', multiple: true },
+  'no-default-taint': { type: 'boolean' },
+  'max-pods': { type: 'string' },
+  'memory-reserved-mib': { type: 'string' },
+  'no-software-emulation': { type: 'boolean' },
+  'approve-serving-csr': { type: 'boolean' },
+  'log-level': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+export const AGENT_HELP = `Node agent flags:
+  --kubeconfig FILE            cluster credentials of the agent
+  --node-name NAME             Node name (default: hostname)
+  --state-dir DIR              persistent state: certificates, VM records (default /var/lib/vkvm)
+  --run-dir DIR                launcher sockets (default /run/vkvm)
+  --kubelet-port N             kubelet API port (default 10250)
+  --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)
+  --healthz-port N             loopback liveness port, 0 to disable (default 10248)
+  --internal-ip IP             InternalIP to advertise (default: address of the default route)
+  --label K=V                  extra node label (repeatable)
+  --taint K[=V]:EFFECT         extra node taint (repeatable)
+  --no-default-taint           do not add virtual-kubelet.io/provider=kvm:NoSchedule
+  --max-pods N                 pods capacity (default 110)
+  --memory-reserved-mib N      memory kept back from allocatable (default 1024)
+  --no-software-emulation      never fall back to TCG when KVM is unusable
+  --approve-serving-csr        approve the agent's own kubelet-serving CSR (needs RBAC)
+  --log-level LEVEL            trace|debug|info|warn|error (default info)
+`;

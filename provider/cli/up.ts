@@ -1,0 +1,91 @@
+// `vkvm up`: a local control plane (unless --kubeconfig is given) plus this
+// host as a node, in the foreground. Ctrl-C stops the agent, then the cluster.
+import { copyFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startCluster, type RunningCluster } from '../../test/cluster/cluster.js';
+import { startAgent, type RunningAgent } from '../agent.js';
+import { resolveAgentConfig } from '../config.js';
+import { applyManifests, readManifests } from '../kube/apply.js';
+import { loadKubeConfig, makeClients } from '../kube/client.js';
+import { createRootLogger, type Logger } from '../log.js';
+import { packageRoot } from '../package-root.js';
+import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
+import { onShutdownSignal } from './run-until-signal.js';
+
+export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
+
+export const UP_HELP = `Usage: vkvm up [--state-dir DIR] [--kubeconfig FILE] [flags]
+
+Starts a local Kubernetes control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
+kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs this
+host as a node in the foreground. With --kubeconfig, uses that cluster instead
+of starting one. Stop with Ctrl-C; nothing is left running.
+
+  --state-dir DIR   state directory (default ${DEFAULT_UP_STATE_DIR})
+
+${AGENT_HELP}`;
+
+/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC. */
+export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
+  const root = packageRoot();
+  const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
+  const objects = [];
+  for (const f of crdFiles) objects.push(...(await readManifests(join(root, 'crds', f))));
+  objects.push(...(await readManifests(join(root, 'deploy', 'rbac.yaml'))));
+  await applyManifests(makeClients(loadKubeConfig(kubeconfigPath)), objects);
+}
+
+async function runUp(argv: string[], log: Logger): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: AGENT_OPTIONS, strict: true });
+  const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
+  let cluster: RunningCluster | undefined;
+  let kubeconfig = values.kubeconfig;
+  if (!kubeconfig) {
+    cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), log: log.child({ component: 'cluster' }) });
+    kubeconfig = join(stateDir, 'kubeconfig');
+    await copyFile(cluster.kubeconfigPath, kubeconfig);
+    log.info({ kubeconfig }, 'control plane ready');
+  }
+  let agent: RunningAgent | undefined;
+  let stopping = false;
+  const stopAll = async () => {
+    stopping = true;
+    await agent?.stop();
+    await cluster?.stop();
+  };
+  try {
+    await installClusterManifests(kubeconfig);
+    const config = resolveAgentConfig({
+      ...values,
+      kubeconfig,
+      'state-dir': stateDir,
+      // With admin credentials the agent can approve its own serving CSR.
+      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
+    });
+    agent = await startAgent(config, log);
+    process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  const clusterDied = new Promise<number>((resolve) => {
+    void cluster?.exited.then(async (code) => {
+      if (stopping) return;
+      log.error({ code }, 'control plane exited unexpectedly; stopping the agent');
+      await stopAll();
+      resolve(1);
+    });
+  });
+  return Promise.race([onShutdownSignal(stopAll).then(() => 0), clusterDied]);
+}
+
+export async function upCommand(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(UP_HELP);
+    return 0;
+  }
+  const level = argv.find((a) => a.startsWith('--log-level='))?.split('=')[1] ?? 'info';
+  return runUp(argv, createRootLogger(level));
+}

@@ -1,0 +1,138 @@
+// The node agent's configuration, parsed and validated once at start-up.
+// Nothing else reads process.env or argv.
+import { hostname } from 'node:os';
+
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+}
+
+export interface AgentConfig {
+  kubeconfigPath: string;
+  nodeName: string;
+  /** Persistent state: serving certificate, launcher records. */
+  stateDir: string;
+  /** Volatile state: launcher sockets. */
+  runDir: string;
+  kubeletPort: number;
+  kubeletBindAddress: string;
+  /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
+  healthzPort: number;
+  /** InternalIP to advertise; detected from the default route when absent. */
+  internalIP?: string;
+  extraLabels: Record<string, string>;
+  taints: Taint[];
+  maxPods: number;
+  memoryReservedMiB: number;
+  allowSoftwareEmulation: boolean;
+  leaseDurationS: number;
+  leaseRenewIntervalS: number;
+  /** How often host facts are re-read; status is patched only on change or after statusReportIntervalS. */
+  statusCheckIntervalS: number;
+  statusReportIntervalS: number;
+  /** Approve our own kubelet-serving CSR when RBAC allows (vkvm up); otherwise wait for an approver. */
+  approveServingCsr: boolean;
+  logLevel: string;
+}
+
+export const DEFAULT_TAINT: Taint = { key: 'virtual-kubelet.io/provider', value: 'kvm', effect: 'NoSchedule' };
+
+export class ConfigError extends Error {
+  readonly kind = 'ConfigError';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Raw option values as the CLI parsed them (strings, repeated flags as arrays). */
+export interface AgentFlags {
+  kubeconfig?: string;
+  'node-name'?: string;
+  'state-dir'?: string;
+  'run-dir'?: string;
+  'kubelet-port'?: string;
+  'kubelet-bind-address'?: string;
+  'healthz-port'?: string;
+  'internal-ip'?: string;
+  label?: string[];
+  taint?: string[];
+  'no-default-taint'?: boolean;
+  'max-pods'?: string;
+  'memory-reserved-mib'?: string;
+  'no-software-emulation'?: boolean;
+  'approve-serving-csr'?: boolean;
+  'log-level'?: string;
+}
+
+function int(flags: AgentFlags, name: keyof AgentFlags, dflt: number, min: number, max: number): number {
+  const raw = flags[name];
+  if (raw === undefined) return dflt;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`--${name}`, `must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
+
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+export function parseLabel(s: string): [string, string] {
+  const i = s.indexOf('=');
+  const [k, v] = i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + 1)];
+  if (!LABEL_KEY.test(k)) throw new ConfigError('--label', `invalid label key ${JSON.stringify(k)}`);
+  if (!LABEL_VALUE.test(v)) throw new ConfigError('--label', `invalid label value ${JSON.stringify(v)} for ${k}`);
+  return [k, v];
+}
+
+/** Parses `key[=value]:Effect`, as kubectl taint does. */
+export function parseTaint(s: string): Taint {
+  const m = /^([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(s);
+  if (!m?.[1] || !LABEL_KEY.test(m[1])) {
+    throw new ConfigError('--taint', `want key[=value]:NoSchedule|PreferNoSchedule|NoExecute, got ${JSON.stringify(s)}`);
+  }
+  const taint: Taint = { key: m[1], effect: m[3] as Taint['effect'] };
+  if (m[2]) taint.value = m[2];
+  return taint;
+}
+
+export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
+  if (!flags.kubeconfig) throw new ConfigError('--kubeconfig', 'is required');
+  const nodeName = (flags['node-name'] ?? hostname()).toLowerCase();
+  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
+    throw new ConfigError('--node-name', `${JSON.stringify(nodeName)} is not a valid DNS subdomain`);
+  }
+  const ip = flags['internal-ip'];
+  if (ip !== undefined && !/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) {
+    throw new ConfigError('--internal-ip', `${JSON.stringify(ip)} is not an IPv4 address`);
+  }
+  const taints = (flags.taint ?? []).map(parseTaint);
+  if (!flags['no-default-taint'] && !taints.some((t) => t.key === DEFAULT_TAINT.key)) taints.unshift(DEFAULT_TAINT);
+  const config: AgentConfig = {
+    kubeconfigPath: flags.kubeconfig,
+    nodeName,
+    stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
+    runDir: flags['run-dir'] ?? '/run/vkvm',
+    kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
+    kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
+    healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),
+    extraLabels: Object.fromEntries((flags.label ?? []).map(parseLabel)),
+    taints,
+    maxPods: int(flags, 'max-pods', 110, 1, 10000),
+    memoryReservedMiB: int(flags, 'memory-reserved-mib', 1024, 0, 1 << 24),
+    allowSoftwareEmulation: !flags['no-software-emulation'],
+    leaseDurationS: 40,
+    leaseRenewIntervalS: 10,
+    statusCheckIntervalS: 10,
+    statusReportIntervalS: 60,
+    approveServingCsr: flags['approve-serving-csr'] ?? false,
+    logLevel: flags['log-level'] ?? 'info',
+  };
+  if (ip !== undefined) config.internalIP = ip;
+  return config;
+}

@@ -1,0 +1,115 @@
+// Authenticates and authorizes every kubelet API request, as the kubelet does:
+// a client certificate verified against the cluster CA, else a bearer token
+// via TokenReview; then a SubjectAccessReview on nodes/<subresource>.
+// There is no anonymous or allow-all mode.
+import type { TLSSocket } from 'node:tls';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
+import { ForbiddenError, UnauthorizedError } from './errors.js';
+
+export interface UserInfo {
+  username: string;
+  uid?: string;
+  groups: string[];
+  extra?: Record<string, string[]>;
+}
+
+export interface NodeAttributes {
+  verb: string;
+  subresource: 'proxy' | 'log' | 'stats' | 'metrics' | 'spec' | 'checkpoint';
+}
+
+/** The two API calls auth needs; the real ones come from the Kubernetes client. */
+export interface AuthBackend {
+  reviewToken(token: string): Promise<UserInfo | null>;
+  authorize(user: UserInfo, attrs: NodeAttributes & { nodeName: string }): Promise<{ allowed: boolean; reason?: string }>;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    user?: UserInfo;
+  }
+}
+
+/** The kubelet's mapping of URL paths to node subresources. */
+export function nodeAttributes(method: string, path: string): NodeAttributes {
+  const verbs: Record<string, string> = { GET: 'get', HEAD: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
+  const verb = verbs[method] ?? method.toLowerCase();
+  const under = (p: string) => path === p || path.startsWith(p + '/');
+  const subresource: NodeAttributes['subresource'] = under('/stats')
+    ? 'stats'
+    : under('/metrics')
+      ? 'metrics'
+      : under('/logs')
+        ? 'log'
+        : under('/spec')
+          ? 'spec'
+          : under('/checkpoint')
+            ? 'checkpoint'
+            : 'proxy';
+  return { verb, subresource };
+}
+
+function userFromCertificate(req: FastifyRequest): UserInfo | null | 'invalid' {
+  const socket = req.raw.socket as TLSSocket;
+  if (typeof socket.getPeerCertificate !== 'function') return null;
+  const cert = socket.getPeerCertificate();
+  if (!cert || Object.keys(cert).length === 0) return null;
+  if (!socket.authorized) return 'invalid';
+  const org = cert.subject?.O;
+  const cn = cert.subject?.CN;
+  if (!cn) return 'invalid';
+  return { username: Array.isArray(cn) ? cn[0]! : cn, groups: org === undefined ? [] : Array.isArray(org) ? org : [org] };
+}
+
+export interface AuthOptions {
+  nodeName: string;
+  backend: AuthBackend;
+  /** Paths served without authentication (none on the kubelet port). */
+  publicPaths?: string[];
+}
+
+async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void> {
+  // Cache TTLs follow the kubelet's webhook defaults: 2 min for tokens,
+  // 5 min for allowed and 30 s for denied decisions.
+  const tokens = new LRUCache<string, UserInfo | false>({ max: 1024, ttl: 2 * 60_000 });
+  const decisions = new LRUCache<string, { allowed: boolean; reason?: string }>({ max: 4096, ttl: 5 * 60_000 });
+  const publicPaths = new Set(opts.publicPaths ?? []);
+
+  app.addHook('onRequest', async (req) => {
+    const path = req.url.split('?')[0] ?? '/';
+    if (publicPaths.has(path)) return;
+    let user: UserInfo | null = null;
+    const fromCert = userFromCertificate(req);
+    if (fromCert === 'invalid') throw new UnauthorizedError('client certificate not signed by the cluster CA');
+    if (fromCert) user = fromCert;
+    else {
+      const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+      if (m?.[1]) {
+        let cached = tokens.get(m[1]);
+        if (cached === undefined) {
+          cached = (await opts.backend.reviewToken(m[1])) ?? false;
+          tokens.set(m[1], cached);
+        }
+        if (cached) user = cached;
+      }
+    }
+    if (!user) throw new UnauthorizedError();
+    const attrs = nodeAttributes(req.method, path);
+    const key = JSON.stringify([user.username, user.groups, attrs.verb, attrs.subresource]);
+    let decision = decisions.get(key);
+    if (!decision) {
+      decision = await opts.backend.authorize(user, { ...attrs, nodeName: opts.nodeName });
+      decisions.set(key, decision, { ttl: decision.allowed ? 5 * 60_000 : 30_000 });
+    }
+    if (!decision.allowed) {
+      throw new ForbiddenError(
+        `Forbidden (user=${user.username}, verb=${attrs.verb}, resource=nodes, subresource=${attrs.subresource})${decision.reason ? `: ${decision.reason}` : ''}`,
+      );
+    }
+    req.user = user;
+  });
+}
+
+export const auth = fp(authPlugin, { name: 'vkvm-auth' });

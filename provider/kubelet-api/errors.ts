@@ -1,0 +1,48 @@
+// Error kinds map to HTTP status codes here and only here.
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+
+export class HttpError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class UnauthorizedError extends HttpError {
+  readonly kind = 'Unauthorized';
+  constructor(message = 'Unauthorized') {
+    super(401, message);
+  }
+}
+
+export class ForbiddenError extends HttpError {
+  readonly kind = 'Forbidden';
+  constructor(message: string) {
+    super(403, message);
+  }
+}
+
+export class NotFoundError extends HttpError {
+  readonly kind = 'NotFound';
+  constructor(message: string) {
+    super(404, message);
+  }
+}
+
+export class BadRequestError extends HttpError {
+  readonly kind = 'BadRequest';
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+
+export function errorHandler(err: FastifyError | HttpError | Error, req: FastifyRequest, reply: FastifyReply): void {
+  const fastifyCode = (err as FastifyError).statusCode;
+  const status = err instanceof HttpError ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
+  if (status >= 500) req.log.error({ err }, 'kubelet API request failed');
+  else req.log.debug({ err: err.message, status }, 'kubelet API request rejected');
+  void reply.code(status).type('text/plain; charset=utf-8').send(status >= 500 ? 'Internal Server Error' : err.message);
+}

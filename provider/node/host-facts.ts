@@ -1,0 +1,73 @@
+// Reads the facts about this host that node status is derived from. All I/O
+// for node status lives here; status.ts is pure.
+import { readFile, statfs, mkdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import si from 'systeminformation';
+import { probeHostCaps, type HostCaps } from '../../vmm/probe/virtualization.js';
+
+export interface HostFacts {
+  hostname: string;
+  internalIP: string | null;
+  cpuCount: number;
+  memoryTotalBytes: number;
+  memoryAvailableBytes: number;
+  /** Filesystem holding the state dir (VM disks live there). */
+  diskTotalBytes: number;
+  diskAvailableBytes: number;
+  pidMax: number;
+  pidsInUse: number;
+  kernelVersion: string;
+  osImage: string;
+  architecture: string;
+  machineID: string;
+  bootID: string;
+  virtualization: HostCaps;
+}
+
+async function readTrimmed(path: string): Promise<string> {
+  return (await readFile(path, 'utf8')).trim();
+}
+
+async function countPids(): Promise<number> {
+  // /proc/loadavg's 4th field is "running/total" scheduling entities (threads),
+  // which is what pid_max limits.
+  const loadavg = await readTrimmed('/proc/loadavg');
+  const total = Number(loadavg.split(' ')[3]?.split('/')[1]);
+  return Number.isFinite(total) ? total : 0;
+}
+
+const GO_ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', s390x: 's390x', ppc64: 'ppc64le' };
+
+export async function readHostFacts(opts: { stateDir: string; internalIP?: string; allowSoftwareEmulation: boolean }): Promise<HostFacts> {
+  await mkdir(opts.stateDir, { recursive: true });
+  const [cpu, mem, os, iface, fs, pidMax, pidsInUse, machineID, bootID, virtualization] = await Promise.all([
+    si.cpu(),
+    si.mem(),
+    si.osInfo(),
+    opts.internalIP ? Promise.resolve(null) : si.networkInterfaces('default'),
+    statfs(opts.stateDir),
+    readTrimmed('/proc/sys/kernel/pid_max').then(Number),
+    countPids(),
+    readTrimmed('/etc/machine-id').catch(() => ''),
+    readTrimmed('/proc/sys/kernel/random/boot_id').catch(() => ''),
+    probeHostCaps(opts.allowSoftwareEmulation),
+  ]);
+  const defaultIface = Array.isArray(iface) ? iface[0] : iface;
+  return {
+    hostname: hostname().toLowerCase(),
+    internalIP: opts.internalIP ?? defaultIface?.ip4 ?? null,
+    cpuCount: cpu.cores,
+    memoryTotalBytes: mem.total,
+    memoryAvailableBytes: mem.available,
+    diskTotalBytes: fs.blocks * fs.bsize,
+    diskAvailableBytes: fs.bavail * fs.bsize,
+    pidMax,
+    pidsInUse,
+    kernelVersion: os.kernel,
+    osImage: `${os.distro} ${os.release}${os.codename ? ` (${os.codename})` : ''}`,
+    architecture: GO_ARCH[os.arch] ?? os.arch,
+    machineID,
+    bootID,
+    virtualization,
+  };
+}

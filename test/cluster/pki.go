@@ -1,0 +1,203 @@
+package main
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// certSpec describes one leaf certificate the control plane needs.
+type certSpec struct {
+	name   string // file stem under pki/
+	cn     string
+	orgs   []string
+	usages []x509.ExtKeyUsage
+	dns    []string
+	ips    []net.IP
+}
+
+// pki is the cluster's certificate authority and the leaves signed by it.
+type pki struct {
+	dir    string
+	caCert *x509.Certificate
+	caKey  crypto.Signer
+}
+
+func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// ensurePKI loads the CA from dir or creates it, then creates every missing
+// leaf. Existing files are kept so kubeconfigs and issued node certificates
+// stay valid across restarts of the same state directory.
+func ensurePKI(dir string, leaves []certSpec) (*pki, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &pki{dir: dir}
+	if err := p.ensureCA(); err != nil {
+		return nil, fmt.Errorf("cluster CA: %w", err)
+	}
+	for _, leaf := range leaves {
+		if err := p.ensureLeaf(leaf); err != nil {
+			return nil, fmt.Errorf("certificate %s: %w", leaf.name, err)
+		}
+	}
+	if err := p.ensureServiceAccountKey(); err != nil {
+		return nil, fmt.Errorf("service-account key: %w", err)
+	}
+	return p, nil
+}
+
+func (p *pki) ensureCA() error {
+	certPath, keyPath := p.path("ca.crt"), p.path("ca.key")
+	if exists(certPath) && exists(keyPath) {
+		cert, key, err := loadPair(certPath, keyPath)
+		if err != nil {
+			return err
+		}
+		p.caCert, p.caKey = cert, key
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "vkvm-cluster-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	if err := writePair(certPath, keyPath, der, key); err != nil {
+		return err
+	}
+	p.caCert, p.caKey = cert, key
+	return nil
+}
+
+func (p *pki) ensureLeaf(s certSpec) error {
+	certPath, keyPath := p.path(s.name+".crt"), p.path(s.name+".key")
+	if exists(certPath) && exists(keyPath) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: s.cn, Organization: s.orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  s.usages,
+		DNSNames:     s.dns,
+		IPAddresses:  s.ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
+	if err != nil {
+		return err
+	}
+	return writePair(certPath, keyPath, der, key)
+}
+
+// ensureServiceAccountKey writes the RSA key pair that signs and verifies
+// service-account tokens (RSA because every token consumer supports RS256).
+func (p *pki) ensureServiceAccountKey() error {
+	keyPath, pubPath := p.path("sa.key"), p.path("sa.pub")
+	if exists(keyPath) && exists(pubPath) {
+		return nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(keyPath, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), 0o600); err != nil {
+		return err
+	}
+	return writePEM(pubPath, "PUBLIC KEY", pub, 0o644)
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(keyPath, "EC PRIVATE KEY", keyDER, 0o600); err != nil {
+		return err
+	}
+	return writePEM(certPath, "CERTIFICATE", der, 0o644)
+}
+
+// writePEM writes atomically so a crash never leaves a truncated key behind.
+func writePEM(path, blockType string, der []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	data := pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der})
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func loadPair(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, errors.New("not PEM")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}

@@ -1,0 +1,93 @@
+// The one internal description of a virtual machine: the seam between
+// Kubernetes (provider/) and the hypervisor (vmm/, launcher/). Plain,
+// versioned, JSON-serialisable data; no Kubernetes types may appear here.
+
+export const VM_SPEC_VERSION = 1 as const;
+
+/** Where a disk's bytes come from. */
+export type DiskSource =
+  /** A raw or qcow2 image on the host; the VM writes to a qcow2 overlay on top of it. */
+  | { kind: 'image'; path: string }
+  /** An http(s) image downloaded once into the content-addressed cache, then overlaid. */
+  | { kind: 'url'; url: string }
+  /** A new sparse qcow2 disk of the given size, removed with the VM. */
+  | { kind: 'empty'; sizeMiB: number }
+  /** A host block device or file used in place (no overlay; survives the VM). */
+  | { kind: 'host'; path: string }
+  /** A cloud-init NoCloud seed ISO built from the given documents. */
+  | { kind: 'cloudInit'; userData: string; metaData: string; networkConfig?: string };
+
+export type DiskBus = 'virtio' | 'sata' | 'scsi';
+export const DISK_BUSES: readonly DiskBus[] = ['virtio', 'sata', 'scsi'];
+
+export interface DiskSpec {
+  /** Stable name, unique in the VM; also the libvirt alias suffix. */
+  name: string;
+  device: 'disk' | 'cdrom';
+  bus: DiskBus;
+  source: DiskSource;
+  readOnly?: boolean;
+  /** 1-based; lower boots first. Unique within the VM when set. */
+  bootOrder?: number;
+}
+
+/** Boot straight into a kernel (no firmware boot loader). */
+export interface KernelBoot {
+  kernelPath: string;
+  initrdPath?: string;
+  cmdline?: string;
+}
+
+export type Firmware =
+  | { kind: 'bios' }
+  | { kind: 'efi'; secureBoot?: boolean };
+
+export type CpuModel = 'host-model' | 'host-passthrough' | { named: string };
+
+export interface CpuSpec {
+  sockets: number;
+  cores: number;
+  threads: number;
+  model?: CpuModel;
+  /** CPU limit in millicores, enforced by the launcher's cgroup quota; absent = unlimited. */
+  limitMillicores?: number;
+}
+
+export type InterfaceBinding = 'masquerade' | 'bridge';
+
+export interface InterfaceSpec {
+  name: string;
+  binding: InterfaceBinding;
+  /** Stable MAC address, lower-case, colon-separated. */
+  mac: string;
+  /** Host-side tap device the launcher attaches to; created by the provider's network plumbing. */
+  tapDevice?: string;
+  model?: 'virtio' | 'e1000';
+}
+
+export interface VmSpec {
+  version: typeof VM_SPEC_VERSION;
+  /** Stable identifier; the libvirt domain uuid. For pods, the pod UID. */
+  uid: string;
+  /** libvirt domain name (unique per node). */
+  name: string;
+  machineType?: string;
+  cpu: CpuSpec;
+  memoryMiB: number;
+  firmware: Firmware;
+  kernelBoot?: KernelBoot;
+  disks: DiskSpec[];
+  interfaces: InterfaceSpec[];
+  /** Expose a QEMU guest agent channel. */
+  guestAgent: boolean;
+  /** ACPI on; required for graceful shutdown. */
+  acpi: boolean;
+  clock?: { utc: boolean };
+  /** Free-form labels carried for logs and metrics (e.g. pod namespace/name). */
+  labels: Record<string, string>;
+}
+
+/** Total vCPUs a spec asks for. */
+export function vcpuCount(cpu: CpuSpec): number {
+  return cpu.sockets * cpu.cores * cpu.threads;
+}
