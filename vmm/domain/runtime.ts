@@ -8,6 +8,8 @@ export interface PreparedDisk {
   /** Host path QEMU opens (an overlay, an emptyDisk file, an ISO, or a host path used in place). */
   path: string;
   format: DiskFormat;
+  /** The path is a block device (libvirt disk type='block'); QEMU's file driver refuses those. */
+  block?: boolean;
 }
 
 export interface DomainRuntime {

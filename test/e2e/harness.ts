@@ -1,0 +1,126 @@
+// Shared set-up for e2e tests: a real control plane from test/cluster, node
+// agents as real child processes, and waits with deadlines that report the
+// last state seen.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Test } from 'tap';
+import { pino } from 'pino';
+import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../cluster/cluster.js';
+import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
+import { packageRoot } from '../../provider/package-root.js';
+
+export const testLog = pino({ level: process.env.VKVM_TEST_LOG ?? 'warn' });
+
+export interface TestCluster extends RunningCluster {
+  clients: KubeClients;
+  stateDir: string;
+}
+
+/** A fresh control plane for one test file, stopped and removed in teardown. */
+export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number } = {}): Promise<TestCluster> {
+  const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-cluster-'));
+  const cluster = await startCluster({
+    stateDir,
+    ports: await freeClusterPorts(),
+    unsafeNoFsync: true,
+    log: testLog,
+    ...(opts.nodeMonitorGracePeriodS ? { nodeMonitorGracePeriodS: opts.nodeMonitorGracePeriodS } : {}),
+  });
+  t.teardown(async () => {
+    await cluster.stop();
+    await rm(stateDir, { recursive: true, force: true });
+  });
+  return { ...cluster, stateDir, clients: makeClients(loadKubeConfig(cluster.kubeconfigPath)) };
+}
+
+export interface AgentProcess {
+  nodeName: string;
+  kubeletPort: number;
+  stateDir: string;
+  child: ChildProcess;
+  output: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
+
+/** Starts `vkvm node` from the built CLI; waits for its "node agent running" log line. */
+export async function startAgent(
+  t: Test,
+  cluster: { kubeconfigPath: string },
+  opts: { nodeName: string; kubeletPort?: number; stateDir?: string; extraArgs?: string[] },
+): Promise<AgentProcess> {
+  const kubeletPort = opts.kubeletPort ?? (await freePort());
+  const stateDir = opts.stateDir ?? (await mkdtemp(join(tmpdir(), `vkvm-e2e-${opts.nodeName}-`)));
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'node',
+      `--kubeconfig=${cluster.kubeconfigPath}`,
+      `--node-name=${opts.nodeName}`,
+      `--kubelet-port=${kubeletPort}`,
+      `--state-dir=${stateDir}`,
+      `--run-dir=${join(stateDir, 'run')}`,
+      '--healthz-port=0',
+      '--approve-serving-csr',
+      ...(opts.extraArgs ?? []),
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const output: string[] = [];
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const ready = new Promise<void>((resolve, reject) => {
+    for (const stream of [child.stdout!, child.stderr!]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        output.push(line);
+        if (line.includes('"node agent running"')) resolve();
+      });
+    }
+    void exited.then(({ code, signal }) => reject(new Error(`agent exited (${code ?? signal}) before running:\n${output.join('\n')}`)));
+  });
+  const kill = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
+  t.teardown(() => kill('SIGKILL'));
+  await ready;
+  return { nodeName: opts.nodeName, kubeletPort, stateDir, child, output, exited, kill };
+}
+
+/**
+ * Polls `probe` until `done` holds for its result or the deadline passes; on
+ * timeout the error carries the last value seen.
+ */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T>,
+  done: (v: T) => boolean,
+  opts: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  let last: T | undefined;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      last = await probe();
+      if (done(last)) return last;
+    } catch (err) {
+      lastErr = err;
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 500));
+  }
+  throw new Error(
+    `timed out waiting for ${what}; last seen: ${JSON.stringify(last, null, 1)?.slice(0, 4000)}${lastErr ? `; last error: ${String(lastErr)}` : ''}`,
+  );
+}
+
+export function condition(obj: { status?: { conditions?: Array<{ type: string; status: string }> } }, type: string): string | undefined {
+  return obj.status?.conditions?.find((c) => c.type === type)?.status;
+}

@@ -1,0 +1,184 @@
+// Issue 2 acceptance on the real control plane: registration, labels, taint,
+// capacity, lease heartbeat, node lifecycle on agent death and restart,
+// scheduling by taint/toleration, kubelet API authn/authz and the serving
+// certificate issued through the CSR API.
+import { request } from 'node:https';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import t from 'tap';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { createKeyAndCsr, signedBy } from '../../provider/certs/csr.js';
+import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
+
+const NODE = 'vkvm-e2e-node';
+// Short grace so the real node-lifecycle controller reacts within the test.
+const GRACE_S = 16;
+
+interface HttpsResult {
+  status: number;
+  body: string;
+  peerCertPem: string;
+}
+
+function kubeletGet(ip: string, port: number, path: string, tls: { ca: string; cert?: string; key?: string }): Promise<HttpsResult> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: ip, port, path, method: 'GET', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: 10_000 }, (res) => {
+      // Read the peer certificate now: the socket is detached once the response ends.
+      const raw = (res.socket as TLSSocket).getPeerCertificate().raw;
+      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, peerCertPem }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A client certificate for `user`, issued by the real CSR API (signer kube-apiserver-client). */
+async function clientCertFor(cluster: TestCluster, user: string): Promise<{ cert: string; key: string }> {
+  const { keyPem, csrPem } = await createKeyAndCsr({ commonName: user, organizations: [], dnsNames: [], ipAddresses: [] });
+  const name = `e2e-${user}`;
+  await cluster.clients.certificates.createCertificateSigningRequest({
+    body: {
+      metadata: { name },
+      spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kube-apiserver-client', usages: ['client auth'] },
+    },
+  });
+  const approve = await cluster.kubectl(['certificate', 'approve', name]);
+  if (approve.code !== 0) throw new Error(approve.stderr);
+  const csr = await waitFor(
+    `CSR ${name} issued`,
+    () => cluster.clients.certificates.readCertificateSigningRequest({ name }),
+    (c) => Boolean(c.status?.certificate),
+  );
+  return { cert: Buffer.from(csr.status!.certificate!, 'base64').toString(), key: keyPem };
+}
+
+const readNode = (cluster: TestCluster) => cluster.clients.core.readNode({ name: NODE });
+
+t.test('node agent on the real control plane', async (t) => {
+  const cluster = await startTestCluster(t, { nodeMonitorGracePeriodS: GRACE_S });
+  const caPem = await readFile(join(cluster.stateDir, 'pki', 'ca.crt'), 'utf8');
+  let agent = await startAgent(t, cluster, { nodeName: NODE });
+  const started = Date.now();
+
+  const node: V1Node = await waitFor('node Ready', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True');
+  const uid = node.metadata!.uid!;
+
+  await t.test('registers with the documented labels, taint, capacity and addresses', async (t) => {
+    t.ok(Date.now() - started < 60_000, 'Ready within 60 s of the agent starting');
+    t.match(node, {
+      metadata: {
+        labels: {
+          type: 'virtual-kubelet',
+          'kubernetes.io/role': 'agent',
+          'kubernetes.io/hostname': NODE,
+          'kubernetes.io/os': 'linux',
+          'kubernetes.io/arch': 'amd64',
+          'kubevirt.io/schedulable': 'true',
+          'vkvm.io/virtualization': /^(kvm|tcg)$/,
+        },
+      },
+      spec: { taints: [{ key: 'virtual-kubelet.io/provider', value: 'kvm', effect: 'NoSchedule' }] },
+      status: {
+        capacity: { cpu: /^\d+$/, memory: /^\d+Ki$/, 'ephemeral-storage': /^\d+Ki$/, pods: '110' },
+        allocatable: { pods: '110' },
+        addresses: [{ type: 'InternalIP' }, { type: 'Hostname' }],
+        daemonEndpoints: { kubeletEndpoint: { Port: agent.kubeletPort } },
+        nodeInfo: { kubeletVersion: 'v0.1.0', operatingSystem: 'linux', architecture: 'amd64' },
+      },
+    });
+    const types = (node.status!.conditions ?? []).map((c) => c.type).sort();
+    t.same(types, ['DiskPressure', 'HardwareVirtualization', 'MemoryPressure', 'NetworkUnavailable', 'PIDPressure', 'Ready']);
+    const tcg = node.metadata!.labels!['vkvm.io/virtualization'] === 'tcg';
+    t.equal('devices.kubevirt.io/kvm' in (node.status!.capacity ?? {}), !tcg, 'KVM device resource only where KVM is usable');
+    t.equal(condition(node, 'HardwareVirtualization'), tcg ? 'False' : 'True');
+  });
+
+  await t.test('the lease in kube-node-lease is owned by the node and its renewTime advances', async (t) => {
+    const read = () => cluster.clients.coordination.readNamespacedLease({ name: NODE, namespace: 'kube-node-lease' });
+    const first = await read();
+    t.match(first, {
+      spec: { holderIdentity: NODE, leaseDurationSeconds: 40 },
+      metadata: { ownerReferences: [{ kind: 'Node', name: NODE, uid }] },
+    });
+    const t0 = new Date(first.spec!.renewTime!).getTime();
+    const later = await waitFor('lease renewal', read, (l) => new Date(l.spec!.renewTime!).getTime() > t0, { timeoutMs: 30_000 });
+    t.ok(new Date(later.spec!.renewTime!).getTime() > t0, 'renewTime advanced');
+  });
+
+  await t.test('kubelet API: 401 anonymous, 403 without nodes/proxy, served to the apiserver', async (t) => {
+    const ip = node.status!.addresses!.find((a) => a.type === 'InternalIP')!.address;
+    const anonymous = await kubeletGet(ip, agent.kubeletPort, '/pods', { ca: caPem });
+    t.equal(anonymous.status, 401, 'anonymous request is rejected');
+    t.ok(signedBy(anonymous.peerCertPem, caPem), 'serving certificate chains to the cluster CA (TLS verified against it)');
+
+    const bob = await clientCertFor(cluster, 'bob');
+    const forbidden = await kubeletGet(ip, agent.kubeletPort, '/pods', { ca: caPem, ...bob });
+    t.match({ status: forbidden.status, body: forbidden.body }, { status: 403, body: /user=bob.*subresource=proxy/ });
+
+    const viaApiserver = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/pods`]);
+    t.match({ code: viaApiserver.code, out: viaApiserver.stdout }, { code: 0, out: /"kind":"PodList"/ }, 'apiserver kubelet-client identity is authorized');
+    const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
+    t.match({ code: healthz.code, out: healthz.stdout }, { code: 0, out: 'ok' });
+  });
+
+  await t.test('the serving certificate was issued through the CSR API', async (t) => {
+    const csrs = await cluster.clients.certificates.listCertificateSigningRequest();
+    const serving = csrs.items.filter((c) => c.spec.signerName === 'kubernetes.io/kubelet-serving');
+    t.equal(serving.length, 1, 'one kubelet-serving CSR');
+    t.match(serving[0], {
+      status: { conditions: [{ type: 'Approved', status: 'True' }], certificate: /./ },
+      spec: { usages: ['digital signature', 'server auth'] },
+    });
+    const issued = Buffer.from(serving[0]!.status!.certificate!, 'base64').toString();
+    t.ok(signedBy(issued, caPem), 'issued certificate chains to the cluster CA');
+  });
+
+  await t.test('scheduling: the taint keeps ordinary pods off; nodeSelector + toleration lands on the node', async (t) => {
+    const ns = 'e2e-sched';
+    await cluster.clients.core.createNamespace({ body: { metadata: { name: ns } } });
+    const pod = (name: string, tolerate: boolean): V1Pod => ({
+      metadata: { name, namespace: ns },
+      spec: {
+        nodeSelector: { type: 'virtual-kubelet' },
+        tolerations: tolerate ? [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }] : [],
+        containers: [{ name: 'vm', image: 'vkvm/test-guest' }],
+      },
+    });
+    await cluster.clients.core.createNamespacedPod({ namespace: ns, body: pod('untolerated', false) });
+    await cluster.clients.core.createNamespacedPod({ namespace: ns, body: pod('tolerated', true) });
+    const bound = await waitFor(
+      'tolerated pod bound',
+      () => cluster.clients.core.readNamespacedPod({ name: 'tolerated', namespace: ns }),
+      (p) => Boolean(p.spec?.nodeName),
+    );
+    t.equal(bound.spec!.nodeName, NODE, 'bound to the vkvm node by the real scheduler');
+    const refused = await waitFor(
+      'scheduler verdict on the untolerated pod',
+      () => cluster.clients.core.readNamespacedPod({ name: 'untolerated', namespace: ns }),
+      (p) => p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable') ?? false,
+    );
+    t.match(
+      { nodeName: refused.spec?.nodeName, condition: refused.status?.conditions?.find((c) => c.type === 'PodScheduled') },
+      { nodeName: undefined, condition: { status: 'False', reason: 'Unschedulable', message: /untolerated taint/ } },
+    );
+  });
+
+  await t.test('killing the agent makes the node-lifecycle controller mark it Unknown; a restart makes it Ready, same UID', async (t) => {
+    await agent.kill('SIGKILL');
+    const lost = await waitFor('node Ready=Unknown', () => readNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', {
+      timeoutMs: (GRACE_S + 40) * 1000,
+    });
+    t.match(lost.status!.conditions!.find((c) => c.type === 'Ready'), { status: 'Unknown', reason: 'NodeStatusUnknown' });
+    agent = await startAgent(t, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    const back = await waitFor('node Ready again', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True', { timeoutMs: 60_000 });
+    t.equal(back.metadata!.uid, uid, 'the same Node object was adopted');
+    const nodes = await cluster.clients.core.listNode();
+    t.equal(nodes.items.filter((n) => n.metadata?.name === NODE).length, 1, 'never a second node');
+    t.ok(agent.output.some((l) => l.includes('adopted existing node')), 'agent logged the adoption');
+    t.ok(agent.output.some((l) => l.includes('reusing kubelet serving certificate')), 'restart reuses the stored serving certificate');
+  });
+});

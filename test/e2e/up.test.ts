@@ -1,0 +1,70 @@
+// `vkvm up` end to end: a local control plane plus this host as a Ready node,
+// CRDs and RBAC installed, and nothing left running after SIGINT.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import t from 'tap';
+import { freePort } from '../cluster/cluster.js';
+import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
+import { CLI, condition, waitFor } from './harness.js';
+
+/** Pids whose command line mentions `needle`. */
+async function processesMentioning(needle: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(needle)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing behind', async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-up-'));
+  t.teardown(() => rm(stateDir, { recursive: true, force: true }));
+  const nodeName = 'vkvm-up-e2e';
+  const started = Date.now();
+  const child = spawn(
+    process.execPath,
+    [CLI, 'up', `--state-dir=${stateDir}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  t.teardown(async () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    for (const pid of await processesMentioning(stateDir)) process.kill(pid, 'SIGKILL');
+  });
+  const output: string[] = [];
+  const upLine = await new Promise<string>((resolve, reject) => {
+    for (const s of [child.stdout, child.stderr]) {
+      createInterface({ input: s }).on('line', (line) => {
+        output.push(line);
+        if (line.startsWith('vkvm: node ')) resolve(line);
+      });
+    }
+    void exited.then((e) => reject(new Error(`vkvm up exited early (${JSON.stringify(e)}):\n${output.slice(-40).join('\n')}`)));
+  });
+  const kubeconfig = join(stateDir, 'kubeconfig');
+  t.equal(upLine, `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}`, 'one line says how to use it');
+
+  const clients = makeClients(loadKubeConfig(kubeconfig));
+  const node = await waitFor('node Ready', () => clients.core.readNode({ name: nodeName }), (n) => condition(n, 'Ready') === 'True');
+  t.ok(Date.now() - started < 60_000, `Ready ${Date.now() - started} ms after vkvm up started (cluster binary cached)`);
+  t.match(node, {
+    metadata: { labels: { type: 'virtual-kubelet', 'kubevirt.io/schedulable': 'true' } },
+    spec: { taints: [{ key: 'virtual-kubelet.io/provider', effect: 'NoSchedule' }] },
+    status: { capacity: { cpu: /^\d+$/, memory: /Ki$/, pods: '110' } },
+  });
+  const role = await clients.kc.makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api).readClusterRole({ name: 'vkvm:node-agent' });
+  t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
+
+  t.ok((await processesMentioning(stateDir)).length >= 3, 'control plane components run while up');
+  child.kill('SIGINT');
+  const result = await exited;
+  t.same(result, { code: 0, signal: null }, 'exits 0 on SIGINT');
+  t.same(await processesMentioning(stateDir), [], 'no control plane process left behind');
+});

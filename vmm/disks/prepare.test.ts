@@ -1,0 +1,145 @@
+// Disk preparation against real qemu-img, genisoimage and files in t.testdir().
+import t, { type Test } from 'tap';
+import { readdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { prepareDisks, removePreparedDisks, type DiskDirs } from './prepare.js';
+import { readImageInfo } from './qemu-img.js';
+import { run } from '../exec.js';
+import { recordingLog } from '../testing/log.js';
+import { rejection } from '../testing/rejection.js';
+import { testSpec } from '../testing/specs.js';
+import type { DiskSpec } from '../spec.js';
+
+const MiB = 1024 * 1024;
+const { log } = recordingLog();
+
+async function setup(t: Test): Promise<{ root: string; dirs: DiskDirs; images: string }> {
+  const root = t.testdir({ images: {}, host: { 'data.img': Buffer.alloc(MiB) } });
+  const images = join(root, 'images');
+  await run('qemu-img', ['create', '-f', 'raw', join(images, 'base.raw'), '8M']);
+  await run('qemu-img', ['create', '-f', 'qcow2', join(images, 'base.qcow2'), '16M']);
+  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache') } };
+}
+
+const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> = {}): DiskSpec => ({ name, device: 'disk', bus: 'virtio', source, ...over });
+
+t.test('overlays on raw and qcow2 bases, a sparse empty disk, a host path in place and a seed ISO', async (t) => {
+  const { root, images, dirs } = await setup(t);
+  const spec = testSpec({
+    disks: [
+      disk('a', { kind: 'image', path: join(images, 'base.raw') }),
+      disk('b', { kind: 'image', path: join(images, 'base.qcow2') }),
+      disk('scratch', { kind: 'empty', sizeMiB: 1024 }),
+      disk('data', { kind: 'host', path: join(root, 'host', 'data.img') }),
+      disk('seed', { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: vm1\n' }, { device: 'cdrom', bus: 'sata' }),
+    ],
+  });
+  const prepared = await prepareDisks(spec, dirs, log);
+  t.same(prepared, {
+    a: { path: join(dirs.vmDir, 'a.qcow2'), format: 'qcow2' },
+    b: { path: join(dirs.vmDir, 'b.qcow2'), format: 'qcow2' },
+    scratch: { path: join(dirs.vmDir, 'scratch.qcow2'), format: 'qcow2' },
+    data: { path: join(root, 'host', 'data.img'), format: 'raw', block: false },
+    seed: { path: join(dirs.vmDir, 'seed.iso'), format: 'raw' },
+  });
+  const scratch = await stat(prepared.scratch!.path);
+  t.match(
+    {
+      a: await readImageInfo(prepared.a!.path),
+      b: await readImageInfo(prepared.b!.path),
+      scratch: await readImageInfo(prepared.scratch!.path),
+      scratchAllocatedBelow1MiB: scratch.blocks * 512 < MiB,
+      vmDir: (await readdir(dirs.vmDir)).sort(),
+    },
+    {
+      a: { format: 'qcow2', virtualSizeBytes: 8 * MiB, backingFile: join(images, 'base.raw') },
+      b: { format: 'qcow2', virtualSizeBytes: 16 * MiB, backingFile: join(images, 'base.qcow2') },
+      scratch: { format: 'qcow2', virtualSizeBytes: 1024 * MiB, backingFile: undefined },
+      scratchAllocatedBelow1MiB: true,
+      vmDir: ['a.qcow2', 'b.qcow2', 'scratch.qcow2', 'seed.iso'],
+    },
+  );
+  const backingFormat = JSON.parse(await run('qemu-img', ['info', '--output=json', prepared.a!.path]))['backing-filename-format'];
+  t.equal(backingFormat, 'raw', 'the overlay records the base format, so QEMU never probes it');
+});
+
+t.test('preparing again reuses overlays and empty disks, which hold guest data', async (t) => {
+  const { images, dirs } = await setup(t);
+  const spec = testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'base.qcow2') }), disk('scratch', { kind: 'empty', sizeMiB: 64 })] });
+  const first = await prepareDisks(spec, dirs, log);
+  // Stand-in for guest writes: a marker the guest would have put into the overlay.
+  await run('qemu-io', ['-f', 'qcow2', '-c', 'write -P 0x5a 0 64k', first.a!.path]);
+  const before = await stat(first.scratch!.path);
+  const second = await prepareDisks(spec, dirs, log);
+  t.same(second, first);
+  t.match(await run('qemu-io', ['-f', 'qcow2', '-c', 'read -P 0x5a 0 64k', second.a!.path]), /read 65536\/65536 bytes/, 'guest data survives');
+  t.equal((await stat(second.scratch!.path)).mtimeMs, before.mtimeMs, 'the empty disk was not recreated');
+});
+
+t.test('missing images are SpecErrors naming every disk, and nothing prepared is left on disk', async (t) => {
+  const { root, images, dirs } = await setup(t);
+  const spec = testSpec({
+    disks: [
+      disk('scratch', { kind: 'empty', sizeMiB: 64 }),
+      disk('a', { kind: 'image', path: join(images, 'base.qcow2') }),
+      disk('gone', { kind: 'image', path: join(images, 'nope.qcow2') }),
+      disk('seed', { kind: 'cloudInit', userData: '', metaData: '' }),
+      disk('lv', { kind: 'host', path: '/dev/vg-missing/lv' }),
+    ],
+  });
+  t.match(await rejection(prepareDisks(spec, dirs, log)), {
+    kind: 'SpecError',
+    causes: [
+      { path: 'disks[2].source.path', reason: 'FieldValueNotFound', message: /nope\.qcow2 does not exist/ },
+      { path: 'disks[4].source.path', reason: 'FieldValueNotFound' },
+    ],
+  });
+  t.same((await readdir(root)).sort(), ['host', 'images'], 'the VM directory it created is gone too');
+});
+
+t.test('a failure keeps files that existed before, and the VM directory it did not create', async (t) => {
+  const { images, dirs } = await setup(t);
+  const good = disk('a', { kind: 'image', path: join(images, 'base.qcow2') });
+  await prepareDisks(testSpec({ disks: [good] }), dirs, log);
+  const spec = testSpec({ disks: [good, disk('b', { kind: 'empty', sizeMiB: 64 }), disk('gone', { kind: 'image', path: join(images, 'nope.raw') })] });
+  t.match(await rejection(prepareDisks(spec, dirs, log)), { kind: 'SpecError' });
+  t.same(await readdir(dirs.vmDir), ['a.qcow2']);
+});
+
+t.test('an image format other than qcow2 or raw is refused', async (t) => {
+  const { images, dirs } = await setup(t);
+  await run('qemu-img', ['create', '-f', 'vmdk', join(images, 'base.vmdk'), '8M']);
+  t.match(await rejection(prepareDisks(testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'base.vmdk') })] }), dirs, log)), {
+    kind: 'SpecError',
+    causes: [{ path: 'disks[0].source.path', reason: 'FieldValueNotSupported', message: /vmdk/ }],
+  });
+});
+
+t.test('a qemu-img failure is a CommandError, not a SpecError', async (t) => {
+  const { images, dirs } = await setup(t);
+  // A qcow2 magic with version 99: probed as qcow2, then refused by qemu-img.
+  await writeFile(join(images, 'broken.qcow2'), Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 99]), Buffer.alloc(96)]));
+  t.match(await rejection(prepareDisks(testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'broken.qcow2') })] }), dirs, log)), {
+    kind: 'CommandError',
+    message: /qemu-img info/,
+  });
+});
+
+t.test('removing prepared disks deletes what the VM owns and keeps host paths and bases', async (t) => {
+  const { root, images, dirs } = await setup(t);
+  const spec = testSpec({
+    disks: [
+      disk('a', { kind: 'image', path: join(images, 'base.raw') }),
+      disk('scratch', { kind: 'empty', sizeMiB: 64 }),
+      disk('data', { kind: 'host', path: join(root, 'host', 'data.img') }),
+      disk('seed', { kind: 'cloudInit', userData: '', metaData: '' }),
+    ],
+  });
+  await prepareDisks(spec, dirs, log);
+  await removePreparedDisks(spec, dirs);
+  await removePreparedDisks(spec, dirs);
+  t.same(
+    { vmDir: await readdir(dirs.vmDir), images: (await readdir(images)).sort(), host: await readdir(join(root, 'host')) },
+    { vmDir: [], images: ['base.qcow2', 'base.raw'], host: ['data.img'] },
+  );
+});

@@ -1,0 +1,119 @@
+// Turns the spec's disks into files QEMU can open: a qcow2 overlay per VM on
+// a host or downloaded base image, sparse empty disks, cloud-init seed ISOs,
+// and host paths used in place. Idempotent, because the launcher's sync is:
+// an overlay or empty disk that already exists holds the guest's data and is
+// reused, never recreated.
+import { mkdir, rm, rmdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { buildNoCloudIso } from '../cloud-init/nocloud-iso.js';
+import { SpecError } from '../errors.js';
+import type { Log } from '../log.js';
+import type { DiskSpec, VmSpec } from '../spec.js';
+import type { PreparedDisk } from '../domain/runtime.js';
+import { statIfExists } from './fs.js';
+import { baseFormat, downloadBase } from './base-image.js';
+import { createEmptyDisk, createOverlay } from './qemu-img.js';
+
+export interface DiskDirs {
+  /** This VM's own directory: overlays, empty disks and seed ISOs go here. */
+  vmDir: string;
+  /** The node-wide cache of downloaded images, shared by all VMs. */
+  cacheDir: string;
+}
+
+/** The file this VM owns for a disk that is not a host path. */
+function vmFile(dirs: DiskDirs, disk: DiskSpec): string {
+  return join(dirs.vmDir, disk.source.kind === 'cloudInit' ? `${disk.name}.iso` : `${disk.name}.qcow2`);
+}
+
+/** Files created by this preparation, removed again if it fails. */
+type Created = string[];
+
+async function statOrSpecError(path: string, at: string) {
+  const stats = await statIfExists(path);
+  if (!stats) throw new SpecError([{ path: at, reason: 'FieldValueNotFound', message: `${path} does not exist on this node` }]);
+  return stats;
+}
+
+/** Creates `path` with `make` unless it already exists; a file made here is recorded for cleanup. */
+async function createOnce(path: string, created: Created, make: () => Promise<void>): Promise<void> {
+  if (await statIfExists(path)) return;
+  created.push(path);
+  await make();
+}
+
+async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: Created, log: Log): Promise<PreparedDisk> {
+  const source = disk.source;
+  const path = vmFile(dirs, disk);
+  switch (source.kind) {
+    case 'host': {
+      // Never probed: the guest writes to it, and a guest-written qcow2 header must not change how the host opens it.
+      const stats = await statOrSpecError(source.path, `${at}.source.path`);
+      return { path: source.path, format: 'raw', block: stats.isBlockDevice() };
+    }
+    case 'image': {
+      await statOrSpecError(source.path, `${at}.source.path`);
+      const format = await baseFormat(source.path, `${at}.source.path`, false);
+      await createOnce(path, created, () => createOverlay(source.path, format, path));
+      return { path, format: 'qcow2' };
+    }
+    case 'url': {
+      const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, log);
+      const format = await baseFormat(base, `${at}.source.url`, true);
+      await createOnce(path, created, () => createOverlay(base, format, path));
+      return { path, format: 'qcow2' };
+    }
+    case 'empty':
+      await createOnce(path, created, () => createEmptyDisk(path, source.sizeMiB));
+      return { path, format: 'qcow2' };
+    case 'cloudInit':
+      // Rebuilt every time: it is derived from the spec alone and holds no guest state.
+      if (!(await statIfExists(path))) created.push(path);
+      await buildNoCloudIso(source, path);
+      return { path, format: 'raw' };
+  }
+}
+
+/** All SpecErrors merged into one, so the user sees every cause; otherwise the first failure. */
+function combineFailures(failures: unknown[]): unknown {
+  const specErrors = failures.filter((f): f is SpecError => f instanceof SpecError);
+  if (specErrors.length === 0) return failures[0];
+  return new SpecError(specErrors.flatMap((e) => e.causes), { cause: specErrors[0] });
+}
+
+/** Removes `deepest` and its parents up to `topmost` while they are empty; one that someone else filled meanwhile stays. */
+async function removeEmptyDirs(deepest: string, topmost: string): Promise<void> {
+  for (let dir = deepest; ; dir = dirname(dir)) {
+    try {
+      await rmdir(dir);
+    } catch {
+      return;
+    }
+    if (dir === topmost) return;
+  }
+}
+
+/**
+ * Prepares every disk of a spec that passed validateVmSpec (disk names are
+ * safe file names). On failure, everything this call created is removed
+ * before the error is thrown; images it downloaded stay in the shared cache.
+ */
+export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Promise<Record<string, PreparedDisk>> {
+  const madeVmDir = await mkdir(dirs.vmDir, { recursive: true });
+  const created: Created = [];
+  const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareDisk(disk, `disks[${i}]`, dirs, created, log)));
+  const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  if (failures.length === 0) {
+    log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
+    return Object.fromEntries(spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value]));
+  }
+  await Promise.all(created.map((file) => rm(file, { force: true })));
+  if (madeVmDir) await removeEmptyDirs(dirs.vmDir, madeVmDir);
+  throw combineFailures(failures);
+}
+
+/** Removes the files prepareDisks made for this VM; host paths and the image cache are left alone. Idempotent. */
+export async function removePreparedDisks(spec: VmSpec, dirs: DiskDirs): Promise<void> {
+  const owned = spec.disks.filter((disk) => disk.source.kind !== 'host');
+  await Promise.all(owned.map((disk) => rm(vmFile(dirs, disk), { force: true })));
+}
