@@ -1,0 +1,177 @@
+// Pod status derived in one place, by one ordered table: the first matching
+// row decides the container state and pod phase. Nothing else in the agent
+// sets phase, conditions or container statuses.
+import type { V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
+
+/** What the agent knows about a pod's VM, gathered from the launcher and the sync loop. */
+export interface VmObservation {
+  /** Launcher phase; absent before the launcher reported anything. */
+  phase?: 'Pending' | 'Running' | 'Paused' | 'Succeeded' | 'Failed';
+  reason?: string;
+  message?: string;
+  startedAt?: Date;
+  finishedAt?: Date;
+  domainUUID?: string;
+  /** The guest produced console output (the documented readiness signal). */
+  guestReady: boolean;
+  restartCount: number;
+  /** The previous run's end, shown as lastState after a restart. */
+  lastTermination?: { reason: string; exitCode: number; startedAt?: Date; finishedAt: Date };
+}
+
+export interface PodStatusInput {
+  pod: V1Pod;
+  now: Date;
+  hostIP: string;
+  podIP?: string;
+  /** The pod cannot be realized as written (SpecError): terminal. */
+  invalid?: { reason: string; message: string };
+  /** The boot image could not be fetched or found. */
+  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
+  /** Disks are being prepared / image being pulled. */
+  preparing?: boolean;
+  /** Waiting out a restart backoff after the VM stopped. */
+  backoff?: { message: string };
+  vm?: VmObservation;
+}
+
+type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+
+interface Row {
+  when: (i: PodStatusInput) => boolean;
+  phase: (i: PodStatusInput) => Phase;
+  state: (i: PodStatusInput) => V1ContainerState;
+  ready: (i: PodStatusInput) => boolean;
+  /** Pod-level reason/message, as the kubelet sets them for terminal failures. */
+  podReason?: (i: PodStatusInput) => { reason: string; message: string };
+}
+
+const restartPolicy = (i: PodStatusInput) => i.pod.spec?.restartPolicy ?? 'Always';
+const waiting = (reason: string, message?: string): V1ContainerState => ({ waiting: { reason, ...(message ? { message } : {}) } });
+const exitCodeOf = (i: PodStatusInput) => (i.vm?.phase === 'Succeeded' ? 0 : 1);
+const terminated = (i: PodStatusInput): V1ContainerState => ({
+  terminated: {
+    exitCode: exitCodeOf(i),
+    reason: i.vm?.phase === 'Succeeded' ? 'Completed' : 'Error',
+    ...(i.vm?.message ? { message: i.vm.message } : {}),
+    ...(i.vm?.startedAt ? { startedAt: i.vm.startedAt } : {}),
+    finishedAt: i.vm?.finishedAt ?? i.now,
+    ...(i.vm?.domainUUID ? { containerID: `vkvm://${i.vm.domainUUID}` } : {}),
+  },
+});
+const stopped = (i: PodStatusInput) => i.vm?.phase === 'Succeeded' || i.vm?.phase === 'Failed';
+/** A stopped VM is final unless restartPolicy brings it back. */
+const final = (i: PodStatusInput) =>
+  stopped(i) && (restartPolicy(i) === 'Never' || (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
+
+/** The ordered table: first match wins; the last row is the fallback. */
+const ROWS: Row[] = [
+  {
+    when: (i) => Boolean(i.invalid),
+    phase: () => 'Failed',
+    state: (i) => waiting('InvalidVMSpec', i.invalid!.message),
+    ready: () => false,
+    podReason: (i) => ({ reason: i.invalid!.reason, message: i.invalid!.message }),
+  },
+  {
+    when: final,
+    phase: (i) => (i.vm?.phase === 'Succeeded' ? 'Succeeded' : 'Failed'),
+    state: terminated,
+    ready: () => false,
+  },
+  {
+    when: (i) => Boolean(i.imageError),
+    phase: () => 'Pending',
+    state: (i) => waiting(i.imageError!.reason, i.imageError!.message),
+    ready: () => false,
+  },
+  {
+    when: (i) => Boolean(i.backoff),
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
+    state: (i) => waiting('CrashLoopBackOff', i.backoff!.message),
+    ready: () => false,
+  },
+  {
+    when: (i) => i.vm?.phase === 'Running' || i.vm?.phase === 'Paused',
+    phase: () => 'Running',
+    state: (i) => ({ running: { startedAt: i.vm?.startedAt ?? i.now } }),
+    ready: (i) => i.vm?.phase === 'Running' && i.vm.guestReady,
+  },
+  {
+    when: stopped,
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
+    state: terminated,
+    ready: () => false,
+  },
+  {
+    when: () => true,
+    phase: () => 'Pending',
+    state: (i) => waiting('ContainerCreating', i.preparing ? 'preparing disks and starting the VM' : undefined),
+    ready: () => false,
+  },
+];
+
+function condition(type: string, ok: boolean, now: Date, previous: V1PodCondition[], reason?: string): V1PodCondition {
+  const status = ok ? 'True' : 'False';
+  const prev = previous.find((c) => c.type === type);
+  return {
+    type,
+    status,
+    lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
+    ...(ok || !reason ? {} : { reason }),
+  } as V1PodCondition;
+}
+
+export function derivePodStatus(i: PodStatusInput): V1PodStatus {
+  const row = ROWS.find((r) => r.when(i))!;
+  const phase = row.phase(i);
+  const ready = row.ready(i);
+  const previous = i.pod.status?.conditions ?? [];
+  const container = i.pod.spec?.containers?.[0];
+  const notReadyReason = phase === 'Succeeded' || phase === 'Failed' ? 'PodCompleted' : 'ContainersNotReady';
+  const containerStatus: V1ContainerStatus | undefined = container && {
+    name: container.name,
+    image: container.image ?? '',
+    imageID: container.image ?? '',
+    ready,
+    started: 'running' in row.state(i),
+    restartCount: i.vm?.restartCount ?? 0,
+    state: row.state(i),
+    ...(i.vm?.domainUUID ? { containerID: `vkvm://${i.vm.domainUUID}` } : {}),
+    ...(i.vm?.lastTermination
+      ? {
+          lastState: {
+            terminated: {
+              exitCode: i.vm.lastTermination.exitCode,
+              reason: i.vm.lastTermination.reason,
+              finishedAt: i.vm.lastTermination.finishedAt,
+              ...(i.vm.lastTermination.startedAt ? { startedAt: i.vm.lastTermination.startedAt } : {}),
+            },
+          },
+        }
+      : {}),
+  };
+  const status: V1PodStatus = {
+    phase,
+    conditions: [
+      condition('PodScheduled', true, i.now, previous),
+      condition('Initialized', true, i.now, previous),
+      condition('ContainersReady', ready, i.now, previous, notReadyReason),
+      condition('Ready', ready, i.now, previous, notReadyReason),
+    ],
+    hostIP: i.hostIP,
+    hostIPs: [{ ip: i.hostIP }],
+    startTime: i.pod.status?.startTime ?? i.now,
+    containerStatuses: containerStatus ? [containerStatus] : [],
+  };
+  if (i.podIP) {
+    status.podIP = i.podIP;
+    status.podIPs = [{ ip: i.podIP }];
+  }
+  const podReason = row.podReason?.(i);
+  if (podReason) {
+    status.reason = podReason.reason;
+    status.message = podReason.message;
+  }
+  return status;
+}

@@ -1,0 +1,53 @@
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { SpecError } from '../../vmm/errors.js';
+import { translatePod, type BuiltinImages } from './translate.js';
+
+const builtins: BuiltinImages = { 'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' } };
+const pod = (container: Record<string, unknown>, annotations: Record<string, string> = {}): V1Pod => ({
+  metadata: { name: 'vm1', namespace: 'ns', uid: '0b6a3c1e-2d7a-4c8e-9b55-0d2f1e3a4b5c', annotations },
+  spec: { containers: [{ name: 'vm', ...container } as V1Pod['spec'] extends infer S ? S extends { containers: Array<infer C> } ? C : never : never] },
+});
+
+t.test('the test guest image boots its kernel with args and env on the command line', async (t) => {
+  const spec = translatePod(
+    pod({ image: 'vkvm/test-guest', args: ['loglevel=3'], env: [{ name: 'MODE', value: 'e2e' }], resources: { limits: { cpu: '1500m', memory: '128Mi' } } }),
+    builtins,
+  );
+  t.match(spec, {
+    uid: '0b6a3c1e-2d7a-4c8e-9b55-0d2f1e3a4b5c',
+    name: 'ns_vm1',
+    cpu: { sockets: 1, cores: 2, threads: 1, limitMillicores: 1500 },
+    memoryMiB: 128,
+    kernelBoot: { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet MODE=e2e loglevel=3' },
+    disks: [],
+    guestAgent: true,
+  });
+});
+
+t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; requests are used without limits', async (t) => {
+  const spec = translatePod(pod({ image: 'https://img.example/disk.qcow2', resources: { requests: { cpu: '2', memory: '1Gi' } } }, { 'vkvm.io/user-data': '#cloud-config\n' }), builtins);
+  t.match(spec, {
+    cpu: { cores: 2 },
+    memoryMiB: 1024,
+    disks: [
+      { name: 'root', bus: 'virtio', bootOrder: 1, source: { kind: 'url', url: 'https://img.example/disk.qcow2' } },
+      { name: 'cloudinit', device: 'cdrom', source: { kind: 'cloudInit', userData: '#cloud-config\n' } },
+    ],
+  });
+  t.notOk((spec as { cpu: { limitMillicores?: number } }).cpu.limitMillicores, 'no CPU limit without limits.cpu');
+  t.match(translatePod(pod({ image: '/var/lib/images/d.raw' }), builtins), { memoryMiB: 512, cpu: { cores: 1 }, disks: [{ source: { kind: 'image', path: '/var/lib/images/d.raw' } }] });
+});
+
+t.test('every unrealizable field is named', async (t) => {
+  const err = translatePod(pod({ image: 'nginx:1.25', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }), builtins);
+  t.ok(err instanceof SpecError);
+  t.same(
+    (err as SpecError).causes.map((c) => c.path),
+    ['spec.containers[0].image', 'spec.containers[0].command', 'spec.containers[0].resources.limits.cpu', 'spec.containers[0].resources.limits.memory'],
+  );
+  const two = translatePod({ ...pod({ image: 'vkvm/test-guest' }), spec: { containers: [{ name: 'a', image: 'vkvm/test-guest' }, { name: 'b', image: 'x' }] } }, builtins);
+  t.match(two, { causes: [{ path: 'spec.containers', message: /exactly one container/ }] });
+  t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), { causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }] });
+  t.match(translatePod(pod({ image: 'vkvm/test-guest' }), {}), { causes: [{ path: 'spec.containers[0].image', reason: 'FieldValueNotFound' }] });
+});

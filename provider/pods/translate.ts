@@ -1,0 +1,172 @@
+// Pure translation of a plain pod into a VmSpec, or a SpecError naming every
+// pod field that cannot be realized. No I/O: built-in images arrive resolved.
+//
+// How a pod describes its VM (documented in README):
+//   image  /path/disk.qcow2 | file:///path   host image (qcow2 or raw), booted from a per-VM overlay
+//          http(s)://…/disk.qcow2            downloaded once into the image cache, then overlaid
+//          kernel:/path/vmlinuz              direct kernel boot; initrd from annotation vkvm.io/initrd
+//          vkvm/test-guest                   the built-in test guest (Debian kernel + busybox initramfs)
+//   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
+//              memory → guest RAM (limits, else requests, default 512Mi)
+//   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
+//              kernel hands to init as environment); disk images: not supported (use user-data)
+//   annotations vkvm.io/user-data (cloud-init user-data, disk images), vkvm.io/initrd,
+//              vkvm.io/kernel-cmdline (base command line), vkvm.io/machine-type
+import type { V1Pod } from '@kubernetes/client-node';
+import { parseQuantity as parseKubeQuantity } from '../kube/quantity.js';
+import { SpecError, type SpecCause } from '../../vmm/errors.js';
+import { VM_SPEC_VERSION, type DiskSpec, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
+
+export const TEST_GUEST_IMAGE = 'vkvm/test-guest';
+export const DEFAULT_MEMORY = '512Mi';
+export const ANNOTATION = {
+  userData: 'vkvm.io/user-data',
+  initrd: 'vkvm.io/initrd',
+  kernelCmdline: 'vkvm.io/kernel-cmdline',
+  machineType: 'vkvm.io/machine-type',
+} as const;
+
+/** Kernel-boot images the agent provides itself, resolved before translation. */
+export interface BuiltinImage {
+  kernelPath: string;
+  initrdPath: string;
+  cmdline: string;
+}
+export type BuiltinImages = Record<string, BuiltinImage>;
+
+/** Where the VM boots from, as parsed from the container image. */
+export type BootSource =
+  | { kind: 'builtin'; name: string }
+  | { kind: 'image'; path: string }
+  | { kind: 'url'; url: string }
+  | { kind: 'kernel'; kernelPath: string };
+
+export function parseImage(image: string): BootSource | null {
+  const bare = image.replace(/:latest$/, '');
+  if (bare === TEST_GUEST_IMAGE || bare === `docker.io/${TEST_GUEST_IMAGE}`) return { kind: 'builtin', name: TEST_GUEST_IMAGE };
+  if (image.startsWith('/')) return { kind: 'image', path: image };
+  if (image.startsWith('file:///')) return { kind: 'image', path: decodeURIComponent(image.slice('file://'.length)) };
+  if (/^https?:\/\/[^/]+\/.+/.test(image)) return { kind: 'url', url: image };
+  if (image.startsWith('kernel:/')) return { kind: 'kernel', kernelPath: image.slice('kernel:'.length) };
+  return null;
+}
+
+/** Kubernetes' DNS-1123 label is not required of domain names; this keeps them readable and unique per node. */
+export function domainName(namespace: string, name: string): string {
+  return `${namespace}_${name}`;
+}
+
+function parseQuantity(raw: string, path: string, causes: SpecCause[]): number | undefined {
+  const n = parseKubeQuantity(raw);
+  if (n === null || n < 0) {
+    causes.push({ path, reason: 'FieldValueInvalid', message: `${JSON.stringify(raw)} is not a resource quantity` });
+    return undefined;
+  }
+  return n;
+}
+
+export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | SpecError {
+  const causes: SpecCause[] = [];
+  const meta = pod.metadata ?? {};
+  const annotations = meta.annotations ?? {};
+  const containers = pod.spec?.containers ?? [];
+  if (containers.length !== 1) {
+    causes.push({
+      path: 'spec.containers',
+      reason: 'FieldValueInvalid',
+      message: `a VM pod has exactly one container (the VM), found ${containers.length}`,
+    });
+  }
+  if ((pod.spec?.initContainers ?? []).length > 0) {
+    causes.push({ path: 'spec.initContainers', reason: 'FieldValueNotSupported', message: 'init containers cannot run on a VM node' });
+  }
+  const c = containers[0];
+  if (!c) return new SpecError(causes);
+  const at = 'spec.containers[0]';
+
+  const source = parseImage(c.image ?? '');
+  if (!source) {
+    causes.push({
+      path: `${at}.image`,
+      reason: 'FieldValueNotSupported',
+      message: `${JSON.stringify(c.image ?? '')} is not a VM image: use a host path, file:///path, an http(s) URL, kernel:/path, or ${TEST_GUEST_IMAGE}`,
+    });
+  }
+  if (c.command?.length) {
+    causes.push({ path: `${at}.command`, reason: 'FieldValueNotSupported', message: 'a VM has no entrypoint to override; use args for the kernel command line' });
+  }
+
+  const limits = c.resources?.limits ?? {};
+  const requests = c.resources?.requests ?? {};
+  const cpuRaw = limits.cpu ?? requests.cpu ?? '1';
+  const cpuPath = `${at}.resources.${limits.cpu ? 'limits' : 'requests'}.cpu`;
+  const cpu = parseQuantity(cpuRaw, cpuPath, causes);
+  const memRaw = limits.memory ?? requests.memory ?? DEFAULT_MEMORY;
+  const memPath = `${at}.resources.${limits.memory ? 'limits' : 'requests'}.memory`;
+  const memBytes = parseQuantity(memRaw, memPath, causes);
+  const memoryMiB = memBytes === undefined ? 0 : Math.ceil(memBytes / (1024 * 1024));
+  if (memBytes !== undefined && memoryMiB < 32) {
+    causes.push({ path: memPath, reason: 'FieldValueInvalid', message: `${memRaw} is below the 32Mi a VM needs` });
+  }
+  if (cpu !== undefined && cpu <= 0) causes.push({ path: cpuPath, reason: 'FieldValueInvalid', message: 'must be more than 0' });
+
+  const extraCmdline = [...(c.env ?? []).map((e) => `${e.name}=${e.value ?? ''}`), ...(c.args ?? [])];
+  let kernelBoot: KernelBoot | undefined;
+  const disks: DiskSpec[] = [];
+  if (source?.kind === 'builtin') {
+    const b = builtins[source.name];
+    if (!b) causes.push({ path: `${at}.image`, reason: 'FieldValueNotFound', message: `built-in image ${source.name} is not available on this node` });
+    else kernelBoot = { kernelPath: b.kernelPath, initrdPath: b.initrdPath, cmdline: [b.cmdline, ...extraCmdline].join(' ') };
+  } else if (source?.kind === 'kernel') {
+    kernelBoot = { kernelPath: source.kernelPath, cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' ') };
+    const initrd = annotations[ANNOTATION.initrd];
+    if (initrd) kernelBoot.initrdPath = initrd;
+  } else if (source) {
+    if (extraCmdline.length) {
+      causes.push({
+        path: c.env?.length ? `${at}.env` : `${at}.args`,
+        reason: 'FieldValueNotSupported',
+        message: `args and env apply to kernel boot only; pass data to a disk image with the ${ANNOTATION.userData} annotation`,
+      });
+    }
+    disks.push({
+      name: 'root',
+      device: 'disk',
+      bus: 'virtio',
+      bootOrder: 1,
+      source: source.kind === 'image' ? { kind: 'image', path: source.path } : { kind: 'url', url: source.url },
+    });
+  }
+  const userData = annotations[ANNOTATION.userData];
+  if (userData !== undefined) {
+    disks.push({
+      name: 'cloudinit',
+      device: 'cdrom',
+      bus: 'sata',
+      readOnly: true,
+      source: { kind: 'cloudInit', userData, metaData: `instance-id: ${meta.uid ?? ''}\nlocal-hostname: ${meta.name ?? ''}\n` },
+    });
+  }
+  if (!meta.uid) causes.push({ path: 'metadata.uid', reason: 'FieldValueRequired', message: 'pod has no UID' });
+  if (causes.length) return new SpecError(causes);
+
+  const millicores = Math.round((cpu ?? 1) * 1000);
+  const spec: VmSpec = {
+    version: VM_SPEC_VERSION,
+    uid: meta.uid!,
+    name: domainName(meta.namespace ?? 'default', meta.name ?? ''),
+    cpu: { sockets: 1, cores: Math.max(1, Math.ceil(millicores / 1000)), threads: 1 },
+    memoryMiB,
+    firmware: { kind: 'bios' },
+    disks,
+    interfaces: [],
+    guestAgent: true,
+    acpi: true,
+    labels: { 'vkvm.io/namespace': meta.namespace ?? 'default', 'vkvm.io/pod': meta.name ?? '' },
+  };
+  if (limits.cpu) spec.cpu.limitMillicores = millicores;
+  if (kernelBoot) spec.kernelBoot = kernelBoot;
+  const machineType = annotations[ANNOTATION.machineType];
+  if (machineType) spec.machineType = machineType;
+  return spec;
+}
