@@ -1,0 +1,95 @@
+// Command line of the launcher process. The node agent builds it with
+// launcherArgv(); the launcher parses it with parseLauncherArgs().
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_LIBVIRTD } from './libvirtd.js';
+
+export interface LauncherArgs {
+  uid: string;
+  /** Private directory of this VM: state file, sockets, console logs, libvirt state. */
+  runDir: string;
+  /** gRPC unix socket; default <runDir>/launcher.sock. */
+  socket: string;
+  /** cgroup path below each hierarchy's root; the VM's cgroup is <cgroupParent>/<uid>. */
+  cgroupParent: string;
+  cgroupRoot: string;
+  libvirtd: string;
+  emulator: string;
+  /** Node-wide cache of downloaded disk images, shared by all launchers. */
+  imageCacheDir: string;
+  consoleLogMaxBytes: number;
+  /** When false, a host without usable KVM makes the launcher fail instead of running TCG. */
+  allowSoftwareEmulation: boolean;
+  logLevel: string;
+}
+
+export const DEFAULTS = {
+  cgroupParent: 'vkvm',
+  cgroupRoot: '/sys/fs/cgroup',
+  libvirtd: DEFAULT_LIBVIRTD,
+  emulator: '/usr/bin/qemu-system-x86_64',
+  imageCacheDir: '/var/cache/vkvm/images',
+  consoleLogMaxBytes: 10 * 1024 * 1024,
+  logLevel: 'info',
+};
+
+/** sockaddr_un.sun_path holds 108 bytes including the terminating NUL. */
+const MAX_SOCKET_PATH = 107;
+
+export function parseLauncherArgs(argv: string[]): LauncherArgs {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      uid: { type: 'string' },
+      'run-dir': { type: 'string' },
+      socket: { type: 'string' },
+      'cgroup-parent': { type: 'string' },
+      'cgroup-root': { type: 'string' },
+      libvirtd: { type: 'string' },
+      emulator: { type: 'string' },
+      'image-cache-dir': { type: 'string' },
+      'console-log-max-bytes': { type: 'string' },
+      'no-software-emulation': { type: 'boolean' },
+      'log-level': { type: 'string' },
+    },
+  });
+  if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid)) throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
+  if (!values['run-dir']) throw new Error('--run-dir is required');
+  const runDir = path.resolve(values['run-dir']);
+  const socket = path.resolve(values.socket ?? path.join(runDir, 'launcher.sock'));
+  // The longest socket path the launcher makes is QEMU's console socket in <run-dir>/qemu/.
+  for (const p of [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')]) {
+    if (Buffer.byteLength(p) > MAX_SOCKET_PATH) throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
+  }
+  const maxBytes = Number(values['console-log-max-bytes'] ?? DEFAULTS.consoleLogMaxBytes);
+  if (!Number.isInteger(maxBytes) || maxBytes < 4096) throw new Error('--console-log-max-bytes must be an integer >= 4096');
+  return {
+    uid: values.uid,
+    runDir,
+    socket,
+    cgroupParent: values['cgroup-parent'] ?? DEFAULTS.cgroupParent,
+    cgroupRoot: values['cgroup-root'] ?? DEFAULTS.cgroupRoot,
+    libvirtd: values.libvirtd ?? DEFAULTS.libvirtd,
+    emulator: values.emulator ?? DEFAULTS.emulator,
+    imageCacheDir: path.resolve(values['image-cache-dir'] ?? DEFAULTS.imageCacheDir),
+    consoleLogMaxBytes: maxBytes,
+    allowSoftwareEmulation: !values['no-software-emulation'],
+    logLevel: values['log-level'] ?? DEFAULTS.logLevel,
+  };
+}
+
+/** The inverse of parseLauncherArgs for the fields a caller sets; defaults are left out. */
+export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<LauncherArgs>): string[] {
+  const argv = ['--uid', a.uid, '--run-dir', a.runDir];
+  if (a.socket) argv.push('--socket', a.socket);
+  if (a.cgroupParent) argv.push('--cgroup-parent', a.cgroupParent);
+  if (a.cgroupRoot) argv.push('--cgroup-root', a.cgroupRoot);
+  if (a.libvirtd) argv.push('--libvirtd', a.libvirtd);
+  if (a.emulator) argv.push('--emulator', a.emulator);
+  if (a.imageCacheDir) argv.push('--image-cache-dir', a.imageCacheDir);
+  if (a.consoleLogMaxBytes) argv.push('--console-log-max-bytes', String(a.consoleLogMaxBytes));
+  if (a.allowSoftwareEmulation === false) argv.push('--no-software-emulation');
+  if (a.logLevel) argv.push('--log-level', a.logLevel);
+  return argv;
+}

@@ -1,0 +1,47 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { Cgroup, detectLayout } from './cgroup.js';
+
+const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, pidsMax: 1024 };
+
+t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
+  const root = t.testdir({ 'cgroup.controllers': 'cpuset cpu io memory pids\n', 'cgroup.subtree_control': '' });
+  t.same(await detectLayout(root), { version: 'v2', mount: root });
+  const cg = await Cgroup.create({ uid: 'u1', parent: 'vkvm', root });
+  await cg.setLimits(limits);
+  const dir = path.join(root, 'vkvm', 'u1');
+  t.same(
+    ['memory.max', 'cpu.max', 'pids.max'].map((f) => readFileSync(path.join(dir, f), 'utf8')),
+    [String(512 * 1024 * 1024), '25000 100000', '1024'],
+    'limits land in the v2 files',
+  );
+  t.equal(readFileSync(path.join(root, 'vkvm', 'cgroup.subtree_control'), 'utf8'), '+memory +cpu +pids', 'controllers enabled for the leaf');
+  t.equal(cg.describe(), 'v2:/vkvm/u1');
+});
+
+t.test('v1 when the unified hierarchy is empty (hybrid mount)', async (t) => {
+  const root = t.testdir({
+    unified: { 'cgroup.controllers': '' },
+    memory: { 'cgroup.procs': '' },
+    cpu: { 'cgroup.procs': '' },
+    pids: { 'cgroup.procs': '' },
+  });
+  t.match(await detectLayout(root), { version: 'v1' });
+  const cg = await Cgroup.create({ uid: 'u1', parent: 'vkvm', root });
+  await cg.setLimits({ ...limits, cpuMillicores: undefined });
+  const read = (c: string, f: string) => readFileSync(path.join(root, c, 'vkvm', 'u1', f), 'utf8');
+  t.same(
+    [read('memory', 'memory.limit_in_bytes'), read('cpu', 'cpu.cfs_quota_us'), read('pids', 'pids.max')],
+    [String(512 * 1024 * 1024), '-1', '1024'],
+    'limits land in the v1 files; no CPU limit means no quota',
+  );
+  t.equal(cg.memoryLimitBytes, 512 * 1024 * 1024);
+});
+
+t.test('a cgroup that still holds processes is not adopted', async (t) => {
+  const root = t.testdir({ memory: { 'cgroup.procs': '' }, cpu: { 'cgroup.procs': '' }, pids: { 'cgroup.procs': '' } });
+  mkdirSync(path.join(root, 'pids', 'vkvm', 'u1'), { recursive: true });
+  writeFileSync(path.join(root, 'pids', 'vkvm', 'u1', 'cgroup.procs'), '4242\n');
+  await t.rejects(Cgroup.create({ uid: 'u1', parent: 'vkvm', root }), /already holds processes 4242/);
+});

@@ -1,0 +1,223 @@
+// The node agent's typed client for one launcher. It finds the launcher through
+// the state file in the run dir, so it works the same for a launcher the agent
+// just spawned and one that survived an agent restart. gRPC status codes come
+// back as the same error kinds the launcher raised.
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { SpecError, type SpecCause } from '../vmm/errors.js';
+import type { VmSpec } from '../vmm/spec.js';
+import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import type { GuestExecRequest, GuestExecResult } from './guest-exec.js';
+import { loadLauncherService } from './proto/load.js';
+import {
+  fromWireState,
+  type ConsoleMessage,
+  type GuestExecResponse,
+  type InfoResponse,
+  type StateResponse,
+  type SyncVmResponse,
+} from './proto/types.js';
+import { FIELD_PATHS_KEY, SPEC_CAUSES_KEY } from './server.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type StateFile, type VmState } from './state.js';
+import type { SyncAction } from './vm-manager.js';
+
+/** How a launcher ended, as seen from outside. */
+export interface LauncherGone {
+  /** LauncherExited: it stopped the VM and exited; LauncherDied: it was killed or crashed (QEMU died with it). */
+  reason: 'LauncherExited' | 'LauncherDied';
+  message: string;
+  /** The launcher's last word, when it exited cleanly. */
+  exit?: StateFile['exit'];
+}
+
+export class LauncherGoneError extends Error {
+  readonly kind = 'LauncherGone';
+  constructor(readonly gone: LauncherGone) {
+    super(gone.message);
+  }
+}
+
+function fromServiceError(method: string, err: grpc.ServiceError): Error {
+  const meta = (key: string): unknown => {
+    const v = err.metadata?.get(key)[0];
+    return v === undefined ? undefined : JSON.parse(v.toString());
+  };
+  switch (err.code) {
+    case grpc.status.INVALID_ARGUMENT:
+      return new SpecError((meta(SPEC_CAUSES_KEY) as SpecCause[] | undefined) ?? [], { cause: err });
+    case grpc.status.FAILED_PRECONDITION:
+      return new PreconditionError(err.details, (meta(FIELD_PATHS_KEY) as string[] | undefined) ?? [], { cause: err });
+    case grpc.status.UNAVAILABLE:
+      return new UnavailableError(`${method}: ${err.details}`, { cause: err });
+    case grpc.status.DEADLINE_EXCEEDED:
+      return new TimeoutError(`${method}: ${err.details}`, { cause: err });
+    default:
+      return new Error(`launcher ${method}: ${err.details} (${grpc.status[err.code]})`, { cause: err });
+  }
+}
+
+/** What the state file says about a launcher that no longer answers. */
+export async function launcherGone(runDir: string): Promise<LauncherGone | undefined> {
+  const state = await readStateFile(path.join(runDir, STATE_FILE_NAME)).catch(() => undefined);
+  if (!state) return { reason: 'LauncherDied', message: `no state file in ${runDir}` };
+  if (state.exit) {
+    return { reason: 'LauncherExited', message: `launcher exited; VM ${state.exit.phase} (${state.exit.reason})`, exit: state.exit };
+  }
+  if (await isLauncherAlive(state)) return undefined;
+  return { reason: 'LauncherDied', message: `launcher pid ${state.pid} died without stopping the VM; QEMU died with it` };
+}
+
+type Callback<Res> = (err: grpc.ServiceError | null, res: Res) => void;
+type UnaryFn<Req, Res> = (req: Req, options: grpc.CallOptions, cb: Callback<Res>) => grpc.ClientUnaryCall;
+
+export interface WatchHandlers {
+  onState(state: VmState): void;
+  /** Called once, when the launcher is gone; no more states follow. */
+  onGone(gone: LauncherGone): void;
+}
+
+export interface ConsoleSession {
+  write(data: Buffer): void;
+  /** Detaches; the VM keeps running. */
+  close(): void;
+}
+
+export class LauncherClient {
+  private constructor(
+    private readonly client: grpc.Client,
+    readonly runDir: string,
+    readonly socket: string,
+  ) {}
+
+  /** Connects to the launcher recorded in <runDir>/launcher.json; LauncherGoneError when it is not running. */
+  static async connect(runDir: string, timeoutMs = 10_000): Promise<LauncherClient> {
+    const gone = await launcherGone(runDir);
+    if (gone) throw new LauncherGoneError(gone);
+    const state = await readStateFile(path.join(runDir, STATE_FILE_NAME));
+    const { Client } = loadLauncherService();
+    const client = new Client(`unix://${state.socket}`, grpc.credentials.createInsecure());
+    await new Promise<void>((resolve, reject) =>
+      client.waitForReady(Date.now() + timeoutMs, (err) => (err ? reject(new UnavailableError(`launcher at ${state.socket}: ${err.message}`)) : resolve())),
+    );
+    return new LauncherClient(client, runDir, state.socket);
+  }
+
+  close(): void {
+    this.client.close();
+  }
+
+  info(timeoutMs = 10_000): Promise<InfoResponse> {
+    return this.unary('info', {}, timeoutMs);
+  }
+
+  async ping(timeoutMs = 5_000): Promise<void> {
+    await this.unary('ping', {}, timeoutMs);
+  }
+
+  /** Idempotent: see SyncVm in launcher.proto. The deadline covers disk preparation and boot. */
+  async syncVm(spec: VmSpec, timeoutMs = 300_000): Promise<{ action: SyncAction; state: VmState }> {
+    const res = await this.unary<SyncVmResponse>('syncVm', { specJson: JSON.stringify(spec) }, timeoutMs);
+    const action = res.action.replace('SYNC_ACTION_', '');
+    return { action: (action.charAt(0) + action.slice(1).toLowerCase()) as SyncAction, state: fromWireState(res.state) };
+  }
+
+  shutdown(gracePeriodS: number): Promise<VmState> {
+    return this.stateCall('shutdown', { gracePeriodS }, (gracePeriodS + 30) * 1000);
+  }
+
+  kill(): Promise<VmState> {
+    return this.stateCall('kill', {}, 30_000);
+  }
+
+  pause(): Promise<VmState> {
+    return this.stateCall('pause', {}, 30_000);
+  }
+
+  unpause(): Promise<VmState> {
+    return this.stateCall('unpause', {}, 30_000);
+  }
+
+  reset(): Promise<VmState> {
+    return this.stateCall('reset', {}, 30_000);
+  }
+
+  getState(): Promise<VmState> {
+    return this.stateCall('getState', {}, 10_000);
+  }
+
+  async guestExec(req: Partial<GuestExecRequest> & { path: string }): Promise<GuestExecResult> {
+    const timeoutS = req.timeoutS ?? 60;
+    const res = await this.unary<GuestExecResponse>(
+      'guestExec',
+      { path: req.path, args: req.args ?? [], stdin: req.stdin ?? Buffer.alloc(0), timeoutS },
+      (timeoutS + 30) * 1000,
+    );
+    return res;
+  }
+
+  /**
+   * Follows the VM's state. The current state comes first. When the stream
+   * ends, the state file tells whether the launcher exited or died; a stream
+   * that broke while the launcher lives is opened again. Returns cancel.
+   */
+  watchEvents(handlers: WatchHandlers): () => void {
+    let cancelled = false;
+    let call: grpc.ClientReadableStream<StateResponse> | undefined;
+    let retryDelayMs = 100;
+    const stream = (): void => {
+      const c = (this.client as unknown as { watchEvents(req: object): grpc.ClientReadableStream<StateResponse> }).watchEvents({});
+      call = c;
+      c.on('data', (msg: StateResponse) => {
+        retryDelayMs = 100;
+        handlers.onState(fromWireState(msg.state));
+      });
+      c.on('error', () => {}); // the end of the stream is handled in 'close'
+      c.on('close', () => {
+        if (cancelled) return;
+        void launcherGone(this.runDir).then((gone) => {
+          if (cancelled) return;
+          if (gone) return handlers.onGone(gone);
+          setTimeout(stream, retryDelayMs);
+          retryDelayMs = Math.min(retryDelayMs * 2, 5000);
+        });
+      });
+    };
+    stream();
+    return () => {
+      cancelled = true;
+      call?.cancel();
+    };
+  }
+
+  /** Attaches to the serial console. `onEnd` runs when the VM stops or the stream fails. */
+  console(onData: (data: Buffer) => void, onEnd: (err?: Error) => void): ConsoleSession {
+    const call = (this.client as unknown as { console(): grpc.ClientDuplexStream<ConsoleMessage, ConsoleMessage> }).console();
+    let ended = false;
+    const end = (err?: Error): void => {
+      if (ended) return;
+      ended = true;
+      onEnd(err);
+    };
+    call.on('data', (msg: ConsoleMessage) => onData(msg.data));
+    call.on('error', (err: grpc.ServiceError) => end(err.code === grpc.status.CANCELLED ? undefined : fromServiceError('console', err)));
+    call.on('end', () => end());
+    return {
+      write: (data) => call.write({ data }),
+      close: () => {
+        call.end();
+        call.cancel();
+      },
+    };
+  }
+
+  private async stateCall(method: string, req: object, timeoutMs: number): Promise<VmState> {
+    return fromWireState((await this.unary<StateResponse>(method, req, timeoutMs)).state);
+  }
+
+  private unary<Res>(method: string, req: object, timeoutMs: number): Promise<Res> {
+    const fn = (this.client as unknown as Record<string, UnaryFn<object, Res>>)[method]!;
+    return new Promise((resolve, reject) => {
+      fn.call(this.client, req, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromServiceError(method, err)) : resolve(res)));
+    });
+  }
+}

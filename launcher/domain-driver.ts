@@ -1,0 +1,178 @@
+// The launcher's view of its one libvirt domain. @unraid/libvirt covers
+// define/lookup/info/suspend/resume/destroy/undefine; it has no start flags,
+// reset, shutdown modes, guest-agent passthrough or events, so those go
+// through virsh on the same private socket. virsh's only failure channel is
+// text on stderr: the one libvirt message the launcher must recognise (agent
+// not connected) is matched here and nowhere else.
+import { execFile, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { DomainState, type Domain, type Hypervisor } from '@unraid/libvirt';
+import { UnavailableError } from './errors.js';
+
+const execFileP = promisify(execFile);
+
+export type DomainStateName =
+  | 'absent'
+  | 'nostate'
+  | 'running'
+  | 'blocked'
+  | 'paused'
+  | 'shutdown'
+  | 'shutoff'
+  | 'crashed'
+  | 'pmsuspended';
+
+const STATE_NAMES: Record<DomainState, DomainStateName> = {
+  [DomainState.NOSTATE]: 'nostate',
+  [DomainState.RUNNING]: 'running',
+  [DomainState.BLOCKED]: 'blocked',
+  [DomainState.PAUSED]: 'paused',
+  [DomainState.SHUTDOWN]: 'shutdown',
+  [DomainState.SHUTOFF]: 'shutoff',
+  [DomainState.CRASHED]: 'crashed',
+  [DomainState.PMSUSPENDED]: 'pmsuspended',
+};
+
+/** A libvirt lifecycle event as virsh prints it, e.g. {type: 'Stopped', detail: 'Destroyed'}. */
+export interface LifecycleEvent {
+  type: string;
+  detail: string;
+}
+
+export interface DomainEvents {
+  onLifecycle(e: LifecycleEvent): void;
+  /** The event stream ended: libvirtd is gone (or virsh died). */
+  onEnd(err: Error): void;
+}
+
+const LIFECYCLE_LINE = /event 'lifecycle' for domain '.*': (\S+)(?: (.*))?$/;
+
+/** The lifecycle event in one line of `virsh event --loop`; undefined for other events. */
+export function parseLifecycleLine(line: string): LifecycleEvent | undefined {
+  const m = LIFECYCLE_LINE.exec(line);
+  return m ? { type: m[1]!, detail: m[2] ?? '' } : undefined;
+}
+
+export class DomainDriver {
+  constructor(
+    private readonly hypervisor: Hypervisor,
+    private readonly uri: string,
+    private readonly virshTimeoutMs = 30_000,
+  ) {}
+
+  /** The daemon's libvirt version, e.g. "9.0.0". */
+  async version(): Promise<string> {
+    const out = await this.virsh(['version', '--daemon']);
+    return /Running against daemon: (\S+)/.exec(out)?.[1] ?? 'unknown';
+  }
+
+  /**
+   * The domain, or undefined when libvirt has none with this uuid. Found by
+   * listing: @unraid/libvirt drops libvirt's error codes, so "not found"
+   * cannot be told from other lookup failures.
+   */
+  async lookup(uuid: string): Promise<Domain | undefined> {
+    for (const dom of await this.hypervisor.connectListAllDomains()) {
+      if ((await this.hypervisor.domainGetUUIDString(dom)) === uuid) return dom;
+    }
+    return undefined;
+  }
+
+  async state(uuid: string): Promise<DomainStateName> {
+    const dom = await this.lookup(uuid);
+    if (!dom) return 'absent';
+    try {
+      return STATE_NAMES[(await this.hypervisor.domainGetInfo(dom)).state] ?? 'nostate';
+    } catch (err) {
+      // Undefined between lookup and info.
+      if (!(await this.lookup(uuid))) return 'absent';
+      throw err;
+    }
+  }
+
+  define(xml: string): Promise<Domain> {
+    return this.hypervisor.domainDefineXML(xml);
+  }
+
+  /** Starts with vCPUs stopped, so the console is attached before the guest prints anything. */
+  async startPaused(uuid: string): Promise<void> {
+    await this.virsh(['start', '--paused', uuid]);
+  }
+
+  async suspend(uuid: string): Promise<void> {
+    await this.hypervisor.domainSuspend(await this.require(uuid));
+  }
+
+  async resume(uuid: string): Promise<void> {
+    await this.hypervisor.domainResume(await this.require(uuid));
+  }
+
+  async reset(uuid: string): Promise<void> {
+    await this.virsh(['reset', uuid]);
+  }
+
+  /** ACPI power button only; libvirt's default would use the guest agent when one is connected. */
+  async shutdownAcpi(uuid: string): Promise<void> {
+    await this.virsh(['shutdown', '--mode', 'acpi', uuid]);
+  }
+
+  async destroy(uuid: string): Promise<void> {
+    await this.hypervisor.domainDestroy(await this.require(uuid));
+  }
+
+  /** Removes the definition; a no-op when there is none. */
+  async undefine(uuid: string): Promise<void> {
+    const dom = await this.lookup(uuid);
+    if (dom) await this.hypervisor.domainUndefine(dom);
+  }
+
+  /**
+   * Sends one QEMU guest agent command and returns its "return" member.
+   * UnavailableError when the agent in the guest is not connected.
+   */
+  async agentCommand(uuid: string, command: { execute: string; arguments?: unknown }, timeoutS: number): Promise<unknown> {
+    const out = await this.virsh(['qemu-agent-command', uuid, JSON.stringify(command), '--timeout', String(timeoutS)]);
+    const reply = JSON.parse(out) as { return?: unknown };
+    return reply.return;
+  }
+
+  /** Follows libvirt's event stream until stop() or until libvirtd goes away. */
+  watch(handlers: DomainEvents): { stop(): void } {
+    const child = spawn('virsh', ['-c', this.uri, 'event', '--loop', '--event', 'lifecycle'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stopped = false;
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-2000)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const ev = parseLifecycleLine(line);
+      if (ev) handlers.onLifecycle(ev);
+    });
+    child.on('exit', (code, signal) => {
+      if (!stopped) handlers.onEnd(new Error(`libvirt event stream ended (code ${code}, signal ${signal}): ${stderr.trim()}`));
+    });
+    return {
+      stop() {
+        stopped = true;
+        child.kill();
+      },
+    };
+  }
+
+  private async require(uuid: string): Promise<Domain> {
+    const dom = await this.lookup(uuid);
+    if (!dom) throw new Error(`domain ${uuid} is not defined`);
+    return dom;
+  }
+
+  private async virsh(args: string[]): Promise<string> {
+    try {
+      const { stdout } = await execFileP('virsh', ['-q', '-c', this.uri, ...args], { timeout: this.virshTimeoutMs });
+      return stdout.trim();
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      const message = (e.stderr ?? '').replace(/^error: /gm, '').trim() || e.message;
+      if (/guest agent is not (connected|responding)/i.test(message)) throw new UnavailableError(message, { cause: err });
+      throw new Error(`virsh ${args[0]}: ${message}`, { cause: err });
+    }
+  }
+}

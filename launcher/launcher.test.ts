@@ -1,0 +1,282 @@
+// End to end through real launcher processes: private libvirtd, QEMU under
+// TCG (or KVM where usable), the busybox test guest. Each test starts its own
+// launcher and its teardown kills whatever is left by PID.
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+import { ensureTestGuest } from '../test/guest/build.js';
+import { SpecError } from '../vmm/errors.js';
+import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import { Cgroup } from './cgroup.js';
+import { LauncherClient, type LauncherGone } from './client.js';
+import { PreconditionError, UnavailableError } from './errors.js';
+import { memoryLimitMiB } from './limits.js';
+import { spawnLauncher, type SpawnedLauncher } from './spawn.js';
+import type { VmState } from './state.js';
+import { withDeadline } from './wait.js';
+
+const guest = await ensureTestGuest();
+const ENTRY = fileURLToPath(new URL('./main.ts', import.meta.url));
+// The launcher runs from source with the TypeScript loader tap runs this file with.
+const NODE_ARGS = process.execArgv.filter((a) => a.startsWith('--import') && a.includes('typescript'));
+const BOOT_TIMEOUT_MS = 120_000;
+
+/** Whether a process runs (a zombie has exited). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\S+ \(.*\) [ZX] /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+const readFileSafe = (p: string): string => {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+/** QEMU processes of one VM, found by the uuid on their command line (other VMs may run on this host). */
+function qemuPidsOf(uid: string): number[] {
+  return readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((pid) => {
+      const argv = readFileSafe(`/proc/${pid}/cmdline`).split('\0');
+      return argv[0]?.includes('qemu-system') && argv.includes(uid) && running(pid);
+    });
+}
+
+/** Polls with backoff: process exit has no notification for non-children. */
+async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delayMs = 10; !cond(); delayMs = Math.min(delayMs * 2, 250)) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, delayMs));
+  }
+}
+
+function guestSpec(uid: string, overrides: Partial<VmSpec> = {}): VmSpec {
+  return {
+    version: VM_SPEC_VERSION,
+    uid,
+    name: `launcher-test-${uid.slice(0, 8)}`,
+    cpu: { sockets: 1, cores: 1, threads: 1 },
+    memoryMiB: 192,
+    firmware: { kind: 'bios' },
+    kernelBoot: { kernelPath: guest.kernelPath, initrdPath: guest.initrdPath, cmdline: guest.cmdline },
+    disks: [],
+    interfaces: [],
+    guestAgent: true,
+    acpi: true,
+    labels: { test: 'launcher' },
+    ...overrides,
+  };
+}
+
+/** States a launcher reported, with a way to wait for one. */
+class StateLog {
+  readonly states: VmState[] = [];
+  gone: LauncherGone | undefined;
+  private waiters: (() => void)[] = [];
+  readonly cancel: () => void;
+  constructor(client: LauncherClient) {
+    this.cancel = client.watchEvents({
+      onState: (s) => this.push(() => this.states.push(s)),
+      onGone: (g) => this.push(() => (this.gone = g)),
+    });
+  }
+  private push(apply: () => void): void {
+    apply();
+    for (const w of this.waiters.splice(0)) w();
+  }
+  async waitFor<T>(what: string, pick: () => T | undefined, timeoutMs: number): Promise<T> {
+    const found = new Promise<T>((resolve) => {
+      const check = (): void => {
+        const v = pick();
+        if (v !== undefined) resolve(v);
+        else this.waiters.push(check);
+      };
+      check();
+    });
+    return withDeadline(found, timeoutMs, `${what} (last state: ${JSON.stringify(this.states.at(-1))})`);
+  }
+}
+
+/** A console stream with a way to wait for output. */
+function openConsole(client: LauncherClient): { text(): string; waitFor(s: string, timeoutMs: number): Promise<void>; type(s: string): void; close(): void } {
+  let text = '';
+  let waiters: (() => void)[] = [];
+  const session = client.console(
+    (d) => {
+      text += d.toString('latin1');
+      for (const w of waiters.splice(0)) w();
+    },
+    () => {},
+  );
+  return {
+    text: () => text,
+    waitFor: (s, timeoutMs) =>
+      withDeadline(
+        new Promise<void>((resolve) => {
+          const check = (): void => (text.includes(s) ? resolve() : void waiters.push(check));
+          check();
+        }),
+        timeoutMs,
+        `console output ${JSON.stringify(s)} (tail: ${JSON.stringify(text.slice(-300))})`,
+      ),
+    type: (s) => session.write(Buffer.from(s)),
+    close: () => {
+      session.close();
+      waiters = [];
+    },
+  };
+}
+
+interface Started extends SpawnedLauncher {
+  uid: string;
+  runDir: string;
+  events: StateLog;
+}
+
+async function startLauncher(t: Test): Promise<Started> {
+  const uid = randomUUID();
+  // Short: unix socket paths below it must stay under 108 bytes.
+  const runDir = mkdtempSync('/tmp/vkvm-l-');
+  const t0 = performance.now();
+  const l = await spawnLauncher({ args: { uid, runDir }, nodeArgs: NODE_ARGS, entry: ENTRY });
+  t.comment(`launcher ready in ${Math.round(performance.now() - t0)} ms (process start to accepting socket)`);
+  const events = new StateLog(l.client);
+  t.teardown(async () => {
+    events.cancel();
+    l.client.close();
+    if (running(l.pid)) process.kill(l.pid, 'SIGKILL');
+    await until('the VM is gone', () => qemuPidsOf(uid).length === 0, 10_000);
+    const procs = `/sys/fs/cgroup/pids/vkvm/${uid}/cgroup.procs`;
+    await until('the cgroup is empty', () => readFileSafe(procs).trim() === '', 10_000);
+    await Cgroup.removeLeftover({ uid, parent: 'vkvm' });
+    await rm(runDir, { recursive: true, force: true });
+  });
+  return { ...l, uid, runDir, events };
+}
+
+t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown work', async (t) => {
+  const l = await startLauncher(t);
+  const spec = guestSpec(l.uid);
+  let t0 = performance.now();
+  const synced = await l.client.syncVm(spec);
+  t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
+  t.match(synced, { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: l.uid } }, 'SyncVm defines and starts the domain');
+
+  const con = openConsole(l.client);
+  t.teardown(() => con.close());
+  t0 = performance.now();
+  await con.waitFor(guest.bootMarker, BOOT_TIMEOUT_MS);
+  t.comment(`boot marker after ${Math.round(performance.now() - t0)} ms on the console stream`);
+  const info = await l.client.info();
+  t.match(readFileSync(info.consoleLogPath, 'utf8'), new RegExp(`^\\S+Z stdout F ${guest.bootMarker}$`, 'm'), 'boot marker in the console log, CRI format');
+
+  con.type('echo vkvm-$((6*7))\n');
+  await con.waitFor('vkvm-42', 30_000);
+  t.pass('a command typed into the console stream prints its output');
+
+  t.match(await l.client.syncVm(spec), { action: 'Unchanged' }, 'SyncVm with an equal spec is a no-op');
+  t.match(await l.client.syncVm({ ...spec, labels: { test: 'launcher', more: 'x' } }), { action: 'Updated' }, 'labels change in place');
+  const refused = await l.client.syncVm({ ...spec, memoryMiB: 256 }).catch((e: unknown) => e);
+  t.type(refused, PreconditionError, 'a memory change is refused while running');
+  t.same((refused as PreconditionError).fieldPaths, ['memoryMiB'], 'naming the field');
+
+  const state = await l.client.getState();
+  t.ok(state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0, 'the state records when the guest first wrote to its console');
+  const qemuUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${state.qemuPid}/status`, 'utf8'))?.[1]);
+  t.not(qemuUid, 0, 'QEMU does not run as root');
+  t.same(qemuPidsOf(l.uid), [state.qemuPid], 'GetState reports the host PID of the VM’s QEMU');
+
+  const limitBytes = memoryLimitMiB(spec, info.accelerator as 'kvm' | 'tcg') * 1024 * 1024;
+  t.match(info, { cgroup: `v1:/vkvm/${l.uid}`, memoryLimitBytes: limitBytes });
+  const cgDir = `/sys/fs/cgroup/memory/vkvm/${l.uid}`;
+  t.equal(Number(readFileSync(`${cgDir}/memory.limit_in_bytes`, 'utf8')), limitBytes, 'memory limit = guest memory + overhead');
+  const procs = readFileSync(`${cgDir}/cgroup.procs`, 'utf8').split('\n').map(Number);
+  t.ok(procs.includes(state.qemuPid) && procs.includes(l.pid), 'launcher and QEMU live in the cgroup');
+
+  const second = await LauncherClient.connect(l.runDir);
+  t.teardown(() => second.close());
+  t.match(await second.getState(), { domainUuid: l.uid, qemuPid: state.qemuPid }, 'a second client sees the same domain');
+
+  // qemu-ga starts after the boot marker; UNAVAILABLE until it connects.
+  let exec;
+  const deadline = Date.now() + 60_000;
+  for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 2000)) {
+    try {
+      exec = await l.client.guestExec({ path: '/bin/sh', args: ['-c', 'echo out; echo err >&2; exit 3'], timeoutS: 20 });
+      break;
+    } catch (err) {
+      if (!(err instanceof UnavailableError) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delayMs));
+    }
+  }
+  t.match(exec, { exitCode: 3, stdout: Buffer.from('out\n'), stderr: Buffer.from('err\n') }, 'GuestExec returns output and exit code');
+
+  t.match(await l.client.pause(), { phase: 'Paused', domainState: 'paused' }, 'Pause');
+  t.match(await l.client.pause(), { phase: 'Paused' }, 'Pause again is a no-op');
+  t.match(await l.client.unpause(), { phase: 'Running', reason: 'Unpaused' }, 'Unpause');
+
+  t0 = performance.now();
+  const final = await l.client.shutdown(60);
+  t.comment(`ACPI shutdown took ${Math.round(performance.now() - t0)} ms`);
+  t.match(final, { phase: 'Succeeded', reason: 'GuestShutdown' }, 'the guest powers off on ACPI within the grace period');
+  t.same(await withDeadline(l.exited, 15_000, 'launcher exit'), { code: 0, signal: null }, 'the launcher exits after Shutdown');
+  t.same(qemuPidsOf(l.uid), [], 'no QEMU left');
+  t.notOk(existsSync(cgDir), 'the cgroup is removed');
+  const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);
+  t.match(gone, { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } }, 'the client reports why the VM is gone');
+});
+
+t.test('Kill destroys the VM at once and the launcher exits', async (t) => {
+  const l = await startLauncher(t);
+  const disk = { name: 'scratch', device: 'disk' as const, bus: 'virtio' as const, source: { kind: 'empty' as const, sizeMiB: 16 } };
+  await l.client.syncVm(guestSpec(l.uid, { guestAgent: false, disks: [disk] }));
+  t.ok(existsSync(path.join(l.runDir, 'disks', 'scratch.qcow2')), 'the empty disk is prepared in the run dir');
+  t.match(await l.client.reset(), { phase: 'Running', reason: 'Reset' }, 'Reset keeps the VM running');
+  const noAgent = await l.client.guestExec({ path: '/bin/true' }).catch((e: unknown) => e);
+  t.match(noAgent, { kind: 'Precondition', fieldPaths: ['guestAgent'] }, 'GuestExec without an agent channel is FAILED_PRECONDITION');
+  const t0 = performance.now();
+  t.match(await l.client.kill(), { phase: 'Succeeded', reason: 'Killed', qemuPid: 0 }, 'Kill reports the destroyed VM');
+  t.comment(`Kill took ${Math.round(performance.now() - t0)} ms`);
+  t.same(qemuPidsOf(l.uid), [], 'QEMU is gone when Kill returns');
+  t.same(await withDeadline(l.exited, 15_000, 'launcher exit'), { code: 0, signal: null }, 'the launcher exits after Kill');
+  t.notOk(existsSync(`/sys/fs/cgroup/memory/vkvm/${l.uid}`), 'the cgroup is removed');
+  t.notOk(existsSync(path.join(l.runDir, 'disks', 'scratch.qcow2')), 'the disk is removed with the VM');
+});
+
+t.test('kill -9 of the launcher takes QEMU with it', async (t) => {
+  const l = await startLauncher(t);
+  const { state } = await l.client.syncVm(guestSpec(l.uid, { guestAgent: false }));
+  t.ok(running(state.qemuPid), 'QEMU runs');
+  const t0 = performance.now();
+  process.kill(l.pid, 'SIGKILL');
+  await until('QEMU has exited', () => !running(state.qemuPid), 10_000);
+  t.comment(`QEMU gone ${Math.round(performance.now() - t0)} ms after SIGKILL to the launcher`);
+  t.same(qemuPidsOf(l.uid), [], 'no QEMU of this VM in /proc');
+  const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);
+  t.match(gone, { reason: 'LauncherDied' }, 'the client reports the launcher died');
+});
+
+t.test('an invalid spec is INVALID_ARGUMENT naming the field, and nothing is created', async (t) => {
+  const l = await startLauncher(t);
+  const err = await l.client.syncVm(guestSpec(l.uid, { memoryMiB: 0 })).catch((e: unknown) => e);
+  t.type(err, SpecError, 'SyncVm fails with a spec error');
+  t.match((err as SpecError).causes, [{ path: 'memoryMiB' }], 'naming the field');
+  const wrongUid = await l.client.syncVm(guestSpec(randomUUID())).catch((e: unknown) => e);
+  t.match((wrongUid as SpecError).causes, [{ path: 'uid' }], 'a spec for another VM is refused');
+  t.match(await l.client.getState(), { phase: 'Pending', domainState: 'absent', qemuPid: 0 }, 'no domain');
+  t.same(qemuPidsOf(l.uid), [], 'no QEMU');
+  t.match(await l.client.info(), { memoryLimitBytes: 0 }, 'no limits applied');
+  t.notOk(existsSync(path.join(l.runDir, 'console', 'console.log')), 'no console log');
+});

@@ -1,0 +1,189 @@
+// A private libvirtd per VM, in its own mount, PID, UTS and IPC namespaces.
+//
+// Process tree (host PIDs):
+//   launcher ─ unshare (PR_SET_PDEATHSIG=SIGKILL via setpriv)
+//                └─ sh: PID 1 of the new PID namespace (unshare --kill-child)
+//                     ├─ libvirtd
+//                     └─ qemu-system-* (daemonized by libvirt, reparented to PID 1)
+// When the launcher dies, even by SIGKILL, the kernel kills unshare; unshare's
+// death kills PID 1; PID 1 dying makes the kernel kill everything else in the
+// namespace, QEMU included. sh as PID 1 also reaps QEMU once it exits (libvirtd
+// does not reap processes it did not fork) and exits when libvirtd does.
+//
+// Private directories are bind-mounted over /run/libvirt, /var/lib/libvirt,
+// /var/log/libvirt and /etc/libvirt, so domains, sockets and configs never
+// meet the host's or another launcher's. /var/cache/libvirt stays shared: the
+// QEMU capabilities cache turns a ~4.7 s probe into nothing after the first VM.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, closeSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Hypervisor } from '@unraid/libvirt';
+import { waitForUnixSocket, withDeadline } from './wait.js';
+
+export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
+/** The unprivileged account QEMU runs as (Debian's libvirt packaging). */
+export const QEMU_USER = 'libvirt-qemu';
+
+const MOUNTS = [
+  { name: 'run', target: '/run/libvirt' },
+  { name: 'lib', target: '/var/lib/libvirt' },
+  { name: 'log', target: '/var/log/libvirt' },
+  { name: 'etc', target: '/etc/libvirt' },
+] as const;
+
+// Sockets are root-only: only the launcher talks to this daemon. libvirt's
+// own logs go to the private log dir.
+const LIBVIRTD_CONF = `# written by the vkvm launcher
+unix_sock_rw_perms = "0600"
+unix_sock_ro_perms = "0600"
+unix_sock_admin_perms = "0600"
+auth_unix_rw = "none"
+auth_unix_ro = "none"
+log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
+`;
+
+// QEMU never runs as root. stdio_handler=file: QEMU's stderr goes straight to
+// /var/log/libvirt/qemu/<name>.log, so no virtlogd is needed. The launcher owns
+// the cgroup, so libvirt must not create its own (it would move QEMU out of
+// ours). No SELinux/AppArmor driver; DAC (the user/group above) still applies.
+const QEMU_CONF = `# written by the vkvm launcher
+user = "${QEMU_USER}"
+group = "${QEMU_USER}"
+stdio_handler = "file"
+cgroup_controllers = [ ]
+security_driver = "none"
+`;
+
+// PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order;
+// "$5" is the libvirtd binary. Its default pid file, /run/libvirtd.pid, is
+// host-wide and locked: a second daemon would refuse to start. `wait` reaps every child (QEMU included) and
+// returns when libvirtd exits, which ends the namespace.
+const INIT_SCRIPT = `set -e
+mount --bind "$1" ${MOUNTS[0].target}
+mount --bind "$2" ${MOUNTS[1].target}
+mount --bind "$3" ${MOUNTS[2].target}
+mount --bind "$4" ${MOUNTS[3].target}
+"$5" --config ${MOUNTS[3].target}/libvirtd.conf --pid-file ${MOUNTS[0].target}/libvirtd.pid &
+wait "$!"
+`;
+
+export interface LibvirtdOptions {
+  /** Private state lives in <dir>/{run,lib,log,etc}; daemon output in <dir>/libvirtd.out. */
+  dir: string;
+  libvirtdPath?: string;
+  startTimeoutMs?: number;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface PrivateLibvirtd {
+  /** Host path of the read-write socket. */
+  readonly socketPath: string;
+  /** `qemu:///system?socket=...`, for @unraid/libvirt and virsh. */
+  readonly uri: string;
+  readonly hypervisor: Hypervisor;
+  /** Host PID of the namespace's PID 1 (QEMU's parent). */
+  readonly initPid: number;
+  /** Host PID of QEMU, or 0 when none runs. */
+  qemuPid(): Promise<number>;
+  /** Settles when the namespace is gone (libvirtd exited or was killed). */
+  readonly exited: Promise<ExitInfo>;
+  /** Kills the whole namespace and waits until it is gone. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export function libvirtUri(socketPath: string): string {
+  return `qemu:///system?socket=${socketPath}`;
+}
+
+/** uid/gid of a local account, from /etc/passwd (no NSS lookup in Node). */
+export async function lookupUser(name: string): Promise<{ uid: number; gid: number }> {
+  for (const line of (await readFile('/etc/passwd', 'utf8')).split('\n')) {
+    const f = line.split(':');
+    if (f[0] === name && f[2] && f[3]) return { uid: Number(f[2]), gid: Number(f[3]) };
+  }
+  throw new Error(`user ${name} does not exist (deploy/setup.sh creates it)`);
+}
+
+function exitOf(child: ChildProcess): Promise<ExitInfo> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    else child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+}
+
+async function tail(file: string, bytes = 2000): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  return text.slice(-bytes).trim();
+}
+
+/** Host PIDs of a process's children, from /proc (needs CONFIG_PROC_CHILDREN). */
+async function childPids(pid: number): Promise<number[]> {
+  const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
+  return text.trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+/** QEMU is a child of the namespace's PID 1 (libvirt daemonizes it). */
+async function findQemu(initPid: number): Promise<number> {
+  for (const pid of await childPids(initPid)) {
+    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
+    if (comm.startsWith('qemu-system')) return pid;
+  }
+  return 0;
+}
+
+export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<PrivateLibvirtd> {
+  const timeoutMs = opts.startTimeoutMs ?? 30_000;
+  const dirs = MOUNTS.map((m) => path.join(opts.dir, m.name));
+  for (const d of dirs) await mkdir(d, { recursive: true, mode: 0o755 });
+  // Mount points must exist on the host; Debian's libvirt packages create them,
+  // but a host with only the client packages may lack some.
+  for (const m of MOUNTS) await mkdir(m.target, { recursive: true, mode: 0o755 });
+  await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
+  await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), QEMU_CONF);
+
+  const outFile = path.join(opts.dir, 'libvirtd.out');
+  const out = openSync(outFile, 'a', 0o600);
+  let child: ChildProcess;
+  try {
+    child = spawn(
+      'setpriv',
+      [
+        '--pdeathsig', 'KILL', '--',
+        'unshare', '--mount', '--pid', '--fork', '--uts', '--ipc', '--mount-proc',
+        '--propagation', 'private', '--kill-child=SIGKILL', '--',
+        '/bin/sh', '-c', INIT_SCRIPT, 'vkvm-ns-init', ...dirs, opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
+      ],
+      { stdio: ['ignore', out, out] },
+    );
+  } finally {
+    closeSync(out);
+  }
+  const exited = exitOf(child);
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  };
+  const died = exited.then(async (e): Promise<never> => {
+    const output = [await tail(outFile), await tail(path.join(opts.dir, 'log', 'libvirtd.log'))].filter(Boolean).join('\n');
+    throw new Error(`libvirtd exited during start-up (code ${e.code}, signal ${e.signal}): ${output}`);
+  });
+
+  const socketPath = path.join(dirs[0]!, 'libvirt-sock');
+  try {
+    await waitForUnixSocket(socketPath, timeoutMs, died);
+    const [initPid, ...extra] = await childPids(child.pid!);
+    if (initPid === undefined || extra.length > 0) throw new Error(`unshare (pid ${child.pid}) should have one child`);
+    const uri = libvirtUri(socketPath);
+    const hypervisor = new Hypervisor({ uri });
+    await withDeadline(Promise.race([hypervisor.connectOpen(), died]), timeoutMs, `connecting to ${uri}`);
+    return { socketPath, uri, hypervisor, initPid, qemuPid: () => findQemu(initPid), exited, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,42 @@
+// Resource limits of a launcher's cgroup. The cgroup holds the launcher
+// (Node, ~50 MiB), libvirtd (~30 MiB), virsh helpers and QEMU, so the memory
+// limit is the guest's memory plus what those need; too tight and the kernel
+// OOM-kills QEMU, which the guest sees as a power cut.
+import { vcpuCount, type VmSpec } from '../vmm/spec.js';
+import type { Accelerator } from '../vmm/probe/virtualization.js';
+import type { CgroupLimits } from './cgroup.js';
+
+const MiB = 1024 * 1024;
+
+/** Launcher + libvirtd + virsh helpers + QEMU's own baseline (devices, ROMs, I/O buffers). */
+export const FIXED_OVERHEAD_MIB = 256;
+/** Per vCPU: thread stacks and per-CPU state in QEMU and the kernel. */
+export const PER_VCPU_OVERHEAD_MIB = 8;
+/**
+ * TCG's translated-code cache grows with the code the guest runs; QEMU 7.2
+ * reserves 1 GiB for it by default but touches only what it fills. Small
+ * guests fill far less; big guests running much code can fill more, and the
+ * domain XML can cap the cache (<tcg><tb-cache>).
+ */
+export const TCG_OVERHEAD_MIB = 256;
+/** Enough for QEMU's I/O and vCPU threads, libvirtd's workers and Node's pool. */
+export const PIDS_MAX = 1024;
+
+/** Memory for the cgroup: guest RAM, 1/64 of it for page tables and bookkeeping, and fixed costs. */
+export function memoryLimitMiB(spec: Pick<VmSpec, 'memoryMiB' | 'cpu'>, accelerator: Accelerator): number {
+  return (
+    spec.memoryMiB +
+    Math.ceil(spec.memoryMiB / 64) +
+    FIXED_OVERHEAD_MIB +
+    PER_VCPU_OVERHEAD_MIB * vcpuCount(spec.cpu) +
+    (accelerator === 'tcg' ? TCG_OVERHEAD_MIB : 0)
+  );
+}
+
+export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu'>, accelerator: Accelerator): CgroupLimits {
+  return {
+    memoryBytes: memoryLimitMiB(spec, accelerator) * MiB,
+    ...(spec.cpu.limitMillicores !== undefined ? { cpuMillicores: spec.cpu.limitMillicores } : {}),
+    pidsMax: PIDS_MAX,
+  };
+}

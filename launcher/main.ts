@@ -1,0 +1,193 @@
+// Entry of the per-VM launcher process. The node agent starts one per VM
+// (spawn.ts) in its own session; the launcher outlives agent restarts and
+// exits after Shutdown or Kill, on SIGTERM, or when libvirtd dies.
+//
+// Start-up order matters: the cgroup first (so libvirtd and QEMU are born in
+// it), then the private libvirtd, then the gRPC socket last, so an accepting
+// socket means the launcher is ready.
+import { chmod, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { pino, type Logger } from 'pino';
+import { probeHostCaps } from '../vmm/probe/virtualization.js';
+import { parseLauncherArgs, type LauncherArgs } from './args.js';
+import { Cgroup } from './cgroup.js';
+import { ConsoleLog } from './console/log-file.js';
+import { DomainDriver } from './domain-driver.js';
+import { lookupUser, QEMU_USER, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
+import { createLauncherServer, type LauncherServer } from './server.js';
+import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
+import { bindVmm } from './vmm.js';
+import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
+
+/** Refuses to start twice for one run dir: the first launcher owns the VM. */
+async function assertNotRunning(stateFile: string): Promise<void> {
+  const previous = await readStateFile(stateFile).catch(() => undefined);
+  if (previous && (await isLauncherAlive(previous))) throw new Error(`launcher pid ${previous.pid} already runs for ${previous.uid}`);
+}
+
+function bind(server: grpc.Server, socket: string): Promise<void> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+  );
+}
+
+async function run(args: LauncherArgs, log: Logger): Promise<void> {
+  const t0 = performance.now();
+  const stateFile = path.join(args.runDir, STATE_FILE_NAME);
+  // 0711: QEMU (another user) must reach its socket dir and disks below; only root may list.
+  await mkdir(args.runDir, { recursive: true, mode: 0o711 });
+  await chmod(args.runDir, 0o711);
+  await assertNotRunning(stateFile);
+
+  const host = await probeHostCaps(args.allowSoftwareEmulation);
+  const qemuUser = await lookupUser(QEMU_USER);
+  const cgroup = await Cgroup.create({ uid: args.uid, parent: args.cgroupParent, root: args.cgroupRoot });
+  await cgroup.enter(process.pid);
+
+  const tLibvirtd = performance.now();
+  let libvirtd: PrivateLibvirtd;
+  try {
+    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd });
+  } catch (err) {
+    await cgroup.remove();
+    throw err;
+  }
+  const driver = new DomainDriver(libvirtd.hypervisor, libvirtd.uri);
+  const libvirtVersion = await driver.version();
+  const libvirtdMs = Math.round(performance.now() - tLibvirtd);
+  const consoleDir = path.join(args.runDir, 'console');
+  await mkdir(consoleDir, { recursive: true, mode: 0o700 });
+  const consoleLog = new ConsoleLog(consoleDir, args.consoleLogMaxBytes);
+  const manager = new VmManager({
+    uid: args.uid,
+    socketDir: path.join(args.runDir, 'qemu'),
+    emulatorPath: args.emulator,
+    host,
+    libvirtd,
+    driver,
+    cgroup,
+    consoleLog,
+    qemuUser,
+    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir }, log.child({ component: 'disks' })),
+    log,
+  });
+
+  let stopping = false;
+  let libvirtdAlive = true;
+  let launcher: LauncherServer | undefined;
+  let retryDelayMs = 100;
+  const watchEvents = (): { stop(): void } =>
+    driver.watch({
+      onLifecycle: (e) => manager.onLifecycle(e),
+      onEnd: (err) => {
+        // virsh also ends when libvirtd dies, possibly before libvirtd.exited
+        // fires: retry with backoff and give up once libvirtd is known gone.
+        // Events in the gap are lost, but the next one re-reads the whole state.
+        log.warn({ err, retryDelayMs }, 'libvirt event stream ended; following it again');
+        setTimeout(() => {
+          if (!stopping && libvirtdAlive) events = watchEvents();
+        }, retryDelayMs);
+        retryDelayMs = Math.min(retryDelayMs * 2, 5000);
+      },
+    });
+  let events = watchEvents();
+
+  const exit = async (code: number): Promise<never> => {
+    stopping = true;
+    const t = performance.now();
+    const steps: [string, () => Promise<unknown>][] = [
+      ['stop the VM', () => manager.close()],
+      ['stop libvirt events', async () => events.stop()],
+      ['close the libvirt connection', () => libvirtd.hypervisor.connectClose()],
+      ['stop libvirtd', () => libvirtd.stop()],
+      ['remove the cgroup', () => cgroup.remove()],
+    ];
+    for (const [what, step] of steps) {
+      await step().catch((err: unknown) => {
+        log.error({ err }, `exit: could not ${what}`);
+        code = 1;
+      });
+    }
+    const s = manager.current;
+    const state: StateFile = { ...(await readStateFile(stateFile)), exit: { phase: s.phase, reason: s.reason, message: s.message, atUnixMs: Date.now() } };
+    await writeStateFile(stateFile, state);
+    launcher?.endStreams();
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        launcher?.server.forceShutdown();
+        resolve();
+      }, 5000);
+      if (!launcher) return resolve();
+      launcher.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+    await rm(args.socket, { force: true });
+    log.info({ code, ms: Math.round(performance.now() - t) }, 'launcher exiting');
+    process.exit(code);
+  };
+  const exitOnce = (code: number): void => {
+    if (!stopping) void exit(code);
+  };
+
+  void libvirtd.exited.then((e) => {
+    libvirtdAlive = false;
+    if (stopping) return;
+    manager.libvirtdExited(`libvirtd exited (code ${e.code}, signal ${e.signal}); QEMU went with it`);
+    log.error({ exit: e }, 'libvirtd exited');
+    exitOnce(1);
+  });
+
+  launcher = createLauncherServer({
+    manager,
+    info: async () => ({
+      uid: args.uid,
+      launcherPid: process.pid,
+      runDir: args.runDir,
+      consoleLogPath: consoleLog.paths.current,
+      previousConsoleLogPath: consoleLog.paths.previous,
+      libvirtVersion,
+      accelerator: host.accelerator,
+      cgroup: cgroup.describe(),
+      memoryLimitBytes: cgroup.memoryLimitBytes,
+    }),
+    onStopped: () => exitOnce(0),
+  });
+  // State file first: whoever sees the socket accept can rely on it.
+  await writeStateFile(stateFile, {
+    uid: args.uid,
+    pid: process.pid,
+    pidStartTicks: await processStartTicks(process.pid),
+    socket: args.socket,
+    startedAtUnixMs: Date.now(),
+  });
+  await rm(args.socket, { force: true });
+  await bind(launcher.server, args.socket);
+  await chmod(args.socket, 0o600);
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      log.info({ signal }, 'stopping the VM on signal');
+      manager.shutdown(DEFAULT_GRACE_PERIOD_S).then(
+        () => exitOnce(0),
+        (err: unknown) => {
+          log.error({ err }, 'shutdown on signal failed');
+          exitOnce(1);
+        },
+      );
+    });
+  }
+  log.info(
+    { ms: Math.round(performance.now() - t0), libvirtdMs, socket: args.socket, accelerator: host.accelerator, cgroup: cgroup.describe(), libvirtVersion },
+    'launcher ready',
+  );
+}
+
+const args = parseLauncherArgs(process.argv.slice(2));
+const log = pino({ level: args.logLevel, base: { component: 'launcher', vm: args.uid } });
+run(args, log).catch((err: unknown) => {
+  log.fatal({ err }, 'launcher failed to start');
+  process.exit(1);
+});

@@ -1,0 +1,87 @@
+// TypeScript shapes of launcher.proto's messages as proto-loader delivers them
+// (LOADER_OPTIONS: camelCase, enums as names, int64 as number), and the
+// mapping between the wire VmState and the launcher's own.
+import type { DomainStateName } from '../domain-driver.js';
+import type { Phase, VmState } from '../state.js';
+import type { SyncAction } from '../vm-manager.js';
+
+export type WirePhase = `VM_PHASE_${'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'PAUSED' | 'SUCCEEDED' | 'FAILED'}`;
+export type WireDomainState = `DOMAIN_STATE_${Uppercase<DomainStateName> | 'UNSPECIFIED'}`;
+export type WireSyncAction = `SYNC_ACTION_${Uppercase<SyncAction> | 'UNSPECIFIED'}`;
+
+export interface WireVmState {
+  phase: WirePhase;
+  reason: string;
+  message: string;
+  domainState: WireDomainState;
+  qemuPid: number;
+  startedAtUnixMs: number;
+  consoleLogPath: string;
+  domainUuid: string;
+  generation: number;
+  consoleOutputAtUnixMs: number;
+}
+
+export interface InfoResponse {
+  uid: string;
+  launcherPid: number;
+  runDir: string;
+  consoleLogPath: string;
+  previousConsoleLogPath: string;
+  libvirtVersion: string;
+  accelerator: string;
+  cgroup: string;
+  memoryLimitBytes: number;
+}
+export interface SyncVmRequest {
+  specJson: string;
+}
+export interface SyncVmResponse {
+  action: WireSyncAction;
+  state: WireVmState;
+}
+export interface ShutdownRequest {
+  gracePeriodS: number;
+}
+/** Shutdown, Kill, Pause, Unpause, Reset, GetState and WatchEvents all answer with a state. */
+export interface StateResponse {
+  state: WireVmState;
+}
+export interface ConsoleMessage {
+  data: Buffer;
+}
+export interface GuestExecRequest {
+  path: string;
+  args: string[];
+  stdin: Buffer;
+  timeoutS: number;
+}
+export interface GuestExecResponse {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+}
+export type Empty = Record<string, never>;
+
+export const toWireState = (s: VmState): WireVmState => ({
+  ...s,
+  phase: `VM_PHASE_${s.phase.toUpperCase()}` as WirePhase,
+  domainState: `DOMAIN_STATE_${s.domainState.toUpperCase()}` as WireDomainState,
+});
+
+const PHASES: Record<WirePhase, Phase | undefined> = {
+  VM_PHASE_UNSPECIFIED: undefined,
+  VM_PHASE_PENDING: 'Pending',
+  VM_PHASE_RUNNING: 'Running',
+  VM_PHASE_PAUSED: 'Paused',
+  VM_PHASE_SUCCEEDED: 'Succeeded',
+  VM_PHASE_FAILED: 'Failed',
+};
+
+export function fromWireState(w: WireVmState): VmState {
+  const phase = PHASES[w.phase];
+  if (!phase) throw new Error(`launcher sent a state without a phase (${w.phase})`);
+  return { ...w, phase, domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName };
+}

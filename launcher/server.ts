@@ -1,0 +1,142 @@
+// Thin gRPC adapters over VmManager: decode, delegate, encode. Error kinds
+// become status codes here and nowhere else.
+import * as grpc from '@grpc/grpc-js';
+import { SpecError } from '../vmm/errors.js';
+import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import { loadLauncherService } from './proto/load.js';
+import {
+  toWireState,
+  type ConsoleMessage,
+  type Empty,
+  type GuestExecRequest,
+  type GuestExecResponse,
+  type InfoResponse,
+  type ShutdownRequest,
+  type StateResponse,
+  type SyncVmRequest,
+  type SyncVmResponse,
+  type WireSyncAction,
+} from './proto/types.js';
+import { DEFAULT_GRACE_PERIOD_S, type VmManager } from './vm-manager.js';
+import type { VmState } from './state.js';
+
+/** Trailing metadata keys carrying error details as JSON. */
+export const SPEC_CAUSES_KEY = 'vkvm-spec-causes';
+export const FIELD_PATHS_KEY = 'vkvm-field-paths';
+
+const DEFAULT_GUEST_EXEC_TIMEOUT_S = 60;
+
+export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+  const metadata = new grpc.Metadata();
+  if (err instanceof SpecError) {
+    metadata.set(SPEC_CAUSES_KEY, JSON.stringify(err.causes));
+    const fields = err.causes.map((c) => `${c.path || '(spec)'}: ${c.message}`).join('; ');
+    return { code: grpc.status.INVALID_ARGUMENT, details: `invalid VM spec: ${fields}`, metadata };
+  }
+  if (err instanceof PreconditionError) {
+    metadata.set(FIELD_PATHS_KEY, JSON.stringify(err.fieldPaths));
+    return { code: grpc.status.FAILED_PRECONDITION, details: err.message, metadata };
+  }
+  if (err instanceof UnavailableError) return { code: grpc.status.UNAVAILABLE, details: err.message, metadata };
+  if (err instanceof TimeoutError) return { code: grpc.status.DEADLINE_EXCEEDED, details: err.message, metadata };
+  return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err), metadata };
+}
+
+export interface LauncherServerOptions {
+  manager: VmManager;
+  info(): Promise<InfoResponse>;
+  /** Called once a Shutdown or Kill reply has been handed to gRPC: the launcher should exit. */
+  onStopped(): void;
+}
+
+export interface LauncherServer {
+  server: grpc.Server;
+  /** Ends every open WatchEvents and Console stream, so the server can shut down. */
+  endStreams(): void;
+}
+
+const stateReply = (state: VmState): StateResponse => ({ state: toWireState(state) });
+
+export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
+  const { service } = loadLauncherService();
+  const streams = new Set<grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>>();
+  const m = o.manager;
+
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>, after?: () => void): grpc.handleUnaryCall<Req, Res> =>
+    (call, callback) => {
+      fn(call.request).then(
+        (res) => {
+          callback(null, res);
+          after?.();
+        },
+        (err: unknown) => callback(toServiceError(err)),
+      );
+    };
+
+  const handlers: grpc.UntypedServiceImplementation = {
+    Info: unary<Empty, InfoResponse>(() => o.info()),
+    Ping: unary<Empty, Empty>(async () => ({})),
+    SyncVm: unary<SyncVmRequest, SyncVmResponse>(async (req) => {
+      const { action, state } = await m.sync(req.specJson);
+      return { action: `SYNC_ACTION_${action.toUpperCase()}` as WireSyncAction, state: toWireState(state) };
+    }),
+    Shutdown: unary<ShutdownRequest, StateResponse>(async (req) => stateReply(await m.shutdown(req.gracePeriodS || DEFAULT_GRACE_PERIOD_S)), o.onStopped),
+    Kill: unary<Empty, StateResponse>(async () => stateReply(await m.kill()), o.onStopped),
+    Pause: unary<Empty, StateResponse>(async () => stateReply(await m.pause())),
+    Unpause: unary<Empty, StateResponse>(async () => stateReply(await m.unpause())),
+    Reset: unary<Empty, StateResponse>(async () => stateReply(await m.reset())),
+    GetState: unary<Empty, StateResponse>(async () => stateReply(m.current)),
+    GuestExec: unary<GuestExecRequest, GuestExecResponse>((req) =>
+      m.guestExec({ path: req.path, args: req.args, stdin: req.stdin, timeoutS: req.timeoutS || DEFAULT_GUEST_EXEC_TIMEOUT_S }),
+    ),
+
+    WatchEvents: (call: grpc.ServerWritableStream<Empty, StateResponse>) => {
+      streams.add(call);
+      call.write(stateReply(m.current));
+      const unwatch = m.watch((s) => call.write(stateReply(s)));
+      const done = (): void => {
+        unwatch();
+        streams.delete(call);
+      };
+      call.on('cancelled', done);
+      call.on('close', done);
+    },
+
+    Console: (call: grpc.ServerDuplexStream<ConsoleMessage, ConsoleMessage>) => {
+      let attached: ReturnType<VmManager['attachConsole']>;
+      try {
+        attached = m.attachConsole(
+          (data) => call.write({ data }),
+          () => call.end(),
+        );
+      } catch (err) {
+        call.emit('error', toServiceError(err));
+        return;
+      }
+      streams.add(call);
+      const done = (): void => {
+        attached.detach();
+        streams.delete(call);
+      };
+      call.on('data', (msg: ConsoleMessage) => attached.write(msg.data));
+      // The client closing its side detaches it; the server side ends with it.
+      call.on('end', () => {
+        done();
+        call.end();
+      });
+      call.on('cancelled', done);
+      call.on('close', done);
+    },
+  };
+
+  const server = new grpc.Server();
+  server.addService(service, handlers);
+  return {
+    server,
+    endStreams() {
+      for (const s of streams) s.end();
+      streams.clear();
+    },
+  };
+}

@@ -1,0 +1,61 @@
+// Starting a launcher from the node agent. The launcher gets its own session
+// (detached) and writes its log to a file, not to a pipe, so it survives the
+// agent exiting. It is ready when its gRPC socket accepts connections.
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { launcherArgv, type LauncherArgs } from './args.js';
+import { LauncherClient } from './client.js';
+import type { ExitInfo } from './libvirtd.js';
+import { STATE_FILE_NAME } from './state.js';
+import { waitForUnixSocket } from './wait.js';
+
+export interface SpawnOptions {
+  args: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<LauncherArgs>;
+  /** Node options before the entry script; tests pass a TypeScript loader. */
+  nodeArgs?: string[];
+  /** The launcher's entry script; default main.js beside this module. */
+  entry?: string;
+  /** Default <runDir>/launcher.log. */
+  logFile?: string;
+  timeoutMs?: number;
+}
+
+export interface SpawnedLauncher {
+  pid: number;
+  client: LauncherClient;
+  logFile: string;
+  /** Settles when the launcher exits, as long as this process lives (it is the parent). */
+  exited: Promise<ExitInfo>;
+}
+
+export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
+  const runDir = path.resolve(o.args.runDir);
+  const socket = o.args.socket ?? path.join(runDir, 'launcher.sock');
+  const logFile = o.logFile ?? path.join(runDir, 'launcher.log');
+  const entry = o.entry ?? fileURLToPath(new URL('./main.js', import.meta.url));
+  await mkdir(runDir, { recursive: true, mode: 0o711 });
+  // A state file of an earlier launcher would make connect() read its socket.
+  await rm(path.join(runDir, STATE_FILE_NAME), { force: true });
+  const out = openSync(logFile, 'a', 0o600);
+  let child;
+  try {
+    child = spawn(process.execPath, [...(o.nodeArgs ?? []), entry, ...launcherArgv({ ...o.args, runDir, socket })], {
+      detached: true,
+      stdio: ['ignore', out, out],
+    });
+  } finally {
+    closeSync(out);
+  }
+  child.unref();
+  const exited = new Promise<ExitInfo>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const diedEarly = exited.then(async (e): Promise<never> => {
+    const log = await readFile(logFile, 'utf8').catch(() => '');
+    throw new Error(`launcher exited during start-up (code ${e.code}, signal ${e.signal}): ${log.slice(-2000)}`);
+  });
+  // The launcher writes its state file before it binds: an accepting socket means both are there.
+  await waitForUnixSocket(socket, o.timeoutMs ?? 60_000, diedEarly);
+  return { pid: child.pid!, client: await LauncherClient.connect(runDir), logFile, exited };
+}

@@ -1,0 +1,44 @@
+import t from 'tap';
+import { derivePhase, type PhaseInput } from './state.js';
+
+t.test('derivePhase: first matching rule decides phase, reason and message', async (t) => {
+  const cases: [string, PhaseInput, ReturnType<typeof derivePhase>][] = [
+    ['no domain yet', { domainState: 'absent', runReason: 'Booted' }, { phase: 'Pending', reason: 'NotStarted', message: '' }],
+    [
+      'start failed before a domain existed',
+      { domainState: 'absent', runReason: 'Booted', startFailure: { reason: 'StartFailed', message: 'boom' } },
+      { phase: 'Failed', reason: 'StartFailed', message: 'boom' },
+    ],
+    ['booted', { domainState: 'running', runReason: 'Booted' }, { phase: 'Running', reason: 'Booted', message: '' }],
+    ['unpaused', { domainState: 'running', runReason: 'Unpaused', pauseDetail: 'Paused' }, { phase: 'Running', reason: 'Unpaused', message: '' }],
+    ['paused on request', { domainState: 'paused', runReason: 'Booted', pauseDetail: 'Paused' }, { phase: 'Paused', reason: 'Paused', message: '' }],
+    ['paused by an I/O error', { domainState: 'paused', runReason: 'Booted', pauseDetail: 'I/O Error' }, { phase: 'Paused', reason: 'IOError', message: '' }],
+    [
+      'guest powered off',
+      { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Shutdown' } },
+      { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
+    ],
+    [
+      'killed on request',
+      {
+        domainState: 'shutoff',
+        runReason: 'Booted',
+        stopEvent: { type: 'Stopped', detail: 'Destroyed' },
+        destroyIntent: { reason: 'Killed', message: 'destroyed on request' },
+      },
+      { phase: 'Succeeded', reason: 'Killed', message: 'destroyed on request' },
+    ],
+    [
+      'QEMU died',
+      { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Failed' } },
+      { phase: 'Failed', reason: 'QemuFailed', message: 'QEMU exited unexpectedly' },
+    ],
+    [
+      'unknown stop detail',
+      { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'From Snapshot' } },
+      { phase: 'Failed', reason: 'StoppedFromSnapshot', message: '' },
+    ],
+    ['shut off, Stopped event not in yet', { domainState: 'shutoff', runReason: 'Booted' }, undefined],
+  ];
+  for (const [name, input, want] of cases) t.same(derivePhase(input), want, name);
+});

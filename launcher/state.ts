@@ -1,0 +1,122 @@
+// The VM's phase and reason, derived in one place from libvirt's domain state,
+// the lifecycle events libvirt sent and what the launcher itself asked for;
+// and the launcher's state file.
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import type { DomainStateName, LifecycleEvent } from './domain-driver.js';
+
+export type Phase = 'Pending' | 'Running' | 'Paused' | 'Succeeded' | 'Failed';
+
+export interface VmState {
+  phase: Phase;
+  /** CamelCase, machine-readable. */
+  reason: string;
+  message: string;
+  domainState: DomainStateName;
+  /** Host PID; 0 when QEMU is not running. */
+  qemuPid: number;
+  startedAtUnixMs: number;
+  consoleLogPath: string;
+  domainUuid: string;
+  generation: number;
+  /** First serial console output of the current run, Unix ms; 0 until the guest wrote any. */
+  consoleOutputAtUnixMs: number;
+}
+
+/** A reason the launcher knows better than libvirt, with a human-readable message. */
+export interface Cause {
+  reason: string;
+  message: string;
+}
+
+export interface PhaseInput {
+  domainState: DomainStateName;
+  /** Why the vCPUs run, as the launcher last made them: Booted, Unpaused or Reset. */
+  runReason: string;
+  /** Detail of the last Suspended event (libvirt pauses by itself on I/O errors). */
+  pauseDetail?: string;
+  /** The Stopped or Crashed event that ended the current run, once libvirt sent it. */
+  stopEvent?: LifecycleEvent;
+  /** Set when the launcher destroyed the domain itself (Kill, grace period over). */
+  destroyIntent?: Cause;
+  /** Set when the last start failed. */
+  startFailure?: Cause;
+}
+
+type Rule = [(i: PhaseInput) => boolean, Phase, (i: PhaseInput) => Cause];
+
+const camel = (s: string): string => s.replace(/(?:^|[\s/_-]+)(\w)/g, (_, c: string) => c.toUpperCase());
+const off = (i: PhaseInput): boolean => i.domainState === 'absent' || i.domainState === 'shutoff';
+const stoppedBy = (detail: string) => (i: PhaseInput) => i.domainState === 'shutoff' && i.stopEvent?.type === 'Stopped' && i.stopEvent.detail === detail;
+const because = (reason: string, message = ''): (() => Cause) => () => ({ reason, message });
+
+// First match wins. A shut-off domain whose Stopped event has not arrived yet
+// matches nothing: the caller keeps the previous state rather than guess.
+const RULES: Rule[] = [
+  [(i) => off(i) && i.startFailure !== undefined, 'Failed', (i) => i.startFailure!],
+  [(i) => i.domainState === 'absent', 'Pending', because('NotStarted')],
+  [(i) => i.domainState === 'running' || i.domainState === 'blocked', 'Running', (i) => ({ reason: i.runReason, message: '' })],
+  [(i) => i.domainState === 'shutdown', 'Running', because('ShuttingDown', 'the guest is powering off')],
+  [(i) => i.domainState === 'paused', 'Paused', (i) => ({ reason: i.pauseDetail && i.pauseDetail !== 'Paused' ? camel(i.pauseDetail) : 'Paused', message: '' })],
+  [(i) => i.domainState === 'pmsuspended', 'Paused', because('GuestSuspended', 'the guest suspended itself')],
+  [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent !== undefined, 'Succeeded', (i) => i.destroyIntent!],
+  [stoppedBy('Shutdown'), 'Succeeded', because('GuestShutdown', 'the guest powered off')],
+  [stoppedBy('Destroyed'), 'Succeeded', because('Destroyed')],
+  [stoppedBy('Crashed'), 'Failed', because('Crashed', 'the guest crashed')],
+  [stoppedBy('Failed'), 'Failed', because('QemuFailed', 'QEMU exited unexpectedly')],
+  [(i) => i.domainState === 'shutoff' && i.stopEvent !== undefined, 'Failed', (i) => ({ reason: `Stopped${camel(i.stopEvent!.detail)}`, message: '' })],
+  [(i) => i.domainState === 'crashed', 'Failed', because('GuestPanicked', 'the guest kernel panicked')],
+];
+
+/** Phase, reason and message for the inputs, or undefined while they do not determine one yet. */
+export function derivePhase(input: PhaseInput): ({ phase: Phase } & Cause) | undefined {
+  for (const [matches, phase, cause] of RULES) if (matches(input)) return { phase, ...cause(input) };
+  return undefined;
+}
+
+export const isTerminal = (phase: Phase): boolean => phase === 'Succeeded' || phase === 'Failed';
+
+export const STATE_FILE_NAME = 'launcher.json';
+
+/** What the agent finds in <run-dir>/launcher.json. */
+export interface StateFile {
+  uid: string;
+  pid: number;
+  /** /proc/<pid>/stat starttime: tells this launcher from a later process reusing its PID. */
+  pidStartTicks: number;
+  socket: string;
+  startedAtUnixMs: number;
+  /** Set when the launcher exits cleanly: the VM's final phase, reason and message. */
+  exit?: { phase: Phase; atUnixMs: number } & Cause;
+}
+
+/** Fields 3.. of /proc/<pid>/stat; comm (field 2) may hold spaces and parentheses, so split after the last ')'. */
+async function statFields(pid: number): Promise<string[]> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** Start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat). */
+export async function processStartTicks(pid: number): Promise<number> {
+  return Number((await statFields(pid))[19]);
+}
+
+/** Whether the launcher recorded in `state` still runs: same PID, same start time, not a zombie. */
+export async function isLauncherAlive(state: StateFile): Promise<boolean> {
+  try {
+    const fields = await statFields(state.pid);
+    return Number(fields[19]) === state.pidStartTicks && fields[0] !== 'Z' && fields[0] !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+export async function writeStateFile(file: string, state: StateFile): Promise<void> {
+  // Write-then-rename: a reader never sees half a file.
+  const tmp = `${file}.tmp`;
+  await writeFile(tmp, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
+  await rename(tmp, file);
+}
+
+export async function readStateFile(file: string): Promise<StateFile> {
+  return JSON.parse(await readFile(file, 'utf8')) as StateFile;
+}

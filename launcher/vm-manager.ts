@@ -1,0 +1,336 @@
+// The launcher's logic: one VM, driven by the RPCs (through server.ts) and by
+// libvirt's lifecycle events. Mutating operations run one at a time; state is
+// re-derived from libvirt after every event and operation and published to
+// watchers only when it changed.
+import { chown, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
+import type { HostCaps } from '../vmm/probe/virtualization.js';
+import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
+import type { Cgroup } from './cgroup.js';
+import type { ConsoleLog } from './console/log-file.js';
+import { SerialConsole, type ConsoleListener } from './console/serial.js';
+import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
+import { PreconditionError, UnavailableError } from './errors.js';
+import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+import type { PrivateLibvirtd } from './libvirtd.js';
+import { cgroupLimits } from './limits.js';
+import { classifyChange } from './spec-diff.js';
+import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } from './state.js';
+import { withDeadline } from './wait.js';
+
+/** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
+export interface Vmm {
+  validate(spec: VmSpec): SpecError | null;
+  prepareDisks(spec: VmSpec): Promise<Record<string, PreparedDisk>>;
+  removeDisks(spec: VmSpec): Promise<void>;
+  buildDomainXml(spec: VmSpec, runtime: DomainRuntime): string;
+}
+
+export interface VmManagerOptions {
+  uid: string;
+  /** Sockets QEMU binds live here; owned by the QEMU user. */
+  socketDir: string;
+  emulatorPath: string;
+  host: HostCaps;
+  libvirtd: Pick<PrivateLibvirtd, 'qemuPid'>;
+  driver: DomainDriver;
+  cgroup: Pick<Cgroup, 'setLimits'>;
+  consoleLog: ConsoleLog;
+  qemuUser: { uid: number; gid: number };
+  vmm: Vmm;
+  log: Logger;
+}
+
+export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
+
+const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
+/** How long libvirt gets to confirm a destroy with its Stopped event. */
+const STOP_CONFIRM_MS = 15_000;
+export const DEFAULT_GRACE_PERIOD_S = 30;
+
+/** Runs async functions one at a time, in call order. */
+class OneAtATime {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.catch(() => {});
+    return result;
+  }
+}
+
+function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
+  return new SpecError([{ path, reason, message }]);
+}
+
+export class VmManager {
+  private readonly ops = new OneAtATime();
+  private readonly refreshes = new OneAtATime();
+  private readonly listeners = new Set<(s: VmState) => void>();
+  private spec: VmSpec | undefined;
+  private serial: SerialConsole | undefined;
+  private input: PhaseInput = { domainState: 'absent', runReason: 'Booted' };
+  /** While set, libvirt's view is in flux because of our own operation: refresh() waits for it to end. */
+  private starting = false;
+  /** After close() the domain is gone on purpose; the last state stays the final one. */
+  private closing = false;
+  private state: VmState;
+
+  constructor(private readonly o: VmManagerOptions) {
+    this.state = {
+      phase: 'Pending',
+      reason: 'NotStarted',
+      message: '',
+      domainState: 'absent',
+      qemuPid: 0,
+      startedAtUnixMs: 0,
+      consoleLogPath: o.consoleLog.paths.current,
+      domainUuid: '',
+      generation: 1,
+      consoleOutputAtUnixMs: 0,
+    };
+  }
+
+  get current(): VmState {
+    return this.state;
+  }
+
+  get consoleSocketPath(): string {
+    return path.join(this.o.socketDir, 'console.sock');
+  }
+
+  /** Calls `listener` after every state change until the returned function is called. */
+  watch(listener: (s: VmState) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Feed from libvirt's event stream. */
+  onLifecycle(e: LifecycleEvent): void {
+    this.o.log.debug({ event: e }, 'libvirt lifecycle event');
+    if (e.type === 'Suspended') this.input.pauseDetail = e.detail;
+    if (e.type === 'Stopped' || e.type === 'Crashed') this.input.stopEvent = e;
+    void this.refresh();
+  }
+
+  /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
+  async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
+    const spec = this.parseSpec(specJson);
+    return this.ops.run(async () => {
+      const domainState = await this.o.driver.state(this.o.uid);
+      if (ACTIVE.has(domainState) && this.spec) {
+        const change = classifyChange(this.spec, spec);
+        if (change.restart.length > 0) {
+          throw new PreconditionError(`changing ${change.restart.join(', ')} needs a VM restart; stop the VM first`, change.restart);
+        }
+        if (change.live.length === 0) return { action: 'Unchanged', state: this.state };
+        await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+        this.spec = spec;
+        this.o.log.info({ fields: change.live }, 'applied spec change in place');
+        return { action: 'Updated', state: this.state };
+      }
+      await this.start(spec);
+      return { action: 'Started', state: this.state };
+    });
+  }
+
+  /** ACPI power-off, destroy after the grace period. Resolves with the final state. */
+  shutdown(gracePeriodS: number): Promise<VmState> {
+    return this.ops.run(async () => {
+      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
+      await this.o.driver.shutdownAcpi(this.o.uid);
+      try {
+        return await stopped;
+      } catch {
+        this.o.log.info({ gracePeriodS }, 'guest still up after the grace period; destroying');
+        return this.destroy({ reason: 'GracePeriodExpired', message: `the guest did not power off within ${gracePeriodS} s` });
+      }
+    });
+  }
+
+  kill(): Promise<VmState> {
+    return this.ops.run(async () => {
+      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      return this.destroy({ reason: 'Killed', message: 'destroyed on request' });
+    });
+  }
+
+  pause(): Promise<VmState> {
+    return this.ops.run(async () => {
+      const s = await this.requireActive('pause');
+      if (s !== 'paused') await this.o.driver.suspend(this.o.uid);
+      return this.refresh();
+    });
+  }
+
+  unpause(): Promise<VmState> {
+    return this.ops.run(async () => {
+      const s = await this.requireActive('unpause');
+      if (s === 'paused') {
+        this.input.runReason = 'Unpaused';
+        await this.o.driver.resume(this.o.uid);
+      }
+      return this.refresh();
+    });
+  }
+
+  reset(): Promise<VmState> {
+    return this.ops.run(async () => {
+      await this.requireActive('reset');
+      await this.o.driver.reset(this.o.uid);
+      this.input.runReason = 'Reset';
+      return this.refresh();
+    });
+  }
+
+  /** Attach to the serial console. FAILED_PRECONDITION when no QEMU runs. */
+  attachConsole(onData: ConsoleListener, onEnd: () => void): { write(data: Buffer): void; detach(): void } {
+    const serial = this.serial;
+    if (!serial || serial.isClosed) throw new PreconditionError('the VM is not running; no console to attach to');
+    const detach = serial.attach(onData, onEnd);
+    return { write: (data) => serial.write(data), detach };
+  }
+
+  async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
+    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
+    const s = await this.o.driver.state(this.o.uid);
+    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
+    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.o.uid, command, timeoutS), req);
+  }
+
+  /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
+  libvirtdExited(message: string): void {
+    this.serial?.close();
+    this.publish({ phase: 'Failed', reason: 'LibvirtdExited', message, domainState: 'absent', qemuPid: 0 });
+  }
+
+  /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
+  close(): Promise<void> {
+    return this.ops.run(async () => {
+      if (ACTIVE.has(await this.o.driver.state(this.o.uid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
+      this.closing = true;
+      await this.o.driver.undefine(this.o.uid);
+      this.serial?.close();
+      this.o.consoleLog.close();
+      if (this.spec) await this.o.vmm.removeDisks(this.spec);
+    });
+  }
+
+  private parseSpec(specJson: string): VmSpec {
+    let spec: VmSpec;
+    try {
+      spec = JSON.parse(specJson) as VmSpec;
+    } catch (err) {
+      throw invalidSpec('', 'FieldValueInvalid', `spec_json is not JSON: ${(err as Error).message}`);
+    }
+    if (typeof spec !== 'object' || spec === null) throw invalidSpec('', 'FieldValueInvalid', 'spec_json must hold a JSON object');
+    if (spec.version !== VM_SPEC_VERSION) {
+      throw invalidSpec('version', 'FieldValueNotSupported', `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`);
+    }
+    if (spec.uid !== this.o.uid) throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
+    const invalid = this.o.vmm.validate(spec);
+    if (invalid) throw invalid;
+    return spec;
+  }
+
+  private async requireActive(what: string): Promise<string> {
+    const s = await this.o.driver.state(this.o.uid);
+    if (!ACTIVE.has(s) || s === 'crashed') throw new PreconditionError(`cannot ${what}: the VM is ${s}`);
+    return s;
+  }
+
+  /** Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. */
+  private async start(spec: VmSpec): Promise<void> {
+    const { uid, driver, log } = this.o;
+    this.starting = true;
+    this.input = { domainState: this.input.domainState, runReason: 'Booted' };
+    const t0 = performance.now();
+    try {
+      await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+      await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
+      await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
+      await rm(this.consoleSocketPath, { force: true });
+      const runtime: DomainRuntime = {
+        emulatorPath: this.o.emulatorPath,
+        consoleSocketPath: this.consoleSocketPath,
+        ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
+        disks: await this.o.vmm.prepareDisks(spec),
+      };
+      const xml = this.o.vmm.buildDomainXml(spec, runtime);
+      await driver.undefine(uid);
+      await driver.define(xml);
+      this.spec = spec;
+      this.o.consoleLog.startRun();
+      await driver.startPaused(uid);
+      this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
+      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0 };
+      const stopWatchingOutput = this.serial.attach(
+        () => {
+          stopWatchingOutput();
+          this.publish({ consoleOutputAtUnixMs: Date.now() });
+        },
+        () => {},
+      );
+      await driver.resume(uid);
+      log.info({ ms: Math.round(performance.now() - t0), accelerator: this.o.host.accelerator }, 'VM started');
+    } catch (err) {
+      this.input.startFailure = { reason: 'StartFailed', message: (err as Error).message };
+      if (ACTIVE.has(await driver.state(uid).catch(() => 'absent'))) await driver.destroy(uid).catch(() => {});
+      throw err;
+    } finally {
+      this.starting = false;
+      await this.refresh();
+    }
+  }
+
+  /** Destroys the domain and returns once libvirt confirms it stopped. */
+  private async destroy(intent: Cause): Promise<VmState> {
+    this.input.destroyIntent = intent;
+    const stopped = this.untilTerminal(STOP_CONFIRM_MS, 'destroy');
+    await this.o.driver.destroy(this.o.uid);
+    return stopped;
+  }
+
+  /** Resolves with the state once the phase is terminal. */
+  private untilTerminal(timeoutMs: number, what: string): Promise<VmState> {
+    let unwatch = (): void => {};
+    const reached = new Promise<VmState>((resolve) => {
+      if (isTerminal(this.state.phase)) return resolve(this.state);
+      unwatch = this.watch((s) => {
+        if (isTerminal(s.phase)) resolve(s);
+      });
+    });
+    return withDeadline(reached, timeoutMs, `waiting for the VM to stop (${what})`).finally(() => unwatch());
+  }
+
+  /** Re-reads libvirt's view and publishes what changed. Serialized; skipped while a start is under way. */
+  private refresh(): Promise<VmState> {
+    return this.refreshes.run(async () => {
+      if (this.starting || this.closing) return this.state;
+      try {
+        this.input.domainState = await this.o.driver.state(this.o.uid);
+      } catch (err) {
+        this.o.log.warn({ err }, 'reading the domain state failed');
+        return this.state;
+      }
+      const derived = derivePhase(this.input);
+      if (!derived) return this.state;
+      const running = ACTIVE.has(this.input.domainState);
+      const qemuPid = running ? this.state.qemuPid || (await this.o.libvirtd.qemuPid()) : 0;
+      this.publish({ ...derived, domainState: this.input.domainState, qemuPid });
+      return this.state;
+    });
+  }
+
+  private publish(next: Partial<VmState>): void {
+    const merged = { ...this.state, ...next };
+    const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => merged[k] !== this.state[k]);
+    if (!changed) return;
+    this.state = { ...merged, generation: this.state.generation + 1 };
+    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState }, 'VM state');
+    for (const l of this.listeners) l(this.state);
+  }
+}
