@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { Cgroup, detectLayout } from './cgroup.js';
+import { Cgroup, cgroupDir, detectLayout } from './cgroup.js';
 
 const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, pidsMax: 1024 };
 
@@ -44,4 +44,14 @@ t.test('a cgroup that still holds processes is not adopted', async (t) => {
   mkdirSync(path.join(root, 'pids', 'vkvm', 'u1'), { recursive: true });
   writeFileSync(path.join(root, 'pids', 'vkvm', 'u1', 'cgroup.procs'), '4242\n');
   await t.rejects(Cgroup.create({ uid: 'u1', parent: 'vkvm', root }), /already holds processes 4242/);
+});
+
+t.test('v1 joins a separately mounted cpuacct hierarchy, so CPU time is accounted per VM', async (t) => {
+  const root = t.testdir({ memory: { 'cgroup.procs': '' }, cpu: { 'cgroup.procs': '' }, cpuacct: { 'cgroup.procs': '' }, pids: { 'cgroup.procs': '' } });
+  const layout = await detectLayout(root);
+  t.match(layout, { version: 'v1', mounts: { cpuacct: path.join(root, 'cpuacct') } });
+  const cg = await Cgroup.create({ uid: 'u1', parent: 'vkvm', root });
+  await cg.enter(4242);
+  t.equal(readFileSync(path.join(root, 'cpuacct', 'vkvm', 'u1', 'cgroup.procs'), 'utf8'), '4242', 'the process joins cpuacct too');
+  t.equal(cgroupDir(layout, 'cpuacct', 'vkvm/u1'), path.join(root, 'cpuacct', 'vkvm', 'u1'));
 });

@@ -1,12 +1,17 @@
 // The launcher's own cgroup: <parent>/<uid> in cgroup v2 when the unified
 // hierarchy offers the memory, cpu and pids controllers, otherwise in each v1
-// controller hierarchy (memory, cpu, pids). The launcher enters it first, so
-// libvirtd and QEMU (children of children) are born inside it.
+// controller hierarchy (memory, cpu, pids, and cpuacct where it is mounted on
+// its own, for CPU accounting). The launcher enters it first, so libvirtd and
+// QEMU (children of children) are born inside it. usage.ts reads it.
 import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 const CONTROLLERS = ['memory', 'cpu', 'pids'] as const;
 type Controller = (typeof CONTROLLERS)[number];
+/** v1 only: CPU accounting, optional because it is often co-mounted with cpu ("cpu,cpuacct"). */
+type V1Controller = Controller | 'cpuacct';
+
+export const DEFAULT_CGROUP_ROOT = '/sys/fs/cgroup';
 
 export interface CgroupLimits {
   memoryBytes: number;
@@ -28,7 +33,7 @@ export interface CgroupOptions {
   selfPid?: number;
 }
 
-type Layout = { version: 'v2'; mount: string } | { version: 'v1'; mounts: Record<Controller, string> };
+export type Layout = { version: 'v2'; mount: string } | { version: 'v1'; mounts: Record<Controller, string> & { cpuacct?: string } };
 
 async function exists(p: string): Promise<boolean> {
   return access(p).then(
@@ -52,7 +57,17 @@ export async function detectLayout(root: string): Promise<Layout> {
     if (!(await exists(path.join(mount, 'cgroup.procs')))) throw new Error(`no cgroup v2 with ${CONTROLLERS.join(',')} and no v1 ${c} hierarchy under ${root}`);
     mounts[c] = mount;
   }
-  return { version: 'v1', mounts };
+  const cpuacct = path.join(root, 'cpuacct');
+  return { version: 'v1', mounts: (await exists(path.join(cpuacct, 'cgroup.procs'))) ? { ...mounts, cpuacct } : mounts };
+}
+
+/**
+ * The directory of cgroup <relPath> for one controller. In v1, cpuacct falls
+ * back to the cpu hierarchy, where a co-mounted "cpu,cpuacct" keeps its files.
+ */
+export function cgroupDir(layout: Layout, controller: V1Controller, relPath: string): string {
+  if (layout.version === 'v2') return path.join(layout.mount, relPath);
+  return path.join(controller === 'cpuacct' ? (layout.mounts.cpuacct ?? layout.mounts.cpu) : layout.mounts[controller], relPath);
 }
 
 /** The cgroup paths of a process per v1 controller, and its v2 path under key "". */
@@ -79,7 +94,7 @@ export class Cgroup {
 
   /** Creates (or adopts an empty leftover) cgroup. Fails when it already holds processes. */
   static async create(opts: CgroupOptions): Promise<Cgroup> {
-    const root = opts.root ?? '/sys/fs/cgroup';
+    const root = opts.root ?? DEFAULT_CGROUP_ROOT;
     const selfPid = opts.selfPid ?? process.pid;
     const layout = await detectLayout(root);
     const relPath = path.join(opts.parent, opts.uid);
@@ -106,7 +121,7 @@ export class Cgroup {
    * Refuses while it holds processes; a no-op when it does not exist.
    */
   static async removeLeftover(opts: CgroupOptions): Promise<void> {
-    const layout = await detectLayout(opts.root ?? '/sys/fs/cgroup');
+    const layout = await detectLayout(opts.root ?? DEFAULT_CGROUP_ROOT);
     const cg = new Cgroup(layout, path.join(opts.parent, opts.uid), 0, new Map());
     const procs = await cg.pids();
     if (procs.length > 0) throw new Error(`cgroup ${cg.describe()} still holds processes ${procs.join(',')}`);
@@ -126,11 +141,12 @@ export class Cgroup {
   }
 
   private dirs(): string[] {
-    return this.layout.version === 'v2' ? [path.join(this.layout.mount, this.relPath)] : CONTROLLERS.map((c) => this.dirOf(c));
+    if (this.layout.version === 'v2') return [path.join(this.layout.mount, this.relPath)];
+    return (Object.keys(this.layout.mounts) as V1Controller[]).map((c) => this.dirOf(c));
   }
 
-  private dirOf(c: Controller): string {
-    return this.layout.version === 'v2' ? path.join(this.layout.mount, this.relPath) : path.join(this.layout.mounts[c], this.relPath);
+  private dirOf(c: V1Controller): string {
+    return cgroupDir(this.layout, c, this.relPath);
   }
 
   /** Moves a process (and so its future children) into the cgroup. */
@@ -172,9 +188,9 @@ export class Cgroup {
     if (this.layout.version === 'v2') {
       await writeFile(path.join(this.layout.mount, this.origin.get('') ?? '/', 'cgroup.procs'), String(this.selfPid));
     } else {
-      for (const c of CONTROLLERS) {
+      for (const [c, mount] of Object.entries(this.layout.mounts)) {
         const from = this.origin.get(c) ?? '/';
-        await writeFile(path.join(this.layout.mounts[c], from, 'cgroup.procs'), String(this.selfPid));
+        await writeFile(path.join(mount, from, 'cgroup.procs'), String(this.selfPid));
       }
     }
     const deadline = Date.now() + timeoutMs;

@@ -15,10 +15,23 @@ import { deriveLabels, deriveNodeStatus } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
 import { kubeAuthBackend } from './kubelet-api/kube-auth-backend.js';
 import { strategicMerge } from './kube/client.js';
+import { createEventRecorder } from './kube/events.js';
+import { PodController } from './pods/controller.js';
+import { createVmAccess } from './pods/vm-access.js';
+import { agentMetrics } from './metrics.js';
+import { builtinImageResolver } from './pods/builtin-images.js';
+
+/** How long guests get to power off when `vkvm up` stops. */
+const STOP_VMS_GRACE_S = 10;
 
 export interface RunningAgent {
   nodeUID: string;
-  stop(): Promise<void>;
+  /**
+   * Stops the agent. VMs keep running under their launchers and are
+   * re-attached by the next agent, unless `stopVms` (vkvm up, whose cluster
+   * goes away too) shuts them down first.
+   */
+  stop(opts?: { stopVms?: boolean }): Promise<void>;
 }
 
 /** The CA a client certificate must chain to: the kubeconfig's cluster CA. */
@@ -39,7 +52,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
   log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
 
   const stops: Array<() => Promise<void> | void> = [];
-  const stop = async () => {
+  let pods: PodController | undefined;
+  const stop = async (opts: { stopVms?: boolean } = {}) => {
+    if (opts.stopVms) await pods?.stopAllVms(STOP_VMS_GRACE_S);
     for (const s of stops.reverse()) await s();
   };
   try {
@@ -74,6 +89,26 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     lease.start();
     stops.push(() => lease.stop());
 
+    pods = new PodController({
+      clients,
+      nodeName: config.nodeName,
+      hostIP: () => facts.internalIP!,
+      launchers: {
+        vmsDir: join(config.stateDir, 'vms'),
+        socketDir: join(config.runDir, 'launchers'),
+        imageCacheDir: config.imageCacheDir,
+        allowSoftwareEmulation: config.allowSoftwareEmulation,
+        logLevel: config.logLevel,
+      },
+      builtinImages: builtinImageResolver(rootLog.child({ component: 'builtin-images' })),
+      events: createEventRecorder(clients, config.nodeName, rootLog.child({ component: 'events' })),
+      metrics: agentMetrics,
+      log: rootLog.child({ component: 'pods' }),
+    });
+    await pods.start();
+    const podController = pods;
+    stops.push(() => podController.stop());
+
     const certs = new ServingCertManager(
       clients,
       {
@@ -91,7 +126,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       nodeName: config.nodeName,
       backend: kubeAuthBackend(clients),
       tls: { ...pair, clientCaPem },
-      listPods: () => [],
+      listPods: () => [...podController.pods()],
+      vms: createVmAccess(podController, podController.registry),
       log: rootLog,
     });
     await api.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });

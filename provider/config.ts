@@ -15,6 +15,8 @@ export interface AgentConfig {
   stateDir: string;
   /** Volatile state: launcher sockets. */
   runDir: string;
+  /** Node-wide cache of downloaded VM images. */
+  imageCacheDir: string;
   kubeletPort: number;
   kubeletBindAddress: string;
   /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
@@ -55,6 +57,7 @@ export interface AgentFlags {
   'node-name'?: string;
   'state-dir'?: string;
   'run-dir'?: string;
+  'image-cache-dir'?: string;
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
@@ -118,6 +121,7 @@ export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
     nodeName,
     stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
     runDir: flags['run-dir'] ?? '/run/vkvm',
+    imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
     healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),

@@ -6,6 +6,7 @@ export const AGENT_OPTIONS = {
   'node-name': { type: 'string' },
   'state-dir': { type: 'string' },
   'run-dir': { type: 'string' },
+  'image-cache-dir': { type: 'string' },
   'kubelet-port': { type: 'string' },
   'kubelet-bind-address': { type: 'string' },
   'healthz-port': { type: 'string' },
@@ -24,7 +25,8 @@ export const AGENT_OPTIONS = {
 export const AGENT_HELP = `Node agent flags:
   --kubeconfig FILE            cluster credentials of the agent
   --node-name NAME             Node name (default: hostname)
-  --state-dir DIR              persistent state: certificates, VM records (default /var/lib/vkvm)
+  --state-dir DIR              persistent state: certificates, VM directories (default /var/lib/vkvm)
+  --image-cache-dir DIR        downloaded VM images, shared by all VMs (default /var/cache/vkvm/images)
   --run-dir DIR                launcher sockets (default /run/vkvm)
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)

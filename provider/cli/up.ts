@@ -52,7 +52,7 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
-    await agent?.stop();
+    await agent?.stop({ stopVms: true });
     await cluster?.stop();
   };
   try {

@@ -1,7 +1,8 @@
 // Authenticates and authorizes every kubelet API request, as the kubelet does:
 // a client certificate verified against the cluster CA, else a bearer token
 // via TokenReview; then a SubjectAccessReview on nodes/<subresource>.
-// There is no anonymous or allow-all mode.
+// There is no anonymous or allow-all mode. Upgrade requests (exec, attach)
+// pass through this same hook: upgrade.ts routes them through fastify.
 import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -32,11 +33,17 @@ declare module 'fastify' {
   }
 }
 
-/** The kubelet's mapping of URL paths to node subresources. */
+/**
+ * The kubelet's mapping of URL paths to node subresources. The verb follows
+ * the method, except on the endpoints that run commands or reach a console or
+ * port: those are create whatever the method, since WebSocket clients must
+ * use GET and `get nodes/proxy` is no grant to run anything.
+ */
 export function nodeAttributes(method: string, path: string): NodeAttributes {
   const verbs: Record<string, string> = { GET: 'get', HEAD: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
-  const verb = verbs[method] ?? method.toLowerCase();
   const under = (p: string) => path === p || path.startsWith(p + '/');
+  const streaming = ['/exec', '/attach', '/portForward', '/run'].some(under);
+  const verb = streaming ? 'create' : (verbs[method] ?? method.toLowerCase());
   const subresource: NodeAttributes['subresource'] = under('/stats')
     ? 'stats'
     : under('/metrics')

@@ -27,8 +27,8 @@ export class ForbiddenError extends HttpError {
 
 export class NotFoundError extends HttpError {
   readonly kind = 'NotFound';
-  constructor(message: string) {
-    super(404, message);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(404, message, options);
   }
 }
 

@@ -57,5 +57,9 @@ t.test('paths map to node subresources as the kubelet maps them', async (t) => {
     ['/stats/summary', '/metrics/resource', '/metrics', '/logs/x', '/containerLogs/a/b/c', '/exec/a/b/c', '/pods'].map((p) => nodeAttributes('GET', p).subresource),
     ['stats', 'metrics', 'metrics', 'log', 'proxy', 'proxy', 'proxy'],
   );
-  t.equal(nodeAttributes('POST', '/exec/a/b/c').verb, 'create');
+  t.same(
+    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /containerLogs/a/b/c'].map((r) => nodeAttributes(r.split(' ')[0]!, r.split(' ')[1]!).verb),
+    ['create', 'create', 'create', 'get'],
+    'exec and attach are create whatever the method (WebSocket clients use GET)',
+  );
 });

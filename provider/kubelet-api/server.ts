@@ -6,6 +6,14 @@ import { auth, type AuthBackend } from './auth.js';
 import { errorHandler } from './errors.js';
 import { podsRoutes, type PodLister } from './routes/pods.js';
 import { healthRoutes } from './routes/health.js';
+import type { Registry } from 'prom-client';
+import { agentMetrics } from '../metrics.js';
+import { readBootTime, readNodeUsage } from '../node/usage.js';
+import { statsRoutes, type NodeStatsSource } from './routes/stats.js';
+import type { VmAccess } from './vm-access.js';
+import { routeUpgradesThroughFastify } from './upgrade.js';
+import { logRoutes } from './routes/logs.js';
+import { execAttachRoutes } from './routes/exec-attach.js';
 
 export interface TlsMaterial {
   certPem: string;
@@ -21,6 +29,12 @@ export interface KubeletApiOptions {
   tls?: TlsMaterial;
   listPods: PodLister;
   log: Logger;
+  /** The node's VMs. Absent until the agent wires its launchers: stats then list no pods. */
+  vms?: VmAccess;
+  /** Node-level CPU and memory; default: this host's /proc. */
+  nodeStats?: NodeStatsSource;
+  /** The agent's own metrics on /metrics; default: agentMetrics.registry. */
+  metricsRegistry?: Registry;
 }
 
 export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyInstance> {
@@ -42,9 +56,22 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
       : {}),
   }) as unknown as FastifyInstance;
   app.setErrorHandler(errorHandler);
+  routeUpgradesThroughFastify(app);
   await app.register(auth, { nodeName: opts.nodeName, backend: opts.backend });
   await app.register(healthRoutes);
   await app.register(podsRoutes, { listPods: opts.listPods });
+  const vms = opts.vms;
+  await app.register(statsRoutes, {
+    nodeName: opts.nodeName,
+    node: opts.nodeStats ?? { startTime: await readBootTime(), readUsage: () => readNodeUsage() },
+    listVmUsage: vms ? () => vms.listVmUsage() : async () => [],
+    registry: opts.metricsRegistry ?? agentMetrics.registry,
+  });
+  // Without VMs there are no logs or consoles to reach: those paths are 404s.
+  if (vms) {
+    await app.register(logRoutes, { vms });
+    await app.register(execAttachRoutes, { vms });
+  }
   return app;
 }
 

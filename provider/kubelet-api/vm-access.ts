@@ -16,32 +16,62 @@ export interface ExecResult {
   exitCode: number;
 }
 
+/** guestExec on a VM whose guest has no QEMU guest agent channel (or no agent answering on it). */
+export class NoGuestAgentError extends Error {
+  readonly kind = 'NoGuestAgent';
+}
+
+/**
+ * One VM's usage. The fields from `time` on are launcher/usage.ts's VmUsage,
+ * read from the VM's cgroup (launcher, libvirt daemon, QEMU), so an
+ * implementation is `{ namespace, pod, podUID, container, startTime, ...(await readVmUsage({ uid, parent })) }`.
+ */
 export interface VmCpuMemory {
   namespace: string;
   pod: string;
   podUID: string;
   container: string;
+  /** When the VM's launcher started. */
   startTime: Date;
-  /** Cumulative CPU time of the VM's cgroup (launcher, libvirt daemon, QEMU). */
+  /** When the figures below were read. */
+  time: Date;
+  /** Cumulative CPU time of the VM's cgroup. */
   cpuUsageCoreNanoSeconds: number;
+  /** All memory charged to the cgroup, page cache included. */
+  memoryUsageBytes: number;
+  /** Usage minus inactive file pages (cAdvisor's working set). */
   memoryWorkingSetBytes: number;
   memoryRSSBytes: number;
+  /** The cgroup's memory limit; absent when unlimited. */
+  memoryLimitBytes?: number;
 }
 
 export interface VmAccess {
   /**
-   * A duplex on the guest's serial console: reads are console output, writes
-   * are console input. Ending it detaches; the VM keeps running.
+   * A duplex on the guest's serial console: reads are console output from now
+   * on, writes are console input. Several may be open at once. end() detaches
+   * after the pending input is written, destroy() detaches at once; either way
+   * the readable side then ends and the VM keeps running. The readable side
+   * also ends when the console goes away (the VM stopped).
    * Throws NotFoundError for an unknown pod/container.
    */
   attachConsole(ref: PodRef): Promise<Duplex>;
   /**
-   * Runs a command through the QEMU guest agent. Throws a FailedPreconditionError-style
-   * error (kind 'NoGuestAgent') with a clear message when the guest has no agent.
+   * Runs a command (argv, no shell) through the QEMU guest agent and returns
+   * once it exits. Throws NoGuestAgentError, with a message saying what is
+   * missing, when the guest has no agent; NotFoundError for an unknown
+   * pod/container.
    */
   guestExec(ref: PodRef, command: string[], stdin?: Buffer): Promise<ExecResult>;
-  /** Path of the console log in CRI format; `previous` for the prior run. Throws NotFoundError. */
+  /**
+   * Path of the console log in CRI format (launcher/console/log-file.ts);
+   * `previous` for the prior run. The file's older segment, if any, is
+   * `<path>.1`. Throws NotFoundError for an unknown pod/container.
+   */
   consoleLogPath(ref: PodRef, previous: boolean): Promise<string>;
-  /** Resource usage of every VM on the node. */
+  /**
+   * Resource usage of every running VM on the node. A VM whose cgroup vanished
+   * between listing and reading (it just stopped) is left out, not an error.
+   */
   listVmUsage(): Promise<VmCpuMemory[]>;
 }

@@ -60,9 +60,10 @@ const terminated = (i: PodStatusInput): V1ContainerState => ({
   },
 });
 const stopped = (i: PodStatusInput) => i.vm?.phase === 'Succeeded' || i.vm?.phase === 'Failed';
-/** A stopped VM is final unless restartPolicy brings it back. */
+/** A stopped VM is final unless restartPolicy brings it back; a pod being deleted never comes back. */
 const final = (i: PodStatusInput) =>
-  stopped(i) && (restartPolicy(i) === 'Never' || (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
+  stopped(i) &&
+  (Boolean(i.pod.metadata?.deletionTimestamp) || restartPolicy(i) === 'Never' || (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
 
 /** The ordered table: first match wins; the last row is the fallback. */
 const ROWS: Row[] = [

@@ -2,7 +2,8 @@
 // agents as real child processes, and waits with deadlines that report the
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -11,6 +12,9 @@ import { pino } from 'pino';
 import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../cluster/cluster.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { packageRoot } from '../../provider/package-root.js';
+import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
+import { Cgroup } from '../../launcher/cgroup.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../launcher/state.js';
 
 export const testLog = pino({ level: process.env.VKVM_TEST_LOG ?? 'warn' });
 
@@ -73,6 +77,8 @@ export async function startAgent(
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const output: string[] = [];
+  // Kept beside the agent's state for reading after a failure.
+  const logFile = createWriteStream(join(stateDir, 'agent.log'), { flags: 'a' });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
   );
@@ -80,6 +86,7 @@ export async function startAgent(
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => {
         output.push(line);
+        logFile.write(line + '\n');
         if (line.includes('"node agent running"')) resolve();
       });
     }
@@ -89,9 +96,30 @@ export async function startAgent(
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     await exited;
   };
-  t.teardown(() => kill('SIGKILL'));
+  t.teardown(async () => {
+    await kill('SIGKILL');
+    await killLaunchersOf(stateDir);
+  });
   await ready;
   return { nodeName: opts.nodeName, kubeletPort, stateDir, child, output, exited, kill };
+}
+
+/**
+ * Kills the launchers an agent left in its state dir (SIGKILL takes QEMU
+ * with them) and removes their cgroups, so no VM outlives a test file.
+ */
+export async function killLaunchersOf(stateDir: string): Promise<void> {
+  const vmsDir = join(stateDir, 'vms');
+  for (const uid of await readdir(vmsDir).catch(() => [] as string[])) {
+    const state = await readStateFile(join(vmsDir, uid, STATE_FILE_NAME)).catch(() => undefined);
+    if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
+    await waitFor(
+      `cgroup of ${uid} removed`,
+      () => Cgroup.removeLeftover({ uid, parent: LAUNCHER_DEFAULTS.cgroupParent }).then(() => true),
+      (ok) => ok,
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+  }
 }
 
 /**

@@ -1,0 +1,429 @@
+import { connect, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import t, { type Test } from 'tap';
+import { pino } from 'pino';
+import transport from 'spdy-transport';
+import { WebSocket } from 'ws';
+import type { AuthBackend, UserInfo } from '../auth.js';
+import { NotFoundError } from '../errors.js';
+import { buildKubeletApi } from '../server.js';
+import { NoGuestAgentError, type ExecResult, type VmAccess } from '../vm-access.js';
+import { sessionTarget, streamOptions } from './exec-attach.js';
+
+// --- the node side: a fake VM access and an auth backend ----------------------
+
+interface FakeConsole {
+  duplex: Duplex;
+  ended: boolean;
+  destroyed: boolean;
+}
+
+/** A console that echoes its input, as a terminal does. */
+function echoConsole(): FakeConsole {
+  const state: FakeConsole = {
+    ended: false,
+    destroyed: false,
+    duplex: new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        this.push(chunk);
+        callback();
+      },
+      final(callback) {
+        state.ended = true;
+        this.push(null);
+        callback();
+      },
+      destroy(err, callback) {
+        state.destroyed = true;
+        callback(err);
+      },
+    }),
+  };
+  return state;
+}
+
+const BIG = Buffer.alloc(200 * 1024, 'x');
+
+function fakeVms() {
+  const consoles: FakeConsole[] = [];
+  const execs: { pod: string; command: string[]; stdin: string }[] = [];
+  const vms: VmAccess = {
+    async attachConsole(ref) {
+      if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
+      const console = echoConsole();
+      consoles.push(console);
+      return console.duplex;
+    },
+    async guestExec(ref, command, stdin): Promise<ExecResult> {
+      execs.push({ pod: ref.name, command, stdin: stdin?.toString() ?? '' });
+      if (ref.name === 'noagent') throw new NoGuestAgentError(`pod default/noagent has no QEMU guest agent; use kubectl exec -it or kubectl attach for its serial console`);
+      if (command[0] === 'cat') return { stdout: stdin ?? Buffer.alloc(0), stderr: Buffer.alloc(0), exitCode: 0 };
+      if (command[0] === 'big') return { stdout: BIG, stderr: Buffer.alloc(0), exitCode: 0 };
+      return { stdout: Buffer.from('out\n'), stderr: Buffer.from('err\n'), exitCode: 3 };
+    },
+    async consoleLogPath() {
+      throw new NotFoundError('no logs here');
+    },
+    async listVmUsage() {
+      return [];
+    },
+  };
+  return { vms, consoles, execs };
+}
+
+const users: Record<string, UserInfo> = { ops: { username: 'ops', groups: [] }, dev: { username: 'dev', groups: [] } };
+
+function fakeBackend() {
+  const sars: string[] = [];
+  const backend: AuthBackend = {
+    async reviewToken(token) {
+      return users[token] ?? null;
+    },
+    async authorize(user, attrs) {
+      sars.push(`${user.username} ${attrs.verb} nodes/${attrs.subresource}`);
+      return user.username === 'ops' ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
+    },
+  };
+  return { backend, sars };
+}
+
+async function serve(t: Test) {
+  const fake = fakeVms();
+  const auth = fakeBackend();
+  const logs: { msg: string }[] = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => logs.push(JSON.parse(line) as { msg: string }) });
+  const app = await buildKubeletApi({ nodeName: 'n1', backend: auth.backend, listPods: () => [], log, vms: fake.vms });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const address = app.server.address();
+  return {
+    ...fake,
+    sars: auth.sars,
+    port: typeof address === 'object' && address ? address.port : 0,
+    sessionsEnded: () => logs.filter((l) => l.msg === 'exec/attach session ended').length,
+  };
+}
+
+// --- a WebSocket client speaking v5.channel.k8s.io ----------------------------
+
+interface WsSession {
+  /** Output so far, by channel. */
+  received: Map<number, string>;
+  send(channel: number, data: string | Buffer): void;
+  until(channel: number, text: string): Promise<void>;
+  /** Drops the connection without a close handshake. */
+  terminate(): void;
+  closed: Promise<number>;
+}
+
+function openWebSocket(port: number, path: string, token?: string): Promise<WsSession | { status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, ['v5.channel.k8s.io'], { headers: token ? { authorization: `Bearer ${token}` } : {} });
+    const received = new Map<number, string>();
+    const waiters: (() => void)[] = [];
+    ws.on('message', (data: Buffer) => {
+      received.set(data[0]!, (received.get(data[0]!) ?? '') + data.subarray(1).toString());
+      for (const w of waiters) w();
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.on('error', reject);
+    const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+    ws.on('open', () =>
+      resolve({
+        received,
+        closed,
+        send: (channel, data) => ws.send(Buffer.concat([Buffer.of(channel), Buffer.from(data)])),
+        terminate: () => ws.terminate(),
+        until: (channel, text) =>
+          new Promise((r) => {
+            const check = () => (received.get(channel) ?? '').includes(text) && r();
+            waiters.push(check);
+            check();
+          }),
+      }),
+    );
+  });
+}
+
+function isSession(s: WsSession | { status: number }): s is WsSession {
+  return 'received' in s;
+}
+
+// --- a SPDY client behaving like client-go (moby/spdystream) -------------------
+
+type StreamType = 'error' | 'stdin' | 'stdout' | 'stderr' | 'resize';
+
+interface HttpAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+interface SpdySession extends HttpAnswer {
+  streams: Map<StreamType, transport.SpdyStream>;
+  /** Everything a stream carried, once it has ended. */
+  read(type: StreamType): Promise<string>;
+  /** A PING round trip (kube-apiserver pings every 5 s). */
+  ping(): Promise<void>;
+  /** What client-go does when its stream loop returns: reset every stream and hang up. */
+  close(): void;
+}
+
+/** Reads the HTTP response head; the bytes after it go back into the socket. */
+function readHead(socket: Socket): Promise<{ status: number; headers: Record<string, string> }> {
+  return new Promise((resolve) => {
+    let buffered = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      const end = buffered.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      socket.off('data', onData);
+      socket.pause();
+      socket.unshift(buffered.subarray(end + 4));
+      const [statusLine, ...lines] = buffered.subarray(0, end).toString().split('\r\n');
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      resolve({ status: Number(statusLine!.split(' ')[1]), headers });
+    };
+    socket.on('data', onData);
+  });
+}
+
+async function openSpdy(port: number, path: string, opts: { token?: string; protocols?: string[]; streams: StreamType[] }): Promise<SpdySession> {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  const protocols = opts.protocols ?? ['v4.channel.k8s.io'];
+  socket.write(
+    [
+      `POST ${path} HTTP/1.1`,
+      'Host: 127.0.0.1',
+      ...(opts.token ? [`Authorization: Bearer ${opts.token}`] : []),
+      'Connection: Upgrade',
+      'Upgrade: SPDY/3.1',
+      ...protocols.map((p) => `X-Stream-Protocol-Version: ${p}`),
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  const { status, headers } = await readHead(socket);
+  const streams = new Map<StreamType, transport.SpdyStream>();
+  if (status !== 101) {
+    let body = '';
+    socket.on('data', (d: Buffer) => (body += d.toString()));
+    socket.resume();
+    await new Promise((r) => socket.once('close', r));
+    return { status, headers, body, streams, read: async () => '', ping: async () => {}, close: () => socket.destroy() };
+  }
+  const conn = transport.connection.create(socket, { protocol: 'spdy', isServer: false });
+  conn.on('error', () => socket.destroy());
+  // spdystream sends SYN_STREAM with the streamtype header only, and neither
+  // SETTINGS (so the server's send window stays at SPDY's 64 KiB) nor WINDOW_UPDATE.
+  const framer = (conn as unknown as { _spdyState: { framer: Record<string, (...args: unknown[]) => unknown> } })._spdyState.framer;
+  const headersToDict = framer.headersToDict!.bind(framer);
+  framer.headersToDict = (h, _preprocess, callback) => headersToDict(h, null, callback);
+  const skipFrame = (_frame: unknown, callback: unknown) => (callback as (() => void) | undefined)?.();
+  framer.settingsFrame = skipFrame;
+  framer.windowUpdateFrame = skipFrame;
+  conn.start(3);
+  const reads = new Map<StreamType, Promise<string>>();
+  // One at a time, each after the server's reply, as client-go creates them.
+  for (const type of opts.streams) {
+    const stream = conn.request({ method: 'POST', path: '/', headers: { streamtype: type } });
+    stream.on('error', () => {});
+    await new Promise((r) => stream.once('response', r));
+    streams.set(type, stream);
+    let text = '';
+    stream.on('data', (d: Buffer) => (text += d.toString()));
+    reads.set(type, new Promise((r) => stream.once('end', () => r(text))));
+  }
+  return {
+    status,
+    headers,
+    body: '',
+    streams,
+    read: (type) => reads.get(type)!,
+    ping: () => new Promise((resolve) => (conn as unknown as { ping(cb: () => void): void }).ping(resolve)),
+    close: () => {
+      for (const s of streams.values()) s.abort();
+      socket.destroy();
+    },
+  };
+}
+
+const untilTrue = async (check: () => boolean) => {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+};
+
+// --- tests ---------------------------------------------------------------------
+
+t.test('the session rule: attach and exec -it reach the console, other execs the guest agent', async (t) => {
+  const q = (query: Record<string, string>) => streamOptions(query);
+  t.same(
+    {
+      attach: sessionTarget('attach', q({ output: '1' })),
+      execIt: sessionTarget('exec', q({ input: '1', output: '1', tty: '1' })),
+      execI: sessionTarget('exec', q({ input: '1', output: '1' })),
+      execT: sessionTarget('exec', q({ output: '1', tty: '1' })),
+      execPlain: sessionTarget('exec', q({ stdout: 'true', stderr: 'true' })),
+    },
+    { attach: 'console', execIt: 'console', execI: 'agent', execT: 'agent', execPlain: 'agent' },
+  );
+  t.same(q({ input: '1', output: '1', error: '1', tty: '1' }), { stdin: true, stdout: true, stderr: false, tty: true }, 'a TTY has no stderr');
+  t.throws(() => q({ tty: '1' }), { statusCode: 400, message: /at least 1 of stdin, stdout, stderr/ });
+});
+
+t.test('WebSocket v5: attach echoes through the console, and closing stdin detaches without touching the VM', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  ws.send(0, 'hello\n');
+  await ws.until(1, 'hello\n');
+  ws.send(255, Buffer.of(0));
+  const code = await ws.closed;
+  t.match(
+    { code, stdout: ws.received.get(1), status: JSON.parse(ws.received.get(3) ?? 'null'), console: { ended: s.consoles[0]?.ended }, execs: s.execs },
+    { code: 1000, stdout: 'hello\n', status: { status: 'Success' }, console: { ended: true }, execs: [] },
+  );
+  t.same(s.sars, ['ops create nodes/proxy'], 'a WebSocket GET is authorized as create');
+});
+
+t.test('a client that disconnects takes its console attachment with it, and nothing else', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  ws.send(0, 'x');
+  await ws.until(1, 'x');
+  ws.terminate();
+  await untilTrue(() => s.consoles[0]!.destroyed);
+  t.same(s.execs, [], 'no other call reached the VM');
+});
+
+t.test('WebSocket v5: exec reports stdout, stderr and the exit code', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/exec/default/vm1/vm?command=sh&command=-c&command=exit%203&output=1&error=1', 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  await ws.closed;
+  t.match(
+    { stdout: ws.received.get(1), stderr: ws.received.get(2), status: JSON.parse(ws.received.get(3)!), execs: s.execs },
+    {
+      stdout: 'out\n',
+      stderr: 'err\n',
+      status: { status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '3' }] } },
+      execs: [{ pod: 'vm1', command: ['sh', '-c', 'exit 3'] }],
+    },
+  );
+});
+
+t.test('WebSocket v5: exec input ends with the close signal and goes to the agent whole', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/exec/default/vm1/vm?command=cat&input=1&output=1', 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  ws.send(0, 'abc');
+  ws.send(0, 'def');
+  ws.send(255, Buffer.of(0));
+  await ws.closed;
+  t.match({ stdout: ws.received.get(1), status: JSON.parse(ws.received.get(3)!), execs: s.execs }, { stdout: 'abcdef', status: { status: 'Success' }, execs: [{ stdin: 'abcdef' }] });
+});
+
+t.test('an exec whose client leaves before its input is complete runs nothing', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/exec/default/vm1/vm?command=cat&input=1&output=1', 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  ws.send(0, 'abc');
+  ws.terminate();
+  await untilTrue(() => s.sessionsEnded() === 1);
+  t.same(s.execs, []);
+});
+
+t.test('WebSocket upgrades are authenticated and authorized like any request', async (t) => {
+  const s = await serve(t);
+  const anonymous = await openWebSocket(s.port, '/exec/default/vm1/vm?command=ls&output=1');
+  const denied = await openWebSocket(s.port, '/exec/default/vm1/vm?command=ls&output=1', 'dev');
+  t.match({ anonymous, denied, execs: s.execs }, { anonymous: { status: 401 }, denied: { status: 403, body: /user=dev, verb=create, resource=nodes, subresource=proxy/ }, execs: [] });
+});
+
+t.test('SPDY v4: attach echoes through the console and detaches when the client closes stdin', async (t) => {
+  const s = await serve(t);
+  const spdy = await openSpdy(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', { token: 'ops', streams: ['error', 'stdin', 'stdout', 'resize'] });
+  t.match({ status: spdy.status, headers: spdy.headers }, { status: 101, headers: { upgrade: 'SPDY/3.1', 'x-stream-protocol-version': 'v4.channel.k8s.io' } });
+  spdy.streams.get('resize')!.write('{"Width":80,"Height":24}');
+  await spdy.ping();
+  spdy.streams.get('stdin')!.write('hello\n');
+  await untilTrue(() => s.consoles.length === 1);
+  spdy.streams.get('stdin')!.end();
+  const [stdout, status] = await Promise.all([spdy.read('stdout'), spdy.read('error')]);
+  spdy.close();
+  t.match(
+    { stdout, status: JSON.parse(status), console: { ended: s.consoles[0]!.ended }, execs: s.execs },
+    { stdout: 'hello\n', status: { status: 'Success' }, console: { ended: true }, execs: [] },
+  );
+});
+
+t.test('SPDY v4: exec exit code 3 becomes NonZeroExitCode with an ExitCode cause', async (t) => {
+  const s = await serve(t);
+  const spdy = await openSpdy(s.port, '/exec/default/vm1/vm?command=sh&command=-c&command=exit%203&output=1&error=1', {
+    token: 'ops',
+    streams: ['error', 'stdout', 'stderr'],
+  });
+  const [stdout, stderr, status] = await Promise.all([spdy.read('stdout'), spdy.read('stderr'), spdy.read('error')]);
+  spdy.close();
+  t.match(
+    { stdout, stderr, status: JSON.parse(status) },
+    {
+      stdout: 'out\n',
+      stderr: 'err\n',
+      status: { status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '3' }] } },
+    },
+  );
+});
+
+t.test('SPDY: a guest without an agent fails the exec with a message saying so', async (t) => {
+  const s = await serve(t);
+  const spdy = await openSpdy(s.port, '/exec/default/noagent/vm?command=ls&output=1', { token: 'ops', streams: ['error', 'stdout'] });
+  const [stdout, status] = await Promise.all([spdy.read('stdout'), spdy.read('error')]);
+  spdy.close();
+  t.match({ stdout, status: JSON.parse(status) }, { stdout: '', status: { status: 'Failure', message: /has no QEMU guest agent/ } });
+});
+
+t.test('SPDY: output beyond the initial window flows though the client never sends WINDOW_UPDATE', async (t) => {
+  const s = await serve(t);
+  const spdy = await openSpdy(s.port, '/exec/default/vm1/vm?command=big&output=1', { protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], token: 'ops', streams: ['error', 'stdout'] });
+  const [stdout, status] = await Promise.all([spdy.read('stdout'), spdy.read('error')]);
+  spdy.close();
+  t.match(
+    { protocol: spdy.headers['x-stream-protocol-version'], bytes: stdout.length, status: JSON.parse(status) },
+    { protocol: 'v5.channel.k8s.io', bytes: BIG.length, status: { status: 'Success' } },
+  );
+});
+
+t.test('SPDY upgrades are refused as plain HTTP: 401, 403, 404, and 403 for an unknown protocol', async (t) => {
+  const s = await serve(t);
+  const attach = '/attach/default/vm1/vm?output=1';
+  const answers = {
+    anonymous: await openSpdy(s.port, attach, { streams: [] }),
+    denied: await openSpdy(s.port, attach, { token: 'dev', streams: [] }),
+    unknownPod: await openSpdy(s.port, '/attach/default/nope/vm?output=1', { token: 'ops', streams: [] }),
+    oldProtocol: await openSpdy(s.port, attach, { token: 'ops', protocols: ['channel.k8s.io'], streams: [] }),
+  };
+  t.match(
+    Object.fromEntries(Object.entries(answers).map(([k, a]) => [k, { status: a.status, body: a.body, accepted: a.headers['x-accepted-stream-protocol-versions'] }])),
+    {
+      anonymous: { status: 401 },
+      denied: { status: 403, body: /user=dev, verb=create/ },
+      unknownPod: { status: 404, body: /default\/nope not found/ },
+      oldProtocol: { status: 403, body: /unable to negotiate protocol/, accepted: /v4\.channel\.k8s\.io/ },
+    },
+  );
+  t.same(s.consoles, [], 'no console was attached');
+});
+
+t.test('exec without an upgrade is a 400', async (t) => {
+  const s = await serve(t);
+  const res = await fetch(`http://127.0.0.1:${s.port}/exec/default/vm1/vm?command=ls&output=1`, { method: 'POST', headers: { authorization: 'Bearer ops' } });
+  t.match({ status: res.status, body: await res.text() }, { status: 400, body: /missing upgrade headers/ });
+});

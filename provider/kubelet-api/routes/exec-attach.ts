@@ -1,0 +1,168 @@
+// /exec and /attach/:namespace/:pod/:container (GET and POST), reached through
+// kube-apiserver's nodes/proxy for `kubectl exec` and `kubectl attach`. The
+// request arrives as an upgrade (see upgrade.ts: it has passed auth like any
+// request, with verb create) to SPDY/3.1 or WebSocket; the query names the
+// command (`command`, repeated) and the streams (`input`, `output`, `error`,
+// `tty` = "1", or the PodExecOptions names stdin/stdout/stderr).
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { BadRequestError, ForbiddenError } from '../errors.js';
+import { acceptSpdy } from '../streaming/spdy.js';
+import { acceptWebSocket, webSocketServer } from '../streaming/websocket.js';
+import type { StreamingConnection, StreamOptions } from '../streaming/connection.js';
+import {
+  ACCEPTED_PROTOCOLS_HEADER,
+  negotiate,
+  offeredProtocols,
+  PROTOCOL_HEADER,
+  requestedTransport,
+  SPDY_PROTOCOLS,
+  WEBSOCKET_PROTOCOLS,
+  type StreamProtocol,
+} from '../streaming/negotiate.js';
+import { serveConsole, serveGuestExec } from '../streaming/session.js';
+import { isUpgrade, takeUpgrade } from '../upgrade.js';
+import type { VmAccess } from '../vm-access.js';
+import { isSet, queryFlag } from './query-flag.js';
+
+type Endpoint = 'exec' | 'attach';
+
+interface Params {
+  namespace: string;
+  pod: string;
+  container: string;
+}
+
+interface Query {
+  command?: string[];
+  input?: string;
+  output?: string;
+  error?: string;
+  tty?: string;
+  stdin?: string;
+  stdout?: string;
+  stderr?: string;
+}
+
+const paramsSchema = {
+  type: 'object',
+  required: ['namespace', 'pod', 'container'],
+  properties: { namespace: { type: 'string' }, pod: { type: 'string' }, container: { type: 'string' } },
+} as const;
+
+const querySchema = {
+  type: 'object',
+  properties: {
+    command: { type: 'array', items: { type: 'string' } },
+    input: queryFlag,
+    output: queryFlag,
+    error: queryFlag,
+    tty: queryFlag,
+    stdin: queryFlag,
+    stdout: queryFlag,
+    stderr: queryFlag,
+  },
+} as const;
+
+/** The kubelet's reading of the stream flags (remotecommand.NewOptions). */
+export function streamOptions(q: Query): StreamOptions {
+  const tty = isSet(q.tty);
+  const options = {
+    stdin: isSet(q.input) || isSet(q.stdin),
+    stdout: isSet(q.output) || isSet(q.stdout),
+    // A terminal has one output stream; clients do not open stderr with a TTY.
+    stderr: !tty && (isSet(q.error) || isSet(q.stderr)),
+    tty,
+  };
+  if (!options.stdin && !options.stdout && !options.stderr) throw new BadRequestError('you must specify at least 1 of stdin, stdout, stderr');
+  return options;
+}
+
+/**
+ * Where a session runs: the one rule. A guest has two ways in: its serial
+ * console, a terminal with the guest's own shell already on it, and the QEMU
+ * guest agent, which runs a given argv to completion with its input given up
+ * front. attach is the console. exec runs its command through the agent
+ * (separate stdout and stderr, real exit code) unless it asks for an
+ * interactive terminal, stdin and tty together as `kubectl exec -it` does:
+ * then it gets the console too, and its command is not run, since the
+ * console's shell is the terminal there is.
+ */
+export function sessionTarget(endpoint: Endpoint, options: StreamOptions): 'console' | 'agent' {
+  return endpoint === 'attach' || (options.stdin && options.tty) ? 'console' : 'agent';
+}
+
+type Negotiated = { transport: 'spdy'; protocol: StreamProtocol } | { transport: 'websocket' };
+
+/** Checks the upgrade headers before anything is opened; failures are plain HTTP answers. */
+function negotiateUpgrade(req: FastifyRequest, reply: FastifyReply): Negotiated {
+  const transport = requestedTransport(req.headers);
+  if (!transport || !isUpgrade(req.raw)) throw new BadRequestError('unable to upgrade: missing upgrade headers in request');
+  if (transport === 'websocket') {
+    const offered = offeredProtocols(req.headers['sec-websocket-protocol']);
+    if (!negotiate(offered, WEBSOCKET_PROTOCOLS)) {
+      throw new BadRequestError(`unable to upgrade: requested protocol(s) are not supported: [${offered.join(' ')}]; supports [${WEBSOCKET_PROTOCOLS.join(' ')}]`);
+    }
+    return { transport };
+  }
+  const offered = offeredProtocols(req.headers[PROTOCOL_HEADER.toLowerCase()]);
+  if (offered.length === 0) throw new BadRequestError(`unable to upgrade: ${PROTOCOL_HEADER} is required`);
+  const protocol = negotiate(offered, SPDY_PROTOCOLS);
+  if (!protocol) {
+    void reply.header(ACCEPTED_PROTOCOLS_HEADER, SPDY_PROTOCOLS.join(', '));
+    throw new ForbiddenError(`unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${SPDY_PROTOCOLS.join(' ')}]`);
+  }
+  return { transport, protocol };
+}
+
+export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAccess }): Promise<void> {
+  const wss = webSocketServer();
+  // server.close() waits for upgraded connections but never closes them: end
+  // them here, or closing the API would wait for every session to end.
+  const sockets = new Set<Duplex>();
+  app.addHook('preClose', async () => {
+    for (const socket of sockets) socket.destroy();
+  });
+
+  async function serve(endpoint: Endpoint, req: FastifyRequest<{ Params: Params; Querystring: Query }>, reply: FastifyReply): Promise<void> {
+    const options = streamOptions(req.query);
+    const command = req.query.command ?? [];
+    if (endpoint === 'exec' && command.length === 0) throw new BadRequestError('missing command');
+    const negotiated = negotiateUpgrade(req, reply);
+    const { namespace, pod, container } = req.params;
+    const ref = { namespace, name: pod, container };
+    const target = sessionTarget(endpoint, options);
+    // Attached before the upgrade so that an unknown pod is a plain 404, as the kubelet answers it.
+    const serial = target === 'console' ? await opts.vms.attachConsole(ref) : undefined;
+
+    reply.hijack();
+    const log = req.log.child({ pod: `${namespace}/${pod}`, container, endpoint, target, transport: negotiated.transport });
+    const upgrade = takeUpgrade(req.raw);
+    sockets.add(upgrade.socket);
+    upgrade.socket.once('close', () => sockets.delete(upgrade.socket));
+    let conn: StreamingConnection;
+    try {
+      conn =
+        negotiated.transport === 'spdy'
+          ? await acceptSpdy(upgrade, negotiated.protocol, options, log)
+          : await acceptWebSocket(wss, req.raw, upgrade, options, log);
+    } catch (err) {
+      serial?.destroy();
+      log.warn({ err }, 'exec/attach session setup failed');
+      return;
+    }
+    log.debug({ command }, 'exec/attach session started');
+    if (serial) await serveConsole(conn, serial, log);
+    else await serveGuestExec(conn, (stdin) => opts.vms.guestExec(ref, command, stdin), log);
+    log.debug('exec/attach session ended');
+  }
+
+  for (const endpoint of ['exec', 'attach'] as const) {
+    app.route<{ Params: Params; Querystring: Query }>({
+      method: ['GET', 'POST'],
+      url: `/${endpoint}/:namespace/:pod/:container`,
+      schema: { params: paramsSchema, querystring: querySchema },
+      handler: (req, reply) => serve(endpoint, req, reply),
+    });
+  }
+}

@@ -1,0 +1,210 @@
+// The agent's view of its launchers: one per VM, in <vmsDir>/<uid>. A launcher
+// outlives the agent, so the registry is rebuilt from those directories at
+// start-up (discover) before anything acts; afterwards it tracks every
+// launcher's state through WatchEvents and tells the owner which VM changed.
+// It never decides anything about pods: that is the controller's job.
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from '../log.js';
+import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from '../../launcher/client.js';
+import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
+import { Cgroup } from '../../launcher/cgroup.js';
+import { spawnLauncher } from '../../launcher/spawn.js';
+import type { VmState } from '../../launcher/state.js';
+import { withDeadline } from '../../launcher/wait.js';
+
+const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
+
+export interface LauncherSettings {
+  /** Parent of the per-VM directories. */
+  vmsDir: string;
+  /** Launcher gRPC sockets live here as <uid>.sock (volatile: a run dir). */
+  socketDir: string;
+  imageCacheDir: string;
+  allowSoftwareEmulation: boolean;
+  logLevel: string;
+  /** Tests run the launcher from source: node options and entry script. */
+  nodeArgs?: string[];
+  entry?: string;
+}
+
+/** One VM's launcher as last seen: connected and reporting, or gone with a reason. */
+export type LauncherView =
+  | { uid: string; dir: string; live: true; client: LauncherClient; state: VmState; pid: number }
+  | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+
+interface Entry {
+  view: LauncherView;
+  stopWatching?: () => void;
+}
+
+/**
+ * A launcher that exited cleanly removed its cgroup; one that was killed left
+ * it behind, and its QEMU may take a moment to die after it.
+ */
+async function removeCgroupOf(uid: string): Promise<void> {
+  for (let attempt = 0, delayMs = 20; ; attempt++, delayMs *= 2) {
+    try {
+      return await Cgroup.removeLeftover({ uid, parent: CGROUP_PARENT });
+    } catch (err) {
+      if (attempt >= 8) throw err;
+      await new Promise((r) => setTimeout(r, delayMs));
+    }
+  }
+}
+
+export class LauncherRegistry {
+  private readonly entries = new Map<string, Entry>();
+  private readonly goneWaiters = new Map<string, Array<() => void>>();
+
+  constructor(
+    private readonly settings: LauncherSettings,
+    /** Called after every state change of a VM; must not block. */
+    private readonly onChange: (uid: string) => void,
+    private readonly log: Logger,
+  ) {}
+
+  dirOf(uid: string): string {
+    return path.join(this.settings.vmsDir, uid);
+  }
+
+  get(uid: string): LauncherView | undefined {
+    return this.entries.get(uid)?.view;
+  }
+
+  uids(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** Re-attaches to every launcher left in vmsDir (agent restart); dead ones are kept with their reason. */
+  async discover(): Promise<string[]> {
+    const names = await readdir(this.settings.vmsDir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    for (const uid of names) {
+      if (this.entries.has(uid)) continue;
+      const dir = this.dirOf(uid);
+      try {
+        const client = await LauncherClient.connect(dir);
+        const info = await client.info();
+        await this.track(uid, dir, client, info.launcherPid);
+        this.log.info({ vm: uid, pid: info.launcherPid }, 're-attached to a running launcher');
+      } catch (err) {
+        const gone = err instanceof LauncherGoneError ? err.gone : ((await launcherGone(dir)) ?? { reason: 'LauncherDied' as const, message: (err as Error).message });
+        this.entries.set(uid, { view: { uid, dir, live: false, gone } });
+        this.log.info({ vm: uid, reason: gone.reason }, 'found the directory of a stopped launcher');
+      }
+    }
+    return this.uids();
+  }
+
+  /** Spawns a launcher for `uid` (its directory may hold the previous run's console log). */
+  async start(uid: string): Promise<Extract<LauncherView, { live: true }>> {
+    const current = this.entries.get(uid)?.view;
+    if (current?.live) return current;
+    const dir = this.dirOf(uid);
+    const s = this.settings;
+    await mkdir(s.socketDir, { recursive: true, mode: 0o700 });
+    const spawned = await spawnLauncher({
+      args: { uid, runDir: dir, socket: path.join(s.socketDir, `${uid}.sock`), imageCacheDir: s.imageCacheDir, allowSoftwareEmulation: s.allowSoftwareEmulation, logLevel: s.logLevel },
+      ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
+      ...(s.entry ? { entry: s.entry } : {}),
+    });
+    return this.track(uid, dir, spawned.client, spawned.pid);
+  }
+
+  /**
+   * Stops the VM (ACPI, destroy after the grace period) and waits until its
+   * launcher has exited and cleaned up; a launcher that does not answer or
+   * exit in time is killed, which takes QEMU with it. Idempotent.
+   */
+  async stop(uid: string, gracePeriodS: number): Promise<void> {
+    const view = this.get(uid);
+    if (!view?.live) return;
+    const exitDeadlineMs = (gracePeriodS + 30) * 1000;
+    try {
+      await (gracePeriodS > 0 ? view.client.shutdown(gracePeriodS) : view.client.kill());
+      await this.untilGone(uid, exitDeadlineMs);
+    } catch (err) {
+      this.log.warn({ err, vm: uid, pid: view.pid }, 'launcher did not stop cleanly; killing it');
+      try {
+        process.kill(view.pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+      await this.untilGone(uid, 30_000);
+    }
+  }
+
+  /** Drops a stopped launcher's entry but keeps its directory: the next start reuses it (previous console log). */
+  forget(uid: string): void {
+    const entry = this.entries.get(uid);
+    if (entry?.view.live) throw new Error(`launcher of ${uid} still runs`);
+    this.entries.delete(uid);
+  }
+
+  /** Forgets a launcher and deletes its directory (console logs included). Its launcher must have exited. */
+  async remove(uid: string): Promise<void> {
+    const entry = this.entries.get(uid);
+    entry?.stopWatching?.();
+    if (entry?.view.live) entry.view.client.close();
+    this.entries.delete(uid);
+    await removeCgroupOf(uid);
+    await rm(this.dirOf(uid), { recursive: true, force: true });
+  }
+
+  /** Stops following launchers (agent shutdown); the launchers and their VMs keep running. */
+  close(): void {
+    for (const e of this.entries.values()) {
+      e.stopWatching?.();
+      if (e.view.live) e.view.client.close();
+    }
+    this.entries.clear();
+  }
+
+  private untilGone(uid: string, timeoutMs: number): Promise<void> {
+    const gone = new Promise<void>((resolve) => {
+      const check = (): void => {
+        const entry = this.entries.get(uid);
+        if (!entry || !entry.view.live) return resolve();
+        const waiters = this.goneWaiters.get(uid) ?? [];
+        waiters.push(check);
+        this.goneWaiters.set(uid, waiters);
+      };
+      check();
+    });
+    return withDeadline(gone, timeoutMs, `waiting for the launcher of ${uid} to exit`);
+  }
+
+  private notify(uid: string): void {
+    const waiters = this.goneWaiters.get(uid) ?? [];
+    this.goneWaiters.delete(uid);
+    for (const w of waiters) w();
+    this.onChange(uid);
+  }
+
+  private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<Extract<LauncherView, { live: true }>> {
+    const state = await client.getState();
+    const view = { uid, dir, live: true as const, client, state, pid };
+    const entry: Entry = { view };
+    this.entries.set(uid, entry);
+    entry.stopWatching = client.watchEvents({
+      onState: (s) => {
+        // A late message from a stream of an earlier launcher of this VM must not overwrite a newer one.
+        if (entry.view.live && s.generation >= entry.view.state.generation) {
+          entry.view = { ...entry.view, state: s };
+          this.notify(uid);
+        }
+      },
+      onGone: (gone) => {
+        if (this.entries.get(uid) !== entry) return;
+        client.close();
+        entry.view = { uid, dir, live: false, gone, ...(entry.view.live ? { lastState: entry.view.state } : {}) };
+        this.log.info({ vm: uid, reason: gone.reason, message: gone.message }, 'launcher gone');
+        this.notify(uid);
+      },
+    });
+    return view;
+  }
+}

@@ -1,0 +1,49 @@
+// The node agent's own Prometheus metrics, served on the kubelet port at
+// /metrics (nodes/metrics) together with per-VM figures read at scrape time.
+// Components increment the metrics of one AgentMetrics; nothing else
+// registers into its registry.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Label values of vkvm_pod_syncs_total and vkvm_pod_sync_duration_seconds. */
+export type PodSyncResult = 'success' | 'error';
+/** Label values of vkvm_launcher_starts_total. */
+export type LauncherStartResult = 'success' | 'error';
+
+export interface AgentMetrics {
+  registry: Registry;
+  /** One per syncPod(key) run; `error` runs are requeued with backoff. */
+  podSyncs: Counter<'result'>;
+  /** Wall time of one syncPod(key) run. */
+  podSyncDuration: Histogram<'result'>;
+  /** VMs whose launcher reports them running. Set, not incremented. */
+  vmsRunning: Gauge;
+  /** Launcher processes started, by whether they came up and answered Info. */
+  launcherStarts: Counter<'result'>;
+}
+
+/**
+ * A registry with Node's default process metrics and the agent's metrics.
+ * Tests build their own; the agent uses `agentMetrics`.
+ */
+export function createAgentMetrics(): AgentMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    podSyncs: new Counter({ name: 'vkvm_pod_syncs_total', help: 'Pod sync runs by result (success, error).', labelNames: ['result'] as const, registers }),
+    podSyncDuration: new Histogram({
+      name: 'vkvm_pod_sync_duration_seconds',
+      help: 'Duration of pod sync runs in seconds, by result (success, error).',
+      labelNames: ['result'] as const,
+      // A sync that creates a VM waits for its launcher and libvirt daemon: seconds.
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
+    vmsRunning: new Gauge({ name: 'vkvm_vms_running', help: 'VMs currently running on this node.', registers }),
+    launcherStarts: new Counter({ name: 'vkvm_launcher_starts_total', help: 'Launcher process starts by result (success, error).', labelNames: ['result'] as const, registers }),
+  };
+}
+
+/** The agent's metrics: the pod controller and the kubelet API share this one. */
+export const agentMetrics: AgentMetrics = createAgentMetrics();

@@ -1,0 +1,24 @@
+// Built-in kernel-boot images the agent provides itself. Today that is the
+// test guest (Debian kernel + busybox initramfs, built from the host's Debian
+// packages by test/guest/build.ts), which the quickstart example runs. It is
+// built on first use and cached; a failed build is retried on the next sync.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from '../log.js';
+import { ensureTestGuest } from '../../test/guest/build.js';
+import { parseImage, TEST_GUEST_IMAGE, type BuiltinImages } from './translate.js';
+
+export function builtinImageResolver(log: Logger): (pod: V1Pod) => Promise<BuiltinImages> {
+  let testGuest: Promise<BuiltinImages> | undefined;
+  return async (pod) => {
+    const source = parseImage(pod.spec?.containers?.[0]?.image ?? '');
+    if (source?.kind !== 'builtin' || source.name !== TEST_GUEST_IMAGE) return {};
+    testGuest ??= ensureTestGuest({ log: (msg) => log.info({ image: TEST_GUEST_IMAGE }, msg) }).then(
+      (g): BuiltinImages => ({ [TEST_GUEST_IMAGE]: { kernelPath: g.kernelPath, initrdPath: g.initrdPath, cmdline: g.cmdline } }),
+      (err: unknown) => {
+        testGuest = undefined;
+        throw err;
+      },
+    );
+    return testGuest;
+  };
+}

@@ -1,0 +1,387 @@
+// The pod controller: every pod bound to this node becomes a VM run by its own
+// launcher. Two queues of keys, as virtual-kubelet's pod controller:
+//   syncPodsFromKubernetes  makes the VM match the pod (start, keep, restart, stop)
+//   syncStatusFromLauncher  writes the pod status derived from what is known
+// Informer and launcher events only enqueue keys; both handlers read the latest
+// state and are idempotent, so a crash at any point is repaired by the next
+// pass. At start-up the launchers left running are re-attached before anything
+// acts, and VMs without a pod are removed only after the pod list is synced.
+import { createHash } from 'node:crypto';
+import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/client.js';
+import { mergePatch } from '../kube/client.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
+import type { EventRecorder } from '../kube/events.js';
+import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics.js';
+import { LauncherRegistry, type LauncherSettings } from '../launchers/registry.js';
+import { PreconditionError } from '../../launcher/errors.js';
+import { SpecError } from '../../vmm/errors.js';
+import type { VmSpec } from '../../vmm/spec.js';
+import { keyOf, PodInformer } from './informer.js';
+import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
+import { KeyQueue } from './queue.js';
+import { derivePodStatus, type PodStatusInput } from './status.js';
+import { translatePod, type BuiltinImages } from './translate.js';
+import { sameStatus } from './status-diff.js';
+
+export interface RestartBackoff {
+  /** First delay before restarting a stopped VM; doubles per restart (kubelet: 10 s). */
+  initialMs: number;
+  /** Cap (kubelet: 5 min). */
+  maxMs: number;
+  /** A run longer than this resets the backoff (kubelet: 10 min). */
+  resetAfterMs: number;
+}
+
+export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 };
+
+export interface PodControllerOptions {
+  clients: KubeClients;
+  nodeName: string;
+  hostIP: () => string;
+  launchers: LauncherSettings;
+  /** Resolves the built-in images a pod refers to (building the test guest on first use). */
+  builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
+  events: EventRecorder;
+  restartBackoff?: RestartBackoff;
+  /** Concurrent pod syncs; one pod never syncs twice at once. */
+  workers?: number;
+  metrics: AgentMetrics;
+  log: Logger;
+}
+
+/** What went wrong before a VM could run, kept per pod UID for status and retries. */
+interface PodProblems {
+  invalid?: { reason: string; message: string };
+  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
+  imagePullFailures: number;
+  preparing: boolean;
+  backoffUntilMs?: number;
+  backoffDelayMs?: number;
+  specHash?: string;
+}
+
+type Record = PodVmRecord & PodProblems;
+
+const TERMINAL = new Set(['Succeeded', 'Failed']);
+
+function specHash(spec: VmSpec): string {
+  return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
+}
+
+/** A missing boot image is an image pull failure (retried), not an invalid pod. */
+function imageNotFound(err: SpecError): boolean {
+  return err.causes.some((c) => c.reason === 'FieldValueNotFound' && (c.path.startsWith('disks[') || c.path.startsWith('kernelBoot')));
+}
+
+function gracePeriodS(pod: V1Pod): number {
+  return pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
+}
+
+export class PodController {
+  readonly registry: LauncherRegistry;
+  private readonly informer: PodInformer;
+  private readonly podSync: KeyQueue;
+  private readonly statusSync: KeyQueue;
+  private readonly records = new Map<string, Record>();
+  private readonly backoff: RestartBackoff;
+  private started = false;
+
+  constructor(private readonly o: PodControllerOptions) {
+    this.backoff = o.restartBackoff ?? DEFAULT_RESTART_BACKOFF;
+    const log = o.log;
+    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log });
+    this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log });
+    this.registry = new LauncherRegistry(o.launchers, (uid) => this.onLauncherChange(uid), log.child({ component: 'launchers' }));
+    this.informer = new PodInformer(o.clients, o.nodeName, (key) => this.onPodKey(key), log.child({ component: 'pod-informer' }));
+  }
+
+  /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
+  async start(): Promise<void> {
+    const found = await this.registry.discover();
+    await this.informer.start();
+    const podUIDs = new Set(this.informer.list().map((p) => p.metadata?.uid));
+    for (const uid of found) {
+      if (podUIDs.has(uid)) continue;
+      this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
+      await this.registry.stop(uid, 0);
+      await this.registry.remove(uid);
+    }
+    this.started = true;
+    for (const pod of this.informer.list()) this.onPodKey(keyOf(pod));
+    this.o.log.info({ pods: podUIDs.size, reattached: found.length }, 'pod controller started');
+  }
+
+  /** Stops the controller; VMs keep running under their launchers. */
+  async stop(): Promise<void> {
+    this.started = false;
+    this.podSync.stop();
+    this.statusSync.stop();
+    await this.informer.stop();
+    this.registry.close();
+  }
+
+  /** Shuts every VM down in parallel (their directories stay for the next start). */
+  async stopAllVms(gracePeriodS: number): Promise<void> {
+    await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, gracePeriodS)));
+  }
+
+  pods(): readonly V1Pod[] {
+    return this.informer.list();
+  }
+
+  pod(key: string): V1Pod | undefined {
+    return this.informer.get(key);
+  }
+
+  private onPodKey(key: string): void {
+    if (!this.started) return;
+    this.podSync.add(key);
+    this.statusSync.add(key);
+  }
+
+  private onLauncherChange(uid: string): void {
+    const running = this.registry.uids().filter((u) => {
+      const v = this.registry.get(u);
+      return v?.live && (v.state.phase === 'Running' || v.state.phase === 'Paused');
+    });
+    this.o.metrics.vmsRunning.set(running.length);
+    const rec = this.records.get(uid);
+    if (rec) this.onPodKey(rec.key);
+  }
+
+  private recordFor(pod: V1Pod): Record {
+    const uid = pod.metadata!.uid!;
+    let rec = this.records.get(uid);
+    if (!rec) {
+      // After an agent restart the pod status is the only memory of earlier runs.
+      const cs = pod.status?.containerStatuses?.[0];
+      const last = cs?.lastState?.terminated;
+      rec = {
+        uid,
+        key: keyOf(pod),
+        restartCount: cs?.restartCount ?? 0,
+        ...(last?.finishedAt
+          ? { lastTermination: { reason: last.reason ?? 'Error', exitCode: last.exitCode, finishedAt: last.finishedAt, ...(last.startedAt ? { startedAt: last.startedAt } : {}) } }
+          : {}),
+        imagePullFailures: 0,
+        preparing: false,
+      };
+      this.records.set(uid, rec);
+    }
+    return rec;
+  }
+
+  // ---- syncPodsFromKubernetes -------------------------------------------------
+
+  private async measuredSyncPod(key: string): Promise<void> {
+    const end = this.o.metrics.podSyncDuration.startTimer();
+    try {
+      await this.syncPod(key);
+      this.o.metrics.podSyncs.inc({ result: 'success' });
+      end({ result: 'success' });
+    } catch (err) {
+      this.o.metrics.podSyncs.inc({ result: 'error' });
+      end({ result: 'error' });
+      throw err;
+    }
+  }
+
+  private async syncPod(key: string): Promise<void> {
+    const pod = this.informer.get(key);
+    // A VM under this key whose pod is gone, or was replaced by a new pod of the same name.
+    for (const rec of [...this.records.values()]) {
+      if (rec.key === key && rec.uid !== pod?.metadata?.uid) await this.removeVm(rec.uid, 0);
+    }
+    if (!pod?.metadata?.uid) return;
+    const uid = pod.metadata.uid;
+    const rec = this.recordFor(pod);
+    if (pod.metadata.deletionTimestamp) return this.finalizeDeletion(pod, rec);
+
+    const view = this.registry.get(uid);
+    // A kubelet never restarts a pod it reported as finished.
+    if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return;
+
+    const spec = translatePod(pod, await this.o.builtinImages(pod));
+    if (spec instanceof SpecError) {
+      if (!rec.invalid) this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${spec.message}`);
+      rec.invalid = { reason: 'InvalidVMSpec', message: spec.message };
+      this.statusSync.add(key);
+      return;
+    }
+    delete rec.invalid;
+
+    if (view && !vmStopped(view) && view.live) return this.keepInSync(pod, rec, view.client, spec);
+    if (view && vmStopped(view)) {
+      rec.stoppedSeenAt ??= new Date();
+      // The launcher is still tearing down; its exit brings this key back.
+      if (view.live) return;
+      if (!this.restartAllowed(pod, view)) return this.statusSync.add(key);
+      if (!this.backoffOver(pod, rec, view)) return;
+      rec.restartCount++;
+      delete rec.backoffUntilMs;
+      delete rec.stoppedSeenAt;
+      this.registry.forget(uid);
+    }
+    await this.startVm(pod, rec, spec);
+  }
+
+  private async keepInSync(pod: V1Pod, rec: Record, client: { syncVm(spec: VmSpec): Promise<unknown> }, spec: VmSpec): Promise<void> {
+    const hash = specHash(spec);
+    if (rec.specHash === hash) return;
+    try {
+      await client.syncVm(spec);
+    } catch (err) {
+      if (!(err instanceof PreconditionError)) throw err;
+      // Pods are mostly immutable; a changed image or size takes effect only when the VM restarts.
+      this.o.events.record(pod, 'Warning', 'SpecChangeIgnored', `${err.message}; delete and recreate the pod to apply it`);
+    }
+    rec.specHash = hash;
+  }
+
+  private restartAllowed(pod: V1Pod, view: NonNullable<ReturnType<LauncherRegistry['get']>>): boolean {
+    const policy = pod.spec?.restartPolicy ?? 'Always';
+    if (policy === 'Never') return false;
+    if (policy === 'OnFailure') return observeVm(view, this.recordFor(pod))?.phase === 'Failed';
+    return true;
+  }
+
+  /** Enters or waits out the restart backoff; true when the VM may start again now. */
+  private backoffOver(pod: V1Pod, rec: Record, view: NonNullable<ReturnType<LauncherRegistry['get']>>): boolean {
+    const now = Date.now();
+    if (rec.backoffUntilMs === undefined) {
+      const obs = observeVm(view, rec);
+      const ranMs = obs?.startedAt && obs.finishedAt ? obs.finishedAt.getTime() - obs.startedAt.getTime() : 0;
+      const exponent = ranMs > this.backoff.resetAfterMs ? 0 : rec.restartCount;
+      const delayMs = Math.min(this.backoff.initialMs * 2 ** exponent, this.backoff.maxMs);
+      rec.backoffUntilMs = now + delayMs;
+      rec.backoffDelayMs = delayMs;
+      rec.lastTermination = {
+        reason: obs?.phase === 'Succeeded' ? 'Completed' : 'Error',
+        exitCode: obs?.phase === 'Succeeded' ? 0 : 1,
+        finishedAt: obs?.finishedAt ?? new Date(now),
+        ...(obs?.startedAt ? { startedAt: obs.startedAt } : {}),
+      };
+      this.o.events.record(pod, 'Warning', 'BackOff', `Back-off ${Math.round(delayMs / 1000)}s restarting stopped VM (${obs?.reason ?? 'stopped'})`);
+    }
+    this.statusSync.add(rec.key);
+    const remainingMs = rec.backoffUntilMs - now;
+    if (remainingMs <= 0) return true;
+    this.podSync.addAfter(rec.key, remainingMs);
+    return false;
+  }
+
+  private async startVm(pod: V1Pod, rec: Record, spec: VmSpec): Promise<void> {
+    const image = pod.spec?.containers?.[0]?.image ?? '';
+    const log = this.o.log.child({ pod: rec.key, uid: rec.uid });
+    rec.preparing = true;
+    this.statusSync.add(rec.key);
+    this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
+    const t0 = performance.now();
+    try {
+      const live = await this.registry.start(rec.uid).then(
+        (l) => {
+          this.o.metrics.launcherStarts.inc({ result: 'success' });
+          return l;
+        },
+        (err: unknown) => {
+          this.o.metrics.launcherStarts.inc({ result: 'error' });
+          throw err;
+        },
+      );
+      const { state } = await live.client.syncVm(spec);
+      rec.specHash = specHash(spec);
+      delete rec.imageError;
+      rec.imagePullFailures = 0;
+      const ms = Math.round(performance.now() - t0);
+      log.info({ ms, qemuPid: state.qemuPid, restartCount: rec.restartCount }, 'VM started');
+      this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
+      this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
+      this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
+    } catch (err) {
+      // Nothing of a failed start stays behind: no launcher, no QEMU, no overlay.
+      await this.registry.stop(rec.uid, 0);
+      await this.registry.remove(rec.uid);
+      if (err instanceof SpecError && imageNotFound(err)) {
+        rec.imagePullFailures++;
+        rec.imageError = { reason: rec.imagePullFailures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message: err.message };
+        this.o.events.record(pod, 'Warning', 'Failed', `Failed to prepare boot image "${image}": ${err.message}`);
+        const retryMs = Math.min(this.backoff.initialMs * 2 ** (rec.imagePullFailures - 1), this.backoff.maxMs);
+        this.podSync.addAfter(rec.key, retryMs);
+        return;
+      }
+      if (err instanceof SpecError) {
+        rec.invalid = { reason: 'InvalidVMSpec', message: err.message };
+        this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${err.message}`);
+        return;
+      }
+      this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(err as Error).message}`);
+      throw err;
+    } finally {
+      rec.preparing = false;
+      this.statusSync.add(rec.key);
+    }
+  }
+
+  /** Graceful deletion: stop the VM within the grace period, remove everything, then release the pod object. */
+  private async finalizeDeletion(pod: V1Pod, rec: Record): Promise<void> {
+    const view = this.registry.get(rec.uid);
+    if (view?.live && !vmStopped(view)) {
+      const grace = gracePeriodS(pod);
+      this.o.events.record(pod, 'Normal', 'Killing', `Stopping VM (grace period ${grace}s)`);
+    }
+    await this.removeVm(rec.uid, gracePeriodS(pod));
+    const { name, namespace } = pod.metadata!;
+    try {
+      // The UID precondition: never delete a newer pod that took this name meanwhile.
+      await this.o.clients.core.deleteNamespacedPod({ name: name!, namespace: namespace!, body: { gracePeriodSeconds: 0, preconditions: { uid: rec.uid } } });
+      this.o.log.info({ pod: rec.key, uid: rec.uid }, 'pod deleted after its VM stopped');
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
+  private async removeVm(uid: string, graceS: number): Promise<void> {
+    await this.registry.stop(uid, graceS);
+    await this.registry.remove(uid);
+    this.records.delete(uid);
+  }
+
+  // ---- syncStatusFromLauncher -------------------------------------------------
+
+  private async syncStatus(key: string): Promise<void> {
+    const pod = this.informer.get(key);
+    const uid = pod?.metadata?.uid;
+    if (!pod || !uid) return;
+    const rec = this.records.get(uid);
+    if (!rec) return;
+    const view = this.registry.get(uid);
+    const vm = observeVm(view, rec);
+    const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
+    if (vm) input.vm = vm;
+    if (rec.invalid) input.invalid = rec.invalid;
+    if (rec.imageError) input.imageError = rec.imageError;
+    if (rec.backoffUntilMs !== undefined && vmStopped(view)) {
+      input.backoff = { message: `back-off ${Math.round((rec.backoffDelayMs ?? 0) / 1000)}s restarting stopped VM` };
+    }
+    const status = derivePodStatus(input);
+    if (sameStatus(pod.status, status)) return;
+    await this.writeStatus(pod, uid, status);
+  }
+
+  private async writeStatus(pod: V1Pod, uid: string, status: V1PodStatus): Promise<void> {
+    const body = {
+      // The kubelet's trick: a uid in the patch is a precondition, so a status never lands on a newer pod of the same name.
+      metadata: { uid },
+      // Merge patch: null clears a pod-level reason a previous status set.
+      status: { ...status, reason: status.reason ?? null, message: status.message ?? null },
+    };
+    try {
+      await this.o.clients.core.patchNamespacedPodStatus({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body }, mergePatch);
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,41 @@
+import t from 'tap';
+import type { LauncherView } from '../launchers/registry.js';
+import type { VmState } from '../../launcher/state.js';
+import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
+
+const rec: PodVmRecord = { uid: 'u1', key: 'ns/p', restartCount: 2 };
+const state: VmState = {
+  phase: 'Running',
+  reason: 'Booted',
+  message: '',
+  domainState: 'running',
+  qemuPid: 42,
+  startedAtUnixMs: 1_700_000_000_000,
+  consoleLogPath: '/x/console.log',
+  domainUuid: 'u1',
+  generation: 3,
+  consoleOutputAtUnixMs: 0,
+};
+const live = (s: Partial<VmState>): LauncherView => ({ uid: 'u1', dir: '/x', live: true, client: {} as never, pid: 1, state: { ...state, ...s } });
+
+t.test('a live launcher: phase, start time, uuid; ready once the guest wrote to its console', async (t) => {
+  t.match(observeVm(live({}), rec), { phase: 'Running', guestReady: false, restartCount: 2, domainUUID: 'u1', startedAt: new Date(state.startedAtUnixMs) });
+  t.match(observeVm(live({ consoleOutputAtUnixMs: 1 }), rec), { guestReady: true });
+  t.notOk(vmStopped(live({})), 'running is not stopped');
+  t.ok(vmStopped(live({ phase: 'Succeeded' })), 'a terminal phase is stopped while the launcher exits');
+});
+
+t.test('a launcher that exited reports its last word; one that died is Failed', async (t) => {
+  const exited: LauncherView = {
+    uid: 'u1',
+    dir: '/x',
+    live: false,
+    gone: { reason: 'LauncherExited', message: 'm', exit: { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off', atUnixMs: 1_700_000_060_000 } },
+    lastState: state,
+  };
+  t.match(observeVm(exited, rec), { phase: 'Succeeded', reason: 'GuestShutdown', finishedAt: new Date(1_700_000_060_000), startedAt: new Date(state.startedAtUnixMs), guestReady: false });
+  const seen = new Date(1_700_000_070_000);
+  const died: LauncherView = { uid: 'u1', dir: '/x', live: false, gone: { reason: 'LauncherDied', message: 'launcher pid 9 died' } };
+  t.match(observeVm(died, { ...rec, stoppedSeenAt: seen }), { phase: 'Failed', reason: 'LauncherDied', message: 'launcher pid 9 died', finishedAt: seen });
+  t.equal(observeVm(undefined, rec), undefined, 'no launcher yet: nothing observed');
+});

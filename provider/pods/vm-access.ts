@@ -1,0 +1,115 @@
+// VmAccess for the kubelet API, over the pod cache and the launcher registry:
+// console streams and guest commands go to the pod's launcher; console logs
+// are read from its VM directory; usage from its cgroup.
+import { Duplex } from 'node:stream';
+import path from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { NotFoundError } from '../kubelet-api/errors.js';
+import type { ExecResult, PodRef, VmAccess, VmCpuMemory } from '../kubelet-api/vm-access.js';
+import type { LauncherRegistry, LauncherView } from '../launchers/registry.js';
+import { PreconditionError } from '../../launcher/errors.js';
+import { consoleLogPaths } from '../../launcher/console/log-file.js';
+import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
+import { CgroupNotFoundError, readVmUsage } from '../../launcher/usage.js';
+import { podKey } from './informer.js';
+
+export interface PodSource {
+  pod(key: string): V1Pod | undefined;
+  pods(): readonly V1Pod[];
+}
+
+/** The guest has no agent channel, or its agent does not answer: exec needs a console (-i) instead. */
+export class NoGuestAgentError extends Error {
+  readonly kind = 'NoGuestAgent';
+}
+
+export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmAccess {
+  const resolve = (ref: PodRef): { pod: V1Pod; uid: string } => {
+    const pod = pods.pod(podKey(ref.namespace, ref.name));
+    const uid = pod?.metadata?.uid;
+    if (!pod || !uid) throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
+    const container = pod.spec?.containers?.[0]?.name;
+    if (ref.container && ref.container !== container) throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
+    return { pod, uid };
+  };
+  const running = (ref: PodRef): Extract<LauncherView, { live: true }> => {
+    const { uid } = resolve(ref);
+    const view = registry.get(uid);
+    if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {
+      throw new PreconditionError(`the VM of pod ${ref.namespace}/${ref.name} is not running`);
+    }
+    return view;
+  };
+
+  return {
+    async attachConsole(ref) {
+      const view = running(ref);
+      let session: ReturnType<typeof view.client.console> | undefined;
+      const duplex = new Duplex({
+        read() {},
+        write(chunk: Buffer, _enc, cb) {
+          session?.write(chunk);
+          cb();
+        },
+        final(cb) {
+          session?.close();
+          cb();
+        },
+        destroy(err, cb) {
+          session?.close();
+          cb(err);
+        },
+      });
+      session = view.client.console(
+        (data) => duplex.push(data),
+        (err) => (err ? duplex.destroy(err) : duplex.push(null)),
+      );
+      return duplex;
+    },
+
+    async guestExec(ref, command, stdin): Promise<ExecResult> {
+      const view = running(ref);
+      const [program, ...args] = command;
+      if (!program) throw new PreconditionError('no command given');
+      try {
+        const r = await view.client.guestExec({ path: program, args, ...(stdin ? { stdin } : {}) });
+        return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+      } catch (err) {
+        if (err instanceof PreconditionError && err.fieldPaths.includes('guestAgent')) {
+          throw new NoGuestAgentError(`the VM has no guest agent; use kubectl exec -i (or attach) to reach its serial console`, { cause: err });
+        }
+        throw err;
+      }
+    },
+
+    async consoleLogPath(ref, previous) {
+      const { uid } = resolve(ref);
+      const paths = consoleLogPaths(path.join(registry.dirOf(uid), 'console'));
+      return previous ? paths.previous : paths.current;
+    },
+
+    async listVmUsage(): Promise<VmCpuMemory[]> {
+      const out: VmCpuMemory[] = [];
+      for (const pod of pods.pods()) {
+        const uid = pod.metadata?.uid;
+        const view = uid ? registry.get(uid) : undefined;
+        if (!uid || !view?.live || !view.state.startedAtUnixMs) continue;
+        // A VM that stopped since the listing has no cgroup any more: left out, not an error.
+        const usage = await readVmUsage({ uid, parent: LAUNCHER_DEFAULTS.cgroupParent }).catch((err: unknown) => {
+          if (err instanceof CgroupNotFoundError) return undefined;
+          throw err;
+        });
+        if (!usage) continue;
+        out.push({
+          namespace: pod.metadata?.namespace ?? 'default',
+          pod: pod.metadata?.name ?? '',
+          podUID: uid,
+          container: pod.spec?.containers?.[0]?.name ?? '',
+          startTime: new Date(view.state.startedAtUnixMs),
+          ...usage,
+        });
+      }
+      return out;
+    },
+  };
+}

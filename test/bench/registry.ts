@@ -1,0 +1,19 @@
+// Every benchmark `npm run bench` knows, in the order a full run takes them.
+// A new group is a module exporting Benchmark[] named "<group>.<name>", added here.
+import type { Benchmark } from './bench.js';
+import { LAUNCHER_BENCHMARKS } from './launcher.js';
+
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS];
+
+/**
+ * The benchmarks the names pick, in registry order: a full name picks one
+ * benchmark, a group name ("launcher") all of its group; no names pick all.
+ * Throws listing the known names when a name picks nothing.
+ */
+export function selectBenchmarks(names: readonly string[], all: readonly Benchmark[] = BENCHMARKS): Benchmark[] {
+  if (names.length === 0) return [...all];
+  const picks = (b: Benchmark, n: string): boolean => b.name === n || b.name.startsWith(`${n}.`);
+  const unknown = names.filter((n) => !all.some((b) => picks(b, n)));
+  if (unknown.length > 0) throw new Error(`unknown benchmark ${unknown.join(', ')}; known: ${all.map((b) => b.name).join(', ')}`);
+  return all.filter((b) => names.some((n) => picks(b, n)));
+}

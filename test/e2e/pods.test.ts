@@ -1,0 +1,199 @@
+// Issue 4 acceptance on the real control plane: pods scheduled to the vkvm
+// node become VMs (real launcher, libvirt, QEMU, test guest); status flows
+// back; kubectl logs / exec / attach reach the guest through kube-apiserver;
+// deletion and agent restarts leave nothing behind and restart nothing.
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t, { type Test } from 'tap';
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { GUEST_BOOT_MARKER } from '../guest/build.js';
+import { condition, startAgent, startTestCluster, waitFor, type AgentProcess, type TestCluster } from './harness.js';
+
+const NODE = 'vkvm-e2e-pods';
+const NS = 'e2e-pods';
+const BOOT_TIMEOUT_MS = 180_000;
+
+function vmPod(name: string, image = 'vkvm/test-guest'): V1Pod {
+  return {
+    metadata: { name, namespace: NS },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': NODE },
+      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+      terminationGracePeriodSeconds: 60,
+      // A small CPU request: the node's 2 cores must fit 3 VMs (each still gets 1 vCPU, uncapped).
+      containers: [{ name: 'vm', image, resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
+    },
+  };
+}
+
+/** Host PIDs of QEMU processes whose command line carries this uuid (the pod UID is the domain uuid). */
+function qemuPidsOf(uid: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      const state = /^\S+ \(.*\) (\S)/.exec(readFileSync(`/proc/${name}/stat`, 'utf8'))?.[1];
+      if (argv[0]?.includes('qemu-system') && argv.includes(uid) && state !== 'Z') pids.push(Number(name));
+    } catch {
+      // The process exited while we looked.
+    }
+  }
+  return pids;
+}
+
+const readPod = (cluster: TestCluster, name: string) => cluster.clients.core.readNamespacedPod({ name, namespace: NS });
+
+async function eventsOf(cluster: TestCluster, uid: string): Promise<CoreV1Event[]> {
+  return (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${uid}` })).items;
+}
+
+async function runningAndReady(cluster: TestCluster, name: string): Promise<V1Pod> {
+  return waitFor(`pod ${name} Running and Ready`, () => readPod(cluster, name), (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True', {
+    timeoutMs: BOOT_TIMEOUT_MS,
+  });
+}
+
+/** `kubectl logs -f` as a child process, with its output so far. */
+function followLogs(t: Test, cluster: TestCluster, pod: string): { output(): string } {
+  let output = '';
+  const child = spawn(cluster.binary, ['kubectl', `--kubeconfig=${cluster.kubeconfigPath}`, '-n', NS, 'logs', '-f', pod], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
+  return { output: () => output };
+}
+
+t.test('pods become VMs on the real control plane', async (t) => {
+  // Agents belong to this test, not to the subtest that restarts one: a subtest's teardown would stop it.
+  const root = t;
+  const cluster = await startTestCluster(t);
+  let agent: AgentProcess = await startAgent(t, cluster, { nodeName: NODE });
+  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+  const kubectl = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) => cluster.kubectl(['-n', NS, ...args], opts);
+
+  await t.test('a pod with nodeSelector and toleration is scheduled and becomes a Running VM; kubectl logs shows the boot marker', async (t) => {
+    const t0 = Date.now();
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm1') });
+    const pod = await runningAndReady(cluster, 'vm1');
+    t.comment(`created → Running and Ready in ${Date.now() - t0} ms`);
+    const uid = pod.metadata!.uid!;
+    t.match(
+      { nodeName: pod.spec?.nodeName, status: pod.status },
+      {
+        nodeName: NODE,
+        status: {
+          phase: 'Running',
+          hostIP: /^\d+\.\d+\.\d+\.\d+$/,
+          conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Initialized', status: 'True' }, { type: 'ContainersReady', status: 'True' }, { type: 'Ready', status: 'True' }],
+          containerStatuses: [{ name: 'vm', ready: true, restartCount: 0, image: 'vkvm/test-guest', containerID: `vkvm://${uid}`, state: { running: { startedAt: Date } } }],
+        },
+      },
+      'status written back: phase, conditions, container status with the domain uuid',
+    );
+    t.equal(qemuPidsOf(uid).length, 1, 'one QEMU runs for the pod');
+    const logs = await waitFor('boot marker in kubectl logs', () => kubectl(['logs', 'vm1']), (r) => r.stdout.includes(GUEST_BOOT_MARKER), { timeoutMs: 60_000 });
+    t.equal(logs.code, 0, 'kubectl logs succeeds');
+    const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
+    t.ok(['Pulling', 'Pulled', 'Created', 'Started'].every((r) => reasons.includes(r)), `events recorded: ${reasons.join(', ')}`);
+  });
+
+  await t.test('kubectl exec -i and attach type into the serial console; kubectl logs -f streams it', async (t) => {
+    const follow = followLogs(t, cluster, 'vm1');
+    const token = `hello-${Math.floor(Math.random() * 1e9)}`;
+    const exec = await kubectl(['exec', '-i', 'vm1', '--', 'sh'], { input: `echo ${token}\n`, timeoutMs: 60_000 });
+    t.match({ code: exec.code, stdout: exec.stdout }, { code: 0, stdout: new RegExp(`^${token}\\r?$`, 'm') }, 'exec -i returns the echoed line');
+    const attachToken = `attach-${Math.floor(Math.random() * 1e9)}`;
+    const attach = await kubectl(['attach', '-i', 'vm1'], { input: `echo ${attachToken}\n`, timeoutMs: 60_000 });
+    t.match({ code: attach.code, stdout: attach.stdout }, { code: 0, stdout: new RegExp(`^${attachToken}\\r?$`, 'm') }, 'attach -i returns the echoed line');
+    await waitFor('logs -f shows both lines', async () => follow.output(), (o) => o.includes(token) && o.includes(attachToken), { timeoutMs: 30_000, intervalMs: 200 });
+    t.pass('kubectl logs -f streamed console output written after it started');
+  });
+
+  await t.test('kubectl exec without stdin runs the command through the guest agent', async (t) => {
+    const ok = await waitFor('guest agent answers', () => kubectl(['exec', 'vm1', '--', '/bin/echo', 'via-agent']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+    t.equal(ok.stdout, 'via-agent\n', 'stdout of the guest command');
+    const failed = await kubectl(['exec', 'vm1', '--', '/bin/sh', '-c', 'echo to-stderr >&2; exit 3']);
+    t.match(failed, { code: 3, stderr: /to-stderr[\s\S]*command terminated with exit code 3/ }, 'stderr and the exit code come back');
+  });
+
+  await t.test('the agent is killed and restarted while 3 VMs run: none restarts, statuses stay correct', async (t) => {
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm2') });
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm3') });
+    const pods = await Promise.all(['vm1', 'vm2', 'vm3'].map((n) => runningAndReady(cluster, n)));
+    const before = pods.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) }));
+    t.ok(before.every((b) => b.pids.length === 1), 'each VM has its QEMU');
+    await agent.kill('SIGKILL');
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    t.ok(agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')), 'the new agent re-attached to 3 launchers');
+    // Give the new agent's queues a moment to act on every pod before checking nothing changed.
+    const after = await waitFor(
+      'statuses re-derived by the new agent',
+      () => Promise.all(['vm1', 'vm2', 'vm3'].map((n) => readPod(cluster, n))),
+      (ps) => ps.every((p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True'),
+    );
+    t.same(
+      after.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) })),
+      before,
+      'the same QEMU processes run',
+    );
+    t.same(
+      after.map((p) => p.status?.containerStatuses?.[0]?.restartCount),
+      [0, 0, 0],
+      'no restarts counted',
+    );
+    const started = (await Promise.all(after.map((p) => eventsOf(cluster, p.metadata!.uid!)))).map((es) => es.filter((e) => e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0));
+    t.same(started, [1, 1, 1], 'each VM was started exactly once');
+  });
+
+  await t.test('kubectl delete pod shuts the guest down within the grace period and leaves nothing behind', async (t) => {
+    const pod = await readPod(cluster, 'vm1');
+    const uid = pod.metadata!.uid!;
+    const vmDir = join(agent.stateDir, 'vms', uid);
+    const launcher = JSON.parse(readFileSync(join(vmDir, 'launcher.json'), 'utf8')) as { pid: number };
+    const t0 = Date.now();
+    const del = await kubectl(['delete', 'pod', 'vm1', '--wait=true', '--timeout=120s'], { timeoutMs: 150_000 });
+    const ms = Date.now() - t0;
+    t.equal(del.code, 0, `kubectl delete returned after ${ms} ms`);
+    t.ok(ms < 60_000, 'the guest powered off within the 60 s grace period (ACPI)');
+    t.same(qemuPidsOf(uid), [], 'no QEMU');
+    t.notOk(existsSync(`/proc/${launcher.pid}`) && !readFileSync(`/proc/${launcher.pid}/stat`, 'utf8').includes(') Z'), 'the launcher exited');
+    t.notOk(existsSync(`/sys/fs/cgroup/memory/vkvm/${uid}`) || existsSync(`/sys/fs/cgroup/vkvm/${uid}`), 'the cgroup is removed');
+    t.notOk(existsSync(vmDir), 'the VM directory (overlays, console log) is removed');
+    const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
+    t.ok(reasons.includes('Killing'), 'a Killing event was recorded');
+  });
+
+  await t.test('a pod whose image does not exist gets ErrImagePull and an event, and nothing is left behind', async (t) => {
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('noimage', '/nonexistent/vkvm-e2e.qcow2') });
+    const pod = await waitFor(
+      'image error status',
+      () => readPod(cluster, 'noimage'),
+      (p) => ['ErrImagePull', 'ImagePullBackOff'].includes(p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? ''),
+      { timeoutMs: 60_000 },
+    );
+    const uid = pod.metadata!.uid!;
+    t.match(
+      pod.status,
+      { phase: 'Pending', containerStatuses: [{ ready: false, state: { waiting: { message: /nonexistent\/vkvm-e2e\.qcow2 does not exist/ } } }] },
+      'Pending with a message naming the missing image',
+    );
+    const failed = await waitFor('Failed event', () => eventsOf(cluster, uid), (es) => es.some((e) => e.reason === 'Failed' && e.type === 'Warning'));
+    t.ok(failed.length > 0, 'a Warning Failed event was recorded');
+    t.same(qemuPidsOf(uid), [], 'no QEMU');
+    t.notOk(existsSync(join(agent.stateDir, 'vms', uid)), 'no VM directory');
+    t.notOk(existsSync(`/sys/fs/cgroup/memory/vkvm/${uid}`), 'no cgroup');
+  });
+
+  await t.test('a pod vkvm cannot realize fails with a condition naming the field', async (t) => {
+    const body = vmPod('toosmall');
+    body.spec!.containers[0]!.resources = { limits: { memory: '16Mi' } };
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body });
+    const pod = await waitFor('Failed status', () => readPod(cluster, 'toosmall'), (p) => p.status?.phase === 'Failed');
+    t.match(pod.status, { phase: 'Failed', reason: 'InvalidVMSpec', message: /spec\.containers\[0\]\.resources\.limits\.memory/ }, 'the message names the field');
+    t.same(qemuPidsOf(pod.metadata!.uid!), [], 'nothing was started');
+  });
+});
