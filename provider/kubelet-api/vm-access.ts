@@ -62,7 +62,7 @@ export interface VmAccess {
    * missing, when the guest has no agent; NotFoundError for an unknown
    * pod/container.
    */
-  guestExec(ref: PodRef, command: string[], stdin?: Buffer): Promise<ExecResult>;
+  guestExec(ref: PodRef, command: string[]): Promise<ExecResult>;
   /**
    * Path of the console log in CRI format (launcher/console/log-file.ts);
    * `previous` for the prior run. The file's older segment, if any, is

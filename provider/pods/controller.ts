@@ -56,6 +56,8 @@ interface PodProblems {
   invalid?: { reason: string; message: string };
   imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
   imagePullFailures: number;
+  /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
+  imageRetryAtMs?: number;
   preparing: boolean;
   backoffUntilMs?: number;
   backoffDelayMs?: number;
@@ -213,12 +215,19 @@ export class PodController {
     delete rec.invalid;
 
     if (view && !vmStopped(view) && view.live) return this.keepInSync(pod, rec, view.client, spec);
+    if (!view && rec.imageRetryAtMs !== undefined && Date.now() < rec.imageRetryAtMs) {
+      this.podSync.addAfter(key, rec.imageRetryAtMs - Date.now());
+      return;
+    }
     if (view && vmStopped(view)) {
       rec.stoppedSeenAt ??= new Date();
-      // The launcher is still tearing down; its exit brings this key back.
-      if (view.live) return;
-      if (!this.restartAllowed(pod, view)) return this.statusSync.add(key);
-      if (!this.backoffOver(pod, rec, view)) return;
+      // The guest powered off or crashed: the launcher has nothing left to run. Stopping it frees its
+      // libvirt daemon and cgroup; its last word (the VM's end) stays in its state file.
+      if (view.live) await this.registry.stop(uid, 0);
+      const ended = this.registry.get(uid);
+      if (!ended) return;
+      if (!this.restartAllowed(pod, ended)) return this.statusSync.add(key);
+      if (!this.backoffOver(pod, rec, ended)) return;
       rec.restartCount++;
       delete rec.backoffUntilMs;
       delete rec.stoppedSeenAt;
@@ -293,6 +302,7 @@ export class PodController {
       const { state } = await live.client.syncVm(spec);
       rec.specHash = specHash(spec);
       delete rec.imageError;
+      delete rec.imageRetryAtMs;
       rec.imagePullFailures = 0;
       const ms = Math.round(performance.now() - t0);
       log.info({ ms, qemuPid: state.qemuPid, restartCount: rec.restartCount }, 'VM started');
@@ -308,6 +318,7 @@ export class PodController {
         rec.imageError = { reason: rec.imagePullFailures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message: err.message };
         this.o.events.record(pod, 'Warning', 'Failed', `Failed to prepare boot image "${image}": ${err.message}`);
         const retryMs = Math.min(this.backoff.initialMs * 2 ** (rec.imagePullFailures - 1), this.backoff.maxMs);
+        rec.imageRetryAtMs = Date.now() + retryMs;
         this.podSync.addAfter(rec.key, retryMs);
         return;
       }

@@ -4,10 +4,10 @@
 import { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { NotFoundError } from '../kubelet-api/errors.js';
-import type { ExecResult, PodRef, VmAccess, VmCpuMemory } from '../kubelet-api/vm-access.js';
+import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
+import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
 import type { LauncherRegistry, LauncherView } from '../launchers/registry.js';
-import { PreconditionError } from '../../launcher/errors.js';
+import { PreconditionError, UnavailableError } from '../../launcher/errors.js';
 import { consoleLogPaths } from '../../launcher/console/log-file.js';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { CgroupNotFoundError, readVmUsage } from '../../launcher/usage.js';
@@ -16,11 +16,6 @@ import { podKey } from './informer.js';
 export interface PodSource {
   pod(key: string): V1Pod | undefined;
   pods(): readonly V1Pod[];
-}
-
-/** The guest has no agent channel, or its agent does not answer: exec needs a console (-i) instead. */
-export class NoGuestAgentError extends Error {
-  readonly kind = 'NoGuestAgent';
 }
 
 export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmAccess {
@@ -36,7 +31,7 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
     const { uid } = resolve(ref);
     const view = registry.get(uid);
     if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {
-      throw new PreconditionError(`the VM of pod ${ref.namespace}/${ref.name} is not running`);
+      throw new BadRequestError(`the VM of pod ${ref.namespace}/${ref.name} is not running`);
     }
     return view;
   };
@@ -67,16 +62,19 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       return duplex;
     },
 
-    async guestExec(ref, command, stdin): Promise<ExecResult> {
+    async guestExec(ref, command): Promise<ExecResult> {
       const view = running(ref);
       const [program, ...args] = command;
-      if (!program) throw new PreconditionError('no command given');
+      if (!program) throw new BadRequestError('no command given');
       try {
-        const r = await view.client.guestExec({ path: program, args, ...(stdin ? { stdin } : {}) });
+        const r = await view.client.guestExec({ path: program, args });
         return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
       } catch (err) {
         if (err instanceof PreconditionError && err.fieldPaths.includes('guestAgent')) {
           throw new NoGuestAgentError(`the VM has no guest agent; use kubectl exec -i (or attach) to reach its serial console`, { cause: err });
+        }
+        if (err instanceof UnavailableError) {
+          throw new NoGuestAgentError(`the guest agent does not answer (is the guest still booting?); kubectl exec -i reaches the serial console`, { cause: err });
         }
         throw err;
       }

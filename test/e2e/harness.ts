@@ -3,7 +3,7 @@
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -113,6 +113,16 @@ export async function killLaunchersOf(stateDir: string): Promise<void> {
   for (const uid of await readdir(vmsDir).catch(() => [] as string[])) {
     const state = await readStateFile(join(vmsDir, uid, STATE_FILE_NAME)).catch(() => undefined);
     if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
+    // A launcher that started after the agent was killed is not in the state file yet; its cgroup knows it.
+    const rel = `${LAUNCHER_DEFAULTS.cgroupParent}/${uid}/cgroup.procs`;
+    const procs = (await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))).join('\n');
+    for (const pid of procs.split('\n').filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // Exited meanwhile.
+      }
+    }
     await waitFor(
       `cgroup of ${uid} removed`,
       () => Cgroup.removeLeftover({ uid, parent: LAUNCHER_DEFAULTS.cgroupParent }).then(() => true),

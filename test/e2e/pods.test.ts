@@ -149,6 +149,45 @@ t.test('pods become VMs on the real control plane', async (t) => {
     t.same(started, [1, 1, 1], 'each VM was started exactly once');
   });
 
+  await t.test('a guest that powers off is restarted with back-off (Always) or left Succeeded (Never)', async (t) => {
+    const never = vmPod('once');
+    never.spec!.restartPolicy = 'Never';
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: never });
+    const [always] = await Promise.all([runningAndReady(cluster, 'vm2'), runningAndReady(cluster, 'once')]);
+    const uid = always.metadata!.uid!;
+    const firstPids = qemuPidsOf(uid);
+    for (const name of ['vm2', 'once']) {
+      await waitFor(`guest agent of ${name} answers`, () => kubectl(['exec', name, '--', '/bin/true']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+      // The agent's reply may not make it out before the guest is gone: only the outcome counts.
+      await kubectl(['exec', name, '--', '/bin/poweroff']);
+    }
+    const done = await waitFor('pod once Succeeded', () => readPod(cluster, 'once'), (p) => p.status?.phase === 'Succeeded');
+    t.match(
+      done.status?.containerStatuses?.[0],
+      { ready: false, state: { terminated: { exitCode: 0, reason: 'Completed', finishedAt: Date } } },
+      'restartPolicy Never: the pod is Succeeded with the VM terminated/Completed',
+    );
+    const backoff = await waitFor(
+      'vm2 in CrashLoopBackOff',
+      () => readPod(cluster, 'vm2'),
+      (p) => p.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CrashLoopBackOff',
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    t.match(backoff.status?.containerStatuses?.[0], { ready: false, lastState: { terminated: { reason: 'Completed' } } }, 'waiting in CrashLoopBackOff with the last run terminated');
+    const restarted = await waitFor(
+      'vm2 restarted',
+      () => readPod(cluster, 'vm2'),
+      (p) => p.status?.containerStatuses?.[0]?.restartCount === 1 && condition(p, 'Ready') === 'True',
+      { timeoutMs: BOOT_TIMEOUT_MS },
+    );
+    t.equal(restarted.status?.phase, 'Running', 'Running again after the back-off');
+    t.notSame(qemuPidsOf(uid), firstPids, 'a new QEMU process');
+    const previous = await kubectl(['logs', 'vm2', '--previous']);
+    t.match(previous, { code: 0, stdout: new RegExp(GUEST_BOOT_MARKER) }, 'kubectl logs --previous shows the run before the restart');
+    const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
+    t.ok(reasons.includes('BackOff'), 'a BackOff event was recorded');
+  });
+
   await t.test('kubectl delete pod shuts the guest down within the grace period and leaves nothing behind', async (t) => {
     const pod = await readPod(cluster, 'vm1');
     const uid = pod.metadata!.uid!;

@@ -81,15 +81,14 @@ export function streamOptions(q: Query): StreamOptions {
 /**
  * Where a session runs: the one rule. A guest has two ways in: its serial
  * console, a terminal with the guest's own shell already on it, and the QEMU
- * guest agent, which runs a given argv to completion with its input given up
- * front. attach is the console. exec runs its command through the agent
- * (separate stdout and stderr, real exit code) unless it asks for an
- * interactive terminal, stdin and tty together as `kubectl exec -it` does:
- * then it gets the console too, and its command is not run, since the
- * console's shell is the terminal there is.
+ * guest agent, which runs a given argv to completion. A session with stdin
+ * (attach, `kubectl exec -i`/`-it`) types into the console, and an exec's
+ * command is not run, since the console's shell is the terminal there is. An
+ * exec without stdin runs its command through the agent (separate stdout and
+ * stderr, real exit code).
  */
 export function sessionTarget(endpoint: Endpoint, options: StreamOptions): 'console' | 'agent' {
-  return endpoint === 'attach' || (options.stdin && options.tty) ? 'console' : 'agent';
+  return endpoint === 'attach' || options.stdin ? 'console' : 'agent';
 }
 
 type Negotiated = { transport: 'spdy'; protocol: StreamProtocol } | { transport: 'websocket' };
@@ -153,7 +152,7 @@ export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAcce
     }
     log.debug({ command }, 'exec/attach session started');
     if (serial) await serveConsole(conn, serial, log);
-    else await serveGuestExec(conn, (stdin) => opts.vms.guestExec(ref, command, stdin), log);
+    else await serveGuestExec(conn, () => opts.vms.guestExec(ref, command), log);
     log.debug('exec/attach session ended');
   }
 

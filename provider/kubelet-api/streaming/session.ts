@@ -4,53 +4,73 @@
 import type { Duplex, Readable } from 'node:stream';
 import type { ExecResult } from '../vm-access.js';
 import type { SessionLogger, StreamingConnection } from './connection.js';
-import { exitStatus, internalError, statusFromError, StdinTooLargeError, success, type Status } from './status.js';
+import { exitStatus, internalError, statusFromError, success, type Status } from './status.js';
 
 /**
- * Exec input travels base64-encoded inside one guest agent request; keep it
- * well below what libvirt and the agent accept in one message.
+ * A serial console has no end of command: once the client's input is over,
+ * the guest may still be answering it. Output keeps flowing until the console
+ * has been quiet this long, and at most CONSOLE_DRAIN_MAX_MS.
  */
-export const MAX_EXEC_STDIN_BYTES = 1024 * 1024;
+export const CONSOLE_QUIET_MS = 1000;
+export const CONSOLE_DRAIN_MAX_MS = 10_000;
 
 /**
- * Joins the client to the console until the client closes stdin (detach) or
- * the console ends (the VM stopped); either way the session ends with
- * Success. The console is ended (detached), never the VM. A client that
- * disconnects takes the console attachment with it.
+ * Joins the client to the console until the client closes stdin (then output
+ * drains until the console is quiet) or the console ends (the VM stopped);
+ * either way the session ends with Success. The console is ended (detached),
+ * never the VM. A client that disconnects takes the console attachment with it.
  */
-export function serveConsole(conn: StreamingConnection, serial: Duplex, log: SessionLogger): Promise<void> {
+export function serveConsole(conn: StreamingConnection, console: Duplex, log: SessionLogger): Promise<void> {
   return new Promise((resolve) => {
     let over = false;
+    let quiet: NodeJS.Timeout | undefined;
+    let drainCap: NodeJS.Timeout | undefined;
+    const stopTimers = (): void => {
+      clearTimeout(quiet);
+      clearTimeout(drainCap);
+    };
     const end = (status: Status): void => {
       if (over) return;
       over = true;
-      conn.stdin?.unpipe(serial);
-      if (conn.stdout) serial.unpipe(conn.stdout);
-      serial.end();
+      stopTimers();
+      conn.stdin?.unpipe(console);
+      if (conn.stdout) console.unpipe(conn.stdout);
+      console.end();
       // Let its readable side run to its end rather than sit in a buffer.
-      serial.resume();
+      console.resume();
       conn.finish(status).then(resolve, (err: unknown) => {
         log.debug({ err }, 'console session ended without its status');
         resolve();
       });
     };
+    const restartQuiet = (): void => {
+      clearTimeout(quiet);
+      quiet = setTimeout(() => end(success()), CONSOLE_QUIET_MS);
+    };
+    const drainThenEnd = (): void => {
+      conn.stdin?.unpipe(console);
+      console.on('data', restartQuiet);
+      restartQuiet();
+      drainCap = setTimeout(() => end(success()), CONSOLE_DRAIN_MAX_MS);
+    };
 
-    if (conn.stdout) serial.pipe(conn.stdout, { end: false });
-    else serial.resume();
+    if (conn.stdout) console.pipe(conn.stdout, { end: false });
+    else console.resume();
     conn.resize?.resume();
     if (conn.stdin) {
-      conn.stdin.pipe(serial, { end: false });
-      onceEnded(conn.stdin, () => end(success()));
+      conn.stdin.pipe(console, { end: false });
+      onceEnded(conn.stdin, drainThenEnd);
     }
-    serial.once('end', () => end(success()));
-    serial.once('error', (err) => {
+    console.once('end', () => end(success()));
+    console.once('error', (err) => {
       log.warn({ err }, 'serial console failed');
       end(internalError(`serial console: ${err.message}`));
     });
     void conn.closed.then(() => {
       if (!over) {
         over = true;
-        serial.destroy();
+        stopTimers();
+        console.destroy();
         resolve();
       }
     });
@@ -58,18 +78,14 @@ export function serveConsole(conn: StreamingConnection, serial: Duplex, log: Ses
 }
 
 /**
- * Runs one command through the guest agent: reads stdin to its end (the
- * agent takes input only up front), runs, writes stdout and stderr and ends
+ * Runs one command through the guest agent, writes stdout and stderr and ends
  * with the exit code. With a TTY both outputs go to stdout, as on a terminal.
  */
-export async function serveGuestExec(conn: StreamingConnection, run: (stdin: Buffer) => Promise<ExecResult>, log: SessionLogger): Promise<void> {
+export async function serveGuestExec(conn: StreamingConnection, run: () => Promise<ExecResult>, log: SessionLogger): Promise<void> {
   conn.resize?.resume();
   let status: Status;
   try {
-    const stdin = conn.stdin ? await readInput(conn.stdin, MAX_EXEC_STDIN_BYTES) : Buffer.alloc(0);
-    // The client left before its input was complete: there is nothing to run.
-    if (stdin === undefined) return;
-    const result = await run(stdin);
+    const result = await run();
     if (conn.stdout) conn.stdout.write(result.stdout);
     const errOut = conn.stderr ?? conn.stdout;
     if (errOut) errOut.write(result.stderr);
@@ -93,22 +109,4 @@ function onceEnded(input: Readable, done: () => void): void {
   };
   input.once('end', once);
   input.once('close', once);
-}
-
-/** All of `input`; undefined if it is torn down before its end. */
-function readInput(input: Readable, maxBytes: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    input.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        reject(new StdinTooLargeError(`exec through the guest agent takes at most ${maxBytes} bytes of stdin`));
-        input.destroy();
-      } else chunks.push(chunk);
-    });
-    input.once('end', () => resolve(Buffer.concat(chunks)));
-    // After 'end' this changes nothing.
-    input.once('close', () => resolve(undefined));
-  });
 }

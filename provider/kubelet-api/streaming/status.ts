@@ -43,14 +43,9 @@ export function internalError(message: string): Status {
   return { ...failure(`Internal error occurred: ${message}`, 'InternalError', 500), details: { causes: [{ message }] } };
 }
 
-/** Exec input beyond what one guest agent request carries. */
-export class StdinTooLargeError extends Error {
-  readonly kind = 'StdinTooLarge';
-}
-
 /** Error kinds become session statuses here and only here. */
 export function statusFromError(err: unknown): Status {
-  if (err instanceof NoGuestAgentError || err instanceof StdinTooLargeError) return failure(err.message, 'BadRequest', 400);
+  if (err instanceof NoGuestAgentError) return failure(err.message, 'BadRequest', 400);
   if (err instanceof NotFoundError) return failure(err.message, 'NotFound', 404);
   return internalError(`error executing command in container: ${err instanceof Error ? err.message : String(err)}`);
 }
