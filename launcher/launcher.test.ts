@@ -196,6 +196,8 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.ok(state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0, 'the state records when the guest first wrote to its console');
   const qemuUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${state.qemuPid}/status`, 'utf8'))?.[1]);
   t.not(qemuUid, 0, 'QEMU does not run as root');
+  const cpus = (pid: number | 'self') => /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  t.equal(cpus(state.qemuPid), cpus('self'), 'QEMU may run on every CPU, though its libvirt daemon is pinned to one');
   t.same(qemuPidsOf(l.uid), [state.qemuPid], 'GetState reports the host PID of the VM’s QEMU');
 
   const limitBytes = memoryLimitMiB(spec, info.accelerator as 'kvm' | 'tcg') * 1024 * 1024;

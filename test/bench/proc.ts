@@ -89,3 +89,21 @@ export async function memRollup(pid: number): Promise<MemRollup | undefined> {
   const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
   return { pssKiB: field('Pss'), pssAnonKiB: field('Pss_Anon'), pssFileKiB: field('Pss_File'), rssKiB: field('Rss') };
 }
+
+/** USER_HZ, the unit of the times in /proc/<pid>/stat (fixed at 100 by the kernel's ABI). */
+const USER_HZ = 100;
+
+/** CPU time in seconds: the process's own (utime + stime) and that of its children it reaped (cutime + cstime). */
+export interface CpuTimes {
+  selfS: number;
+  reapedChildrenS: number;
+}
+
+/** undefined when the process is gone. */
+export async function cpuTimes(pid: number): Promise<CpuTimes | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after "(comm) ": state is field 3, so utime (14) … cstime (17) sit at 11 … 14.
+  const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ').map(Number);
+  if (f.length < 15) return undefined;
+  return { selfS: (f[11]! + f[12]!) / USER_HZ, reapedChildrenS: (f[13]! + f[14]!) / USER_HZ };
+}

@@ -2,8 +2,9 @@
 // A new group is a module exporting Benchmark[] named "<group>.<name>", added here.
 import type { Benchmark } from './bench.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
+import { POD_BENCHMARKS } from './pods.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one

@@ -188,6 +188,25 @@ t.test('pods become VMs on the real control plane', async (t) => {
     t.ok(reasons.includes('BackOff'), 'a BackOff event was recorded');
   });
 
+  await t.test('the kubelet stats and metrics endpoints report the running VMs', async (t) => {
+    const summary = await waitFor(
+      'stats summary with 3 pods',
+      async () => JSON.parse((await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/stats/summary`])).stdout) as {
+        node: { nodeName: string; memory: { workingSetBytes: number } };
+        pods: { podRef: { name: string }; memory: { workingSetBytes: number }; cpu: { usageCoreNanoSeconds: number } }[];
+      },
+      (s) => s.pods?.length === 3,
+    );
+    t.match(summary.node, { nodeName: NODE, memory: { workingSetBytes: Number } }, 'node figures');
+    t.same(summary.pods.map((p) => p.podRef.name).sort(), ['vm1', 'vm2', 'vm3'], 'one entry per running VM');
+    t.ok(summary.pods.every((p) => p.memory.workingSetBytes > 64 * 1024 * 1024 && p.cpu.usageCoreNanoSeconds > 0), 'each VM has its memory (guest RAM included) and CPU time');
+    const resource = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/metrics/resource`]);
+    t.match(resource.stdout, /^pod_memory_working_set_bytes\{namespace="e2e-pods",pod="vm1"\} \d+/m, 'metrics/resource for metrics-server');
+    const metrics = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/metrics`]);
+    t.match(metrics.stdout, /^vkvm_vm_uptime_seconds\{namespace="e2e-pods",pod="vm1",uid="[^"]+"\} \d/m, 'Prometheus per-VM metrics');
+    t.match(metrics.stdout, /^vkvm_vms_running 3$/m, 'agent metric: VMs running');
+  });
+
   await t.test('kubectl delete pod shuts the guest down within the grace period and leaves nothing behind', async (t) => {
     const pod = await readPod(cluster, 'vm1');
     const uid = pod.metadata!.uid!;
