@@ -97,7 +97,11 @@ export class LauncherClient {
     const { Client } = loadLauncherService();
     const client = new Client(`unix://${state.socket}`, grpc.credentials.createInsecure());
     await new Promise<void>((resolve, reject) =>
-      client.waitForReady(Date.now() + timeoutMs, (err) => (err ? reject(new UnavailableError(`launcher at ${state.socket}: ${err.message}`)) : resolve())),
+      client.waitForReady(Date.now() + timeoutMs, (err) => {
+        if (!err) return resolve();
+        client.close();
+        reject(new UnavailableError(`launcher at ${state.socket}: ${err.message}`));
+      }),
     );
     return new LauncherClient(client, runDir, state.socket);
   }
@@ -163,8 +167,10 @@ export class LauncherClient {
   watchEvents(handlers: WatchHandlers): () => void {
     let cancelled = false;
     let call: grpc.ClientReadableStream<StateResponse> | undefined;
+    let retryTimer: NodeJS.Timeout | undefined;
     let retryDelayMs = 100;
     const stream = (): void => {
+      if (cancelled) return;
       const c = (this.client as unknown as { watchEvents(req: object): grpc.ClientReadableStream<StateResponse> }).watchEvents({});
       call = c;
       c.on('data', (msg: StateResponse) => {
@@ -177,7 +183,7 @@ export class LauncherClient {
         void launcherGone(this.runDir).then((gone) => {
           if (cancelled) return;
           if (gone) return handlers.onGone(gone);
-          setTimeout(stream, retryDelayMs);
+          retryTimer = setTimeout(stream, retryDelayMs);
           retryDelayMs = Math.min(retryDelayMs * 2, 5000);
         });
       });
@@ -185,6 +191,7 @@ export class LauncherClient {
     stream();
     return () => {
       cancelled = true;
+      clearTimeout(retryTimer);
       call?.cancel();
     };
   }

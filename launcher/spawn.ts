@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { launcherArgv, type LauncherArgs } from './args.js';
 import { LauncherClient } from './client.js';
 import type { ExitInfo } from './libvirtd.js';
-import { STATE_FILE_NAME } from './state.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from './state.js';
 import { waitForUnixSocket } from './wait.js';
 
 export interface SpawnOptions {
@@ -37,8 +37,12 @@ export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
   const logFile = o.logFile ?? path.join(runDir, 'launcher.log');
   const entry = o.entry ?? fileURLToPath(new URL('./main.js', import.meta.url));
   await mkdir(runDir, { recursive: true, mode: 0o711 });
+  const stateFile = path.join(runDir, STATE_FILE_NAME);
+  const previous = await readStateFile(stateFile).catch(() => undefined);
+  // One launcher per VM: a second one would boot the same disks.
+  if (previous && (await isLauncherAlive(previous))) throw new Error(`launcher pid ${previous.pid} still runs for ${previous.uid}`);
   // A state file of an earlier launcher would make connect() read its socket.
-  await rm(path.join(runDir, STATE_FILE_NAME), { force: true });
+  await rm(stateFile, { force: true });
   const out = openSync(logFile, 'a', 0o600);
   let child;
   try {
@@ -55,7 +59,15 @@ export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
     const log = await readFile(logFile, 'utf8').catch(() => '');
     throw new Error(`launcher exited during start-up (code ${e.code}, signal ${e.signal}): ${log.slice(-2000)}`);
   });
-  // The launcher writes its state file before it binds: an accepting socket means both are there.
-  await waitForUnixSocket(socket, o.timeoutMs ?? 60_000, diedEarly);
-  return { pid: child.pid!, client: await LauncherClient.connect(runDir), logFile, exited };
+  try {
+    // The launcher writes its state file before it binds: an accepting socket means both are there.
+    await waitForUnixSocket(socket, o.timeoutMs ?? 60_000, diedEarly);
+    return { pid: child.pid!, client: await LauncherClient.connect(runDir), logFile, exited };
+  } catch (err) {
+    // Never leave a launcher behind that nobody tracks; SIGKILL takes its QEMU with it.
+    diedEarly.catch(() => {});
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+    throw err;
+  }
 }

@@ -119,6 +119,8 @@ export class VmManager {
   async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
     const spec = this.parseSpec(specJson);
     return this.ops.run(async () => {
+      // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
+      if (this.spec && isTerminal(this.state.phase)) throw new PreconditionError(`the VM has stopped (${this.state.reason}); start a new launcher to run it again`);
       const domainState = await this.o.driver.state(this.o.uid);
       if (ACTIVE.has(domainState) && this.spec) {
         const change = classifyChange(this.spec, spec);

@@ -52,10 +52,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
   log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
 
   const stops: Array<() => Promise<void> | void> = [];
-  let pods: PodController | undefined;
+  let stopVms = false;
   const stop = async (opts: { stopVms?: boolean } = {}) => {
-    if (opts.stopVms) await pods?.stopAllVms(STOP_VMS_GRACE_S);
-    for (const s of stops.reverse()) await s();
+    stopVms = opts.stopVms ?? false;
+    for (const s of [...stops].reverse()) await s();
   };
   try {
     const node = await registerNode(clients, config, deriveLabels(config, facts), log);
@@ -89,7 +89,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     lease.start();
     stops.push(() => lease.stop());
 
-    pods = new PodController({
+    const pods = new PodController({
       clients,
       nodeName: config.nodeName,
       hostIP: () => facts.internalIP!,
@@ -105,9 +105,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
     });
-    await pods.start();
     const podController = pods;
-    stops.push(() => podController.stop());
+    stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
+    await pods.start();
 
     const certs = new ServingCertManager(
       clients,

@@ -6,6 +6,7 @@ import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
 import type { KubeClients } from './client.js';
 import { mergePatch } from './client.js';
+import { isNotFound } from './errors.js';
 import type { Logger } from '../log.js';
 
 export type EventType = 'Normal' | 'Warning';
@@ -26,9 +27,15 @@ export function createEventRecorder(clients: KubeClients, nodeName: string, log:
     const previous = seen.get(key);
     if (previous) {
       const count = previous.count + 1;
-      await clients.core.patchNamespacedEvent({ name: previous.name, namespace, body: { count, lastTimestamp: now } }, mergePatch);
-      seen.set(key, { name: previous.name, count });
-      return;
+      try {
+        await clients.core.patchNamespacedEvent({ name: previous.name, namespace, body: { count, lastTimestamp: now } }, mergePatch);
+        seen.set(key, { name: previous.name, count });
+        return;
+      } catch (err) {
+        // Events expire (1 h by default): a repeat after that starts a new one.
+        if (!isNotFound(err)) throw err;
+        seen.delete(key);
+      }
     }
     const container = pod.spec?.containers?.[0]?.name;
     const event: CoreV1Event = {

@@ -85,7 +85,9 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
   const publicPaths = new Set(opts.publicPaths ?? []);
 
   app.addHook('onRequest', async (req) => {
-    const path = req.url.split('?')[0] ?? '/';
+    // The route pattern the router matched, not the raw URL: the router decodes
+    // %XX before matching, so `/%61ttach/…` must be authorized as the attach it runs.
+    const path = req.routeOptions.url ?? req.url.split('?')[0] ?? '/';
     if (publicPaths.has(path)) return;
     let user: UserInfo | null = null;
     const fromCert = userFromCertificate(req);

@@ -10,7 +10,7 @@ import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } fr
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { Cgroup } from '../../launcher/cgroup.js';
 import { spawnLauncher } from '../../launcher/spawn.js';
-import type { VmState } from '../../launcher/state.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState } from '../../launcher/state.js';
 import { withDeadline } from '../../launcher/wait.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
@@ -85,13 +85,21 @@ export class LauncherRegistry {
     for (const uid of names) {
       if (this.entries.has(uid)) continue;
       const dir = this.dirOf(uid);
+      let client: LauncherClient | undefined;
       try {
-        const client = await LauncherClient.connect(dir);
+        client = await LauncherClient.connect(dir);
         const info = await client.info();
         await this.track(uid, dir, client, info.launcherPid);
         this.log.info({ vm: uid, pid: info.launcherPid }, 're-attached to a running launcher');
       } catch (err) {
-        const gone = err instanceof LauncherGoneError ? err.gone : ((await launcherGone(dir)) ?? { reason: 'LauncherDied' as const, message: (err as Error).message });
+        client?.close();
+        const gone = err instanceof LauncherGoneError ? err.gone : await launcherGone(dir);
+        if (!gone) {
+          // Alive but not answering: neither stopped nor usable. Left out, so nothing starts a
+          // second launcher on its disks; the next discover() tries again.
+          this.log.warn({ err, vm: uid }, 'a running launcher does not answer; will retry');
+          continue;
+        }
         this.entries.set(uid, { view: { uid, dir, live: false, gone } });
         this.log.info({ vm: uid, reason: gone.reason }, 'found the directory of a stopped launcher');
       }
@@ -128,11 +136,9 @@ export class LauncherRegistry {
       await this.untilGone(uid, exitDeadlineMs);
     } catch (err) {
       this.log.warn({ err, vm: uid, pid: view.pid }, 'launcher did not stop cleanly; killing it');
-      try {
-        process.kill(view.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
+      const state = await readStateFile(path.join(view.dir, STATE_FILE_NAME)).catch(() => undefined);
+      // Checked by start time too: the pid may belong to another process by now.
+      if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
       await this.untilGone(uid, 30_000);
     }
   }
@@ -146,6 +152,7 @@ export class LauncherRegistry {
 
   /** Forgets a launcher and deletes its directory (console logs included). Its launcher must have exited. */
   async remove(uid: string): Promise<void> {
+    if (!(await launcherGone(this.dirOf(uid)))) throw new Error(`the launcher of ${uid} still runs; not removing its directory`);
     const entry = this.entries.get(uid);
     entry?.stopWatching?.();
     if (entry?.view.live) entry.view.client.close();
@@ -185,7 +192,13 @@ export class LauncherRegistry {
   }
 
   private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<Extract<LauncherView, { live: true }>> {
-    const state = await client.getState();
+    let state: VmState;
+    try {
+      state = await client.getState();
+    } catch (err) {
+      client.close();
+      throw err;
+    }
     const view = { uid, dir, live: true as const, client, state, pid };
     const entry: Entry = { view };
     this.entries.set(uid, entry);

@@ -67,6 +67,7 @@ interface PodProblems {
 type Record = PodVmRecord & PodProblems;
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
+const ORPHAN_SWEEP_MS = 30_000;
 
 function specHash(spec: VmSpec): string {
   return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
@@ -89,6 +90,8 @@ export class PodController {
   private readonly records = new Map<string, Record>();
   private readonly backoff: RestartBackoff;
   private started = false;
+  private sweeping = false;
+  private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: PodControllerOptions) {
     this.backoff = o.restartBackoff ?? DEFAULT_RESTART_BACKOFF;
@@ -103,30 +106,55 @@ export class PodController {
   async start(): Promise<void> {
     const found = await this.registry.discover();
     await this.informer.start();
-    const podUIDs = new Set(this.informer.list().map((p) => p.metadata?.uid));
-    for (const uid of found) {
-      if (podUIDs.has(uid)) continue;
-      this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
-      await this.registry.stop(uid, 0);
-      await this.registry.remove(uid);
-    }
+    for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
+    await this.removeOrphans();
     this.started = true;
     for (const pod of this.informer.list()) this.onPodKey(keyOf(pod));
-    this.o.log.info({ pods: podUIDs.size, reattached: found.length }, 'pod controller started');
+    this.sweepTimer = setInterval(() => void this.sweep(), ORPHAN_SWEEP_MS);
+    this.o.log.info({ pods: this.informer.list().length, reattached: found.length }, 'pod controller started');
   }
 
-  /** Stops the controller; VMs keep running under their launchers. */
-  async stop(): Promise<void> {
+  /**
+   * VMs whose pod UID is not in the synced pod cache: the pod was deleted
+   * while the agent was down or before its key was ever synced. Only called
+   * with a synced cache, so a missing UID really is gone.
+   */
+  private async removeOrphans(): Promise<void> {
+    const podUIDs = new Set(this.informer.list().map((p) => p.metadata?.uid));
+    for (const uid of this.registry.uids()) {
+      if (podUIDs.has(uid)) continue;
+      this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
+      await this.removeVm(uid, 0).catch((err: unknown) => this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'));
+    }
+  }
+
+  /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
+  private async sweep(): Promise<void> {
+    if (this.sweeping || !this.started) return;
+    this.sweeping = true;
+    try {
+      await this.registry.discover();
+      await this.removeOrphans();
+    } catch (err) {
+      this.o.log.warn({ err }, 'orphan sweep failed');
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /**
+   * Stops the controller. VMs keep running under their launchers unless
+   * `stopVms`: then they are shut down, after the queues stopped, so nothing
+   * restarts them meanwhile (their directories stay for the next start).
+   */
+  async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
+    clearInterval(this.sweepTimer);
     this.podSync.stop();
     this.statusSync.stop();
     await this.informer.stop();
+    if (opts.stopVms) await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
     this.registry.close();
-  }
-
-  /** Shuts every VM down in parallel (their directories stay for the next start). */
-  async stopAllVms(gracePeriodS: number): Promise<void> {
-    await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, gracePeriodS)));
   }
 
   pods(): readonly V1Pod[] {
@@ -169,6 +197,7 @@ export class PodController {
           : {}),
         imagePullFailures: 0,
         preparing: false,
+        ...(cs?.state?.terminated?.finishedAt ? { stoppedSeenAt: cs.state.terminated.finishedAt } : {}),
       };
       this.records.set(uid, rec);
     }
@@ -365,6 +394,8 @@ export class PodController {
     const pod = this.informer.get(key);
     const uid = pod?.metadata?.uid;
     if (!pod || !uid) return;
+    // A finished pod's status is final: the API server refuses to move it back, and nothing here changes it.
+    if (TERMINAL.has(pod.status?.phase ?? '')) return;
     const rec = this.records.get(uid);
     if (!rec) return;
     const view = this.registry.get(uid);

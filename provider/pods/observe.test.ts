@@ -37,5 +37,6 @@ t.test('a launcher that exited reports its last word; one that died is Failed', 
   const seen = new Date(1_700_000_070_000);
   const died: LauncherView = { uid: 'u1', dir: '/x', live: false, gone: { reason: 'LauncherDied', message: 'launcher pid 9 died' } };
   t.match(observeVm(died, { ...rec, stoppedSeenAt: seen }), { phase: 'Failed', reason: 'LauncherDied', message: 'launcher pid 9 died', finishedAt: seen });
-  t.equal(observeVm(undefined, rec), undefined, 'no launcher yet: nothing observed');
+  t.equal(observeVm(undefined, { ...rec, restartCount: 0 }), undefined, 'no launcher yet: nothing observed');
+  t.same(observeVm(undefined, rec), { restartCount: 2, guestReady: false }, 'between runs of a restart: the history stays');
 });

@@ -18,8 +18,9 @@ export interface PodVmRecord {
 const at = (unixMs: number | undefined): Date | undefined => (unixMs ? new Date(unixMs) : undefined);
 
 export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmObservation | undefined {
-  if (!view) return undefined;
   const base = { restartCount: rec.restartCount, ...(rec.lastTermination ? { lastTermination: rec.lastTermination } : {}) };
+  // Between runs (a restart under way) there is no launcher, but the history stays.
+  if (!view) return rec.restartCount > 0 || rec.lastTermination ? { ...base, guestReady: false } : undefined;
   if (view.live) {
     const s = view.state;
     const terminal = s.phase === 'Succeeded' || s.phase === 'Failed';

@@ -106,7 +106,8 @@ const ROWS: Row[] = [
   },
   {
     when: () => true,
-    phase: () => 'Pending',
+    // A restart keeps the pod Running, as the kubelet does while it restarts a container.
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
     state: (i) => waiting('ContainerCreating', i.preparing ? 'preparing disks and starting the VM' : undefined),
     ready: () => false,
   },

@@ -291,6 +291,13 @@ t.test('WebSocket v5: attach echoes through the console, and closing stdin detac
   t.same(s.sars, ['ops create nodes/proxy'], 'a WebSocket GET is authorized as create');
 });
 
+t.test('a percent-encoded path is authorized as the route it reaches', async (t) => {
+  const s = await serve(t);
+  const ws = await openWebSocket(s.port, '/%61ttach/default/vm1/vm?input=1&output=1', 'ops');
+  if (isSession(ws)) ws.terminate();
+  t.same(s.sars, ['ops create nodes/proxy'], '/%61ttach is checked as attach: verb create on nodes/proxy');
+});
+
 t.test('a client that disconnects takes its console attachment with it, and nothing else', async (t) => {
   const s = await serve(t);
   const ws = await openWebSocket(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', 'ops');

@@ -1,0 +1,264 @@
+// Disks joined with their volumes by name, as KubeVirt does: a disk says how
+// the guest sees the device (disk or cdrom, bus, boot order, read-only), the
+// volume of the same name says where its bytes come from.
+//
+//   containerDisk          → an overlay on the image (host file, or an http(s)
+//                            image downloaded into the cache); a built-in
+//                            kernel-boot image (the test guest) becomes the
+//                            VM's kernel and initrd instead of a disk
+//   emptyDisk              → a new sparse disk of `capacity`, removed with the VM
+//   cloudInitNoCloud       → a NoCloud seed (cidata ISO) on the disk's device
+//   hostDisk               → the file itself, raw, kept after the VM; DiskOrCreate
+//                            also asks the caller to create it when missing
+//   persistentVolumeClaim  → the bound PV: <path>/disk.img (Filesystem; created
+//                            at the claim's capacity when missing, as KubeVirt's
+//                            host-disk does) or the block device (Block)
+//
+// Volume kinds outside this list are reported as unsupported (by the schema
+// walk) and their disks are left out.
+import { join, posix } from 'node:path';
+import { parseQuantity } from '../kube/quantity.js';
+import { DISK_BUSES, type DiskBus, type DiskSource } from '../../vmm/spec.js';
+import { noCloudData, noCloudMetaData } from './cloud-init.js';
+import { IMAGE_FORMS, resolveImage } from './images.js';
+import type { Draft } from './draft.js';
+import { hasField } from './supported-fields.js';
+import type { Disk, Quantity, Volume } from './types.js';
+
+const MIB = 2 ** 20;
+/** Kubernetes' DNS-1123 label, which KubeVirt requires of disk names (they become container names). */
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const VOLUME_KINDS = [
+  'hostDisk',
+  'persistentVolumeClaim',
+  'cloudInitNoCloud',
+  'cloudInitConfigDrive',
+  'sysprep',
+  'containerDisk',
+  'ephemeral',
+  'emptyDisk',
+  'dataVolume',
+  'configMap',
+  'secret',
+  'downwardAPI',
+  'serviceAccount',
+  'downwardMetrics',
+  'memoryDump',
+] as const;
+
+export interface StorageInput {
+  disks: Disk[];
+  volumes: Volume[];
+  /** cloud-init instance-id: the firmware UUID (KubeVirt), else the VMI uid. */
+  instanceId: string;
+  hostname: string;
+}
+
+/** KubeVirt's validatePath: absolute, not "/", no "." or ".." components or doubled slashes. */
+export function isCleanAbsolutePath(path: string): boolean {
+  return path !== '/' && posix.join('/', path) === path.replace(/\/$/, '');
+}
+
+/** Whole MiB in a quantity, rounded down as KubeVirt's AlignImageSizeTo1MiB does; reports and returns undefined when unusable. */
+function sizeMiB(d: Draft, raw: Quantity | undefined, at: string): number | undefined {
+  if (raw === undefined || raw === '') {
+    d.report(at, 'FieldValueRequired', 'a size is required');
+    return undefined;
+  }
+  const bytes = parseQuantity(String(raw));
+  if (bytes === null) {
+    d.report(at, 'FieldValueInvalid', `${JSON.stringify(raw)} is not a resource quantity`);
+    return undefined;
+  }
+  const mib = Math.floor(bytes / MIB);
+  if (mib < 1) {
+    d.report(at, 'FieldValueInvalid', `${raw} is smaller than the 1Mi a disk needs`);
+    return undefined;
+  }
+  return mib;
+}
+
+type Resolved = { source: DiskSource; field: string; readOnly?: boolean } | 'kernel' | null;
+
+function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
+  const image = volume.containerDisk?.image;
+  if (!image) {
+    d.report(`${at}.image`, 'FieldValueRequired', 'containerDisk needs an image');
+    return null;
+  }
+  const source = resolveImage(image, d.ctx.imageAliases);
+  switch (source?.kind) {
+    case 'image':
+      return { source: { kind: 'image', path: source.path }, field: `${at}.image` };
+    case 'url':
+      return { source: { kind: 'url', url: source.url }, field: `${at}.image` };
+    case 'builtin': {
+      const builtin = d.ctx.builtins[source.name];
+      if (!builtin) {
+        d.report(`${at}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
+        return null;
+      }
+      if (d.kernelBootOrigin) {
+        d.report(`${at}.image`, 'FieldValueInvalid', `${image} is a kernel-boot image, and ${d.kernelBootOrigin.image} already gives the VM its kernel`);
+        return null;
+      }
+      d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: builtin.cmdline };
+      d.kernelBootOrigin = { image: `${at}.image`, kernelPath: `${at}.image`, initrdPath: `${at}.image` };
+      return 'kernel';
+    }
+    default:
+      d.report(`${at}.image`, 'FieldValueNotSupported', `${JSON.stringify(image)} is not a disk image vkvm can use: give ${IMAGE_FORMS}`);
+      return null;
+  }
+}
+
+function hostDisk(d: Draft, volume: Volume, at: string): Resolved {
+  const host = volume.hostDisk!;
+  const before = d.causes.length;
+  if (!host.path) d.report(`${at}.path`, 'FieldValueRequired', `${at}.path is required for hostDisk volume`);
+  else if (!isCleanAbsolutePath(host.path)) d.report(`${at}.path`, 'FieldValueInvalid', 'must be an absolute path to a file without relative components');
+  if (host.type !== 'Disk' && host.type !== 'DiskOrCreate') {
+    d.report(`${at}.type`, 'FieldValueNotSupported', `${at}.type has invalid value '${host.type ?? ''}', allowed are 'Disk' or 'DiskOrCreate'`);
+  } else if (host.type === 'Disk' && host.capacity !== undefined && host.capacity !== '') {
+    d.report(`${at}.capacity`, 'FieldValueInvalid', `${at}.capacity is allowed to pass only with ${at}.type equal to 'DiskOrCreate'`);
+  } else if (host.type === 'DiskOrCreate') {
+    // KubeVirt creates a missing file at `capacity`; without one there is nothing to create it at.
+    const mib = sizeMiB(d, host.capacity, `${at}.capacity`);
+    if (mib !== undefined && host.path) d.diskImagesToCreate.push({ path: host.path, sizeMiB: mib, field: at });
+  }
+  if (d.causes.length > before) return null;
+  return { source: { kind: 'host', path: host.path }, field: `${at}.path` };
+}
+
+function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
+  const claim = volume.persistentVolumeClaim!;
+  if (!claim.claimName) {
+    d.report(`${at}.claimName`, 'FieldValueRequired', 'a claim name is required');
+    return null;
+  }
+  const bound = d.ctx.pvcs[claim.claimName];
+  if (!bound) {
+    d.report(`${at}.claimName`, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a local or hostPath volume on this node`);
+    return null;
+  }
+  const field = `${at}.claimName`;
+  const readOnly = claim.readOnly === true;
+  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath }, field, readOnly };
+  const path = join(bound.hostPath, 'disk.img');
+  if (bound.capacity !== undefined) {
+    const mib = sizeMiB(d, bound.capacity, field);
+    if (mib !== undefined) d.diskImagesToCreate.push({ path, sizeMiB: mib, field: at });
+  }
+  return { source: { kind: 'host', path }, field, readOnly };
+}
+
+function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string, cloudInit: { first?: string }): Resolved {
+  if (volume.containerDisk) return containerDisk(d, volume, `${at}.containerDisk`);
+  if (volume.emptyDisk) {
+    const mib = sizeMiB(d, volume.emptyDisk.capacity, `${at}.emptyDisk.capacity`);
+    return mib === undefined ? null : { source: { kind: 'empty', sizeMiB: mib }, field: `${at}.emptyDisk.capacity` };
+  }
+  if (volume.cloudInitNoCloud) {
+    // KubeVirt reads only the first cloud-init volume, so a second would silently repeat it.
+    if (cloudInit.first) {
+      d.report(at, 'FieldValueDuplicate', `only one cloud-init volume is supported, and ${cloudInit.first} is one`);
+      return null;
+    }
+    cloudInit.first = at;
+    const data = noCloudData(d, volume.cloudInitNoCloud, `${at}.cloudInitNoCloud`);
+    if (!data) return null;
+    const source: DiskSource = { kind: 'cloudInit', userData: data.userData, metaData: noCloudMetaData(input.instanceId, input.hostname) };
+    if (data.networkData !== undefined) source.networkConfig = data.networkData;
+    return { source, field: `${at}.cloudInitNoCloud` };
+  }
+  if (volume.hostDisk) return hostDisk(d, volume, `${at}.hostDisk`);
+  if (volume.persistentVolumeClaim) return persistentVolumeClaim(d, volume, `${at}.persistentVolumeClaim`);
+  return null; // another kind: reported as unsupported by the schema walk
+}
+
+function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): DiskBus | undefined {
+  const target = (device === 'cdrom' ? disk.cdrom : disk.disk) ?? {};
+  const bus = target.bus || (device === 'cdrom' ? 'sata' : 'virtio');
+  const path = `${at}.${device}.bus`;
+  if (bus === 'ide') return void d.report(path, 'FieldValueNotSupported', 'IDE bus is not supported');
+  if (!DISK_BUSES.includes(bus as DiskBus)) {
+    return void d.report(path, 'FieldValueNotSupported', `${at} is set with an unsupported bus ${bus}, must be one of: ${DISK_BUSES.join(', ')}`);
+  }
+  if (bus === 'virtio' && device === 'cdrom') return void d.report(path, 'FieldValueInvalid', `Bus type ${bus} is invalid for CD-ROM device`);
+  if (bus === 'sata' && device === 'disk' && disk.disk?.readonly) return void d.report(path, 'FieldValueInvalid', `${bus} hard-disks do not support read-only.`);
+  return bus as DiskBus;
+}
+
+/** Translates spec.domain.devices.disks with spec.volumes into d.disks (and d.kernelBoot for a built-in image). */
+export function translateStorage(d: Draft, input: StorageInput): void {
+  const volumeByName = new Map<string, number>();
+  input.volumes.forEach((volume, j) => {
+    const at = `spec.volumes[${j}]`;
+    if (!volume.name) d.report(`${at}.name`, 'FieldValueRequired', 'a volume needs a name');
+    else if (volumeByName.has(volume.name)) {
+      d.report(`${at}.name`, 'FieldValueDuplicate', `${at} and spec.volumes[${volumeByName.get(volume.name)}] must not have the same Name.`);
+    } else volumeByName.set(volume.name, j);
+    const kinds = VOLUME_KINDS.filter((k) => hasField(volume, k));
+    if (kinds.length !== 1) d.report(at, 'FieldValueInvalid', `${at} must have exactly one source type set`);
+  });
+
+  const diskByName = new Map<string, number>();
+  const bootOrders = new Map<number, string>();
+  const usedVolumes = new Set<number>();
+  const cloudInit: { first?: string } = {};
+  input.disks.forEach((disk, i) => {
+    const at = `spec.domain.devices.disks[${i}]`;
+    if (!disk.name) d.report(`${at}.name`, 'FieldValueRequired', 'a disk needs a name');
+    else if (!DNS_LABEL.test(disk.name)) d.report(`${at}.name`, 'FieldValueInvalid', `"${disk.name}" must be a DNS-1123 label (lower-case letters, digits, "-")`);
+    else if (diskByName.has(disk.name)) {
+      d.report(`${at}.name`, 'FieldValueDuplicate', `${at} and spec.domain.devices.disks[${diskByName.get(disk.name)}] must not have the same Name.`);
+    } else diskByName.set(disk.name, i);
+
+    // The disk uses its volume even when the disk itself cannot be realized.
+    const j = disk.name ? volumeByName.get(disk.name) : undefined;
+    if (j !== undefined) usedVolumes.add(j);
+
+    const targets = (['disk', 'cdrom', 'lun'] as const).filter((k) => hasField(disk, k));
+    if (targets.length > 1) return void d.report(at, 'FieldValueInvalid', `${at} can only have a single target type defined`);
+    if (targets[0] === 'lun') return; // unsupported (schema walk)
+    const device = disk.cdrom ? 'cdrom' : 'disk';
+    const bus = diskBus(d, disk, device, at);
+
+    const readOnly = device === 'cdrom' || disk.disk?.readonly === true;
+    if (device === 'cdrom') {
+      if (disk.cdrom?.readonly === false) d.unsupported.push(`${at}.cdrom.readonly`); // vkvm's CD-ROMs are read-only
+      if (disk.cdrom?.tray === 'open') d.unsupported.push(`${at}.cdrom.tray`);
+    }
+    if (disk.bootOrder !== undefined) {
+      const order = disk.bootOrder;
+      if (!Number.isInteger(order) || order < 1) d.report(`${at}.bootOrder`, 'FieldValueInvalid', `${at} must have a boot order > 0, if supplied`);
+      else if (bootOrders.has(order)) {
+        d.report(`${at}.bootOrder`, 'FieldValueDuplicate', `Boot order for ${at}.bootOrder already set for a different device (${bootOrders.get(order)}).`);
+      } else bootOrders.set(order, at);
+    }
+
+    if (j === undefined) {
+      if (disk.name) d.report(`${at}.name`, 'FieldValueNotFound', `${at}.name '${disk.name}' not found: no volume of that name in spec.volumes`);
+      return;
+    }
+    const resolved = volumeSource(d, input, input.volumes[j]!, `spec.volumes[${j}]`, cloudInit);
+    if (resolved === null || resolved === 'kernel' || bus === undefined) return;
+    d.disks.push({
+      name: disk.name,
+      device,
+      bus,
+      source: resolved.source,
+      ...(readOnly || resolved.readOnly ? { readOnly: true } : {}),
+      ...(disk.bootOrder !== undefined ? { bootOrder: disk.bootOrder } : {}),
+    });
+    d.diskOrigins.push({ disk: at, device, source: resolved.field });
+  });
+
+  // KubeVirt's VMI admission rejects a volume no disk uses (its VM controller
+  // gives such volumes a default disk before it creates the VMI).
+  input.volumes.forEach((volume, j) => {
+    const isMemoryDump = hasField(volume, 'memoryDump'); // KubeVirt exempts it
+    if (usedVolumes.has(j) || !volume.name || isMemoryDump || volumeByName.get(volume.name) !== j) return;
+    d.report(`spec.volumes[${j}].name`, 'FieldValueInvalid', `spec.volumes[${j}].name '${volume.name}' not found: no disk of that name in spec.domain.devices.disks`);
+  });
+}
