@@ -78,6 +78,9 @@ export interface WatchHandlers {
 
 export interface ConsoleSession {
   write(data: Buffer): void;
+  /** Flow control: stop and restart reading output (the launcher cuts off a reader that lags too far). */
+  pause(): void;
+  resume(): void;
   /** Detaches; the VM keeps running. */
   close(): void;
 }
@@ -210,6 +213,8 @@ export class LauncherClient {
     call.on('end', () => end());
     return {
       write: (data) => call.write({ data }),
+      pause: () => call.pause(),
+      resume: () => call.resume(),
       close: () => {
         call.end();
         call.cancel();

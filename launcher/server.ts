@@ -25,6 +25,8 @@ export const SPEC_CAUSES_KEY = 'vkvm-spec-causes';
 export const FIELD_PATHS_KEY = 'vkvm-field-paths';
 
 const DEFAULT_GUEST_EXEC_TIMEOUT_S = 60;
+/** Console output queued for one attached stream before it is cut off. */
+const MAX_CONSOLE_BACKLOG_BYTES = 1024 * 1024;
 
 export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
@@ -105,9 +107,21 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
 
     Console: (call: grpc.ServerDuplexStream<ConsoleMessage, ConsoleMessage>) => {
       let attached: ReturnType<VmManager['attachConsole']>;
+      let overrun = false;
       try {
         attached = m.attachConsole(
-          (data) => call.write({ data }),
+          (data) => {
+            if (overrun) return;
+            // The console cannot wait for one slow reader (the log and other streams share it):
+            // a reader that falls too far behind is cut off rather than buffered without bound.
+            if (call.writableLength > MAX_CONSOLE_BACKLOG_BYTES) {
+              overrun = true;
+              attached.detach();
+              call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: `console reader fell ${MAX_CONSOLE_BACKLOG_BYTES} bytes behind; detached` });
+              return;
+            }
+            call.write({ data });
+          },
           () => call.end(),
         );
       } catch (err) {

@@ -41,7 +41,9 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       const view = running(ref);
       let session: ReturnType<typeof view.client.console> | undefined;
       const duplex = new Duplex({
-        read() {},
+        read() {
+          session?.resume();
+        },
         write(chunk: Buffer, _enc, cb) {
           session?.write(chunk);
           cb();
@@ -56,7 +58,10 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
         },
       });
       session = view.client.console(
-        (data) => duplex.push(data),
+        (data) => {
+          // Backpressure from the kubectl client reaches the launcher's stream.
+          if (!duplex.push(data)) session?.pause();
+        },
         (err) => (err ? duplex.destroy(err) : duplex.push(null)),
       );
       return duplex;
