@@ -20,6 +20,7 @@ import { PodController } from './pods/controller.js';
 import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './pods/builtin-images.js';
+import { VmiNodeSide } from './vmi/node.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -89,6 +90,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     lease.start();
     stops.push(() => lease.stop());
 
+    const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     const pods = new PodController({
       clients,
       nodeName: config.nodeName,
@@ -100,7 +102,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
       },
-      builtinImages: builtinImageResolver(rootLog.child({ component: 'builtin-images' })),
+      builtinImages: builtins.forPod,
+      vmis: new VmiNodeSide(clients, builtins.byName),
       events: createEventRecorder(clients, config.nodeName, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

@@ -4,6 +4,7 @@ import {
   CertificatesV1Api,
   CoordinationV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
@@ -20,6 +21,7 @@ export interface KubeClients {
   authn: AuthenticationV1Api;
   authz: AuthorizationV1Api;
   objects: KubernetesObjectApi;
+  custom: CustomObjectsApi;
 }
 
 export function loadKubeConfig(path: string): KubeConfig {
@@ -37,6 +39,7 @@ export function makeClients(kc: KubeConfig): KubeClients {
     authn: kc.makeApiClient(AuthenticationV1Api),
     authz: kc.makeApiClient(AuthorizationV1Api),
     objects: KubernetesObjectApi.makeApiClient(kc),
+    custom: kc.makeApiClient(CustomObjectsApi),
   };
 }
 

@@ -3,7 +3,7 @@
 // start-up (discover) before anything acts; afterwards it tracks every
 // launcher's state through WatchEvents and tells the owner which VM changed.
 // It never decides anything about pods: that is the controller's job.
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from '../../launcher/client.js';
@@ -53,6 +53,23 @@ async function removeCgroupOf(uid: string): Promise<void> {
   }
 }
 
+/**
+ * The launcher records its exit before its last clean-up (closing the gRPC
+ * server): wait for the process itself, so "stopped" means nothing of it runs.
+ */
+async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void> {
+  const state = await readStateFile(path.join(dir, STATE_FILE_NAME)).catch(() => undefined);
+  if (!state) return;
+  const deadline = Date.now() + timeoutMs;
+  for (let delayMs = 10; await isLauncherAlive(state); delayMs = Math.min(delayMs * 2, 200)) {
+    if (Date.now() > deadline) {
+      process.kill(state.pid, 'SIGKILL');
+      return;
+    }
+    await new Promise((r) => setTimeout(r, delayMs));
+  }
+}
+
 export class LauncherRegistry {
   private readonly entries = new Map<string, Entry>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
@@ -74,6 +91,20 @@ export class LauncherRegistry {
 
   uids(): string[] {
     return [...this.entries.keys()];
+  }
+
+  /**
+   * Creates vmsDir and checks that QEMU, which runs as an unprivileged user,
+   * can reach the disks below it: every directory on the way needs o+x.
+   */
+  async prepare(): Promise<void> {
+    await mkdir(this.settings.vmsDir, { recursive: true, mode: 0o711 });
+    for (let dir = path.resolve(this.settings.vmsDir); ; dir = path.dirname(dir)) {
+      if (((await stat(dir)).mode & 0o001) === 0) {
+        throw new Error(`${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x or another --state-dir`);
+      }
+      if (dir === path.dirname(dir)) return;
+    }
   }
 
   /** Re-attaches to every launcher left in vmsDir (agent restart); dead ones are kept with their reason. */
@@ -141,6 +172,7 @@ export class LauncherRegistry {
       if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
       await this.untilGone(uid, 30_000);
     }
+    await untilProcessExited(view.dir);
   }
 
   /** Drops a stopped launcher's entry but keeps its directory: the next start reuses it (previous console log). */

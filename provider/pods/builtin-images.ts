@@ -7,11 +7,17 @@ import type { Logger } from '../log.js';
 import { ensureTestGuest } from '../../test/guest/build.js';
 import { parseImage, TEST_GUEST_IMAGE, type BuiltinImages } from './translate.js';
 
-export function builtinImageResolver(log: Logger): (pod: V1Pod) => Promise<BuiltinImages> {
+export interface BuiltinImageResolver {
+  /** The built-in images among `names` (unknown names are left out; translation reports them). */
+  byName(names: string[]): Promise<BuiltinImages>;
+  /** The built-in image a plain pod boots, if any. */
+  forPod(pod: V1Pod): Promise<BuiltinImages>;
+}
+
+export function builtinImageResolver(log: Logger): BuiltinImageResolver {
   let testGuest: Promise<BuiltinImages> | undefined;
-  return async (pod) => {
-    const source = parseImage(pod.spec?.containers?.[0]?.image ?? '');
-    if (source?.kind !== 'builtin' || source.name !== TEST_GUEST_IMAGE) return {};
+  const byName = async (names: string[]): Promise<BuiltinImages> => {
+    if (!names.includes(TEST_GUEST_IMAGE)) return {};
     testGuest ??= ensureTestGuest({ log: (msg) => log.info({ image: TEST_GUEST_IMAGE }, msg) }).then(
       (g): BuiltinImages => ({ [TEST_GUEST_IMAGE]: { kernelPath: g.kernelPath, initrdPath: g.initrdPath, cmdline: g.cmdline } }),
       (err: unknown) => {
@@ -20,5 +26,12 @@ export function builtinImageResolver(log: Logger): (pod: V1Pod) => Promise<Built
       },
     );
     return testGuest;
+  };
+  return {
+    byName,
+    forPod: async (pod) => {
+      const source = parseImage(pod.spec?.containers?.[0]?.image ?? '');
+      return source?.kind === 'builtin' ? byName([source.name]) : {};
+    },
   };
 }

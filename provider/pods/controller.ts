@@ -24,6 +24,7 @@ import { KeyQueue } from './queue.js';
 import { derivePodStatus, type PodStatusInput } from './status.js';
 import { translatePod, type BuiltinImages } from './translate.js';
 import { sameStatus } from './status-diff.js';
+import { vmiOwner, type VmiNodeSide } from '../vmi/node.js';
 
 export interface RestartBackoff {
   /** First delay before restarting a stopped VM; doubles per restart (kubelet: 10 s). */
@@ -43,6 +44,8 @@ export interface PodControllerOptions {
   launchers: LauncherSettings;
   /** Resolves the built-in images a pod refers to (building the test guest on first use). */
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
+  /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
+  vmis: VmiNodeSide;
   events: EventRecorder;
   restartBackoff?: RestartBackoff;
   /** Concurrent pod syncs; one pod never syncs twice at once. */
@@ -56,6 +59,8 @@ interface PodProblems {
   invalid?: { reason: string; message: string };
   imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
   imagePullFailures: number;
+  /** VMI fields the VM runs without (reported as an event and a VMI condition). */
+  unsupported: string[];
   /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
   imageRetryAtMs?: number;
   preparing: boolean;
@@ -104,6 +109,7 @@ export class PodController {
 
   /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
   async start(): Promise<void> {
+    await this.registry.prepare();
     const found = await this.registry.discover();
     await this.informer.start();
     for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
@@ -196,6 +202,7 @@ export class PodController {
           ? { lastTermination: { reason: last.reason ?? 'Error', exitCode: last.exitCode, finishedAt: last.finishedAt, ...(last.startedAt ? { startedAt: last.startedAt } : {}) } }
           : {}),
         imagePullFailures: 0,
+        unsupported: [],
         preparing: false,
         ...(cs?.state?.terminated?.finishedAt ? { stoppedSeenAt: cs.state.terminated.finishedAt } : {}),
       };
@@ -234,7 +241,8 @@ export class PodController {
     // A kubelet never restarts a pod it reported as finished.
     if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return;
 
-    const spec = translatePod(pod, await this.o.builtinImages(pod));
+    const spec = await this.specFor(pod, rec);
+    if (spec === 'gone') return;
     if (spec instanceof SpecError) {
       if (!rec.invalid) this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${spec.message}`);
       rec.invalid = { reason: 'InvalidVMSpec', message: spec.message };
@@ -263,6 +271,18 @@ export class PodController {
       this.registry.forget(uid);
     }
     await this.startVm(pod, rec, spec);
+  }
+
+  /** The VmSpec a pod asks for: from the pod itself, or from its VMI ('gone' when the VMI was deleted). */
+  private async specFor(pod: V1Pod, rec: Record): Promise<VmSpec | SpecError | 'gone'> {
+    if (!vmiOwner(pod)) return translatePod(pod, await this.o.builtinImages(pod));
+    const result = await this.o.vmis.specFor(pod);
+    if (result === 'gone' || result instanceof SpecError) return result;
+    if (result.unsupported.join() !== rec.unsupported.join()) {
+      this.o.events.record(pod, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
+    }
+    rec.unsupported = result.unsupported;
+    return result.spec;
   }
 
   private async keepInSync(pod: V1Pod, rec: Record, client: { syncVm(spec: VmSpec): Promise<unknown> }, spec: VmSpec): Promise<void> {
@@ -400,6 +420,7 @@ export class PodController {
     if (!rec) return;
     const view = this.registry.get(uid);
     const vm = observeVm(view, rec);
+    if (vmiOwner(pod)) await this.o.vmis.syncStatus(pod, vm, rec.invalid ?? rec.imageError, rec.unsupported);
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
     if (vm) input.vm = vm;
     if (rec.invalid) input.invalid = rec.invalid;

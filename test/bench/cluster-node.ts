@@ -7,7 +7,7 @@
 // control plane stopped, the temp dirs removed.
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
@@ -64,6 +64,8 @@ async function startControlPlane(ctx: BenchContext): Promise<RunningCluster> {
 async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, nodeName: string): Promise<{ pid: number; stateDir: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
+  // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
+  await chmod(stateDir, 0o711);
   const kubeletPort = await freePort();
   const output: string[] = [];
   const child = spawn(

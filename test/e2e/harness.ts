@@ -3,7 +3,7 @@
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -60,6 +60,8 @@ export async function startAgent(
 ): Promise<AgentProcess> {
   const kubeletPort = opts.kubeletPort ?? (await freePort());
   const stateDir = opts.stateDir ?? (await mkdtemp(join(tmpdir(), `vkvm-e2e-${opts.nodeName}-`)));
+  // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
+  await chmod(stateDir, 0o711);
   const child = spawn(
     process.execPath,
     [

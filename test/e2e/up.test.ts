@@ -1,7 +1,7 @@
 // `vkvm up` end to end: a local control plane plus this host as a Ready node,
 // CRDs and RBAC installed, and nothing left running after SIGINT.
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -23,6 +23,8 @@ async function processesMentioning(needle: string): Promise<number[]> {
 
 t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing behind', async (t) => {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-up-'));
+  // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
+  await chmod(stateDir, 0o711);
   t.teardown(() => rm(stateDir, { recursive: true, force: true }));
   const nodeName = 'vkvm-up-e2e';
   const started = Date.now();

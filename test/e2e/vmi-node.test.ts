@@ -1,0 +1,117 @@
+// The node side of KubeVirt compatibility on the real control plane: a
+// launcher pod owned by a VirtualMachineInstance is realized from the VMI's
+// spec, the VMI gets this node's status, and deleting the VMI lets the real
+// garbage collector remove the pod, which stops the VM. The launcher pod is
+// made by hand here, as the cluster-side VMI controller makes it.
+import { readdirSync, readFileSync } from 'node:fs';
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { installClusterManifests } from '../../provider/cli/up.js';
+import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { condition, startAgent, startTestCluster, waitFor } from './harness.js';
+
+const NODE = 'vkvm-e2e-vmi';
+const NS = 'e2e-vmi';
+const API = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
+
+/** The KubeVirt documentation's smoke VM template, its demo image served by the test guest, plus an emptyDisk. */
+const vmi = (name: string): VirtualMachineInstance => ({
+  apiVersion: 'kubevirt.io/v1',
+  kind: 'VirtualMachineInstance',
+  metadata: { name, namespace: NS },
+  spec: {
+    domain: {
+      cpu: { cores: 1 },
+      machine: { type: 'q35' },
+      resources: { requests: { memory: '128Mi' } },
+      devices: {
+        disks: [
+          { name: 'containerdisk', disk: { bus: 'virtio' } },
+          { name: 'emptydisk', disk: { bus: 'virtio' } },
+          { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
+        ],
+        interfaces: [{ name: 'default', masquerade: {} }],
+        // Not realized by vkvm: preserved by the CRD and reported.
+        ...({ watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } } as object),
+      },
+    },
+    networks: [{ name: 'default', pod: {} }],
+    volumes: [
+      { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+      { name: 'emptydisk', emptyDisk: { capacity: '64Mi' } },
+      { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
+    ],
+  },
+});
+
+function qemuRunningFor(uid: string): boolean {
+  return readdirSync('/proc').some((p) => {
+    try {
+      const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      return argv[0]?.includes('qemu-system') && argv.includes(uid);
+    } catch {
+      return false;
+    }
+  });
+}
+
+t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
+  const cluster = await startTestCluster(t);
+  await installClusterManifests(cluster.kubeconfigPath);
+  await startAgent(t, cluster, { nodeName: NODE });
+  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+  const custom = cluster.clients.custom;
+
+  const created = (await custom.createNamespacedCustomObject({ ...API, body: vmi('testvmi') })) as VirtualMachineInstance;
+  const pod: V1Pod = {
+    metadata: {
+      name: 'virt-launcher-testvmi-e2e01',
+      namespace: NS,
+      labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': created.metadata.uid! },
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvmi', uid: created.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      nodeSelector: { 'kubevirt.io/schedulable': 'true' },
+      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+      restartPolicy: 'Never',
+      containers: [{ name: 'compute', image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
+    },
+  };
+  const launcherPod = await cluster.clients.core.createNamespacedPod({ namespace: NS, body: pod });
+
+  const running = await waitFor(
+    'VMI Running and Ready',
+    async () => (await custom.getNamespacedCustomObject({ ...API, name: 'testvmi' })) as VirtualMachineInstance,
+    (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True',
+    { timeoutMs: 180_000 },
+  );
+  t.match(
+    running.status,
+    {
+      phase: 'Running',
+      nodeName: NODE,
+      phaseTransitionTimestamps: [{ phase: 'Running' }],
+      conditions: [
+        { type: 'Ready', status: 'True' },
+        { type: 'Paused', status: 'False' },
+        { type: 'UnsupportedFields', status: 'True', message: /spec\.domain\.devices\.watchdog/ },
+      ],
+    },
+    'the node writes phase, nodeName, Ready and the unsupported fields',
+  );
+  t.ok(qemuRunningFor(launcherPod.metadata!.uid!), 'QEMU runs for the launcher pod');
+  const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
+  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, NODENAME and READY');
+
+  await custom.deleteNamespacedCustomObject({ ...API, name: 'testvmi' });
+  await waitFor(
+    'launcher pod collected and QEMU gone',
+    async () => ({
+      pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items.length,
+      qemu: qemuRunningFor(launcherPod.metadata!.uid!),
+    }),
+    (s) => s.pods === 0 && !s.qemu,
+    { timeoutMs: 90_000 },
+  );
+  t.pass('deleting the VMI lets the garbage collector delete the pod, and the VM stops with it');
+});
