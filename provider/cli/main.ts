@@ -3,6 +3,7 @@
 import { ConfigError } from '../config.js';
 import { VKVM_VERSION } from '../node/status.js';
 import { clusterCommand } from './cluster.js';
+import { controllersCommand } from './controllers.js';
 import { nodeCommand } from './node.js';
 import { upCommand } from './up.js';
 
@@ -11,10 +12,11 @@ const HELP = `vkvm ${VKVM_VERSION}: run virtual machines as Kubernetes workloads
 Usage: vkvm <command> [flags]
 
 Commands:
-  up        local control plane + this host as a node (quickstart)
-  node      run the node agent against an existing cluster
-  cluster   build or run the local control plane alone
-  version   print the version
+  up           local control plane + this host as a node (quickstart)
+  node         run the node agent against an existing cluster
+  cluster      build or run the local control plane alone
+  controllers  run the cluster-wide VM/VMI controllers (leader-elected)
+  version      print the version
 
 Run 'vkvm <command> --help' for a command's flags. vkvm runs as root, like a kubelet.
 `;
@@ -23,6 +25,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   up: upCommand,
   node: nodeCommand,
   cluster: clusterCommand,
+  controllers: controllersCommand,
   version: async () => {
     process.stdout.write(`vkvm ${VKVM_VERSION}\n`);
     return 0;

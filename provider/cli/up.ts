@@ -9,6 +9,7 @@ import { resolveAgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { createRootLogger, type Logger } from '../log.js';
+import { startControllers, type RunningControllers } from '../vmi/controllers.js';
 import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
 import { onShutdownSignal } from './run-until-signal.js';
@@ -19,9 +20,10 @@ export const UP_HELP = `Usage: vkvm up [--state-dir DIR] [--kubeconfig FILE] [fl
 
 Starts a local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
-kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs this
-host as a node in the foreground. With --kubeconfig, uses that cluster instead
-of starting one. Stop with Ctrl-C; nothing is left running.
+kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs the
+VM/VMI controllers and this host as a node in the foreground. With
+--kubeconfig, uses that cluster instead of starting one. Stop with Ctrl-C;
+nothing is left running.
 
   --state-dir DIR   state directory (default ${DEFAULT_UP_STATE_DIR})
 
@@ -49,14 +51,18 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
     log.info({ kubeconfig }, 'control plane ready');
   }
   let agent: RunningAgent | undefined;
+  let controllers: RunningControllers | undefined;
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
+    // Controllers first: nothing creates VMIs or launcher pods while the agent stops its VMs.
+    await controllers?.stop();
     await agent?.stop({ stopVms: true });
     await cluster?.stop();
   };
   try {
     await installClusterManifests(kubeconfig);
+    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }));
     const config = resolveAgentConfig({
       ...values,
       kubeconfig,

@@ -1,0 +1,51 @@
+// `vkvm controllers`: only the cluster-wide VM/VMI controllers, leader-elected,
+// against any cluster (`vkvm up` runs them beside the node agent).
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../config.js';
+import { loadKubeConfig, makeClients } from '../kube/client.js';
+import { createRootLogger } from '../log.js';
+import { startControllers } from '../vmi/controllers.js';
+import { onShutdownSignal } from './run-until-signal.js';
+
+export const CONTROLLERS_HELP = `Usage: vkvm controllers --kubeconfig FILE [flags]
+
+Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
+(KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
+VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
+node. Any number may run; the one holding the Lease kube-system/vkvm-controllers
+acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
+ClusterRole (deploy/rbac.yaml) bound to its identity.
+
+  --kubeconfig FILE    kubeconfig of the cluster (required)
+  --identity NAME      lease holder identity (default <hostname>_<pid>)
+  --log-level LEVEL    trace, debug, info (default), warn, error
+  -h, --help           show this help
+`;
+
+export async function controllersCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      kubeconfig: { type: 'string' },
+      identity: { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(CONTROLLERS_HELP);
+    return 0;
+  }
+  if (!values.kubeconfig) throw new ConfigError('kubeconfig', '--kubeconfig is required');
+  const log = createRootLogger(values['log-level']);
+  const controllers = startControllers(makeClients(loadKubeConfig(values.kubeconfig)), log.child({ component: 'controllers' }), {
+    ...(values.identity ? { identity: values.identity } : {}),
+  });
+  log.info('controllers running; waiting for leadership');
+  await onShutdownSignal(async () => {
+    log.info('shutting down');
+    await controllers.stop();
+  });
+  return 0;
+}

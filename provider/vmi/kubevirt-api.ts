@@ -1,0 +1,61 @@
+// The kubevirt.io/v1 resources through client-node's CustomObjectsApi: typed
+// wrappers for the calls the controllers make, so the untyped `any` of the
+// custom-objects API stays in this file.
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/client.js';
+import { mergePatch } from '../kube/client.js';
+import type { VirtualMachine, VirtualMachineInstance } from './types.js';
+
+const GROUP = 'kubevirt.io';
+const VERSION = 'v1';
+export const VM_PLURAL = 'virtualmachines';
+export const VMI_PLURAL = 'virtualmachineinstances';
+export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
+
+/** The path ListWatch watches for a plural, across namespaces. */
+export const watchPath = (plural: KubevirtPlural): string => `/apis/${GROUP}/${VERSION}/${plural}`;
+
+export interface KubevirtList<T> {
+  metadata?: { resourceVersion?: string };
+  items: T[];
+}
+
+export class KubevirtApi {
+  private readonly api: CustomObjectsApi;
+
+  constructor(clients: KubeClients) {
+    this.api = clients.custom;
+  }
+
+  listVms(): Promise<KubevirtList<VirtualMachine>> {
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VM_PLURAL }) as Promise<KubevirtList<VirtualMachine>>;
+  }
+
+  listVmis(): Promise<KubevirtList<VirtualMachineInstance>> {
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<KubevirtList<VirtualMachineInstance>>;
+  }
+
+  createVmi(vmi: VirtualMachineInstance): Promise<VirtualMachineInstance> {
+    const namespace = vmi.metadata.namespace ?? 'default';
+    return this.api.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, body: vmi }) as Promise<VirtualMachineInstance>;
+  }
+
+  /** Deletes the VMI only if it still has this UID (a precondition, so a newer VMI of the same name is never hit). */
+  async deleteVmi(namespace: string, name: string, uid: string): Promise<void> {
+    await this.api.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name, body: { preconditions: { uid } } });
+  }
+
+  /**
+   * Merge-patches `status` through the status subresource, conditional on
+   * `resourceVersion` (409 Conflict when the object changed since it was
+   * read, so a decision made on a stale copy is never written). Returns the
+   * new resourceVersion.
+   */
+  async patchStatus(plural: KubevirtPlural, namespace: string, name: string, resourceVersion: string | undefined, status: Record<string, unknown>): Promise<string | undefined> {
+    const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
+    const updated = (await this.api.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body }, mergePatch)) as {
+      metadata?: { resourceVersion?: string };
+    };
+    return updated.metadata?.resourceVersion;
+  }
+}

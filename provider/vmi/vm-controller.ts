@@ -1,0 +1,160 @@
+// The VM controller (KubeVirt's virt-controller VM loop): each VirtualMachine
+// has at most one VMI, named after it and controlled by it, created, deleted
+// or kept as desiredVmi (vm-status.ts) says for its run strategy; the VM's
+// status is derived from the VM and its VMI and written only when it changed.
+// Handlers only enqueue `ns/name` (a VM and its VMI share the key); syncVm
+// reads the caches and is idempotent. A VMI is never created twice: its name
+// is fixed, so a second create fails with AlreadyExists, which is success.
+import type { Logger } from '../log.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
+import { KeyQueue } from '../pods/queue.js';
+import { keyOfObject, objectKey, WrittenVersions, type ClusterInformer } from './informer.js';
+import { VM_PLURAL, type KubevirtApi } from './kubevirt-api.js';
+import { statusPatch } from './status-patch.js';
+import type { VirtualMachine, VirtualMachineInstance } from './types.js';
+import { desiredVmi, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
+import { controlledBy, nextVmStatus, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
+import type { VmiAction } from './vm-status.js';
+
+/** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
+const CREATE_EXPECTATION_MS = 60_000;
+
+export interface VmControllerOptions {
+  kubevirt: KubevirtApi;
+  vms: ClusterInformer<VirtualMachine>;
+  vmis: ClusterInformer<VirtualMachineInstance>;
+  workers?: number;
+  log: Logger;
+  now?: () => Date;
+  /** In [0, 1): the crash-loop back-off's jitter. */
+  random?: () => number;
+}
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export class VmController {
+  private readonly queue: KeyQueue;
+  private readonly written = new WrittenVersions();
+  /** VMIs this controller created that the cache does not show yet, by key: when. */
+  private readonly pendingCreates = new Map<string, number>();
+  private readonly now: () => Date;
+  private readonly random: () => number;
+  private started = false;
+
+  constructor(private readonly o: VmControllerOptions) {
+    this.now = o.now ?? (() => new Date());
+    this.random = o.random ?? Math.random;
+    this.queue = new KeyQueue((key) => this.syncVm(key), { name: 'syncVmsFromKubernetes', workers: o.workers ?? 4, log: o.log });
+    o.vms.onChange((vm) => this.enqueue(keyOfObject(vm)));
+    o.vmis.onChange((vmi) => {
+      this.enqueue(keyOfObject(vmi));
+      const namespace = vmi.metadata.namespace ?? 'default';
+      for (const ref of vmi.metadata.ownerReferences ?? []) {
+        if (ref.controller && ref.kind === 'VirtualMachine' && ref.name !== vmi.metadata.name) this.enqueue(objectKey(namespace, ref.name));
+      }
+    });
+  }
+
+  /** Starts working; call once both caches are synced. */
+  start(): void {
+    this.started = true;
+    for (const vm of this.o.vms.list()) this.enqueue(keyOfObject(vm));
+  }
+
+  stop(): void {
+    this.started = false;
+    this.queue.stop();
+  }
+
+  /** Resolves when nothing is queued or running (tests). */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  private enqueue(key: string): void {
+    if (this.started) this.queue.add(key);
+  }
+
+  private createPending(key: string, vmi: VirtualMachineInstance | undefined, nowMs: number): boolean {
+    const at = this.pendingCreates.get(key);
+    if (at === undefined) return false;
+    if (vmi || nowMs - at > CREATE_EXPECTATION_MS) {
+      this.pendingCreates.delete(key);
+      return false;
+    }
+    return true;
+  }
+
+  /** Makes the VM's VMI match its run strategy, then writes the VM status if it changed. */
+  async syncVm(key: string): Promise<void> {
+    const vm = this.o.vms.get(key);
+    if (!vm) {
+      // The garbage collector removes the VMI of a deleted VM (ownerReference).
+      this.pendingCreates.delete(key);
+      return;
+    }
+    if (this.written.stale(key, vm)) return;
+    const log = this.o.log.child({ vm: key, uid: vm.metadata.uid });
+    const cached = this.o.vmis.get(key);
+    const vmi = cached && controlledBy(cached, vm) ? cached : undefined;
+    const now = this.now();
+    const jitter = this.random();
+    const createPending = this.createPending(key, vmi, now.getTime());
+
+    // Decide with the start failure this sync records, so a VMI that just failed starts the back-off now.
+    const startFailure = nextStartFailure(vm, vmi, now, jitter);
+    const deciding: VirtualMachine = { ...vm, status: { ...(vm.status ?? {}), startFailure } };
+    let action: VmiAction = desiredVmi(deciding, vmi, now);
+    if (action === 'create' && cached && !vmi) {
+      // Another VM's VMI (an older VM of this name, being collected) holds the name; its deletion requeues.
+      log.info({ vmiOwner: cached.metadata.ownerReferences }, 'a VMI of this name not controlled by this VM exists; waiting for it to go');
+      action = 'keep';
+    }
+
+    let outcome: ActionOutcome = { ok: true };
+    let failure: unknown;
+    if (action === 'create') {
+      try {
+        await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
+        log.info('created the VMI');
+      } catch (err) {
+        if (!isConflict(err)) {
+          failure = err;
+          outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${message(err)}` };
+        }
+      }
+      if (outcome.ok) this.pendingCreates.set(key, now.getTime());
+    } else if (action === 'delete' && vmi) {
+      try {
+        await this.o.kubevirt.deleteVmi(vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.uid!);
+        log.info({ phase: vmi.status?.phase }, 'deleted the VMI');
+      } catch (err) {
+        // Gone already, or replaced (the UID precondition failed): either way this VMI is deleted.
+        if (!isNotFound(err) && !isConflict(err)) {
+          failure = err;
+          outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${message(err)}` };
+        }
+      }
+    }
+
+    const next = nextVmStatus({ vm, ...(vmi ? { vmi } : {}), action, outcome, createPending: createPending || (action === 'create' && outcome.ok), now, jitter });
+    const patch = statusPatch(vm.status, next, VM_STATUS_FIELDS);
+    if (patch) {
+      try {
+        const rv = await this.o.kubevirt.patchStatus(VM_PLURAL, vm.metadata.namespace ?? 'default', vm.metadata.name!, vm.metadata.resourceVersion, patch);
+        this.written.record(key, rv);
+        if (patch.printableStatus) log.info({ printableStatus: next.printableStatus }, 'VM status changed');
+      } catch (err) {
+        // Changed since the cache read it (its watch event requeues the key), or deleted.
+        if (!isConflict(err) && !isNotFound(err)) throw err;
+        log.debug({ err }, 'VM changed while syncing; the next sync will see it');
+      }
+    }
+    if (failure) throw failure;
+    // Waiting out a crash-loop back-off: nothing else will wake the key.
+    if (action === 'keep' && !vmi) {
+      const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);
+      if (waitMs > 0) this.queue.addAfter(key, waitMs + 100);
+    }
+  }
+}

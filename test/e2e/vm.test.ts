@@ -1,0 +1,139 @@
+// Issue 5 acceptance on the real control plane with a node agent: KubeVirt's
+// documentation smoke VM (its demo image served by the test guest) runs as a
+// VM → VMI → launcher pod → QEMU; run strategies stop and start it; deleting
+// the VM lets the real garbage collector remove VMI and pod, and the VM stops.
+import { readdirSync, readFileSync } from 'node:fs';
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { installClusterManifests } from '../../provider/cli/up.js';
+import { mergePatch } from '../../provider/kube/client.js';
+import { isNotFound } from '../../provider/kube/errors.js';
+import { startControllers } from '../../provider/vmi/controllers.js';
+import type { VirtualMachine, VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { startAgent, startTestCluster, testLog, waitFor } from './harness.js';
+
+const NODE = 'vkvm-e2e-vm';
+const NS = 'e2e-vm';
+const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
+const BOOT_TIMEOUT_MS = 180_000;
+
+/** KubeVirt's quickstart testvm: 1 core, q35, containerDisk + emptyDisk + cloudInitNoCloud on virtio, pod network, runStrategy Always. */
+const smokeVm = (): VirtualMachine => ({
+  apiVersion: 'kubevirt.io/v1',
+  kind: 'VirtualMachine',
+  metadata: { name: 'testvm', namespace: NS },
+  spec: {
+    runStrategy: 'Always',
+    template: {
+      metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': 'testvm' } },
+      spec: {
+        domain: {
+          cpu: { cores: 1 },
+          machine: { type: 'q35' },
+          devices: {
+            disks: [
+              { name: 'containerdisk', disk: { bus: 'virtio' } },
+              { name: 'emptydisk', disk: { bus: 'virtio' } },
+              { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
+            ],
+            interfaces: [{ name: 'default', masquerade: {} }],
+          },
+          // The docs' 64M is below what the test guest's Debian kernel boots in.
+          resources: { requests: { memory: '128Mi' } },
+        },
+        networks: [{ name: 'default', pod: {} }],
+        volumes: [
+          { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+          { name: 'emptydisk', emptyDisk: { capacity: '64Mi' } },
+          { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
+        ],
+      },
+    },
+  },
+});
+
+function qemuPids(): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+        return argv[0]?.includes('qemu-system') && argv.some((a) => a.includes('guest=e2e-vm_'));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+t.test('the KubeVirt smoke VM runs on the node', async (t) => {
+  const cluster = await startTestCluster(t);
+  await installClusterManifests(cluster.kubeconfigPath);
+  const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
+  t.teardown(() => controllers.stop());
+  await startAgent(t, cluster, { nodeName: NODE });
+  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+  await waitFor('the default ServiceAccount', () => cluster.clients.core.readNamespacedServiceAccount({ name: 'default', namespace: NS }), () => true);
+  const custom = cluster.clients.custom;
+  const readVm = async () => (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' })) as VirtualMachine;
+  const readVmi = async (): Promise<VirtualMachineInstance | undefined> => {
+    try {
+      return (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm' })) as VirtualMachineInstance;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const launcherPods = async (): Promise<V1Pod[]> => (await cluster.clients.core.listNamespacedPod({ namespace: NS, labelSelector: 'kubevirt.io=virt-launcher' })).items;
+  const setRunStrategy = (runStrategy: string) => custom.patchNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm', body: { spec: { runStrategy } } }, mergePatch);
+  const running = () =>
+    waitFor('VM Running and ready, VMI Running', async () => ({ vm: await readVm(), vmi: await readVmi() }), (s) => s.vm.status?.printableStatus === 'Running' && s.vm.status.ready === true && s.vmi?.status?.phase === 'Running', {
+      timeoutMs: BOOT_TIMEOUT_MS,
+    });
+
+  await t.test('runStrategy Always: VM Running, VMI Running on the node, launcher pod owned by the VMI', async (t) => {
+    await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: smokeVm() });
+    const { vm, vmi } = await running();
+    t.match({ ready: vm.status?.ready, nodeName: vmi?.status?.nodeName }, { ready: true, nodeName: NODE }, 'VM ready, VMI on the vkvm node');
+    const [pod] = await launcherPods();
+    t.match(pod?.metadata?.ownerReferences, [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi?.metadata.uid, controller: true }], 'the launcher pod is owned by the VMI');
+    t.equal(qemuPids().length, 1, 'one QEMU runs');
+    const table = await cluster.kubectl(['get', 'vm,vmi', '-n', NS]);
+    t.comment(table.stdout);
+    t.match(table.stdout, /^virtualmachine\.kubevirt\.io\/testvm\s+\S+\s+Running\s+True/m, 'kubectl get vm: STATUS Running, READY True');
+    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+(\\S+\\s+)?${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, NODENAME, READY');
+  });
+
+  await t.test('runStrategy Halted stops it: VMI and QEMU gone, VM Stopped; Always again runs it', async (t) => {
+    await setRunStrategy('Halted');
+    const stopped = await waitFor(
+      'VM Stopped',
+      async () => ({ vm: await readVm(), vmi: await readVmi(), pods: (await launcherPods()).length, qemu: qemuPids().length }),
+      (s) => s.vm.status?.printableStatus === 'Stopped' && !s.vmi && s.pods === 0 && s.qemu === 0,
+      { timeoutMs: 90_000 },
+    );
+    t.match(stopped, { vm: { status: { printableStatus: 'Stopped' } }, vmi: undefined, pods: 0, qemu: 0 });
+    await setRunStrategy('Always');
+    await running();
+    t.equal(qemuPids().length, 1, 'running again');
+  });
+
+  await t.test('deleting the VM garbage-collects VMI and pod; launcher and QEMU are gone', async (t) => {
+    await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' });
+    const gone = await waitFor(
+      'everything gone',
+      async () => ({ vmi: await readVmi(), pods: (await launcherPods()).length, qemu: qemuPids().length }),
+      (s) => !s.vmi && s.pods === 0 && s.qemu === 0,
+      { timeoutMs: 90_000 },
+    );
+    t.same(gone, { vmi: undefined, pods: 0, qemu: 0 });
+    const launchers = readdirSync('/proc').filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('launcher/main.js');
+      } catch {
+        return false;
+      }
+    });
+    t.same(launchers, [], 'no launcher process');
+  });
+});
