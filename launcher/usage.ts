@@ -16,7 +16,9 @@ export interface VmUsage {
   time: Date;
   /** Cumulative CPU time of everything in the cgroup. */
   cpuUsageCoreNanoSeconds: number;
+  /** All memory charged to the cgroup, page cache included. */
   memoryUsageBytes: number;
+  /** Usage minus inactive file pages (cAdvisor's working set). */
   memoryWorkingSetBytes: number;
   memoryRSSBytes: number;
   /** Absent when the cgroup has no memory limit. */

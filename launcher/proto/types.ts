@@ -9,18 +9,8 @@ export type WirePhase = `VM_PHASE_${'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'PAU
 export type WireDomainState = `DOMAIN_STATE_${Uppercase<DomainStateName> | 'UNSPECIFIED'}`;
 export type WireSyncAction = `SYNC_ACTION_${Uppercase<SyncAction> | 'UNSPECIFIED'}`;
 
-export interface WireVmState {
-  phase: WirePhase;
-  reason: string;
-  message: string;
-  domainState: WireDomainState;
-  qemuPid: number;
-  startedAtUnixMs: number;
-  consoleLogPath: string;
-  domainUuid: string;
-  generation: number;
-  consoleOutputAtUnixMs: number;
-}
+/** VmState on the wire: the same fields, with the enums as proto-loader names them. */
+export type WireVmState = Omit<VmState, 'phase' | 'domainState'> & { phase: WirePhase; domainState: WireDomainState };
 
 export interface InfoResponse {
   uid: string;

@@ -2,6 +2,7 @@
 // The node agent implements it over its launcher registry; route tests use
 // small fakes.
 import type { Duplex } from 'node:stream';
+import type { VmUsage } from '../../launcher/usage.js';
 
 export interface PodRef {
   namespace: string;
@@ -21,29 +22,14 @@ export class NoGuestAgentError extends Error {
   readonly kind = 'NoGuestAgent';
 }
 
-/**
- * One VM's usage. The fields from `time` on are launcher/usage.ts's VmUsage,
- * read from the VM's cgroup (launcher, libvirt daemon, QEMU), so an
- * implementation is `{ namespace, pod, podUID, container, startTime, ...(await readVmUsage({ uid, parent })) }`.
- */
-export interface VmCpuMemory {
+/** One VM's usage: its pod, and the figures of its cgroup (launcher, libvirt daemon, QEMU). */
+export interface VmCpuMemory extends VmUsage {
   namespace: string;
   pod: string;
   podUID: string;
   container: string;
-  /** When the VM's launcher started. */
+  /** When the VM started. */
   startTime: Date;
-  /** When the figures below were read. */
-  time: Date;
-  /** Cumulative CPU time of the VM's cgroup. */
-  cpuUsageCoreNanoSeconds: number;
-  /** All memory charged to the cgroup, page cache included. */
-  memoryUsageBytes: number;
-  /** Usage minus inactive file pages (cAdvisor's working set). */
-  memoryWorkingSetBytes: number;
-  memoryRSSBytes: number;
-  /** The cgroup's memory limit; absent when unlimited. */
-  memoryLimitBytes?: number;
 }
 
 export interface VmAccess {

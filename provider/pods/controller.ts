@@ -18,7 +18,8 @@ import { LauncherRegistry, type LauncherSettings } from '../launchers/registry.j
 import { PreconditionError } from '../../launcher/errors.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { keyOf, PodInformer } from './informer.js';
+import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
+import { createPodInformer } from './informer.js';
 import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
 import { KeyQueue } from './queue.js';
 import { derivePodStatus, type PodStatusInput } from './status.js';
@@ -89,7 +90,7 @@ function gracePeriodS(pod: V1Pod): number {
 
 export class PodController {
   readonly registry: LauncherRegistry;
-  private readonly informer: PodInformer;
+  private readonly informer: ClusterInformer<V1Pod>;
   private readonly podSync: KeyQueue;
   private readonly statusSync: KeyQueue;
   private readonly records = new Map<string, Record>();
@@ -104,7 +105,7 @@ export class PodController {
     this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log });
     this.registry = new LauncherRegistry(o.launchers, (uid) => this.onLauncherChange(uid), log.child({ component: 'launchers' }));
-    this.informer = new PodInformer(o.clients, o.nodeName, (key) => this.onPodKey(key), log.child({ component: 'pod-informer' }));
+    this.informer = createPodInformer(o.clients, o.nodeName, (key) => this.onPodKey(key), log.child({ component: 'pod-informer' }));
   }
 
   /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
@@ -115,7 +116,7 @@ export class PodController {
     for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
     await this.removeOrphans();
     this.started = true;
-    for (const pod of this.informer.list()) this.onPodKey(keyOf(pod));
+    for (const pod of this.informer.list()) this.onPodKey(keyOfObject(pod));
     this.sweepTimer = setInterval(() => void this.sweep(), ORPHAN_SWEEP_MS);
     this.o.log.info({ pods: this.informer.list().length, reattached: found.length }, 'pod controller started');
   }
@@ -196,7 +197,7 @@ export class PodController {
       const last = cs?.lastState?.terminated;
       rec = {
         uid,
-        key: keyOf(pod),
+        key: keyOfObject(pod),
         restartCount: cs?.restartCount ?? 0,
         ...(last?.finishedAt
           ? { lastTermination: { reason: last.reason ?? 'Error', exitCode: last.exitCode, finishedAt: last.finishedAt, ...(last.startedAt ? { startedAt: last.startedAt } : {}) } }

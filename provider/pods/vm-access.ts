@@ -11,7 +11,7 @@ import { PreconditionError, UnavailableError } from '../../launcher/errors.js';
 import { consoleLogPaths } from '../../launcher/console/log-file.js';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { CgroupNotFoundError, readVmUsage } from '../../launcher/usage.js';
-import { podKey } from './informer.js';
+import { objectKey } from '../kube/informer.js';
 
 export interface PodSource {
   pod(key: string): V1Pod | undefined;
@@ -20,7 +20,7 @@ export interface PodSource {
 
 export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmAccess {
   const resolve = (ref: PodRef): { pod: V1Pod; uid: string } => {
-    const pod = pods.pod(podKey(ref.namespace, ref.name));
+    const pod = pods.pod(objectKey(ref.namespace, ref.name));
     const uid = pod?.metadata?.uid;
     if (!pod || !uid) throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
     const container = pod.spec?.containers?.[0]?.name;

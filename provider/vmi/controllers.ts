@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
-import { ClusterInformer } from './informer.js';
+import { ClusterInformer } from '../kube/informer.js';
 import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from './kubevirt-api.js';
 import { LAUNCHER_SELECTOR } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';

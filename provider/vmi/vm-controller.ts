@@ -8,7 +8,8 @@
 import type { Logger } from '../log.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import { KeyQueue } from '../pods/queue.js';
-import { keyOfObject, objectKey, WrittenVersions, type ClusterInformer } from './informer.js';
+import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
+import { WrittenVersions } from './informer.js';
 import { VM_PLURAL, type KubevirtApi } from './kubevirt-api.js';
 import { statusPatch } from './status-patch.js';
 import type { VirtualMachine, VirtualMachineInstance } from './types.js';

@@ -24,14 +24,9 @@ import { serveConsole, serveGuestExec } from '../streaming/session.js';
 import { isUpgrade, takeUpgrade } from '../upgrade.js';
 import type { VmAccess } from '../vm-access.js';
 import { isSet, queryFlag } from './query-flag.js';
+import { containerParamsSchema, type ContainerParams } from './container-params.js';
 
 type Endpoint = 'exec' | 'attach';
-
-interface Params {
-  namespace: string;
-  pod: string;
-  container: string;
-}
 
 interface Query {
   command?: string[];
@@ -43,12 +38,6 @@ interface Query {
   stdout?: string;
   stderr?: string;
 }
-
-const paramsSchema = {
-  type: 'object',
-  required: ['namespace', 'pod', 'container'],
-  properties: { namespace: { type: 'string' }, pod: { type: 'string' }, container: { type: 'string' } },
-} as const;
 
 const querySchema = {
   type: 'object',
@@ -123,7 +112,7 @@ export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAcce
     for (const socket of sockets) socket.destroy();
   });
 
-  async function serve(endpoint: Endpoint, req: FastifyRequest<{ Params: Params; Querystring: Query }>, reply: FastifyReply): Promise<void> {
+  async function serve(endpoint: Endpoint, req: FastifyRequest<{ Params: ContainerParams; Querystring: Query }>, reply: FastifyReply): Promise<void> {
     const options = streamOptions(req.query);
     const command = req.query.command ?? [];
     if (endpoint === 'exec' && command.length === 0) throw new BadRequestError('missing command');
@@ -157,10 +146,10 @@ export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAcce
   }
 
   for (const endpoint of ['exec', 'attach'] as const) {
-    app.route<{ Params: Params; Querystring: Query }>({
+    app.route<{ Params: ContainerParams; Querystring: Query }>({
       method: ['GET', 'POST'],
       url: `/${endpoint}/:namespace/:pod/:container`,
-      schema: { params: paramsSchema, querystring: querySchema },
+      schema: { params: containerParamsSchema, querystring: querySchema },
       handler: (req, reply) => serve(endpoint, req, reply),
     });
   }

@@ -8,12 +8,7 @@ import { BadRequestError, NotFoundError } from '../errors.js';
 import { followConsoleLog, readConsoleLog, type ConsoleLogOptions } from '../logs/console-log.js';
 import type { VmAccess } from '../vm-access.js';
 import { isSet, queryFlag } from './query-flag.js';
-
-interface Params {
-  namespace: string;
-  pod: string;
-  container: string;
-}
+import { containerParamsSchema, type ContainerParams } from './container-params.js';
 
 interface Query {
   follow?: string;
@@ -24,12 +19,6 @@ interface Query {
   sinceSeconds?: number;
   sinceTime?: string;
 }
-
-const paramsSchema = {
-  type: 'object',
-  required: ['namespace', 'pod', 'container'],
-  properties: { namespace: { type: 'string' }, pod: { type: 'string' }, container: { type: 'string' } },
-} as const;
 
 // The bounds are the API server's PodLogOptions validation.
 const querySchema = {
@@ -66,9 +55,9 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
     await Promise.all(open.map((follow) => follow.done));
   });
 
-  app.get<{ Params: Params; Querystring: Query }>(
+  app.get<{ Params: ContainerParams; Querystring: Query }>(
     '/containerLogs/:namespace/:pod/:container',
-    { schema: { params: paramsSchema, querystring: querySchema } },
+    { schema: { params: containerParamsSchema, querystring: querySchema } },
     async (req, reply) => {
       const q = req.query;
       if (q.sinceSeconds !== undefined && q.sinceTime !== undefined) throw new BadRequestError('at most one of sinceTime or sinceSeconds may be specified');
