@@ -2,7 +2,7 @@
 // agents as real child processes, and waits with deadlines that report the
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,6 +105,25 @@ export async function startAgent(
   await ready;
   return { nodeName: opts.nodeName, kubeletPort, stateDir, child, output, exited, kill };
 }
+
+/** Host PIDs of running (not zombie) QEMU processes whose argv matches. */
+export function qemuPids(match: (argv: string[]) => boolean): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      const state = /^\S+ \(.*\) (\S)/.exec(readFileSync(`/proc/${name}/stat`, 'utf8'))?.[1];
+      if (argv[0]?.includes('qemu-system') && state !== 'Z' && match(argv)) pids.push(Number(name));
+    } catch {
+      // The process exited while we looked.
+    }
+  }
+  return pids;
+}
+
+/** QEMU processes of one VM: the pod UID is its domain uuid, on QEMU's command line. */
+export const qemuPidsOf = (uid: string): number[] => qemuPids((argv) => argv.includes(uid));
 
 /**
  * Kills the launchers an agent left in its state dir (SIGKILL takes QEMU

@@ -3,12 +3,12 @@
 // back; kubectl logs / exec / attach reach the guest through kube-apiserver;
 // deletion and agent restarts leave nothing behind and restart nothing.
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { GUEST_BOOT_MARKER } from '../guest/build.js';
-import { condition, startAgent, startTestCluster, waitFor, type AgentProcess, type TestCluster } from './harness.js';
+import { condition, qemuPidsOf, startAgent, startTestCluster, waitFor, type AgentProcess, type TestCluster } from './harness.js';
 
 const NODE = 'vkvm-e2e-pods';
 const NS = 'e2e-pods';
@@ -25,22 +25,6 @@ function vmPod(name: string, image = 'vkvm/test-guest'): V1Pod {
       containers: [{ name: 'vm', image, resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
     },
   };
-}
-
-/** Host PIDs of QEMU processes whose command line carries this uuid (the pod UID is the domain uuid). */
-function qemuPidsOf(uid: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      const state = /^\S+ \(.*\) (\S)/.exec(readFileSync(`/proc/${name}/stat`, 'utf8'))?.[1];
-      if (argv[0]?.includes('qemu-system') && argv.includes(uid) && state !== 'Z') pids.push(Number(name));
-    } catch {
-      // The process exited while we looked.
-    }
-  }
-  return pids;
 }
 
 const readPod = (cluster: TestCluster, name: string) => cluster.clients.core.readNamespacedPod({ name, namespace: NS });

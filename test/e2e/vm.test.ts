@@ -10,14 +10,15 @@ import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/vmi/types.js';
-import { startAgent, startTestCluster, testLog, waitFor } from './harness.js';
+import { qemuPids, startAgent, startTestCluster, testLog, waitFor } from './harness.js';
+import { smokeVmiSpec } from './kubevirt-fixtures.js';
 
 const NODE = 'vkvm-e2e-vm';
 const NS = 'e2e-vm';
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
 const BOOT_TIMEOUT_MS = 180_000;
 
-/** KubeVirt's quickstart testvm: 1 core, q35, containerDisk + emptyDisk + cloudInitNoCloud on virtio, pod network, runStrategy Always. */
+/** KubeVirt's quickstart testvm (see smokeVmiSpec), runStrategy Always. */
 const smokeVm = (): VirtualMachine => ({
   apiVersion: 'kubevirt.io/v1',
   kind: 'VirtualMachine',
@@ -26,45 +27,13 @@ const smokeVm = (): VirtualMachine => ({
     runStrategy: 'Always',
     template: {
       metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': 'testvm' } },
-      spec: {
-        domain: {
-          cpu: { cores: 1 },
-          machine: { type: 'q35' },
-          devices: {
-            disks: [
-              { name: 'containerdisk', disk: { bus: 'virtio' } },
-              { name: 'emptydisk', disk: { bus: 'virtio' } },
-              { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
-            ],
-            interfaces: [{ name: 'default', masquerade: {} }],
-          },
-          // The docs' 64M is below what the test guest's Debian kernel boots in.
-          resources: { requests: { memory: '128Mi' } },
-        },
-        networks: [{ name: 'default', pod: {} }],
-        volumes: [
-          { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
-          { name: 'emptydisk', emptyDisk: { capacity: '64Mi' } },
-          { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
-        ],
-      },
+      spec: smokeVmiSpec(),
     },
   },
 });
 
-function qemuPids(): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
-        return argv[0]?.includes('qemu-system') && argv.some((a) => a.includes('guest=e2e-vm_'));
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
+/** This test's QEMU processes: its domains are named <namespace>_<vmi>. */
+const testQemuPids = (): number[] => qemuPids((argv) => argv.some((a) => a.includes(`guest=${NS}_`)));
 
 t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   const cluster = await startTestCluster(t);
@@ -97,7 +66,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.match({ ready: vm.status?.ready, nodeName: vmi?.status?.nodeName }, { ready: true, nodeName: NODE }, 'VM ready, VMI on the vkvm node');
     const [pod] = await launcherPods();
     t.match(pod?.metadata?.ownerReferences, [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi?.metadata.uid, controller: true }], 'the launcher pod is owned by the VMI');
-    t.equal(qemuPids().length, 1, 'one QEMU runs');
+    t.equal(testQemuPids().length, 1, 'one QEMU runs');
     const table = await cluster.kubectl(['get', 'vm,vmi', '-n', NS]);
     t.comment(table.stdout);
     t.match(table.stdout, /^virtualmachine\.kubevirt\.io\/testvm\s+\S+\s+Running\s+True/m, 'kubectl get vm: STATUS Running, READY True');
@@ -108,21 +77,21 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     await setRunStrategy('Halted');
     const stopped = await waitFor(
       'VM Stopped',
-      async () => ({ vm: await readVm(), vmi: await readVmi(), pods: (await launcherPods()).length, qemu: qemuPids().length }),
+      async () => ({ vm: await readVm(), vmi: await readVmi(), pods: (await launcherPods()).length, qemu: testQemuPids().length }),
       (s) => s.vm.status?.printableStatus === 'Stopped' && !s.vmi && s.pods === 0 && s.qemu === 0,
       { timeoutMs: 90_000 },
     );
     t.match(stopped, { vm: { status: { printableStatus: 'Stopped' } }, vmi: undefined, pods: 0, qemu: 0 });
     await setRunStrategy('Always');
     await running();
-    t.equal(qemuPids().length, 1, 'running again');
+    t.equal(testQemuPids().length, 1, 'running again');
   });
 
   await t.test('deleting the VM garbage-collects VMI and pod; launcher and QEMU are gone', async (t) => {
     await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' });
     const gone = await waitFor(
       'everything gone',
-      async () => ({ vmi: await readVmi(), pods: (await launcherPods()).length, qemu: qemuPids().length }),
+      async () => ({ vmi: await readVmi(), pods: (await launcherPods()).length, qemu: testQemuPids().length }),
       (s) => !s.vmi && s.pods === 0 && s.qemu === 0,
       { timeoutMs: 90_000 },
     );

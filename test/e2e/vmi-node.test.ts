@@ -3,56 +3,22 @@
 // spec, the VMI gets this node's status, and deleting the VMI lets the real
 // garbage collector remove the pod, which stops the VM. The launcher pod is
 // made by hand here, as the cluster-side VMI controller makes it.
-import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
-import { condition, startAgent, startTestCluster, waitFor } from './harness.js';
+import { condition, qemuPidsOf, startAgent, startTestCluster, waitFor } from './harness.js';
+import { smokeVmiSpec } from './kubevirt-fixtures.js';
 
 const NODE = 'vkvm-e2e-vmi';
 const NS = 'e2e-vmi';
 const API = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
 
-/** The KubeVirt documentation's smoke VM template, its demo image served by the test guest, plus an emptyDisk. */
-const vmi = (name: string): VirtualMachineInstance => ({
-  apiVersion: 'kubevirt.io/v1',
-  kind: 'VirtualMachineInstance',
-  metadata: { name, namespace: NS },
-  spec: {
-    domain: {
-      cpu: { cores: 1 },
-      machine: { type: 'q35' },
-      resources: { requests: { memory: '128Mi' } },
-      devices: {
-        disks: [
-          { name: 'containerdisk', disk: { bus: 'virtio' } },
-          { name: 'emptydisk', disk: { bus: 'virtio' } },
-          { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
-        ],
-        interfaces: [{ name: 'default', masquerade: {} }],
-        // Not realized by vkvm: preserved by the CRD and reported.
-        ...({ watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } } as object),
-      },
-    },
-    networks: [{ name: 'default', pod: {} }],
-    volumes: [
-      { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
-      { name: 'emptydisk', emptyDisk: { capacity: '64Mi' } },
-      { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
-    ],
-  },
-});
-
-function qemuRunningFor(uid: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    try {
-      const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
-      return argv[0]?.includes('qemu-system') && argv.includes(uid);
-    } catch {
-      return false;
-    }
-  });
+/** The smoke VM's VMI, plus a watchdog vkvm does not realize: preserved by the CRD and reported. */
+function vmi(name: string): VirtualMachineInstance {
+  const spec = smokeVmiSpec();
+  Object.assign(spec.domain.devices!, { watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } });
+  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name, namespace: NS }, spec };
 }
 
 t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
@@ -99,7 +65,7 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     },
     'the node writes phase, nodeName, Ready and the unsupported fields',
   );
-  t.ok(qemuRunningFor(launcherPod.metadata!.uid!), 'QEMU runs for the launcher pod');
+  t.ok(qemuPidsOf(launcherPod.metadata!.uid!).length > 0, 'QEMU runs for the launcher pod');
   const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
   t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, NODENAME and READY');
 
@@ -108,7 +74,7 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     'launcher pod collected and QEMU gone',
     async () => ({
       pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items.length,
-      qemu: qemuRunningFor(launcherPod.metadata!.uid!),
+      qemu: qemuPidsOf(launcherPod.metadata!.uid!).length > 0,
     }),
     (s) => s.pods === 0 && !s.qemu,
     { timeoutMs: 90_000 },
