@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
-import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import { domainUuidOf, VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
 import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
 import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
@@ -70,6 +70,8 @@ export class VmManager {
   private readonly refreshes = new OneAtATime();
   private readonly listeners = new Set<(s: VmState) => void>();
   private spec: VmSpec | undefined;
+  /** The libvirt domain's uuid: the spec's system UUID once one was synced, the VM's uid before. */
+  private domainUuid: string;
   private serial: SerialConsole | undefined;
   private input: PhaseInput = { domainState: 'absent', runReason: 'Booted' };
   /** While set, libvirt's view is in flux because of our own operation: refresh() waits for it to end. */
@@ -79,6 +81,7 @@ export class VmManager {
   private state: VmState;
 
   constructor(private readonly o: VmManagerOptions) {
+    this.domainUuid = o.uid;
     this.state = {
       phase: 'Pending',
       reason: 'NotStarted',
@@ -121,7 +124,7 @@ export class VmManager {
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
       if (this.spec && isTerminal(this.state.phase)) throw new PreconditionError(`the VM has stopped (${this.state.reason}); start a new launcher to run it again`);
-      const domainState = await this.o.driver.state(this.o.uid);
+      const domainState = await this.o.driver.state(this.domainUuid);
       if (ACTIVE.has(domainState) && this.spec) {
         const change = classifyChange(this.spec, spec);
         if (change.restart.length > 0) {
@@ -141,9 +144,9 @@ export class VmManager {
   /** ACPI power-off, destroy after the grace period. Resolves with the final state. */
   shutdown(gracePeriodS: number): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
-      await this.o.driver.shutdownAcpi(this.o.uid);
+      await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
         return await stopped;
       } catch {
@@ -155,7 +158,7 @@ export class VmManager {
 
   kill(): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       return this.destroy({ reason: 'Killed', message: 'destroyed on request' });
     });
   }
@@ -163,7 +166,7 @@ export class VmManager {
   pause(): Promise<VmState> {
     return this.ops.run(async () => {
       const s = await this.requireActive('pause');
-      if (s !== 'paused') await this.o.driver.suspend(this.o.uid);
+      if (s !== 'paused') await this.o.driver.suspend(this.domainUuid);
       return this.refresh();
     });
   }
@@ -173,7 +176,7 @@ export class VmManager {
       const s = await this.requireActive('unpause');
       if (s === 'paused') {
         this.input.runReason = 'Unpaused';
-        await this.o.driver.resume(this.o.uid);
+        await this.o.driver.resume(this.domainUuid);
       }
       return this.refresh();
     });
@@ -182,7 +185,7 @@ export class VmManager {
   reset(): Promise<VmState> {
     return this.ops.run(async () => {
       await this.requireActive('reset');
-      await this.o.driver.reset(this.o.uid);
+      await this.o.driver.reset(this.domainUuid);
       this.input.runReason = 'Reset';
       return this.refresh();
     });
@@ -198,9 +201,9 @@ export class VmManager {
 
   async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
     if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.o.uid);
+    const s = await this.o.driver.state(this.domainUuid);
     if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.o.uid, command, timeoutS), req);
+    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS), req);
   }
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
@@ -212,9 +215,9 @@ export class VmManager {
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
-      if (ACTIVE.has(await this.o.driver.state(this.o.uid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
+      if (ACTIVE.has(await this.o.driver.state(this.domainUuid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
-      await this.o.driver.undefine(this.o.uid);
+      await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
       if (this.spec) await this.o.vmm.removeDisks(this.spec);
@@ -239,14 +242,15 @@ export class VmManager {
   }
 
   private async requireActive(what: string): Promise<string> {
-    const s = await this.o.driver.state(this.o.uid);
+    const s = await this.o.driver.state(this.domainUuid);
     if (!ACTIVE.has(s) || s === 'crashed') throw new PreconditionError(`cannot ${what}: the VM is ${s}`);
     return s;
   }
 
   /** Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. */
   private async start(spec: VmSpec): Promise<void> {
-    const { uid, driver, log } = this.o;
+    const { driver, log } = this.o;
+    const uid = domainUuidOf(spec);
     this.starting = true;
     this.input = { domainState: this.input.domainState, runReason: 'Booted' };
     const t0 = performance.now();
@@ -262,7 +266,11 @@ export class VmManager {
         disks: await this.o.vmm.prepareDisks(spec),
       };
       const xml = this.o.vmm.buildDomainXml(spec, runtime);
+      // Left behind by a crashed launcher, or by a failed start here under another system UUID
+      // (libvirt refuses a second domain of the same name).
+      await driver.undefine(this.domainUuid);
       await driver.undefine(uid);
+      this.domainUuid = uid;
       await driver.define(xml);
       this.spec = spec;
       this.o.consoleLog.startRun();
@@ -292,7 +300,7 @@ export class VmManager {
   private async destroy(intent: Cause): Promise<VmState> {
     this.input.destroyIntent = intent;
     const stopped = this.untilTerminal(STOP_CONFIRM_MS, 'destroy');
-    await this.o.driver.destroy(this.o.uid);
+    await this.o.driver.destroy(this.domainUuid);
     return stopped;
   }
 
@@ -313,7 +321,7 @@ export class VmManager {
     return this.refreshes.run(async () => {
       if (this.starting || this.closing) return this.state;
       try {
-        this.input.domainState = await this.o.driver.state(this.o.uid);
+        this.input.domainState = await this.o.driver.state(this.domainUuid);
       } catch (err) {
         this.o.log.warn({ err }, 'reading the domain state failed');
         return this.state;

@@ -67,8 +67,14 @@ export interface InterfaceSpec {
 
 export interface VmSpec {
   version: typeof VM_SPEC_VERSION;
-  /** Stable identifier; the libvirt domain uuid. For pods, the pod UID. */
+  /** Stable identifier of the VM on its node (launcher, directories). For pods, the pod UID. */
   uid: string;
+  /**
+   * The SMBIOS system UUID the guest sees (KubeVirt's firmware.uuid); `uid`
+   * when absent. It is also the libvirt domain uuid, because libvirt refuses a
+   * <sysinfo> system uuid that differs from the domain's.
+   */
+  systemUuid?: string;
   /** libvirt domain name (unique per node). */
   name: string;
   machineType?: string;
@@ -85,6 +91,11 @@ export interface VmSpec {
   clock?: { utc: boolean };
   /** Free-form labels carried for logs and metrics (e.g. pod namespace/name). */
   labels: Record<string, string>;
+}
+
+/** The libvirt domain uuid, which QEMU hands the guest as its SMBIOS system UUID. */
+export function domainUuidOf(spec: VmSpec): string {
+  return spec.systemUuid ?? spec.uid;
 }
 
 /** Total vCPUs a spec asks for. */

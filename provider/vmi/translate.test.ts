@@ -110,6 +110,7 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
       spec: {
         version: 1,
         uid: VMI_UID,
+        systemUuid: FIRMWARE_UUID,
         name: 'default_testvm',
         machineType: 'q35',
         cpu: { sockets: 1, cores: 1, threads: 1 },
@@ -379,6 +380,17 @@ t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the te
     { firmware: { kind: 'bios' }, kernelBoot: { kernelPath: '/srv/kernels/fedora/boot/vmlinuz', initrdPath: '/srv/kernels/fedora/boot/initrd', cmdline: 'console=ttyS0' }, unsupported: [] },
   );
   t.equal(ok(translateVmi(smokeWith((v) => (v.spec.domain.features = { acpi: { enabled: false } })), ctx())).spec.acpi, false, 'ACPI off when disabled');
+});
+
+t.test("firmware.uuid is the guest's SMBIOS system UUID, else the VMI uid; one that is no UUID is named", async (t) => {
+  const systemUuid = (edit: (v: VirtualMachineInstance) => void) => {
+    const r = translateVmi(smokeWith(edit), ctx());
+    return r instanceof SpecError ? causesOf(r) : r.spec.systemUuid;
+  };
+  t.same(
+    [systemUuid(() => {}), systemUuid((v) => delete v.spec.domain.firmware), systemUuid((v) => (v.spec.domain.firmware = { uuid: 'not-a-uuid' }))],
+    [FIRMWARE_UUID, VMI_UID, [['spec.domain.firmware.uuid', 'FieldValueInvalid']]],
+  );
 });
 
 t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', async (t) => {

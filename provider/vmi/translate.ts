@@ -17,9 +17,9 @@
 //             channel (vkvm's guests run qemu-ga); ACPI unless disabled
 //   uid       the VmSpec uid (launcher and domain identity) is the VMI uid,
 //             so each VMI of a VM gets fresh containerDisk overlays as in
-//             KubeVirt; firmware.uuid is the cloud-init instance-id and seeds
-//             the derived MACs, but does not reach SMBIOS yet: VmSpec has no
-//             field for a guest-visible UUID apart from uid
+//             KubeVirt; firmware.uuid (else the VMI uid, as KubeVirt's
+//             converter) is the guest's SMBIOS system UUID and cloud-init
+//             instance-id, and seeds the derived MACs
 //
 // Fields outside the subset are not errors: translateVmi lists them in
 // `unsupported` and the VM runs without them. Values vkvm cannot realize in
@@ -212,6 +212,8 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
   switch (head) {
     case 'uid':
       return 'metadata.uid';
+    case 'systemUuid':
+      return 'spec.domain.firmware.uuid';
     case 'name':
       return 'metadata.name';
     case 'machineType':
@@ -292,6 +294,7 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   const vmSpec: VmSpec = {
     version: VM_SPEC_VERSION,
     uid: meta.uid ?? '',
+    ...(firmwareUuid ? { systemUuid: firmwareUuid } : {}),
     name: domainName(namespace, meta.name ?? ''),
     cpu: compute.cpu,
     memoryMiB: compute.memoryMiB,
