@@ -4,6 +4,7 @@
 // watchers only when it changed.
 import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
@@ -18,7 +19,7 @@ import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
-import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } from './state.js';
+import { derivePhase, isTerminal, type Cause, type GuestOsInfo, type PhaseInput, type VmState } from './state.js';
 import { withDeadline } from './wait.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
@@ -47,6 +48,9 @@ export interface VmManagerOptions {
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
+/** Tries at asking a just-connected guest agent about the guest OS, 1 s, 2 s, 4 s … apart. */
+const OS_INFO_ATTEMPTS = 5;
+const AGENT_QUERY_TIMEOUT_S = 5;
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
 const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
@@ -68,6 +72,9 @@ function invalidSpec(path: string, reason: SpecCauseReason, message: string): Sp
 export class VmManager {
   private readonly ops = new OneAtATime();
   private readonly refreshes = new OneAtATime();
+  private readonly agentRefreshes = new OneAtATime();
+  private osInfoAttempts = 0;
+  private osInfoRetry: NodeJS.Timeout | undefined;
   private readonly listeners = new Set<(s: VmState) => void>();
   private spec: VmSpec | undefined;
   /** The libvirt domain's uuid: the spec's system UUID once one was synced, the VM's uid before. */
@@ -93,6 +100,7 @@ export class VmManager {
       domainUuid: '',
       generation: 1,
       consoleOutputAtUnixMs: 0,
+      guestAgentConnected: false,
     };
   }
 
@@ -116,6 +124,11 @@ export class VmManager {
     if (e.type === 'Suspended') this.input.pauseDetail = e.detail;
     if (e.type === 'Stopped' || e.type === 'Crashed') this.input.stopEvent = e;
     void this.refresh();
+  }
+
+  /** Feed from libvirt's event stream: the guest agent connected or disconnected (or events may have been missed). */
+  onAgentLifecycle(): void {
+    void this.refreshAgent();
   }
 
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
@@ -217,6 +230,7 @@ export class VmManager {
     return this.ops.run(async () => {
       if (ACTIVE.has(await this.o.driver.state(this.domainUuid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
+      clearTimeout(this.osInfoRetry);
       await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
@@ -276,7 +290,8 @@ export class VmManager {
       this.o.consoleLog.startRun();
       await driver.startPaused(uid);
       this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
-      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0 };
+      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0, guestAgentConnected: false };
+      delete this.state.guestOsInfo;
       const stopWatchingOutput = this.serial.attach(
         () => {
           stopWatchingOutput();
@@ -330,17 +345,67 @@ export class VmManager {
       if (!derived) return this.state;
       const running = ACTIVE.has(this.input.domainState);
       const qemuPid = running ? this.state.qemuPid || (await this.o.libvirtd.qemuPid()) : 0;
-      this.publish({ ...derived, domainState: this.input.domainState, qemuPid });
+      // No QEMU, no agent: libvirt sends no agent event when the domain stops.
+      this.publish({ ...derived, domainState: this.input.domainState, qemuPid, ...(running ? {} : { guestAgentConnected: false, guestOsInfo: undefined }) });
       return this.state;
+    });
+  }
+
+  /**
+   * Re-reads whether the guest agent is connected and, once it is, asks it
+   * about the guest OS (retried a few times: a guest agent that just opened
+   * its channel may not answer yet). Serialized.
+   */
+  private refreshAgent(): Promise<void> {
+    return this.agentRefreshes.run(async () => {
+      if (!this.spec?.guestAgent || this.closing) return;
+      let connected: boolean;
+      try {
+        connected = await this.o.driver.agentConnected(this.domainUuid);
+      } catch (err) {
+        this.o.log.warn({ err }, 'reading the guest agent channel state failed');
+        return;
+      }
+      if (!connected) {
+        clearTimeout(this.osInfoRetry);
+        this.osInfoAttempts = 0;
+        return this.publish({ guestAgentConnected: false, guestOsInfo: undefined });
+      }
+      this.publish({ guestAgentConnected: true });
+      if (this.state.guestOsInfo) return;
+      try {
+        const reply = await this.o.driver.agentCommand(this.domainUuid, { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
+        this.publish({ guestOsInfo: osInfoFromAgent(reply) });
+      } catch (err) {
+        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS) return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
+        this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
+        this.osInfoRetry = setTimeout(() => void this.refreshAgent(), 1000 * 2 ** this.osInfoAttempts++);
+      }
     });
   }
 
   private publish(next: Partial<VmState>): void {
     const merged = { ...this.state, ...next };
-    const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => merged[k] !== this.state[k]);
+    const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => !isDeepStrictEqual(merged[k], this.state[k]));
     if (!changed) return;
     this.state = { ...merged, generation: this.state.generation + 1 };
     this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState }, 'VM state');
     for (const l of this.listeners) l(this.state);
   }
+}
+
+/** guest-get-osinfo's reply (kebab-case keys) as GuestOsInfo; unknown and empty fields are left out. */
+function osInfoFromAgent(reply: unknown): GuestOsInfo {
+  const r = (reply ?? {}) as Record<string, unknown>;
+  const fields: [keyof GuestOsInfo, string][] = [
+    ['name', 'name'],
+    ['id', 'id'],
+    ['prettyName', 'pretty-name'],
+    ['version', 'version'],
+    ['versionId', 'version-id'],
+    ['kernelRelease', 'kernel-release'],
+    ['kernelVersion', 'kernel-version'],
+    ['machine', 'machine'],
+  ];
+  return Object.fromEntries(fields.flatMap(([to, from]) => (typeof r[from] === 'string' && r[from] ? [[to, r[from]]] : [])));
 }
