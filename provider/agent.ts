@@ -103,8 +103,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         logLevel: config.logLevel,
       },
       builtinImages: builtins.forPod,
-      vmis: new VmiNodeSide(clients, builtins.byName),
-      events: createEventRecorder(clients, config.nodeName, rootLog.child({ component: 'events' })),
+      vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
     });

@@ -7,14 +7,14 @@
 // pass. At start-up the launchers left running are re-attached before anything
 // acts, and VMs without a pod are removed only after the pod list is synced.
 import { createHash } from 'node:crypto';
-import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { V1ObjectReference, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { mergePatch } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
-import { LauncherRegistry, type LauncherSettings } from '../launchers/registry.js';
+import { LauncherRegistry, type LauncherSettings, type LauncherView } from '../launchers/registry.js';
 import { PreconditionError } from '../../launcher/errors.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -26,6 +26,7 @@ import { derivePodStatus, type PodStatusInput } from './status.js';
 import { translatePod, type BuiltinImages } from './translate.js';
 import { sameStatus } from './status-diff.js';
 import { vmiOwner, type VmiNodeSide } from '../vmi/node.js';
+import type { VirtualMachineInstance } from '../vmi/types.js';
 
 export interface RestartBackoff {
   /** First delay before restarting a stopped VM; doubles per restart (kubelet: 10 s). */
@@ -62,6 +63,10 @@ interface PodProblems {
   imagePullFailures: number;
   /** VMI fields the VM runs without (reported as an event and a VMI condition). */
   unsupported: string[];
+  /** A VMI's launcher pod: whether the VMI asks for its vCPUs paused; undefined for plain pods. */
+  wantPaused?: boolean;
+  /** A VMI's launcher pod: the VMI, for events about it. */
+  vmiRef?: V1ObjectReference;
   /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
   imageRetryAtMs?: number;
   preparing: boolean;
@@ -113,6 +118,7 @@ export class PodController {
     await this.registry.prepare();
     const found = await this.registry.discover();
     await this.informer.start();
+    this.o.vmis.watch((vmi) => this.onVmi(vmi));
     for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
     await this.removeOrphans();
     this.started = true;
@@ -159,7 +165,7 @@ export class PodController {
     clearInterval(this.sweepTimer);
     this.podSync.stop();
     this.statusSync.stop();
-    await this.informer.stop();
+    await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
     if (opts.stopVms) await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
     this.registry.close();
   }
@@ -176,6 +182,11 @@ export class PodController {
     if (!this.started) return;
     this.podSync.add(key);
     this.statusSync.add(key);
+  }
+
+  /** A VMI on this node changed (its spec, its paused annotation): its launcher pod syncs again. */
+  private onVmi(vmi: VirtualMachineInstance): void {
+    for (const pod of this.informer.list()) if (vmiOwner(pod)?.uid === vmi.metadata.uid) this.onPodKey(keyOfObject(pod));
   }
 
   private onLauncherChange(uid: string): void {
@@ -252,7 +263,10 @@ export class PodController {
     }
     delete rec.invalid;
 
-    if (view && !vmStopped(view) && view.live) return this.keepInSync(pod, rec, view.client, spec);
+    if (view && !vmStopped(view) && view.live) {
+      await this.keepInSync(pod, rec, view.client, spec);
+      return this.reconcilePause(rec, view);
+    }
     if (!view && rec.imageRetryAtMs !== undefined && Date.now() < rec.imageRetryAtMs) {
       this.podSync.addAfter(key, rec.imageRetryAtMs - Date.now());
       return;
@@ -280,10 +294,29 @@ export class PodController {
     const result = await this.o.vmis.specFor(pod);
     if (result === 'gone' || result instanceof SpecError) return result;
     if (result.unsupported.join() !== rec.unsupported.join()) {
-      this.o.events.record(pod, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
+      this.o.events.recordFor(result.vmi, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
     }
     rec.unsupported = result.unsupported;
+    rec.wantPaused = result.paused;
+    rec.vmiRef = result.vmi;
     return result.spec;
+  }
+
+  /**
+   * Pauses or resumes a VMI's running VM as its annotation asks, whenever the
+   * two differ. Resumes only what a pause made (reason Paused): a VM libvirt
+   * paused on an I/O error stays paused.
+   */
+  private async reconcilePause(rec: Record, view: Extract<LauncherView, { live: true }>): Promise<void> {
+    if (rec.wantPaused === undefined || !rec.vmiRef) return;
+    const s = view.state;
+    if (rec.wantPaused && (s.domainState === 'running' || s.domainState === 'blocked')) {
+      await view.client.pause();
+      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Paused', 'VirtualMachineInstance paused');
+    } else if (!rec.wantPaused && s.phase === 'Paused' && s.reason === 'Paused') {
+      await view.client.unpause();
+      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Unpaused', 'VirtualMachineInstance unpaused');
+    }
   }
 
   private async keepInSync(pod: V1Pod, rec: Record, client: { syncVm(spec: VmSpec): Promise<unknown> }, spec: VmSpec): Promise<void> {

@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
+import { createEventRecorder } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from './kubevirt-api.js';
 import { LAUNCHER_SELECTOR } from './launcher-pod.js';
@@ -46,6 +47,8 @@ class ControllerTerm {
   private stopped = false;
 
   constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
+    // KubeVirt's event sources, so `kubectl get events` reads the same.
+    const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
     this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), log: log.child({ component: 'vm-informer' }) });
     this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), log: log.child({ component: 'vmi-informer' }) });
@@ -57,8 +60,16 @@ class ControllerTerm {
       log: log.child({ component: 'launcher-pod-informer' }),
     });
     const w = workers !== undefined ? { workers } : {};
-    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, log: log.child({ component: 'vm-controller' }), ...w });
-    this.vmiController = new VmiController({ clients, kubevirt, vmis: this.vmis, pods: this.pods, log: log.child({ component: 'vmi-controller' }), ...w });
+    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
+    this.vmiController = new VmiController({
+      clients,
+      kubevirt,
+      vmis: this.vmis,
+      pods: this.pods,
+      events: events('virtualmachineinstance-controller'),
+      log: log.child({ component: 'vmi-controller' }),
+      ...w,
+    });
   }
 
   /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */

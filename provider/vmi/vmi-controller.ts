@@ -8,8 +8,10 @@
 // a pod the controller asks the API server (not the cache, which may lag its
 // own last create) whether the VMI has one. Status writes are merge patches
 // conditional on the resourceVersion read, so a phase the node agent wrote
-// meanwhile is never overwritten.
+// meanwhile is never overwritten. Pod creates are recorded as Events on the
+// VMI, as KubeVirt words them.
 import type { V1Pod } from '@kubernetes/client-node';
+import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
@@ -19,7 +21,7 @@ import { WrittenVersions } from './informer.js';
 import { VMI_PLURAL, type KubevirtApi } from './kubevirt-api.js';
 import { CREATED_BY_LABEL, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
 import { statusPatch } from './status-patch.js';
-import type { VirtualMachineInstance, VmiPhase } from './types.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachineInstance, type VmiPhase } from './types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
 
 export interface VmiControllerOptions {
@@ -28,6 +30,7 @@ export interface VmiControllerOptions {
   vmis: ClusterInformer<VirtualMachineInstance>;
   /** Launcher pods (label kubevirt.io=virt-launcher) in every namespace. */
   pods: ClusterInformer<V1Pod>;
+  events: EventRecorder;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -100,12 +103,15 @@ export class VmiController {
     let createError: string | undefined;
     let failure: unknown;
     if (needsLauncherPod(vmi, pod)) {
+      const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
         pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi) });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
         failure = err;
         createError = `failed to create the launcher pod: ${message(err)}`;
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
       }
     }
 
