@@ -122,7 +122,7 @@ export function qemuPids(match: (argv: string[]) => boolean): number[] {
   return pids;
 }
 
-/** QEMU processes of one VM: the pod UID is its domain uuid, on QEMU's command line. */
+/** QEMU processes of a plain pod's VM: the pod UID is its domain uuid, on QEMU's command line (a VMI's is its firmware UUID). */
 export const qemuPidsOf = (uid: string): number[] => qemuPids((argv) => argv.includes(uid));
 
 /**
