@@ -5,13 +5,13 @@
 // them, so two processes never act on the same objects for longer than the
 // lease's renew deadline.
 import { hostname } from 'node:os';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from './kubevirt-api.js';
-import { LAUNCHER_SELECTOR } from './launcher-pod.js';
+import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';
 import type { VirtualMachine, VirtualMachineInstance } from './types.js';
 import { VmController } from './vm-controller.js';
@@ -42,6 +42,7 @@ class ControllerTerm {
   private readonly vms: ClusterInformer<VirtualMachine>;
   private readonly vmis: ClusterInformer<VirtualMachineInstance>;
   private readonly pods: ClusterInformer<V1Pod>;
+  private readonly nodes: ClusterInformer<V1Node>;
   private readonly vmController: VmController;
   private readonly vmiController: VmiController;
   private stopped = false;
@@ -59,6 +60,14 @@ class ControllerTerm {
       labelSelector: LAUNCHER_SELECTOR,
       log: log.child({ component: 'launcher-pod-informer' }),
     });
+    const schedulable = `${SCHEDULABLE_LABEL}=true`;
+    this.nodes = new ClusterInformer<V1Node>({
+      clients,
+      path: '/api/v1/nodes',
+      list: () => clients.core.listNode({ labelSelector: schedulable }),
+      labelSelector: schedulable,
+      log: log.child({ component: 'node-informer' }),
+    });
     const w = workers !== undefined ? { workers } : {};
     this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
     this.vmiController = new VmiController({
@@ -66,6 +75,7 @@ class ControllerTerm {
       kubevirt,
       vmis: this.vmis,
       pods: this.pods,
+      nodes: this.nodes,
       events: events('virtualmachineinstance-controller'),
       log: log.child({ component: 'vmi-controller' }),
       ...w,
@@ -74,7 +84,7 @@ class ControllerTerm {
 
   /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */
   async start(): Promise<void> {
-    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start()]);
+    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start(), this.nodes.start()]);
     if (this.stopped) return;
     this.vmController.start();
     this.vmiController.start();
@@ -84,7 +94,7 @@ class ControllerTerm {
     this.stopped = true;
     this.vmController.stop();
     this.vmiController.stop();
-    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop()]);
+    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop()]);
   }
 }
 

@@ -10,7 +10,7 @@
 // conditional on the resourceVersion read, so a phase the node agent wrote
 // meanwhile is never overwritten. Pod creates are recorded as Events on the
 // VMI, as KubeVirt words them.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
@@ -19,7 +19,7 @@ import { KeyQueue } from '../pods/queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './informer.js';
 import { VMI_PLURAL, type KubevirtApi } from './kubevirt-api.js';
-import { CREATED_BY_LABEL, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
+import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
 import { statusPatch } from './status-patch.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance, type VmiPhase } from './types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
@@ -30,6 +30,8 @@ export interface VmiControllerOptions {
   vmis: ClusterInformer<VirtualMachineInstance>;
   /** Launcher pods (label kubevirt.io=virt-launcher) in every namespace. */
   pods: ClusterInformer<V1Pod>;
+  /** Schedulable nodes (label kubevirt.io/schedulable=true): TCG nodes need bigger launcher pods. */
+  nodes: ClusterInformer<V1Node>;
   events: EventRecorder;
   workers?: number;
   log: Logger;
@@ -105,7 +107,7 @@ export class VmiController {
     if (needsLauncherPod(vmi, pod)) {
       const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
-        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi) });
+        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())) });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {

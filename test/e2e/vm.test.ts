@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
+import { memoryLimitMiB } from '../../launcher/limits.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
@@ -69,6 +70,13 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.match({ ready: vm.status?.ready, nodeName: vmi?.status?.nodeName }, { ready: true, nodeName: NODE }, 'VM ready, VMI on the vkvm node');
     const [pod] = await launcherPods();
     t.match(pod?.metadata?.ownerReferences, [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi?.metadata.uid, controller: true }], 'the launcher pod is owned by the VMI');
+    // The request covers what the launcher's cgroup allows on this node: more under TCG (as on this workplace's machines).
+    const accelerator = (await cluster.clients.core.readNode({ name: NODE })).metadata?.labels?.['vkvm.io/virtualization'] as 'kvm' | 'tcg';
+    t.equal(
+      pod?.spec?.containers[0]?.resources?.requests?.memory,
+      `${memoryLimitMiB({ memoryMiB: 128, cpu: { sockets: 1, cores: 1, threads: 1 } }, accelerator)}Mi`,
+      `the launcher pod requests the memory its cgroup gets under ${accelerator}`,
+    );
     t.equal(testQemuPids().length, 1, 'one QEMU runs');
     const table = await cluster.kubectl(['get', 'vm,vmi', '-n', NS]);
     t.comment(table.stdout);
