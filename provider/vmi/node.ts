@@ -35,7 +35,6 @@ export const PAUSED_ANNOTATION = 'vkvm.io/paused';
 
 const GROUP = 'kubevirt.io';
 const VERSION = 'v1';
-const PLURAL = 'virtualmachineinstances';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
@@ -117,7 +116,7 @@ export class VmiNodeSide {
     if (!patch) return;
     // The uid in the patch is a precondition: never write onto a newer VMI of the same name.
     await this.clients.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: patch } },
+      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: VMI_PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: patch } },
       mergePatch,
     );
   }
@@ -130,7 +129,7 @@ export class VmiNodeSide {
         group: GROUP,
         version: VERSION,
         namespace: pod.metadata!.namespace!,
-        plural: PLURAL,
+        plural: VMI_PLURAL,
         name: owner.name,
       })) as VirtualMachineInstance;
       // A VMI of the same name but another UID is a different instance: this pod's is gone.
