@@ -359,6 +359,8 @@ export class VmManager {
   private refreshAgent(): Promise<void> {
     return this.agentRefreshes.run(async () => {
       if (!this.spec?.guestAgent || this.closing) return;
+      // This pass asks anew; a retry still pending would only ask twice.
+      clearTimeout(this.osInfoRetry);
       let connected: boolean;
       try {
         connected = await this.o.driver.agentConnected(this.domainUuid);
@@ -367,7 +369,6 @@ export class VmManager {
         return;
       }
       if (!connected) {
-        clearTimeout(this.osInfoRetry);
         this.osInfoAttempts = 0;
         return this.publish({ guestAgentConnected: false, guestOsInfo: undefined });
       }
@@ -389,7 +390,7 @@ export class VmManager {
     const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => !isDeepStrictEqual(merged[k], this.state[k]));
     if (!changed) return;
     this.state = { ...merged, generation: this.state.generation + 1 };
-    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState }, 'VM state');
+    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState, guestAgentConnected: this.state.guestAgentConnected }, 'VM state');
     for (const l of this.listeners) l(this.state);
   }
 }
