@@ -13,6 +13,7 @@ import type { BuiltinImages } from '../pods/translate.js';
 import type { VmObservation } from '../pods/status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import type { VmAttachment } from '../network/pod-network.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim } from './translate.js';
 import type { Condition, VirtualMachineInstance, VirtualMachineInstanceStatus, VmiPhase } from './types.js';
 
@@ -60,7 +61,13 @@ export class VmiNodeSide {
    * ended, nodeName, Ready/Paused conditions, and vkvm's UnsupportedFields
    * condition. Earlier phases belong to the cluster controller and are left alone.
    */
-  async syncStatus(pod: V1Pod, vm: VmObservation | undefined, problem: { reason: string; message: string } | undefined, unsupported: string[]): Promise<void> {
+  async syncStatus(
+    pod: V1Pod,
+    vm: VmObservation | undefined,
+    problem: { reason: string; message: string } | undefined,
+    unsupported: string[],
+    attachment?: VmAttachment,
+  ): Promise<void> {
     const vmi = await this.readVmi(pod);
     if (!vmi) return;
     const status = vmi.status ?? {};
@@ -84,6 +91,10 @@ export class VmiNodeSide {
       nodeName: pod.spec?.nodeName ?? '',
       conditions: [...(status.conditions ?? []).filter((c) => !OWNED_CONDITIONS.has(c.type)), ...conditions],
       ...(problem ? { reason: problem.reason } : {}),
+      // As KubeVirt reports it: the pod address, also for masquerade (whose guest holds a private one).
+      ...(attachment
+        ? { interfaces: [{ name: attachment.interfaceName, ipAddress: attachment.podIP, ipAddresses: [attachment.podIP], mac: attachment.mac, infoSource: 'domain' }] }
+        : {}),
     };
     if (phase && phase !== status.phase) {
       next.phaseTransitionTimestamps = [...(status.phaseTransitionTimestamps ?? []), { phase, phaseTransitionTimestamp: now }];
@@ -144,7 +155,7 @@ function condition(type: string, ok: boolean, previous: Condition[] | undefined,
 /** Whether `next` changes nothing in `current` (times compared as written). */
 function sameFields(current: VirtualMachineInstanceStatus, next: VirtualMachineInstanceStatus): boolean {
   const pick = (s: VirtualMachineInstanceStatus) =>
-    JSON.stringify({ phase: s.phase, nodeName: s.nodeName, reason: s.reason, conditions: [...(s.conditions ?? [])].sort((a, b) => a.type.localeCompare(b.type)), ts: s.phaseTransitionTimestamps });
+    JSON.stringify({ phase: s.phase, nodeName: s.nodeName, reason: s.reason, interfaces: s.interfaces, conditions: [...(s.conditions ?? [])].sort((a, b) => a.type.localeCompare(b.type)), ts: s.phaseTransitionTimestamps });
   return pick({ ...current, ...next }) === pick(current);
 }
 
