@@ -48,7 +48,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const tLibvirtd = performance.now();
   let libvirtd: PrivateLibvirtd;
   try {
-    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd });
+    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd, ...(args.netns ? { netns: args.netns } : {}) });
   } catch (err) {
     await cgroup.remove();
     throw err;

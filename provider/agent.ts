@@ -21,6 +21,7 @@ import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './pods/builtin-images.js';
 import { VmiNodeSide } from './vmi/node.js';
+import { PodNetwork } from './network/pod-network.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -91,6 +92,12 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     stops.push(() => lease.stop());
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
+    const network = new PodNetwork({
+      bridge: config.bridge,
+      dir: join(config.stateDir, 'network'),
+      podCidr: async () => config.podCidr ?? (await clients.core.readNode({ name: config.nodeName })).spec?.podCIDR,
+      log: rootLog.child({ component: 'network' }),
+    });
     const pods = new PodController({
       clients,
       nodeName: config.nodeName,
@@ -104,6 +111,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       },
       builtinImages: builtins.forPod,
       vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      network,
       events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

@@ -1,6 +1,8 @@
 // The node agent's configuration, parsed and validated once at start-up.
 // Nothing else reads process.env or argv.
 import { hostname } from 'node:os';
+import { parseIpv4Range } from './network/ipv4.js';
+import { DEFAULT_BRIDGE } from './network/pod-network.js';
 
 export interface Taint {
   key: string;
@@ -35,6 +37,10 @@ export interface AgentConfig {
   statusReportIntervalS: number;
   /** Approve our own kubelet-serving CSR when RBAC allows (vkvm up); otherwise wait for an approver. */
   approveServingCsr: boolean;
+  /** Linux bridge of the pod network. */
+  bridge: string;
+  /** The node's pod range when not taken from Node.spec.podCIDR. */
+  podCidr?: string;
   logLevel: string;
 }
 
@@ -69,6 +75,8 @@ export interface AgentFlags {
   'memory-reserved-mib'?: string;
   'no-software-emulation'?: boolean;
   'approve-serving-csr'?: boolean;
+  bridge?: string;
+  'pod-cidr'?: string;
   'log-level'?: string;
 }
 
@@ -135,8 +143,17 @@ export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
     statusCheckIntervalS: 10,
     statusReportIntervalS: 60,
     approveServingCsr: flags['approve-serving-csr'] ?? false,
+    bridge: flags.bridge ?? DEFAULT_BRIDGE,
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (flags['pod-cidr'] !== undefined) {
+    try {
+      config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;
+    } catch (err) {
+      throw new ConfigError('--pod-cidr', (err as Error).message.replace(/^--pod-cidr: /, ''));
+    }
+  }
   return config;
 }

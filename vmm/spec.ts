@@ -55,13 +55,26 @@ export interface CpuSpec {
 
 export type InterfaceBinding = 'masquerade' | 'bridge';
 
+/** A port of the pod address forwarded to a masquerade guest. */
+export interface ForwardPort {
+  name?: string;
+  protocol: 'TCP' | 'UDP';
+  port: number;
+}
+
 export interface InterfaceSpec {
   name: string;
+  /** bridge: the guest holds the pod address; masquerade: the guest has a private address behind NAT. */
   binding: InterfaceBinding;
   /** Stable MAC address, lower-case, colon-separated. */
   mac: string;
-  /** Host-side tap device the launcher attaches to; created by the provider's network plumbing. */
+  /**
+   * Tap device the VM attaches to, in the VM's network namespace; created by
+   * the provider's network plumbing, which owns its wiring.
+   */
   tapDevice?: string;
+  /** masquerade only: ports forwarded to the guest; absent = all (KubeVirt's rule). */
+  forwardPorts?: ForwardPort[];
   model?: 'virtio' | 'e1000';
 }
 

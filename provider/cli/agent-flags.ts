@@ -18,6 +18,8 @@ export const AGENT_OPTIONS = {
   'memory-reserved-mib': { type: 'string' },
   'no-software-emulation': { type: 'boolean' },
   'approve-serving-csr': { type: 'boolean' },
+  bridge: { type: 'string' },
+  'pod-cidr': { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -39,5 +41,7 @@ export const AGENT_HELP = `Node agent flags:
   --memory-reserved-mib N      memory kept back from allocatable (default 1024)
   --no-software-emulation      never fall back to TCG when KVM is unusable
   --approve-serving-csr        approve the agent's own kubelet-serving CSR (needs RBAC)
+  --bridge NAME                pod network bridge, created if missing (default vkvm0)
+  --pod-cidr CIDR              this node's pod range (default: Node.spec.podCIDR from the controller manager)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;

@@ -7,7 +7,10 @@
 //                user paused it); AgentConnected (only while the guest agent
 //                is connected); vkvm's UnsupportedFields
 //   guestOSInfo  what the guest agent reported, while it is connected
+//   interfaces   the pod address and MAC once leased (for masquerade too, as
+//                KubeVirt reports it, though that guest holds a private address)
 import type { VmObservation } from '../pods/status.js';
+import type { VmAttachment } from '../network/pod-network.js';
 import { removeCondition, setCondition } from './conditions.js';
 import type { VirtualMachineInstanceStatus, VmiPhase } from './types.js';
 
@@ -19,11 +22,13 @@ export interface NodeVmiStatusInput {
   problem?: { reason: string; message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
+  /** Where the VM sits on the pod network. */
+  attachment?: VmAttachment;
   now: Date;
 }
 
 /** The status fields the node owns (statusPatch writes only those that changed). */
-export const NODE_VMI_STATUS_FIELDS = ['phase', 'phaseTransitionTimestamps', 'nodeName', 'reason', 'conditions', 'guestOSInfo'] as const;
+export const NODE_VMI_STATUS_FIELDS = ['phase', 'phaseTransitionTimestamps', 'nodeName', 'reason', 'conditions', 'guestOSInfo', 'interfaces'] as const;
 
 /** KubeVirt's Paused condition reasons, by the launcher's pause reason; others are passed on. */
 const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string }>> = {
@@ -31,7 +36,7 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
   IOError: { reason: 'PausedIOError', message: 'VMI was paused, low-level IO error detected' },
 };
 
-export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
+export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
   const phase: VmiPhase | undefined = problem
     ? 'Failed'
     : vm?.phase === 'Running' || vm?.phase === 'Paused'
@@ -58,6 +63,9 @@ export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, now
   if (problem) next.reason = problem.reason;
   if (vm?.agentConnected && vm.guestOsInfo) next.guestOSInfo = vm.guestOsInfo;
   else delete next.guestOSInfo;
+  if (attachment) {
+    next.interfaces = [{ name: attachment.interfaceName, ipAddress: attachment.podIP, ipAddresses: [attachment.podIP], mac: attachment.mac, infoSource: 'domain' }];
+  }
   if (phase && phase !== current.phase) {
     next.phaseTransitionTimestamps = [...(current.phaseTransitionTimestamps ?? []), { phase, phaseTransitionTimestamp: now.toISOString() }];
   }

@@ -22,6 +22,7 @@ import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { KubevirtApi, VMI_PLURAL, watchPath } from './kubevirt-api.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './node-status.js';
+import type { VmAttachment } from '../network/pod-network.js';
 import { statusPatch } from './status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim } from './translate.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
@@ -106,12 +107,18 @@ export class VmiNodeSide {
    * the fields that changed. Earlier phases belong to the cluster controller
    * and are left alone.
    */
-  async syncStatus(pod: V1Pod, vm: VmObservation | undefined, problem: { reason: string; message: string } | undefined, unsupported: string[]): Promise<void> {
+  async syncStatus(
+    pod: V1Pod,
+    vm: VmObservation | undefined,
+    problem: { reason: string; message: string } | undefined,
+    unsupported: string[],
+    attachment?: VmAttachment,
+  ): Promise<void> {
     const vmi = await this.readVmi(pod);
     if (!vmi) return;
     // Whole seconds, as Kubernetes writes times.
     const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...(problem ? { problem } : {}), unsupported, now });
+    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...(problem ? { problem } : {}), ...(attachment ? { attachment } : {}), unsupported, now });
     const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
     if (!patch) return;
     // The uid in the patch is a precondition: never write onto a newer VMI of the same name.

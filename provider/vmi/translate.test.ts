@@ -134,7 +134,6 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
       },
       unsupported: [],
       diskImagesToCreate: [],
-      forwardPorts: {},
     },
     'containerDisk is an overlay on the cached image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
   );
@@ -452,7 +451,7 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
 t.test('network: the default pod interface, MAC forms, ports, models', async (t) => {
   const net = (edit: (v: VirtualMachineInstance) => void, context = ctx()) => {
     const r = ok(translateVmi(smokeWith(edit), context));
-    return { interfaces: r.spec.interfaces, ports: r.forwardPorts };
+    return { interfaces: r.spec.interfaces };
   };
   const none = (v: VirtualMachineInstance) => {
     delete v.spec.domain.devices!.interfaces;
@@ -470,8 +469,15 @@ t.test('network: the default pod interface, MAC forms, ports, models', async (t)
       }),
     ),
     {
-      interfaces: [{ name: 'default', binding: 'masquerade', mac: 'de:ad:00:00:be:af', model: 'e1000' }],
-      ports: { default: [{ name: 'http', protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 53 }] },
+      interfaces: [
+        {
+          name: 'default',
+          binding: 'masquerade',
+          mac: 'de:ad:00:00:be:af',
+          forwardPorts: [{ name: 'http', protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 53 }],
+          model: 'e1000',
+        },
+      ],
     },
   );
   const restarted = ok(translateVmi(vmiOf(parse(SMOKE_VM) as VirtualMachine, '11111111-2222-4333-8444-555555555555'), ctx()));

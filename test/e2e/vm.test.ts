@@ -81,7 +81,13 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     const table = await cluster.kubectl(['get', 'vm,vmi', '-n', NS]);
     t.comment(table.stdout);
     t.match(table.stdout, /^virtualmachine\.kubevirt\.io\/testvm\s+\S+\s+Running\s+True/m, 'kubectl get vm: STATUS Running, READY True');
-    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+(\\S+\\s+)?${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, NODENAME, READY');
+    const ip = pod?.status?.podIP ?? 'none';
+    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+${ip.replace(/\./g, '\\.')}\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, IP, NODENAME, READY');
+    t.match(
+      (await readVmi())?.status?.interfaces,
+      [{ name: 'default', ipAddress: ip, ipAddresses: [ip], mac: vmi?.spec.domain.devices?.interfaces?.[0]?.macAddress ?? /^52:54:00:/ }],
+      'VMI interfaces: the pod IP and the MAC of the pod network interface',
+    );
   });
 
   await t.test('the guest agent connects: VMI AgentConnected and guestOSInfo', async (t) => {

@@ -78,7 +78,7 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   );
   t.ok(testQemuPids().length > 0, 'QEMU runs for the launcher pod');
   const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
-  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, NODENAME and READY');
+  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, IP, NODENAME and READY');
 
   await custom.deleteNamespacedCustomObject({ ...API, name: 'testvmi' });
   await waitFor(
