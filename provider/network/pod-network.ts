@@ -44,6 +44,7 @@ export class PodNetwork {
   private starting: Promise<void> | undefined;
   /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
+  private closed = false;
 
   constructor(private readonly o: PodNetworkOptions) {
     this.node = new NodeNetwork({ bridge: o.bridge, dir: o.dir, log: o.log });
@@ -59,6 +60,7 @@ export class PodNetwork {
    * calls repair the bridge, rules and DHCP server.
    */
   async ensureNode(): Promise<boolean> {
+    if (this.closed) return false;
     this.starting ??= (async () => {
       const cidr = await this.o.podCidr();
       if (!cidr) return;
@@ -70,6 +72,19 @@ export class PodNetwork {
     })().finally(() => (this.starting = undefined));
     await this.starting;
     return this.ready !== undefined;
+  }
+
+  /**
+   * Stops all network work; waits for what is under way. `removeAll` (vkvm up,
+   * whose VMs were stopped) then removes every VM's network and the node's.
+   */
+  async close(opts: { removeAll: boolean }): Promise<void> {
+    this.closed = true;
+    await this.starting?.catch(() => undefined);
+    await Promise.all(this.inFlight.values());
+    if (!opts.removeAll) return;
+    await this.retainOnly(() => false);
+    await this.node.remove();
   }
 
   /** The VM's addresses, when it holds a lease. */
@@ -94,6 +109,7 @@ export class PodNetwork {
 
   private async attachNow(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
     if (spec.interfaces.length === 0) return { spec };
+    if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
       throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
     }

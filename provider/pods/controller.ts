@@ -108,7 +108,7 @@ export class PodController {
   private readonly records = new Map<string, Record>();
   private readonly backoff: RestartBackoff;
   private started = false;
-  private sweeping = false;
+  private sweeping: Promise<void> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: PodControllerOptions) {
@@ -153,9 +153,13 @@ export class PodController {
   }
 
   /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
-  private async sweep(): Promise<void> {
-    if (this.sweeping || !this.started) return;
-    this.sweeping = true;
+  private sweep(): Promise<void> {
+    if (this.sweeping || !this.started) return this.sweeping ?? Promise.resolve();
+    this.sweeping = this.sweepOnce().finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async sweepOnce(): Promise<void> {
     try {
       await this.registry.discover();
       // Also repairs the bridge, NAT rules and DHCP server if something removed them.
@@ -163,8 +167,6 @@ export class PodController {
       await this.removeOrphans();
     } catch (err) {
       this.o.log.warn({ err }, 'orphan sweep failed');
-    } finally {
-      this.sweeping = false;
     }
   }
 
@@ -176,6 +178,7 @@ export class PodController {
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
     clearInterval(this.sweepTimer);
+    await this.sweeping;
     this.podSync.stop();
     this.statusSync.stop();
     await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
