@@ -10,7 +10,9 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
-import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import { withNetworkConfig } from './cloud-init-network.js';
+import { hostNameservers } from './host.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 
@@ -119,8 +121,13 @@ export class PodNetwork {
     const podIP = await ipam.lease(spec.uid);
     const names = await ensureVmNetwork({ uid: spec.uid, iface, podIP, prefixLength: range.prefixLength, gateway: gatewayOf(range), nodeBridge: this.o.bridge, dir: this.vmDir(spec.uid) });
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
+    const guest =
+      iface.binding === 'bridge'
+        ? { address: `${podIP}/${range.prefixLength}`, gateway: gatewayOf(range) }
+        : { address: `${MASQUERADE_GUEST}/24`, gateway: MASQUERADE_GATEWAY };
+    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dnsServers: await hostNameservers() });
     return {
-      spec: { ...spec, interfaces: [iface] },
+      spec: { ...spec, interfaces: [iface], disks },
       attachment: { netnsPath: names.netnsPath, podIP, guestIP: iface.binding === 'bridge' ? podIP : MASQUERADE_GUEST, mac: iface.mac, interfaceName: iface.name },
     };
   }
