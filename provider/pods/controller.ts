@@ -343,12 +343,16 @@ export class PodController {
    */
   private async attachNetwork(rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
     try {
+      const t0 = performance.now();
       const { spec: wired, attachment } = await this.o.network.attach(spec);
       const changed = attachment?.podIP !== rec.attachment?.podIP;
       if (attachment) rec.attachment = attachment;
       else delete rec.attachment;
-      // The pod address shows as soon as it is leased, before the VM boots.
-      if (changed) this.statusSync.add(rec.key);
+      if (changed && attachment) {
+        this.o.log.info({ pod: rec.key, uid: rec.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) }, 'VM network attached');
+        // The pod address shows as soon as it is leased, before the VM boots.
+        this.statusSync.add(rec.key);
+      }
       return wired;
     } catch (err) {
       if (err instanceof SpecError) return err;
