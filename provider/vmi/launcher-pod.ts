@@ -4,7 +4,7 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
-import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
@@ -71,12 +71,33 @@ export function launcherImage(vmi: VirtualMachineInstance): string {
   return vmi.spec.volumes?.find((v) => v.containerDisk?.image)?.containerDisk?.image ?? DEFAULT_LAUNCHER_IMAGE;
 }
 
+/**
+ * The Secrets and claims the VMI reads, as pod volumes: the Node authorizer
+ * lets a node read only what the pods bound to it reference, and the
+ * scheduler places the pod where a claim's local volume is.
+ */
+export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
+  return (vmi.spec.volumes ?? []).flatMap((v): V1Volume[] => {
+    const ci = v.cloudInitNoCloud;
+    if (ci) {
+      return [
+        ...(ci.secretRef?.name ? [{ name: `${v.name}-userdata`, secret: { secretName: ci.secretRef.name } }] : []),
+        ...(ci.networkDataSecretRef?.name ? [{ name: `${v.name}-networkdata`, secret: { secretName: ci.networkDataSecretRef.name } }] : []),
+      ];
+    }
+    const pvc = v.persistentVolumeClaim;
+    if (pvc?.claimName) return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    return [];
+  });
+}
+
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
 export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
   const name = vmi.metadata.name!;
   const uid = vmi.metadata.uid!;
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
+  const volumes = launcherVolumes(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -93,6 +114,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       tolerations: [...structuredClone(spec.tolerations ?? []), PROVIDER_TOLERATION],
       terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
       restartPolicy: 'Never',
+      ...(volumes.length ? { volumes } : {}),
       containers: [
         {
           name: 'compute',
