@@ -95,7 +95,12 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const network = new PodNetwork({
       bridge: config.bridge,
       dir: join(config.stateDir, 'network'),
-      podCidr: async () => config.podCidr ?? (await clients.core.readNode({ name: config.nodeName })).spec?.podCIDR,
+      podCidr: async () => {
+        if (config.podCidr) return config.podCidr;
+        const spec = (await clients.core.readNode({ name: config.nodeName })).spec;
+        // Dual-stack nodes list both families; the pod network is IPv4.
+        return (spec?.podCIDRs ?? [spec?.podCIDR]).find((c) => c && !c.includes(':'));
+      },
       log: rootLog.child({ component: 'network' }),
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.

@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
+import { INTERFACE_NAME } from './network/node-network.js';
 
 export interface Taint {
   key: string;
@@ -147,7 +148,7 @@ export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;
-  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (!INTERFACE_NAME.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
   if (flags['pod-cidr'] !== undefined) {
     try {
       config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;

@@ -77,13 +77,22 @@ export async function ensureDnsmasq(i: DnsmasqInstance, conf: string): Promise<n
   return started;
 }
 
+/** Signals a process that may have exited since it was looked up. */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
 /** Stops the instance and waits until it is gone. Idempotent. */
 export async function stopDnsmasq(i: DnsmasqInstance): Promise<void> {
   const pid = await runningPid(i);
   if (pid) {
-    process.kill(pid, 'SIGTERM');
+    signal(pid, 'SIGTERM');
     for (let waitedMs = 0; (await runningPid(i)) && waitedMs < 5000; waitedMs += 20) await new Promise((r) => setTimeout(r, 20));
-    if (await runningPid(i)) process.kill(pid, 'SIGKILL');
+    if (await runningPid(i)) signal(pid, 'SIGKILL');
   }
   await rm(i.pidFile, { force: true });
 }

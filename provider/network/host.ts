@@ -64,6 +64,20 @@ export async function ensureChain(table: IptablesTable, chain: string, netns?: s
   }
 }
 
+/**
+ * Makes `chain` (ours alone) hold exactly `rules`, in order; rebuilt only when
+ * it differs, so a periodic repair never opens a window without them.
+ */
+export async function ensureChainRules(table: IptablesTable, chain: string, rules: string[][]): Promise<void> {
+  await ensureChain(table, chain);
+  const current = await run(['iptables', '-w', '-t', table, '-S', chain]);
+  const have = current.split('\n').filter((l) => l.startsWith('-A '));
+  const want = rules.map((r) => ['-A', chain, ...r].join(' '));
+  if (have.length === want.length && have.every((l, i) => l === want[i])) return;
+  await run(['iptables', '-w', '-t', table, '-F', chain]);
+  for (const r of rules) await run(['iptables', '-w', '-t', table, '-A', chain, ...r]);
+}
+
 /** Adds `rule` to `chain` unless it is there (`insert`: at the top, so it runs before rules others add). */
 export async function ensureRule(table: IptablesTable, chain: string, rule: string[], opts: { netns?: string; insert?: boolean } = {}): Promise<void> {
   const ns = opts.netns ? { netns: opts.netns } : {};
@@ -102,8 +116,17 @@ export async function setNetSysctl(key: string, value: string, netns?: string): 
   await run(['sysctl', '-q', '-w', `${key}=${value}`], netns ? { netns } : {});
 }
 
-/** Nameservers guests can reach: the host's, without loopback ones (a guest cannot reach the host's 127.0.0.53). */
+const SYSTEMD_RESOLVED_UPSTREAMS = '/run/systemd/resolve/resolv.conf';
+
+/**
+ * Nameservers guests can reach: the host's, without loopback ones (a guest
+ * cannot reach the host's 127.0.0.53); behind systemd-resolved, its upstreams.
+ */
 export async function hostNameservers(resolvConf = '/etc/resolv.conf'): Promise<string[]> {
-  const text = await readFile(resolvConf, 'utf8').catch(() => '');
-  return [...text.matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)].map((m) => m[1]!).filter((ip) => !ip.startsWith('127.'));
+  const read = async (file: string) =>
+    [...(await readFile(file, 'utf8').catch(() => '')).matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)].map((m) => m[1]!);
+  const listed = await read(resolvConf);
+  const usable = listed.filter((ip) => !ip.startsWith('127.'));
+  if (usable.length || !listed.length) return usable;
+  return (await read(SYSTEMD_RESOLVED_UPSTREAMS)).filter((ip) => !ip.startsWith('127.'));
 }

@@ -52,10 +52,6 @@ export class Ipam {
     return new Ipam(file, range, state);
   }
 
-  get cidr(): string {
-    return this.range.cidr;
-  }
-
   /** The address `owner` holds, if any. */
   addressOf(owner: string): string | undefined {
     return this.state.leases[owner];

@@ -8,8 +8,9 @@ import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
-import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChain, ensureRule, hostNameservers, links, run, setNetSysctl } from './host.js';
-import { gatewayOf, intToIp, type Ipv4Range } from './ipv4.js';
+import { createHash } from 'node:crypto';
+import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, run, setNetSysctl } from './host.js';
+import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 
 export interface NodeNetworkOptions {
   /** Bridge name (IFNAMSIZ: at most 15 characters). */
@@ -26,8 +27,17 @@ interface NodeRecord {
   cidr: string;
 }
 
+/** A Linux interface name (IFNAMSIZ: at most 15 characters). */
+export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+
 export function netmaskOf(range: Ipv4Range): string {
   return intToIp(range.prefixLength === 0 ? 0 : (0xffffffff << (32 - range.prefixLength)) >>> 0);
+}
+
+/** A locally administered MAC derived from the bridge name. */
+export function bridgeMac(name: string): string {
+  const hash = createHash('sha256').update(`vkvm-bridge/${name}`).digest();
+  return ['02', ...[...hash.subarray(0, 5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 }
 
 async function isBridge(dev: string): Promise<boolean> {
@@ -43,7 +53,7 @@ export class NodeNetwork {
   private readonly dnsmasq: DnsmasqInstance;
 
   constructor(private readonly o: NodeNetworkOptions) {
-    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+    if (!INTERFACE_NAME.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
     this.forwardChain = `VKVM-FWD-${o.bridge}`;
     this.natChain = `VKVM-NAT-${o.bridge}`;
     this.recordFile = path.join(o.dir, 'node.json');
@@ -51,12 +61,11 @@ export class NodeNetwork {
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
   }
 
-  get bridge(): string {
-    return this.o.bridge;
-  }
-
-  /** Makes the node's side of the network match `range`. Idempotent; repairs what was removed behind its back. */
-  async ensure(range: Ipv4Range): Promise<void> {
+  /**
+   * Makes the node's side of the network match `range`. Idempotent; repairs
+   * what was removed behind its back. `dnsServers`: what guests are told.
+   */
+  async ensure(range: Ipv4Range, dnsServers: string[]): Promise<void> {
     // dnsmasq reads the hosts directory after dropping to nobody: it must be reachable and readable.
     await mkdir(this.o.dir, { recursive: true, mode: 0o711 });
     await chmod(this.o.dir, 0o711);
@@ -68,44 +77,49 @@ export class NodeNetwork {
     if (!existing) {
       // Recorded before it exists: a crash right after leaves a record of something absent, which is harmless.
       await this.writeRecord({ bridge: br, createdBridge: true, cidr: range.cidr });
-      await run(['ip', 'link', 'add', br, 'type', 'bridge']);
+      // A fixed MAC: a bridge otherwise takes its lowest port's, and the gateway's MAC would change under the guests.
+      await run(['ip', 'link', 'add', br, 'address', bridgeMac(br), 'type', 'bridge']);
       createdBridge = true;
       this.o.log.info({ bridge: br }, 'created the pod network bridge');
     } else if (!(await isBridge(br))) {
       throw new Error(`--bridge: ${br} exists and is not a bridge`);
     }
+    if (record && record.cidr !== range.cidr) await this.removeRangeRules(record.cidr);
     await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
     await run(['ip', 'link', 'set', br, 'up']);
 
-    // Forwarding for the bridge and the uplink only; replies to NATed traffic enter on the uplink.
+    // Forwarding is decided by the interface a packet enters: the bridge (guests' traffic) and the
+    // uplink (replies to it, after NAT). Host-wide ip_forward stays as it was.
     const uplink = await defaultRouteDevice();
     await setNetSysctl(`net.ipv4.conf.${br}.forwarding`, '1');
     if (uplink) await setNetSysctl(`net.ipv4.conf.${uplink}.forwarding`, '1');
 
-    await ensureChain('filter', this.forwardChain);
-    await ensureRule('filter', this.forwardChain, ['-i', br, '-j', 'ACCEPT']);
-    await ensureRule('filter', this.forwardChain, ['-o', br, '-j', 'ACCEPT']);
+    // Guests may open connections out; from outside only replies come in (no cross-node pod routing).
+    await ensureChainRules('filter', this.forwardChain, [
+      ['-i', br, '-j', 'ACCEPT'],
+      ['-o', br, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'],
+    ]);
     await ensureRule('filter', 'FORWARD', ['-j', this.forwardChain], { insert: true });
-    await ensureChain('nat', this.natChain);
-    await ensureRule('nat', this.natChain, ['-d', range.cidr, '-j', 'RETURN']);
-    await ensureRule('nat', this.natChain, ['!', '-o', br, '-j', 'MASQUERADE']);
+    await ensureChainRules('nat', this.natChain, [
+      ['-d', range.cidr, '-j', 'RETURN'],
+      ['!', '-o', br, '-j', 'MASQUERADE'],
+    ]);
     await ensureRule('nat', 'POSTROUTING', ['-s', range.cidr, '-j', this.natChain]);
 
     const conf = renderDnsmasqConf(
-      {
-        interface: br,
-        network: intToIp(range.network),
-        netmask: netmaskOf(range),
-        router: gatewayOf(range),
-        dnsServers: await hostNameservers(),
-        hostsDir: this.dhcpHostsDir,
-        leaseTime: '1h',
-      },
+      { interface: br, network: intToIp(range.network), netmask: netmaskOf(range), router: gatewayOf(range), dnsServers, hostsDir: this.dhcpHostsDir, leaseTime: '1h' },
       this.dnsmasq.pidFile,
     );
     await ensureDnsmasq(this.dnsmasq, conf);
+  }
+
+  /** What ensure() added for a range the node no longer has (no VM holds an address in it). */
+  private async removeRangeRules(cidr: string): Promise<void> {
+    await deleteRule('nat', 'POSTROUTING', ['-s', cidr, '-j', this.natChain]);
+    const range = parseIpv4Range(cidr, 'node.json cidr');
+    await run(['ip', 'addr', 'del', `${gatewayOf(range)}/${range.prefixLength}`, 'dev', this.o.bridge]).catch(() => undefined);
   }
 
   /** Serves `ip` to `mac` by DHCP on the bridge (dnsmasq re-reads the directory). */
@@ -115,8 +129,16 @@ export class NodeNetwork {
     if ((await readFile(file, 'utf8').catch(() => '')) !== line) await writeFile(file, line, { mode: 0o644 });
   }
 
+  /**
+   * Stops serving `owner`'s address. dnsmasq keeps leases in memory and would
+   * refuse the address to the next VM's MAC while the old lease lasts, so the
+   * lease is released too (dhcp_release, as OpenStack does with dnsmasq).
+   */
   async removeDhcpHost(owner: string): Promise<void> {
-    await rm(path.join(this.dhcpHostsDir, owner), { force: true });
+    const file = path.join(this.dhcpHostsDir, owner);
+    const [mac, ip] = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
+    await rm(file, { force: true });
+    if (mac && ip) await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) => this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'));
   }
 
   /**
@@ -128,7 +150,7 @@ export class NodeNetwork {
     await stopDnsmasq(this.dnsmasq);
     await deleteRule('filter', 'FORWARD', ['-j', this.forwardChain]);
     await deleteChain('filter', this.forwardChain);
-    if (record) await deleteRule('nat', 'POSTROUTING', ['-s', record.cidr, '-j', this.natChain]);
+    if (record) await this.removeRangeRules(record.cidr);
     await deleteChain('nat', this.natChain);
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);
     await rm(this.o.dir, { recursive: true, force: true });

@@ -15,6 +15,7 @@ import { withNetworkConfig } from './cloud-init-network.js';
 import { hostNameservers } from './host.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
+const UNREADY_RECHECK_MS = 2_000;
 
 export interface PodNetworkOptions {
   bridge: string;
@@ -30,8 +31,6 @@ export interface VmAttachment {
   netnsPath: string;
   /** The pod address. */
   podIP: string;
-  /** The address the guest holds: the pod address (bridge) or the masquerade one. */
-  guestIP: string;
   mac: string;
   interfaceName: string;
 }
@@ -42,7 +41,9 @@ export class NetworkNotReadyError extends Error {
 
 export class PodNetwork {
   readonly node: NodeNetwork;
-  private ready: { range: Ipv4Range; ipam: Ipam } | undefined;
+  private ready: { range: Ipv4Range; ipam: Ipam; dnsServers: string[] } | undefined;
+  /** When the range was last found missing: VMs waiting for it do not each ask the API server. */
+  private unreadyAtMs = 0;
   private starting: Promise<void> | undefined;
   /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
@@ -63,13 +64,22 @@ export class PodNetwork {
    */
   async ensureNode(): Promise<boolean> {
     if (this.closed) return false;
+    if (!this.ready && Date.now() - this.unreadyAtMs < UNREADY_RECHECK_MS) return false;
     this.starting ??= (async () => {
       const cidr = await this.o.podCidr();
-      if (!cidr) return;
+      if (!cidr) {
+        if (!this.unreadyAtMs) this.o.log.warn({ bridge: this.o.bridge }, 'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one');
+        this.unreadyAtMs = Date.now();
+        return;
+      }
       const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
       if (this.ready && this.ready.range.cidr !== range.cidr) throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
-      await this.node.ensure(range);
-      this.ready ??= { range, ipam: await Ipam.open(path.join(this.o.dir, 'leases.json'), range) };
+      // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
+      const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
+      // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
+      const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
+      await this.node.ensure(range, dnsServers);
+      this.ready ??= { range, ipam, dnsServers };
       this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
     })().finally(() => (this.starting = undefined));
     await this.starting;
@@ -87,11 +97,6 @@ export class PodNetwork {
     if (!opts.removeAll) return;
     await this.retainOnly(() => false);
     await this.node.remove();
-  }
-
-  /** The VM's addresses, when it holds a lease. */
-  addressOf(uid: string): string | undefined {
-    return this.ready?.ipam.addressOf(uid);
   }
 
   private serialized<T>(uid: string, fn: () => Promise<T>): Promise<T> {
@@ -116,19 +121,28 @@ export class PodNetwork {
       throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
     }
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
-    const { range, ipam } = this.ready!;
+    const { range, ipam, dnsServers } = this.ready!;
     const iface: InterfaceSpec = { ...spec.interfaces[0]!, tapDevice: GUEST_TAP };
     const podIP = await ipam.lease(spec.uid);
-    const names = await ensureVmNetwork({ uid: spec.uid, iface, podIP, prefixLength: range.prefixLength, gateway: gatewayOf(range), nodeBridge: this.o.bridge, dir: this.vmDir(spec.uid) });
+    const names = await ensureVmNetwork({
+      uid: spec.uid,
+      iface,
+      podIP,
+      prefixLength: range.prefixLength,
+      gateway: gatewayOf(range),
+      dnsServers,
+      nodeBridge: this.o.bridge,
+      dir: this.vmDir(spec.uid),
+    });
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
     const guest =
       iface.binding === 'bridge'
         ? { address: `${podIP}/${range.prefixLength}`, gateway: gatewayOf(range) }
         : { address: `${MASQUERADE_GUEST}/24`, gateway: MASQUERADE_GATEWAY };
-    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dnsServers: await hostNameservers() });
+    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dnsServers });
     return {
       spec: { ...spec, interfaces: [iface], disks },
-      attachment: { netnsPath: names.netnsPath, podIP, guestIP: iface.binding === 'bridge' ? podIP : MASQUERADE_GUEST, mac: iface.mac, interfaceName: iface.name },
+      attachment: { netnsPath: names.netnsPath, podIP, mac: iface.mac, interfaceName: iface.name },
     };
   }
 

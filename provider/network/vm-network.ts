@@ -15,7 +15,7 @@ import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
-import { ensureRule, HostCommandError, hostNameservers, links, run, setNetSysctl } from './host.js';
+import { ensureRule, HostCommandError, links, run, setNetSysctl } from './host.js';
 
 export const NETNS_DIR = '/run/netns';
 export const GUEST_TAP = 'tap0';
@@ -44,6 +44,8 @@ export interface VmNetworkPlan {
   podIP: string;
   prefixLength: number;
   gateway: string;
+  /** What the masquerade guest's DHCP hands out. */
+  dnsServers: string[];
   nodeBridge: string;
   /** The VM's directory of network state (its ready marker, DHCP config). */
   dir: string;
@@ -70,8 +72,12 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
   const names = vmNetworkNames(p.uid);
   const ready = path.join(p.dir, 'ready');
   await mkdir(p.dir, { recursive: true, mode: 0o700 });
-  if ((await exists(ready)) && (await exists(names.netnsPath))) {
-    if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p, await hostNameservers()));
+  const hostVeth = (await links()).get(names.hostVeth);
+  if ((await exists(ready)) && (await exists(names.netnsPath)) && hostVeth) {
+    // A bridge re-created by the node's repair has no ports: put the VM back on it.
+    if (hostVeth.master !== p.nodeBridge) await run(['ip', 'link', 'set', names.hostVeth, 'master', p.nodeBridge]);
+    if (hostVeth.operstate === 'DOWN') await run(['ip', 'link', 'set', names.hostVeth, 'up']);
+    if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
     return names;
   }
   await removeVmNetwork(p.uid, p.dir, { keepDir: true });
@@ -102,18 +108,18 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
       const proto = port.protocol.toLowerCase();
       await nat('PREROUTING', ['-i', POD_IFACE, '-p', proto, '--dport', String(port.port), '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
     }
-    await nat('POSTROUTING', ['-s', MASQUERADE_GUEST, '-o', POD_IFACE, '-j', 'MASQUERADE']);
-    await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p, await hostNameservers()));
+    // The whole guest subnet: a guest that picks another 10.0.2.x must not leave un-NATed.
+    await nat('POSTROUTING', ['-s', '10.0.2.0/24', '-o', POD_IFACE, '-j', 'MASQUERADE']);
+    await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
   }
   await writeFile(ready, `${new Date().toISOString()}\n`);
   return names;
 }
 
-function masqueradeDhcp(p: VmNetworkPlan, dnsServers: string[]): string {
-  const pidFile = path.join(p.dir, 'dnsmasq.pid');
+function masqueradeDhcp(p: VmNetworkPlan): string {
   return renderDnsmasqConf(
-    { interface: GUEST_TAP, network: '10.0.2.0', netmask: '255.255.255.0', router: MASQUERADE_GATEWAY, dnsServers, hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`], leaseTime: '1h' },
-    pidFile,
+    { interface: GUEST_TAP, network: '10.0.2.0', netmask: '255.255.255.0', router: MASQUERADE_GATEWAY, dnsServers: p.dnsServers, hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`], leaseTime: '1h' },
+    dnsmasqOf(p.dir, vmNetworkNames(p.uid).netnsPath).pidFile,
   );
 }
 

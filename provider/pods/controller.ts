@@ -162,12 +162,12 @@ export class PodController {
   private async sweepOnce(): Promise<void> {
     try {
       await this.registry.discover();
-      // Also repairs the bridge, NAT rules and DHCP server if something removed them.
-      await this.o.network.ensureNode();
       await this.removeOrphans();
     } catch (err) {
       this.o.log.warn({ err }, 'orphan sweep failed');
     }
+    // Also repairs the bridge, NAT rules and DHCP server if something removed them.
+    await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network repair failed'));
   }
 
   /**
@@ -266,12 +266,12 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.finalizeDeletion(pod, rec);
 
     const view = this.registry.get(uid);
-    // A kubelet never restarts a pod it reported as finished.
-    if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return;
+    // A kubelet never restarts a pod it reported as finished, and tears its network down.
+    if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return this.o.network.detach(uid);
 
     const translated = await this.specFor(pod, rec);
     if (translated === 'gone') return;
-    const spec = translated instanceof SpecError ? translated : await this.attachNetwork(rec, translated);
+    const spec = translated instanceof SpecError ? translated : await this.attachNetwork(pod, rec, translated);
     if (spec === 'waiting') return;
     if (spec instanceof SpecError) {
       if (!rec.invalid) this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${spec.message}`);
@@ -341,7 +341,7 @@ export class PodController {
    * Leases the VM's address and builds its network namespace (idempotent, so
    * every sync repairs it); the spec comes back with its NIC on the VM's tap.
    */
-  private async attachNetwork(rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
+  private async attachNetwork(pod: V1Pod, rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
     try {
       const t0 = performance.now();
       const { spec: wired, attachment } = await this.o.network.attach(spec);
@@ -356,9 +356,12 @@ export class PodController {
       return wired;
     } catch (err) {
       if (err instanceof SpecError) return err;
-      if (!(err instanceof NetworkNotReadyError)) throw err;
-      this.o.log.debug({ pod: rec.key }, 'waiting for the node pod range');
-      this.podSync.addAfter(rec.key, NETWORK_RETRY_MS);
+      if (!(err instanceof NetworkNotReadyError)) {
+        // The kubelet's reason when CNI fails; retried with the queue's back-off.
+        this.o.events.record(pod, 'Warning', 'FailedCreatePodSandBox', `Failed to set up the VM's pod network: ${(err as Error).message}`);
+        throw err;
+      }
+      this.podSync.addAfter(rec.key, NETWORK_RETRY_MS * (1 + Math.random()));
       return 'waiting';
     }
   }

@@ -48,7 +48,6 @@ export interface VmiTranslation {
   unsupported: string[];
   /** Sparse raw files to create before the VM starts when they do not exist (hostDisk DiskOrCreate, a PVC's disk.img). */
   diskImagesToCreate: DiskImageToCreate[];
-  /** Ports to forward to the guest, by interface name (masquerade; an interface absent here forwards all). */
 }
 
 const MIB = 2 ** 20;
