@@ -35,6 +35,13 @@ export interface AgentConfig {
   statusReportIntervalS: number;
   /** Approve our own kubelet-serving CSR when RBAC allows (vkvm up); otherwise wait for an approver. */
   approveServingCsr: boolean;
+  /**
+   * Renew the kubeconfig's client certificate through the CSR API (a joined
+   * node: the kubeconfig names one PEM file holding certificate and key).
+   */
+  rotateClientCert: boolean;
+  /** Where required executables are looked up (preflight conditions). */
+  searchPath: string;
   logLevel: string;
 }
 
@@ -69,6 +76,7 @@ export interface AgentFlags {
   'memory-reserved-mib'?: string;
   'no-software-emulation'?: boolean;
   'approve-serving-csr'?: boolean;
+  'rotate-client-cert'?: boolean;
   'log-level'?: string;
 }
 
@@ -104,7 +112,8 @@ export function parseTaint(s: string): Taint {
   return taint;
 }
 
-export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
+/** `env` is the process environment; only PATH is read. */
+export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = process.env): AgentConfig {
   if (!flags.kubeconfig) throw new ConfigError('--kubeconfig', 'is required');
   const nodeName = (flags['node-name'] ?? hostname()).toLowerCase();
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
@@ -135,6 +144,8 @@ export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
     statusCheckIntervalS: 10,
     statusReportIntervalS: 60,
     approveServingCsr: flags['approve-serving-csr'] ?? false,
+    rotateClientCert: flags['rotate-client-cert'] ?? false,
+    searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;

@@ -18,6 +18,7 @@ export const AGENT_OPTIONS = {
   'memory-reserved-mib': { type: 'string' },
   'no-software-emulation': { type: 'boolean' },
   'approve-serving-csr': { type: 'boolean' },
+  'rotate-client-cert': { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -39,5 +40,7 @@ export const AGENT_HELP = `Node agent flags:
   --memory-reserved-mib N      memory kept back from allocatable (default 1024)
   --no-software-emulation      never fall back to TCG when KVM is unusable
   --approve-serving-csr        approve the agent's own kubelet-serving CSR (needs RBAC)
+  --rotate-client-cert         renew the kubeconfig's client certificate through the CSR API
+                               (set by vkvm join: the kubeconfig names one PEM with cert and key)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;
