@@ -6,13 +6,14 @@
 // Anything else is denied with the reason; a request from a node whose Node
 // object (or address) is not there yet is retried, not denied.
 import type { V1CertificateSigningRequest, V1Node } from '@kubernetes/client-node';
+// @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import type { KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import { ClusterInformer } from '../kube/informer.js';
 import type { Logger } from '../log.js';
 import { KeyQueue } from '../pods/queue.js';
-// Loads @peculiar/x509's crypto provider and reflect-metadata.
 import './csr.js';
 import { KUBELET_SERVING_SIGNER } from './serving.js';
 

@@ -5,14 +5,16 @@
 // re-read it over TLS verified by that CA.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
+// @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-// Loads @peculiar/x509's crypto provider and reflect-metadata.
 import '../certs/csr.js';
 import { ConfigError } from '../config.js';
 import type { BootstrapToken } from './bootstrap-token.js';
+import { JoinError } from './errors.js';
 
-export class DiscoveryError extends Error {
-  readonly kind = 'DiscoveryError';
+export class DiscoveryError extends JoinError {
+  override readonly kind = 'DiscoveryError';
 }
 
 export const CLUSTER_INFO = { namespace: 'kube-public', name: 'cluster-info' } as const;
