@@ -4,7 +4,7 @@
 // the token), check that the CA's public key matches a pinned hash, then
 // re-read it over TLS verified by that CA.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { KubeConfig } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 // @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
@@ -57,9 +57,14 @@ export function verifyDetached(content: string, jws: string, token: BootstrapTok
 
 /** The CA bundle carried by cluster-info's kubeconfig (its first cluster). */
 export function caFromClusterInfoKubeconfig(kubeconfig: string): string {
-  const kc = new KubeConfig();
-  kc.loadFromString(kubeconfig);
-  const caData = kc.getClusters()[0]?.caData;
+  // Parsed as YAML: kubeadm names the cluster "", which client-node's KubeConfig rejects.
+  let parsed: { clusters?: Array<{ cluster?: { 'certificate-authority-data'?: string } }> } | undefined;
+  try {
+    parsed = parse(kubeconfig) as typeof parsed;
+  } catch (err) {
+    throw new DiscoveryError('cluster-info holds no valid kubeconfig', { cause: err });
+  }
+  const caData = parsed?.clusters?.[0]?.cluster?.['certificate-authority-data'];
   if (!caData) throw new DiscoveryError('cluster-info has no certificate-authority-data');
   return Buffer.from(caData, 'base64').toString('utf8');
 }
