@@ -29,7 +29,7 @@ t.test('a node asking for its own names and addresses is approved', async (t) =>
 
 t.test('everything else is denied with a reason that names the problem', async (t) => {
   const cases: Array<[string, Promise<V1CertificateSigningRequest>, V1Node | undefined, string, RegExp]> = [
-    ['not a node', csr({ username: 'kubernetes-admin', groups: ['system:masters'] }), node, 'RequesterNotANode', /kubernetes-admin/],
+    ['not a node', csr({ username: 'system:serviceaccount:default:x', groups: ['system:serviceaccounts'] }), node, 'RequesterNotANode', /system:serviceaccount:default:x/],
     ['node user without the group', csr({ groups: ['system:authenticated'] }), node, 'RequesterNotANode', /system:nodes/],
     ['another node\'s CN', csr({ subject: { commonName: 'system:node:n2' } }), node, 'SubjectMismatch', /system:node:n2/],
     ['wrong organization', csr({ subject: { organizations: ['system:masters'] } }), node, 'SubjectMismatch', /system:masters/],
@@ -41,6 +41,10 @@ t.test('everything else is denied with a reason that names the problem', async (
   for (const [what, c, n, reason, message] of cases) {
     t.match(decideServingCsr(await c, n), { decision: 'deny', reason, message }, what);
   }
+});
+
+t.test('a cluster admin\'s request is left to the admin (vkvm up approves its own)', async (t) => {
+  t.match(decideServingCsr(await csr({ username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] }), node), { decision: 'ignore' });
 });
 
 t.test('a request from a node not registered (or without addresses) yet is retried, not denied', async (t) => {

@@ -4,7 +4,9 @@
 // system:node:<name> in group system:nodes, subject exactly that node, server
 // usages only, and every DNS/IP SAN one of the Node's addresses or its name.
 // Anything else is denied with the reason; a request from a node whose Node
-// object (or address) is not there yet is retried, not denied.
+// object (or address) is not there yet is retried, not denied. Requests of
+// cluster admins (system:masters) are left alone: they may approve their own,
+// as `vkvm up`'s agent does with admin credentials.
 import type { V1CertificateSigningRequest, V1Node } from '@kubernetes/client-node';
 // @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
 import 'reflect-metadata';
@@ -25,7 +27,9 @@ export type ServingCsrDecision =
   | { decision: 'approve'; message: string }
   | { decision: 'deny'; reason: string; message: string }
   /** Not decidable yet (the Node or its addresses are missing): retry. */
-  | { decision: 'retry'; message: string };
+  | { decision: 'retry'; message: string }
+  /** Not ours to decide (a cluster admin's request). */
+  | { decision: 'ignore'; message: string };
 
 export function isDecided(csr: V1CertificateSigningRequest): boolean {
   return csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied' || c.type === 'Failed') ?? false;
@@ -43,6 +47,7 @@ const deny = (reason: string, message: string): ServingCsrDecision => ({ decisio
 export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node | undefined): ServingCsrDecision {
   const user = csr.spec.username ?? '';
   const nodeName = requestingNode(csr);
+  if (!nodeName && csr.spec.groups?.includes('system:masters')) return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
   if (!nodeName) return deny('RequesterNotANode', `requester ${JSON.stringify(user)} is not system:node:<name> in group system:nodes`);
   let req: x509.Pkcs10CertificateRequest;
   try {
@@ -127,6 +132,7 @@ export class ServingCsrApprover {
     }
     const d = decideServingCsr(csr, node);
     if (d.decision === 'retry') throw new Error(`CSR ${name}: ${d.message}`);
+    if (d.decision === 'ignore') return;
     const now = new Date();
     const condition =
       d.decision === 'approve'

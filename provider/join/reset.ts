@@ -6,7 +6,7 @@
 import { readdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
-import { apiStatusCode } from '../kube/errors.js';
+import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
@@ -61,7 +61,7 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
       result.nodeDeleted = true;
     } catch (err) {
       if (apiStatusCode(err) === 404) result.nodeDeleted = true;
-      else result.nodeWarning = `could not delete Node ${record.nodeName} (${(err as Error).message}); delete it with: kubectl delete node ${record.nodeName}`;
+      else result.nodeWarning = `could not delete Node ${record.nodeName} (${apiMessage(err)}); delete it with: kubectl delete node ${record.nodeName}`;
     }
   }
 

@@ -174,18 +174,21 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.equal(logs.code, 0, 'kubectl logs through the apiserver succeeds against the joined node (its serving certificate verifies)');
   });
 
-  await t.test('the approver denies a kubelet-serving CSR that is not a node asking for itself', async (t) => {
+  await t.test('the approver denies a node a serving certificate for a name it does not own', async (t) => {
     const { createKeyAndCsr } = await import('../../provider/certs/csr.js');
+    const { loadKubeConfig, makeClients } = await import('../../provider/kube/client.js');
+    const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
     const { csrPem } = await createKeyAndCsr({ commonName: `system:node:${NODE}`, organizations: ['system:nodes'], dnsNames: ['evil.example'], ipAddresses: [] });
-    await cluster.clients.certificates.createCertificateSigningRequest({
-      body: { metadata: { name: 'admin-asks-serving' }, spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kubelet-serving', usages: ['digital signature', 'server auth'] } },
+    await asNode.certificates.createCertificateSigningRequest({
+      body: { metadata: { name: 'node-asks-foreign-name' }, spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kubelet-serving', usages: ['digital signature', 'server auth'] } },
     });
     const denied = await waitFor(
       'CSR denied',
-      () => cluster.clients.certificates.readCertificateSigningRequest({ name: 'admin-asks-serving' }),
+      () => cluster.clients.certificates.readCertificateSigningRequest({ name: 'node-asks-foreign-name' }),
       (c) => c.status?.conditions?.some((x) => x.type === 'Denied') ?? false,
     );
-    t.match(denied.status?.conditions, [{ type: 'Denied', reason: 'RequesterNotANode', message: /kubernetes-admin/ }], 'denied with the reason');
+    t.match(denied.status?.conditions, [{ type: 'Denied', reason: 'SANNotOwnedByNode', message: /dns:evil\.example/ }], 'denied with the reason');
+    t.notOk(denied.status?.certificate, 'no certificate issued');
   });
 
   await t.test('vkvm reset stops the VM, deletes the Node and the local state; a second join succeeds', async (t) => {
