@@ -54,6 +54,24 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
   );
 });
 
+t.test('the VMI\'s Secrets and claims are pod volumes, so a node identity may read them', async (t) => {
+  const pod = launcherPodFor(
+    vmi({
+      volumes: [
+        { name: 'ci', cloudInitNoCloud: { secretRef: { name: 'user-data' }, networkDataSecretRef: { name: 'net-data' } } },
+        { name: 'data', persistentVolumeClaim: { claimName: 'disk-a' } },
+        { name: 'root', containerDisk: { image: 'vkvm/test-guest' } },
+      ],
+    }),
+  );
+  t.same(pod.spec?.volumes, [
+    { name: 'vkvm-secret-0', secret: { secretName: 'user-data' } },
+    { name: 'vkvm-secret-1', secret: { secretName: 'net-data' } },
+    { name: 'vkvm-claim-0', persistentVolumeClaim: { claimName: 'disk-a' } },
+  ]);
+  t.same(pod.spec?.containers[0]?.volumeMounts, undefined, 'nothing is mounted: the node agent reads them through the API');
+});
+
 t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) => {
   const pod = launcherPodFor(vmi());
   t.match(pod.spec, {

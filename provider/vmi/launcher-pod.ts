@@ -4,9 +4,15 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
-import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
+//
+// The pod names the VMI's Secrets and PersistentVolumeClaims as volumes,
+// as KubeVirt's does: a node agent running as system:node:<name> may read
+// only what pods bound to it reference (the Node authorizer's graph), and
+// the scheduler then honours the claims' volume binding.
+import type { V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
 import { parseQuantity } from '../kube/quantity.js';
+import { vmiReferences } from './translate.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
 
 export const LAUNCHER_APP_LABEL = 'kubevirt.io';
@@ -57,12 +63,22 @@ export function launcherImage(vmi: VirtualMachineInstance): string {
   return vmi.spec.volumes?.find((v) => v.containerDisk?.image)?.containerDisk?.image ?? DEFAULT_LAUNCHER_IMAGE;
 }
 
+/** Pod volumes referencing the VMI's Secrets and claims; the container mounts none of them. */
+export function referencedVolumes(vmi: VirtualMachineInstance): V1Volume[] {
+  const refs = vmiReferences(vmi, {});
+  return [
+    ...refs.secrets.map((secretName, i) => ({ name: `vkvm-secret-${i}`, secret: { secretName } })),
+    ...refs.claims.map((claimName, i) => ({ name: `vkvm-claim-${i}`, persistentVolumeClaim: { claimName } })),
+  ];
+}
+
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
 export function launcherPodFor(vmi: VirtualMachineInstance): V1Pod {
   const name = vmi.metadata.name!;
   const uid = vmi.metadata.uid!;
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
+  const volumes = referencedVolumes(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -86,6 +102,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance): V1Pod {
           resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
         },
       ],
+      ...(volumes.length ? { volumes } : {}),
     },
   };
 }
