@@ -3,6 +3,7 @@
 // period) and removes its launcher, deletes the Node with the node's own
 // credentials, and removes certificates and state. Each step tolerates work
 // already done, so a reset that failed half-way can simply be re-run.
+import { existsSync } from 'node:fs';
 import { readdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
@@ -10,7 +11,7 @@ import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
-import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, systemdIsInit } from './service.js';
+import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, SYSTEMD_UNIT_PATH } from './service.js';
 
 export interface ResetOptions {
   stateDir: string;
@@ -46,7 +47,7 @@ async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, 
 export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   const { log } = o;
   const record = await readJoinRecord(o.stateDir);
-  if (record?.service === 'systemd' || (await systemdIsInit())) await removeSystemdService(log);
+  if (record?.service === 'systemd' || existsSync(SYSTEMD_UNIT_PATH)) await removeSystemdService(log);
   await stopDetachedAgent(o.stateDir, log);
 
   const runDir = record?.runDir ?? '/run/vkvm';
