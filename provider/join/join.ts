@@ -5,6 +5,7 @@
 //   3. TLS bootstrap: a node client certificate through the CSR API under
 //      the token (kube-controller-manager approves and signs it)
 //   4. the node kubeconfig, the certificate and join.json, written last
+//      (unless another host keeps a Node of that name Ready)
 //   5. the agent as a service (systemd) or a detached process; it obtains
 //      its serving certificate and keeps both certificates renewed
 //   6. wait until the Node is Ready
@@ -120,6 +121,32 @@ async function bootstrapClientCert(o: JoinOptions, caPem: string): Promise<{ cer
   }
 }
 
+/**
+ * Refuses to take over a Node that another host keeps Ready (as kubeadm
+ * does): the new credentials are the same identity, so nothing else would stop it.
+ */
+async function checkNodeNameFree(o: JoinOptions, caPem: string, pair: { certPem: string; keyPem: string }): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'node', server: o.server, caData: Buffer.from(caPem).toString('base64') }],
+    users: [{ name: 'node', certData: Buffer.from(pair.certPem).toString('base64'), keyData: Buffer.from(pair.keyPem).toString('base64') }],
+    contexts: [{ name: 'node', cluster: 'node', user: 'node' }],
+    currentContext: 'node',
+  });
+  let node: V1Node;
+  try {
+    node = await makeClients(kc).core.readNode({ name: o.agent.nodeName });
+  } catch (err) {
+    if (apiStatusCode(err) === 404) return;
+    throw err;
+  }
+  if (node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) {
+    throw new JoinError(
+      `a Node named ${o.agent.nodeName} already exists and is Ready: another host uses this name; pass another --node-name, or "kubectl delete node ${o.agent.nodeName}" if it is gone. Nothing was written.`,
+    );
+  }
+}
+
 /** Writes the node's credentials and join record; on failure removes whatever it wrote. */
 async function writeJoinState(o: JoinOptions, caPem: string, pair: { certPem: string; keyPem: string }, record: JoinRecord): Promise<void> {
   const stateDir = o.agent.stateDir;
@@ -181,6 +208,7 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
     log.info({ server: o.server }, 'cluster CA verified against the pinned hash');
     const pair = await bootstrapClientCert(o, caPem);
     log.info({ node: o.agent.nodeName }, 'node client certificate issued');
+    await checkNodeNameFree(o, caPem, pair);
     await writeJoinState(o, caPem, pair, record);
   } else {
     await writeAtomic(join(o.agent.stateDir, JOIN_RECORD), JSON.stringify(record, null, 2) + '\n', 0o600);

@@ -148,6 +148,13 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.match(kubeconfig, /client-certificate: .*kubelet-client-current\.pem/, 'the node kubeconfig names the rotating PEM');
   });
 
+  await t.test('another host joining under the name of a Ready node is refused and writes nothing', async (t) => {
+    const otherState = join(parent, 'other-host');
+    const flags = joinFlags.map((f) => (f.startsWith('--state-dir=') ? `--state-dir=${otherState}` : f.startsWith('--run-dir=') ? `--run-dir=${join(parent, 'other-run')}` : f));
+    const r = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...flags]);
+    t.match({ code: r.code, stderr: r.stderr, written: existsSync(otherState) }, { code: 1, stderr: new RegExp(`a Node named ${NODE} already exists and is Ready`), written: false });
+  });
+
   await t.test('a pod on the joined node runs and kubectl logs reaches it through the apiserver', async (t) => {
     await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
     const pod: V1Pod = {
