@@ -1,11 +1,20 @@
 import { execFileSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { stringify } from 'yaml';
-import { caCertHash, parseCaCertHash, signDetached, verifyClusterInfo, verifyDetached } from './discovery.js';
-import { generateBootstrapToken, parseBootstrapToken } from './bootstrap-token.js';
+import { caCertHash, parseCaCertHash, verifyClusterInfo, verifyDetached } from './discovery.js';
+import { generateBootstrapToken, parseBootstrapToken, type BootstrapToken } from './bootstrap-token.js';
+
+const b64url = (b: Buffer | string): string => Buffer.from(b).toString('base64url');
+
+/** What the bootstrapsigner does (kubeadm's jws.ComputeDetachedSignature): HS256 keyed by the token secret, payload left out. */
+function signDetached(content: string, token: BootstrapToken): string {
+  const header = b64url(JSON.stringify({ alg: 'HS256', kid: token.id }));
+  return `${header}..${b64url(createHmac('sha256', token.secret).update(`${header}.${b64url(content)}`).digest())}`;
+}
 
 /** A throwaway self-signed CA from openssl, the tool the kubeadm docs use to compute the hash. */
 function makeCa(): { pem: string; opensslHash: string } {

@@ -33,13 +33,7 @@ export function parseCaCertHash(raw: string, field = '--discovery-token-ca-cert-
 
 const b64url = (b: Buffer | string): string => Buffer.from(b).toString('base64url');
 
-/** The detached JWS (header..signature) kubeadm's bootstrapsigner stores as jws-kubeconfig-<token id>. */
-export function signDetached(content: string, token: BootstrapToken): string {
-  const header = b64url(JSON.stringify({ alg: 'HS256', kid: token.id }));
-  const sig = createHmac('sha256', token.secret).update(`${header}.${b64url(content)}`).digest();
-  return `${header}..${b64url(sig)}`;
-}
-
+/** Checks a detached JWS (header..signature), as kubeadm's bootstrapsigner stores it in cluster-info as jws-kubeconfig-<token id>. */
 export function verifyDetached(content: string, jws: string, token: BootstrapToken): boolean {
   const parts = jws.split('.');
   if (parts.length !== 3 || parts[1] !== '' || !parts[0] || !parts[2]) return false;
