@@ -4,6 +4,7 @@
 // the token), check that the CA's public key matches a pinned hash, then
 // re-read it over TLS verified by that CA.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { request } from 'node:https';
 import { parse } from 'yaml';
 // @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
 import 'reflect-metadata';
@@ -97,7 +98,6 @@ export function verifyClusterInfo(data: Record<string, string>, token: Bootstrap
 
 async function fetchClusterInfo(server: string, ca: string | undefined): Promise<Record<string, string>> {
   const url = `${server.replace(/\/$/, '')}/api/v1/namespaces/${CLUSTER_INFO.namespace}/configmaps/${CLUSTER_INFO.name}`;
-  const { request } = await import('node:https');
   return new Promise((resolve, reject) => {
     // Without a CA the server is not trusted yet: what it sends is checked by signature and pin.
     const req = request(url, { ca, rejectUnauthorized: ca !== undefined, timeout: 15_000 }, (res) => {
