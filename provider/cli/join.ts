@@ -52,7 +52,7 @@ const JOIN_OPTIONS = {
 const OWN_FLAGS = new Set(['server', 'token', 'discovery-token-ca-cert-hash', 'no-systemd', 'ready-timeout-s', 'kubeconfig', 'state-dir', 'rotate-client-cert', 'approve-serving-csr', 'help']);
 
 /** The agent flags given to join, as arguments for `vkvm node`. */
-function agentArgsOf(values: Record<string, unknown>): string[] {
+export function agentArgsOf(values: Record<string, unknown>): string[] {
   const args: string[] = [];
   for (const [k, v] of Object.entries(values)) {
     if (OWN_FLAGS.has(k) || v === undefined || v === false) continue;
