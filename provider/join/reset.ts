@@ -10,17 +10,22 @@ import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
+import { JoinError } from './errors.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
 import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, SYSTEMD_UNIT_PATH } from './service.js';
 
 export interface ResetOptions {
   stateDir: string;
+  /** Reset a state dir without join.json (e.g. one `vkvm up` or `vkvm node` used). */
+  force: boolean;
   /** ACPI power-off time per VM before it is destroyed. */
   gracePeriodS: number;
   log: Logger;
 }
 
 export interface ResetResult {
+  /** The state dir did not exist: nothing was done. */
+  nothingToReset?: boolean;
   nodeName?: string;
   vmsStopped: number;
   nodeDeleted: boolean;
@@ -28,8 +33,8 @@ export interface ResetResult {
   nodeWarning?: string;
 }
 
-/** Everything join and the agent keep in the state dir. */
-const STATE_ENTRIES = ['vms', 'pki', 'kubeconfig', JOIN_RECORD, PID_FILE, AGENT_LOG];
+/** Everything join and the agent keep in the state dir; the join record last, so an interrupted reset can be re-run. */
+const STATE_ENTRIES = ['vms', 'pki', 'kubeconfig', PID_FILE, AGENT_LOG, JOIN_RECORD];
 
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
@@ -47,6 +52,10 @@ async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, 
 export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   const { log } = o;
   const record = await readJoinRecord(o.stateDir);
+  if (!record && !o.force) {
+    if (!existsSync(o.stateDir)) return { nothingToReset: true, vmsStopped: 0, nodeDeleted: false };
+    throw new JoinError(`${o.stateDir} holds no vkvm join (no ${JOIN_RECORD}); pass --force to stop its VMs and remove its state anyway`);
+  }
   if (record?.service === 'systemd' || existsSync(SYSTEMD_UNIT_PATH)) await removeSystemdService(log);
   await stopDetachedAgent(o.stateDir, log);
 

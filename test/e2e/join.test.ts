@@ -205,9 +205,11 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: /reset node vkvm-e2e-joined: 1 VM\(s\) stopped, Node deleted/ }, `reset succeeds (${r.ms} ms): ${r.stderr.slice(-2000)}`);
     await t.rejects(cluster.clients.core.readNode({ name: NODE }), { code: 404 }, 'the Node is gone');
     t.same({ stateDir: existsSync(stateDir), qemu: qemuPidsOf(uid), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { stateDir: false, qemu: [], agentAlive: false }, 'no state, no QEMU, no agent');
+    const again = await runCli(['reset', `--state-dir=${stateDir}`]);
+    t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /nothing to reset/ }, 'a second reset is a no-op');
     await cluster.clients.core.deleteNamespacedPod({ name: 'guest', namespace: NS, gracePeriodSeconds: 0 });
     await joinOnce(t, 'second join');
-    const again = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
-    t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /it had joined before, agent restarted/ }, 'a re-run join is idempotent: it keeps the credentials and restarts the agent');
+    const rejoin = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
+    t.match({ code: rejoin.code, stdout: rejoin.stdout }, { code: 0, stdout: /it had joined before, agent restarted/ }, 'a re-run join is idempotent: it keeps the credentials and restarts the agent');
   });
 });
