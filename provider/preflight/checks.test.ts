@@ -3,8 +3,8 @@ import { evaluatePreflight, formatPreflight, hardFailures, type PreflightFacts }
 
 const GiB = 1024 ** 3;
 const healthy: PreflightFacts = {
-  executables: { 'qemu-system-x86_64': '/usr/bin/qemu-system-x86_64', 'qemu-img': '/usr/bin/qemu-img' },
-  libvirtDaemon: '/usr/sbin/libvirtd',
+  executables: { 'qemu-system-x86_64': '/usr/bin/qemu-system-x86_64', 'qemu-img': '/usr/bin/qemu-img', libvirtd: '/usr/sbin/libvirtd' },
+  virtqemud: null,
   qemuUserExists: true,
   cgroupProblem: null,
   virtualization: { accelerator: 'kvm', reason: '/dev/kvm usable and CPU has vmx', facts: { kvmDeviceUsable: true, hardwareVirtFlag: 'vmx' } },
@@ -25,13 +25,13 @@ t.test('a well-equipped KVM host passes every check', async (t) => {
 
 t.test('missing packages, user or cgroup controllers are hard failures with a fix', async (t) => {
   const checks = evaluatePreflight(
-    { ...healthy, executables: { ...healthy.executables, 'qemu-img': null }, libvirtDaemon: null, qemuUserExists: false, cgroupProblem: 'no v1 pids hierarchy' },
+    { ...healthy, executables: { ...healthy.executables, 'qemu-img': null, libvirtd: null }, virtqemud: '/usr/sbin/virtqemud', qemuUserExists: false, cgroupProblem: 'no v1 pids hierarchy' },
     { allowSoftwareEmulation: true },
   );
   t.match(
     hardFailures(checks),
     [
-      { condition: 'VirtualizationPackages', message: /not found in PATH: qemu-img, virtqemud or libvirtd; install them with: apt-get install/ },
+      { condition: 'VirtualizationPackages', message: /not found in PATH: qemu-img, libvirtd \(\/usr\/sbin\/virtqemud is there, but vkvm's launcher runs libvirtd\); install them with: apt-get install/ },
       { condition: 'QemuUser', message: /useradd/ },
       { condition: 'CgroupLayout', message: /no v1 pids hierarchy/ },
     ],

@@ -7,7 +7,8 @@ import type { HostCaps } from '../../vmm/probe/virtualization.js';
 export interface PreflightFacts {
   /** Absolute path of each required executable found in the search path, or null. */
   executables: Record<RequiredExecutable, string | null>;
-  libvirtDaemon: string | null;
+  /** Modular libvirt's QEMU daemon, reported when libvirtd itself is missing. */
+  virtqemud: string | null;
   qemuUserExists: boolean;
   /** Why the cgroup layout is unusable for launchers, or null when it is fine. */
   cgroupProblem: string | null;
@@ -20,10 +21,12 @@ export interface PreflightFacts {
   ipForwarding: boolean;
 }
 
-export const REQUIRED_EXECUTABLES = ['qemu-system-x86_64', 'qemu-img'] as const;
+/**
+ * The launcher runs the monolithic libvirtd (Debian 12 has no virtqemud);
+ * a host with only modular libvirt's virtqemud is not supported yet.
+ */
+export const REQUIRED_EXECUTABLES = ['qemu-system-x86_64', 'qemu-img', 'libvirtd'] as const;
 export type RequiredExecutable = (typeof REQUIRED_EXECUTABLES)[number];
-/** virtqemud where libvirt is modular (Debian 13+), libvirtd on Debian 12. */
-export const LIBVIRT_DAEMONS = ['virtqemud', 'libvirtd'] as const;
 
 export const MIN_MEMORY_AVAILABLE_BYTES = 1024 * 1024 * 1024;
 export const MIN_IMAGE_CACHE_FREE_BYTES = 5 * 1024 * 1024 * 1024;
@@ -42,8 +45,8 @@ const gib = (b: number) => `${(b / 1024 ** 3).toFixed(1)} GiB`;
 
 /** Every check, in a fixed order; `allowSoftwareEmulation: false` makes KVM a hard requirement. */
 export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulation: boolean }): PreflightCheck[] {
-  const missing = REQUIRED_EXECUTABLES.filter((e) => !f.executables[e]);
-  if (!f.libvirtDaemon) missing.push(LIBVIRT_DAEMONS.join(' or ') as never);
+  const missing: string[] = REQUIRED_EXECUTABLES.filter((e) => !f.executables[e]);
+  const onlyModular = !f.executables.libvirtd && f.virtqemud ? ` (${f.virtqemud} is there, but vkvm's launcher runs libvirtd)` : '';
   const kvm = f.virtualization.accelerator === 'kvm';
   return [
     missing.length
@@ -52,14 +55,14 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
           severity: 'hard',
           ok: false,
           reason: 'PackagesMissing',
-          message: `not found in PATH: ${missing.join(', ')}; install them with: apt-get install qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu (or run deploy/setup.sh)`,
+          message: `not found in PATH: ${missing.join(', ')}${onlyModular}; install them with: apt-get install qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu (or run deploy/setup.sh)`,
         }
       : {
           condition: 'VirtualizationPackages',
           severity: 'hard',
           ok: true,
           reason: 'PackagesInstalled',
-          message: `${REQUIRED_EXECUTABLES.map((e) => f.executables[e]).join(', ')}, ${f.libvirtDaemon}`,
+          message: REQUIRED_EXECUTABLES.map((e) => f.executables[e]).join(', '),
         },
     f.qemuUserExists
       ? { condition: 'QemuUser', severity: 'hard', ok: true, reason: 'UserExists', message: 'user libvirt-qemu exists' }

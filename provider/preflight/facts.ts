@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { detectLayout, DEFAULT_CGROUP_ROOT } from '../../launcher/cgroup.js';
 import { lookupUser, QEMU_USER } from '../../launcher/libvirtd.js';
 import { readVirtualizationFacts, decideAccelerator } from '../../vmm/probe/virtualization.js';
-import { LIBVIRT_DAEMONS, REQUIRED_EXECUTABLES, type PreflightFacts, type RequiredExecutable } from './checks.js';
+import { REQUIRED_EXECUTABLES, type PreflightFacts, type RequiredExecutable } from './checks.js';
 
 export interface PreflightOptions {
   /** Where executables are looked up: the PATH of the vkvm process. */
@@ -49,8 +49,7 @@ export async function readPreflightFacts(opts: PreflightOptions): Promise<Prefli
   const executables = Object.fromEntries(
     await Promise.all(REQUIRED_EXECUTABLES.map(async (e) => [e, await findExecutable(e, opts.searchPath)] as const)),
   ) as Record<RequiredExecutable, string | null>;
-  let libvirtDaemon: string | null = null;
-  for (const d of LIBVIRT_DAEMONS) libvirtDaemon ??= await findExecutable(d, opts.searchPath);
+  const virtqemud = await findExecutable('virtqemud', opts.searchPath);
   const [meminfo, ipForward, qemuUserExists, cgroupProblem, virt, imageCacheAvailableBytes] = await Promise.all([
     readFile('/proc/meminfo', 'utf8'),
     readFile('/proc/sys/net/ipv4/ip_forward', 'utf8').catch(() => '0'),
@@ -67,7 +66,7 @@ export async function readPreflightFacts(opts: PreflightOptions): Promise<Prefli
   ]);
   return {
     executables,
-    libvirtDaemon,
+    virtqemud,
     qemuUserExists,
     cgroupProblem,
     // Always decided with TCG allowed: whether KVM is required is the checks' call.
