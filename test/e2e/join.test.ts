@@ -19,7 +19,9 @@ import { signedBy } from '../../provider/certs/csr.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
-import { killLaunchersOf, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
+import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { smokeVmiSpec } from './kubevirt-fixtures.js';
+import { killLaunchersOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
 
 const NODE = 'vkvm-e2e-joined';
 const NS = 'e2e-join';
@@ -181,6 +183,23 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.equal(logs.code, 0, 'kubectl logs through the apiserver succeeds against the joined node (its serving certificate verifies)');
   });
 
+  await t.test('a KubeVirt VMI with a cloud-init Secret runs on the joined node under its node identity', async (t) => {
+    // The agent reads the Secret and writes the VMI status as system:node:<name>: the Node
+    // authorizer (through the launcher pod's volumes) and deploy/rbac.yaml must allow both.
+    await cluster.clients.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'smoke-user-data' }, stringData: { userdata: '#cloud-config\n' } } });
+    const spec = smokeVmiSpec();
+    spec.volumes = spec.volumes!.map((v) => (v.cloudInitNoCloud ? { name: v.name, cloudInitNoCloud: { secretRef: { name: 'smoke-user-data' } } } : v));
+    const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
+    await cluster.clients.custom.createNamespacedCustomObject({ ...KV, body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'smoke' }, spec } });
+    const vmi = await waitFor(
+      'VMI Running on the joined node',
+      async () => (await cluster.clients.custom.getNamespacedCustomObject({ ...KV, name: 'smoke' })) as VirtualMachineInstance,
+      (v) => v.status?.phase === 'Running',
+      { timeoutMs: 240_000, intervalMs: 1000 },
+    );
+    t.match(vmi.status, { phase: 'Running', nodeName: NODE }, 'the node wrote the VMI status');
+  });
+
   await t.test('the approver denies a node a serving certificate for a name it does not own', async (t) => {
     const { createKeyAndCsr } = await import('../../provider/certs/csr.js');
     const { loadKubeConfig, makeClients } = await import('../../provider/kube/client.js');
@@ -198,13 +217,13 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.notOk(denied.status?.certificate, 'no certificate issued');
   });
 
-  await t.test('vkvm reset stops the VM, deletes the Node and the local state; a second join succeeds', async (t) => {
+  await t.test('vkvm reset stops the VMs, deletes the Node and the local state; a second join succeeds', async (t) => {
     const uid = (await cluster.clients.core.readNamespacedPod({ name: 'guest', namespace: NS })).metadata!.uid!;
     const agentPid = Number(JSON.parse(await readFile(join(stateDir, 'agent.pid'), 'utf8')).pid);
     const r = await runCli(['reset', `--state-dir=${stateDir}`, '--grace-period-s=5']);
-    t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: /reset node vkvm-e2e-joined: 1 VM\(s\) stopped, Node deleted/ }, `reset succeeds (${r.ms} ms): ${r.stderr.slice(-2000)}`);
+    t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: /reset node vkvm-e2e-joined: 2 VM\(s\) stopped, Node deleted/ }, `reset succeeds (${r.ms} ms): ${r.stderr.slice(-2000)}`);
     await t.rejects(cluster.clients.core.readNode({ name: NODE }), { code: 404 }, 'the Node is gone');
-    t.same({ stateDir: existsSync(stateDir), qemu: qemuPidsOf(uid), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { stateDir: false, qemu: [], agentAlive: false }, 'no state, no QEMU, no agent');
+    t.same({ stateDir: existsSync(stateDir), qemu: qemuPids((argv) => argv.some((a) => a.includes(stateDir))).concat(qemuPidsOf(uid)), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { stateDir: false, qemu: [], agentAlive: false }, 'no state, no QEMU, no agent');
     const again = await runCli(['reset', `--state-dir=${stateDir}`]);
     t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /nothing to reset/ }, 'a second reset is a no-op');
     await cluster.clients.core.deleteNamespacedPod({ name: 'guest', namespace: NS, gracePeriodSeconds: 0 });
