@@ -56,6 +56,7 @@ export interface CustomResourceDefinition {
       storage: boolean;
       subresources: { status: Record<string, never> };
       additionalPrinterColumns: Array<{ name: string; type: string; jsonPath: string; description?: string; priority?: number }>;
+      selectableFields?: Array<{ jsonPath: string }>;
       schema: { openAPIV3Schema: JsonSchema };
     }>;
   };
@@ -397,6 +398,7 @@ function crd(opts: {
   plural: string;
   shortNames: string[];
   columns: CustomResourceDefinition['spec']['versions'][number]['additionalPrinterColumns'];
+  selectableFields?: string[];
   schema: JsonSchema;
 }): CustomResourceDefinition {
   return {
@@ -421,6 +423,7 @@ function crd(opts: {
           storage: true,
           subresources: { status: {} },
           additionalPrinterColumns: opts.columns,
+          ...(opts.selectableFields ? { selectableFields: opts.selectableFields.map((jsonPath) => ({ jsonPath })) } : {}),
           schema: { openAPIV3Schema: opts.schema },
         },
       ],
@@ -489,6 +492,8 @@ export function virtualMachineInstanceCrd(): CustomResourceDefinition {
       { name: 'Live-Migratable', type: 'string', jsonPath: ".status.conditions[?(@.type=='LiveMigratable')].status", priority: 1 },
       { name: 'Paused', type: 'string', jsonPath: ".status.conditions[?(@.type=='Paused')].status", priority: 1 },
     ],
+    // Each node agent watches only the VMIs on its node (status.nodeName=<node>), as virt-handler does by label.
+    selectableFields: ['.status.nodeName'],
     schema: topLevel(spec, vmiStatusSchema(), 'VirtualMachineInstance (kubevirt.io/v1) is one running virtual machine.'),
   });
 }

@@ -20,6 +20,8 @@ export interface LauncherArgs {
   consoleLogMaxBytes: number;
   /** When false, a host without usable KVM makes the launcher fail instead of running TCG. */
   allowSoftwareEmulation: boolean;
+  /** Network namespace (a /run/netns path) the VM's libvirtd and QEMU run in; the host's when absent. */
+  netns?: string;
   logLevel: string;
 }
 
@@ -51,6 +53,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'image-cache-dir': { type: 'string' },
       'console-log-max-bytes': { type: 'string' },
       'no-software-emulation': { type: 'boolean' },
+      netns: { type: 'string' },
       'log-level': { type: 'string' },
     },
   });
@@ -64,7 +67,9 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   }
   const maxBytes = Number(values['console-log-max-bytes'] ?? DEFAULTS.consoleLogMaxBytes);
   if (!Number.isInteger(maxBytes) || maxBytes < 4096) throw new Error('--console-log-max-bytes must be an integer >= 4096');
+  if (values.netns !== undefined && !path.isAbsolute(values.netns)) throw new Error('--netns must be an absolute path such as /run/netns/<name>');
   return {
+    ...(values.netns ? { netns: values.netns } : {}),
     uid: values.uid,
     runDir,
     socket,
@@ -90,6 +95,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   if (a.imageCacheDir) argv.push('--image-cache-dir', a.imageCacheDir);
   if (a.consoleLogMaxBytes) argv.push('--console-log-max-bytes', String(a.consoleLogMaxBytes));
   if (a.allowSoftwareEmulation === false) argv.push('--no-software-emulation');
+  if (a.netns) argv.push('--netns', a.netns);
   if (a.logLevel) argv.push('--log-level', a.logLevel);
   return argv;
 }

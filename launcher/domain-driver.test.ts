@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseLifecycleLine } from './domain-driver.js';
+import { agentChannelConnected, isAgentLifecycleLine, parseLifecycleLine } from './domain-driver.js';
 
 t.test('parseLifecycleLine reads virsh event output', async (t) => {
   t.same(parseLifecycleLine("event 'lifecycle' for domain 'vm-1': Stopped Destroyed"), { type: 'Stopped', detail: 'Destroyed' });
@@ -9,4 +9,25 @@ t.test('parseLifecycleLine reads virsh event output', async (t) => {
   });
   t.equal(parseLifecycleLine("event 'reboot' for domain 'vm-1'"), undefined, 'other events are not lifecycle');
   t.equal(parseLifecycleLine('events received: 3'), undefined);
+});
+
+t.test('agent-lifecycle events are told from the others', async (t) => {
+  t.same(
+    ["event 'agent-lifecycle' for domain 'vm-1': state: 'connected' reason: 'channel event'", "event 'lifecycle' for domain 'vm-1': Started Booted"].map(isAgentLifecycleLine),
+    [true, false],
+  );
+});
+
+t.test("the guest agent counts as connected when libvirt marks its channel's target so", async (t) => {
+  const channel = (target: string) => `<domain><devices><channel type='unix'><source mode='bind' path='/q/agent.sock'/>${target}</channel></devices></domain>`;
+  t.same(
+    [
+      channel("<target type='virtio' name='org.qemu.guest_agent.0' state='connected'/>"),
+      channel("<target type='virtio' name='org.qemu.guest_agent.0' state='disconnected'/>"),
+      channel("<target type='virtio' name='org.qemu.guest_agent.0'/>"),
+      channel("<target type='virtio' name='org.example.other' state='connected'/>"),
+      '<domain><devices/></domain>',
+    ].map(agentChannelConnected),
+    [true, false, false, false, false],
+  );
 });

@@ -1,5 +1,5 @@
 // The launcher's view of its one libvirt domain. @unraid/libvirt covers
-// define/lookup/info/suspend/resume/destroy/undefine; it has no start flags,
+// define/lookup/info/suspend/resume/destroy/undefine/XML; it has no start flags,
 // reset, shutdown modes, guest-agent passthrough or events, so those go
 // through virsh on the same private socket. virsh's only failure channel is
 // text on stderr: the one libvirt message the launcher must recognise (agent
@@ -42,6 +42,8 @@ export interface LifecycleEvent {
 
 export interface DomainEvents {
   onLifecycle(e: LifecycleEvent): void;
+  /** The guest agent connected or disconnected (re-read agentConnected for which). */
+  onAgentLifecycle(): void;
   /** The event stream ended: libvirtd is gone (or virsh died). */
   onEnd(err: Error): void;
 }
@@ -52,6 +54,16 @@ const LIFECYCLE_LINE = /event 'lifecycle' for domain '.*': (\S+)(?: (.*))?$/;
 export function parseLifecycleLine(line: string): LifecycleEvent | undefined {
   const m = LIFECYCLE_LINE.exec(line);
   return m ? { type: m[1]!, detail: m[2] ?? '' } : undefined;
+}
+
+const AGENT_LIFECYCLE_LINE = /^event 'agent-lifecycle' for domain /;
+
+export const isAgentLifecycleLine = (line: string): boolean => AGENT_LIFECYCLE_LINE.test(line);
+
+/** Whether live domain XML shows the guest agent's channel opened by the guest (libvirt adds state='connected'). */
+export function agentChannelConnected(domainXml: string): boolean {
+  const target = /<target\b[^>]*\bname=["']org\.qemu\.guest_agent\.0["'][^>]*>/.exec(domainXml)?.[0];
+  return target !== undefined && /\bstate=["']connected["']/.test(target);
 }
 
 export class DomainDriver {
@@ -137,15 +149,23 @@ export class DomainDriver {
     return reply.return;
   }
 
+  /** Whether the guest agent in the guest has its channel open; false when there is no domain. */
+  async agentConnected(uuid: string): Promise<boolean> {
+    const dom = await this.lookup(uuid);
+    return dom ? agentChannelConnected(await this.hypervisor.domainGetXMLDesc(dom)) : false;
+  }
+
   /** Follows libvirt's event stream until stop() or until libvirtd goes away. */
   watch(handlers: DomainEvents): { stop(): void } {
-    const child = spawn('virsh', ['-c', this.uri, 'event', '--loop', '--event', 'lifecycle'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // virsh follows one event type or all of them; the launcher needs two.
+    const child = spawn('virsh', ['-c', this.uri, 'event', '--loop', '--all'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stopped = false;
     let stderr = '';
     child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-2000)));
     createInterface({ input: child.stdout }).on('line', (line) => {
       const ev = parseLifecycleLine(line);
       if (ev) handlers.onLifecycle(ev);
+      else if (isAgentLifecycleLine(line)) handlers.onAgentLifecycle();
     });
     child.on('exit', (code, signal) => {
       if (!stopped) handlers.onEnd(new Error(`libvirt event stream ended (code ${code}, signal ${signal}): ${stderr.trim()}`));

@@ -12,7 +12,7 @@ import { SpecError } from '../vmm/errors.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
 import { Cgroup } from './cgroup.js';
 import { LauncherClient, type LauncherGone } from './client.js';
-import { PreconditionError, UnavailableError } from './errors.js';
+import { PreconditionError } from './errors.js';
 import { memoryLimitMiB } from './limits.js';
 import { spawnLauncher, type SpawnedLauncher } from './spawn.js';
 import type { VmState } from './state.js';
@@ -42,16 +42,18 @@ const readFileSafe = (p: string): string => {
   }
 };
 
-/** QEMU processes of one VM, found by the uuid on their command line (other VMs may run on this host). */
+/** QEMU processes of one VM, found by its domain name on their command line (other VMs may run on this host). */
 function qemuPidsOf(uid: string): number[] {
   return readdirSync('/proc')
     .filter((n) => /^\d+$/.test(n))
     .map(Number)
     .filter((pid) => {
       const argv = readFileSafe(`/proc/${pid}/cmdline`).split('\0');
-      return argv[0]?.includes('qemu-system') && argv.includes(uid) && running(pid);
+      return argv[0]?.includes('qemu-system') && argv.some((a) => a.startsWith(`guest=${domainNameOf(uid)},`)) && running(pid);
     });
 }
+
+const domainNameOf = (uid: string): string => `launcher-test-${uid.slice(0, 8)}`;
 
 /** Polls with backoff: process exit has no notification for non-children. */
 async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
@@ -66,7 +68,7 @@ function guestSpec(uid: string, overrides: Partial<VmSpec> = {}): VmSpec {
   return {
     version: VM_SPEC_VERSION,
     uid,
-    name: `launcher-test-${uid.slice(0, 8)}`,
+    name: domainNameOf(uid),
     cpu: { sockets: 1, cores: 1, threads: 1 },
     memoryMiB: 192,
     firmware: { kind: 'bios' },
@@ -168,11 +170,12 @@ async function startLauncher(t: Test): Promise<Started> {
 
 t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown work', async (t) => {
   const l = await startLauncher(t);
-  const spec = guestSpec(l.uid);
+  const systemUuid = randomUUID();
+  const spec = guestSpec(l.uid, { systemUuid });
   let t0 = performance.now();
   const synced = await l.client.syncVm(spec);
   t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
-  t.match(synced, { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: l.uid } }, 'SyncVm defines and starts the domain');
+  t.match(synced, { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: systemUuid } }, 'SyncVm defines and starts the domain under the system UUID');
 
   const con = openConsole(l.client);
   t.teardown(() => con.close());
@@ -209,21 +212,22 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
 
   const second = await LauncherClient.connect(l.runDir);
   t.teardown(() => second.close());
-  t.match(await second.getState(), { domainUuid: l.uid, qemuPid: state.qemuPid }, 'a second client sees the same domain');
+  t.match(await second.getState(), { domainUuid: systemUuid, qemuPid: state.qemuPid }, 'a second client sees the same domain');
 
-  // qemu-ga starts after the boot marker; UNAVAILABLE until it connects.
-  let exec;
-  const deadline = Date.now() + 60_000;
-  for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 2000)) {
-    try {
-      exec = await l.client.guestExec({ path: '/bin/sh', args: ['-c', 'echo out; echo err >&2; exit 3'], timeoutS: 20 });
-      break;
-    } catch (err) {
-      if (!(err instanceof UnavailableError) || Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, delayMs));
-    }
-  }
+  // qemu-ga starts after the boot marker; the state says when it connected and what it reported.
+  t0 = performance.now();
+  const agentState = await l.events.waitFor('the guest agent reports the guest OS', () => l.events.states.find((s) => s.guestAgentConnected && s.guestOsInfo), 60_000);
+  t.comment(`guest OS info ${Math.round(performance.now() - t0)} ms after the boot marker`);
+  const uname = await l.client.guestExec({ path: '/bin/uname', args: ['-r'], timeoutS: 20 });
+  t.match(
+    agentState.guestOsInfo,
+    { kernelRelease: uname.stdout.toString().trim(), machine: 'x86_64', kernelVersion: /^#/ },
+    "the state carries guest-get-osinfo's answer: the guest's kernel release, version and machine",
+  );
+  const exec = await l.client.guestExec({ path: '/bin/sh', args: ['-c', 'echo out; echo err >&2; exit 3'], timeoutS: 20 });
   t.match(exec, { exitCode: 3, stdout: Buffer.from('out\n'), stderr: Buffer.from('err\n') }, 'GuestExec returns output and exit code');
+  const productUuid = await l.client.guestExec({ path: '/bin/cat', args: ['/sys/class/dmi/id/product_uuid'], timeoutS: 20 });
+  t.equal(productUuid.stdout.toString().trim(), systemUuid, 'the guest sees the system UUID in SMBIOS');
 
   t.match(await l.client.pause(), { phase: 'Paused', domainState: 'paused' }, 'Pause');
   t.match(await l.client.pause(), { phase: 'Paused' }, 'Pause again is a no-op');
@@ -236,6 +240,7 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.same(await withDeadline(l.exited, 15_000, 'launcher exit'), { code: 0, signal: null }, 'the launcher exits after Shutdown');
   t.same(qemuPidsOf(l.uid), [], 'no QEMU left');
   t.notOk(existsSync(cgDir), 'the cgroup is removed');
+  t.match(l.events.states.at(-1), { phase: 'Succeeded', guestAgentConnected: false, guestOsInfo: undefined }, 'a stopped VM has no guest agent');
   const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);
   t.match(gone, { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } }, 'the client reports why the VM is gone');
 });

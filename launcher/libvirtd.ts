@@ -1,4 +1,5 @@
-// A private libvirtd per VM, in its own mount, PID, UTS and IPC namespaces.
+// A private libvirtd per VM, in its own mount, PID, UTS and IPC namespaces,
+// and in the VM's network namespace when it has one.
 //
 // Process tree (host PIDs):
 //   launcher ─ unshare (PR_SET_PDEATHSIG=SIGKILL via setpriv)
@@ -80,6 +81,8 @@ export interface LibvirtdOptions {
   /** Private state lives in <dir>/{run,lib,log,etc}; daemon output in <dir>/libvirtd.out. */
   dir: string;
   libvirtdPath?: string;
+  /** Network namespace for libvirtd and QEMU: the VM's taps live there. */
+  netns?: string;
   startTimeoutMs?: number;
 }
 
@@ -169,6 +172,8 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
       'setpriv',
       [
         '--pdeathsig', 'KILL', '--',
+        // nsenter execs in place (no fork for a network namespace), so the death signal still reaches unshare.
+        ...(opts.netns ? ['nsenter', `--net=${opts.netns}`, '--'] : []),
         'unshare', '--mount', '--pid', '--fork', '--uts', '--ipc', '--mount-proc',
         '--propagation', 'private', '--kill-child=SIGKILL', '--',
         '/bin/sh', '-c', INIT_SCRIPT, 'vkvm-ns-init', ...dirs, opts.libvirtdPath ?? DEFAULT_LIBVIRTD, String(await firstAllowedCpu()),

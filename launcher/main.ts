@@ -48,7 +48,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const tLibvirtd = performance.now();
   let libvirtd: PrivateLibvirtd;
   try {
-    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd });
+    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd, ...(args.netns ? { netns: args.netns } : {}) });
   } catch (err) {
     await cgroup.remove();
     throw err;
@@ -80,13 +80,18 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const watchEvents = (): { stop(): void } =>
     driver.watch({
       onLifecycle: (e) => manager.onLifecycle(e),
+      onAgentLifecycle: () => manager.onAgentLifecycle(),
       onEnd: (err) => {
         // virsh also ends when libvirtd dies, possibly before libvirtd.exited
         // fires: retry with backoff and give up once libvirtd is known gone.
         // Events in the gap are lost, but the next one re-reads the whole state.
         log.warn({ err, retryDelayMs }, 'libvirt event stream ended; following it again');
         setTimeout(() => {
-          if (!stopping && libvirtdAlive) events = watchEvents();
+          if (!stopping && libvirtdAlive) {
+            events = watchEvents();
+            // The agent's state has no later event to re-read it with.
+            manager.onAgentLifecycle();
+          }
         }, retryDelayMs);
         retryDelayMs = Math.min(retryDelayMs * 2, 5000);
       },

@@ -20,6 +20,22 @@ export interface VmState {
   generation: number;
   /** First serial console output of the current run, Unix ms; 0 until the guest wrote any. */
   consoleOutputAtUnixMs: number;
+  /** The guest agent has its channel open. */
+  guestAgentConnected: boolean;
+  /** What the guest agent said about the guest OS since it last connected. */
+  guestOsInfo?: GuestOsInfo;
+}
+
+/** guest-get-osinfo's answer, camelCased; fields the guest does not know are absent. */
+export interface GuestOsInfo {
+  name?: string;
+  id?: string;
+  prettyName?: string;
+  version?: string;
+  versionId?: string;
+  kernelRelease?: string;
+  kernelVersion?: string;
+  machine?: string;
 }
 
 /** A reason the launcher knows better than libvirt, with a human-readable message. */

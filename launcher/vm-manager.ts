@@ -4,10 +4,11 @@
 // watchers only when it changed.
 import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
-import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import { domainUuidOf, VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
 import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
 import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
@@ -18,7 +19,7 @@ import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
-import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } from './state.js';
+import { derivePhase, isTerminal, type Cause, type GuestOsInfo, type PhaseInput, type VmState } from './state.js';
 import { withDeadline } from './wait.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
@@ -47,6 +48,9 @@ export interface VmManagerOptions {
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
+/** Tries at asking a just-connected guest agent about the guest OS, 1 s, 2 s, 4 s … apart. */
+const OS_INFO_ATTEMPTS = 5;
+const AGENT_QUERY_TIMEOUT_S = 5;
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
 const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
@@ -68,8 +72,13 @@ function invalidSpec(path: string, reason: SpecCauseReason, message: string): Sp
 export class VmManager {
   private readonly ops = new OneAtATime();
   private readonly refreshes = new OneAtATime();
+  private readonly agentRefreshes = new OneAtATime();
+  private osInfoAttempts = 0;
+  private osInfoRetry: NodeJS.Timeout | undefined;
   private readonly listeners = new Set<(s: VmState) => void>();
   private spec: VmSpec | undefined;
+  /** The libvirt domain's uuid: the spec's system UUID once one was synced, the VM's uid before. */
+  private domainUuid: string;
   private serial: SerialConsole | undefined;
   private input: PhaseInput = { domainState: 'absent', runReason: 'Booted' };
   /** While set, libvirt's view is in flux because of our own operation: refresh() waits for it to end. */
@@ -79,6 +88,7 @@ export class VmManager {
   private state: VmState;
 
   constructor(private readonly o: VmManagerOptions) {
+    this.domainUuid = o.uid;
     this.state = {
       phase: 'Pending',
       reason: 'NotStarted',
@@ -90,6 +100,7 @@ export class VmManager {
       domainUuid: '',
       generation: 1,
       consoleOutputAtUnixMs: 0,
+      guestAgentConnected: false,
     };
   }
 
@@ -115,13 +126,18 @@ export class VmManager {
     void this.refresh();
   }
 
+  /** Feed from libvirt's event stream: the guest agent connected or disconnected (or events may have been missed). */
+  onAgentLifecycle(): void {
+    void this.refreshAgent();
+  }
+
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
   async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
     const spec = this.parseSpec(specJson);
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
       if (this.spec && isTerminal(this.state.phase)) throw new PreconditionError(`the VM has stopped (${this.state.reason}); start a new launcher to run it again`);
-      const domainState = await this.o.driver.state(this.o.uid);
+      const domainState = await this.o.driver.state(this.domainUuid);
       if (ACTIVE.has(domainState) && this.spec) {
         const change = classifyChange(this.spec, spec);
         if (change.restart.length > 0) {
@@ -141,9 +157,9 @@ export class VmManager {
   /** ACPI power-off, destroy after the grace period. Resolves with the final state. */
   shutdown(gracePeriodS: number): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
-      await this.o.driver.shutdownAcpi(this.o.uid);
+      await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
         return await stopped;
       } catch {
@@ -155,7 +171,7 @@ export class VmManager {
 
   kill(): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.o.uid))) return this.state;
+      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       return this.destroy({ reason: 'Killed', message: 'destroyed on request' });
     });
   }
@@ -163,7 +179,7 @@ export class VmManager {
   pause(): Promise<VmState> {
     return this.ops.run(async () => {
       const s = await this.requireActive('pause');
-      if (s !== 'paused') await this.o.driver.suspend(this.o.uid);
+      if (s !== 'paused') await this.o.driver.suspend(this.domainUuid);
       return this.refresh();
     });
   }
@@ -173,7 +189,7 @@ export class VmManager {
       const s = await this.requireActive('unpause');
       if (s === 'paused') {
         this.input.runReason = 'Unpaused';
-        await this.o.driver.resume(this.o.uid);
+        await this.o.driver.resume(this.domainUuid);
       }
       return this.refresh();
     });
@@ -182,7 +198,7 @@ export class VmManager {
   reset(): Promise<VmState> {
     return this.ops.run(async () => {
       await this.requireActive('reset');
-      await this.o.driver.reset(this.o.uid);
+      await this.o.driver.reset(this.domainUuid);
       this.input.runReason = 'Reset';
       return this.refresh();
     });
@@ -198,9 +214,9 @@ export class VmManager {
 
   async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
     if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.o.uid);
+    const s = await this.o.driver.state(this.domainUuid);
     if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.o.uid, command, timeoutS), req);
+    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS), req);
   }
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
@@ -212,9 +228,10 @@ export class VmManager {
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
-      if (ACTIVE.has(await this.o.driver.state(this.o.uid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
+      if (ACTIVE.has(await this.o.driver.state(this.domainUuid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
-      await this.o.driver.undefine(this.o.uid);
+      clearTimeout(this.osInfoRetry);
+      await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
       if (this.spec) await this.o.vmm.removeDisks(this.spec);
@@ -239,14 +256,15 @@ export class VmManager {
   }
 
   private async requireActive(what: string): Promise<string> {
-    const s = await this.o.driver.state(this.o.uid);
+    const s = await this.o.driver.state(this.domainUuid);
     if (!ACTIVE.has(s) || s === 'crashed') throw new PreconditionError(`cannot ${what}: the VM is ${s}`);
     return s;
   }
 
   /** Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. */
   private async start(spec: VmSpec): Promise<void> {
-    const { uid, driver, log } = this.o;
+    const { driver, log } = this.o;
+    const uid = domainUuidOf(spec);
     this.starting = true;
     this.input = { domainState: this.input.domainState, runReason: 'Booted' };
     const t0 = performance.now();
@@ -262,13 +280,18 @@ export class VmManager {
         disks: await this.o.vmm.prepareDisks(spec),
       };
       const xml = this.o.vmm.buildDomainXml(spec, runtime);
+      // Left behind by a crashed launcher, or by a failed start here under another system UUID
+      // (libvirt refuses a second domain of the same name).
+      await driver.undefine(this.domainUuid);
       await driver.undefine(uid);
+      this.domainUuid = uid;
       await driver.define(xml);
       this.spec = spec;
       this.o.consoleLog.startRun();
       await driver.startPaused(uid);
       this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
-      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0 };
+      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0, guestAgentConnected: false };
+      delete this.state.guestOsInfo;
       const stopWatchingOutput = this.serial.attach(
         () => {
           stopWatchingOutput();
@@ -292,7 +315,7 @@ export class VmManager {
   private async destroy(intent: Cause): Promise<VmState> {
     this.input.destroyIntent = intent;
     const stopped = this.untilTerminal(STOP_CONFIRM_MS, 'destroy');
-    await this.o.driver.destroy(this.o.uid);
+    await this.o.driver.destroy(this.domainUuid);
     return stopped;
   }
 
@@ -313,7 +336,7 @@ export class VmManager {
     return this.refreshes.run(async () => {
       if (this.starting || this.closing) return this.state;
       try {
-        this.input.domainState = await this.o.driver.state(this.o.uid);
+        this.input.domainState = await this.o.driver.state(this.domainUuid);
       } catch (err) {
         this.o.log.warn({ err }, 'reading the domain state failed');
         return this.state;
@@ -322,17 +345,68 @@ export class VmManager {
       if (!derived) return this.state;
       const running = ACTIVE.has(this.input.domainState);
       const qemuPid = running ? this.state.qemuPid || (await this.o.libvirtd.qemuPid()) : 0;
-      this.publish({ ...derived, domainState: this.input.domainState, qemuPid });
+      // No QEMU, no agent: libvirt sends no agent event when the domain stops.
+      this.publish({ ...derived, domainState: this.input.domainState, qemuPid, ...(running ? {} : { guestAgentConnected: false, guestOsInfo: undefined }) });
       return this.state;
+    });
+  }
+
+  /**
+   * Re-reads whether the guest agent is connected and, once it is, asks it
+   * about the guest OS (retried a few times: a guest agent that just opened
+   * its channel may not answer yet). Serialized.
+   */
+  private refreshAgent(): Promise<void> {
+    return this.agentRefreshes.run(async () => {
+      if (!this.spec?.guestAgent || this.closing) return;
+      // This pass asks anew; a retry still pending would only ask twice.
+      clearTimeout(this.osInfoRetry);
+      let connected: boolean;
+      try {
+        connected = await this.o.driver.agentConnected(this.domainUuid);
+      } catch (err) {
+        this.o.log.warn({ err }, 'reading the guest agent channel state failed');
+        return;
+      }
+      if (!connected) {
+        this.osInfoAttempts = 0;
+        return this.publish({ guestAgentConnected: false, guestOsInfo: undefined });
+      }
+      this.publish({ guestAgentConnected: true });
+      if (this.state.guestOsInfo) return;
+      try {
+        const reply = await this.o.driver.agentCommand(this.domainUuid, { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
+        this.publish({ guestOsInfo: osInfoFromAgent(reply) });
+      } catch (err) {
+        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS) return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
+        this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
+        this.osInfoRetry = setTimeout(() => void this.refreshAgent(), 1000 * 2 ** this.osInfoAttempts++);
+      }
     });
   }
 
   private publish(next: Partial<VmState>): void {
     const merged = { ...this.state, ...next };
-    const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => merged[k] !== this.state[k]);
+    const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => !isDeepStrictEqual(merged[k], this.state[k]));
     if (!changed) return;
     this.state = { ...merged, generation: this.state.generation + 1 };
-    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState }, 'VM state');
+    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState, guestAgentConnected: this.state.guestAgentConnected }, 'VM state');
     for (const l of this.listeners) l(this.state);
   }
+}
+
+/** guest-get-osinfo's reply (kebab-case keys) as GuestOsInfo; unknown and empty fields are left out. */
+function osInfoFromAgent(reply: unknown): GuestOsInfo {
+  const r = (reply ?? {}) as Record<string, unknown>;
+  const fields: [keyof GuestOsInfo, string][] = [
+    ['name', 'name'],
+    ['id', 'id'],
+    ['prettyName', 'pretty-name'],
+    ['version', 'version'],
+    ['versionId', 'version-id'],
+    ['kernelRelease', 'kernel-release'],
+    ['kernelVersion', 'kernel-version'],
+    ['machine', 'machine'],
+  ];
+  return Object.fromEntries(fields.flatMap(([to, from]) => (typeof r[from] === 'string' && r[from] ? [[to, r[from]]] : [])));
 }

@@ -22,6 +22,7 @@ import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './pods/builtin-images.js';
 import { VmiNodeSide } from './vmi/node.js';
+import { PodNetwork } from './network/pod-network.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -106,6 +107,12 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     }
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
+    const network = new PodNetwork({
+      bridge: config.bridge,
+      dir: join(config.stateDir, 'network'),
+      podCidr: async () => config.podCidr ?? (await clients.core.readNode({ name: config.nodeName })).spec?.podCIDR,
+      log: rootLog.child({ component: 'network' }),
+    });
     const pods = new PodController({
       clients,
       nodeName: config.nodeName,
@@ -118,8 +125,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         logLevel: config.logLevel,
       },
       builtinImages: builtins.forPod,
-      vmis: new VmiNodeSide(clients, builtins.byName),
-      events: createEventRecorder(clients, config.nodeName, rootLog.child({ component: 'events' })),
+      vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      network,
+      events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
     });

@@ -1,6 +1,8 @@
 // The node agent's configuration, parsed and validated once at start-up.
 // Nothing else reads process.env or argv.
 import { hostname } from 'node:os';
+import { parseIpv4Range } from './network/ipv4.js';
+import { DEFAULT_BRIDGE } from './network/pod-network.js';
 
 export interface Taint {
   key: string;
@@ -42,6 +44,10 @@ export interface AgentConfig {
   rotateClientCert: boolean;
   /** Where required executables are looked up (preflight conditions). */
   searchPath: string;
+  /** Linux bridge of the pod network. */
+  bridge: string;
+  /** The node's pod range when not taken from Node.spec.podCIDR. */
+  podCidr?: string;
   logLevel: string;
 }
 
@@ -77,6 +83,8 @@ export interface AgentFlags {
   'no-software-emulation'?: boolean;
   'approve-serving-csr'?: boolean;
   'rotate-client-cert'?: boolean;
+  bridge?: string;
+  'pod-cidr'?: string;
   'log-level'?: string;
 }
 
@@ -146,8 +154,17 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     approveServingCsr: flags['approve-serving-csr'] ?? false,
     rotateClientCert: flags['rotate-client-cert'] ?? false,
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    bridge: flags.bridge ?? DEFAULT_BRIDGE,
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (flags['pod-cidr'] !== undefined) {
+    try {
+      config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;
+    } catch (err) {
+      throw new ConfigError('--pod-cidr', (err as Error).message.replace(/^--pod-cidr: /, ''));
+    }
+  }
   return config;
 }

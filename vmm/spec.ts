@@ -55,20 +55,39 @@ export interface CpuSpec {
 
 export type InterfaceBinding = 'masquerade' | 'bridge';
 
+/** A port of the pod address forwarded to a masquerade guest. */
+export interface ForwardPort {
+  name?: string;
+  protocol: 'TCP' | 'UDP';
+  port: number;
+}
+
 export interface InterfaceSpec {
   name: string;
+  /** bridge: the guest holds the pod address; masquerade: the guest has a private address behind NAT. */
   binding: InterfaceBinding;
   /** Stable MAC address, lower-case, colon-separated. */
   mac: string;
-  /** Host-side tap device the launcher attaches to; created by the provider's network plumbing. */
+  /**
+   * Tap device the VM attaches to, in the VM's network namespace; created by
+   * the provider's network plumbing, which owns its wiring.
+   */
   tapDevice?: string;
+  /** masquerade only: ports forwarded to the guest; absent = all (KubeVirt's rule). */
+  forwardPorts?: ForwardPort[];
   model?: 'virtio' | 'e1000';
 }
 
 export interface VmSpec {
   version: typeof VM_SPEC_VERSION;
-  /** Stable identifier; the libvirt domain uuid. For pods, the pod UID. */
+  /** Stable identifier of the VM on its node (launcher, directories). For pods, the pod UID. */
   uid: string;
+  /**
+   * The SMBIOS system UUID the guest sees (KubeVirt's firmware.uuid); `uid`
+   * when absent. It is also the libvirt domain uuid, because libvirt refuses a
+   * <sysinfo> system uuid that differs from the domain's.
+   */
+  systemUuid?: string;
   /** libvirt domain name (unique per node). */
   name: string;
   machineType?: string;
@@ -85,6 +104,11 @@ export interface VmSpec {
   clock?: { utc: boolean };
   /** Free-form labels carried for logs and metrics (e.g. pod namespace/name). */
   labels: Record<string, string>;
+}
+
+/** The libvirt domain uuid, which QEMU hands the guest as its SMBIOS system UUID. */
+export function domainUuidOf(spec: VmSpec): string {
+  return spec.systemUuid ?? spec.uid;
 }
 
 /** Total vCPUs a spec asks for. */

@@ -29,6 +29,7 @@ t.test('a valid spec has no causes', async (t) => {
 const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reason: string }[] }[] = [
   { name: 'unknown version', spec: { version: 2 as never }, causes: [{ path: 'version', reason: 'FieldValueNotSupported' }] },
   { name: 'uid that is not a UUID', spec: { uid: 'pod-1' }, causes: [{ path: 'uid', reason: 'FieldValueInvalid' }] },
+  { name: 'system UUID that is not a UUID', spec: { systemUuid: 'vm-1' }, causes: [{ path: 'systemUuid', reason: 'FieldValueInvalid' }] },
   { name: 'empty name', spec: { name: '' }, causes: [{ path: 'name', reason: 'FieldValueRequired' }] },
   { name: 'name with a slash', spec: { name: 'ns/vm' }, causes: [{ path: 'name', reason: 'FieldValueInvalid' }] },
   { name: 'odd machine type', spec: { machineType: 'Q35 please' }, causes: [{ path: 'machineType', reason: 'FieldValueInvalid' }] },

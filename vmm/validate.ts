@@ -24,7 +24,8 @@ const isAbsolutePath = (p: unknown): p is string => typeof p === 'string' && p.s
 
 function checkIdentity(spec: VmSpec, report: Report): void {
   if (spec.version !== VM_SPEC_VERSION) report('version', 'FieldValueNotSupported', `must be ${VM_SPEC_VERSION}, got ${String(spec.version)}`);
-  if (!UUID.test(spec.uid ?? '')) report('uid', 'FieldValueInvalid', 'must be a UUID (it becomes the libvirt domain uuid)');
+  if (!UUID.test(spec.uid ?? '')) report('uid', 'FieldValueInvalid', 'must be a UUID (the libvirt domain uuid unless systemUuid is set)');
+  if (spec.systemUuid !== undefined && !UUID.test(spec.systemUuid)) report('systemUuid', 'FieldValueInvalid', 'must be a UUID (it becomes the libvirt domain uuid)');
   if (!spec.name) report('name', 'FieldValueRequired', 'must not be empty');
   else if (spec.name.includes('/') || spec.name.length > 200) report('name', 'FieldValueInvalid', 'must be at most 200 characters and contain no "/"');
   if (spec.machineType !== undefined && !MACHINE_TYPE.test(spec.machineType)) report('machineType', 'FieldValueInvalid', `"${spec.machineType}" is not a QEMU machine type`);

@@ -2,15 +2,19 @@
 // (LOADER_OPTIONS: camelCase, enums as names, int64 as number), and the
 // mapping between the wire VmState and the launcher's own.
 import type { DomainStateName } from '../domain-driver.js';
-import type { Phase, VmState } from '../state.js';
+import type { GuestOsInfo, Phase, VmState } from '../state.js';
 import type { SyncAction } from '../vm-manager.js';
 
 export type WirePhase = `VM_PHASE_${'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'PAUSED' | 'SUCCEEDED' | 'FAILED'}`;
 export type WireDomainState = `DOMAIN_STATE_${Uppercase<DomainStateName> | 'UNSPECIFIED'}`;
 export type WireSyncAction = `SYNC_ACTION_${Uppercase<SyncAction> | 'UNSPECIFIED'}`;
 
-/** VmState on the wire: the same fields, with the enums as proto-loader names them. */
-export type WireVmState = Omit<VmState, 'phase' | 'domainState'> & { phase: WirePhase; domainState: WireDomainState };
+/** VmState on the wire: the same fields, with the enums as proto-loader names them; an unset message arrives as null. */
+export type WireVmState = Omit<VmState, 'phase' | 'domainState' | 'guestOsInfo'> & {
+  phase: WirePhase;
+  domainState: WireDomainState;
+  guestOsInfo?: GuestOsInfo | null;
+};
 
 export interface InfoResponse {
   uid: string;
@@ -73,5 +77,8 @@ const PHASES: Record<WirePhase, Phase | undefined> = {
 export function fromWireState(w: WireVmState): VmState {
   const phase = PHASES[w.phase];
   if (!phase) throw new Error(`launcher sent a state without a phase (${w.phase})`);
-  return { ...w, phase, domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName };
+  const { guestOsInfo, ...rest } = w;
+  // proto3 strings default to '': the guest did not say.
+  const osInfo = guestOsInfo ? Object.fromEntries(Object.entries(guestOsInfo).filter(([, v]) => v !== '')) : undefined;
+  return { ...rest, phase, domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName, ...(osInfo ? { guestOsInfo: osInfo } : {}) };
 }

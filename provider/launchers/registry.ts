@@ -138,15 +138,18 @@ export class LauncherRegistry {
     return this.uids();
   }
 
-  /** Spawns a launcher for `uid` (its directory may hold the previous run's console log). */
-  async start(uid: string): Promise<Extract<LauncherView, { live: true }>> {
+  /**
+   * Spawns a launcher for `uid` (its directory may hold the previous run's
+   * console log); `netns`: the VM's network namespace, where its taps are.
+   */
+  async start(uid: string, opts: { netns?: string } = {}): Promise<Extract<LauncherView, { live: true }>> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);
     const s = this.settings;
     await mkdir(s.socketDir, { recursive: true, mode: 0o700 });
     const spawned = await spawnLauncher({
-      args: { uid, runDir: dir, socket: path.join(s.socketDir, `${uid}.sock`), imageCacheDir: s.imageCacheDir, allowSoftwareEmulation: s.allowSoftwareEmulation, logLevel: s.logLevel },
+      args: { uid, runDir: dir, socket: path.join(s.socketDir, `${uid}.sock`), imageCacheDir: s.imageCacheDir, allowSoftwareEmulation: s.allowSoftwareEmulation, logLevel: s.logLevel, ...opts },
       ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
       ...(s.entry ? { entry: s.entry } : {}),
     });

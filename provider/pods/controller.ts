@@ -7,14 +7,14 @@
 // pass. At start-up the launchers left running are re-attached before anything
 // acts, and VMs without a pod are removed only after the pod list is synced.
 import { createHash } from 'node:crypto';
-import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { V1ObjectReference, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { mergePatch } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
-import { LauncherRegistry, type LauncherSettings } from '../launchers/registry.js';
+import { LauncherRegistry, type LauncherSettings, type LauncherView } from '../launchers/registry.js';
 import { PreconditionError } from '../../launcher/errors.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -26,6 +26,8 @@ import { derivePodStatus, type PodStatusInput } from './status.js';
 import { translatePod, type BuiltinImages } from './translate.js';
 import { sameStatus } from './status-diff.js';
 import { vmiOwner, type VmiNodeSide } from '../vmi/node.js';
+import type { VirtualMachineInstance } from '../vmi/types.js';
+import { NetworkNotReadyError, type PodNetwork, type VmAttachment } from '../network/pod-network.js';
 
 export interface RestartBackoff {
   /** First delay before restarting a stopped VM; doubles per restart (kubelet: 10 s). */
@@ -47,6 +49,8 @@ export interface PodControllerOptions {
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
   vmis: VmiNodeSide;
+  /** Addresses, namespaces and DHCP of the VMs' NICs. */
+  network: PodNetwork;
   events: EventRecorder;
   restartBackoff?: RestartBackoff;
   /** Concurrent pod syncs; one pod never syncs twice at once. */
@@ -62,18 +66,26 @@ interface PodProblems {
   imagePullFailures: number;
   /** VMI fields the VM runs without (reported as an event and a VMI condition). */
   unsupported: string[];
+  /** A VMI's launcher pod: whether the VMI asks for its vCPUs paused; undefined for plain pods. */
+  wantPaused?: boolean;
+  /** A VMI's launcher pod: the VMI, for events about it. */
+  vmiRef?: V1ObjectReference;
   /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
   imageRetryAtMs?: number;
   preparing: boolean;
   backoffUntilMs?: number;
   backoffDelayMs?: number;
   specHash?: string;
+  /** Where the VM sits on the pod network, once attached. */
+  attachment?: VmAttachment;
 }
 
 type Record = PodVmRecord & PodProblems;
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 const ORPHAN_SWEEP_MS = 30_000;
+/** How soon a VM waiting for the node's pod range tries again. */
+const NETWORK_RETRY_MS = 1_000;
 
 function specHash(spec: VmSpec): string {
   return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
@@ -113,7 +125,9 @@ export class PodController {
     await this.registry.prepare();
     const found = await this.registry.discover();
     await this.informer.start();
+    this.o.vmis.watch((vmi) => this.onVmi(vmi));
     for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
+    await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
     await this.removeOrphans();
     this.started = true;
     for (const pod of this.informer.list()) this.onPodKey(keyOfObject(pod));
@@ -133,6 +147,9 @@ export class PodController {
       this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
       await this.removeVm(uid, 0).catch((err: unknown) => this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'));
     }
+    // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
+    const inUse = (uid: string) => !!this.registry.get(uid) || this.records.has(uid) || this.informer.list().some((p) => p.metadata?.uid === uid);
+    await this.o.network.retainOnly(inUse).catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
   }
 
   /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
@@ -141,6 +158,8 @@ export class PodController {
     this.sweeping = true;
     try {
       await this.registry.discover();
+      // Also repairs the bridge, NAT rules and DHCP server if something removed them.
+      await this.o.network.ensureNode();
       await this.removeOrphans();
     } catch (err) {
       this.o.log.warn({ err }, 'orphan sweep failed');
@@ -159,7 +178,7 @@ export class PodController {
     clearInterval(this.sweepTimer);
     this.podSync.stop();
     this.statusSync.stop();
-    await this.informer.stop();
+    await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
     if (opts.stopVms) await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
     this.registry.close();
   }
@@ -176,6 +195,11 @@ export class PodController {
     if (!this.started) return;
     this.podSync.add(key);
     this.statusSync.add(key);
+  }
+
+  /** A VMI on this node changed (its spec, its paused annotation): its launcher pod syncs again. */
+  private onVmi(vmi: VirtualMachineInstance): void {
+    for (const pod of this.informer.list()) if (vmiOwner(pod)?.uid === vmi.metadata.uid) this.onPodKey(keyOfObject(pod));
   }
 
   private onLauncherChange(uid: string): void {
@@ -242,8 +266,10 @@ export class PodController {
     // A kubelet never restarts a pod it reported as finished.
     if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return;
 
-    const spec = await this.specFor(pod, rec);
-    if (spec === 'gone') return;
+    const translated = await this.specFor(pod, rec);
+    if (translated === 'gone') return;
+    const spec = translated instanceof SpecError ? translated : await this.attachNetwork(rec, translated);
+    if (spec === 'waiting') return;
     if (spec instanceof SpecError) {
       if (!rec.invalid) this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${spec.message}`);
       rec.invalid = { reason: 'InvalidVMSpec', message: spec.message };
@@ -252,7 +278,10 @@ export class PodController {
     }
     delete rec.invalid;
 
-    if (view && !vmStopped(view) && view.live) return this.keepInSync(pod, rec, view.client, spec);
+    if (view && !vmStopped(view) && view.live) {
+      await this.keepInSync(pod, rec, view.client, spec);
+      return this.reconcilePause(rec, view);
+    }
     if (!view && rec.imageRetryAtMs !== undefined && Date.now() < rec.imageRetryAtMs) {
       this.podSync.addAfter(key, rec.imageRetryAtMs - Date.now());
       return;
@@ -280,10 +309,51 @@ export class PodController {
     const result = await this.o.vmis.specFor(pod);
     if (result === 'gone' || result instanceof SpecError) return result;
     if (result.unsupported.join() !== rec.unsupported.join()) {
-      this.o.events.record(pod, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
+      this.o.events.recordFor(result.vmi, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
     }
     rec.unsupported = result.unsupported;
+    rec.wantPaused = result.paused;
+    rec.vmiRef = result.vmi;
     return result.spec;
+  }
+
+  /**
+   * Pauses or resumes a VMI's running VM as its annotation asks, whenever the
+   * two differ. Resumes only what a pause made (reason Paused): a VM libvirt
+   * paused on an I/O error stays paused.
+   */
+  private async reconcilePause(rec: Record, view: Extract<LauncherView, { live: true }>): Promise<void> {
+    if (rec.wantPaused === undefined || !rec.vmiRef) return;
+    const s = view.state;
+    if (rec.wantPaused && (s.domainState === 'running' || s.domainState === 'blocked')) {
+      await view.client.pause();
+      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Paused', 'VirtualMachineInstance paused');
+    } else if (!rec.wantPaused && s.phase === 'Paused' && s.reason === 'Paused') {
+      await view.client.unpause();
+      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Unpaused', 'VirtualMachineInstance unpaused');
+    }
+  }
+
+  /**
+   * Leases the VM's address and builds its network namespace (idempotent, so
+   * every sync repairs it); the spec comes back with its NIC on the VM's tap.
+   */
+  private async attachNetwork(rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
+    try {
+      const { spec: wired, attachment } = await this.o.network.attach(spec);
+      const changed = attachment?.podIP !== rec.attachment?.podIP;
+      if (attachment) rec.attachment = attachment;
+      else delete rec.attachment;
+      // The pod address shows as soon as it is leased, before the VM boots.
+      if (changed) this.statusSync.add(rec.key);
+      return wired;
+    } catch (err) {
+      if (err instanceof SpecError) return err;
+      if (!(err instanceof NetworkNotReadyError)) throw err;
+      this.o.log.debug({ pod: rec.key }, 'waiting for the node pod range');
+      this.podSync.addAfter(rec.key, NETWORK_RETRY_MS);
+      return 'waiting';
+    }
   }
 
   private async keepInSync(pod: V1Pod, rec: Record, client: { syncVm(spec: VmSpec): Promise<unknown> }, spec: VmSpec): Promise<void> {
@@ -339,7 +409,7 @@ export class PodController {
     this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
     const t0 = performance.now();
     try {
-      const live = await this.registry.start(rec.uid).then(
+      const live = await this.registry.start(rec.uid, rec.attachment ? { netns: rec.attachment.netnsPath } : {}).then(
         (l) => {
           this.o.metrics.launcherStarts.inc({ result: 'success' });
           return l;
@@ -406,6 +476,7 @@ export class PodController {
   private async removeVm(uid: string, graceS: number): Promise<void> {
     await this.registry.stop(uid, graceS);
     await this.registry.remove(uid);
+    await this.o.network.detach(uid);
     this.records.delete(uid);
   }
 
@@ -421,8 +492,9 @@ export class PodController {
     if (!rec) return;
     const view = this.registry.get(uid);
     const vm = observeVm(view, rec);
-    if (vmiOwner(pod)) await this.o.vmis.syncStatus(pod, vm, rec.invalid ?? rec.imageError, rec.unsupported);
+    if (vmiOwner(pod)) await this.o.vmis.syncStatus(pod, vm, rec.invalid ?? rec.imageError, rec.unsupported, rec.attachment);
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
+    if (rec.attachment) input.podIP = rec.attachment.podIP;
     if (vm) input.vm = vm;
     if (rec.invalid) input.invalid = rec.invalid;
     if (rec.imageError) input.imageError = rec.imageError;

@@ -15,12 +15,18 @@ const state: VmState = {
   domainUuid: 'u1',
   generation: 3,
   consoleOutputAtUnixMs: 0,
+  guestAgentConnected: false,
 };
 const live = (s: Partial<VmState>): LauncherView => ({ uid: 'u1', dir: '/x', live: true, client: {} as never, pid: 1, state: { ...state, ...s } });
 
 t.test('a live launcher: phase, start time, uuid; ready once the guest wrote to its console', async (t) => {
   t.match(observeVm(live({}), rec), { phase: 'Running', guestReady: false, restartCount: 2, domainUUID: 'u1', startedAt: new Date(state.startedAtUnixMs) });
   t.match(observeVm(live({ consoleOutputAtUnixMs: 1 }), rec), { guestReady: true });
+  t.match(
+    observeVm(live({ guestAgentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64' } }), rec),
+    { agentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64' } },
+    'the guest agent and what it reported',
+  );
   t.notOk(vmStopped(live({})), 'running is not stopped');
   t.ok(vmStopped(live({ phase: 'Succeeded' })), 'a terminal phase is stopped while the launcher exits');
 });

@@ -31,6 +31,8 @@ export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmO
       reason: s.reason,
       message: s.message,
       guestReady: s.consoleOutputAtUnixMs > 0,
+      agentConnected: s.guestAgentConnected,
+      ...(s.guestOsInfo ? { guestOsInfo: s.guestOsInfo } : {}),
       ...(startedAt ? { startedAt } : {}),
       ...(s.domainUuid ? { domainUUID: s.domainUuid } : {}),
       ...(terminal && rec.stoppedSeenAt ? { finishedAt: rec.stoppedSeenAt } : {}),

@@ -2,6 +2,7 @@
 // row decides the container state and pod phase. Nothing else in the agent
 // sets phase, conditions or container statuses.
 import type { V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
+import type { GuestOsInfo } from '../../launcher/state.js';
 
 /** What the agent knows about a pod's VM, gathered from the launcher and the sync loop. */
 export interface VmObservation {
@@ -14,6 +15,10 @@ export interface VmObservation {
   domainUUID?: string;
   /** The guest produced console output (the documented readiness signal). */
   guestReady: boolean;
+  /** The guest agent has its channel open. */
+  agentConnected?: boolean;
+  /** What the guest agent reported about the guest OS. */
+  guestOsInfo?: GuestOsInfo;
   restartCount: number;
   /** The previous run's end, shown as lastState after a restart. */
   lastTermination?: { reason: string; exitCode: number; startedAt?: Date; finishedAt: Date };

@@ -51,3 +51,28 @@ t.test('every unrealizable field is named', async (t) => {
   t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), { causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }] });
   t.match(translatePod(pod({ image: 'vkvm/test-guest' }), {}), { causes: [{ path: 'spec.containers[0].image', reason: 'FieldValueNotFound' }] });
 });
+
+t.test('the pod network: bridge by default, masquerade forwarding the container ports, none, bad values named', async (t) => {
+  const nic = (container: Record<string, unknown>, annotations: Record<string, string> = {}) => {
+    const spec = translatePod(pod({ image: 'vkvm/test-guest', ...container }, annotations), builtins);
+    return spec instanceof SpecError ? spec.causes : spec.interfaces;
+  };
+  const bridge = nic({});
+  t.same(bridge, [{ name: 'default', binding: 'bridge', mac: bridge[0] && 'mac' in bridge[0] ? bridge[0].mac : '' }], 'one bridge NIC');
+  t.match(bridge, [{ mac: /^52:54:00(:[0-9a-f]{2}){3}$/ }], 'a locally administered MAC');
+  t.same(nic({}), bridge, 'derived from the pod UID: stable across syncs and restarts');
+  t.same(
+    nic({ ports: [{ containerPort: 80, name: 'http' }, { containerPort: 53, protocol: 'UDP' }] }, { 'vkvm.io/pod-network': 'masquerade' }),
+    [{ ...bridge[0], binding: 'masquerade', forwardPorts: [{ protocol: 'TCP', port: 80, name: 'http' }, { protocol: 'UDP', port: 53 }] }],
+    'masquerade forwards the container ports',
+  );
+  t.same(nic({}, { 'vkvm.io/pod-network': 'none' }), [], 'none: no NIC');
+  t.same(
+    nic({ ports: [{ containerPort: 9, protocol: 'SCTP' }] }, { 'vkvm.io/pod-network': 'nat' }),
+    [
+      { path: 'metadata.annotations[vkvm.io/pod-network]', reason: 'FieldValueNotSupported', message: '"nat" is not one of bridge, masquerade, none' },
+      { path: 'spec.containers[0].ports[0].protocol', reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' },
+    ],
+    'bad values are named',
+  );
+});

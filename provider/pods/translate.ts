@@ -11,11 +11,14 @@
 //   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
 //              kernel hands to init as environment); disk images: not supported (use user-data)
 //   annotations vkvm.io/user-data (cloud-init user-data, disk images), vkvm.io/initrd,
-//              vkvm.io/kernel-cmdline (base command line), vkvm.io/machine-type
+//              vkvm.io/kernel-cmdline (base command line), vkvm.io/machine-type,
+//              vkvm.io/pod-network: bridge (default: the guest holds the pod IP) |
+//              masquerade (NAT; the container ports are forwarded) | none (no NIC)
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseQuantity as parseKubeQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
-import { VM_SPEC_VERSION, type DiskSpec, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
+import { VM_SPEC_VERSION, type DiskSpec, type InterfaceBinding, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
+import { derivedMac } from '../vmi/network.js';
 
 export const TEST_GUEST_IMAGE = 'vkvm/test-guest';
 export const DEFAULT_MEMORY = '512Mi';
@@ -24,7 +27,9 @@ export const ANNOTATION = {
   initrd: 'vkvm.io/initrd',
   kernelCmdline: 'vkvm.io/kernel-cmdline',
   machineType: 'vkvm.io/machine-type',
+  podNetwork: 'vkvm.io/pod-network',
 } as const;
+const POD_NETWORK_MODES = ['bridge', 'masquerade', 'none'] as const;
 
 /** Kernel-boot images the agent provides itself, resolved before translation. */
 export interface BuiltinImage {
@@ -148,6 +153,20 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
     });
   }
   if (!meta.uid) causes.push({ path: 'metadata.uid', reason: 'FieldValueRequired', message: 'pod has no UID' });
+  const networkMode = annotations[ANNOTATION.podNetwork] ?? 'bridge';
+  if (!(POD_NETWORK_MODES as readonly string[]).includes(networkMode)) {
+    causes.push({
+      path: `metadata.annotations[${ANNOTATION.podNetwork}]`,
+      reason: 'FieldValueNotSupported',
+      message: `${JSON.stringify(networkMode)} is not one of ${POD_NETWORK_MODES.join(', ')}`,
+    });
+  }
+  const forwardPorts = (c.ports ?? []).map((p) => ({ protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP', port: p.containerPort, ...(p.name ? { name: p.name } : {}) }));
+  (c.ports ?? []).forEach((p, i) => {
+    if (p.protocol && p.protocol !== 'TCP' && p.protocol !== 'UDP') {
+      causes.push({ path: `${at}.ports[${i}].protocol`, reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' });
+    }
+  });
   if (causes.length) return new SpecError(causes);
 
   const millicores = Math.round((cpu ?? 1) * 1000);
@@ -159,7 +178,18 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
     memoryMiB,
     firmware: { kind: 'bios' },
     disks,
-    interfaces: [],
+    interfaces:
+      networkMode === 'none'
+        ? []
+        : [
+            {
+              name: 'default',
+              binding: networkMode as InterfaceBinding,
+              // The pod UID is this VM's identity; a restart (same pod) keeps the MAC.
+              mac: derivedMac(meta.uid!, 'default'),
+              ...(networkMode === 'masquerade' && forwardPorts.length ? { forwardPorts } : {}),
+            },
+          ],
     guestAgent: true,
     acpi: true,
     labels: { 'vkvm.io/namespace': meta.namespace ?? 'default', 'vkvm.io/pod': meta.name ?? '' },

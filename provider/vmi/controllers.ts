@@ -5,13 +5,14 @@
 // them, so two processes never act on the same objects for longer than the
 // lease's renew deadline.
 import { hostname } from 'node:os';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ServingCsrApprover } from '../certs/serving-approver.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
+import { createEventRecorder } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from './kubevirt-api.js';
-import { LAUNCHER_SELECTOR } from './launcher-pod.js';
+import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';
 import type { VirtualMachine, VirtualMachineInstance } from './types.js';
 import { VmController } from './vm-controller.js';
@@ -42,12 +43,15 @@ class ControllerTerm {
   private readonly vms: ClusterInformer<VirtualMachine>;
   private readonly vmis: ClusterInformer<VirtualMachineInstance>;
   private readonly pods: ClusterInformer<V1Pod>;
+  private readonly nodes: ClusterInformer<V1Node>;
   private readonly vmController: VmController;
   private readonly vmiController: VmiController;
   private readonly csrApprover: ServingCsrApprover;
   private stopped = false;
 
   constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
+    // KubeVirt's event sources, so `kubectl get events` reads the same.
+    const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
     this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), log: log.child({ component: 'vm-informer' }) });
     this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), log: log.child({ component: 'vmi-informer' }) });
@@ -58,9 +62,26 @@ class ControllerTerm {
       labelSelector: LAUNCHER_SELECTOR,
       log: log.child({ component: 'launcher-pod-informer' }),
     });
+    const schedulable = `${SCHEDULABLE_LABEL}=true`;
+    this.nodes = new ClusterInformer<V1Node>({
+      clients,
+      path: '/api/v1/nodes',
+      list: () => clients.core.listNode({ labelSelector: schedulable }),
+      labelSelector: schedulable,
+      log: log.child({ component: 'node-informer' }),
+    });
     const w = workers !== undefined ? { workers } : {};
-    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, log: log.child({ component: 'vm-controller' }), ...w });
-    this.vmiController = new VmiController({ clients, kubevirt, vmis: this.vmis, pods: this.pods, log: log.child({ component: 'vmi-controller' }), ...w });
+    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
+    this.vmiController = new VmiController({
+      clients,
+      kubevirt,
+      vmis: this.vmis,
+      pods: this.pods,
+      nodes: this.nodes,
+      events: events('virtualmachineinstance-controller'),
+      log: log.child({ component: 'vmi-controller' }),
+      ...w,
+    });
     this.csrApprover = new ServingCsrApprover(clients, log.child({ component: 'serving-csr-approver' }));
   }
 
@@ -68,7 +89,7 @@ class ControllerTerm {
   async start(): Promise<void> {
     // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
     void this.csrApprover.start();
-    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start()]);
+    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start(), this.nodes.start()]);
     if (this.stopped) return;
     this.vmController.start();
     this.vmiController.start();
@@ -78,7 +99,7 @@ class ControllerTerm {
     this.stopped = true;
     this.vmController.stop();
     this.vmiController.stop();
-    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.csrApprover.stop()]);
+    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }
 

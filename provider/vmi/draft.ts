@@ -42,12 +42,6 @@ export interface DiskImageToCreate {
   field: string;
 }
 
-/** A port forwarded to the guest through a masquerade interface (KubeVirt: none listed forwards all). */
-export interface ForwardPort {
-  name?: string;
-  protocol: 'TCP' | 'UDP';
-  port: number;
-}
 
 /** Where a VmSpec disk came from. */
 export interface DiskOrigin {
@@ -75,7 +69,6 @@ export interface Draft {
   /** spec.domain.devices.interfaces[i], per VmSpec interface. */
   readonly interfaceOrigins: string[];
   readonly diskImagesToCreate: DiskImageToCreate[];
-  readonly forwardPorts: Record<string, ForwardPort[]>;
   kernelBoot?: KernelBoot;
   kernelBootOrigin?: KernelBootOrigin;
   report(path: string, reason: SpecCauseReason, message: string): void;
@@ -92,7 +85,6 @@ export function newDraft(ctx: VmiTranslateContext): Draft {
     interfaces: [],
     interfaceOrigins: [],
     diskImagesToCreate: [],
-    forwardPorts: {},
     report: (path, reason, message) => void causes.push({ path, reason, message }),
   };
 }

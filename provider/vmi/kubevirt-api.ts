@@ -31,8 +31,8 @@ export class KubevirtApi {
     return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VM_PLURAL }) as Promise<KubevirtList<VirtualMachine>>;
   }
 
-  listVmis(): Promise<KubevirtList<VirtualMachineInstance>> {
-    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<KubevirtList<VirtualMachineInstance>>;
+  listVmis(opts: { fieldSelector?: string } = {}): Promise<KubevirtList<VirtualMachineInstance>> {
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL, ...opts }) as Promise<KubevirtList<VirtualMachineInstance>>;
   }
 
   createVmi(vmi: VirtualMachineInstance): Promise<VirtualMachineInstance> {

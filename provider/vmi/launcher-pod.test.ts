@@ -1,7 +1,8 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
-import { launcherMemoryRequestMiB, launcherPodFor, launcherPodOf, vmiCompute } from './launcher-pod.js';
-import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from '../../launcher/limits.js';
+import type { V1Node } from '@kubernetes/client-node';
+import { launcherAccelerator, launcherMemoryRequestMiB, launcherPodFor, launcherPodOf, vmiCompute } from './launcher-pod.js';
+import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from '../../launcher/limits.js';
 import type { VirtualMachineInstance } from './types.js';
 
 const vmi = (spec: Partial<VirtualMachineInstance['spec']> = {}): VirtualMachineInstance => ({
@@ -19,6 +20,7 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
       terminationGracePeriodSeconds: 5,
       volumes: [{ name: 'ci', cloudInitNoCloud: { userData: 'x' } }, { name: 'root', containerDisk: { image: 'quay.io/containerdisks/fedora:40' } }],
     }),
+    'kvm',
   );
   t.same(
     pod,
@@ -63,6 +65,7 @@ t.test('the VMI\'s Secrets and claims are pod volumes, so a node identity may re
         { name: 'root', containerDisk: { image: 'vkvm/test-guest' } },
       ],
     }),
+    'kvm',
   );
   t.same(pod.spec?.volumes, [
     { name: 'vkvm-secret-0', secret: { secretName: 'user-data' } },
@@ -73,7 +76,7 @@ t.test('the VMI\'s Secrets and claims are pod volumes, so a node identity may re
 });
 
 t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) => {
-  const pod = launcherPodFor(vmi());
+  const pod = launcherPodFor(vmi(), 'kvm');
   t.match(pod.spec, {
     nodeSelector: { 'kubevirt.io/schedulable': 'true' },
     tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
@@ -83,11 +86,30 @@ t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) 
   t.notOk(pod.spec?.affinity, 'no affinity unless the VMI has one');
 });
 
+t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under TCG', async (t) => {
+  const node = (name: string, labels: Record<string, string>): V1Node => ({ metadata: { name, labels: { 'kubevirt.io/schedulable': 'true', ...labels } } });
+  const kvm = node('a', { 'vkvm.io/virtualization': 'kvm', zone: 'a' });
+  const tcg = node('b', { 'vkvm.io/virtualization': 'tcg', zone: 'b' });
+  const unschedulable: V1Node = { metadata: { name: 'c', labels: { 'vkvm.io/virtualization': 'tcg' } } };
+  t.same(
+    [
+      launcherAccelerator(vmi(), [kvm]),
+      launcherAccelerator(vmi(), [kvm, tcg]),
+      launcherAccelerator(vmi({ nodeSelector: { zone: 'a' } }), [kvm, tcg]),
+      launcherAccelerator(vmi(), [kvm, unschedulable]),
+      launcherAccelerator(vmi(), []),
+    ],
+    ['kvm', 'tcg', 'kvm', 'kvm', 'kvm'],
+    'KVM only nodes, a TCG node, a nodeSelector that excludes it, an unschedulable one, none',
+  );
+  t.match(launcherPodFor(vmi(), 'tcg').spec?.containers?.[0]?.resources?.requests, { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + TCG_OVERHEAD_MIB}Mi` });
+});
+
 t.test('guest memory and vCPUs are read as translate.ts reads them', async (t) => {
   t.same(vmiCompute(vmi({ domain: { memory: { guest: '2Gi' }, resources: { requests: { memory: '1Gi' } } } })), { memoryMiB: 2048, vcpus: 1 }, 'memory.guest wins');
   t.same(vmiCompute(vmi({ domain: { resources: { limits: { memory: '512Mi', cpu: '2.5' } } } })), { memoryMiB: 512, vcpus: 3 }, 'limits when nothing else');
   t.same(vmiCompute(vmi({ domain: { cpu: { cores: 2, sockets: 2 }, resources: { requests: { memory: '64M', cpu: '8' } } } })), { memoryMiB: 62, vcpus: 4 }, 'an explicit topology wins over cpu resources');
-  t.equal(launcherMemoryRequestMiB(vmi({ domain: { cpu: { cores: 4 }, resources: { requests: { memory: '1Gi' } } } })), 1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB);
+  t.equal(launcherMemoryRequestMiB(vmi({ domain: { cpu: { cores: 4 }, resources: { requests: { memory: '1Gi' } } } }), 'kvm'), 1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB);
 });
 
 t.test('the launcher pod of a VMI is found by its created-by label, live pods before deleted ones', async (t) => {

@@ -9,9 +9,11 @@
 // as KubeVirt's does: a node agent running as system:node:<name> may read
 // only what pods bound to it reference (the Node authorizer's graph), and
 // the scheduler then honours the claims' volume binding.
-import type { V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
+import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
+import { VIRTUALIZATION_LABEL } from '../node/status.js';
 import { vmiReferences } from './translate.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
 
@@ -50,12 +52,24 @@ export function vmiCompute(vmi: VirtualMachineInstance): { memoryMiB: number; vc
 
 /**
  * The pod's memory request: the guest's memory plus what the launcher's
- * cgroup allows on top of it (launcher/limits.ts, with KVM; a node that falls
- * back to TCG needs TCG_OVERHEAD_MIB more, which the request does not know).
+ * cgroup allows on top of it (launcher/limits.ts) for the accelerator.
  */
-export function launcherMemoryRequestMiB(vmi: VirtualMachineInstance): number {
+export function launcherMemoryRequestMiB(vmi: VirtualMachineInstance, accelerator: Accelerator): number {
   const { memoryMiB, vcpus } = vmiCompute(vmi);
-  return memoryLimitMiB({ memoryMiB, cpu: { sockets: vcpus, cores: 1, threads: 1 } }, 'kvm');
+  return memoryLimitMiB({ memoryMiB, cpu: { sockets: vcpus, cores: 1, threads: 1 } }, accelerator);
+}
+
+/**
+ * The accelerator to size the launcher pod for, before the scheduler picks a
+ * node: TCG (which needs more memory per VM) when any schedulable node the
+ * VMI's nodeSelector allows runs VMs under TCG (its vkvm.io/virtualization
+ * label), else KVM. An upper bound: on a cluster mixing both, a VM that lands
+ * on a KVM node reserves TCG's extra memory. Affinity is not considered.
+ */
+export function launcherAccelerator(vmi: VirtualMachineInstance, nodes: readonly V1Node[]): Accelerator {
+  const wanted = { ...(vmi.spec.nodeSelector ?? {}), [SCHEDULABLE_LABEL]: 'true' };
+  const fits = (n: V1Node) => Object.entries(wanted).every(([k, v]) => n.metadata?.labels?.[k] === v);
+  return nodes.some((n) => fits(n) && n.metadata?.labels?.[VIRTUALIZATION_LABEL] === 'tcg') ? 'tcg' : 'kvm';
 }
 
 /** The first containerDisk image, or the default. */
@@ -73,7 +87,7 @@ export function referencedVolumes(vmi: VirtualMachineInstance): V1Volume[] {
 }
 
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
-export function launcherPodFor(vmi: VirtualMachineInstance): V1Pod {
+export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
   const name = vmi.metadata.name!;
   const uid = vmi.metadata.uid!;
   const spec = vmi.spec;
@@ -99,7 +113,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance): V1Pod {
         {
           name: 'compute',
           image: launcherImage(vmi),
-          resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
+          resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
         },
       ],
       ...(volumes.length ? { volumes } : {}),

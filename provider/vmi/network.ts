@@ -2,11 +2,10 @@
 // (pkg/network/admitter): every interface names a network and every network
 // has an interface. vkvm connects the pod network only, through masquerade
 // (NAT) or bridge; the provider's network plumbing creates and wires the tap,
-// so the VmSpec carries just the binding and a stable MAC, and the ports to
-// forward go back to the caller beside the spec.
+// so the VmSpec carries just the binding, a stable MAC and the ports to forward.
 import { createHash } from 'node:crypto';
-import type { InterfaceBinding } from '../../vmm/spec.js';
-import type { Draft, ForwardPort } from './draft.js';
+import type { ForwardPort, InterfaceBinding } from '../../vmm/spec.js';
+import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
 import type { Interface, Network } from './types.js';
 
@@ -131,13 +130,13 @@ export function translateNetwork(d: Draft, input: NetworkInput): void {
       return void d.report(`${at}.model`, 'FieldValueNotSupported', `interface ${at}.name uses model ${iface.model} that is not supported${known ? ' by vkvm (virtio, e1000)' : ''}.`);
     }
     const ports = forwardPorts(d, iface, at);
-    if (ports.length) d.forwardPorts[iface.name] = ports;
     // KubeVirt allows "_" and capitals here; vmm names the libvirt alias after
     // the interface and wants a DNS label, and its cause comes back at .name.
     d.interfaces.push({
       name: iface.name,
       binding: binding satisfies InterfaceBinding,
       mac,
+      ...(binding === 'masquerade' && ports.length ? { forwardPorts: ports } : {}),
       ...(iface.model ? { model: iface.model as (typeof VKVM_MODELS)[number] } : {}),
     });
     d.interfaceOrigins.push(at);

@@ -4,21 +4,38 @@
 // Succeeded / Failed phase, nodeName and conditions come from this node. The
 // cluster side (VM → VMI → launcher pod, phases up to Scheduled) is in
 // vm-controller.ts and vmi-controller.ts.
+//
+// The node watches the VMIs whose status.nodeName is this node (a CRD
+// selectable field), so a change to a VMI, such as its paused annotation,
+// resyncs its launcher pod.
 import { open } from 'node:fs/promises';
-import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
+import type { V1ObjectReference, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { mergePatch } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
+import { objectReference } from '../kube/events.js';
+import { ClusterInformer } from '../kube/informer.js';
+import type { Logger } from '../log.js';
 import type { BuiltinImages } from '../pods/translate.js';
 import type { VmObservation } from '../pods/status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import { KubevirtApi, VMI_PLURAL, watchPath } from './kubevirt-api.js';
+import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './node-status.js';
+import type { VmAttachment } from '../network/pod-network.js';
+import { statusPatch } from './status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim } from './translate.js';
-import type { Condition, VirtualMachineInstance, VirtualMachineInstanceStatus, VmiPhase } from './types.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
+
+/**
+ * `kubectl annotate vmi NAME vkvm.io/paused=true` pauses the VM's vCPUs (virtctl
+ * pause); removing the annotation, or any other value, runs them again. The node
+ * applies it whenever the VM's state differs, so it holds across agent restarts.
+ */
+export const PAUSED_ANNOTATION = 'vkvm.io/paused';
 
 const GROUP = 'kubevirt.io';
 const VERSION = 'v1';
-const PLURAL = 'virtualmachineinstances';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
@@ -29,13 +46,38 @@ export interface VmiSpecResult {
   spec: VmSpec;
   /** KubeVirt fields present in the VMI that vkvm does not realize. */
   unsupported: string[];
+  /** The VMI asks for its vCPUs paused (PAUSED_ANNOTATION). */
+  paused: boolean;
+  /** The VMI, for events about it. */
+  vmi: V1ObjectReference;
 }
 
 export class VmiNodeSide {
+  private informer: ClusterInformer<VirtualMachineInstance> | undefined;
+
   constructor(
     private readonly clients: KubeClients,
+    private readonly nodeName: string,
     private readonly builtins: (names: string[]) => Promise<BuiltinImages>,
+    private readonly log: Logger,
   ) {}
+
+  /**
+   * Calls `onChange` with every change to a VMI on this node. Not awaited by
+   * the caller: a cluster without the KubeVirt CRDs runs plain pods, and this
+   * watch keeps retrying until they exist.
+   */
+  watch(onChange: (vmi: VirtualMachineInstance) => void): void {
+    const kubevirt = new KubevirtApi(this.clients);
+    const fieldSelector = `status.nodeName=${this.nodeName}`;
+    this.informer = new ClusterInformer({ clients: this.clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis({ fieldSelector }), fieldSelector, log: this.log });
+    this.informer.onChange(onChange);
+    void this.informer.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.informer?.stop();
+  }
 
   /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {
@@ -52,45 +94,36 @@ export class VmiNodeSide {
     if ('causes' in result) return result;
     for (const img of result.diskImagesToCreate) await createSparseIfMissing(img.path, img.sizeMiB);
     // The launcher, its directory and its domain are keyed by the pod, as for every pod on the node.
-    return { spec: { ...result.spec, uid: pod.metadata!.uid! }, unsupported: result.unsupported };
+    return {
+      spec: { ...result.spec, uid: pod.metadata!.uid! },
+      unsupported: result.unsupported,
+      paused: vmi.metadata.annotations?.[PAUSED_ANNOTATION] === 'true',
+      vmi: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
+    };
   }
 
   /**
-   * Writes what this node knows into the VMI status: phase once the VM runs or
-   * ended, nodeName, Ready/Paused conditions, and vkvm's UnsupportedFields
-   * condition. Earlier phases belong to the cluster controller and are left alone.
+   * Writes what this node knows into the VMI status (node-status.ts), only
+   * the fields that changed. Earlier phases belong to the cluster controller
+   * and are left alone.
    */
-  async syncStatus(pod: V1Pod, vm: VmObservation | undefined, problem: { reason: string; message: string } | undefined, unsupported: string[]): Promise<void> {
+  async syncStatus(
+    pod: V1Pod,
+    vm: VmObservation | undefined,
+    problem: { reason: string; message: string } | undefined,
+    unsupported: string[],
+    attachment?: VmAttachment,
+  ): Promise<void> {
     const vmi = await this.readVmi(pod);
     if (!vmi) return;
-    const status = vmi.status ?? {};
-    const phase: VmiPhase | undefined = problem
-      ? 'Failed'
-      : vm?.phase === 'Running' || vm?.phase === 'Paused'
-        ? 'Running'
-        : vm?.phase === 'Succeeded' || vm?.phase === 'Failed'
-          ? vm.phase
-          : undefined;
-    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    const conditions: Condition[] = [
-      condition('Ready', vm?.phase === 'Running' && vm.guestReady, status.conditions, now, vm?.phase === 'Running' ? 'GuestNotReady' : 'NotRunning'),
-      condition('Paused', vm?.phase === 'Paused', status.conditions, now, 'NotPaused'),
-      ...(unsupported.length
-        ? [{ ...condition('UnsupportedFields', true, status.conditions, now, ''), reason: 'Ignored', message: `vkvm does not realize: ${unsupported.join(', ')}` }]
-        : []),
-    ];
-    const next: VirtualMachineInstanceStatus = {
-      ...(phase ? { phase } : {}),
-      nodeName: pod.spec?.nodeName ?? '',
-      conditions: [...(status.conditions ?? []).filter((c) => !OWNED_CONDITIONS.has(c.type)), ...conditions],
-      ...(problem ? { reason: problem.reason } : {}),
-    };
-    if (phase && phase !== status.phase) {
-      next.phaseTransitionTimestamps = [...(status.phaseTransitionTimestamps ?? []), { phase, phaseTransitionTimestamp: now }];
-    }
-    if (sameFields(status, next)) return;
+    // Whole seconds, as Kubernetes writes times.
+    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...(problem ? { problem } : {}), ...(attachment ? { attachment } : {}), unsupported, now });
+    const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
+    if (!patch) return;
+    // The uid in the patch is a precondition: never write onto a newer VMI of the same name.
     await this.clients.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: next } },
+      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: VMI_PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: patch } },
       mergePatch,
     );
   }
@@ -103,7 +136,7 @@ export class VmiNodeSide {
         group: GROUP,
         version: VERSION,
         namespace: pod.metadata!.namespace!,
-        plural: PLURAL,
+        plural: VMI_PLURAL,
         name: owner.name,
       })) as VirtualMachineInstance;
       // A VMI of the same name but another UID is a different instance: this pod's is gone.
@@ -130,22 +163,6 @@ export class VmiNodeSide {
     const capacity = pvc.status?.capacity?.storage;
     return { hostPath, volumeMode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem', ...(capacity ? { capacity } : {}) };
   }
-}
-
-/** Condition types this node writes; the rest (the controller's Synchronized, …) are kept as they are. */
-const OWNED_CONDITIONS = new Set(['Ready', 'Paused', 'UnsupportedFields']);
-
-function condition(type: string, ok: boolean, previous: Condition[] | undefined, now: string, falseReason: string): Condition {
-  const status = ok ? 'True' : 'False';
-  const prev = previous?.find((c) => c.type === type);
-  return { type, status, lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now, ...(ok ? {} : { reason: falseReason }) };
-}
-
-/** Whether `next` changes nothing in `current` (times compared as written). */
-function sameFields(current: VirtualMachineInstanceStatus, next: VirtualMachineInstanceStatus): boolean {
-  const pick = (s: VirtualMachineInstanceStatus) =>
-    JSON.stringify({ phase: s.phase, nodeName: s.nodeName, reason: s.reason, conditions: [...(s.conditions ?? [])].sort((a, b) => a.type.localeCompare(b.type)), ts: s.phaseTransitionTimestamps });
-  return pick({ ...current, ...next }) === pick(current);
 }
 
 /** Creates a sparse raw image file of `sizeMiB` unless `path` exists. */

@@ -110,6 +110,7 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
       spec: {
         version: 1,
         uid: VMI_UID,
+        systemUuid: FIRMWARE_UUID,
         name: 'default_testvm',
         machineType: 'q35',
         cpu: { sockets: 1, cores: 1, threads: 1 },
@@ -133,7 +134,6 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
       },
       unsupported: [],
       diskImagesToCreate: [],
-      forwardPorts: {},
     },
     'containerDisk is an overlay on the cached image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
   );
@@ -381,6 +381,17 @@ t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the te
   t.equal(ok(translateVmi(smokeWith((v) => (v.spec.domain.features = { acpi: { enabled: false } })), ctx())).spec.acpi, false, 'ACPI off when disabled');
 });
 
+t.test("firmware.uuid is the guest's SMBIOS system UUID, else the VMI uid; one that is no UUID is named", async (t) => {
+  const systemUuid = (edit: (v: VirtualMachineInstance) => void) => {
+    const r = translateVmi(smokeWith(edit), ctx());
+    return r instanceof SpecError ? causesOf(r) : r.spec.systemUuid;
+  };
+  t.same(
+    [systemUuid(() => {}), systemUuid((v) => delete v.spec.domain.firmware), systemUuid((v) => (v.spec.domain.firmware = { uuid: 'not-a-uuid' }))],
+    [FIRMWARE_UUID, VMI_UID, [['spec.domain.firmware.uuid', 'FieldValueInvalid']]],
+  );
+});
+
 t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', async (t) => {
   const vmi = smokeWith((v) => {
     v.spec.domain.devices!.disks = [
@@ -440,7 +451,7 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
 t.test('network: the default pod interface, MAC forms, ports, models', async (t) => {
   const net = (edit: (v: VirtualMachineInstance) => void, context = ctx()) => {
     const r = ok(translateVmi(smokeWith(edit), context));
-    return { interfaces: r.spec.interfaces, ports: r.forwardPorts };
+    return { interfaces: r.spec.interfaces };
   };
   const none = (v: VirtualMachineInstance) => {
     delete v.spec.domain.devices!.interfaces;
@@ -458,8 +469,15 @@ t.test('network: the default pod interface, MAC forms, ports, models', async (t)
       }),
     ),
     {
-      interfaces: [{ name: 'default', binding: 'masquerade', mac: 'de:ad:00:00:be:af', model: 'e1000' }],
-      ports: { default: [{ name: 'http', protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 53 }] },
+      interfaces: [
+        {
+          name: 'default',
+          binding: 'masquerade',
+          mac: 'de:ad:00:00:be:af',
+          forwardPorts: [{ name: 'http', protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 53 }],
+          model: 'e1000',
+        },
+      ],
     },
   );
   const restarted = ok(translateVmi(vmiOf(parse(SMOKE_VM) as VirtualMachine, '11111111-2222-4333-8444-555555555555'), ctx()));

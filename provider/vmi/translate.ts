@@ -17,9 +17,9 @@
 //             channel (vkvm's guests run qemu-ga); ACPI unless disabled
 //   uid       the VmSpec uid (launcher and domain identity) is the VMI uid,
 //             so each VMI of a VM gets fresh containerDisk overlays as in
-//             KubeVirt; firmware.uuid is the cloud-init instance-id and seeds
-//             the derived MACs, but does not reach SMBIOS yet: VmSpec has no
-//             field for a guest-visible UUID apart from uid
+//             KubeVirt; firmware.uuid (else the VMI uid, as KubeVirt's
+//             converter) is the guest's SMBIOS system UUID and cloud-init
+//             instance-id, and seeds the derived MACs
 //
 // Fields outside the subset are not errors: translateVmi lists them in
 // `unsupported` and the VM runs without them. Values vkvm cannot realize in
@@ -30,14 +30,14 @@ import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type VmSpec } from '../../vmm/spec.js';
 import { domainName, type BootSource } from '../pods/translate.js';
-import { newDraft, type Draft, type DiskImageToCreate, type ForwardPort, type VmiTranslateContext } from './draft.js';
+import { newDraft, type Draft, type DiskImageToCreate, type VmiTranslateContext } from './draft.js';
 import { IMAGE_FORMS, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
 import type { DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
 
-export type { BoundClaim, DiskImageToCreate, ForwardPort, VmiTranslateContext } from './draft.js';
+export type { BoundClaim, DiskImageToCreate, VmiTranslateContext } from './draft.js';
 export { DEFAULT_IMAGE_ALIASES } from './images.js';
 
 export const LABEL = { namespace: 'vkvm.io/namespace', vmi: 'vkvm.io/vmi', vm: 'vkvm.io/vm' } as const;
@@ -49,7 +49,6 @@ export interface VmiTranslation {
   /** Sparse raw files to create before the VM starts when they do not exist (hostDisk DiskOrCreate, a PVC's disk.img). */
   diskImagesToCreate: DiskImageToCreate[];
   /** Ports to forward to the guest, by interface name (masquerade; an interface absent here forwards all). */
-  forwardPorts: Record<string, ForwardPort[]>;
 }
 
 const MIB = 2 ** 20;
@@ -212,6 +211,8 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
   switch (head) {
     case 'uid':
       return 'metadata.uid';
+    case 'systemUuid':
+      return 'spec.domain.firmware.uuid';
     case 'name':
       return 'metadata.name';
     case 'machineType':
@@ -292,6 +293,7 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   const vmSpec: VmSpec = {
     version: VM_SPEC_VERSION,
     uid: meta.uid ?? '',
+    ...(firmwareUuid ? { systemUuid: firmwareUuid } : {}),
     name: domainName(namespace, meta.name ?? ''),
     cpu: compute.cpu,
     memoryMiB: compute.memoryMiB,
@@ -308,7 +310,7 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
 
   const causes = [...d.causes, ...vmmCauses(vmSpec, d, compute)];
   if (causes.length) return new SpecError(causes);
-  return { spec: vmSpec, unsupported: unsupportedOf(vmi, d), diskImagesToCreate: d.diskImagesToCreate, forwardPorts: d.forwardPorts };
+  return { spec: vmSpec, unsupported: unsupportedOf(vmi, d), diskImagesToCreate: d.diskImagesToCreate };
 }
 
 /** What the caller resolves before translateVmi: built-in images, Secrets and PVCs the VMI names. */

@@ -5,14 +5,16 @@
 // Handlers only enqueue `ns/name` (a VM and its VMI share the key); syncVm
 // reads the caches and is idempotent. A VMI is never created twice: its name
 // is fixed, so a second create fails with AlreadyExists, which is success.
+// Creates and deletes are recorded as Events on the VM, as KubeVirt words them.
 import type { Logger } from '../log.js';
+import { objectReference, type EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import { KeyQueue } from '../pods/queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './informer.js';
 import { VM_PLURAL, type KubevirtApi } from './kubevirt-api.js';
 import { statusPatch } from './status-patch.js';
-import type { VirtualMachine, VirtualMachineInstance } from './types.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachine, type VirtualMachineInstance } from './types.js';
 import { desiredVmi, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
 import { controlledBy, nextVmStatus, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
 import type { VmiAction } from './vm-status.js';
@@ -24,6 +26,7 @@ export interface VmControllerOptions {
   kubevirt: KubevirtApi;
   vms: ClusterInformer<VirtualMachine>;
   vmis: ClusterInformer<VirtualMachineInstance>;
+  events: EventRecorder;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -114,14 +117,17 @@ export class VmController {
 
     let outcome: ActionOutcome = { ok: true };
     let failure: unknown;
+    const ref = objectReference({ ...vm, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine' });
     if (action === 'create') {
       try {
-        await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
+        const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
         log.info('created the VMI');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Started the virtual machine by creating the new virtual machine instance ${created.metadata.name}`);
       } catch (err) {
         if (!isConflict(err)) {
           failure = err;
           outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${message(err)}` };
+          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${message(err)}`);
         }
       }
       if (outcome.ok) this.pendingCreates.set(key, now.getTime());
@@ -129,11 +135,13 @@ export class VmController {
       try {
         await this.o.kubevirt.deleteVmi(vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.uid!);
         log.info({ phase: vmi.status?.phase }, 'deleted the VMI');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulDelete', `Stopped the virtual machine by deleting the virtual machine instance ${vmi.metadata.uid}`);
       } catch (err) {
         // Gone already, or replaced (the UID precondition failed): either way this VMI is deleted.
         if (!isNotFound(err) && !isConflict(err)) {
           failure = err;
           outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${message(err)}` };
+          this.o.events.recordFor(ref, 'Warning', 'FailedDelete', `Error deleting virtual machine instance ${vmi.metadata.name}: ${message(err)}`);
         }
       }
     }

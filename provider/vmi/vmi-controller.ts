@@ -8,8 +8,10 @@
 // a pod the controller asks the API server (not the cache, which may lag its
 // own last create) whether the VMI has one. Status writes are merge patches
 // conditional on the resourceVersion read, so a phase the node agent wrote
-// meanwhile is never overwritten.
-import type { V1Pod } from '@kubernetes/client-node';
+// meanwhile is never overwritten. Pod creates are recorded as Events on the
+// VMI, as KubeVirt words them.
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
@@ -17,9 +19,9 @@ import { KeyQueue } from '../pods/queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './informer.js';
 import { VMI_PLURAL, type KubevirtApi } from './kubevirt-api.js';
-import { CREATED_BY_LABEL, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
+import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
 import { statusPatch } from './status-patch.js';
-import type { VirtualMachineInstance, VmiPhase } from './types.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachineInstance, type VmiPhase } from './types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
 
 export interface VmiControllerOptions {
@@ -28,6 +30,9 @@ export interface VmiControllerOptions {
   vmis: ClusterInformer<VirtualMachineInstance>;
   /** Launcher pods (label kubevirt.io=virt-launcher) in every namespace. */
   pods: ClusterInformer<V1Pod>;
+  /** Schedulable nodes (label kubevirt.io/schedulable=true): TCG nodes need bigger launcher pods. */
+  nodes: ClusterInformer<V1Node>;
+  events: EventRecorder;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -100,12 +105,15 @@ export class VmiController {
     let createError: string | undefined;
     let failure: unknown;
     if (needsLauncherPod(vmi, pod)) {
+      const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
-        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi) });
+        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())) });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
         failure = err;
         createError = `failed to create the launcher pod: ${message(err)}`;
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
       }
     }
 

@@ -2,6 +2,7 @@
 // agents as real child processes, and waits with deadlines that report the
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,7 @@ import { packageRoot } from '../../provider/package-root.js';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { Cgroup } from '../../launcher/cgroup.js';
 import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../launcher/state.js';
+import { PodNetwork } from '../../provider/network/pod-network.js';
 
 export const testLog = pino({ level: process.env.VKVM_TEST_LOG ?? 'warn' });
 
@@ -29,6 +31,8 @@ export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?
   const cluster = await startCluster({
     stateDir,
     ports: await freeClusterPorts(),
+    // Clusters of concurrent test runs on one host must not hand out the same pod ranges.
+    clusterCidr: `10.${100 + randomInt(150)}.0.0/16`,
     unsafeNoFsync: true,
     log: testLog,
     ...(opts.nodeMonitorGracePeriodS ? { nodeMonitorGracePeriodS: opts.nodeMonitorGracePeriodS } : {}),
@@ -44,6 +48,7 @@ export interface AgentProcess {
   nodeName: string;
   kubeletPort: number;
   stateDir: string;
+  bridge: string;
   child: ChildProcess;
   output: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -56,10 +61,12 @@ export const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 export async function startAgent(
   t: Test,
   cluster: { kubeconfigPath: string },
-  opts: { nodeName: string; kubeletPort?: number; stateDir?: string; extraArgs?: string[] },
+  opts: { nodeName: string; kubeletPort?: number; stateDir?: string; bridge?: string; extraArgs?: string[] },
 ): Promise<AgentProcess> {
   const kubeletPort = opts.kubeletPort ?? (await freePort());
   const stateDir = opts.stateDir ?? (await mkdtemp(join(tmpdir(), `vkvm-e2e-${opts.nodeName}-`)));
+  // One bridge per agent: agents of concurrent tests share the host's network stack.
+  const bridge = opts.bridge ?? `vkt${randomBytes(4).toString('hex')}`;
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
   await chmod(stateDir, 0o711);
   const child = spawn(
@@ -72,6 +79,7 @@ export async function startAgent(
       `--kubelet-port=${kubeletPort}`,
       `--state-dir=${stateDir}`,
       `--run-dir=${join(stateDir, 'run')}`,
+      `--bridge=${bridge}`,
       '--healthz-port=0',
       '--approve-serving-csr',
       ...(opts.extraArgs ?? []),
@@ -101,9 +109,17 @@ export async function startAgent(
   t.teardown(async () => {
     await kill('SIGKILL');
     await killLaunchersOf(stateDir);
+    await removeNetworkOf(stateDir, bridge);
   });
   await ready;
-  return { nodeName: opts.nodeName, kubeletPort, stateDir, child, output, exited, kill };
+  return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, child, output, exited, kill };
+}
+
+/** Removes the pod network an agent built (VM namespaces, DHCP, rules, bridge); its VMs must be gone. */
+export async function removeNetworkOf(stateDir: string, bridge: string): Promise<void> {
+  const network = new PodNetwork({ bridge, dir: join(stateDir, 'network'), podCidr: async () => undefined, log: testLog });
+  await network.retainOnly(() => false);
+  await network.node.remove();
 }
 
 /** Host PIDs of running (not zombie) QEMU processes whose argv matches. */
@@ -122,7 +138,7 @@ export function qemuPids(match: (argv: string[]) => boolean): number[] {
   return pids;
 }
 
-/** QEMU processes of one VM: the pod UID is its domain uuid, on QEMU's command line. */
+/** QEMU processes of a plain pod's VM: the pod UID is its domain uuid, on QEMU's command line (a VMI's is its firmware UUID). */
 export const qemuPidsOf = (uid: string): number[] => qemuPids((argv) => argv.includes(uid));
 
 /**

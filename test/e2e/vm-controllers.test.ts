@@ -4,7 +4,7 @@
 // scheduler sees, and the real garbage collector removes VMIs and pods with
 // their owners. With no node the launcher pod stays Unschedulable.
 import t from 'tap';
-import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+import { CustomObjectsApi, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
@@ -121,7 +121,22 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
 
   await setRunStrategy('testvm', 'Always');
   const again = await waitFor('a new VMI', () => readVmi('testvm'), (v) => Boolean(v) && v!.metadata.uid !== vmi!.metadata.uid);
-  await waitFor('its launcher pod', launcherPods, (pods) => pods.length === 1 && pods[0]!.metadata?.labels?.['kubevirt.io/created-by'] === again!.metadata.uid);
+  const [secondPod] = await waitFor('its launcher pod', launcherPods, (pods) => pods.length === 1 && pods[0]!.metadata?.labels?.['kubevirt.io/created-by'] === again!.metadata.uid);
+
+  const describe = (e: CoreV1Event) => `${e.involvedObject.kind} ${e.involvedObject.uid} ${e.type} ${e.reason} x${e.count} (${e.source?.component}): ${e.message}`;
+  const expected = [
+    `VirtualMachine ${vm.metadata.uid} Normal SuccessfulCreate x2 (virtualmachine-controller): Started the virtual machine by creating the new virtual machine instance testvm`,
+    `VirtualMachine ${vm.metadata.uid} Normal SuccessfulDelete x1 (virtualmachine-controller): Stopped the virtual machine by deleting the virtual machine instance ${vmi!.metadata.uid}`,
+    `VirtualMachineInstance ${vmi!.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${pod!.metadata!.name}`,
+    `VirtualMachineInstance ${again!.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${secondPod!.metadata!.name}`,
+  ].sort();
+  const events = await waitFor(
+    'the controllers’ events',
+    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS })).items.filter((e) => e.source?.component?.startsWith('virtualmachine')).map(describe).sort(),
+    (es) => es.length === expected.length && es.join() === expected.join(),
+    { timeoutMs: 15_000 },
+  );
+  t.same(events, expected, 'Events on the VM and its VMIs as KubeVirt records them');
 
   await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' });
   await waitFor('the VMI garbage-collected', () => readVmi('testvm'), (v) => v === undefined);

@@ -2,15 +2,18 @@
 // documentation smoke VM (its demo image served by the test guest) runs as a
 // VM → VMI → launcher pod → QEMU; run strategies stop and start it; deleting
 // the VM lets the real garbage collector remove VMI and pod, and the VM stops.
+// On the way: the guest agent's report on the VMI, and pause/unpause by the
+// documented annotation, across an agent restart.
 import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
+import { memoryLimitMiB } from '../../launcher/limits.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/vmi/types.js';
-import { qemuPids, startAgent, startTestCluster, testLog, waitFor } from './harness.js';
+import { condition, qemuPids, startAgent, startTestCluster, testLog, waitFor } from './harness.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
 
 const NODE = 'vkvm-e2e-vm';
@@ -40,7 +43,8 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   await installClusterManifests(cluster.kubeconfigPath);
   const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
   t.teardown(() => controllers.stop());
-  await startAgent(t, cluster, { nodeName: NODE });
+  let agent = await startAgent(t, cluster, { nodeName: NODE });
+  const root = t;
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   await waitFor('the default ServiceAccount', () => cluster.clients.core.readNamespacedServiceAccount({ name: 'default', namespace: NS }), () => true);
   const custom = cluster.clients.custom;
@@ -66,11 +70,60 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.match({ ready: vm.status?.ready, nodeName: vmi?.status?.nodeName }, { ready: true, nodeName: NODE }, 'VM ready, VMI on the vkvm node');
     const [pod] = await launcherPods();
     t.match(pod?.metadata?.ownerReferences, [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi?.metadata.uid, controller: true }], 'the launcher pod is owned by the VMI');
+    // The request covers what the launcher's cgroup allows on this node: more under TCG (as on this workplace's machines).
+    const accelerator = (await cluster.clients.core.readNode({ name: NODE })).metadata?.labels?.['vkvm.io/virtualization'] as 'kvm' | 'tcg';
+    t.equal(
+      pod?.spec?.containers[0]?.resources?.requests?.memory,
+      `${memoryLimitMiB({ memoryMiB: 128, cpu: { sockets: 1, cores: 1, threads: 1 } }, accelerator)}Mi`,
+      `the launcher pod requests the memory its cgroup gets under ${accelerator}`,
+    );
     t.equal(testQemuPids().length, 1, 'one QEMU runs');
     const table = await cluster.kubectl(['get', 'vm,vmi', '-n', NS]);
     t.comment(table.stdout);
     t.match(table.stdout, /^virtualmachine\.kubevirt\.io\/testvm\s+\S+\s+Running\s+True/m, 'kubectl get vm: STATUS Running, READY True');
-    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+(\\S+\\s+)?${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, NODENAME, READY');
+    const ip = pod?.status?.podIP ?? 'none';
+    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+${ip.replace(/\./g, '\\.')}\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, IP, NODENAME, READY');
+    t.match(
+      (await readVmi())?.status?.interfaces,
+      [{ name: 'default', ipAddress: ip, ipAddresses: [ip], mac: vmi?.spec.domain.devices?.interfaces?.[0]?.macAddress ?? /^52:54:00:/ }],
+      'VMI interfaces: the pod IP and the MAC of the pod network interface',
+    );
+  });
+
+  await t.test('the guest agent connects: VMI AgentConnected and guestOSInfo', async (t) => {
+    const vmi = await waitFor('VMI AgentConnected with guestOSInfo', readVmi, (v) => condition(v ?? {}, 'AgentConnected') === 'True' && Boolean(v?.status?.guestOSInfo), {
+      timeoutMs: 60_000,
+    });
+    // The test guest has no /etc/os-release: qemu-ga reports uname's fields.
+    t.match(vmi?.status?.guestOSInfo, { kernelRelease: /^\d+\.\d+\S*$/, kernelVersion: /^#/, machine: 'x86_64' }, "guestOSInfo holds the guest agent's answer");
+  });
+
+  await t.test('the vkvm.io/paused annotation pauses the VM; removed while the agent is down, the next agent unpauses it', async (t) => {
+    const annotate = (value: string | null) =>
+      custom.patchNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm', body: { metadata: { annotations: { 'vkvm.io/paused': value } } } }, mergePatch);
+    const both = async () => ({ vm: await readVm(), vmi: await readVmi() });
+    await annotate('true');
+    const paused = await waitFor('VM Paused', both, (s) => s.vm.status?.printableStatus === 'Paused', { timeoutMs: 60_000 });
+    t.match(
+      { phase: paused.vmi?.status?.phase, paused: paused.vmi?.status?.conditions?.find((c) => c.type === 'Paused'), vm: paused.vm.status?.conditions?.find((c) => c.type === 'Paused') },
+      { phase: 'Running', paused: { status: 'True', reason: 'PausedByUser' }, vm: { status: 'True', reason: 'PausedByUser' } },
+      'VMI Running with Paused True (PausedByUser), VM printableStatus Paused',
+    );
+    t.match((await cluster.kubectl(['get', 'vmi', 'testvm', '-n', NS, '-o', 'wide'])).stdout, /^testvm\s.*\sTrue\s*$/m, 'kubectl get vmi -o wide: PAUSED (the last column) True');
+
+    await agent.kill('SIGKILL');
+    await annotate(null);
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    const resumed = await waitFor('VM Running again', both, (s) => s.vm.status?.printableStatus === 'Running' && s.vm.status.ready === true && condition(s.vmi ?? {}, 'Paused') === undefined, {
+      timeoutMs: 60_000,
+    });
+    t.match(resumed, { vm: { status: { printableStatus: 'Running', ready: true } }, vmi: { status: { phase: 'Running' } } }, 'the restarted agent unpaused it: VM Running, no Paused condition');
+    const events = (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${resumed.vmi?.metadata.uid}` })).items;
+    t.match(
+      ['Paused', 'Unpaused'].map((reason) => events.find((e) => e.reason === reason)),
+      [{ message: 'VirtualMachineInstance paused' }, { message: 'VirtualMachineInstance unpaused' }],
+      'Paused and Unpaused events on the VMI',
+    );
   });
 
   await t.test('runStrategy Halted stops it: VMI and QEMU gone, VM Stopped; Always again runs it', async (t) => {
@@ -96,13 +149,15 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       { timeoutMs: 90_000 },
     );
     t.same(gone, { vmi: undefined, pods: 0, qemu: 0 });
+    // This agent's launchers: other agents on the machine (other test files, other checkouts) have their own state dirs.
     const launchers = readdirSync('/proc').filter((p) => {
       try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('launcher/main.js');
+        const cmdline = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+        return cmdline.includes('launcher/main.js') && cmdline.includes(agent.stateDir);
       } catch {
         return false;
       }
     });
-    t.same(launchers, [], 'no launcher process');
+    t.same(launchers, [], 'no launcher process of this agent');
   });
 });

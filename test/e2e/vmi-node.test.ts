@@ -7,12 +7,14 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
-import { condition, qemuPidsOf, startAgent, startTestCluster, waitFor } from './harness.js';
+import { condition, qemuPids, startAgent, startTestCluster, waitFor } from './harness.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
 
 const NODE = 'vkvm-e2e-vmi';
 const NS = 'e2e-vmi';
 const API = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
+/** This test's QEMU processes: its domains are named <namespace>_<vmi> (their -uuid is the VMI's firmware UUID, not the pod's). */
+const testQemuPids = (): number[] => qemuPids((argv) => argv.some((a) => a.includes(`guest=${NS}_`)));
 
 /** The smoke VM's VMI, plus a watchdog vkvm does not realize: preserved by the CRD and reported. */
 function vmi(name: string): VirtualMachineInstance {
@@ -43,7 +45,7 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
       containers: [{ name: 'compute', image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
     },
   };
-  const launcherPod = await cluster.clients.core.createNamespacedPod({ namespace: NS, body: pod });
+  await cluster.clients.core.createNamespacedPod({ namespace: NS, body: pod });
 
   const running = await waitFor(
     'VMI Running and Ready',
@@ -59,22 +61,31 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
       phaseTransitionTimestamps: [{ phase: 'Running' }],
       conditions: [
         { type: 'Ready', status: 'True' },
-        { type: 'Paused', status: 'False' },
         { type: 'UnsupportedFields', status: 'True', message: /spec\.domain\.devices\.watchdog/ },
       ],
     },
-    'the node writes phase, nodeName, Ready and the unsupported fields',
+    'the node writes phase, nodeName, Ready and the unsupported fields (no Paused condition while running, as KubeVirt)',
   );
-  t.ok(qemuPidsOf(launcherPod.metadata!.uid!).length > 0, 'QEMU runs for the launcher pod');
+  const events = await waitFor(
+    'the UnsupportedFields event on the VMI',
+    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${created.metadata.uid}` })).items,
+    (es) => es.some((e) => e.reason === 'UnsupportedFields'),
+  );
+  t.match(
+    events.find((e) => e.reason === 'UnsupportedFields'),
+    { type: 'Warning', involvedObject: { kind: 'VirtualMachineInstance', name: 'testvmi' }, message: /spec\.domain\.devices\.watchdog/ },
+    'a Warning event on the VMI names the unsupported field',
+  );
+  t.ok(testQemuPids().length > 0, 'QEMU runs for the launcher pod');
   const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
-  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, NODENAME and READY');
+  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, IP, NODENAME and READY');
 
   await custom.deleteNamespacedCustomObject({ ...API, name: 'testvmi' });
   await waitFor(
     'launcher pod collected and QEMU gone',
     async () => ({
       pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items.length,
-      qemu: qemuPidsOf(launcherPod.metadata!.uid!).length > 0,
+      qemu: testQemuPids().length > 0,
     }),
     (s) => s.pods === 0 && !s.qemu,
     { timeoutMs: 90_000 },

@@ -486,6 +486,9 @@ exec /bin/init
 ttyS0::respawn:-/bin/sh
 ::respawn:/bin/vkvm-qga
 ::respawn:/bin/acpid -f -c /etc/acpi -l /run/acpid.log -p /run/acpid.pid
+::respawn:/bin/vkvm-dhcp
+::respawn:/bin/httpd -f -p 80 -h /www
+::respawn:/bin/httpd -f -p 8080 -h /www
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/bin/sync
 `,
@@ -512,6 +515,41 @@ while :; do
 done
 `,
   );
+
+  // The pod network: the first NIC takes its address by DHCP (the node's
+  // network plumbing answers); httpd on 80 and 8080 serves the address the
+  // guest holds, so a test can tell it reached this guest and which port was
+  // forwarded.
+  files.set(
+    '/bin/vkvm-dhcp',
+    `#!/bin/sh
+i=0
+while [ $i -lt 100 ] && [ ! -e /sys/class/net/eth0 ]; do usleep 50000; i=$((i+1)); done
+[ -e /sys/class/net/eth0 ] || exec sleep 3600
+exec /bin/udhcpc -f -i eth0 -t 30 -T 1 -s /etc/udhcpc.script >/dev/null 2>&1
+`,
+  );
+  files.set(
+    '/etc/udhcpc.script',
+    `#!/bin/sh
+# busybox udhcpc calls this with the lease in the environment.
+case "$1" in
+  deconfig)
+    ip addr flush dev "$interface"
+    ip link set "$interface" up
+    ;;
+  bound|renew)
+    ip addr flush dev "$interface"
+    ip addr add "$ip/\${mask:-24}" dev "$interface"
+    for r in $router; do ip route add default via "$r" dev "$interface"; break; done
+    echo "vkvm-guest $ip" >/www/index.html
+    echo "vkvm-guest: $interface has $ip" >/dev/ttyS0
+    ;;
+esac
+exit 0
+`,
+  );
+  files.set('/www/index.html', 'vkvm-guest (no address)\n');
 
   // busybox acpid maps the KEY_POWER input event to /etc/acpi/PWRF/00000080.
   files.set(
@@ -590,7 +628,7 @@ async function buildInitramfs(inputs: Inputs, files: Map<string, string>): Promi
   for (const m of inputs.modules) file(`lib/modules/${m.name}.ko`, await readModule(m.file), 0o644);
 
   for (const [name, content] of files) {
-    const exec = name === '/init' || name.startsWith('/bin/') || name.startsWith('/etc/acpi/');
+    const exec = name === '/init' || name.startsWith('/bin/') || name.startsWith('/etc/acpi/') || name === '/etc/udhcpc.script';
     file(name, Buffer.from(content), exec ? 0o755 : 0o644);
   }
 

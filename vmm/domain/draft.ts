@@ -1,7 +1,7 @@
 // Typed model of the subset of libvirt domain XML that vkvm emits, in xml2js's
 // own convention so xml.ts needs no mapping: `$` holds attributes, `_` holds
 // text, a plain string is a text-only child, an array is repeated children.
-import type { DiskBus, VmSpec } from '../spec.js';
+import { domainUuidOf, type DiskBus, type VmSpec } from '../spec.js';
 import type { DiskFormat, DomainRuntime } from './runtime.js';
 import type { HostCaps } from '../probe/virtualization.js';
 
@@ -101,7 +101,7 @@ export function newDomainDraft(spec: VmSpec, runtime: DomainRuntime): DomainDraf
   return {
     $: { type: 'qemu' }, // accel.ts decides
     name: spec.name,
-    uuid: spec.uid,
+    uuid: domainUuidOf(spec),
     memory: undefined,
     vcpu: undefined,
     os: undefined,

@@ -29,6 +29,8 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
     name: 'kvm-efi-virtio-cloudinit',
     host: KVM_HOST,
     spec: testSpec({
+      // The guest's SMBIOS system UUID (KubeVirt's firmware.uuid) becomes the domain uuid.
+      systemUuid: '5b7e2f0a-4c1d-5e8f-9a2b-3c4d5e6f7a8b',
       cpu: { sockets: 1, cores: 2, threads: 1 },
       memoryMiB: 2048,
       firmware: { kind: 'efi' },

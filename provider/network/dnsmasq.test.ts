@@ -1,0 +1,29 @@
+import t from 'tap';
+import { renderDnsmasqConf } from './dnsmasq.js';
+import { netmaskOf } from './node-network.js';
+import { parseIpv4Range } from './ipv4.js';
+
+t.test('the DHCP config answers static leases only, on one interface, with DNS off', async (t) => {
+  const range = parseIpv4Range('10.244.3.0/24', 'podCIDR');
+  const conf = renderDnsmasqConf(
+    { interface: 'vkvm0', network: '10.244.3.0', netmask: netmaskOf(range), router: '10.244.3.1', dnsServers: ['192.0.2.53'], hostsDir: '/var/lib/vkvm/network/dhcp-hosts', leaseTime: '1h' },
+    '/var/lib/vkvm/network/dnsmasq.pid',
+  );
+  t.same(conf.split('\n'), [
+    '# written by the vkvm node agent',
+    'interface=vkvm0',
+    'except-interface=lo',
+    'bind-dynamic',
+    'port=0',
+    'leasefile-ro',
+    'dhcp-authoritative',
+    'dhcp-range=10.244.3.0,static,255.255.255.0,1h',
+    'dhcp-option=option:router,10.244.3.1',
+    'dhcp-option=option:dns-server,192.0.2.53',
+    'dhcp-hostsdir=/var/lib/vkvm/network/dhcp-hosts',
+    'pid-file=/var/lib/vkvm/network/dnsmasq.pid',
+    'log-facility=/var/lib/vkvm/network/dnsmasq.log',
+    '',
+  ]);
+  t.equal(netmaskOf(parseIpv4Range('10.1.0.0/29', 'x')), '255.255.255.248');
+});

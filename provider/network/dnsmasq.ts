@@ -1,0 +1,89 @@
+// DHCP for guests, by Debian's dnsmasq (DNS off): one instance on the node
+// bridge answers the VMs that hold pod addresses (bridge binding), one per
+// masquerade VM answers inside its namespace. Instances run detached, so VMs
+// keep their leases while the agent restarts; the pid file and the config
+// path on the command line let the next agent find, keep or replace them.
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { run } from './host.js';
+
+export const DNSMASQ = '/usr/sbin/dnsmasq';
+
+export interface DnsmasqInstance {
+  /** Its configuration; the instance is identified by this path. */
+  confFile: string;
+  pidFile: string;
+  /** Network namespace to run in; the host's when absent. */
+  netns?: string;
+}
+
+export interface DhcpConfig {
+  interface: string;
+  /** Network address and mask of the range answered (static leases only). */
+  network: string;
+  netmask: string;
+  router: string;
+  dnsServers: string[];
+  /** Directory of `mac,ip` files, re-read by dnsmasq on change (inotify). */
+  hostsDir?: string;
+  /** Fixed `mac,ip` leases. */
+  hosts?: string[];
+  leaseTime: string;
+}
+
+export function renderDnsmasqConf(c: DhcpConfig, pidFile: string): string {
+  return [
+    '# written by the vkvm node agent',
+    `interface=${c.interface}`,
+    'except-interface=lo',
+    'bind-dynamic',
+    // DHCP only: DNS is the host's (handed out below), not this instance's.
+    'port=0',
+    'leasefile-ro',
+    'dhcp-authoritative',
+    `dhcp-range=${c.network},static,${c.netmask},${c.leaseTime}`,
+    `dhcp-option=option:router,${c.router}`,
+    ...(c.dnsServers.length ? [`dhcp-option=option:dns-server,${c.dnsServers.join(',')}`] : []),
+    ...(c.hostsDir ? [`dhcp-hostsdir=${c.hostsDir}`] : []),
+    ...(c.hosts ?? []).map((h) => `dhcp-host=${h}`),
+    `pid-file=${pidFile}`,
+    // Beside its config, for an operator asking why a guest got no address.
+    `log-facility=${pidFile.replace(/\.pid$/, '.log')}`,
+    '',
+  ].join('\n');
+}
+
+/** The pid of the instance if it runs with this config. */
+export async function runningPid(i: DnsmasqInstance): Promise<number | undefined> {
+  const pid = Number((await readFile(i.pidFile, 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  return argv.split('\0').includes(`--conf-file=${i.confFile}`) ? pid : undefined;
+}
+
+/**
+ * Starts the instance unless it already runs with exactly `conf`; a changed
+ * config replaces it. dnsmasq daemonizes and writes its pid file before the
+ * command returns, and reports a bad config or a busy port as an exit code.
+ */
+export async function ensureDnsmasq(i: DnsmasqInstance, conf: string): Promise<number> {
+  const current = await readFile(i.confFile, 'utf8').catch(() => undefined);
+  const pid = await runningPid(i);
+  if (pid && current === conf) return pid;
+  if (pid) await stopDnsmasq(i);
+  await writeFile(i.confFile, conf, { mode: 0o600 });
+  await run([DNSMASQ, `--conf-file=${i.confFile}`], i.netns ? { netns: i.netns } : {});
+  const started = await runningPid(i);
+  if (!started) throw new Error(`dnsmasq --conf-file=${i.confFile} exited without a pid file`);
+  return started;
+}
+
+/** Stops the instance and waits until it is gone. Idempotent. */
+export async function stopDnsmasq(i: DnsmasqInstance): Promise<void> {
+  const pid = await runningPid(i);
+  if (pid) {
+    process.kill(pid, 'SIGTERM');
+    for (let waitedMs = 0; (await runningPid(i)) && waitedMs < 5000; waitedMs += 20) await new Promise((r) => setTimeout(r, 20));
+    if (await runningPid(i)) process.kill(pid, 'SIGKILL');
+  }
+  await rm(i.pidFile, { force: true });
+}

@@ -1,0 +1,109 @@
+// The few host commands the network plumbing runs: iproute2, iptables,
+// dnsmasq. Each call may run inside a VM's network namespace (nsenter), and
+// every failure carries the command and its stderr, so an operator can re-run it.
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+
+export class HostCommandError extends Error {
+  readonly kind = 'HostCommand';
+  constructor(
+    readonly command: string[],
+    readonly stderr: string,
+    readonly code: number | string | null,
+  ) {
+    super(`${command.join(' ')} failed (${code}): ${stderr.trim() || 'no output'}`);
+  }
+}
+
+/** Runs a command (in the network namespace at `netns`, if given); resolves with stdout. */
+export function run(command: string[], opts: { netns?: string } = {}): Promise<string> {
+  const argv = opts.netns ? ['nsenter', `--net=${opts.netns}`, '--', ...command] : command;
+  return new Promise((resolve, reject) => {
+    execFile(argv[0]!, argv.slice(1), { maxBuffer: 16 * 2 ** 20 }, (err, stdout, stderr) => {
+      if (err) reject(new HostCommandError(argv, String(stderr), (err as NodeJS.ErrnoException).code ?? null));
+      else resolve(String(stdout));
+    });
+  });
+}
+
+interface IpLink {
+  ifname: string;
+  link_type?: string;
+  master?: string;
+  operstate?: string;
+}
+
+/** Links of the host, or of a namespace, by name. */
+export async function links(netns?: string): Promise<Map<string, IpLink>> {
+  const out = await run(['ip', '-j', 'link', 'show'], netns ? { netns } : {});
+  return new Map((JSON.parse(out || '[]') as IpLink[]).map((l) => [l.ifname, l]));
+}
+
+/** IPv4 addresses of a link as "a.b.c.d/len". */
+export async function addresses(dev: string, netns?: string): Promise<string[]> {
+  const out = await run(['ip', '-j', '-4', 'addr', 'show', 'dev', dev], netns ? { netns } : {});
+  const parsed = JSON.parse(out || '[]') as Array<{ addr_info?: Array<{ local: string; prefixlen: number }> }>;
+  return parsed.flatMap((l) => (l.addr_info ?? []).map((a) => `${a.local}/${a.prefixlen}`));
+}
+
+/** The device of the host's IPv4 default route, if any. */
+export async function defaultRouteDevice(): Promise<string | undefined> {
+  const out = await run(['ip', '-j', '-4', 'route', 'show', 'default']);
+  return (JSON.parse(out || '[]') as Array<{ dev?: string }>)[0]?.dev;
+}
+
+export type IptablesTable = 'filter' | 'nat';
+
+/** Creates `chain` in `table` unless it exists. */
+export async function ensureChain(table: IptablesTable, chain: string, netns?: string): Promise<void> {
+  const ns = netns ? { netns } : {};
+  try {
+    await run(['iptables', '-w', '-t', table, '-n', '-L', chain], ns);
+  } catch {
+    await run(['iptables', '-w', '-t', table, '-N', chain], ns);
+  }
+}
+
+/** Adds `rule` to `chain` unless it is there (`insert`: at the top, so it runs before rules others add). */
+export async function ensureRule(table: IptablesTable, chain: string, rule: string[], opts: { netns?: string; insert?: boolean } = {}): Promise<void> {
+  const ns = opts.netns ? { netns: opts.netns } : {};
+  try {
+    await run(['iptables', '-w', '-t', table, '-C', chain, ...rule], ns);
+  } catch {
+    await run(['iptables', '-w', '-t', table, opts.insert ? '-I' : '-A', chain, ...(opts.insert ? ['1'] : []), ...rule], ns);
+  }
+}
+
+/** Removes `rule` from `chain` (every copy); nothing when absent. */
+export async function deleteRule(table: IptablesTable, chain: string, rule: string[]): Promise<void> {
+  for (;;) {
+    try {
+      await run(['iptables', '-w', '-t', table, '-D', chain, ...rule]);
+    } catch {
+      return;
+    }
+  }
+}
+
+/** Flushes and deletes `chain`; nothing when absent. */
+export async function deleteChain(table: IptablesTable, chain: string): Promise<void> {
+  await run(['iptables', '-w', '-t', table, '-F', chain]).catch(() => undefined);
+  await run(['iptables', '-w', '-t', table, '-X', chain]).catch(() => undefined);
+}
+
+/** Rules of a chain as `iptables -S` prints them (tests and clean-up checks). */
+export async function listRules(table: IptablesTable, chain: string, netns?: string): Promise<string[]> {
+  const out = await run(['iptables', '-w', '-t', table, '-S', chain], netns ? { netns } : {}).catch(() => '');
+  return out.split('\n').filter((l) => l.startsWith('-A '));
+}
+
+/** Writes a sysctl below /proc/sys/net (in the namespace at `netns`, if given). */
+export async function setNetSysctl(key: string, value: string, netns?: string): Promise<void> {
+  await run(['sysctl', '-q', '-w', `${key}=${value}`], netns ? { netns } : {});
+}
+
+/** Nameservers guests can reach: the host's, without loopback ones (a guest cannot reach the host's 127.0.0.53). */
+export async function hostNameservers(resolvConf = '/etc/resolv.conf'): Promise<string[]> {
+  const text = await readFile(resolvConf, 'utf8').catch(() => '');
+  return [...text.matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)].map((m) => m[1]!).filter((ip) => !ip.startsWith('127.'));
+}

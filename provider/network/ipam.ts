@@ -1,0 +1,116 @@
+// Persistent IPAM for the node's pod range. The lease file is the truth: it
+// is written (atomically: temp file, fsync, rename) before an address is
+// handed to anyone, so an agent crash can neither hand one address to two VMs
+// nor forget a lease. Addresses are handed out round-robin from after the
+// last one, as CNI's host-local IPAM does, so a just-released address is not
+// reused at once (a peer may still have it in its ARP cache or connections).
+import { open, readFile, rename, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { firstVmAddress, intToIp, ipToInt, type Ipv4Range } from './ipv4.js';
+
+interface LeaseFile {
+  version: 1;
+  cidr: string;
+  /** The last address handed out; the next search starts after it. */
+  last?: string;
+  /** owner (VM uid) → address */
+  leases: Record<string, string>;
+}
+
+export class RangeExhaustedError extends Error {
+  readonly kind = 'RangeExhausted';
+}
+
+export class Ipam {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly file: string,
+    private readonly range: Ipv4Range,
+    private state: LeaseFile,
+  ) {}
+
+  /**
+   * Opens the lease file for `range`. A file for another range is taken over
+   * only when it holds no lease: a node whose range changed under running VMs
+   * is an operator's problem to see, not one to paper over.
+   */
+  static async open(file: string, range: Ipv4Range): Promise<Ipam> {
+    await mkdir(path.dirname(file), { recursive: true, mode: 0o711 });
+    let state: LeaseFile = { version: 1, cidr: range.cidr, leases: {} };
+    const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (text !== undefined) {
+      const saved = JSON.parse(text) as LeaseFile;
+      if (saved.cidr !== range.cidr && Object.keys(saved.leases).length > 0) {
+        throw new Error(`${file} holds leases in ${saved.cidr} but the node's pod range is now ${range.cidr}; remove the VMs (or the file) first`);
+      }
+      if (saved.cidr === range.cidr) state = saved;
+    }
+    return new Ipam(file, range, state);
+  }
+
+  get cidr(): string {
+    return this.range.cidr;
+  }
+
+  /** The address `owner` holds, if any. */
+  addressOf(owner: string): string | undefined {
+    return this.state.leases[owner];
+  }
+
+  /** owner → address of every lease. */
+  leases(): Record<string, string> {
+    return { ...this.state.leases };
+  }
+
+  /** The address of `owner`, leasing one if it has none. Idempotent. */
+  lease(owner: string): Promise<string> {
+    return this.serialized(async () => {
+      const held = this.state.leases[owner];
+      if (held) return held;
+      const taken = new Set(Object.values(this.state.leases).map(ipToInt));
+      const first = firstVmAddress(this.range);
+      const count = this.range.broadcast - first;
+      const start = this.state.last ? ipToInt(this.state.last) + 1 : first;
+      for (let i = 0; i < count; i++) {
+        const candidate = first + ((start - first + i + count) % count);
+        if (taken.has(candidate)) continue;
+        const ip = intToIp(candidate);
+        await this.save({ ...this.state, last: ip, leases: { ...this.state.leases, [owner]: ip } });
+        return ip;
+      }
+      throw new RangeExhaustedError(`no free address left in ${this.range.cidr} (${count} addresses, all leased)`);
+    });
+  }
+
+  /** Releases `owner`'s address. Idempotent. */
+  release(owner: string): Promise<void> {
+    return this.serialized(async () => {
+      if (!(owner in this.state.leases)) return;
+      const { [owner]: _released, ...rest } = this.state.leases;
+      await this.save({ ...this.state, leases: rest });
+    });
+  }
+
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async save(next: LeaseFile): Promise<void> {
+    const tmp = `${this.file}.tmp`;
+    const f = await open(tmp, 'w', 0o600);
+    try {
+      await f.writeFile(JSON.stringify(next, null, 1));
+      await f.sync();
+    } finally {
+      await f.close();
+    }
+    await rename(tmp, this.file);
+    this.state = next;
+  }
+}

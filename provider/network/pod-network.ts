@@ -1,0 +1,141 @@
+// The pod network of this node as the pod controller sees it: attach a VM
+// (lease its address, build its namespace, serve it DHCP), detach it, and
+// sweep what belongs to no VM. The node's range comes from Node.spec.podCIDR
+// (kube-controller-manager allocates it) unless configured.
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from '../log.js';
+import { SpecError } from '../../vmm/errors.js';
+import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
+import { Ipam } from './ipam.js';
+import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
+import { NodeNetwork } from './node-network.js';
+import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+
+export const DEFAULT_BRIDGE = 'vkvm0';
+
+export interface PodNetworkOptions {
+  bridge: string;
+  /** <stateDir>/network */
+  dir: string;
+  /** The node's pod range; polled until known (Node.spec.podCIDR). */
+  podCidr: () => Promise<string | undefined>;
+  log: Logger;
+}
+
+/** A VM's place on the pod network. */
+export interface VmAttachment {
+  netnsPath: string;
+  /** The pod address. */
+  podIP: string;
+  /** The address the guest holds: the pod address (bridge) or the masquerade one. */
+  guestIP: string;
+  mac: string;
+  interfaceName: string;
+}
+
+export class NetworkNotReadyError extends Error {
+  readonly kind = 'NetworkNotReady';
+}
+
+export class PodNetwork {
+  readonly node: NodeNetwork;
+  private ready: { range: Ipv4Range; ipam: Ipam } | undefined;
+  private starting: Promise<void> | undefined;
+  /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly o: PodNetworkOptions) {
+    this.node = new NodeNetwork({ bridge: o.bridge, dir: o.dir, log: o.log });
+  }
+
+  private vmDir(uid: string): string {
+    return path.join(this.o.dir, 'vms', uid);
+  }
+
+  /**
+   * Sets up the node's side once its range is known; until then VMs with a
+   * NIC wait (NetworkNotReadyError, retried by the caller). Idempotent: later
+   * calls repair the bridge, rules and DHCP server.
+   */
+  async ensureNode(): Promise<boolean> {
+    this.starting ??= (async () => {
+      const cidr = await this.o.podCidr();
+      if (!cidr) return;
+      const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
+      if (this.ready && this.ready.range.cidr !== range.cidr) throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
+      await this.node.ensure(range);
+      this.ready ??= { range, ipam: await Ipam.open(path.join(this.o.dir, 'leases.json'), range) };
+      this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
+    })().finally(() => (this.starting = undefined));
+    await this.starting;
+    return this.ready !== undefined;
+  }
+
+  /** The VM's addresses, when it holds a lease. */
+  addressOf(uid: string): string | undefined {
+    return this.ready?.ipam.addressOf(uid);
+  }
+
+  private serialized<T>(uid: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.inFlight.get(uid) ?? Promise.resolve()).then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.inFlight.set(uid, tail);
+    void tail.then(() => {
+      if (this.inFlight.get(uid) === tail) this.inFlight.delete(uid);
+    });
+    return run;
+  }
+
+  /** The spec with its interface wired to the VM's tap; VMs without NICs need nothing. */
+  attach(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+    return this.serialized(spec.uid, () => this.attachNow(spec));
+  }
+
+  private async attachNow(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+    if (spec.interfaces.length === 0) return { spec };
+    if (spec.interfaces.length > 1) {
+      throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
+    }
+    if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
+    const { range, ipam } = this.ready!;
+    const iface: InterfaceSpec = { ...spec.interfaces[0]!, tapDevice: GUEST_TAP };
+    const podIP = await ipam.lease(spec.uid);
+    const names = await ensureVmNetwork({ uid: spec.uid, iface, podIP, prefixLength: range.prefixLength, gateway: gatewayOf(range), nodeBridge: this.o.bridge, dir: this.vmDir(spec.uid) });
+    if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
+    return {
+      spec: { ...spec, interfaces: [iface] },
+      attachment: { netnsPath: names.netnsPath, podIP, guestIP: iface.binding === 'bridge' ? podIP : MASQUERADE_GUEST, mac: iface.mac, interfaceName: iface.name },
+    };
+  }
+
+  /** Removes the VM's namespace, DHCP entry and lease. Idempotent; call once its launcher is gone. */
+  detach(uid: string): Promise<void> {
+    return this.serialized(uid, async () => {
+      await removeVmNetwork(uid, this.vmDir(uid));
+      await this.node.removeDhcpHost(uid);
+      await this.ready?.ipam.release(uid);
+    });
+  }
+
+  /**
+   * Detaches every VM `inUse` says no to (asked per VM, at the moment of the
+   * decision, so a VM attached meanwhile is kept): what a crash between a
+   * VM's removal and its detach left behind.
+   */
+  async retainOnly(inUse: (uid: string) => boolean): Promise<string[]> {
+    const known = new Set([
+      ...(await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[])),
+      ...(await readdir(this.node.dhcpHostsDir).catch(() => [] as string[])),
+      ...Object.keys(this.ready?.ipam.leases() ?? {}),
+    ]);
+    const removed: string[] = [];
+    for (const uid of known) {
+      if (inUse(uid)) continue;
+      this.o.log.info({ vm: uid, netns: vmNetworkNames(uid).netns }, 'removing the network of a VM that no longer exists');
+      await this.detach(uid);
+      removed.push(uid);
+    }
+    return removed;
+  }
+}

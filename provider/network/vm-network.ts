@@ -1,0 +1,129 @@
+// One VM's side of the pod network, in a network namespace of its own (as a
+// pod's): a veth pair joins it to the node bridge, and the guest's tap lives
+// inside, where the VM's libvirtd and QEMU run.
+//   bridge      tap0 and eth0 share an in-namespace bridge: the guest is on
+//               the node's L2 and holds the pod address, which the node's
+//               DHCP hands to its MAC.
+//   masquerade  eth0 holds the pod address; the guest gets 10.0.2.2 behind
+//               10.0.2.1 from a DHCP server inside the namespace, the listed
+//               ports of the pod address are forwarded to it (all when none
+//               are listed, as KubeVirt does) and its traffic leaves as the
+//               pod address.
+// Names follow from the VM uid, so everything can be found again after a crash.
+import { createHash } from 'node:crypto';
+import { access, mkdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { InterfaceSpec } from '../../vmm/spec.js';
+import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import { ensureRule, HostCommandError, hostNameservers, links, run, setNetSysctl } from './host.js';
+
+export const NETNS_DIR = '/run/netns';
+export const GUEST_TAP = 'tap0';
+const POD_IFACE = 'eth0';
+const INNER_BRIDGE = 'k6t-eth0';
+/** KubeVirt's masquerade addresses (pkg/network/link). */
+export const MASQUERADE_GATEWAY = '10.0.2.1';
+export const MASQUERADE_GUEST = '10.0.2.2';
+
+export interface VmNetworkNames {
+  netns: string;
+  netnsPath: string;
+  /** Host end of the veth pair, on the node bridge. */
+  hostVeth: string;
+}
+
+export function vmNetworkNames(uid: string): VmNetworkNames {
+  const netns = `vkvm-${uid}`;
+  return { netns, netnsPath: path.join(NETNS_DIR, netns), hostVeth: `vh${createHash('sha256').update(uid).digest('hex').slice(0, 12)}` };
+}
+
+export interface VmNetworkPlan {
+  uid: string;
+  iface: InterfaceSpec;
+  /** The pod address and the node range's prefix length and gateway. */
+  podIP: string;
+  prefixLength: number;
+  gateway: string;
+  nodeBridge: string;
+  /** The VM's directory of network state (its ready marker, DHCP config). */
+  dir: string;
+}
+
+function dnsmasqOf(dir: string, netnsPath: string): DnsmasqInstance {
+  return { confFile: path.join(dir, 'dnsmasq.conf'), pidFile: path.join(dir, 'dnsmasq.pid'), netns: netnsPath };
+}
+
+const exists = (p: string) => access(p).then(() => true, () => false);
+
+/** Rethrows unless the error says the thing to delete is already gone. */
+function unlessGone(err: unknown): void {
+  if (err instanceof HostCommandError && /Cannot find device|No such file or directory/.test(err.stderr)) return;
+  throw err;
+}
+
+/**
+ * Makes the VM's namespace match the plan. A namespace that was never
+ * completed (crash half-way) is rebuilt from scratch; a complete one only gets
+ * its DHCP server restarted if it died. Idempotent.
+ */
+export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames> {
+  const names = vmNetworkNames(p.uid);
+  const ready = path.join(p.dir, 'ready');
+  await mkdir(p.dir, { recursive: true, mode: 0o700 });
+  if ((await exists(ready)) && (await exists(names.netnsPath))) {
+    if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p, await hostNameservers()));
+    return names;
+  }
+  await removeVmNetwork(p.uid, p.dir, { keepDir: true });
+  const ns = names.netns;
+  await run(['ip', 'netns', 'add', ns]);
+  await run(['ip', 'link', 'add', names.hostVeth, 'type', 'veth', 'peer', 'name', POD_IFACE, 'netns', ns]);
+  await run(['ip', 'link', 'set', names.hostVeth, 'master', p.nodeBridge]);
+  await run(['ip', 'link', 'set', names.hostVeth, 'up']);
+  const inNs = (...args: string[]) => run(['ip', '-n', ns, ...args]);
+  await inNs('link', 'set', 'lo', 'up');
+  await inNs('tuntap', 'add', 'dev', GUEST_TAP, 'mode', 'tap');
+  if (p.iface.binding === 'bridge') {
+    await inNs('link', 'add', INNER_BRIDGE, 'type', 'bridge');
+    await inNs('link', 'set', POD_IFACE, 'master', INNER_BRIDGE);
+    await inNs('link', 'set', GUEST_TAP, 'master', INNER_BRIDGE);
+    for (const dev of [INNER_BRIDGE, POD_IFACE, GUEST_TAP]) await inNs('link', 'set', dev, 'up');
+  } else {
+    await inNs('addr', 'add', `${p.podIP}/${p.prefixLength}`, 'dev', POD_IFACE);
+    await inNs('link', 'set', POD_IFACE, 'up');
+    await inNs('route', 'add', 'default', 'via', p.gateway);
+    await inNs('addr', 'add', `${MASQUERADE_GATEWAY}/24`, 'dev', GUEST_TAP);
+    await inNs('link', 'set', GUEST_TAP, 'up');
+    await setNetSysctl('net.ipv4.ip_forward', '1', names.netnsPath);
+    const nat = (chain: string, rule: string[]) => ensureRule('nat', chain, rule, { netns: names.netnsPath });
+    const ports = p.iface.forwardPorts;
+    if (!ports?.length) await nat('PREROUTING', ['-i', POD_IFACE, '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
+    for (const port of ports ?? []) {
+      const proto = port.protocol.toLowerCase();
+      await nat('PREROUTING', ['-i', POD_IFACE, '-p', proto, '--dport', String(port.port), '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
+    }
+    await nat('POSTROUTING', ['-s', MASQUERADE_GUEST, '-o', POD_IFACE, '-j', 'MASQUERADE']);
+    await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p, await hostNameservers()));
+  }
+  await writeFile(ready, `${new Date().toISOString()}\n`);
+  return names;
+}
+
+function masqueradeDhcp(p: VmNetworkPlan, dnsServers: string[]): string {
+  const pidFile = path.join(p.dir, 'dnsmasq.pid');
+  return renderDnsmasqConf(
+    { interface: GUEST_TAP, network: '10.0.2.0', netmask: '255.255.255.0', router: MASQUERADE_GATEWAY, dnsServers, hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`], leaseTime: '1h' },
+    pidFile,
+  );
+}
+
+/** Removes the VM's namespace, veth pair and DHCP server. Idempotent; call after its launcher is gone. */
+export async function removeVmNetwork(uid: string, dir: string, opts: { keepDir?: boolean } = {}): Promise<void> {
+  const names = vmNetworkNames(uid);
+  await stopDnsmasq(dnsmasqOf(dir, names.netnsPath));
+  if (await exists(names.netnsPath)) await run(['ip', 'netns', 'del', names.netns]).catch(unlessGone);
+  // The kernel tears a namespace down asynchronously: its half of the pair may still be listed for a moment.
+  if ((await links()).has(names.hostVeth)) await run(['ip', 'link', 'del', names.hostVeth]).catch(unlessGone);
+  if (opts.keepDir) await rm(path.join(dir, 'ready'), { force: true });
+  else await rm(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,73 @@
+// The VMI status the node agent writes, as virt-handler does: derived in one
+// place from what the node observed of the VM. Pure.
+//
+//   phase        Running (also while paused), Succeeded or Failed once the VM
+//                ran or ended; earlier phases are the cluster controller's
+//   conditions   Ready; Paused (only while paused, reason PausedByUser when a
+//                user paused it); AgentConnected (only while the guest agent
+//                is connected); vkvm's UnsupportedFields
+//   guestOSInfo  what the guest agent reported, while it is connected
+//   interfaces   the pod address and MAC once leased (for masquerade too, as
+//                KubeVirt reports it, though that guest holds a private address)
+import type { VmObservation } from '../pods/status.js';
+import type { VmAttachment } from '../network/pod-network.js';
+import { removeCondition, setCondition } from './conditions.js';
+import type { VirtualMachineInstanceStatus, VmiPhase } from './types.js';
+
+export interface NodeVmiStatusInput {
+  current: VirtualMachineInstanceStatus;
+  nodeName: string;
+  vm?: VmObservation;
+  /** Why the VM cannot run (invalid spec, missing image): the VMI fails. */
+  problem?: { reason: string; message: string };
+  /** KubeVirt fields the VM runs without. */
+  unsupported: string[];
+  /** Where the VM sits on the pod network. */
+  attachment?: VmAttachment;
+  now: Date;
+}
+
+/** The status fields the node owns (statusPatch writes only those that changed). */
+export const NODE_VMI_STATUS_FIELDS = ['phase', 'phaseTransitionTimestamps', 'nodeName', 'reason', 'conditions', 'guestOSInfo', 'interfaces'] as const;
+
+/** KubeVirt's Paused condition reasons, by the launcher's pause reason; others are passed on. */
+const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string }>> = {
+  Paused: { reason: 'PausedByUser', message: 'VMI was paused by user' },
+  IOError: { reason: 'PausedIOError', message: 'VMI was paused, low-level IO error detected' },
+};
+
+export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
+  const phase: VmiPhase | undefined = problem
+    ? 'Failed'
+    : vm?.phase === 'Running' || vm?.phase === 'Paused'
+      ? 'Running'
+      : vm?.phase === 'Succeeded' || vm?.phase === 'Failed'
+        ? vm.phase
+        : undefined;
+  const ready = vm?.phase === 'Running' && vm.guestReady;
+  let conditions = setCondition(
+    current.conditions,
+    ready ? { type: 'Ready', status: 'True' } : { type: 'Ready', status: 'False', reason: vm?.phase === 'Running' ? 'GuestNotReady' : 'NotRunning' },
+    now,
+  );
+  conditions =
+    vm?.phase === 'Paused'
+      ? setCondition(conditions, { type: 'Paused', status: 'True', ...(PAUSED_REASONS[vm.reason ?? ''] ?? { reason: vm.reason ?? 'Paused', message: vm.message ?? '' }) }, now)
+      : removeCondition(conditions, 'Paused');
+  conditions = vm?.agentConnected ? setCondition(conditions, { type: 'AgentConnected', status: 'True' }, now) : removeCondition(conditions, 'AgentConnected');
+  conditions = unsupported.length
+    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: `vkvm does not realize: ${unsupported.join(', ')}` }, now)
+    : removeCondition(conditions, 'UnsupportedFields');
+  const next: VirtualMachineInstanceStatus = { ...current, nodeName, conditions };
+  if (phase) next.phase = phase;
+  if (problem) next.reason = problem.reason;
+  if (vm?.agentConnected && vm.guestOsInfo) next.guestOSInfo = vm.guestOsInfo;
+  else delete next.guestOSInfo;
+  if (attachment) {
+    next.interfaces = [{ name: attachment.interfaceName, ipAddress: attachment.podIP, ipAddresses: [attachment.podIP], mac: attachment.mac, infoSource: 'domain' }];
+  }
+  if (phase && phase !== current.phase) {
+    next.phaseTransitionTimestamps = [...(current.phaseTransitionTimestamps ?? []), { phase, phaseTransitionTimestamp: now.toISOString() }];
+  }
+  return next;
+}

@@ -1,0 +1,159 @@
+// Issue 6 acceptance on the real control plane and a real guest: VMs take
+// their pod address by DHCP, are reachable from the node and from each other,
+// masquerade forwards only the listed ports, and create/delete cycles leave
+// no namespace, veth, lease, DHCP entry or NAT rule behind.
+import { access, readdir, readFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { links, listRules, run } from '../../provider/network/host.js';
+import { parseIpv4Range, contains } from '../../provider/network/ipv4.js';
+import { vmNetworkNames } from '../../provider/network/vm-network.js';
+import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
+
+const NODE = 'vkvm-e2e-net';
+const NS = 'e2e-net';
+const BOOT_TIMEOUT_MS = 240_000;
+
+function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: number[] } = {}): V1Pod {
+  return {
+    metadata: { name, namespace: NS, ...(opts.network ? { annotations: { 'vkvm.io/pod-network': opts.network } } : {}) },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': NODE },
+      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+      // Graceful (not 0, which the API server deletes at once): the pod goes only after its VM and network did.
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: 'vm',
+          image: 'vkvm/test-guest',
+          resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } },
+          ...(opts.ports ? { ports: opts.ports.map((containerPort) => ({ containerPort })) } : {}),
+        },
+      ],
+    },
+  };
+}
+
+const readPod = (cluster: TestCluster, name: string) => cluster.clients.core.readNamespacedPod({ name, namespace: NS });
+
+/** GET http://ip:port/ from the node: the body, or the error code (ECONNREFUSED, a timeout…). */
+function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: string; error?: string }> {
+  return new Promise((resolve) => {
+    const req = request({ host: ip, port, path: '/', timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ body }));
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
+    req.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
+    req.end();
+  });
+}
+
+const exists = (p: string) => access(p).then(() => true, () => false);
+
+t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
+  const cluster = await startTestCluster(t);
+  const agent = await startAgent(t, cluster, { nodeName: NODE });
+  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+  const node = await waitFor('node podCIDR', () => cluster.clients.core.readNode({ name: NODE }), (n) => !!n.spec?.podCIDR);
+  const range = parseIpv4Range(node.spec!.podCIDR!, 'podCIDR');
+  const netDir = join(agent.stateDir, 'network');
+
+  const running = (name: string) =>
+    waitFor(`pod ${name} Running and Ready with an IP`, () => readPod(cluster, name), (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True' && !!p.status.podIP, {
+      timeoutMs: BOOT_TIMEOUT_MS,
+    });
+  /** The guest's web server answers once DHCP configured its address. */
+  const guestAnswers = (ip: string, port = 80) =>
+    waitFor(`guest at ${ip}:${port} answers`, () => httpGet(ip, port), (r) => r.body !== undefined, { timeoutMs: BOOT_TIMEOUT_MS, intervalMs: 1000 });
+
+  await t.test('bridge binding: the guest holds the pod IP, taken by DHCP; the node and another VM reach it', async (t) => {
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('web-a') });
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('web-b') });
+    const [a, b] = [await running('web-a'), await running('web-b')];
+    const [ipA, ipB] = [a.status!.podIP!, b.status!.podIP!];
+    t.ok(contains(range, ipA) && contains(range, ipB) && ipA !== ipB, `two distinct pod IPs in the node range ${range.cidr}: ${ipA}, ${ipB}`);
+    t.same(a.status!.podIPs, [{ ip: ipA }], 'podIPs too');
+
+    const wide = await cluster.kubectl(['-n', NS, 'get', 'pod', 'web-a', '-o', 'wide', '--no-headers']);
+    t.match(wide.stdout, new RegExp(`^web-a\\s+1/1\\s+Running\\s+\\d+\\s+\\S+\\s+${ipA.replace(/\./g, '\\.')}\\s+${NODE}\\s`), 'kubectl get pod -o wide shows the IP');
+
+    // The guest's page names the address its DHCP client configured: the pod IP.
+    t.same(await guestAnswers(ipA), { body: `vkvm-guest ${ipA}\n` }, 'a TCP connection from the node reaches the guest, which got the pod IP by DHCP');
+    await guestAnswers(ipB);
+    const fromA = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
+    t.same({ code: fromA.code, out: fromA.stdout }, { code: 0, out: `vkvm-guest ${ipB}\n` }, 'VM a reaches VM b by its pod IP');
+  });
+
+  await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('nat', { network: 'masquerade', ports: [80] }) });
+    const ip = (await running('nat')).status!.podIP!;
+    t.ok(contains(range, ip), `pod IP ${ip} in the node range`);
+    t.same(await guestAnswers(ip, 80), { body: 'vkvm-guest 10.0.2.2\n' }, 'port 80 is forwarded to the guest, which took 10.0.2.2 by DHCP');
+    const unlisted = await httpGet(ip, 8080);
+    t.equal(unlisted.body, undefined, `port 8080 (the guest listens there too) is not forwarded: ${unlisted.error}`);
+    const egress = await cluster.kubectl(['-n', NS, 'exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod(cluster, 'web-a')).status!.podIP}/`], { timeoutMs: 60_000 });
+    t.match(egress, { code: 0, stdout: /^vkvm-guest / }, 'the masquerade guest reaches another VM through NAT');
+  });
+
+  await t.test('deleting the VMs removes their namespaces, veths, leases and DHCP entries', async (t) => {
+    const pods = await Promise.all(['web-a', 'web-b', 'nat'].map((n) => readPod(cluster, n)));
+    for (const p of pods) await cluster.clients.core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: NS });
+    await waitFor('pods gone', () => cluster.clients.core.listNamespacedPod({ namespace: NS }), (l) => l.items.length === 0, { timeoutMs: 120_000 });
+    // The kernel destroys a namespace asynchronously; its veth may be listed a moment longer.
+    const left = await waitFor(
+      'namespaces and veths gone',
+      async () => {
+        const hostLinks = await links();
+        const found = [];
+        for (const p of pods) {
+          const names = vmNetworkNames(p.metadata!.uid!);
+          if (await exists(names.netnsPath)) found.push(names.netnsPath);
+          if (hostLinks.has(names.hostVeth)) found.push(names.hostVeth);
+        }
+        return found;
+      },
+      (found) => found.length === 0,
+      { timeoutMs: 10_000, intervalMs: 200 },
+    ).catch((err: Error) => err.message);
+    t.same(left, [], 'no namespace or veth left');
+    t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
+    t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+  });
+
+  await t.test('20 create/delete cycles leave nothing behind and never hand out an address twice', async (t) => {
+    const natBefore = await listRules('nat', `VKVM-NAT-${agent.bridge}`);
+    const seen: string[] = [];
+    const uids: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const name = `cycle-${i}`;
+      await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod(name, { network: i % 2 ? 'masquerade' : 'bridge', ports: [80] }) });
+      const pod = await waitFor(`${name} has an IP`, () => readPod(cluster, name), (p) => !!p.status?.podIP, { timeoutMs: 120_000, intervalMs: 200 });
+      seen.push(pod.status!.podIP!);
+      uids.push(pod.metadata!.uid!);
+      await cluster.clients.core.deleteNamespacedPod({ name, namespace: NS });
+      await waitFor(`${name} gone`, () => cluster.clients.core.listNamespacedPod({ namespace: NS }), (l) => l.items.length === 0, { timeoutMs: 120_000, intervalMs: 200 });
+    }
+    t.equal(new Set(seen).size, 20, `20 distinct addresses: ${seen.join(' ')}`);
+    const leftovers = async () => {
+      const hostLinks = await links();
+      const netns = (await run(['ip', 'netns', 'list'])).split('\n');
+      return uids.flatMap((uid) => {
+        const n = vmNetworkNames(uid);
+        return [...(hostLinks.has(n.hostVeth) ? [n.hostVeth] : []), ...netns.filter((l) => l.startsWith(n.netns))];
+      });
+    };
+    const left = await waitFor('veths and namespaces gone', leftovers, (l) => l.length === 0, { timeoutMs: 10_000, intervalMs: 200 }).catch(() => leftovers());
+    t.same(left, [], 'no veth or namespace left');
+    const hostLinks = await links();
+    const taps = [...hostLinks.keys()].filter((l) => l.startsWith('tap') || l.startsWith('vnet'));
+    t.same(taps.filter((l) => l === 'tap0'), [], 'no guest tap in the host namespace');
+    t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
+    t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+    t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
+    t.same(await listRules('nat', `VKVM-NAT-${agent.bridge}`), natBefore, 'the node NAT rules are unchanged');
+  });
+});
