@@ -102,7 +102,13 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
       : { condition: 'HugePages', severity: 'soft', ok: false, reason: 'NoHugePages', message: 'no huge pages reserved (vm.nr_hugepages=0); guests use normal pages' },
     f.ipForwarding
       ? { condition: 'IPForwarding', severity: 'soft', ok: true, reason: 'Enabled', message: 'net.ipv4.ip_forward=1' }
-      : { condition: 'IPForwarding', severity: 'soft', ok: false, reason: 'Disabled', message: 'net.ipv4.ip_forward=0: guests cannot reach other hosts; enable with sysctl -w net.ipv4.ip_forward=1' },
+      : {
+          condition: 'IPForwarding',
+          severity: 'soft',
+          ok: false,
+          reason: 'Disabled',
+          message: 'net.ipv4.ip_forward=0: vkvm enables forwarding on its pod bridge and uplink only; routes through other interfaces need sysctl -w net.ipv4.ip_forward=1',
+        },
   ];
 }
 
