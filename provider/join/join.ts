@@ -36,6 +36,8 @@ export interface JoinRecord {
   nodeName: string;
   runDir: string;
   imageCacheDir: string;
+  /** The pod network's bridge, which reset removes if the agent created it. */
+  bridge: string;
   service: ServiceMode;
   agentArgs: string[];
 }
@@ -200,7 +202,15 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
   }
   const service: ServiceMode = !o.noSystemd && (await systemdIsInit()) ? 'systemd' : 'process';
   const agentArgs = ['--kubeconfig', o.agent.kubeconfigPath, '--state-dir', o.agent.stateDir, '--rotate-client-cert', ...o.agentArgs];
-  const record: JoinRecord = { server: o.server, nodeName: o.agent.nodeName, runDir: o.agent.runDir, imageCacheDir: o.agent.imageCacheDir, service, agentArgs };
+  const record: JoinRecord = {
+    server: o.server,
+    nodeName: o.agent.nodeName,
+    runDir: o.agent.runDir,
+    imageCacheDir: o.agent.imageCacheDir,
+    bridge: o.agent.bridge,
+    service,
+    agentArgs,
+  };
   // Re-running a join that completed keeps its credentials and only (re)starts the agent.
   const alreadyJoined = previous !== undefined && (await exists(join(o.agent.stateDir, CLIENT_PEM)));
   if (!alreadyJoined) {

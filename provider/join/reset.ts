@@ -1,7 +1,8 @@
 // `vkvm reset`: undoes `vkvm join`, as `kubeadm reset`. Stops the agent (unit
 // or detached process), powers off every VM (ACPI, destroyed after the grace
-// period) and removes its launcher, deletes the Node with the node's own
-// credentials, and removes certificates and state. Each step tolerates work
+// period) and removes its launcher, removes the pod network (VM namespaces,
+// DHCP, rules, and the bridge if the agent made it), deletes the Node with
+// the node's own credentials, and removes certificates and state. Each step tolerates work
 // already done, so a reset that failed half-way can simply be re-run.
 import { existsSync } from 'node:fs';
 import { readdir, rm, rmdir } from 'node:fs/promises';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
+import { DEFAULT_BRIDGE, PodNetwork } from '../network/pod-network.js';
 import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
@@ -34,7 +36,7 @@ export interface ResetResult {
 }
 
 /** Everything join and the agent keep in the state dir; the join record last, so an interrupted reset can be re-run. */
-const STATE_ENTRIES = ['vms', 'pki', 'kubeconfig', PID_FILE, AGENT_LOG, JOIN_RECORD];
+const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LOG, JOIN_RECORD];
 
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
@@ -62,6 +64,9 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   const runDir = record?.runDir ?? '/run/vkvm';
   const vmsStopped = await stopVms(o.stateDir, runDir, record?.imageCacheDir ?? '/var/cache/vkvm/images', o.gracePeriodS, log);
   if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
+  const network = new PodNetwork({ bridge: record?.bridge ?? DEFAULT_BRIDGE, dir: join(o.stateDir, 'network'), podCidr: async () => undefined, log });
+  await network.retainOnly(() => false);
+  await network.node.remove();
 
   const result: ResetResult = { vmsStopped, nodeDeleted: false, ...(record ? { nodeName: record.nodeName } : {}) };
   if (record) {

@@ -7,6 +7,7 @@
 // nothing behind; `vkvm reset` removes the Node and the state, and the host
 // can join again.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, symlink, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,10 +19,11 @@ import { GUEST_BOOT_MARKER } from '../guest/build.js';
 import { signedBy } from '../../provider/certs/csr.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
+import { links } from '../../provider/network/host.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
 import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
-import { killLaunchersOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
+import { killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
 
 const NODE = 'vkvm-e2e-joined';
 const NS = 'e2e-join';
@@ -76,11 +78,14 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   await chmod(parent, 0o711);
   const stateDir = join(parent, 'state');
   const kubeletPort = await freePort();
-  const joinFlags = [`--state-dir=${stateDir}`, `--run-dir=${join(parent, 'run')}`, `--node-name=${NODE}`, `--kubelet-port=${kubeletPort}`, '--healthz-port=0', '--no-systemd'];
+  // One bridge per agent: agents of concurrent tests share the host's network stack.
+  const bridge = `vkt${randomBytes(4).toString('hex')}`;
+  const joinFlags = [`--state-dir=${stateDir}`, `--run-dir=${join(parent, 'run')}`, `--node-name=${NODE}`, `--kubelet-port=${kubeletPort}`, `--bridge=${bridge}`, '--healthz-port=0', '--no-systemd'];
   t.teardown(async () => {
     // However the test ended: no agent, VM or state is left.
     await runCli(['reset', `--state-dir=${stateDir}`, '--grace-period-s=0']);
     await killLaunchersOf(stateDir);
+    await removeNetworkOf(stateDir, bridge);
     await rm(parent, { recursive: true, force: true });
   });
 
@@ -220,10 +225,11 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   await t.test('vkvm reset stops the VMs, deletes the Node and the local state; a second join succeeds', async (t) => {
     const uid = (await cluster.clients.core.readNamespacedPod({ name: 'guest', namespace: NS })).metadata!.uid!;
     const agentPid = Number(JSON.parse(await readFile(join(stateDir, 'agent.pid'), 'utf8')).pid);
+    t.ok((await links()).has(bridge), 'before: the agent built its pod network bridge');
     const r = await runCli(['reset', `--state-dir=${stateDir}`, '--grace-period-s=5']);
     t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: /reset node vkvm-e2e-joined: 2 VM\(s\) stopped, Node deleted/ }, `reset succeeds (${r.ms} ms): ${r.stderr.slice(-2000)}`);
     await t.rejects(cluster.clients.core.readNode({ name: NODE }), { code: 404 }, 'the Node is gone');
-    t.same({ stateDir: existsSync(stateDir), qemu: qemuPids((argv) => argv.some((a) => a.includes(stateDir))).concat(qemuPidsOf(uid)), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { stateDir: false, qemu: [], agentAlive: false }, 'no state, no QEMU, no agent');
+    t.same({ bridge: (await links()).has(bridge), stateDir: existsSync(stateDir), qemu: qemuPids((argv) => argv.some((a) => a.includes(stateDir))).concat(qemuPidsOf(uid)), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { bridge: false, stateDir: false, qemu: [], agentAlive: false }, 'no bridge, no state, no QEMU, no agent');
     const again = await runCli(['reset', `--state-dir=${stateDir}`]);
     t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /nothing to reset/ }, 'a second reset is a no-op');
     await cluster.clients.core.deleteNamespacedPod({ name: 'guest', namespace: NS, gracePeriodSeconds: 0 });
