@@ -84,7 +84,8 @@ export async function joinCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(readyTimeoutS) || readyTimeoutS < 1) throw new ConfigError('--ready-timeout-s', `must be a positive integer, got ${JSON.stringify(values['ready-timeout-s'])}`);
   const stateDir = values['state-dir'] ?? '/var/lib/vkvm';
   const agent = resolveAgentConfig({ ...(values as AgentFlags), kubeconfig: join(stateDir, 'kubeconfig'), 'state-dir': stateDir, 'rotate-client-cert': true });
-  const log = createRootLogger(agent.logLevel);
+  // The join reports in plain text; its own JSON log only on request (--log-level also goes to the agent).
+  const log = createRootLogger(values['log-level'] ?? 'warn');
   const result = await joinCluster(
     {
       server: server.origin,

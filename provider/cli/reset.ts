@@ -15,7 +15,7 @@ nothing left to reset it says so.
   --state-dir DIR       the state dir given to vkvm join (default /var/lib/vkvm)
   --grace-period-s N    seconds each guest gets to power off (default 30)
   --force               also reset a state dir that vkvm join did not set up
-  --log-level LEVEL     trace|debug|info|warn|error (default info)
+  --log-level LEVEL     trace|debug|info|warn|error (default warn)
 `;
 
 export async function resetCommand(argv: string[]): Promise<number> {
@@ -31,7 +31,7 @@ export async function resetCommand(argv: string[]): Promise<number> {
   const gracePeriodS = Number(values['grace-period-s'] ?? '30');
   if (!Number.isInteger(gracePeriodS) || gracePeriodS < 0) throw new ConfigError('--grace-period-s', `must be a non-negative integer, got ${JSON.stringify(values['grace-period-s'])}`);
   const stateDir = values['state-dir'] ?? '/var/lib/vkvm';
-  const result = await resetNode({ stateDir, gracePeriodS, force: values.force ?? false, log: createRootLogger(values['log-level'] ?? 'info') });
+  const result = await resetNode({ stateDir, gracePeriodS, force: values.force ?? false, log: createRootLogger(values['log-level'] ?? 'warn') });
   if (result.nothingToReset) {
     process.stdout.write(`vkvm: nothing to reset: ${stateDir} does not exist.\n`);
     return 0;

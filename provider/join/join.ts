@@ -25,7 +25,7 @@ import { readPreflightFacts } from '../preflight/facts.js';
 import type { BootstrapToken } from './bootstrap-token.js';
 import { discoverClusterCa } from './discovery.js';
 import { JoinError } from './errors.js';
-import { AGENT_LOG, detachedAgentPid, installSystemdService, startDetachedAgent, systemdIsInit, type ServiceMode } from './service.js';
+import { AGENT_LOG, cliPath, detachedAgentPid, installSystemdService, renderAgentEnv, startDetachedAgent, systemdIsInit, type ServiceMode } from './service.js';
 
 export const JOIN_RECORD = 'join.json';
 export const CLIENT_PEM = join('pki', 'kubelet-client-current.pem');
@@ -211,6 +211,8 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
     service,
     agentArgs,
   };
+  // Checked now, before anything is written: systemd cannot pass an argument holding whitespace.
+  if (service === 'systemd') renderAgentEnv(process.execPath, cliPath(), agentArgs);
   // Re-running a join that completed keeps its credentials and only (re)starts the agent.
   const alreadyJoined = previous !== undefined && (await exists(join(o.agent.stateDir, CLIENT_PEM)));
   if (!alreadyJoined) {
