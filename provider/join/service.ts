@@ -6,7 +6,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { processStartTicks } from '../../launcher/state.js';
 import { ConfigError } from '../config.js';
@@ -19,6 +19,15 @@ export type ServiceMode = 'systemd' | 'process';
 
 export const SYSTEMD_UNIT_PATH = '/etc/systemd/system/vkvm.service';
 export const SYSTEMD_ENV_PATH = '/etc/vkvm/agent.env';
+
+/** Where the unit goes and which systemctl manages it (tests use a scratch dir and a fake). */
+export interface SystemdTarget {
+  unitPath: string;
+  envPath: string;
+  systemctl: string;
+}
+
+export const SYSTEMD: SystemdTarget = { unitPath: SYSTEMD_UNIT_PATH, envPath: SYSTEMD_ENV_PATH, systemctl: 'systemctl' };
 export const PID_FILE = 'agent.pid';
 export const AGENT_LOG = 'agent.log';
 
@@ -41,23 +50,24 @@ export function renderAgentEnv(nodeBinary: string, cli: string, agentArgs: strin
   ].join('\n');
 }
 
-const systemctl = (...args: string[]) => execFileP('systemctl', args);
-
-export async function installSystemdService(agentArgs: string[], log: Logger): Promise<void> {
+/** Installs (or updates) the unit and its environment, enables it and (re)starts the agent. */
+export async function installSystemdService(agentArgs: string[], log: Logger, target: SystemdTarget = SYSTEMD): Promise<void> {
+  const systemctl = (...args: string[]) => execFileP(target.systemctl, args);
   const env = renderAgentEnv(process.execPath, cliPath(), agentArgs);
-  await mkdir(join(SYSTEMD_ENV_PATH, '..'), { recursive: true, mode: 0o755 });
-  await writeFile(SYSTEMD_ENV_PATH, env, { mode: 0o600 });
-  await copyFile(join(packageRoot(), 'deploy', 'vkvm.service'), SYSTEMD_UNIT_PATH);
+  await mkdir(dirname(target.envPath), { recursive: true, mode: 0o755 });
+  await writeFile(target.envPath, env, { mode: 0o600 });
+  await copyFile(join(packageRoot(), 'deploy', 'vkvm.service'), target.unitPath);
   await systemctl('daemon-reload');
   await systemctl('enable', 'vkvm.service');
   await systemctl('restart', 'vkvm.service');
-  log.info({ unit: SYSTEMD_UNIT_PATH }, 'vkvm.service installed and (re)started');
+  log.info({ unit: target.unitPath }, 'vkvm.service installed and (re)started');
 }
 
-export async function removeSystemdService(log: Logger): Promise<void> {
+export async function removeSystemdService(log: Logger, target: SystemdTarget = SYSTEMD): Promise<void> {
+  const systemctl = (...args: string[]) => execFileP(target.systemctl, args);
   await systemctl('disable', '--now', 'vkvm.service').catch((err: Error) => log.warn({ err }, 'systemctl disable --now vkvm.service failed'));
-  await rm(SYSTEMD_UNIT_PATH, { force: true });
-  await rm(SYSTEMD_ENV_PATH, { force: true });
+  await rm(target.unitPath, { force: true });
+  await rm(target.envPath, { force: true });
   await systemctl('daemon-reload').catch(() => undefined);
 }
 
