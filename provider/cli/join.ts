@@ -97,10 +97,17 @@ export async function joinCommand(argv: string[]): Promise<number> {
       env: process.env,
       clientCertTimeoutMs: 120_000,
       readyTimeoutMs: readyTimeoutS * 1000,
+      servingCertTimeoutMs: 60_000,
       report: (text) => process.stderr.write(text),
     },
     log,
   );
+  if (!result.servingCertIssued) {
+    process.stderr.write(
+      'vkvm join: warning: the kubelet-serving certificate is not issued yet, so kubectl logs/exec cannot reach this node; ' +
+        'its CSR needs an approver: run "vkvm controllers" (or approve it: kubectl get csr).\n',
+    );
+  }
   process.stdout.write(
     `vkvm: this host joined the cluster as node ${result.nodeName} (Ready${result.alreadyJoined ? '; it had joined before, agent restarted' : ''}); ` +
       `the agent runs as ${result.service === 'systemd' ? 'systemd unit vkvm.service' : `a detached process (${join(stateDir, 'agent.pid')}, log ${join(stateDir, 'agent.log')})`}.\n`,

@@ -55,6 +55,8 @@ export interface JoinOptions {
   env: NodeJS.ProcessEnv;
   clientCertTimeoutMs: number;
   readyTimeoutMs: number;
+  /** How long to wait for the serving certificate after Ready; its absence only warns. */
+  servingCertTimeoutMs: number;
   /** Where preflight reports go (stderr). */
   report: (text: string) => void;
 }
@@ -63,6 +65,8 @@ export interface JoinResult {
   nodeName: string;
   service: ServiceMode;
   alreadyJoined: boolean;
+  /** The agent holds its kubelet-serving certificate (kubectl logs/exec work). */
+  servingCertIssued: boolean;
   preflight: PreflightCheck[];
 }
 
@@ -192,6 +196,15 @@ async function waitNodeReady(o: JoinOptions, agentAlive: () => Promise<boolean>)
   throw new JoinError(`Node ${o.agent.nodeName} did not become Ready within ${o.readyTimeoutMs / 1000} s (last: ${last}); see ${join(o.agent.stateDir, AGENT_LOG)}`);
 }
 
+async function waitForFile(path: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await exists(path))) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return true;
+}
+
 export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResult> {
   const checks = await preflight(o);
   const previous = await readJoinRecord(o.agent.stateDir);
@@ -234,5 +247,6 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
     agentAlive = async () => (await detachedAgentPid(o.agent.stateDir)) !== undefined;
   }
   await waitNodeReady(o, agentAlive);
-  return { nodeName: o.agent.nodeName, service, alreadyJoined, preflight: checks };
+  const servingCertIssued = await waitForFile(join(o.agent.stateDir, 'pki', 'kubelet-serving.crt'), o.servingCertTimeoutMs);
+  return { nodeName: o.agent.nodeName, service, alreadyJoined, servingCertIssued, preflight: checks };
 }

@@ -128,7 +128,8 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   const joinOnce = async (t: Test, label: string) => {
     const r = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
     t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: new RegExp(`joined the cluster as node ${NODE} \\(Ready`) }, `${label}: join succeeds: ${r.stderr.slice(-2000)}`);
-    t.comment(`${label}: join → Node Ready in ${r.ms} ms`);
+    t.notMatch(r.stderr, /kubelet-serving certificate is not issued yet/, `${label}: the serving certificate was issued before join returned`);
+    t.comment(`${label}: join → Node Ready and serving certificate in ${r.ms} ms`);
     const node = await cluster.clients.core.readNode({ name: NODE });
     t.equal(condition(node, 'Ready'), 'True', `${label}: the Node is Ready`);
     return node;
