@@ -113,6 +113,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       podCidr: async () => config.podCidr ?? (await clients.core.readNode({ name: config.nodeName })).spec?.podCIDR,
       log: rootLog.child({ component: 'network' }),
     });
+    // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
+    stops.push(() => network.close({ removeAll: stopVms }));
     const pods = new PodController({
       clients,
       nodeName: config.nodeName,

@@ -10,7 +10,9 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
-import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import { withNetworkConfig } from './cloud-init-network.js';
+import { hostNameservers } from './host.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 
@@ -44,6 +46,7 @@ export class PodNetwork {
   private starting: Promise<void> | undefined;
   /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
+  private closed = false;
 
   constructor(private readonly o: PodNetworkOptions) {
     this.node = new NodeNetwork({ bridge: o.bridge, dir: o.dir, log: o.log });
@@ -59,6 +62,7 @@ export class PodNetwork {
    * calls repair the bridge, rules and DHCP server.
    */
   async ensureNode(): Promise<boolean> {
+    if (this.closed) return false;
     this.starting ??= (async () => {
       const cidr = await this.o.podCidr();
       if (!cidr) return;
@@ -70,6 +74,19 @@ export class PodNetwork {
     })().finally(() => (this.starting = undefined));
     await this.starting;
     return this.ready !== undefined;
+  }
+
+  /**
+   * Stops all network work; waits for what is under way. `removeAll` (vkvm up,
+   * whose VMs were stopped) then removes every VM's network and the node's.
+   */
+  async close(opts: { removeAll: boolean }): Promise<void> {
+    this.closed = true;
+    await this.starting?.catch(() => undefined);
+    await Promise.all(this.inFlight.values());
+    if (!opts.removeAll) return;
+    await this.retainOnly(() => false);
+    await this.node.remove();
   }
 
   /** The VM's addresses, when it holds a lease. */
@@ -94,6 +111,7 @@ export class PodNetwork {
 
   private async attachNow(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
     if (spec.interfaces.length === 0) return { spec };
+    if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
       throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
     }
@@ -103,8 +121,13 @@ export class PodNetwork {
     const podIP = await ipam.lease(spec.uid);
     const names = await ensureVmNetwork({ uid: spec.uid, iface, podIP, prefixLength: range.prefixLength, gateway: gatewayOf(range), nodeBridge: this.o.bridge, dir: this.vmDir(spec.uid) });
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
+    const guest =
+      iface.binding === 'bridge'
+        ? { address: `${podIP}/${range.prefixLength}`, gateway: gatewayOf(range) }
+        : { address: `${MASQUERADE_GUEST}/24`, gateway: MASQUERADE_GATEWAY };
+    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dnsServers: await hostNameservers() });
     return {
-      spec: { ...spec, interfaces: [iface] },
+      spec: { ...spec, interfaces: [iface], disks },
       attachment: { netnsPath: names.netnsPath, podIP, guestIP: iface.binding === 'bridge' ? podIP : MASQUERADE_GUEST, mac: iface.mac, interfaceName: iface.name },
     };
   }

@@ -108,7 +108,7 @@ export class PodController {
   private readonly records = new Map<string, Record>();
   private readonly backoff: RestartBackoff;
   private started = false;
-  private sweeping = false;
+  private sweeping: Promise<void> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: PodControllerOptions) {
@@ -153,9 +153,13 @@ export class PodController {
   }
 
   /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
-  private async sweep(): Promise<void> {
-    if (this.sweeping || !this.started) return;
-    this.sweeping = true;
+  private sweep(): Promise<void> {
+    if (this.sweeping || !this.started) return this.sweeping ?? Promise.resolve();
+    this.sweeping = this.sweepOnce().finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async sweepOnce(): Promise<void> {
     try {
       await this.registry.discover();
       // Also repairs the bridge, NAT rules and DHCP server if something removed them.
@@ -163,8 +167,6 @@ export class PodController {
       await this.removeOrphans();
     } catch (err) {
       this.o.log.warn({ err }, 'orphan sweep failed');
-    } finally {
-      this.sweeping = false;
     }
   }
 
@@ -176,6 +178,7 @@ export class PodController {
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
     clearInterval(this.sweepTimer);
+    await this.sweeping;
     this.podSync.stop();
     this.statusSync.stop();
     await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
@@ -340,12 +343,16 @@ export class PodController {
    */
   private async attachNetwork(rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
     try {
+      const t0 = performance.now();
       const { spec: wired, attachment } = await this.o.network.attach(spec);
       const changed = attachment?.podIP !== rec.attachment?.podIP;
       if (attachment) rec.attachment = attachment;
       else delete rec.attachment;
-      // The pod address shows as soon as it is leased, before the VM boots.
-      if (changed) this.statusSync.add(rec.key);
+      if (changed && attachment) {
+        this.o.log.info({ pod: rec.key, uid: rec.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) }, 'VM network attached');
+        // The pod address shows as soon as it is leased, before the VM boots.
+        this.statusSync.add(rec.key);
+      }
       return wired;
     } catch (err) {
       if (err instanceof SpecError) return err;

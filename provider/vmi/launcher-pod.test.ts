@@ -56,25 +56,6 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
   );
 });
 
-t.test('the VMI\'s Secrets and claims are pod volumes, so a node identity may read them', async (t) => {
-  const pod = launcherPodFor(
-    vmi({
-      volumes: [
-        { name: 'ci', cloudInitNoCloud: { secretRef: { name: 'user-data' }, networkDataSecretRef: { name: 'net-data' } } },
-        { name: 'data', persistentVolumeClaim: { claimName: 'disk-a' } },
-        { name: 'root', containerDisk: { image: 'vkvm/test-guest' } },
-      ],
-    }),
-    'kvm',
-  );
-  t.same(pod.spec?.volumes, [
-    { name: 'vkvm-secret-0', secret: { secretName: 'user-data' } },
-    { name: 'vkvm-secret-1', secret: { secretName: 'net-data' } },
-    { name: 'vkvm-claim-0', persistentVolumeClaim: { claimName: 'disk-a' } },
-  ]);
-  t.same(pod.spec?.containers[0]?.volumeMounts, undefined, 'nothing is mounted: the node agent reads them through the API');
-});
-
 t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) => {
   const pod = launcherPodFor(vmi(), 'kvm');
   t.match(pod.spec, {
@@ -84,6 +65,26 @@ t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) 
     containers: [{ image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi` } } }],
   });
   t.notOk(pod.spec?.affinity, 'no affinity unless the VMI has one');
+  t.notOk(pod.spec?.volumes, 'no volumes unless the VMI reads Secrets or claims');
+});
+
+t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, volume scheduling)', async (t) => {
+  const pod = launcherPodFor(
+    vmi({
+      volumes: [
+        { name: 'root', containerDisk: { image: 'x' } },
+        { name: 'ci', cloudInitNoCloud: { secretRef: { name: 'user' }, networkDataSecretRef: { name: 'net' } } },
+        { name: 'inline', cloudInitNoCloud: { userData: '#cloud-config' } },
+        { name: 'data', persistentVolumeClaim: { claimName: 'pvc-1', readOnly: true } },
+      ],
+    }),
+    'kvm',
+  );
+  t.same(pod.spec?.volumes, [
+    { name: 'ci-userdata', secret: { secretName: 'user' } },
+    { name: 'ci-networkdata', secret: { secretName: 'net' } },
+    { name: 'data', persistentVolumeClaim: { claimName: 'pvc-1', readOnly: true } },
+  ]);
 });
 
 t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under TCG', async (t) => {

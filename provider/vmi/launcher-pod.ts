@@ -4,17 +4,11 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
-//
-// The pod names the VMI's Secrets and PersistentVolumeClaims as volumes,
-// as KubeVirt's does: a node agent running as system:node:<name> may read
-// only what pods bound to it reference (the Node authorizer's graph), and
-// the scheduler then honours the claims' volume binding.
 import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
 import { VIRTUALIZATION_LABEL } from '../node/status.js';
-import { vmiReferences } from './translate.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
 
 export const LAUNCHER_APP_LABEL = 'kubevirt.io';
@@ -77,13 +71,24 @@ export function launcherImage(vmi: VirtualMachineInstance): string {
   return vmi.spec.volumes?.find((v) => v.containerDisk?.image)?.containerDisk?.image ?? DEFAULT_LAUNCHER_IMAGE;
 }
 
-/** Pod volumes referencing the VMI's Secrets and claims; the container mounts none of them. */
-export function referencedVolumes(vmi: VirtualMachineInstance): V1Volume[] {
-  const refs = vmiReferences(vmi, {});
-  return [
-    ...refs.secrets.map((secretName, i) => ({ name: `vkvm-secret-${i}`, secret: { secretName } })),
-    ...refs.claims.map((claimName, i) => ({ name: `vkvm-claim-${i}`, persistentVolumeClaim: { claimName } })),
-  ];
+/**
+ * The Secrets and claims the VMI reads, as pod volumes: the Node authorizer
+ * lets a node read only what the pods bound to it reference, and the
+ * scheduler places the pod where a claim's local volume is.
+ */
+export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
+  return (vmi.spec.volumes ?? []).flatMap((v): V1Volume[] => {
+    const ci = v.cloudInitNoCloud;
+    if (ci) {
+      return [
+        ...(ci.secretRef?.name ? [{ name: `${v.name}-userdata`, secret: { secretName: ci.secretRef.name } }] : []),
+        ...(ci.networkDataSecretRef?.name ? [{ name: `${v.name}-networkdata`, secret: { secretName: ci.networkDataSecretRef.name } }] : []),
+      ];
+    }
+    const pvc = v.persistentVolumeClaim;
+    if (pvc?.claimName) return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    return [];
+  });
 }
 
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
@@ -92,7 +97,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
   const uid = vmi.metadata.uid!;
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
-  const volumes = referencedVolumes(vmi);
+  const volumes = launcherVolumes(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -109,6 +114,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       tolerations: [...structuredClone(spec.tolerations ?? []), PROVIDER_TOLERATION],
       terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
       restartPolicy: 'Never',
+      ...(volumes.length ? { volumes } : {}),
       containers: [
         {
           name: 'compute',
@@ -116,7 +122,6 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
           resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
         },
       ],
-      ...(volumes.length ? { volumes } : {}),
     },
   };
 }

@@ -5,6 +5,7 @@
 // benchmark ends: pods force-deleted and the namespace deleted, the agent
 // SIGKILLed, any launcher left killed with its QEMU (killLaunchersOf), the
 // control plane stopped, the temp dirs removed.
+import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
@@ -12,7 +13,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../cluster/cluster.js';
-import { CLI, condition, killLaunchersOf, waitFor } from '../e2e/harness.js';
+import { CLI, condition, killLaunchersOf, removeNetworkOf, waitFor } from '../e2e/harness.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { until, type BenchContext } from './bench.js';
 
@@ -68,6 +69,7 @@ async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, node
   await chmod(stateDir, 0o711);
   const kubeletPort = await freePort();
   const output: string[] = [];
+  const bridge = `vkb${randomBytes(4).toString('hex')}`;
   const child = spawn(
     process.execPath,
     [
@@ -80,6 +82,7 @@ async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, node
       `--run-dir=${join(stateDir, 'run')}`,
       '--healthz-port=0',
       '--approve-serving-csr',
+      `--bridge=${bridge}`,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -89,6 +92,7 @@ async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, node
     await exited;
     // SIGKILL of a launcher takes its QEMU with it; the cgroups go too.
     await killLaunchersOf(stateDir);
+    await removeNetworkOf(stateDir, bridge);
     await rm(stateDir, { recursive: true, force: true });
   });
   const logFile = createWriteStream(join(stateDir, 'agent.log'), { flags: 'a' });

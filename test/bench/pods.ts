@@ -162,6 +162,8 @@ interface StartTimeline {
   name: string;
   created: number;
   marks: PodMarks;
+  /** Leasing the address and building the VM's network namespace (the agent's "VM network attached" ms). */
+  networkAttachMs?: number;
   /** The agent began startVm: spawn the launcher, then SyncVm (its "VM started" time minus its ms). */
   agentStart?: number;
   /** The launcher's "launcher ready" line: socket bound, libvirtd up. */
@@ -197,6 +199,8 @@ async function startTimeline(node: BenchNode, watch: PodWatch, name: string, cre
   const key = `${node.namespace}/${name}`;
   const tl: StartTimeline = { name, created, marks: watch.of(name) };
   const started = parseLogLines(node.agentOutput).find((l) => l.msg === 'VM started' && l.pod === key);
+  const attached = parseLogLines(node.agentOutput).find((l) => l.msg === 'VM network attached' && l.pod === key);
+  if (typeof attached?.ms === 'number') tl.networkAttachMs = attached.ms;
   const startedAt = started && timeOf(started);
   if (startedAt !== undefined && typeof started?.ms === 'number') {
     tl.syncVmDone = startedAt;
@@ -311,6 +315,11 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     if (samples.length === 0) continue;
     ctx.emit(`${name}_p50`, percentile(samples, 50), 'ms');
     ctx.emit(`${name}_p95`, percentile(samples, 95), 'ms');
+  }
+  const attaches = timelines.flatMap((t) => (t.networkAttachMs === undefined ? [] : [t.networkAttachMs]));
+  if (attaches.length > 0) {
+    ctx.emit('pod_network_attach_ms_p50', percentile(attaches, 50), 'ms');
+    ctx.emit('pod_network_attach_ms_p95', percentile(attaches, 95), 'ms');
   }
   const libvirtds = timelines.flatMap((t) => (t.libvirtdMs === undefined ? [] : [t.libvirtdMs]));
   if (libvirtds.length > 0) {

@@ -2,10 +2,12 @@
 // their pod address by DHCP, are reachable from the node and from each other,
 // masquerade forwards only the listed ports, and create/delete cycles leave
 // no namespace, veth, lease, DHCP entry or NAT rule behind.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { access, readdir, readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { links, listRules, run } from '../../provider/network/host.js';
 import { parseIpv4Range, contains } from '../../provider/network/ipv4.js';
@@ -54,9 +56,51 @@ function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: s
 
 const exists = (p: string) => access(p).then(() => true, () => false);
 
+// An HTTP server answering with the client's address, for seeing what a guest's traffic looks like outside.
+const ECHO_CLIENT_ADDRESS = `
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.client_address[0].encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(('0.0.0.0', 8000), H).serve_forever()
+`;
+
+/**
+ * A network outside the node: a namespace on a veth of its own (198.51.100.0/24,
+ * TEST-NET-2), with no route back to the pod range, so only NATed traffic gets answers.
+ */
+async function startOutsideNetwork(t: Test): Promise<{ serverUrl: string; hostAddress: string }> {
+  const ns = `vkvm-e2e-out-${randomBytes(3).toString('hex')}`;
+  const veth = `vo${randomBytes(4).toString('hex')}`;
+  await run(['ip', 'netns', 'add', ns]);
+  t.teardown(() => run(['ip', 'netns', 'del', ns]).catch(() => undefined));
+  await run(['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+  await run(['ip', 'addr', 'add', '198.51.100.1/24', 'dev', veth]);
+  await run(['ip', 'link', 'set', veth, 'up']);
+  // Replies to NATed traffic are forwarded from where they enter: the agent enables its default-route
+  // interface; this stands-in uplink is the test's to enable.
+  await run(['sysctl', '-q', '-w', `net.ipv4.conf.${veth}.forwarding=1`]);
+  await run(['ip', '-n', ns, 'addr', 'add', '198.51.100.2/24', 'dev', 'eth0']);
+  await run(['ip', '-n', ns, 'link', 'set', 'eth0', 'up']);
+  const server = spawn('nsenter', [`--net=/run/netns/${ns}`, '--', 'python3', '-c', ECHO_CLIENT_ADDRESS], { stdio: 'ignore' });
+  t.teardown(() => {
+    server.kill('SIGKILL');
+  });
+  await waitFor('outside server', () => run(['nsenter', `--net=/run/netns/${ns}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { timeoutMs: 10_000, intervalMs: 100 });
+  return { serverUrl: 'http://198.51.100.2:8000/', hostAddress: '198.51.100.1' };
+}
+
 t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   const cluster = await startTestCluster(t);
   const agent = await startAgent(t, cluster, { nodeName: NODE });
+  // Agents belong to this test: a subtest's teardown would stop the restarted one early.
+  const root = t;
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   const node = await waitFor('node podCIDR', () => cluster.clients.core.readNode({ name: NODE }), (n) => !!n.spec?.podCIDR);
   const range = parseIpv4Range(node.spec!.podCIDR!, 'podCIDR');
@@ -86,6 +130,10 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     await guestAnswers(ipB);
     const fromA = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
     t.same({ code: fromA.code, out: fromA.stdout }, { code: 0, out: `vkvm-guest ${ipB}\n` }, 'VM a reaches VM b by its pod IP');
+
+    const outside = await startOutsideNetwork(t);
+    const egress = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', outside.serverUrl], { timeoutMs: 60_000 });
+    t.same({ code: egress.code, out: egress.stdout }, { code: 0, out: outside.hostAddress }, 'traffic leaving the pod range is NATed to the node address');
   });
 
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
@@ -155,5 +203,27 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
     t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
     t.same(await listRules('nat', `VKVM-NAT-${agent.bridge}`), natBefore, 'the node NAT rules are unchanged');
+  });
+
+  await t.test('after an agent crash, the network of a pod deleted meanwhile is removed at start; running VMs keep theirs', async (t) => {
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('survivor') });
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('doomed') });
+    const survivor = await running('survivor');
+    const doomed = await waitFor('doomed has an IP', () => readPod(cluster, 'doomed'), (p) => !!p.status?.podIP, { timeoutMs: 120_000 });
+    const ip = survivor.status!.podIP!;
+    await guestAnswers(ip);
+    await agent.kill('SIGKILL');
+    await cluster.clients.core.deleteNamespacedPod({ name: 'doomed', namespace: NS, body: { gracePeriodSeconds: 0 } });
+    await startAgent(root, cluster, { nodeName: NODE, stateDir: agent.stateDir, bridge: agent.bridge });
+    const names = vmNetworkNames(doomed.metadata!.uid!);
+    const leases = () => readFile(join(netDir, 'leases.json'), 'utf8').then((s) => JSON.parse(s).leases as Record<string, string>);
+    const state = await waitFor(
+      "the deleted pod's network removed",
+      async () => ({ netns: await exists(names.netnsPath), veth: (await links()).has(names.hostVeth), leases: await leases() }),
+      (s) => !s.netns && !s.veth && !(doomed.metadata!.uid! in s.leases),
+      { timeoutMs: 60_000 },
+    );
+    t.same(state, { netns: false, veth: false, leases: { [survivor.metadata!.uid!]: ip } }, 'no namespace, veth or lease of the deleted pod; the survivor keeps its lease');
+    t.same(await httpGet(ip, 80), { body: `vkvm-guest ${ip}\n` }, 'the surviving VM still answers on its address');
   });
 });

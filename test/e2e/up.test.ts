@@ -1,6 +1,7 @@
 // `vkvm up` end to end: a local control plane plus this host as a Ready node,
 // CRDs and RBAC installed, and nothing left running after SIGINT.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,16 +10,17 @@ import t from 'tap';
 import { freePort } from '../cluster/cluster.js';
 import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
 import { CLI, condition, waitFor } from './harness.js';
+import { links } from '../../provider/network/host.js';
 
-/** Pids whose command line mentions `needle`. */
-async function processesMentioning(needle: string): Promise<number[]> {
-  const pids: number[] = [];
+/** Processes whose command line mentions `needle`, as "pid command line". */
+async function processesMentioning(needle: string): Promise<string[]> {
+  const found: string[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.includes(needle)) pids.push(Number(entry));
+    if (cmdline.includes(needle)) found.push(`${entry} ${cmdline.replaceAll('\0', ' ').trim()}`);
   }
-  return pids;
+  return found;
 }
 
 t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing behind', async (t) => {
@@ -27,10 +29,11 @@ t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing be
   await chmod(stateDir, 0o711);
   t.teardown(() => rm(stateDir, { recursive: true, force: true }));
   const nodeName = 'vkvm-up-e2e';
+  const bridge = `vku${randomBytes(4).toString('hex')}`;
   const started = Date.now();
   const child = spawn(
     process.execPath,
-    [CLI, 'up', `--state-dir=${stateDir}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0'],
+    [CLI, 'up', `--state-dir=${stateDir}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0', `--bridge=${bridge}`],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
@@ -38,7 +41,7 @@ t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing be
   );
   t.teardown(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
-    for (const pid of await processesMentioning(stateDir)) process.kill(pid, 'SIGKILL');
+    for (const p of await processesMentioning(stateDir)) process.kill(Number(p.split(' ')[0]), 'SIGKILL');
   });
   const output: string[] = [];
   const upLine = await new Promise<string>((resolve, reject) => {
@@ -65,8 +68,10 @@ t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing be
   t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
 
   t.ok((await processesMentioning(stateDir)).length >= 3, 'control plane components run while up');
+  await waitFor('the pod network bridge', links, (l) => l.has(bridge));
   child.kill('SIGINT');
   const result = await exited;
   t.same(result, { code: 0, signal: null }, 'exits 0 on SIGINT');
-  t.same(await processesMentioning(stateDir), [], 'no control plane process left behind');
+  t.same(await processesMentioning(stateDir), [], 'no control plane or DHCP process left behind');
+  t.notOk((await links()).has(bridge), 'the pod network bridge it created is gone');
 });
