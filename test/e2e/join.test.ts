@@ -16,7 +16,9 @@ import t, { type Test } from 'tap';
 import type { V1CertificateSigningRequest, V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../cluster/cluster.js';
 import { GUEST_BOOT_MARKER } from '../guest/build.js';
+import { obtainClientCertificate } from '../../provider/certs/client.js';
 import { signedBy } from '../../provider/certs/csr.js';
+import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { links } from '../../provider/network/host.js';
@@ -154,6 +156,16 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     );
     const kubeconfig = await readFile(join(stateDir, 'kubeconfig'), 'utf8');
     t.match(kubeconfig, /client-certificate: .*kubelet-client-current\.pem/, 'the node kubeconfig names the rotating PEM');
+    // A renewal is the rotator's request made with the node's own certificate:
+    // kube-controller-manager approves it through the selfnodeclient binding.
+    const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
+    const renewed = await obtainClientCertificate(asNode, { nodeName: NODE, pemPath: join(parent, 'renewed.pem'), issueTimeoutMs: 60_000 });
+    const renewal = await cluster.clients.certificates.readCertificateSigningRequest({ name: renewed.csrName });
+    t.match(
+      { ...csrSummary(renewal), chains: signedBy(renewed.certPem, caPem) },
+      { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: `system:node:${NODE}`, approved: 'AutoApproved', issued: true, chains: true },
+      'a renewal request made as the node is auto-approved and signed by the cluster CA',
+    );
   });
 
   await t.test('another host joining under the name of a Ready node is refused and writes nothing', async (t) => {
@@ -208,7 +220,6 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
 
   await t.test('the approver denies a node a serving certificate for a name it does not own', async (t) => {
     const { createKeyAndCsr } = await import('../../provider/certs/csr.js');
-    const { loadKubeConfig, makeClients } = await import('../../provider/kube/client.js');
     const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
     const { csrPem } = await createKeyAndCsr({ commonName: `system:node:${NODE}`, organizations: ['system:nodes'], dnsNames: ['evil.example'], ipAddresses: [] });
     await asNode.certificates.createCertificateSigningRequest({
