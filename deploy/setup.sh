@@ -18,6 +18,7 @@ packages=(
   linux-image-amd64 busybox-static
   genisoimage libxml2-utils jq iproute2 iptables dnsmasq-base dnsmasq-utils
   pkg-config make g++ python3 cpio
+  systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -7,6 +7,7 @@ import type { AgentConfig } from './config.js';
 import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
 import type { Logger } from './log.js';
 import { ServingCertManager } from './certs/serving.js';
+import { ClientCertRotator } from './certs/client.js';
 import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
@@ -48,7 +49,13 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
   const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
   const readFacts = () =>
-    readHostFacts({ stateDir: config.stateDir, internalIP: config.internalIP, allowSoftwareEmulation: config.allowSoftwareEmulation });
+    readHostFacts({
+      stateDir: config.stateDir,
+      imageCacheDir: config.imageCacheDir,
+      searchPath: config.searchPath,
+      ...(config.internalIP ? { internalIP: config.internalIP } : {}),
+      allowSoftwareEmulation: config.allowSoftwareEmulation,
+    });
   const facts = await readFacts();
   if (!facts.internalIP) throw new Error('no InternalIP: pass --internal-ip or give the host a default route');
   log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
@@ -90,6 +97,14 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     await lease.renew();
     lease.start();
     stops.push(() => lease.stop());
+
+    if (config.rotateClientCert) {
+      const pemPath = clients.kc.getCurrentUser()?.certFile;
+      if (!pemPath) throw new Error('--rotate-client-cert needs a kubeconfig whose user names a client-certificate file');
+      const rotator = new ClientCertRotator(clients, { nodeName: config.nodeName, pemPath }, rootLog.child({ component: 'client-cert' }));
+      await rotator.start();
+      stops.push(() => rotator.stop());
+    }
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     const network = new PodNetwork({

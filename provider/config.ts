@@ -38,6 +38,13 @@ export interface AgentConfig {
   statusReportIntervalS: number;
   /** Approve our own kubelet-serving CSR when RBAC allows (vkvm up); otherwise wait for an approver. */
   approveServingCsr: boolean;
+  /**
+   * Renew the kubeconfig's client certificate through the CSR API (a joined
+   * node: the kubeconfig names one PEM file holding certificate and key).
+   */
+  rotateClientCert: boolean;
+  /** Where required executables are looked up (preflight conditions). */
+  searchPath: string;
   /** Linux bridge of the pod network. */
   bridge: string;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
@@ -76,6 +83,7 @@ export interface AgentFlags {
   'memory-reserved-mib'?: string;
   'no-software-emulation'?: boolean;
   'approve-serving-csr'?: boolean;
+  'rotate-client-cert'?: boolean;
   bridge?: string;
   'pod-cidr'?: string;
   'log-level'?: string;
@@ -113,7 +121,8 @@ export function parseTaint(s: string): Taint {
   return taint;
 }
 
-export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
+/** `env` is the process environment; only PATH is read. */
+export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = process.env): AgentConfig {
   if (!flags.kubeconfig) throw new ConfigError('--kubeconfig', 'is required');
   const nodeName = (flags['node-name'] ?? hostname()).toLowerCase();
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
@@ -144,6 +153,8 @@ export function resolveAgentConfig(flags: AgentFlags): AgentConfig {
     statusCheckIntervalS: 10,
     statusReportIntervalS: 60,
     approveServingCsr: flags['approve-serving-csr'] ?? false,
+    rotateClientCert: flags['rotate-client-cert'] ?? false,
+    searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
     logLevel: flags['log-level'] ?? 'info',
   };

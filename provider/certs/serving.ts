@@ -2,15 +2,14 @@
 // with signer kubernetes.io/kubelet-serving, stored under the state dir, and
 // renewed before expiry. kube-controller-manager signs such requests but never
 // approves them, so the agent approves its own when its RBAC allows (vkvm up);
-// otherwise a cluster-side approver must (see deploy/README).
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+// otherwise the approver in the vkvm controllers (serving-approver.ts) does.
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { apiStatusCode } from '../kube/errors.js';
 import type { Logger } from '../log.js';
-import { certFacts, createKeyAndCsr, renewalTime, type CsrSubject } from './csr.js';
+import { certFacts, renewalTime, type CsrSubject } from './csr.js';
+import { ensurePrivateDir, requestCertificate, writeAtomic } from './csr-api.js';
 
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
 
@@ -26,16 +25,6 @@ export interface ServingCertOptions {
   dir: string;
   approve: boolean;
   issueTimeoutMs?: number;
-}
-
-export class CsrDeniedError extends Error {
-  readonly kind = 'CsrDenied';
-}
-
-async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, data, { mode });
-  await rename(tmp, path);
 }
 
 export class ServingCertManager {
@@ -109,33 +98,29 @@ export class ServingCertManager {
   }
 
   async request(): Promise<ServingPair> {
-    const { keyPem, csrPem } = await createKeyAndCsr(this.subject());
-    const name = `vkvm-serving-${this.opts.nodeName}-${randomBytes(4).toString('hex')}`.slice(0, 253);
-    await this.clients.certificates.createCertificateSigningRequest({
-      body: {
-        apiVersion: 'certificates.k8s.io/v1',
-        kind: 'CertificateSigningRequest',
-        metadata: { name },
-        spec: {
-          request: Buffer.from(csrPem).toString('base64'),
-          signerName: KUBELET_SERVING_SIGNER,
-          usages: ['digital signature', 'server auth'],
-        },
+    const { csrName, certPem, keyPem } = await requestCertificate(this.clients, {
+      namePrefix: `vkvm-serving-${this.opts.nodeName}`,
+      signerName: KUBELET_SERVING_SIGNER,
+      usages: ['digital signature', 'server auth'],
+      subject: this.subject(),
+      ...(this.opts.issueTimeoutMs ? { issueTimeoutMs: this.opts.issueTimeoutMs } : {}),
+      onCreated: async (name) => {
+        this.log.info({ csr: name }, 'requested kubelet serving certificate');
+        if (this.opts.approve) await this.approve(name);
       },
     });
-    this.log.info({ csr: name }, 'requested kubelet serving certificate');
-    if (this.opts.approve) await this.approve(name);
-    const certPem = await this.waitIssued(name);
-    await mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
+    await ensurePrivateDir(this.opts.dir);
     await writeAtomic(this.keyPath, keyPem, 0o600);
     await writeAtomic(this.certPath, certPem, 0o644);
-    this.log.info({ csr: name, notAfter: certFacts(certPem).notAfter }, 'kubelet serving certificate issued');
+    this.log.info({ csr: csrName, notAfter: certFacts(certPem).notAfter }, 'kubelet serving certificate issued');
     return { certPem, keyPem };
   }
 
   private async approve(name: string): Promise<void> {
     try {
       const csr = await this.clients.certificates.readCertificateSigningRequest({ name });
+      // The cluster's approver (vkvm controllers) may have decided already.
+      if (csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
       const now = new Date();
       csr.status = {
         ...csr.status,
@@ -154,24 +139,10 @@ export class ServingCertManager {
       await this.clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
       this.log.info({ csr: name }, 'approved own serving CSR');
     } catch (err) {
-      if (apiStatusCode(err) !== 403) throw err;
+      const code = apiStatusCode(err);
+      if (code === 409) return; // decided by the cluster approver meanwhile
+      if (code !== 403) throw err;
       this.log.warn({ csr: name }, 'not allowed to approve own serving CSR; waiting for a cluster approver');
     }
-  }
-
-  private async waitIssued(name: string): Promise<string> {
-    const deadline = Date.now() + (this.opts.issueTimeoutMs ?? 10 * 60_000);
-    let delayMs = 200;
-    let csr: V1CertificateSigningRequest | undefined;
-    while (Date.now() < deadline) {
-      csr = await this.clients.certificates.readCertificateSigningRequest({ name });
-      const denied = csr.status?.conditions?.find((c) => (c.type === 'Denied' || c.type === 'Failed') && c.status === 'True');
-      if (denied) throw new CsrDeniedError(`CSR ${name} ${denied.type.toLowerCase()}: ${denied.reason ?? ''} ${denied.message ?? ''}`.trim());
-      if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
-      await new Promise((r) => setTimeout(r, delayMs));
-      delayMs = Math.min(delayMs * 2, 5000);
-    }
-    const approved = csr?.status?.conditions?.some((c) => c.type === 'Approved');
-    throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
   }
 }

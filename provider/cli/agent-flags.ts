@@ -18,6 +18,7 @@ export const AGENT_OPTIONS = {
   'memory-reserved-mib': { type: 'string' },
   'no-software-emulation': { type: 'boolean' },
   'approve-serving-csr': { type: 'boolean' },
+  'rotate-client-cert': { type: 'boolean' },
   bridge: { type: 'string' },
   'pod-cidr': { type: 'string' },
   'log-level': { type: 'string' },
@@ -41,6 +42,8 @@ export const AGENT_HELP = `Node agent flags:
   --memory-reserved-mib N      memory kept back from allocatable (default 1024)
   --no-software-emulation      never fall back to TCG when KVM is unusable
   --approve-serving-csr        approve the agent's own kubelet-serving CSR (needs RBAC)
+  --rotate-client-cert         renew the kubeconfig's client certificate through the CSR API
+                               (set by vkvm join: the kubeconfig names one PEM with cert and key)
   --bridge NAME                pod network bridge, created if missing (default vkvm0)
   --pod-cidr CIDR              this node's pod range (default: Node.spec.podCIDR from the controller manager)
   --log-level LEVEL            trace|debug|info|warn|error (default info)

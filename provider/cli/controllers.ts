@@ -1,4 +1,4 @@
-// `vkvm controllers`: only the cluster-wide VM/VMI controllers, leader-elected,
+// `vkvm controllers`: only the cluster-wide controllers (VM/VMI, serving CSR approver), leader-elected,
 // against any cluster (`vkvm up` runs them beside the node agent).
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.js';
@@ -12,7 +12,8 @@ export const CONTROLLERS_HELP = `Usage: vkvm controllers --kubeconfig FILE [flag
 Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
-node. Any number may run; the one holding the Lease kube-system/vkvm-controllers
+node. Also approves the kubelet-serving CSRs of nodes (vkvm join) whose names
+and addresses check out, and denies the rest. Any number may run; the one holding the Lease kube-system/vkvm-controllers
 acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env node
 // The vkvm command line. Each command parses its own flags and has --help.
 import { ConfigError } from '../config.js';
+import { JoinError } from '../join/errors.js';
 import { VKVM_VERSION } from '../node/status.js';
 import { clusterCommand } from './cluster.js';
 import { controllersCommand } from './controllers.js';
+import { joinCommand } from './join.js';
 import { nodeCommand } from './node.js';
+import { resetCommand } from './reset.js';
+import { tokenCommand } from './token.js';
 import { upCommand } from './up.js';
 
 const HELP = `vkvm ${VKVM_VERSION}: run virtual machines as Kubernetes workloads.
@@ -16,6 +20,9 @@ Commands:
   node         run the node agent against an existing cluster
   cluster      build or run the local control plane alone
   controllers  run the cluster-wide VM/VMI controllers (leader-elected)
+  token        create a bootstrap token and print the join command (cluster side)
+  join         join this host to an existing cluster as a node
+  reset        leave the cluster: stop the agent and VMs, delete the Node, remove state
   version      print the version
 
 Run 'vkvm <command> --help' for a command's flags. vkvm runs as root, like a kubelet.
@@ -26,6 +33,9 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   node: nodeCommand,
   cluster: clusterCommand,
   controllers: controllersCommand,
+  token: tokenCommand,
+  join: joinCommand,
+  reset: resetCommand,
   version: async () => {
     process.stdout.write(`vkvm ${VKVM_VERSION}\n`);
     return 0;
@@ -51,7 +61,7 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const e = err as Error & { code?: string };
     // Bad flags and bad config are the user's to fix: say which, without a stack.
-    if (err instanceof ConfigError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
+    if (err instanceof ConfigError || err instanceof JoinError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
     else process.stderr.write(`vkvm: ${e.stack ?? String(err)}\n`);
     process.exit(1);
   },

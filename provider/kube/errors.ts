@@ -11,3 +11,17 @@ export function apiStatusCode(err: unknown): number | undefined {
 export const isNotFound = (err: unknown): boolean => apiStatusCode(err) === 404;
 export const isConflict = (err: unknown): boolean => apiStatusCode(err) === 409;
 export const isAlreadyExists = isConflict;
+
+/** The apiserver's own message (Status.message) of a failed call, else the error's message. */
+export function apiMessage(err: unknown): string {
+  if (err instanceof ApiException) {
+    try {
+      const body: unknown = typeof err.body === 'string' ? JSON.parse(err.body) : err.body;
+      const message = (body as { message?: unknown } | null)?.message;
+      if (typeof message === 'string') return message;
+    } catch {
+      // not a Status body
+    }
+  }
+  return err instanceof Error ? err.message : String(err);
+}

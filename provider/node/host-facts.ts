@@ -4,6 +4,8 @@ import { readFile, statfs, mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import si from 'systeminformation';
 import { probeHostCaps, type HostCaps } from '../../vmm/probe/virtualization.js';
+import { evaluatePreflight, type PreflightCheck } from '../preflight/checks.js';
+import { readPreflightFacts } from '../preflight/facts.js';
 
 export interface HostFacts {
   hostname: string;
@@ -22,6 +24,8 @@ export interface HostFacts {
   machineID: string;
   bootID: string;
   virtualization: HostCaps;
+  /** The join preflight, re-run with every read: reported as node conditions. */
+  preflight: PreflightCheck[];
 }
 
 async function readTrimmed(path: string): Promise<string> {
@@ -38,7 +42,16 @@ async function countPids(): Promise<number> {
 
 const GO_ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', s390x: 's390x', ppc64: 'ppc64le' };
 
-export async function readHostFacts(opts: { stateDir: string; internalIP?: string; allowSoftwareEmulation: boolean }): Promise<HostFacts> {
+export interface HostFactsOptions {
+  stateDir: string;
+  imageCacheDir: string;
+  /** Where required executables are looked up (the agent's PATH). */
+  searchPath: string;
+  internalIP?: string;
+  allowSoftwareEmulation: boolean;
+}
+
+export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> {
   await mkdir(opts.stateDir, { recursive: true });
   const [cpu, mem, os, iface, fs, pidMax, pidsInUse, machineID, bootID, virtualization] = await Promise.all([
     si.cpu(),
@@ -52,6 +65,9 @@ export async function readHostFacts(opts: { stateDir: string; internalIP?: strin
     readTrimmed('/proc/sys/kernel/random/boot_id').catch(() => ''),
     probeHostCaps(opts.allowSoftwareEmulation),
   ]);
+  const preflight = evaluatePreflight(await readPreflightFacts({ searchPath: opts.searchPath, imageCacheDir: opts.imageCacheDir }), {
+    allowSoftwareEmulation: opts.allowSoftwareEmulation,
+  });
   const defaultIface = Array.isArray(iface) ? iface[0] : iface;
   return {
     hostname: hostname().toLowerCase(),
@@ -69,5 +85,6 @@ export async function readHostFacts(opts: { stateDir: string; internalIP?: strin
     machineID,
     bootID,
     virtualization,
+    preflight,
   };
 }

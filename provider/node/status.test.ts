@@ -1,6 +1,7 @@
 import t from 'tap';
 import { resolveAgentConfig } from '../config.js';
 import type { HostFacts } from './host-facts.js';
+import type { PreflightCheck } from '../preflight/checks.js';
 import { deriveConditions, deriveLabels, deriveNodeStatus, statusChanged } from './status.js';
 
 const GiB = 1024 ** 3;
@@ -20,6 +21,11 @@ const facts = (over: Partial<HostFacts> = {}): HostFacts => ({
   machineID: 'm',
   bootID: 'b',
   virtualization: { accelerator: 'tcg', reason: 'software emulation: x', facts: { kvmDeviceUsable: true, hardwareVirtFlag: null } },
+  preflight: [
+    { condition: 'VirtualizationPackages', severity: 'hard', ok: true, reason: 'PackagesInstalled', message: '' },
+    { condition: 'KVMUsable', severity: 'soft', ok: false, reason: 'SoftwareEmulation', message: '' },
+    { condition: 'IPForwarding', severity: 'soft', ok: false, reason: 'Disabled', message: '' },
+  ],
   ...over,
 });
 const config = resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'n1', 'memory-reserved-mib': '1024' });
@@ -36,7 +42,9 @@ t.test('a healthy TCG host is Ready, reports software emulation and no KVM devic
     NetworkUnavailable: 'False/VkvmNetworkReady',
     HardwareVirtualization: 'False/SoftwareEmulation',
     Ready: 'True/KubeletReady',
-  });
+    VirtualizationPackages: 'True/PackagesInstalled',
+    IPForwarding: 'False/Disabled',
+  }, 'preflight checks are conditions (KVM only as HardwareVirtualization); a failed soft one keeps the node Ready');
   t.same(s.capacity, { cpu: '4', memory: `${16 * 1024 * 1024}Ki`, 'ephemeral-storage': `${100 * 1024 * 1024}Ki`, pods: '110' });
   t.equal(s.allocatable!.memory, `${15 * 1024 * 1024}Ki`, 'reserved memory is kept back from allocatable');
   t.same(s.addresses, [
@@ -62,6 +70,13 @@ t.test('pressure conditions follow host facts; no address means NotReady', async
     NetworkUnavailable: 'True/NoInternalIP',
     Ready: 'False/KubeletNotReady',
   });
+});
+
+t.test('a failed hard preflight check makes the node NotReady and names the check', async (t) => {
+  const missing: PreflightCheck = { condition: 'VirtualizationPackages', severity: 'hard', ok: false, reason: 'PackagesMissing', message: 'not found in PATH: qemu-img' };
+  const c = deriveConditions(facts({ preflight: [missing] }), [], now);
+  t.match(byType(c), { VirtualizationPackages: 'False/PackagesMissing', Ready: 'False/HostRequirementsUnmet' });
+  t.match(c.find((x) => x.type === 'VirtualizationPackages'), { message: 'not found in PATH: qemu-img' });
 });
 
 t.test('lastTransitionTime is kept while a condition holds and moves when it flips', async (t) => {

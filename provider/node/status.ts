@@ -28,6 +28,7 @@ const memoryLow = (f: HostFacts) => f.memoryAvailableBytes < MEMORY_PRESSURE_BEL
 const diskLow = (f: HostFacts) => f.diskAvailableBytes < f.diskTotalBytes * DISK_PRESSURE_BELOW_FRACTION;
 const pidsHigh = (f: HostFacts) => f.pidsInUse > f.pidMax * PID_PRESSURE_ABOVE_FRACTION;
 const noAddress = (f: HostFacts) => f.internalIP === null;
+const hardPreflightFailed = (f: HostFacts) => f.preflight.some((c) => !c.ok && c.severity === 'hard');
 
 const RULES: ConditionRule[] = [
   {
@@ -69,17 +70,31 @@ const RULES: ConditionRule[] = [
     type: 'Ready',
     cases: [
       [noAddress, { status: 'False', reason: 'KubeletNotReady', message: 'no InternalIP to serve the kubelet API on' }],
+      [hardPreflightFailed, { status: 'False', reason: 'HostRequirementsUnmet', message: 'a host requirement failed; see the conditions with status False' }],
       [always, { status: 'True', reason: 'KubeletReady', message: 'vkvm is posting ready status' }],
     ],
   },
 ];
 
+/**
+ * Preflight checks as conditions, True when the check passes. KVM is left
+ * out: HardwareVirtualization reports it.
+ */
+function preflightConditions(facts: HostFacts): Array<{ type: string } & ConditionValue> {
+  return facts.preflight
+    .filter((c) => c.condition !== 'KVMUsable')
+    .map((c) => ({ type: c.condition, status: c.ok ? 'True' : 'False', reason: c.reason, message: c.message }));
+}
+
 export function deriveConditions(facts: HostFacts, previous: V1NodeCondition[], now: Date): V1NodeCondition[] {
-  return RULES.map(({ type, cases }) => {
+  const values = RULES.map(({ type, cases }) => {
     const match = cases.find(([pred]) => pred(facts));
     if (!match) throw new Error(`condition ${type} has no fallback`);
-    const value = { ...match[1] };
+    const value = { type, ...match[1] };
     if (type === HARDWARE_VIRTUALIZATION_CONDITION) value.message = facts.virtualization.reason;
+    return value;
+  });
+  return [...preflightConditions(facts), ...values].map(({ type, ...value }) => {
     const prev = previous.find((c) => c.type === type);
     const unchanged = prev && prev.status === value.status;
     return {
@@ -95,7 +110,6 @@ export function deriveLabels(config: AgentConfig, facts: HostFacts): Record<stri
   return {
     ...config.extraLabels,
     type: 'virtual-kubelet',
-    'kubernetes.io/role': 'agent',
     'kubernetes.io/hostname': config.nodeName,
     'kubernetes.io/os': 'linux',
     'kubernetes.io/arch': facts.architecture,

@@ -1,11 +1,12 @@
 // The cluster-wide controllers (KubeVirt's virt-controller role): the VM and
-// VMI controllers, run by whichever vkvm process holds the Lease
+// VMI controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
 // kube-system/vkvm-controllers. Informers and queues exist only while this
 // process leads: each term builds them afresh and losing the lease stops
 // them, so two processes never act on the same objects for longer than the
 // lease's renew deadline.
 import { hostname } from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { ServingCsrApprover } from '../certs/serving-approver.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
@@ -45,6 +46,7 @@ class ControllerTerm {
   private readonly nodes: ClusterInformer<V1Node>;
   private readonly vmController: VmController;
   private readonly vmiController: VmiController;
+  private readonly csrApprover: ServingCsrApprover;
   private stopped = false;
 
   constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
@@ -80,10 +82,13 @@ class ControllerTerm {
       log: log.child({ component: 'vmi-controller' }),
       ...w,
     });
+    this.csrApprover = new ServingCsrApprover(clients, log.child({ component: 'serving-csr-approver' }));
   }
 
   /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */
   async start(): Promise<void> {
+    // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
+    void this.csrApprover.start();
     await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start(), this.nodes.start()]);
     if (this.stopped) return;
     this.vmController.start();
@@ -94,7 +99,7 @@ class ControllerTerm {
     this.stopped = true;
     this.vmController.stop();
     this.vmiController.stop();
-    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop()]);
+    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }
 
@@ -123,7 +128,7 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.
         void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));
-        log.info('VM and VMI controllers started');
+        log.info('VM and VMI controllers and the serving CSR approver started');
       }),
     onStoppedLeading: () =>
       then(async () => {

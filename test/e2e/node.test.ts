@@ -73,7 +73,6 @@ t.test('node agent on the real control plane', async (t) => {
       metadata: {
         labels: {
           type: 'virtual-kubelet',
-          'kubernetes.io/role': 'agent',
           'kubernetes.io/hostname': NODE,
           'kubernetes.io/os': 'linux',
           'kubernetes.io/arch': 'amd64',
@@ -91,7 +90,21 @@ t.test('node agent on the real control plane', async (t) => {
       },
     });
     const types = (node.status!.conditions ?? []).map((c) => c.type).sort();
-    t.same(types, ['DiskPressure', 'HardwareVirtualization', 'MemoryPressure', 'NetworkUnavailable', 'PIDPressure', 'Ready']);
+    t.same(types, [
+      'CgroupLayout',
+      'DiskPressure',
+      'GuestMemory',
+      'HardwareVirtualization',
+      'HugePages',
+      'IPForwarding',
+      'ImageCacheSpace',
+      'MemoryPressure',
+      'NetworkUnavailable',
+      'PIDPressure',
+      'QemuUser',
+      'Ready',
+      'VirtualizationPackages',
+    ]);
     const tcg = node.metadata!.labels!['vkvm.io/virtualization'] === 'tcg';
     t.equal('devices.kubevirt.io/kvm' in (node.status!.capacity ?? {}), !tcg, 'KVM device resource only where KVM is usable');
     t.equal(condition(node, 'HardwareVirtualization'), tcg ? 'False' : 'True');

@@ -1,0 +1,86 @@
+// The client-certificate rotation against a fake certificates API that signs
+// like kube-controller-manager: the rotator must replace the PEM file with a
+// new certificate and its own key when the old one is due.
+import { webcrypto } from 'node:crypto';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import t from 'tap';
+import { pino } from 'pino';
+import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/client.js';
+import { ClientCertRotator, KUBELET_CLIENT_SIGNER } from './client.js';
+import { signedBy } from './csr.js';
+
+const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
+const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
+
+async function newCa() {
+  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({ name: 'CN=test-ca', keys, signingAlgorithm: SIGN, extensions: [new x509.BasicConstraintsExtension(true, undefined, true)] });
+  return { keys, pem: cert.toString('pem') };
+}
+
+async function issue(ca: Awaited<ReturnType<typeof newCa>>, publicKey: x509.PublicKeyType, subject: string, notBefore: Date, notAfter: Date): Promise<string> {
+  const cert = await x509.X509CertificateGenerator.create({ subject, issuer: 'CN=test-ca', notBefore, notAfter, publicKey, signingKey: ca.keys.privateKey, signingAlgorithm: SIGN });
+  return cert.toString('pem');
+}
+
+t.test('a client certificate due for renewal is replaced by a new one, with its key, through a CSR', async (t) => {
+  const ca = await newCa();
+  const dir = t.testdir();
+  const pemPath = join(dir, 'kubelet-client-current.pem');
+  // The first certificate is already past 90 % of its lifetime.
+  const oldKeys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const oldCert = await issue(ca, oldKeys.publicKey, 'CN=system:node:n1, O=system:nodes', new Date(Date.now() - 100_000), new Date(Date.now() + 1000));
+  await writeFile(pemPath, oldCert, { mode: 0o600 });
+
+  const created: V1CertificateSigningRequest[] = [];
+  const certificates = {
+    createCertificateSigningRequest: async ({ body }: { body: V1CertificateSigningRequest }) => {
+      created.push(body);
+      return body;
+    },
+    readCertificateSigningRequest: async ({ name }: { name: string }) => {
+      const csr = created.find((c) => c.metadata?.name === name)!;
+      const req = new x509.Pkcs10CertificateRequest(Buffer.from(csr.spec.request, 'base64').toString('utf8'));
+      const certificate = await issue(ca, req.publicKey, req.subject, new Date(), new Date(Date.now() + 365 * 86400_000));
+      return { ...csr, status: { certificate: Buffer.from(certificate).toString('base64') } };
+    },
+  };
+  const rotator = new ClientCertRotator({ certificates } as unknown as KubeClients, { nodeName: 'n1', pemPath }, pino({ level: 'silent' }));
+  t.teardown(() => rotator.stop());
+  await rotator.start();
+
+  const deadline = Date.now() + 10_000;
+  let pem = oldCert;
+  while (pem === oldCert && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    pem = await readFile(pemPath, 'utf8');
+  }
+  const [certPem] = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/) ?? [''];
+  const cert = new x509.X509Certificate(certPem);
+  // The key in the file must be the one the new certificate certifies.
+  const keyPem = /-----BEGIN PRIVATE KEY-----[\s\S]+?-----END PRIVATE KEY-----/.exec(pem)?.[0] ?? '';
+  const key = await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decode(keyPem)[0]!, EC, false, ['sign']);
+  const data = Buffer.from('proof');
+  const matches = await webcrypto.subtle.verify(SIGN, await cert.publicKey.export(EC, ['verify']), await webcrypto.subtle.sign(SIGN, key, data), data);
+  t.same(
+    {
+      csrs: created.map((c) => ({ signerName: c.spec.signerName, usages: c.spec.usages })),
+      subject: cert.subject,
+      chains: signedBy(certPem, ca.pem),
+      keyMatchesCert: matches,
+      mode: (await stat(pemPath)).mode & 0o777,
+    },
+    {
+      csrs: [{ signerName: KUBELET_CLIENT_SIGNER, usages: ['digital signature', 'client auth'] }],
+      subject: 'CN=system:node:n1, O=system:nodes',
+      chains: true,
+      keyMatchesCert: true,
+      mode: 0o600,
+    },
+    'one CSR for the node identity; the file holds the new certificate and its key, private',
+  );
+});

@@ -1,0 +1,71 @@
+// One certificate through the CSR API: create the request, then wait until
+// it is issued, denied or failed. Shared by the kubelet client and serving
+// certificates.
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/client.js';
+import { createKeyAndCsr, type CsrSubject } from './csr.js';
+
+export class CsrDeniedError extends Error {
+  readonly kind = 'CsrDenied';
+}
+
+export interface CertificateRequest {
+  namePrefix: string;
+  signerName: string;
+  usages: string[];
+  subject: CsrSubject;
+  issueTimeoutMs?: number;
+  /** Called once the CSR exists (the serving manager approves its own here). */
+  onCreated?: (name: string) => Promise<void>;
+}
+
+export interface IssuedPair {
+  csrName: string;
+  certPem: string;
+  keyPem: string;
+}
+
+export async function requestCertificate(clients: KubeClients, req: CertificateRequest): Promise<IssuedPair> {
+  const { keyPem, csrPem } = await createKeyAndCsr(req.subject);
+  const name = `${req.namePrefix}-${randomBytes(4).toString('hex')}`.slice(0, 253);
+  await clients.certificates.createCertificateSigningRequest({
+    body: {
+      apiVersion: 'certificates.k8s.io/v1',
+      kind: 'CertificateSigningRequest',
+      metadata: { name },
+      spec: { request: Buffer.from(csrPem).toString('base64'), signerName: req.signerName, usages: req.usages },
+    },
+  });
+  await req.onCreated?.(name);
+  const certPem = await waitIssued(clients, name, req.issueTimeoutMs ?? 10 * 60_000);
+  return { csrName: name, certPem, keyPem };
+}
+
+async function waitIssued(clients: KubeClients, name: string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  let delayMs = 200;
+  let csr: V1CertificateSigningRequest | undefined;
+  while (Date.now() < deadline) {
+    csr = await clients.certificates.readCertificateSigningRequest({ name });
+    const denied = csr.status?.conditions?.find((c) => (c.type === 'Denied' || c.type === 'Failed') && c.status === 'True');
+    if (denied) throw new CsrDeniedError(`CSR ${name} ${denied.type.toLowerCase()}: ${denied.reason ?? ''} ${denied.message ?? ''}`.trim());
+    if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
+    await new Promise((r) => setTimeout(r, delayMs));
+    delayMs = Math.min(delayMs * 2, 5000);
+  }
+  const approved = csr?.status?.conditions?.some((c) => c.type === 'Approved');
+  throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
+}
+
+/** Write-then-rename: a reader never sees half a file. */
+export async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`;
+  await writeFile(tmp, data, { mode });
+  await rename(tmp, path);
+}
+
+export async function ensurePrivateDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+}

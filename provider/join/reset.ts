@@ -1,0 +1,88 @@
+// `vkvm reset`: undoes `vkvm join`, as `kubeadm reset`. Stops the agent (unit
+// or detached process), powers off every VM (ACPI, destroyed after the grace
+// period) and removes its launcher, removes the pod network (VM namespaces,
+// DHCP, rules, and the bridge if the agent made it), deletes the Node with
+// the node's own credentials, and removes certificates and state. Each step tolerates work
+// already done, so a reset that failed half-way can simply be re-run.
+import { existsSync } from 'node:fs';
+import { readdir, rm, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { loadKubeConfig, makeClients } from '../kube/client.js';
+import { apiMessage, apiStatusCode } from '../kube/errors.js';
+import { LauncherRegistry } from '../launchers/registry.js';
+import { DEFAULT_BRIDGE, PodNetwork } from '../network/pod-network.js';
+import type { Logger } from '../log.js';
+import { JoinError } from './errors.js';
+import { JOIN_RECORD, readJoinRecord } from './join.js';
+import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, SYSTEMD_UNIT_PATH } from './service.js';
+
+export interface ResetOptions {
+  stateDir: string;
+  /** Reset a state dir without join.json (e.g. one `vkvm up` or `vkvm node` used). */
+  force: boolean;
+  /** ACPI power-off time per VM before it is destroyed. */
+  gracePeriodS: number;
+  log: Logger;
+}
+
+export interface ResetResult {
+  /** The state dir did not exist: nothing was done. */
+  nothingToReset?: boolean;
+  nodeName?: string;
+  vmsStopped: number;
+  nodeDeleted: boolean;
+  /** Set when the Node could not be deleted: what the operator should do. */
+  nodeWarning?: string;
+}
+
+/** Everything join and the agent keep in the state dir; the join record last, so an interrupted reset can be re-run. */
+const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LOG, JOIN_RECORD];
+
+async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
+  const registry = new LauncherRegistry(
+    { vmsDir: join(stateDir, 'vms'), socketDir: join(runDir, 'launchers'), imageCacheDir, allowSoftwareEmulation: true, logLevel: 'warn' },
+    () => {},
+    log.child({ component: 'launchers' }),
+  );
+  const uids = await registry.discover();
+  await Promise.all(uids.map((uid) => registry.stop(uid, gracePeriodS)));
+  for (const uid of uids) await registry.remove(uid);
+  registry.close();
+  return uids.length;
+}
+
+export async function resetNode(o: ResetOptions): Promise<ResetResult> {
+  const { log } = o;
+  const record = await readJoinRecord(o.stateDir);
+  if (!record && !o.force) {
+    if (!existsSync(o.stateDir)) return { nothingToReset: true, vmsStopped: 0, nodeDeleted: false };
+    throw new JoinError(`${o.stateDir} holds no vkvm join (no ${JOIN_RECORD}); pass --force to stop its VMs and remove its state anyway`);
+  }
+  if (record?.service === 'systemd' || existsSync(SYSTEMD_UNIT_PATH)) await removeSystemdService(log);
+  await stopDetachedAgent(o.stateDir, log);
+
+  const runDir = record?.runDir ?? '/run/vkvm';
+  const vmsStopped = await stopVms(o.stateDir, runDir, record?.imageCacheDir ?? '/var/cache/vkvm/images', o.gracePeriodS, log);
+  if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
+  const network = new PodNetwork({ bridge: record?.bridge ?? DEFAULT_BRIDGE, dir: join(o.stateDir, 'network'), podCidr: async () => undefined, log });
+  await network.retainOnly(() => false);
+  await network.node.remove();
+
+  const result: ResetResult = { vmsStopped, nodeDeleted: false, ...(record ? { nodeName: record.nodeName } : {}) };
+  if (record) {
+    try {
+      // The Node authorizer lets a node delete its own Node object.
+      await makeClients(loadKubeConfig(join(o.stateDir, 'kubeconfig'))).core.deleteNode({ name: record.nodeName });
+      result.nodeDeleted = true;
+    } catch (err) {
+      if (apiStatusCode(err) === 404) result.nodeDeleted = true;
+      else result.nodeWarning = `could not delete Node ${record.nodeName} (${apiMessage(err)}); delete it with: kubectl delete node ${record.nodeName}`;
+    }
+  }
+
+  for (const entry of STATE_ENTRIES) await rm(join(o.stateDir, entry), { recursive: true, force: true });
+  await rm(join(runDir, 'launchers'), { recursive: true, force: true });
+  // The state dir goes too unless something else (e.g. `vkvm up`'s cluster/) lives there.
+  if ((await readdir(o.stateDir).catch(() => ['?'])).length === 0) await rmdir(o.stateDir);
+  return result;
+}

@@ -1,0 +1,252 @@
+// Issue 7 acceptance on the real control plane: a second node agent joins
+// from only a bootstrap token and the CA hash (vkvm token create → vkvm join),
+// with a client certificate from the real CSR API (approved by
+// kube-controller-manager) and a serving certificate approved by the vkvm
+// controllers; pods run on it and `kubectl logs` reaches it through the
+// apiserver. Wrong inputs and a missing package stop the join and leave
+// nothing behind; `vkvm reset` removes the Node and the state, and the host
+// can join again.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm, symlink, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t, { type Test } from 'tap';
+import type { V1CertificateSigningRequest, V1Pod } from '@kubernetes/client-node';
+import { freePort } from '../cluster/cluster.js';
+import { GUEST_BOOT_MARKER } from '../guest/build.js';
+import { obtainClientCertificate } from '../../provider/certs/client.js';
+import { signedBy } from '../../provider/certs/csr.js';
+import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
+import { installClusterManifests } from '../../provider/cli/up.js';
+import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
+import { links } from '../../provider/network/host.js';
+import { startControllers } from '../../provider/vmi/controllers.js';
+import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { smokeVmiSpec } from './kubevirt-fixtures.js';
+import { killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
+
+const NODE = 'vkvm-e2e-joined';
+const NS = 'e2e-join';
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+function runCli(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 600_000): Promise<CliResult> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+/** The flags the printed join command carries, plus --token overrides. */
+function parseJoinCommand(line: string): { server: string; token: string; hash: string } {
+  const m = /^vkvm join --server (\S+) --token (\S+) --discovery-token-ca-cert-hash (sha256:[0-9a-f]{64})$/.exec(line.trim());
+  if (!m) throw new Error(`not a join command: ${line}`);
+  return { server: m[1]!, token: m[2]!, hash: m[3]! };
+}
+
+const csrSummary = (c: V1CertificateSigningRequest) => ({
+  signerName: c.spec.signerName,
+  username: c.spec.username,
+  approved: c.status?.conditions?.find((x) => x.type === 'Approved')?.reason,
+  issued: Boolean(c.status?.certificate),
+});
+
+t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets and joins again', async (t) => {
+  const cluster = await startTestCluster(t);
+  await installClusterManifests(cluster.kubeconfigPath);
+  const controllers = startControllers(cluster.clients, testLog.child({ component: 'controllers' }), { leaseDurationS: 5, retryPeriodMs: 500 });
+  t.teardown(() => controllers.stop());
+  const caPem = await readFile(join(cluster.stateDir, 'pki', 'ca.crt'), 'utf8');
+
+  const parent = await mkdtemp(join(tmpdir(), 'vkvm-e2e-join-'));
+  // QEMU (unprivileged) must reach VM disks below the state dir.
+  await chmod(parent, 0o711);
+  const stateDir = join(parent, 'state');
+  const kubeletPort = await freePort();
+  // One bridge per agent: agents of concurrent tests share the host's network stack.
+  const bridge = `vkt${randomBytes(4).toString('hex')}`;
+  const joinFlags = [`--state-dir=${stateDir}`, `--run-dir=${join(parent, 'run')}`, `--node-name=${NODE}`, `--kubelet-port=${kubeletPort}`, `--bridge=${bridge}`, '--healthz-port=0', '--no-systemd'];
+  t.teardown(async () => {
+    // However the test ended: no agent, VM or state is left.
+    await runCli(['reset', `--state-dir=${stateDir}`, '--grace-period-s=0']);
+    await killLaunchersOf(stateDir);
+    await removeNetworkOf(stateDir, bridge);
+    await rm(parent, { recursive: true, force: true });
+  });
+
+  const created = await runCli(['token', 'create', `--kubeconfig=${cluster.kubeconfigPath}`, '--ttl=1h']);
+  t.equal(created.code, 0, `token create succeeds: ${created.stderr}`);
+  const { server, token, hash } = parseJoinCommand(created.stdout);
+  t.comment(`token create took ${created.ms} ms`);
+
+  await t.test('wrong inputs and a host without a required package stop the join and leave nothing written', async (t) => {
+    const expired = generateBootstrapToken();
+    await cluster.clients.core.createNamespacedSecret({
+      namespace: 'kube-system',
+      body: bootstrapTokenSecret(expired, { description: 'expired', expiration: new Date(Date.now() - 60_000) }),
+    });
+    // A PATH that has QEMU and libvirtd but not qemu-img.
+    const bin = join(parent, 'bin-without-qemu-img');
+    await mkdir(bin);
+    await symlink('/usr/bin/qemu-system-x86_64', join(bin, 'qemu-system-x86_64'));
+    await symlink('/usr/sbin/libvirtd', join(bin, 'libvirtd'));
+    const cases = [
+      { what: 'wrong CA hash', args: ['--token', token, '--discovery-token-ca-cert-hash', `sha256:${'0'.repeat(64)}`], env: process.env, want: /cluster CA does not match --discovery-token-ca-cert-hash/ },
+      { what: 'unknown token', args: ['--token', 'abcdef.0123456789abcdef', '--discovery-token-ca-cert-hash', hash], env: process.env, want: /bootstrap token id "abcdef".*unknown or expired/ },
+      { what: 'expired token', args: ['--token', `${expired.id}.${expired.secret}`, '--discovery-token-ca-cert-hash', hash], env: process.env, want: new RegExp(`bootstrap token id "${expired.id}".*unknown or expired`) },
+      {
+        what: 'missing qemu-img',
+        args: ['--token', token, '--discovery-token-ca-cert-hash', hash],
+        env: { ...process.env, PATH: bin },
+        want: /preflight failed; nothing was changed[\s\S]*VirtualizationPackages: not found in PATH: qemu-img[\s\S]*apt-get install/,
+      },
+    ];
+    for (const c of cases) {
+      const r = await runCli(['join', '--server', server, ...c.args, ...joinFlags], c.env);
+      t.match({ code: r.code, stderr: r.stderr, stateDirExists: existsSync(stateDir) }, { code: 1, stderr: c.want, stateDirExists: false }, `${c.what}: the join stops with a clear message and writes nothing (${r.ms} ms)`);
+    }
+    const csrs = (await cluster.clients.certificates.listCertificateSigningRequest()).items;
+    t.same(csrs.map((c) => c.metadata?.name), [], 'no CSR was created by a failed join');
+    await t.rejects(cluster.clients.core.readNode({ name: NODE }), { code: 404 }, 'no Node was registered');
+  });
+
+  const joinOnce = async (t: Test, label: string) => {
+    const r = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
+    t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: new RegExp(`joined the cluster as node ${NODE} \\(Ready`) }, `${label}: join succeeds: ${r.stderr.slice(-2000)}`);
+    t.notMatch(r.stderr, /kubelet-serving certificate is not issued yet/, `${label}: the serving certificate was issued before join returned`);
+    t.comment(`${label}: join → Node Ready and serving certificate in ${r.ms} ms`);
+    const node = await cluster.clients.core.readNode({ name: NODE });
+    t.equal(condition(node, 'Ready'), 'True', `${label}: the Node is Ready`);
+    return node;
+  };
+
+  await t.test('the joined node has certificates from the real CSR API, chained to the cluster CA', async (t) => {
+    await joinOnce(t, 'first join');
+    const pem = await readFile(join(stateDir, 'pki', 'kubelet-client-current.pem'), 'utf8');
+    const { X509Certificate } = await import('node:crypto');
+    const client = new X509Certificate(pem);
+    t.match({ subject: client.subject, chains: signedBy(pem, caPem) }, { subject: `O=system:nodes\nCN=system:node:${NODE}`, chains: true }, 'client certificate: node identity, issued by the cluster CA');
+    const serving = await waitFor('serving certificate written', () => readFile(join(stateDir, 'pki', 'kubelet-serving.crt'), 'utf8'), (s) => s.length > 0);
+    t.ok(signedBy(serving, caPem), 'serving certificate issued by the cluster CA');
+    const csrs = (await cluster.clients.certificates.listCertificateSigningRequest()).items.map(csrSummary);
+    t.match(
+      csrs.sort((a, b) => (a.signerName ?? '').localeCompare(b.signerName ?? '')),
+      [
+        { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: /^system:bootstrap:[a-z0-9]{6}$/, approved: 'AutoApproved', issued: true },
+        { signerName: 'kubernetes.io/kubelet-serving', username: `system:node:${NODE}`, approved: 'VkvmNodeServingCertApproved', issued: true },
+      ],
+      'the client CSR was made under the bootstrap token and auto-approved by kube-controller-manager; the serving CSR by the node, approved by the vkvm controllers',
+    );
+    const kubeconfig = await readFile(join(stateDir, 'kubeconfig'), 'utf8');
+    t.match(kubeconfig, /client-certificate: .*kubelet-client-current\.pem/, 'the node kubeconfig names the rotating PEM');
+    // A renewal is the rotator's request made with the node's own certificate:
+    // kube-controller-manager approves it through the selfnodeclient binding.
+    const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
+    const renewed = await obtainClientCertificate(asNode, { nodeName: NODE, pemPath: join(parent, 'renewed.pem'), issueTimeoutMs: 60_000 });
+    const renewal = await cluster.clients.certificates.readCertificateSigningRequest({ name: renewed.csrName });
+    t.match(
+      { ...csrSummary(renewal), chains: signedBy(renewed.certPem, caPem) },
+      { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: `system:node:${NODE}`, approved: 'AutoApproved', issued: true, chains: true },
+      'a renewal request made as the node is auto-approved and signed by the cluster CA',
+    );
+  });
+
+  await t.test('another host joining under the name of a Ready node is refused and writes nothing', async (t) => {
+    const otherState = join(parent, 'other-host');
+    const flags = joinFlags.map((f) => (f.startsWith('--state-dir=') ? `--state-dir=${otherState}` : f.startsWith('--run-dir=') ? `--run-dir=${join(parent, 'other-run')}` : f));
+    const r = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...flags]);
+    t.match({ code: r.code, stderr: r.stderr, written: existsSync(otherState) }, { code: 1, stderr: new RegExp(`a Node named ${NODE} already exists and is Ready`), written: false });
+  });
+
+  await t.test('a pod on the joined node runs and kubectl logs reaches it through the apiserver', async (t) => {
+    await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+    const pod: V1Pod = {
+      metadata: { name: 'guest', namespace: NS },
+      spec: {
+        nodeSelector: { 'kubernetes.io/hostname': NODE },
+        tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+        terminationGracePeriodSeconds: 5,
+        containers: [{ name: 'vm', image: 'vkvm/test-guest', resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
+      },
+    };
+    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: pod });
+    const running = await waitFor(
+      'pod Running on the joined node',
+      () => cluster.clients.core.readNamespacedPod({ name: 'guest', namespace: NS }),
+      (p) => p.status?.phase === 'Running',
+      { timeoutMs: 240_000, intervalMs: 1000 },
+    );
+    t.equal(running.spec?.nodeName, NODE, 'scheduled to the joined node');
+    const logs = await waitFor('boot marker in kubectl logs', () => cluster.kubectl(['-n', NS, 'logs', 'guest']), (r) => r.stdout.includes(GUEST_BOOT_MARKER), {
+      timeoutMs: 120_000,
+      intervalMs: 1000,
+    });
+    t.equal(logs.code, 0, 'kubectl logs through the apiserver succeeds against the joined node (its serving certificate verifies)');
+  });
+
+  await t.test('a KubeVirt VMI with a cloud-init Secret runs on the joined node under its node identity', async (t) => {
+    // The agent reads the Secret and writes the VMI status as system:node:<name>: the Node
+    // authorizer (through the launcher pod's volumes) and deploy/rbac.yaml must allow both.
+    await cluster.clients.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'smoke-user-data' }, stringData: { userdata: '#cloud-config\n' } } });
+    const spec = smokeVmiSpec();
+    spec.volumes = spec.volumes!.map((v) => (v.cloudInitNoCloud ? { name: v.name, cloudInitNoCloud: { secretRef: { name: 'smoke-user-data' } } } : v));
+    const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
+    await cluster.clients.custom.createNamespacedCustomObject({ ...KV, body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'smoke' }, spec } });
+    const vmi = await waitFor(
+      'VMI Running on the joined node',
+      async () => (await cluster.clients.custom.getNamespacedCustomObject({ ...KV, name: 'smoke' })) as VirtualMachineInstance,
+      (v) => v.status?.phase === 'Running',
+      { timeoutMs: 240_000, intervalMs: 1000 },
+    );
+    t.match(vmi.status, { phase: 'Running', nodeName: NODE }, 'the node wrote the VMI status');
+  });
+
+  await t.test('the approver denies a node a serving certificate for a name it does not own', async (t) => {
+    const { createKeyAndCsr } = await import('../../provider/certs/csr.js');
+    const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
+    const { csrPem } = await createKeyAndCsr({ commonName: `system:node:${NODE}`, organizations: ['system:nodes'], dnsNames: ['evil.example'], ipAddresses: [] });
+    await asNode.certificates.createCertificateSigningRequest({
+      body: { metadata: { name: 'node-asks-foreign-name' }, spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kubelet-serving', usages: ['digital signature', 'server auth'] } },
+    });
+    const denied = await waitFor(
+      'CSR denied',
+      () => cluster.clients.certificates.readCertificateSigningRequest({ name: 'node-asks-foreign-name' }),
+      (c) => c.status?.conditions?.some((x) => x.type === 'Denied') ?? false,
+    );
+    t.match(denied.status?.conditions, [{ type: 'Denied', reason: 'SANNotOwnedByNode', message: /dns:evil\.example/ }], 'denied with the reason');
+    t.notOk(denied.status?.certificate, 'no certificate issued');
+  });
+
+  await t.test('vkvm reset stops the VMs, deletes the Node and the local state; a second join succeeds', async (t) => {
+    const uid = (await cluster.clients.core.readNamespacedPod({ name: 'guest', namespace: NS })).metadata!.uid!;
+    const agentPid = Number(JSON.parse(await readFile(join(stateDir, 'agent.pid'), 'utf8')).pid);
+    t.ok((await links()).has(bridge), 'before: the agent built its pod network bridge');
+    const r = await runCli(['reset', `--state-dir=${stateDir}`, '--grace-period-s=5']);
+    t.match({ code: r.code, stdout: r.stdout }, { code: 0, stdout: /reset node vkvm-e2e-joined: 2 VM\(s\) stopped, Node deleted/ }, `reset succeeds (${r.ms} ms): ${r.stderr.slice(-2000)}`);
+    await t.rejects(cluster.clients.core.readNode({ name: NODE }), { code: 404 }, 'the Node is gone');
+    t.same({ bridge: (await links()).has(bridge), stateDir: existsSync(stateDir), qemu: qemuPids((argv) => argv.some((a) => a.includes(stateDir))).concat(qemuPidsOf(uid)), agentAlive: existsSync(`/proc/${agentPid}/cmdline`) && (await readFile(`/proc/${agentPid}/cmdline`, 'utf8')).includes(CLI) }, { bridge: false, stateDir: false, qemu: [], agentAlive: false }, 'no bridge, no state, no QEMU, no agent');
+    const again = await runCli(['reset', `--state-dir=${stateDir}`]);
+    t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /nothing to reset/ }, 'a second reset is a no-op');
+    await cluster.clients.core.deleteNamespacedPod({ name: 'guest', namespace: NS, gracePeriodSeconds: 0 });
+    await joinOnce(t, 'second join');
+    const rejoin = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
+    t.match({ code: rejoin.code, stdout: rejoin.stdout }, { code: 0, stdout: /it had joined before, agent restarted/ }, 'a re-run join is idempotent: it keeps the credentials and restarts the agent');
+  });
+});
