@@ -86,6 +86,16 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
+/**
+ * Makes the instance re-read its hosts files. dnsmasq notices new and changed
+ * files in a hosts directory by itself, but keeps the records of deleted ones
+ * until SIGHUP, and refuses a later file that reuses their address.
+ */
+export async function reloadDnsmasq(i: DnsmasqInstance): Promise<void> {
+  const pid = await runningPid(i);
+  if (pid) signal(pid, 'SIGHUP');
+}
+
 /** Stops the instance and waits until it is gone. Idempotent. */
 export async function stopDnsmasq(i: DnsmasqInstance): Promise<void> {
   const pid = await runningPid(i);

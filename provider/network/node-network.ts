@@ -7,7 +7,7 @@
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { createHash } from 'node:crypto';
 import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, run, setNetSysctl } from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
@@ -130,14 +130,16 @@ export class NodeNetwork {
   }
 
   /**
-   * Stops serving `owner`'s address. dnsmasq keeps leases in memory and would
-   * refuse the address to the next VM's MAC while the old lease lasts, so the
-   * lease is released too (dhcp_release, as OpenStack does with dnsmasq).
+   * Stops serving `owner`'s address so the next VM given it is served. dnsmasq
+   * forgets a deleted hosts file only on reload, and keeps leases in memory,
+   * refusing the address to another MAC while the old lease lasts: so reload,
+   * then release the lease (dhcp_release, as OpenStack does with dnsmasq).
    */
   async removeDhcpHost(owner: string): Promise<void> {
     const file = path.join(this.dhcpHostsDir, owner);
     const [mac, ip] = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
     await rm(file, { force: true });
+    await reloadDnsmasq(this.dnsmasq);
     if (mac && ip) await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) => this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'));
   }
 

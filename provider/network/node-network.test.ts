@@ -1,0 +1,61 @@
+// The node bridge's DHCP against real dnsmasq and a real DHCP client (busybox
+// udhcpc in a network namespace): fast enough for every run, and the only way
+// to see what dnsmasq does with a reused address.
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { NodeNetwork } from './node-network.js';
+import { links, run } from './host.js';
+import { intToIp, parseIpv4Range } from './ipv4.js';
+
+const suffix = randomBytes(3).toString('hex');
+const bridge = `vkn${suffix}`;
+const range = parseIpv4Range(`10.${100 + (randomBytes(1)[0]! % 100)}.${randomBytes(1)[0]}.0/28`, 'test range');
+
+/** A namespace with one veth on the bridge, as a VM's would be. */
+async function client(name: string, mac: string): Promise<{ dhcp(): Promise<string>; close(): Promise<void> }> {
+  const netns = `vkn${suffix}-${name}`;
+  const hostEnd = `vkn${suffix}${name}`;
+  await run(['ip', 'netns', 'add', netns]);
+  await run(['ip', 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns]);
+  await run(['ip', 'link', 'set', hostEnd, 'master', bridge, 'up']);
+  await run(['ip', '-n', netns, 'link', 'set', 'eth0', 'address', mac, 'up']);
+  return {
+    // -q: quit once leased; -n: fail rather than go to background; the script is a no-op so the namespace is untouched.
+    dhcp: async () => {
+      // udhcpc reports on stderr.
+      const out = await run(['sh', '-c', `ip netns exec ${netns} busybox udhcpc -i eth0 -q -n -t 4 -T 1 -s /bin/true 2>&1`]).catch((err: Error) => err.message);
+      return /lease of (\S+) obtained/.exec(out)?.[1] ?? `no lease: ${out}`;
+    },
+    close: async () => {
+      await run(['ip', 'netns', 'del', netns]);
+    },
+  };
+}
+
+t.test('an address served to one VM is served to the next VM given it', async (t) => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'vkvm-node-network-'));
+  const net = new NodeNetwork({ bridge, dir, log: pino({ level: 'silent' }) });
+  t.teardown(async () => {
+    await net.remove();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await net.ensure(range, []);
+  t.ok((await links()).has(bridge), 'the bridge exists');
+  const ip = intToIp(range.network + 2);
+
+  const first = await client('a', '02:00:00:00:00:0a');
+  await net.addDhcpHost('pod-a', '02:00:00:00:00:0a', ip);
+  t.equal(await first.dhcp(), ip, 'the first VM is served its address');
+  await first.close();
+  await net.removeDhcpHost('pod-a');
+
+  const second = await client('b', '02:00:00:00:00:0b');
+  t.teardown(() => second.close());
+  await net.addDhcpHost('pod-b', '02:00:00:00:00:0b', ip);
+  t.equal(await second.dhcp(), ip, 'the second VM, another MAC, is served the same address');
+  t.same(await readdir(net.dhcpHostsDir), ['pod-b'], 'only the live VM has a DHCP entry');
+});
