@@ -24,9 +24,9 @@ t.test('extra labels and taints are parsed; the default taint can be replaced', 
 
 t.test('bad input names the flag', async (t) => {
   t.throws(() => resolveAgentConfig({}), new ConfigError('--kubeconfig', 'is required'));
-  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'kubelet-port': '70000' }), { field: '--kubelet-port' });
-  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'bad_name' }), { field: '--node-name' });
-  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'internal-ip': 'x' }), { field: '--internal-ip' });
-  t.throws(() => parseTaint('k=v:Sometimes'), { field: '--taint' });
-  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', label: ['-bad=1'] }), { field: '--label' });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'kubelet-port': '70000' }), { field: '--kubelet-port', message: /^--kubelet-port: / });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'bad_name' }), { field: '--node-name', message: /^--node-name: / });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'internal-ip': 'x' }), { field: '--internal-ip', message: /^--internal-ip: / });
+  t.throws(() => parseTaint('k=v:Sometimes'), { field: '--taint', message: /^--taint: / });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', label: ['-bad=1'] }), { field: '--label', message: /^--label: / });
 });

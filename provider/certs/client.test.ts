@@ -17,7 +17,7 @@ const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
 
 async function newCa() {
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned({ name: 'CN=test-ca', keys, signingAlgorithm: SIGN, extensions: [new x509.BasicConstraintsExtension(true, undefined, true)] });
   return { keys, pem: cert.toString('pem') };
 }
@@ -32,7 +32,7 @@ t.test('a client certificate due for renewal is replaced by a new one, with its 
   const dir = t.testdir();
   const pemPath = join(dir, 'kubelet-client-current.pem');
   // The first certificate is already past 90 % of its lifetime.
-  const oldKeys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const oldKeys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const oldCert = await issue(ca, oldKeys.publicKey, 'CN=system:node:n1, O=system:nodes', new Date(Date.now() - 100_000), new Date(Date.now() + 1000));
   await writeFile(pemPath, oldCert, { mode: 0o600 });
 

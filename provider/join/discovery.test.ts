@@ -60,7 +60,7 @@ t.test('cluster-info is accepted only with the token signature and a matching CA
 });
 
 t.test('bad flag values name the flag', async (t) => {
-  t.throws(() => parseBootstrapToken('ABCDEF.0123456789abcdef'), { field: '--token' });
+  t.throws(() => parseBootstrapToken('ABCDEF.0123456789abcdef'), { field: '--token', message: /^--token: / });
   t.throws(() => parseCaCertHash('md5:abc'), { field: '--discovery-token-ca-cert-hash', message: /sha256:<64 hex digits>/ });
   t.equal(parseCaCertHash(`sha256:${'A'.repeat(64)}`), `sha256:${'a'.repeat(64)}`, 'hex is normalised to lower case');
 });

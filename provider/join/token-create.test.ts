@@ -29,8 +29,8 @@ t.test('the token Secret is what the bootstrap authenticator and signer read', a
 
 t.test('--ttl takes kubeadm-style durations and names itself on bad input', async (t) => {
   t.same(['24h', '30m', '1h30m', '90s', '0'].map((d) => parseTtl(d)), [86400, 1800, 5400, 90, 0]);
-  t.throws(() => parseTtl('1d'), { field: '--ttl' });
-  t.throws(() => parseTtl(''), { field: '--ttl' });
+  t.throws(() => parseTtl('1d'), { field: '--ttl', message: /^--ttl: / });
+  t.throws(() => parseTtl(''), { field: '--ttl', message: /^--ttl: / });
 });
 
 t.test('the join command has the kubeadm flags', async (t) => {

@@ -322,12 +322,12 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     (d.devices as Record<string, unknown>).autoattachGraphicsDevice = true;
     d.features = { smm: {} };
     d.clock = { utc: {}, timer: { hpet: { present: false } } } as never;
-    (d.devices!.disks![1] as Record<string, unknown>).cache = 'writeback';
+    (d.devices!.disks![1] as unknown as Record<string, unknown>).cache = 'writeback';
     d.devices!.disks!.push({ name: 'rootdv' });
     v.spec.volumes!.push({ name: 'rootdv', dataVolume: { name: 'fedora-root' } } as never);
     v.spec.networks!.push({ name: 'storage', multus: { networkName: 'storage-net' } } as never);
     d.devices!.interfaces!.push({ name: 'storage', bridge: {} });
-    (v.spec as Record<string, unknown>).evictionStrategy = 'LiveMigrate';
+    (v.spec as unknown as Record<string, unknown>).evictionStrategy = 'LiveMigrate';
   });
   const result = ok(translateVmi(vmi, ctx()));
   t.same(result.unsupported, [

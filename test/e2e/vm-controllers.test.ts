@@ -108,7 +108,7 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
     () => readVmi('testvm'),
     (v) => v?.status?.phase === 'Scheduling' && Boolean(v.status.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable')),
   );
-  t.same(scheduling!.status.phaseTransitionTimestamps?.map((p) => p.phase), ['Scheduling'], 'VMI phase Scheduling, straight from none');
+  t.same(scheduling!.status!.phaseTransitionTimestamps?.map((p) => p.phase), ['Scheduling'], 'VMI phase Scheduling, straight from none');
   const unschedulable = await waitFor('VM ErrorUnschedulable', () => readVm('testvm'), (v) => v.status?.printableStatus === 'ErrorUnschedulable');
   t.match(unschedulable.status, { printableStatus: 'ErrorUnschedulable', created: true, ready: false, runStrategy: 'Always' }, 'no node: the VM shows ErrorUnschedulable');
   t.equal((await launcherPods()).length, 1, 'still one launcher pod after the VMI was synced again');
