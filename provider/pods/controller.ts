@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectReference, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { mergePatch } from '../kube/client.js';
+import { strategicMerge } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { Logger } from '../log.js';
@@ -24,7 +24,7 @@ import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
 import { KeyQueue } from './queue.js';
 import { derivePodStatus, type PodStatusInput } from './status.js';
 import { translatePod, type BuiltinImages } from './translate.js';
-import { sameStatus } from './status-diff.js';
+import { podStatusPatch, sameStatus } from './status-diff.js';
 import { vmiOwner, type VmiNodeSide } from '../vmi/node.js';
 import type { VirtualMachineInstance } from '../vmi/types.js';
 import { NetworkNotReadyError, type PodNetwork, type VmAttachment } from '../network/pod-network.js';
@@ -517,14 +517,9 @@ export class PodController {
   }
 
   private async writeStatus(pod: V1Pod, uid: string, status: V1PodStatus): Promise<void> {
-    const body = {
-      // The kubelet's trick: a uid in the patch is a precondition, so a status never lands on a newer pod of the same name.
-      metadata: { uid },
-      // Merge patch: null clears a pod-level reason a previous status set.
-      status: { ...status, reason: status.reason ?? null, message: status.message ?? null },
-    };
+    const body = podStatusPatch(uid, status);
     try {
-      await this.o.clients.core.patchNamespacedPodStatus({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body }, mergePatch);
+      await this.o.clients.core.patchNamespacedPodStatus({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body }, strategicMerge);
     } catch (err) {
       if (isNotFound(err)) return;
       throw err;

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { V1PodStatus } from '@kubernetes/client-node';
-import { sameStatus } from './status-diff.js';
+import { podStatusPatch, sameStatus } from './status-diff.js';
 
 const derived: V1PodStatus = {
   phase: 'Running',
@@ -24,4 +24,31 @@ t.test('different when an owned field changed', async (t) => {
   t.notOk(sameStatus({ ...derived, phase: 'Pending' }, derived), 'phase');
   t.notOk(sameStatus({ ...derived, conditions: [{ type: 'Ready', status: 'False' }] }, derived), 'a condition');
   t.notOk(sameStatus(undefined, derived), 'no status yet');
+});
+
+t.test("conditions other controllers set are theirs: neither compared nor overwritten", async (t) => {
+  const stored = {
+    ...derived,
+    conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByTaintManager' }, ...derived.conditions!],
+  } as V1PodStatus;
+  t.ok(sameStatus(stored, derived), 'a foreign condition is no difference');
+  t.notOk(sameStatus({ ...stored, conditions: [{ type: 'Ready', status: 'False' }] }, derived), 'an owned one still is');
+});
+
+t.test('the status patch merges conditions by type, and nulls what they dropped', async (t) => {
+  const patch = podStatusPatch('uid-1', {
+    phase: 'Running',
+    conditions: [{ type: 'Ready', status: 'True' }],
+    containerStatuses: [{ name: 'vm', ready: true, restartCount: 0, image: 'i', imageID: '', state: { running: {} } }],
+  });
+  t.same(patch, {
+    metadata: { uid: 'uid-1' },
+    status: {
+      phase: 'Running',
+      reason: null,
+      message: null,
+      conditions: [{ type: 'Ready', status: 'True', reason: null, message: null, lastProbeTime: null }],
+      containerStatuses: [{ name: 'vm', ready: true, restartCount: 0, image: 'i', imageID: '', state: { running: {} } }],
+    },
+  });
 });

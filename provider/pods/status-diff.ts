@@ -21,7 +21,38 @@ function canonical(value: unknown): unknown {
   return value;
 }
 
+/**
+ * Conditions are compared by type and only for the types the agent sets:
+ * others (DisruptionTarget from the API server, readiness gates) are theirs,
+ * and the strategic merge patch that writes ours leaves them in place.
+ */
+function ownedConditions(s: V1PodStatus | undefined, types: Set<string>): V1PodStatus['conditions'] {
+  return s?.conditions?.filter((c) => types.has(c.type)).sort((a, b) => a.type.localeCompare(b.type));
+}
+
 export function sameStatus(current: V1PodStatus | undefined, next: V1PodStatus): boolean {
-  const pick = (s: V1PodStatus | undefined) => Object.fromEntries(OWNED.map((k) => [k, s?.[k]]));
+  const types = new Set((next.conditions ?? []).map((c) => c.type));
+  const pick = (s: V1PodStatus | undefined) => ({ ...Object.fromEntries(OWNED.map((k) => [k, s?.[k]])), conditions: ownedConditions(s, types) });
   return JSON.stringify(canonical(pick(current))) === JSON.stringify(canonical(pick(next)));
+}
+
+/**
+ * The status patch the agent writes: a strategic merge patch, as the kubelet
+ * writes. Conditions merge by type, so conditions others set stay; fields a
+ * condition no longer carries and a pod-level reason are nulled, or the merge
+ * would keep the old ones. Container statuses carry no merge key in the pod's
+ * patch schema, so they are replaced whole, as they must be. The uid is a
+ * precondition: a status never lands on a newer pod of the same name.
+ */
+export function podStatusPatch(uid: string, status: V1PodStatus): object {
+  const { conditions, ...rest } = status;
+  return {
+    metadata: { uid },
+    status: {
+      ...rest,
+      reason: status.reason ?? null,
+      message: status.message ?? null,
+      ...(conditions && { conditions: conditions.map((c) => ({ ...c, reason: c.reason ?? null, message: c.message ?? null, lastProbeTime: c.lastProbeTime ?? null })) }),
+    },
+  };
 }

@@ -9,6 +9,7 @@ import t, { type Test } from 'tap';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { GUEST_BOOT_MARKER } from '../guest/build.js';
 import { condition, qemuPidsOf, startAgent, startTestCluster, waitFor, type AgentProcess, type TestCluster } from './harness.js';
+import { strategicMerge } from '../../provider/kube/client.js';
 
 const NODE = 'vkvm-e2e-pods';
 const NS = 'e2e-pods';
@@ -140,6 +141,9 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const [always] = await Promise.all([runningAndReady(cluster, 'vm2'), runningAndReady(cluster, 'once')]);
     const uid = always.metadata!.uid!;
     const firstPids = qemuPidsOf(uid);
+    // A condition another controller owns (as a readiness gate's would be): the agent's status writes must keep it.
+    const foreign = { type: 'example.com/Maintenance', status: 'True', reason: 'Scheduled' };
+    await cluster.clients.core.patchNamespacedPodStatus({ name: 'vm2', namespace: NS, body: { status: { conditions: [foreign] } } }, strategicMerge);
     for (const name of ['vm2', 'once']) {
       await waitFor(`guest agent of ${name} answers`, () => kubectl(['exec', name, '--', '/bin/true']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
       // The agent's reply may not make it out before the guest is gone: only the outcome counts.
@@ -165,6 +169,9 @@ t.test('pods become VMs on the real control plane', async (t) => {
       { timeoutMs: BOOT_TIMEOUT_MS },
     );
     t.equal(restarted.status?.phase, 'Running', 'Running again after the back-off');
+    t.same(Object.keys(restarted.status?.containerStatuses?.[0]?.state ?? {}), ['running'], 'the container state is running only: nothing of the waiting state is merged in');
+    t.notOk(restarted.status?.conditions?.find((c) => c.type === 'Ready')?.reason, 'Ready True carries no stale reason from the back-off');
+    t.match(restarted.status?.conditions?.find((c) => c.type === foreign.type), foreign, "another controller's condition survived the agent's status writes");
     t.notSame(qemuPidsOf(uid), firstPids, 'a new QEMU process');
     const previous = await kubectl(['logs', 'vm2', '--previous']);
     t.match(previous, { code: 0, stdout: new RegExp(GUEST_BOOT_MARKER) }, 'kubectl logs --previous shows the run before the restart');
