@@ -7,7 +7,9 @@ import { startCluster, type RunningCluster } from '../../test/cluster/cluster.js
 import { startAgent, type RunningAgent } from '../agent.js';
 import { resolveAgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
-import { loadKubeConfig, makeClients } from '../kube/client.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
+import { isNotFound } from '../kube/errors.js';
 import { createRootLogger, type Logger } from '../log.js';
 import { startControllers, type RunningControllers } from '../vmi/controllers.js';
 import { packageRoot } from '../package-root.js';
@@ -29,14 +31,38 @@ nothing is left running.
 
 ${AGENT_HELP}`;
 
+const PART_OF = 'app.kubernetes.io/part-of';
+
+/**
+ * Refuses to replace kubevirt.io CRDs someone else installed: in a cluster
+ * that runs KubeVirt, vkvm's subset schema would take the place of
+ * virt-operator's and prune what its VMs carry.
+ */
+async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[]): Promise<void> {
+  for (const crd of crds) {
+    const existing = await clients.objects.read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } }).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    const owner = existing?.metadata?.labels?.[PART_OF];
+    if (existing && owner !== 'vkvm') {
+      throw new Error(
+        `customresourcedefinitions/${crd.metadata!.name} exists and is not vkvm's (${PART_OF}: ${owner ?? 'unset'}); ` +
+          'vkvm would replace its schema. Use vkvm in a cluster without KubeVirt, or delete that CRD first',
+      );
+    }
+  }
+}
+
 /** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC. */
 export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
   const root = packageRoot();
   const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
-  const objects = [];
-  for (const f of crdFiles) objects.push(...(await readManifests(join(root, 'crds', f))));
-  objects.push(...(await readManifests(join(root, 'deploy', 'rbac.yaml'))));
-  await applyManifests(makeClients(loadKubeConfig(kubeconfigPath)), objects);
+  const crds = [];
+  for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
+  const clients = makeClients(loadKubeConfig(kubeconfigPath));
+  await refuseForeignCrds(clients, crds);
+  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
 }
 
 async function runUp(argv: string[], log: Logger): Promise<number> {

@@ -265,4 +265,13 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
       'both are in the "all" category and answer to the plural short names',
     );
   });
+
+  await t.test("CRDs another installer owns (KubeVirt's virt-operator) are refused, not replaced", async (t) => {
+    const crd = 'virtualmachines.kubevirt.io';
+    const label = async () => (await cluster.kubectl(['get', 'crd', crd, '-o', 'jsonpath={.metadata.labels.app\\.kubernetes\\.io/part-of}'])).stdout;
+    await cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=kubevirt', '--overwrite']);
+    t.teardown(() => cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=vkvm', '--overwrite']));
+    await t.rejects(installClusterManifests(cluster.kubeconfigPath), { message: /^customresourcedefinitions\/virtualmachines\.kubevirt\.io exists and is not vkvm's \(app\.kubernetes\.io\/part-of: kubevirt\)/ });
+    t.equal(await label(), 'kubevirt', 'the foreign CRD was left as it was');
+  });
 });
