@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -24,7 +24,9 @@ function makeCa(): { pem: string; opensslHash: string } {
   const der = execFileSync('openssl', ['x509', '-pubkey', '-in', join(dir, 'c'), '-noout']);
   const spki = execFileSync('openssl', ['pkey', '-pubin', '-outform', 'der'], { input: der });
   const hex = execFileSync('openssl', ['dgst', '-sha256', '-hex'], { input: spki }).toString().trim().split(' ').pop()!;
-  return { pem: readFileSync(join(dir, 'c'), 'utf8'), opensslHash: `sha256:${hex}` };
+  const pem = readFileSync(join(dir, 'c'), 'utf8');
+  rmSync(dir, { recursive: true, force: true });
+  return { pem, opensslHash: `sha256:${hex}` };
 }
 
 const ca = makeCa();

@@ -106,6 +106,8 @@ export class PodController {
   private readonly podSync: KeyQueue;
   private readonly statusSync: KeyQueue;
   private readonly records = new Map<string, Record>();
+  /** Pod deletions under way, by pod UID. */
+  private readonly deletions = new Map<string, Promise<void>>();
   private readonly backoff: RestartBackoff;
   private started = false;
   private sweeping: Promise<void> | undefined;
@@ -182,7 +184,11 @@ export class PodController {
     this.podSync.stop();
     this.statusSync.stop();
     await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
-    if (opts.stopVms) await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
+    if (opts.stopVms) {
+      await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
+      // Their VMs are down now; what is left of them is quick. Otherwise they end with the process, and the next agent resumes them.
+      await Promise.all(this.deletions.values());
+    }
     this.registry.close();
   }
 
@@ -263,7 +269,7 @@ export class PodController {
     if (!pod?.metadata?.uid) return;
     const uid = pod.metadata.uid;
     const rec = this.recordFor(pod);
-    if (pod.metadata.deletionTimestamp) return this.finalizeDeletion(pod, rec);
+    if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, rec);
 
     const view = this.registry.get(uid);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
@@ -463,6 +469,21 @@ export class PodController {
       rec.preparing = false;
       this.statusSync.add(rec.key);
     }
+  }
+
+  /**
+   * Deletions run beside the queue, one per VM, as the kubelet gives each pod
+   * its own worker: a guest taking its whole grace period must not hold a sync
+   * worker (eight such would stall every start), nor the pod's key, so a force
+   * delete meanwhile is synced at once and kills the VM.
+   */
+  private startDeletion(pod: V1Pod, rec: Record): void {
+    if (this.deletions.has(rec.uid)) return;
+    const deletion = this.finalizeDeletion(pod, rec)
+      .then(() => this.podSync.forget(rec.key))
+      .catch((err: unknown) => this.podSync.retryLater(rec.key, err))
+      .finally(() => this.deletions.delete(rec.uid));
+    this.deletions.set(rec.uid, deletion);
   }
 
   /** Graceful deletion: stop the VM within the grace period, remove everything, then release the pod object. */

@@ -65,6 +65,14 @@ export class KeyQueue {
     return capped * (0.8 + 0.4 * (this.opts.random ?? Math.random)());
   }
 
+  /** Runs the key again after its backoff, which grows with each failure until a sync succeeds. */
+  retryLater(key: string, err: unknown): void {
+    const delay = this.retryDelayMs(key);
+    this.failures.set(key, (this.failures.get(key) ?? 0) + 1);
+    this.opts.log.warn({ err, key, queue: this.opts.name, retryInMs: Math.round(delay) }, 'sync failed; will retry');
+    this.addAfter(key, delay);
+  }
+
   forget(key: string): void {
     this.failures.delete(key);
   }
@@ -99,10 +107,7 @@ export class KeyQueue {
       await this.handler(key);
       this.failures.delete(key);
     } catch (err) {
-      const delay = this.retryDelayMs(key);
-      this.failures.set(key, (this.failures.get(key) ?? 0) + 1);
-      this.opts.log.warn({ err, key, queue: this.opts.name, retryInMs: Math.round(delay) }, 'sync failed; will retry');
-      this.addAfter(key, delay);
+      this.retryLater(key, err);
     } finally {
       this.inFlight.delete(key);
       this.running--;

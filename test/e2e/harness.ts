@@ -110,6 +110,9 @@ export async function startAgent(
     await kill('SIGKILL');
     await killLaunchersOf(stateDir);
     await removeNetworkOf(stateDir, bridge);
+    // Teardowns run last-registered first, so agents restarted on this dir are gone by now. A failed test keeps its agent.log.
+    if (!opts.stateDir && t.passing()) await rm(stateDir, { recursive: true, force: true });
+    else if (!opts.stateDir) t.comment(`agent state kept for inspection: ${stateDir}`);
   });
   await ready;
   return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, child, output, exited, kill };

@@ -216,6 +216,24 @@ t.test('pods become VMs on the real control plane', async (t) => {
     t.ok(reasons.includes('Killing'), 'a Killing event was recorded');
   });
 
+  await t.test('a force delete during a long grace period kills the VM at once', async (t) => {
+    const pod = await readPod(cluster, 'vm2');
+    const uid = pod.metadata!.uid!;
+    await waitFor('guest agent of vm2 answers', () => kubectl(['exec', 'vm2', '--', '/bin/true']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+    // Without its handler, acpid ignores the power button: the guest would take the whole grace period.
+    t.match(await kubectl(['exec', 'vm2', '--', '/bin/rm', '/etc/acpi/PWRF/00000080']), { code: 0 }, 'the guest ignores ACPI now');
+    await cluster.clients.core.deleteNamespacedPod({ name: 'vm2', namespace: NS, body: { gracePeriodSeconds: 600 } });
+    await waitFor('Killing event', async () => (await eventsOf(cluster, uid)).map((e) => e.reason), (r) => r.includes('Killing'));
+    await new Promise((r) => setTimeout(r, 3000));
+    t.not(qemuPidsOf(uid).length, 0, 'the guest still runs, inside its 600 s grace period');
+    await cluster.clients.core.deleteNamespacedPod({ name: 'vm2', namespace: NS, body: { gracePeriodSeconds: 0 } });
+    const left = await waitFor('QEMU of vm2 gone', async () => qemuPidsOf(uid), (p) => p.length === 0, { timeoutMs: 120_000, intervalMs: 500 }).catch(() => qemuPidsOf(uid));
+    t.same(left, [], 'the force delete killed the VM without waiting out the grace period');
+    const vmDir = join(agent.stateDir, 'vms', uid);
+    await waitFor('VM directory removed', async () => existsSync(vmDir), (e) => !e, { timeoutMs: 30_000, intervalMs: 200 }).catch(() => undefined);
+    t.notOk(existsSync(vmDir), 'the VM directory is removed');
+  });
+
   await t.test('a pod whose image does not exist gets ErrImagePull and an event, and nothing is left behind', async (t) => {
     await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('noimage', '/nonexistent/vkvm-e2e.qcow2') });
     const pod = await waitFor(
