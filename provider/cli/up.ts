@@ -2,10 +2,11 @@
 // host as a node, in the foreground. Ctrl-C stops the agent, then the cluster.
 import { copyFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { startCluster, type RunningCluster } from '../../test/cluster/cluster.js';
 import { startAgent, type RunningAgent } from '../agent.js';
-import { resolveAgentConfig } from '../config.js';
+import { ConfigError, resolveAgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
@@ -28,6 +29,10 @@ VM/VMI controllers and this host as a node in the foreground. With
 nothing is left running.
 
   --state-dir DIR   state directory (default ${DEFAULT_UP_STATE_DIR})
+  --control-plane-address IP
+                    where the local control plane listens (default
+                    127.0.0.1, this host only); give an address other hosts
+                    reach to let them \`vkvm join\` it
 
 ${AGENT_HELP}`;
 
@@ -65,13 +70,25 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
 }
 
+const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
+
+/** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
+function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
+  if (value === undefined) return '127.0.0.1';
+  if (kubeconfig) throw new ConfigError('--control-plane-address', 'applies to the local control plane; with --kubeconfig there is none');
+  if (isIP(value) === 0) throw new ConfigError('--control-plane-address', `${JSON.stringify(value)} is not an IP address`);
+  return value;
+}
+
 async function runUp(argv: string[], log: Logger): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: AGENT_OPTIONS, strict: true });
+  const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
+  const { 'control-plane-address': addressFlag, ...values } = flags;
+  const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   let cluster: RunningCluster | undefined;
   let kubeconfig = values.kubeconfig;
   if (!kubeconfig) {
-    cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), log: log.child({ component: 'cluster' }) });
+    cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), bindAddress, log: log.child({ component: 'cluster' }) });
     kubeconfig = join(stateDir, 'kubeconfig');
     await copyFile(cluster.kubeconfigPath, kubeconfig);
     log.info({ kubeconfig }, 'control plane ready');

@@ -103,6 +103,8 @@ export interface ClusterOptions {
   nodeMonitorGracePeriodS?: number;
   /** Pod network of the cluster; each node gets a /24 of it as spec.podCIDR. */
   clusterCidr?: string;
+  /** Where the apiserver, controller manager and scheduler listen (default 127.0.0.1); in the certificates and kubeconfigs. */
+  bindAddress?: string;
   /** Tests trade durability for speed. */
   unsafeNoFsync?: boolean;
   log: Logger;
@@ -133,6 +135,7 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
   if (opts.nodeMonitorGracePeriodS) args.push(`--node-monitor-grace-period=${opts.nodeMonitorGracePeriodS}s`);
   if (opts.unsafeNoFsync) args.push('--etcd-unsafe-no-fsync');
   if (opts.clusterCidr) args.push(`--cluster-cidr=${opts.clusterCidr}`);
+  if (opts.bindAddress) args.push(`--bind-address=${opts.bindAddress}`);
   await mkdir(opts.stateDir, { recursive: true });
   // Its own process group, so stop() can reach every component it started.
   const child: ChildProcess = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });

@@ -98,7 +98,14 @@ func (p *pki) ensureCA() error {
 func (p *pki) ensureLeaf(s certSpec) error {
 	certPath, keyPath := p.path(s.name+".crt"), p.path(s.name+".key")
 	if exists(certPath) && exists(keyPath) {
-		return nil
+		cert, _, err := loadPair(certPath, keyPath)
+		if err != nil {
+			return err
+		}
+		// Reissued when the names changed (another --bind-address), or clients would reject it.
+		if sameNames(cert, s) {
+			return nil
+		}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -200,4 +207,22 @@ func loadPair(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error
 		return nil, nil, err
 	}
 	return cert, key, nil
+}
+
+// sameNames reports whether cert carries exactly the DNS names and IPs of s.
+func sameNames(cert *x509.Certificate, s certSpec) bool {
+	if len(cert.DNSNames) != len(s.dns) || len(cert.IPAddresses) != len(s.ips) {
+		return false
+	}
+	for i, name := range s.dns {
+		if cert.DNSNames[i] != name {
+			return false
+		}
+	}
+	for i, ip := range s.ips {
+		if !cert.IPAddresses[i].Equal(ip) {
+			return false
+		}
+	}
+	return true
 }
