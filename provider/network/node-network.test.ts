@@ -54,8 +54,16 @@ t.test('an address served to one VM is served to the next VM given it', async (t
   await net.removeDhcpHost('pod-a');
 
   const second = await client('b', '02:00:00:00:00:0b');
-  t.teardown(() => second.close());
+  t.teardown(() => second.close().catch(() => undefined));
   await net.addDhcpHost('pod-b', '02:00:00:00:00:0b', ip);
   t.equal(await second.dhcp(), ip, 'the second VM, another MAC, is served the same address');
   t.same(await readdir(net.dhcpHostsDir), ['pod-b'], 'only the live VM has a DHCP entry');
+
+  const other = new NodeNetwork({ bridge: `${bridge}x`, dir, log: pino({ level: 'silent' }) });
+  await t.rejects(other.ensure(range, []), { message: new RegExp(`^--bridge: this node's pod network is on ${bridge}; `) }, 'another bridge on the same state is refused');
+  t.notOk((await links()).has(`${bridge}x`), 'and nothing of it is created');
+  await second.close();
+  await other.remove();
+  const rules = await run(['iptables-save']);
+  t.same({ bridge: (await links()).has(bridge), rules: rules.includes(bridge) }, { bridge: false, rules: false }, 'removal goes by the record: the bridge built and its rules are gone');
 });

@@ -40,6 +40,16 @@ export function bridgeMac(name: string): string {
   return ['02', ...[...hash.subarray(0, 5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 }
 
+const forwardChainOf = (bridge: string): string => `VKVM-FWD-${bridge}`;
+const natChainOf = (bridge: string): string => `VKVM-NAT-${bridge}`;
+
+/** What ensure() added for a range the node no longer has (no VM holds an address in it). */
+async function removeRangeRules(bridge: string, cidr: string): Promise<void> {
+  await deleteRule('nat', 'POSTROUTING', ['-s', cidr, '-j', natChainOf(bridge)]);
+  const range = parseIpv4Range(cidr, 'node.json cidr');
+  await run(['ip', 'addr', 'del', `${gatewayOf(range)}/${range.prefixLength}`, 'dev', bridge]).catch(() => undefined);
+}
+
 async function isBridge(dev: string): Promise<boolean> {
   const [link] = JSON.parse(await run(['ip', '-d', '-j', 'link', 'show', dev])) as Array<{ linkinfo?: { info_kind?: string } }>;
   return link?.linkinfo?.info_kind === 'bridge';
@@ -54,8 +64,8 @@ export class NodeNetwork {
 
   constructor(private readonly o: NodeNetworkOptions) {
     if (!INTERFACE_NAME.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
-    this.forwardChain = `VKVM-FWD-${o.bridge}`;
-    this.natChain = `VKVM-NAT-${o.bridge}`;
+    this.forwardChain = forwardChainOf(o.bridge);
+    this.natChain = natChainOf(o.bridge);
     this.recordFile = path.join(o.dir, 'node.json');
     this.dhcpHostsDir = path.join(o.dir, 'dhcp-hosts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
@@ -72,6 +82,10 @@ export class NodeNetwork {
     await mkdir(this.dhcpHostsDir, { recursive: true, mode: 0o755 });
     const record = await this.readRecord();
     const br = this.o.bridge;
+    if (record && record.bridge !== br) {
+      // The record is what removal goes by: switching would leave the old bridge's rules, and its VMs, behind.
+      throw new Error(`--bridge: this node's pod network is on ${record.bridge}; restart with --bridge=${record.bridge}, or run vkvm reset first to move it to ${br}`);
+    }
     const existing = (await links()).get(br);
     let createdBridge = record?.bridge === br && record.createdBridge;
     if (!existing) {
@@ -84,7 +98,7 @@ export class NodeNetwork {
     } else if (!(await isBridge(br))) {
       throw new Error(`--bridge: ${br} exists and is not a bridge`);
     }
-    if (record && record.cidr !== range.cidr) await this.removeRangeRules(record.cidr);
+    if (record && record.cidr !== range.cidr) await removeRangeRules(br, record.cidr);
     await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
@@ -115,13 +129,6 @@ export class NodeNetwork {
     await ensureDnsmasq(this.dnsmasq, conf);
   }
 
-  /** What ensure() added for a range the node no longer has (no VM holds an address in it). */
-  private async removeRangeRules(cidr: string): Promise<void> {
-    await deleteRule('nat', 'POSTROUTING', ['-s', cidr, '-j', this.natChain]);
-    const range = parseIpv4Range(cidr, 'node.json cidr');
-    await run(['ip', 'addr', 'del', `${gatewayOf(range)}/${range.prefixLength}`, 'dev', this.o.bridge]).catch(() => undefined);
-  }
-
   /** Serves `ip` to `mac` by DHCP on the bridge (dnsmasq re-reads the directory). */
   async addDhcpHost(owner: string, mac: string, ip: string): Promise<void> {
     const file = path.join(this.dhcpHostsDir, owner);
@@ -150,10 +157,12 @@ export class NodeNetwork {
   async remove(): Promise<void> {
     const record = await this.readRecord();
     await stopDnsmasq(this.dnsmasq);
-    await deleteRule('filter', 'FORWARD', ['-j', this.forwardChain]);
-    await deleteChain('filter', this.forwardChain);
-    if (record) await this.removeRangeRules(record.cidr);
-    await deleteChain('nat', this.natChain);
+    // By the record: what was built may be on another bridge than this agent's flag names.
+    const bridge = record?.bridge ?? this.o.bridge;
+    await deleteRule('filter', 'FORWARD', ['-j', forwardChainOf(bridge)]);
+    await deleteChain('filter', forwardChainOf(bridge));
+    if (record) await removeRangeRules(bridge, record.cidr);
+    await deleteChain('nat', natChainOf(bridge));
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);
     await rm(this.o.dir, { recursive: true, force: true });
   }

@@ -188,7 +188,7 @@ t.test('node agent on the real control plane', async (t) => {
       timeoutMs: (GRACE_S + 40) * 1000,
     });
     t.match(lost.status!.conditions!.find((c) => c.type === 'Ready'), { status: 'Unknown', reason: 'NodeStatusUnknown' });
-    agent = await startAgent(t, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    agent = await startAgent(t, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
     const back = await waitFor('node Ready again', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True', { timeoutMs: 60_000 });
     t.equal(back.metadata!.uid, uid, 'the same Node object was adopted');
     const nodes = await cluster.clients.core.listNode();

@@ -112,7 +112,7 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const before = pods.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) }));
     t.ok(before.every((b) => b.pids.length === 1), 'each VM has its QEMU');
     await agent.kill('SIGKILL');
-    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
     t.ok(agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')), 'the new agent re-attached to 3 launchers');
     // Give the new agent's queues a moment to act on every pod before checking nothing changed.
     const after = await waitFor(

@@ -113,7 +113,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
 
     await agent.kill('SIGKILL');
     await annotate(null);
-    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir });
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
     const resumed = await waitFor('VM Running again', both, (s) => s.vm.status?.printableStatus === 'Running' && s.vm.status.ready === true && condition(s.vmi ?? {}, 'Paused') === undefined, {
       timeoutMs: 60_000,
     });
