@@ -38,6 +38,8 @@ export const MAX_NAME_LENGTH = 256;
 
 export const RUN_STRATEGIES = ['Always', 'Halted', 'Manual', 'RerunOnFailure', 'Once'];
 export const DISK_BUSES = ['virtio', 'sata', 'scsi'];
+/** A CD-ROM needs a bus that carries removable media: KubeVirt refuses virtio too. */
+export const CDROM_BUSES = DISK_BUSES.filter((b) => b !== 'virtio');
 
 const PRESERVED = 'Fields vkvm does not support are kept as given; the controller reports them.';
 
@@ -98,6 +100,7 @@ const name = (what: string) => string(`Name of the ${what}.`, { maxLength: MAX_N
 const bootOrder = (what: string) =>
   integer(`Boot priority of this ${what}, 1 first. Unique across disks and interfaces.`, { minimum: 1 });
 const bus = enumOf(DISK_BUSES, 'Bus to emulate. vkvm supports virtio, sata and scsi.');
+const cdromBus = enumOf(CDROM_BUSES, 'Bus to emulate. vkvm supports sata and scsi for CD-ROMs.');
 const localObjectReference = object({ name: string() }, { required: ['name'] });
 
 function diskSchema(): JsonSchema {
@@ -105,7 +108,7 @@ function diskSchema(): JsonSchema {
     {
       name: name('disk; a volume of the same name backs it'),
       disk: object({ bus, readonly: boolean() }, { description: 'Attach as a disk.', preserveUnknown: true }),
-      cdrom: object({ bus, readonly: boolean() }, { description: 'Attach as a CD-ROM.', preserveUnknown: true }),
+      cdrom: object({ bus: cdromBus, readonly: boolean() }, { description: 'Attach as a CD-ROM.', preserveUnknown: true }),
       bootOrder: bootOrder('disk'),
     },
     { required: ['name'], preserveUnknown: true, description: PRESERVED },
@@ -210,7 +213,11 @@ function domainSchema(path: string): JsonSchema {
       ),
       clock: object(
         { utc: object({ offsetSeconds: integer() }, { preserveUnknown: true }), timezone: string() },
-        { preserveUnknown: true, description: PRESERVED },
+        {
+          preserveUnknown: true,
+          description: PRESERVED,
+          rules: [{ rule: '!(has(self.utc) && has(self.timezone))', message: `${path}.domain.clock: set utc or timezone, not both` }],
+        },
       ),
       features: object(
         { acpi: object({ enabled: boolean() }, { preserveUnknown: true }) },
@@ -463,7 +470,8 @@ export function virtualMachineCrd(): CustomResourceDefinition {
           message: 'spec.running and spec.runStrategy are mutually exclusive',
           fieldPath: '.running',
         },
-        // An instancetype supplies the memory; vkvm reports instancetypes as unsupported instead.
+        // KubeVirt accepts a VM whose instancetype supplies the memory, so vkvm does too: the VM
+        // controller reports spec.instancetype as unsupported, and the VMI it makes is refused for its memory.
         memoryRequired(path, `has(self.instancetype) || ${memoryGiven('self.template.spec')}`, '.template.spec.domain.resources.requests.memory'),
       ],
     },

@@ -76,6 +76,8 @@ export interface InterfaceSpec {
   /** masquerade only: ports forwarded to the guest; absent = all (KubeVirt's rule). */
   forwardPorts?: ForwardPort[];
   model?: 'virtio' | 'e1000';
+  /** PXE boot priority, 1 first; unique across disks and interfaces. */
+  bootOrder?: number;
 }
 
 export interface VmSpec {
@@ -101,10 +103,18 @@ export interface VmSpec {
   guestAgent: boolean;
   /** ACPI on; required for graceful shutdown. */
   acpi: boolean;
-  clock?: { utc: boolean };
+  /** The guest's real-time clock at boot; UTC when absent. */
+  clock?: GuestClock;
   /** Free-form labels carried for logs and metrics (e.g. pod namespace/name). */
   labels: Record<string, string>;
 }
+
+/**
+ * Where the guest's RTC starts: UTC shifted by offsetSeconds (KubeVirt's
+ * clock.utc.offsetSeconds), the host's local time, or a named IANA time zone
+ * (clock.timezone). The guest may set it later; a reboot starts it anew.
+ */
+export type GuestClock = { kind: 'utc'; offsetSeconds?: number } | { kind: 'localtime' } | { kind: 'timezone'; timezone: string };
 
 /** The libvirt domain uuid, which QEMU hands the guest as its SMBIOS system UUID. */
 export function domainUuidOf(spec: VmSpec): string {

@@ -26,7 +26,7 @@ t.test('a valid spec has no causes', async (t) => {
   t.equal(validateVmSpec(spec), null);
 });
 
-const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reason: string }[] }[] = [
+const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reason: string; message?: string }[] }[] = [
   { name: 'unknown version', spec: { version: 2 as never }, causes: [{ path: 'version', reason: 'FieldValueNotSupported' }] },
   { name: 'uid that is not a UUID', spec: { uid: 'pod-1' }, causes: [{ path: 'uid', reason: 'FieldValueInvalid' }] },
   { name: 'system UUID that is not a UUID', spec: { systemUuid: 'vm-1' }, causes: [{ path: 'systemUuid', reason: 'FieldValueInvalid' }] },
@@ -75,6 +75,13 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     causes: [{ path: 'disks[1].bootOrder', reason: 'FieldValueDuplicate' }],
   },
   { name: 'zero bootOrder', spec: { disks: [disk('a', { bootOrder: 0 })] }, causes: [{ path: 'disks[0].bootOrder', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'an interface repeating a disk’s bootOrder',
+    spec: { disks: [disk('a', { bootOrder: 1 })], interfaces: [{ ...nic('n', '52:54:00:00:00:01'), bootOrder: 1 }] },
+    causes: [{ path: 'interfaces[0].bootOrder', reason: 'FieldValueDuplicate', message: '1 is also the boot order of disks[0]' }],
+  },
+  { name: 'unknown time zone', spec: { clock: { kind: 'timezone', timezone: 'Mars/Olympus_Mons' } }, causes: [{ path: 'clock.timezone', reason: 'FieldValueInvalid' }] },
+  { name: 'fractional clock offset', spec: { clock: { kind: 'utc', offsetSeconds: 1.5 } }, causes: [{ path: 'clock.offsetSeconds', reason: 'FieldValueInvalid' }] },
   { name: 'relative image path', spec: { disks: [disk('a', { source: { kind: 'image', path: 'a.qcow2' } })] }, causes: [{ path: 'disks[0].source.path', reason: 'FieldValueInvalid' }] },
   { name: 'missing host path', spec: { disks: [disk('a', { source: { kind: 'host', path: '' } })] }, causes: [{ path: 'disks[0].source.path', reason: 'FieldValueRequired' }] },
   { name: 'ftp URL', spec: { disks: [disk('a', { source: { kind: 'url', url: 'ftp://h/a.img' } })] }, causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid' }] },
@@ -107,7 +114,7 @@ for (const c of cases) {
   t.test(c.name, async (t) => {
     const err = validateVmSpec(testSpec(c.spec));
     t.same(
-      err?.causes.map(({ path, reason }) => ({ path, reason })),
+      err?.causes.map(({ path, reason, message }, i) => ({ path, reason, ...(c.causes[i]?.message ? { message } : {}) })),
       c.causes,
     );
   });
@@ -132,8 +139,8 @@ t.test('every cause is reported at once, in a SpecError that names them all', as
       { path: 'kernelBoot.kernelPath', reason: 'FieldValueRequired' },
       { path: 'disks[0].bus', reason: 'FieldValueNotSupported' },
       { path: 'disks[1].name', reason: 'FieldValueDuplicate' },
-      { path: 'disks[2].bootOrder', reason: 'FieldValueDuplicate' },
       { path: 'interfaces[0].mac', reason: 'FieldValueInvalid' },
+      { path: 'disks[2].bootOrder', reason: 'FieldValueDuplicate' },
     ],
   });
   t.equal(err?.causes.length, 7, 'no cause more, none less');

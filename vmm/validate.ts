@@ -85,21 +85,48 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
   }
 }
 
+/** Boot orders: positive and unique across disks and interfaces (libvirt refuses a repeat). */
+function checkBootOrders(spec: VmSpec, report: Report): void {
+  const seen = new Map<number, string>();
+  const devices = [...spec.disks.map((d, i) => [`disks[${i}]`, d.bootOrder] as const), ...spec.interfaces.map((n, i) => [`interfaces[${i}]`, n.bootOrder] as const)];
+  for (const [at, order] of devices) {
+    if (order === undefined) continue;
+    const other = seen.get(order);
+    if (!isPositiveInt(order)) report(`${at}.bootOrder`, 'FieldValueInvalid', 'must be a positive integer');
+    else if (other !== undefined) report(`${at}.bootOrder`, 'FieldValueDuplicate', `${order} is also the boot order of ${other}`);
+    else seen.set(order, at);
+  }
+}
+
+function checkClock(spec: VmSpec, report: Report): void {
+  const clock = spec.clock;
+  if (clock?.kind === 'utc' && clock.offsetSeconds !== undefined && !Number.isInteger(clock.offsetSeconds)) {
+    report('clock.offsetSeconds', 'FieldValueInvalid', `must be a whole number of seconds, got ${String(clock.offsetSeconds)}`);
+  }
+  if (clock?.kind === 'timezone' && !isTimeZone(clock.timezone)) {
+    report('clock.timezone', 'FieldValueInvalid', `"${clock.timezone}" is not an IANA time zone (such as Europe/Paris)`);
+  }
+}
+
+/** An IANA zone name the host's time zone database knows (libvirt resolves it on the host). */
+function isTimeZone(name: string): boolean {
+  if (!name) return false;
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function checkDisks(disks: DiskSpec[], report: Report): void {
   const names = new Map<string, number>();
-  const bootOrders = new Map<number, number>();
   disks.forEach((disk, i) => {
     const at = `disks[${i}]`;
     checkName(disk.name, at, names, i, 'disks', report);
     if (disk.device !== 'disk' && disk.device !== 'cdrom') report(`${at}.device`, 'FieldValueNotSupported', 'must be disk or cdrom');
     if (!DISK_BUSES.includes(disk.bus)) report(`${at}.bus`, 'FieldValueNotSupported', `"${disk.bus}" is not one of ${DISK_BUSES.join(', ')}`);
     else if (disk.device === 'cdrom' && disk.bus === 'virtio') report(`${at}.bus`, 'FieldValueInvalid', 'a cdrom needs bus sata or scsi');
-    if (disk.bootOrder !== undefined) {
-      const other = bootOrders.get(disk.bootOrder);
-      if (!isPositiveInt(disk.bootOrder)) report(`${at}.bootOrder`, 'FieldValueInvalid', 'must be a positive integer');
-      else if (other !== undefined) report(`${at}.bootOrder`, 'FieldValueDuplicate', `${disk.bootOrder} is also the boot order of disks[${other}]`);
-      else bootOrders.set(disk.bootOrder, i);
-    }
     checkDiskSource(disk, at, report);
   });
 }
@@ -142,5 +169,7 @@ export function validateVmSpec(spec: VmSpec): SpecError | null {
   checkBoot(spec, report);
   checkDisks(spec.disks, report);
   checkInterfaces(spec.interfaces, report);
+  checkBootOrders(spec, report);
+  checkClock(spec, report);
   return causes.length ? new SpecError(causes) : null;
 }

@@ -25,7 +25,7 @@ import { KeyQueue } from './queue.js';
 import { derivePodStatus, type PodStatusInput } from './status.js';
 import { translatePod, type BuiltinImages } from './translate.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
-import { vmiOwner, type VmiNodeSide } from '../vmi/node.js';
+import { vmiOwner, vmiReferenceOf, type VmiNodeSide, type VmiSpecResult } from '../vmi/node.js';
 import type { VirtualMachineInstance } from '../vmi/types.js';
 import { NetworkNotReadyError, type PodNetwork, type VmAttachment } from '../network/pod-network.js';
 
@@ -61,7 +61,7 @@ export interface PodControllerOptions {
 
 /** What went wrong before a VM could run, kept per pod UID for status and retries. */
 interface PodProblems {
-  invalid?: { reason: string; message: string };
+  invalid?: { reason: 'InvalidVMSpec'; message: string };
   imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
   imagePullFailures: number;
   /** VMI fields the VM runs without (reported as an event and a VMI condition). */
@@ -70,6 +70,8 @@ interface PodProblems {
   wantPaused?: boolean;
   /** A VMI's launcher pod: the VMI, for events about it. */
   vmiRef?: V1ObjectReference;
+  /** A VMI's launcher pod: VmSpec paths of causes found at start renamed to the VMI's fields. */
+  atKubevirtFields?: VmiSpecResult['atKubevirtFields'];
   /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
   imageRetryAtMs?: number;
   preparing: boolean;
@@ -280,7 +282,7 @@ export class PodController {
     const spec = translated instanceof SpecError ? translated : await this.attachNetwork(pod, rec, translated);
     if (spec === 'waiting') return;
     if (spec instanceof SpecError) {
-      if (!rec.invalid) this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${spec.message}`);
+      if (!rec.invalid) this.reportInvalid(pod, spec.message);
       rec.invalid = { reason: 'InvalidVMSpec', message: spec.message };
       this.statusSync.add(key);
       return;
@@ -312,6 +314,13 @@ export class PodController {
     await this.startVm(pod, rec, spec);
   }
 
+  /** An event naming the invalid fields, on the pod and, for a launcher pod, on its VMI (where KubeVirt users look). */
+  private reportInvalid(pod: V1Pod, message: string): void {
+    this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${message}`);
+    const vmi = vmiReferenceOf(pod);
+    if (vmi) this.o.events.recordFor(vmi, 'Warning', 'SyncFailed', message);
+  }
+
   /** The VmSpec a pod asks for: from the pod itself, or from its VMI ('gone' when the VMI was deleted). */
   private async specFor(pod: V1Pod, rec: Record): Promise<VmSpec | SpecError | 'gone'> {
     if (!vmiOwner(pod)) return translatePod(pod, await this.o.builtinImages(pod));
@@ -323,6 +332,7 @@ export class PodController {
     rec.unsupported = result.unsupported;
     rec.wantPaused = result.paused;
     rec.vmiRef = result.vmi;
+    rec.atKubevirtFields = result.atKubevirtFields;
     return result.spec;
   }
 
@@ -445,11 +455,14 @@ export class PodController {
       this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
       this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
       this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
-    } catch (err) {
+    } catch (thrown) {
       // Nothing of a failed start stays behind: no launcher, no QEMU, no overlay.
       await this.registry.stop(rec.uid, 0);
       await this.registry.remove(rec.uid);
-      if (err instanceof SpecError && imageNotFound(err)) {
+      const imageMissing = thrown instanceof SpecError && imageNotFound(thrown);
+      // A VMI's user knows its fields, not the VmSpec's.
+      const err = thrown instanceof SpecError && rec.atKubevirtFields ? new SpecError(rec.atKubevirtFields(thrown.causes), { cause: thrown }) : thrown;
+      if (err instanceof SpecError && imageMissing) {
         rec.imagePullFailures++;
         rec.imageError = { reason: rec.imagePullFailures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message: err.message };
         this.o.events.record(pod, 'Warning', 'Failed', `Failed to prepare boot image "${image}": ${err.message}`);
@@ -460,7 +473,7 @@ export class PodController {
       }
       if (err instanceof SpecError) {
         rec.invalid = { reason: 'InvalidVMSpec', message: err.message };
-        this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${err.message}`);
+        this.reportInvalid(pod, err.message);
         return;
       }
       this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(err as Error).message}`);
@@ -523,7 +536,10 @@ export class PodController {
     if (!rec) return;
     const view = this.registry.get(uid);
     const vm = observeVm(view, rec);
-    if (vmiOwner(pod)) await this.o.vmis.syncStatus(pod, vm, rec.invalid ?? rec.imageError, rec.unsupported, rec.attachment);
+    if (vmiOwner(pod)) {
+      const trouble = { ...(rec.invalid ? { invalid: rec.invalid } : {}), ...(rec.imageError ? { imageError: rec.imageError } : {}) };
+      await this.o.vmis.syncStatus(pod, vm, trouble, rec.unsupported, rec.attachment);
+    }
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
     if (rec.attachment) input.podIP = rec.attachment.podIP;
     if (vm) input.vm = vm;

@@ -25,3 +25,8 @@ export function removeCondition<T extends string>(list: readonly Condition<T>[] 
 export function findCondition<T extends string>(list: readonly Condition<T>[] | undefined, type: T): Condition<T> | undefined {
   return list?.find((c) => c.type === type);
 }
+
+/** vkvm's UnsupportedFields condition message (on VMs and VMIs): the fields, so a change of them shows. */
+export function unsupportedMessage(fields: readonly string[]): string {
+  return `vkvm does not realize: ${fields.join(', ')}`;
+}

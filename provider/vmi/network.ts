@@ -138,6 +138,7 @@ export function translateNetwork(d: Draft, input: NetworkInput): void {
       mac,
       ...(binding === 'masquerade' && ports.length ? { forwardPorts: ports } : {}),
       ...(iface.model ? { model: iface.model as (typeof VKVM_MODELS)[number] } : {}),
+      ...(iface.bootOrder !== undefined ? { bootOrder: iface.bootOrder } : {}),
     });
     d.interfaceOrigins.push(at);
   });

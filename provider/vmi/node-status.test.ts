@@ -53,8 +53,10 @@ t.test('the guest agent: AgentConnected and guestOSInfo while connected, both go
 });
 
 t.test('unsupported fields and a VM that cannot run', async (t) => {
-  const s = nodeVmiStatus(input({ problem: { reason: 'InvalidVMSpec', message: 'bad' }, unsupported: ['spec.domain.devices.watchdog'] }));
+  const message = 'spec.volumes[1].hostDisk.path: must be an absolute path to a file without relative components';
+  const s = nodeVmiStatus(input({ invalid: { reason: 'InvalidVMSpec', message }, unsupported: ['spec.domain.devices.watchdog'] }));
   t.match(s, { phase: 'Failed', reason: 'InvalidVMSpec' });
+  t.match(s.conditions?.find((c) => c.type === 'Synchronized'), { status: 'False', reason: 'InvalidVMSpec', message }, 'Synchronized False names the field');
   t.match(s.conditions?.find((c) => c.type === 'UnsupportedFields'), { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.domain.devices.watchdog' });
   t.notOk(
     nodeVmiStatus(input({ current: s, vm: running })).conditions?.some((c) => c.type === 'UnsupportedFields'),
@@ -64,4 +66,14 @@ t.test('unsupported fields and a VM that cannot run', async (t) => {
 
 t.test('before the VM reported anything the phase is left to the cluster controller', async (t) => {
   t.match(nodeVmiStatus(input({})), { phase: 'Scheduled', phaseTransitionTimestamps: scheduled.phaseTransitionTimestamps });
+});
+
+t.test('an image the node cannot get: Synchronized False with the pull reason, phase left alone, cleared once it runs', async (t) => {
+  const s = nodeVmiStatus(input({ imageError: { reason: 'ImagePullBackOff', message: 'spec.volumes[0].containerDisk.image: /nope.qcow2 not found' } }));
+  t.match(s, { phase: 'Scheduled', conditions: [{ type: 'Synchronized', status: 'False', reason: 'ImagePullBackOff', message: /nope\.qcow2/ }] });
+  t.notOk('reason' in s, 'no failure reason: the VMI waits for the image');
+  const later = nodeVmiStatus(input({ current: s, vm: running }));
+  t.notOk(later.conditions?.some((c) => c.type === 'Synchronized'), "the node's Synchronized condition goes once the VM runs");
+  const controllers = nodeVmiStatus(input({ current: { ...scheduled, conditions: [{ type: 'Synchronized', status: 'False', reason: 'FailedCreate' }] }, vm: running }));
+  t.match(controllers.conditions?.find((c) => c.type === 'Synchronized'), { reason: 'FailedCreate' }, "the cluster controller's Synchronized reason is not the node's to clear");
 });

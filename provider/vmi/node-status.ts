@@ -5,21 +5,27 @@
 //                ran or ended; earlier phases are the cluster controller's
 //   conditions   Ready; Paused (only while paused, reason PausedByUser when a
 //                user paused it); AgentConnected (only while the guest agent
-//                is connected); vkvm's UnsupportedFields
+//                is connected); Synchronized False while the node cannot run
+//                the VM (reason InvalidVMSpec naming the fields, or
+//                ErrImagePull / ImagePullBackOff, which the VM's printable
+//                status reads, as virt-handler reports them); vkvm's
+//                UnsupportedFields
 //   guestOSInfo  what the guest agent reported, while it is connected
 //   interfaces   the pod address and MAC once leased (for masquerade too, as
 //                KubeVirt reports it, though that guest holds a private address)
 import type { VmObservation } from '../pods/status.js';
 import type { VmAttachment } from '../network/pod-network.js';
-import { removeCondition, setCondition } from './conditions.js';
+import { removeCondition, setCondition, unsupportedMessage } from './conditions.js';
 import type { VirtualMachineInstanceStatus, VmiPhase } from './types.js';
 
 export interface NodeVmiStatusInput {
   current: VirtualMachineInstanceStatus;
   nodeName: string;
   vm?: VmObservation;
-  /** Why the VM cannot run (invalid spec, missing image): the VMI fails. */
-  problem?: { reason: string; message: string };
+  /** Why the VM cannot run: the VMI fails (message names the fields). */
+  invalid?: { reason: 'InvalidVMSpec'; message: string };
+  /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
+  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
   /** Where the VM sits on the pod network. */
@@ -36,8 +42,11 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
   IOError: { reason: 'PausedIOError', message: 'VMI was paused, low-level IO error detected' },
 };
 
-export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
-  const phase: VmiPhase | undefined = problem
+/** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
+const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff']);
+
+export function nodeVmiStatus({ current, nodeName, vm, invalid, imageError, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
+  const phase: VmiPhase | undefined = invalid
     ? 'Failed'
     : vm?.phase === 'Running' || vm?.phase === 'Paused'
       ? 'Running'
@@ -56,11 +65,17 @@ export function nodeVmiStatus({ current, nodeName, vm, problem, unsupported, att
       : removeCondition(conditions, 'Paused');
   conditions = vm?.agentConnected ? setCondition(conditions, { type: 'AgentConnected', status: 'True' }, now) : removeCondition(conditions, 'AgentConnected');
   conditions = unsupported.length
-    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: `vkvm does not realize: ${unsupported.join(', ')}` }, now)
+    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) }, now)
     : removeCondition(conditions, 'UnsupportedFields');
+  const notSynced = invalid ?? imageError;
+  if (notSynced) {
+    conditions = setCondition(conditions, { type: 'Synchronized', status: 'False', reason: notSynced.reason, message: notSynced.message }, now);
+  } else if (NODE_SYNC_REASONS.has(conditions.find((c) => c.type === 'Synchronized')?.reason ?? '')) {
+    conditions = removeCondition(conditions, 'Synchronized');
+  }
   const next: VirtualMachineInstanceStatus = { ...current, nodeName, conditions };
   if (phase) next.phase = phase;
-  if (problem) next.reason = problem.reason;
+  if (invalid) next.reason = invalid.reason;
   if (vm?.agentConnected && vm.guestOsInfo) next.guestOSInfo = vm.guestOsInfo;
   else delete next.guestOSInfo;
   if (attachment) {

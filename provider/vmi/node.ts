@@ -21,10 +21,10 @@ import type { VmObservation } from '../pods/status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { KubevirtApi, VMI_PLURAL, watchPath } from './kubevirt-api.js';
-import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './node-status.js';
+import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from './node-status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { statusPatch } from './status-patch.js';
-import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim } from './translate.js';
+import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from './translate.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from './types.js';
 
 /**
@@ -42,6 +42,12 @@ export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
   return pod.metadata?.ownerReferences?.find((r) => r.kind === 'VirtualMachineInstance' && r.apiVersion.startsWith(`${GROUP}/`) && r.controller);
 }
 
+/** The reference events about a launcher pod's VMI need, from the pod's owner reference. */
+export function vmiReferenceOf(pod: V1Pod): V1ObjectReference | undefined {
+  const owner = vmiOwner(pod);
+  return owner ? { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace: pod.metadata?.namespace ?? 'default' } : undefined;
+}
+
 export interface VmiSpecResult {
   spec: VmSpec;
   /** KubeVirt fields present in the VMI that vkvm does not realize. */
@@ -50,6 +56,8 @@ export interface VmiSpecResult {
   paused: boolean;
   /** The VMI, for events about it. */
   vmi: V1ObjectReference;
+  /** Causes found later (by disk preparation) at the VMI's fields. */
+  atKubevirtFields: VmiTranslation['atKubevirtFields'];
 }
 
 export class VmiNodeSide {
@@ -99,6 +107,7 @@ export class VmiNodeSide {
       unsupported: result.unsupported,
       paused: vmi.metadata.annotations?.[PAUSED_ANNOTATION] === 'true',
       vmi: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
+      atKubevirtFields: result.atKubevirtFields,
     };
   }
 
@@ -110,7 +119,7 @@ export class VmiNodeSide {
   async syncStatus(
     pod: V1Pod,
     vm: VmObservation | undefined,
-    problem: { reason: string; message: string } | undefined,
+    trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>,
     unsupported: string[],
     attachment?: VmAttachment,
   ): Promise<void> {
@@ -118,7 +127,7 @@ export class VmiNodeSide {
     if (!vmi) return;
     // Whole seconds, as Kubernetes writes times.
     const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...(problem ? { problem } : {}), ...(attachment ? { attachment } : {}), unsupported, now });
+    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...trouble, ...(attachment ? { attachment } : {}), unsupported, now });
     const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
     if (!patch) return;
     // The uid in the patch is a precondition: never write onto a newer VMI of the same name.

@@ -30,7 +30,7 @@ export const SUPPORTED_VMI_SPEC: FieldShape = {
         container: { image: true, imagePullPolicy: true, kernelPath: true, initrdPath: true },
       },
     },
-    clock: { utc: {} },
+    clock: { utc: { offsetSeconds: true }, timezone: true },
     features: { acpi: featureState, apic: true, smm: true },
     devices: {
       disks: [
@@ -49,6 +49,7 @@ export const SUPPORTED_VMI_SPEC: FieldShape = {
           bridge: {},
           ports: [{ name: true, protocol: true, port: true }],
           macAddress: true,
+          bootOrder: true,
         },
       ],
       autoattachPodInterface: true,

@@ -104,8 +104,9 @@ const smokeWith = (edit: (vmi: VirtualMachineInstance) => void): VirtualMachineI
 };
 
 t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
+  const { atKubevirtFields: _, ...translated } = ok(translateVmi(smokeVmi(), ctx()));
   t.same(
-    translateVmi(smokeVmi(), ctx()),
+    translated,
     {
       spec: {
         version: 1,
@@ -295,6 +296,15 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       v.spec.domain.devices!.disks!.push({ name: 'more' });
     }, [['spec.volumes[3]', 'FieldValueDuplicate']]],
     ['an arm64 guest', (v) => (v.spec.architecture = 'arm64'), [['spec.architecture', 'FieldValueNotSupported']]],
+    ['a time zone the host does not know', (v) => (v.spec.domain.clock = { timezone: 'Nowhere/Atlantis' }), [['spec.domain.clock.timezone', 'FieldValueInvalid']]],
+    [
+      'an interface repeating a disk’s bootOrder',
+      (v) => {
+        v.spec.domain.devices!.disks![0]!.bootOrder = 1;
+        v.spec.domain.devices!.interfaces![0]!.bootOrder = 1;
+      },
+      [['spec.domain.devices.interfaces[0].bootOrder', 'FieldValueDuplicate']],
+    ],
   ];
   for (const [name, edit, want, context] of cases) t.same(causesOf(translateVmi(smokeWith(edit), context ?? ctx())), want, name);
 });
@@ -342,7 +352,7 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
   ]);
   t.same(
     { disks: result.spec.disks.map((d) => d.name), interfaces: result.spec.interfaces.map((i) => i.name), cpu: result.spec.cpu, clock: result.spec.clock },
-    { disks: ['containerdisk', 'emptydisk', 'cloudinitdisk'], interfaces: ['default'], cpu: { sockets: 1, cores: 2, threads: 1 }, clock: { utc: true } },
+    { disks: ['containerdisk', 'emptydisk', 'cloudinitdisk'], interfaces: ['default'], cpu: { sockets: 1, cores: 2, threads: 1 }, clock: { kind: 'utc' } },
     'the disk on the dataVolume and the interface on the multus network are left out',
   );
 });
@@ -502,4 +512,19 @@ t.test('vmiReferences lists what the caller resolves first', async (t) => {
   });
   t.same(vmiReferences(vmi, DEFAULT_IMAGE_ALIASES), { builtinImages: ['vkvm/test-guest'], secrets: ['init'], claims: ['data'] });
   t.same(vmiReferences(vmi, {}).builtinImages, [], 'without the alias the demo image is not the test guest');
+});
+
+t.test('clock and interface boot order reach the VmSpec', async (t) => {
+  const spec = (edit: (v: VirtualMachineInstance) => void) => ok(translateVmi(smokeWith(edit), ctx())).spec;
+  t.same(spec((v) => (v.spec.domain.clock = { utc: { offsetSeconds: 3600 } })).clock, { kind: 'utc', offsetSeconds: 3600 }, 'UTC with an offset');
+  t.same(spec((v) => (v.spec.domain.clock = { timezone: 'Europe/Paris' })).clock, { kind: 'timezone', timezone: 'Europe/Paris' }, 'a named time zone');
+  const pxe = spec((v) => (v.spec.domain.devices!.interfaces![0]!.bootOrder = 2));
+  t.same(pxe.interfaces[0]?.bootOrder, 2, "the interface's boot order");
+});
+
+t.test('causes found later, when the node prepares disks, name the VMI field', async (t) => {
+  const r = ok(translateVmi(smokeWith((v) => (v.spec.volumes![0]!.containerDisk!.image = '/srv/missing.qcow2')), ctx()));
+  t.same(r.atKubevirtFields([{ path: 'disks[0].source.path', reason: 'FieldValueNotFound', message: '/srv/missing.qcow2 does not exist on this node' }]), [
+    { path: 'spec.volumes[0].containerDisk.image', reason: 'FieldValueNotFound', message: '/srv/missing.qcow2 does not exist on this node' },
+  ]);
 });

@@ -28,14 +28,14 @@
 import { parseQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
-import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type VmSpec } from '../../vmm/spec.js';
+import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
 import { domainName, type BootSource } from '../pods/translate.js';
 import { newDraft, type Draft, type DiskImageToCreate, type VmiTranslateContext } from './draft.js';
 import { IMAGE_FORMS, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
-import type { DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
+import type { Clock, DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
 
 export type { BoundClaim, DiskImageToCreate, VmiTranslateContext } from './draft.js';
 export { DEFAULT_IMAGE_ALIASES } from './images.js';
@@ -48,6 +48,12 @@ export interface VmiTranslation {
   unsupported: string[];
   /** Sparse raw files to create before the VM starts when they do not exist (hostDisk DiskOrCreate, a PVC's disk.img). */
   diskImagesToCreate: DiskImageToCreate[];
+  /**
+   * The same causes at the KubeVirt fields behind their VmSpec paths: for
+   * errors found later, when the node prepares disks (an image that is not
+   * there), so they too name the user's field.
+   */
+  atKubevirtFields(causes: readonly SpecCause[]): SpecCause[];
 }
 
 const MIB = 2 ** 20;
@@ -181,6 +187,13 @@ function hostnameOf(vmi: VirtualMachineInstance): string {
   return vmi.spec.hostname || (vmi.metadata.name ?? '').split('.')[0]!.slice(0, 63);
 }
 
+/** KubeVirt's clock: utc (with its offset) or a time zone; KubeVirt's admitter refuses both at once (the CRD does too). */
+function guestClock(clock: Clock | undefined): GuestClock | undefined {
+  if (clock?.timezone) return { kind: 'timezone', timezone: clock.timezone };
+  if (clock?.utc) return clock.utc.offsetSeconds ? { kind: 'utc', offsetSeconds: clock.utc.offsetSeconds } : { kind: 'utc' };
+  return undefined;
+}
+
 /** The KubeVirt field behind a path in a VmSpec (a cause of validateVmSpec), so every cause names the user's field. */
 function kubevirtField(path: string, d: Draft, compute: Compute): string {
   const disk = /^disks\[(\d+)\](?:\.(\w+))?/.exec(path);
@@ -204,7 +217,7 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
   const nic = /^interfaces\[(\d+)\](?:\.(\w+))?/.exec(path);
   if (nic) {
     const base = d.interfaceOrigins[Number(nic[1])] ?? 'spec.domain.devices.interfaces';
-    return nic[2] === 'mac' ? `${base}.macAddress` : nic[2] === 'name' || nic[2] === 'model' ? `${base}.${nic[2]}` : base;
+    return nic[2] === 'mac' ? `${base}.macAddress` : nic[2] === 'name' || nic[2] === 'model' || nic[2] === 'bootOrder' ? `${base}.${nic[2]}` : base;
   }
   const [head, sub] = path.split('.') as [string, string | undefined];
   switch (head) {
@@ -222,6 +235,8 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
       if (sub === 'model') return 'spec.domain.cpu.model';
       if (sub === 'limitMillicores') return `${R}.limits.cpu`;
       return compute.cpuField === 'spec.domain.cpu' && sub ? `spec.domain.cpu.${sub}` : compute.cpuField;
+    case 'clock':
+      return sub === 'timezone' ? 'spec.domain.clock.timezone' : sub === 'offsetSeconds' ? 'spec.domain.clock.utc.offsetSeconds' : 'spec.domain.clock';
     case 'firmware':
       return sub === 'secureBoot' ? 'spec.domain.firmware.bootloader.efi.secureBoot' : 'spec.domain.firmware.bootloader';
     case 'kernelBoot': {
@@ -234,18 +249,21 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
   }
 }
 
+/** vmm's causes (VmSpec paths) at KubeVirt paths, device references in their messages renamed too. */
+function atKubevirtFields(causes: readonly SpecCause[], d: Draft, compute: Compute): SpecCause[] {
+  const rename = (message: string) =>
+    message.replace(/\b(disks|interfaces)\[(\d+)\]/g, (token, list: string, i: string) =>
+      (list === 'disks' ? d.diskOrigins[Number(i)]?.disk : d.interfaceOrigins[Number(i)]) ?? token,
+    );
+  return causes.map((c) => ({ ...c, path: kubevirtField(c.path, d, compute), message: rename(c.message) }));
+}
+
 /** vmm's causes for the spec, at KubeVirt paths, minus those translation already reported at the same field. */
 function vmmCauses(spec: VmSpec, d: Draft, compute: Compute): SpecCause[] {
   const error = validateVmSpec(spec);
   if (!error) return [];
   const reported = new Set(d.causes.map((c) => c.path));
-  const rename = (message: string) =>
-    message.replace(/\b(disks|interfaces)\[(\d+)\]/g, (token, list: string, i: string) =>
-      (list === 'disks' ? d.diskOrigins[Number(i)]?.disk : d.interfaceOrigins[Number(i)]) ?? token,
-    );
-  return error.causes
-    .map((c) => ({ ...c, path: kubevirtField(c.path, d, compute), message: rename(c.message) }))
-    .filter((c) => !reported.has(c.path));
+  return atKubevirtFields(error.causes, d, compute).filter((c) => !reported.has(c.path));
 }
 
 /** Fields present in the VMI that vkvm does not realize (schema walk, then decisions by value), without repeats. */
@@ -305,11 +323,17 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   };
   if (domain.machine?.type) vmSpec.machineType = domain.machine.type;
   if (d.kernelBoot) vmSpec.kernelBoot = d.kernelBoot;
-  if (domain.clock?.utc) vmSpec.clock = { utc: true };
+  const clock = guestClock(domain.clock);
+  if (clock) vmSpec.clock = clock;
 
   const causes = [...d.causes, ...vmmCauses(vmSpec, d, compute)];
   if (causes.length) return new SpecError(causes);
-  return { spec: vmSpec, unsupported: unsupportedOf(vmi, d), diskImagesToCreate: d.diskImagesToCreate };
+  return {
+    spec: vmSpec,
+    unsupported: unsupportedOf(vmi, d),
+    diskImagesToCreate: d.diskImagesToCreate,
+    atKubevirtFields: (later) => atKubevirtFields(later, d, compute),
+  };
 }
 
 /** What the caller resolves before translateVmi: built-in images, Secrets and PVCs the VMI names. */

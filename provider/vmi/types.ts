@@ -166,6 +166,8 @@ export interface Interface {
   ports?: Port[];
   /** e.g. de:ad:00:00:be:af or DE-AD-00-00-BE-AF. */
   macAddress?: string;
+  /** PXE boot priority; unique across disks and interfaces. */
+  bootOrder?: number;
 }
 
 export interface Devices {

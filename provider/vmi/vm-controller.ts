@@ -16,7 +16,8 @@ import { VM_PLURAL, type KubevirtApi } from './kubevirt-api.js';
 import { statusPatch } from './status-patch.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachine, type VirtualMachineInstance } from './types.js';
 import { desiredVmi, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
-import { controlledBy, nextVmStatus, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
+import { controlledBy, nextVmStatus, unsupportedVmFields, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
+import { findCondition, unsupportedMessage } from './conditions.js';
 import type { VmiAction } from './vm-status.js';
 
 /** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
@@ -118,6 +119,11 @@ export class VmController {
     let outcome: ActionOutcome = { ok: true };
     let failure: unknown;
     const ref = objectReference({ ...vm, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine' });
+    const unsupported = unsupportedVmFields(vm);
+    // Stateless: the condition already on the VM tells whether this set was reported.
+    if (unsupported.length && findCondition(vm.status?.conditions, 'UnsupportedFields')?.message !== unsupportedMessage(unsupported)) {
+      this.o.events.recordFor(ref, 'Warning', 'UnsupportedFields', `vkvm does not realize these VM fields; the VM runs without them: ${unsupported.join(', ')}`);
+    }
     if (action === 'create') {
       try {
         const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm));

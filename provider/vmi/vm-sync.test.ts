@@ -110,3 +110,15 @@ t.test('a condition keeps its transition time while its status holds', async (t)
   t.same(setCondition(first, { type: 'Ready', status: 'False', reason: 'B' }, later)[0]?.lastTransitionTime, now.toISOString());
   t.same(setCondition(first, { type: 'Ready', status: 'True' }, later), [{ type: 'Ready', status: 'True', lastProbeTime: null, lastTransitionTime: later.toISOString() }]);
 });
+
+t.test('VM fields vkvm keeps but does not realize are reported by an UnsupportedFields condition', async (t) => {
+  const withInstancetype = vm({ runStrategy: 'Always', ...({ instancetype: { name: 'u1.small' }, dataVolumeTemplates: [] } as object) });
+  const s = nextVmStatus({ vm: withInstancetype, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
+  t.match(
+    s.conditions?.find((c) => c.type === 'UnsupportedFields'),
+    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.dataVolumeTemplates, spec.instancetype' },
+    'each unsupported VM field is named by its path',
+  );
+  const plain = nextVmStatus({ vm: { ...vm(), status: s }, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
+  t.notOk(plain.conditions?.some((c) => c.type === 'UnsupportedFields'), 'the condition goes with the fields');
+});

@@ -3,7 +3,7 @@
 // this adds the bookkeeping KubeVirt keeps beside it: conditions, the
 // state-change requests, startFailure). vm-controller.ts does the I/O.
 import { createHash } from 'node:crypto';
-import { removeCondition, setCondition, findCondition } from './conditions.js';
+import { removeCondition, setCondition, findCondition, unsupportedMessage } from './conditions.js';
 import { KUBEVIRT_API_VERSION } from './types.js';
 import type {
   Condition,
@@ -63,6 +63,20 @@ export function controlledBy(vmi: VirtualMachineInstance, vm: VirtualMachine): b
   return Boolean(vmi.metadata.ownerReferences?.some((r) => r.controller && r.uid === vm.metadata.uid));
 }
 
+/** The VM spec fields vkvm acts on; the rest (instancetype, preference, dataVolumeTemplates, …) it only keeps. */
+const SUPPORTED_VM_SPEC_FIELDS: ReadonlySet<string> = new Set(['running', 'runStrategy', 'template']);
+
+/**
+ * Fields of the VM itself (not its template, whose fields the node reports
+ * on the VMI) that vkvm keeps but does not realize, as field paths.
+ */
+export function unsupportedVmFields(vm: VirtualMachine): string[] {
+  return Object.keys(vm.spec ?? {})
+    .filter((k) => !SUPPORTED_VM_SPEC_FIELDS.has(k))
+    .sort()
+    .map((k) => `spec.${k}`);
+}
+
 /** How the sync's create or delete went; 'keep' never fails. */
 export type ActionOutcome = { ok: true } | { ok: false; reason: 'FailedCreate' | 'FailedDelete'; message: string };
 
@@ -120,6 +134,10 @@ function vmConditions(i: VmSyncInput): Condition<VmConditionType>[] {
   conditions = i.outcome.ok
     ? removeCondition(conditions, 'Failure')
     : setCondition(conditions, { type: 'Failure', status: 'True', reason: i.outcome.reason, message: i.outcome.message }, now);
+  const unsupported = unsupportedVmFields(vm);
+  conditions = unsupported.length
+    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) }, now)
+    : removeCondition(conditions, 'UnsupportedFields');
   return conditions;
 }
 

@@ -75,10 +75,11 @@ spec:
 interface Disk {
   name: string;
   disk?: { bus?: string };
+  cdrom?: { bus?: string };
   bootOrder?: number;
 }
 interface VmiSpec {
-  domain: { devices: { disks: Disk[] }; resources?: unknown; memory?: unknown };
+  domain: { devices: { disks: Disk[] }; resources?: unknown; memory?: unknown; clock?: unknown };
   volumes: unknown[];
 }
 interface Manifest {
@@ -153,6 +154,10 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
       /spec\.template\.spec\.domain\.devices\.disks\[0\]\.disk\.bus: Unsupported value: "ide": supported values: "virtio", "sata", "scsi"/);
     add('runStrategy with running', testVm('run-strategy-and-running'), (vm) => (vm.spec.running = true),
       /spec\.running: Invalid value: .*spec\.running and spec\.runStrategy are mutually exclusive/);
+    add('CD-ROM on virtio', testVmi('virtio-cdrom'), (vmi) => (vmi.spec.domain.devices.disks[1] = { name: 'cloudinitdisk', cdrom: { bus: 'virtio' } }),
+      /spec\.domain\.devices\.disks\[1\]\.cdrom\.bus: Unsupported value: "virtio": supported values: "sata", "scsi"/);
+    add('clock with utc and timezone', testVm('two-clocks'), (vm) => (vmSpec(vm).domain.clock = { utc: {}, timezone: 'Europe/Paris' }),
+      /spec\.template\.spec\.domain\.clock: Invalid value: .*set utc or timezone, not both/);
 
     for (const c of cases) {
       const r = await apply(cluster, c.manifest);

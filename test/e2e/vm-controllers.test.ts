@@ -142,4 +142,36 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
   await waitFor('the VMI garbage-collected', () => readVmi('testvm'), (v) => v === undefined);
   await waitFor('the launcher pod garbage-collected', launcherPods, (pods) => pods.length === 0);
   t.pass('deleting the VM removes its VMI and launcher pod');
+
+  const typed = testVm('instancetyped');
+  Object.assign(typed.spec, { runStrategy: 'Halted', instancetype: { name: 'u1.small' } });
+  const withInstancetype = (await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: typed })) as VirtualMachine;
+  const reported = await waitFor('the UnsupportedFields condition', () => readVm('instancetyped'), (v) => Boolean(v.status?.conditions?.some((c) => c.type === 'UnsupportedFields')));
+  t.match(
+    reported.status?.conditions?.find((c) => c.type === 'UnsupportedFields'),
+    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.instancetype' },
+    'a VM field vkvm keeps but does not realize is named by a condition',
+  );
+  const warnings = await waitFor(
+    'the UnsupportedFields event',
+    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${withInstancetype.metadata.uid}` })).items,
+    (es) => es.some((e) => e.reason === 'UnsupportedFields'),
+  );
+  t.match(warnings.find((e) => e.reason === 'UnsupportedFields'), { type: 'Warning', message: /spec\.instancetype/ }, 'and by a Warning event on the VM');
+
+  // runStrategy Manual, started and stopped with the kubectl commands README.md gives for virtctl start/stop.
+  const manual = testVm('manual');
+  manual.spec.runStrategy = 'Manual';
+  await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: manual });
+  await waitFor('Manual VM Stopped', () => readVm('manual'), (v) => v.status?.printableStatus === 'Stopped');
+  t.equal(await readVmi('manual'), undefined, 'runStrategy Manual starts nothing by itself');
+  const request = (body: object) => cluster.kubectl(['patch', 'vm', 'manual', '-n', NS, '--subresource=status', '--type', 'merge', '-p', JSON.stringify({ status: { stateChangeRequests: [body] } })]);
+  t.equal((await request({ action: 'Start' })).code, 0, 'a Start request is patched into the status');
+  const started = await waitFor('the Manual VM’s VMI', () => readVmi('manual'), (v) => Boolean(v));
+  const consumed = await waitFor('the Start request consumed', () => readVm('manual'), (v) => !v.status?.stateChangeRequests);
+  t.match(consumed.status, { created: true }, 'the Start request created the VMI and was consumed');
+  t.equal((await request({ action: 'Stop', uid: started!.metadata.uid })).code, 0, 'a Stop request for that VMI is patched in');
+  await waitFor('the Manual VM’s VMI deleted', () => readVmi('manual'), (v) => v === undefined);
+  const stopped = await waitFor('Manual VM Stopped again', () => readVm('manual'), (v) => v.status?.printableStatus === 'Stopped' && !v.status.stateChangeRequests);
+  t.match(stopped.status, { printableStatus: 'Stopped', created: false }, 'the Stop request deleted the VMI and was dropped');
 });

@@ -22,14 +22,14 @@ const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
 const BOOT_TIMEOUT_MS = 180_000;
 
 /** KubeVirt's quickstart testvm (see smokeVmiSpec), runStrategy Always. */
-const smokeVm = (): VirtualMachine => ({
+const smokeVm = (name = 'testvm'): VirtualMachine => ({
   apiVersion: 'kubevirt.io/v1',
   kind: 'VirtualMachine',
-  metadata: { name: 'testvm', namespace: NS },
+  metadata: { name, namespace: NS },
   spec: {
     runStrategy: 'Always',
     template: {
-      metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': 'testvm' } },
+      metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': name } },
       spec: smokeVmiSpec(),
     },
   },
@@ -48,10 +48,10 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   await waitFor('the default ServiceAccount', () => cluster.clients.core.readNamespacedServiceAccount({ name: 'default', namespace: NS }), () => true);
   const custom = cluster.clients.custom;
-  const readVm = async () => (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' })) as VirtualMachine;
-  const readVmi = async (): Promise<VirtualMachineInstance | undefined> => {
+  const readVm = async (name = 'testvm') => (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name })) as VirtualMachine;
+  const readVmi = async (name = 'testvm'): Promise<VirtualMachineInstance | undefined> => {
     try {
-      return (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm' })) as VirtualMachineInstance;
+      return (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name })) as VirtualMachineInstance;
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -159,5 +159,57 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       }
     });
     t.same(launchers, [], 'no launcher process of this agent');
+  });
+
+  await t.test('a missing disk image shows as ErrImagePull on the VM, the VMI naming the volume; it waits, not fails', async (t) => {
+    const vm = smokeVm('noimage');
+    vm.spec.template.spec.volumes![0] = { name: 'containerdisk', containerDisk: { image: '/var/lib/vkvm-e2e-missing/disk.qcow2' } };
+    await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: vm });
+    const pulling = await waitFor(
+      'VM ErrImagePull or ImagePullBackOff',
+      async () => ({ vm: await readVm('noimage'), vmi: await readVmi('noimage') }),
+      (s) => ['ErrImagePull', 'ImagePullBackOff'].includes(s.vm.status?.printableStatus ?? ''),
+      { timeoutMs: 90_000 },
+    );
+    t.match(
+      { phase: pulling.vmi?.status?.phase, synchronized: pulling.vmi?.status?.conditions?.find((c) => c.type === 'Synchronized') },
+      {
+        phase: 'Scheduled',
+        synchronized: {
+          status: 'False',
+          reason: /^(ErrImagePull|ImagePullBackOff)$/,
+          message: /spec\.volumes\[0\]\.containerDisk\.image: \/var\/lib\/vkvm-e2e-missing\/disk\.qcow2 does not exist on this node/,
+        },
+      },
+      'the VMI stays Scheduled with Synchronized False naming the volume’s image',
+    );
+    await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'noimage' });
+    await waitFor('the noimage VMI and pod gone', async () => ({ vmi: await readVmi('noimage'), pods: (await launcherPods()).length }), (s) => !s.vmi && s.pods === 0, { timeoutMs: 90_000 });
+  });
+
+  await t.test('a VMI the node finds invalid fails with Synchronized False and a SyncFailed event naming the field', async (t) => {
+    const spec = smokeVmiSpec();
+    spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+    spec.volumes!.push({ name: 'data', hostDisk: { path: 'relative/data.img', type: 'DiskOrCreate', capacity: '16Mi' } });
+    const created = (await custom.createNamespacedCustomObject({
+      ...KV,
+      plural: 'virtualmachineinstances',
+      body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'badpath', namespace: NS }, spec },
+    })) as VirtualMachineInstance;
+    const failed = await waitFor('VMI badpath Failed', () => readVmi('badpath'), (v) => v?.status?.phase === 'Failed', { timeoutMs: 90_000 });
+    const field = /spec\.volumes\[3\]\.hostDisk\.path: must be an absolute path/;
+    t.match(
+      { reason: failed?.status?.reason, synchronized: failed?.status?.conditions?.find((c) => c.type === 'Synchronized') },
+      { reason: 'InvalidVMSpec', synchronized: { status: 'False', reason: 'InvalidVMSpec', message: field } },
+      'phase Failed, reason InvalidVMSpec, Synchronized False naming the field',
+    );
+    const events = await waitFor(
+      'the SyncFailed event on the VMI',
+      async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${created.metadata.uid}` })).items,
+      (es) => es.some((e) => e.reason === 'SyncFailed'),
+    );
+    t.match(events.find((e) => e.reason === 'SyncFailed'), { type: 'Warning', message: field }, 'a Warning event on the VMI names the field');
+    t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
+    await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'badpath' });
   });
 });

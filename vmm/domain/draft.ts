@@ -30,7 +30,7 @@ export interface CpuDraft {
 }
 
 export interface ClockDraft {
-  $: { offset: 'utc' | 'localtime' };
+  $: { offset: 'utc'; adjustment?: string } | { offset: 'localtime' } | { offset: 'timezone'; timezone: string };
   timer: { $: { name: 'rtc' | 'pit' | 'hpet'; tickpolicy?: 'catchup' | 'delay'; present?: 'no' } }[];
 }
 
@@ -53,6 +53,7 @@ export interface InterfaceDraft {
   mac: { $: { address: string } };
   target?: { $: { dev: string; managed: 'no' } };
   model: { $: { type: 'virtio' | 'e1000' } };
+  boot?: { $: { order: number } };
   alias: { $: { name: string } };
 }
 

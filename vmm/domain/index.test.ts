@@ -58,6 +58,8 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
         { name: 'installer', device: 'cdrom', bus: 'scsi', source: { kind: 'host', path: '/srv/iso/installer.iso' }, bootOrder: 1 },
         { name: 'archive', device: 'disk', bus: 'virtio', source: { kind: 'host', path: '/dev/vg0/archive' }, readOnly: true },
       ],
+      interfaces: [{ name: 'pxe', binding: 'bridge', mac: '52:54:00:00:00:03', tapDevice: 'tap0', bootOrder: 3 }],
+      clock: { kind: 'timezone', timezone: 'America/New_York' },
     }),
     runtime: testRuntime({
       disks: {
@@ -75,7 +77,7 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
       cpu: { sockets: 1, cores: 1, threads: 1, model: 'host-model' },
       memoryMiB: 1024,
       firmware: { kind: 'efi', secureBoot: true },
-      clock: { utc: false },
+      clock: { kind: 'localtime' },
       disks: [{ name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: '/srv/images/windows.qcow2' } }],
     }),
     runtime: testRuntime({ disks: { root: { path: `${vmDir}/root.qcow2`, format: 'qcow2' } } }),

@@ -10,6 +10,7 @@ export const configureNet: DomainBuilder = (spec, _host, _runtime, draft) => {
       mac: { $: { address: nic.mac } },
       ...(nic.tapDevice ? { target: { $: { dev: nic.tapDevice, managed: 'no' as const } } } : {}),
       model: { $: { type: nic.model ?? 'virtio' } },
+      ...(nic.bootOrder !== undefined ? { boot: { $: { order: nic.bootOrder } } } : {}),
       alias: { $: { name: `ua-net-${nic.name}` } },
     };
     draft.devices.interface.push(iface);
