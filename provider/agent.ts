@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AgentConfig } from './config.js';
 import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
 import type { Logger } from './log.js';
-import { ServingCertManager } from './certs/serving.js';
+import { ServingCertManager, type ServingPair } from './certs/serving.js';
 import { ClientCertRotator } from './certs/client.js';
 import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
@@ -153,23 +153,40 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       },
       rootLog.child({ component: 'serving-cert' }),
     );
-    const pair = await certs.ensure();
     const clientCaPem = await clusterCaPem(clients);
-    const api: FastifyInstance = await buildKubeletApi({
-      nodeName: config.nodeName,
-      backend: kubeAuthBackend(clients),
-      tls: { ...pair, clientCaPem },
-      listPods: () => [...podController.pods()],
-      vms: createVmAccess(podController, podController.registry),
-      log: rootLog,
+    let api: FastifyInstance | undefined;
+    stops.push(async () => {
+      certs.stop();
+      await api?.close();
     });
-    await api.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });
-    stops.push(() => api.close());
-    certs.scheduleRenewal(pair, (next) => {
-      rotateServingCert(api, { ...next, clientCaPem });
-      log.info('kubelet serving certificate rotated');
-    });
-    stops.push(() => certs.stop());
+    const serve = async (pair: ServingPair) => {
+      const server = await buildKubeletApi({
+        nodeName: config.nodeName,
+        backend: kubeAuthBackend(clients),
+        tls: { ...pair, clientCaPem },
+        listPods: () => [...podController.pods()],
+        vms: createVmAccess(podController, podController.registry),
+        log: rootLog,
+      });
+      await server.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });
+      api = server;
+      certs.scheduleRenewal(pair, (next) => {
+        rotateServingCert(server, { ...next, clientCaPem });
+        log.info('kubelet serving certificate rotated');
+      });
+      log.info({ port: config.kubeletPort }, 'kubelet API serving');
+    };
+    const serving = certs.obtain();
+    if (config.approveServingCsr) {
+      // Approving its own (vkvm up): issued at once, so the API is up when the agent reports running.
+      await serve(await serving);
+    } else {
+      // A joined node waits for the cluster's approver, which may come later: pods run meanwhile,
+      // and the kubelet API (logs, exec, attach) starts once the certificate is issued.
+      serving.then(serve).catch((err: unknown) => {
+        if (!certs.stopped) log.error({ err }, 'kubelet API could not start; restart the agent once the cause is fixed');
+      });
+    }
 
     if (config.healthzPort > 0) {
       const healthz = await buildHealthzServer(() => {
@@ -179,7 +196,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       await healthz.listen({ host: '127.0.0.1', port: config.healthzPort });
       stops.push(() => healthz.close());
     }
-    log.info({ port: config.kubeletPort, nodeUID }, 'node agent running');
+    log.info({ kubeletPort: config.kubeletPort, nodeUID }, 'node agent running');
     return { nodeUID, stop };
   } catch (err) {
     await stop();

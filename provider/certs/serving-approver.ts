@@ -7,7 +7,17 @@
 // object (or address) is not there yet is retried, not denied. Requests of
 // cluster admins (system:masters) are left alone: they may approve their own,
 // as `vkvm up`'s agent does with admin credentials.
+//
+// A node writes its own name and addresses (NodeRestriction does not check
+// them), so "the Node's addresses" alone would let any bootstrap-token holder
+// obtain a cluster-CA certificate for any name. The approver therefore also
+// denies names no node may own: in-cluster service names (kubernetes.default,
+// *.svc, *.svc.<domain>), localhost, the kubernetes Service's cluster IPs,
+// loopback/unspecified/multicast IPs, and any name or address another Node
+// already reports (first come, first served, as addresses on a network are).
+import { isIP } from 'node:net';
 import type { V1CertificateSigningRequest, V1Node } from '@kubernetes/client-node';
+import ipaddr from 'ipaddr.js';
 // @peculiar/x509 needs reflect-metadata loaded first, and csr.ts sets its crypto provider.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
@@ -43,8 +53,37 @@ export function requestingNode(csr: V1CertificateSigningRequest): string | undef
 
 const deny = (reason: string, message: string): ServingCsrDecision => ({ decision: 'deny', reason, message });
 
-/** Pure decision on one pending kubelet-serving CSR, given the requesting node's Node (undefined: not found). */
-export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node | undefined): ServingCsrDecision {
+/** What the rest of the cluster already holds: names and addresses no requesting node may claim. */
+export interface ClusterClaims {
+  /** Every Node but the requester's: their names and reported addresses are theirs. */
+  otherNodes: readonly V1Node[];
+  /** The default/kubernetes Service's cluster IPs (the in-cluster API address). */
+  apiServiceIPs: readonly string[];
+}
+
+/** Service DNS names: kubernetes, kubernetes.default, anything.svc and anything.svc.<cluster domain>. */
+const SERVICE_NAME = /^(kubernetes(\.default)?|.+\.svc(\..+)?)\.?$/i;
+
+/** Why no node may hold this SAN whatever its Node says, or undefined. */
+function reservedSan(name: { type: string; value: string }, claims: ClusterClaims): string | undefined {
+  if (name.type === 'dns') {
+    if (SERVICE_NAME.test(name.value)) return 'an in-cluster service name';
+    if (/^localhost\.?$/i.test(name.value) || /\.localhost\.?$/i.test(name.value)) return 'a loopback name';
+  } else {
+    if (claims.apiServiceIPs.includes(name.value)) return "the kubernetes Service's cluster IP";
+    if (!isIP(name.value)) return 'not an IP address';
+    const range = ipaddr.process(name.value).range();
+    if (range === 'loopback' || range === 'unspecified' || range === 'multicast' || range === 'broadcast') return `a ${range} address`;
+  }
+  const owner = claims.otherNodes.find((n) => n.metadata?.name === name.value || n.status?.addresses?.some((a) => a.address === name.value));
+  return owner ? `claimed by Node ${owner.metadata?.name}` : undefined;
+}
+
+/**
+ * Pure decision on one pending kubelet-serving CSR, given the requesting
+ * node's Node (undefined: not found) and what other Nodes and Services hold.
+ */
+export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node | undefined, claims: ClusterClaims): ServingCsrDecision {
   const user = csr.spec.username ?? '';
   const nodeName = requestingNode(csr);
   if (!nodeName && csr.spec.groups?.includes('system:masters')) return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
@@ -69,6 +108,11 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   const other = names.filter((n) => n.type !== 'dns' && n.type !== 'ip');
   if (other.length) return deny('UnexpectedSANs', `only DNS and IP SANs are allowed; got ${other.map((n) => `${n.type}:${n.value}`).join(', ')}`);
   if (!names.length) return deny('NoSANs', 'the request names no DNS or IP SAN');
+  const reserved = names.flatMap((n) => {
+    const why = reservedSan(n, claims);
+    return why ? [`${n.type}:${n.value} (${why})`] : [];
+  });
+  if (reserved.length) return deny('SANReserved', `no node may hold ${reserved.join(', ')}`);
   if (!node) return { decision: 'retry', message: `Node ${nodeName} does not exist yet` };
   const known = new Set([nodeName, ...(node.status?.addresses ?? []).map((a) => a.address)]);
   const unknown = names.filter((n) => !known.has(n.value)).map((n) => `${n.type}:${n.value}`);
@@ -111,6 +155,16 @@ export class ServingCsrApprover {
     await this.informer.stop();
   }
 
+  private async apiServiceIPs(): Promise<string[]> {
+    try {
+      const svc = await this.clients.core.readNamespacedService({ name: 'kubernetes', namespace: 'default' });
+      return svc.spec?.clusterIPs ?? (svc.spec?.clusterIP ? [svc.spec.clusterIP] : []);
+    } catch (err) {
+      if (isNotFound(err)) return [];
+      throw err;
+    }
+  }
+
   /** Reads the CSR fresh (the cache may lag an earlier decision) and decides it; throws to retry. */
   private async sync(name: string): Promise<void> {
     let csr: V1CertificateSigningRequest;
@@ -122,15 +176,13 @@ export class ServingCsrApprover {
     }
     if (isDecided(csr)) return;
     const nodeName = requestingNode(csr);
-    let node: V1Node | undefined;
-    if (nodeName) {
-      try {
-        node = await this.clients.core.readNode({ name: nodeName });
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-    }
-    const d = decideServingCsr(csr, node);
+    // Read fresh, not from a cache: a decision must not rest on a Node list from before another node claimed a name.
+    const nodes = nodeName ? (await this.clients.core.listNode()).items : [];
+    const d = decideServingCsr(
+      csr,
+      nodes.find((n) => n.metadata?.name === nodeName),
+      { otherNodes: nodes.filter((n) => n.metadata?.name !== nodeName), apiServiceIPs: await this.apiServiceIPs() },
+    );
     if (d.decision === 'retry') throw new Error(`CSR ${name}: ${d.message}`);
     if (d.decision === 'ignore') return;
     const now = new Date();

@@ -29,6 +29,9 @@ export interface ServingCertOptions {
 
 export class ServingCertManager {
   private timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  /** Ends obtain()'s wait between attempts early (on stop). */
+  private wake: (() => void) | undefined;
   private readonly certPath: string;
   private readonly keyPath: string;
 
@@ -66,6 +69,11 @@ export class ServingCertManager {
     return covers && fresh ? pair : null;
   }
 
+  /** stop() was called: no more requests, obtain() rejects. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
   /** Returns a valid pair, requesting one if needed. */
   async ensure(): Promise<ServingPair> {
     const existing = await this.loadUsable(new Date());
@@ -74,6 +82,27 @@ export class ServingCertManager {
       return existing;
     }
     return this.request();
+  }
+
+  /**
+   * A valid pair, however long it takes: a request that times out (no
+   * approver yet) or is denied is logged and made again with capped back-off,
+   * as the kubelet keeps asking. Rejects only once stop() was called.
+   */
+  async obtain(retry: { initialMs: number; maxMs: number } = { initialMs: 30_000, maxMs: 300_000 }): Promise<ServingPair> {
+    for (let delayMs = retry.initialMs; ; delayMs = Math.min(delayMs * 2, retry.maxMs)) {
+      try {
+        return await this.ensure();
+      } catch (err) {
+        if (this.#stopped) throw new Error('stopped before a serving certificate was issued', { cause: err });
+        this.log.warn({ err, retryInS: Math.round(delayMs / 1000) }, 'no kubelet serving certificate yet: kubectl logs/exec/attach cannot reach this node until one is issued');
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          this.timer = setTimeout(resolve, delayMs * (0.9 + Math.random() * 0.2));
+        });
+        if (this.#stopped) throw new Error('stopped before a serving certificate was issued', { cause: err });
+      }
+    }
   }
 
   /** Calls onRotate with each renewed pair until stop(). */
@@ -94,7 +123,9 @@ export class ServingCertManager {
   }
 
   stop(): void {
+    this.#stopped = true;
     clearTimeout(this.timer);
+    this.wake?.();
   }
 
   async request(): Promise<ServingPair> {

@@ -102,10 +102,11 @@ export async function joinCommand(argv: string[]): Promise<number> {
     },
     log,
   );
-  if (!result.servingCertIssued) {
+  if (!result.kubeletApiServing) {
     process.stderr.write(
       'vkvm join: warning: the kubelet-serving certificate is not issued yet, so kubectl logs/exec cannot reach this node; ' +
-        'its CSR needs an approver: run "vkvm controllers" (or approve it: kubectl get csr).\n',
+        'its CSR needs an approver: run "vkvm controllers" (or approve it: kubectl get csr). The node runs pods meanwhile, ' +
+        'and the agent keeps asking and starts its kubelet API once the certificate is issued.\n',
     );
   }
   process.stdout.write(

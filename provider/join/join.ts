@@ -12,10 +12,11 @@
 // Steps 1–3 only read the host, so a wrong hash, a bad token or a missing
 // package leave nothing behind; a failure while writing removes what was written.
 import { mkdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { KUBELET_CLIENT_SIGNER, clientSubject, nodeKubeconfig } from '../certs/client.js';
-import { requestCertificate, writeAtomic } from '../certs/csr-api.js';
+import { ensurePrivateDir, requestCertificate, writeAtomic } from '../certs/csr-api.js';
 import type { AgentConfig } from '../config.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiStatusCode } from '../kube/errors.js';
@@ -65,8 +66,8 @@ export interface JoinResult {
   nodeName: string;
   service: ServiceMode;
   alreadyJoined: boolean;
-  /** The agent holds its kubelet-serving certificate (kubectl logs/exec work). */
-  servingCertIssued: boolean;
+  /** The agent's kubelet API listens, so it holds its serving certificate (kubectl logs/exec work). */
+  kubeletApiServing: boolean;
   preflight: PreflightCheck[];
 }
 
@@ -162,7 +163,7 @@ async function writeJoinState(o: JoinOptions, caPem: string, pair: { certPem: st
   try {
     // o+x: QEMU, unprivileged, reaches VM disks below the state dir.
     await mkdir(stateDir, { recursive: true, mode: 0o711 });
-    await mkdir(join(stateDir, 'pki'), { recursive: true, mode: 0o700 });
+    await ensurePrivateDir(join(stateDir, 'pki'));
     written.push(pemPath);
     await writeAtomic(pemPath, `${pair.certPem.trim()}\n${pair.keyPem.trim()}\n`, 0o600);
     written.push(o.agent.kubeconfigPath);
@@ -196,9 +197,18 @@ async function waitNodeReady(o: JoinOptions, agentAlive: () => Promise<boolean>)
   throw new JoinError(`Node ${o.agent.nodeName} did not become Ready within ${o.readyTimeoutMs / 1000} s (last: ${last}); see ${join(o.agent.stateDir, AGENT_LOG)}`);
 }
 
-async function waitForFile(path: string, timeoutMs: number): Promise<boolean> {
+/** The agent's kubelet API accepts connections: it listens only once its serving certificate was issued. */
+async function waitListening(host: string, port: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await exists(path))) {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect({ host, port }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+  while (!(await accepts())) {
     if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 500));
   }
@@ -247,6 +257,7 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
     agentAlive = async () => (await detachedAgentPid(o.agent.stateDir)) !== undefined;
   }
   await waitNodeReady(o, agentAlive);
-  const servingCertIssued = await waitForFile(join(o.agent.stateDir, 'pki', 'kubelet-serving.crt'), o.servingCertTimeoutMs);
-  return { nodeName: o.agent.nodeName, service, alreadyJoined, servingCertIssued, preflight: checks };
+  const anyAddress = ['0.0.0.0', '::', ''].includes(o.agent.kubeletBindAddress);
+  const kubeletApiServing = await waitListening(anyAddress ? '127.0.0.1' : o.agent.kubeletBindAddress, o.agent.kubeletPort, o.servingCertTimeoutMs);
+  return { nodeName: o.agent.nodeName, service, alreadyJoined, kubeletApiServing, preflight: checks };
 }

@@ -10,22 +10,23 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, symlink, mkdir } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { V1CertificateSigningRequest, V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, RbacAuthorizationV1Api, type V1CertificateSigningRequest, type V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../cluster/cluster.js';
 import { GUEST_BOOT_MARKER } from '../guest/build.js';
 import { obtainClientCertificate } from '../../provider/certs/client.js';
 import { signedBy } from '../../provider/certs/csr.js';
-import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
+import { loadKubeConfig, makeClients, mergePatch, type KubeClients } from '../../provider/kube/client.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { links } from '../../provider/network/host.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
 import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
-import { killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
+import { killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition, type TestCluster } from './harness.js';
 
 const NODE = 'vkvm-e2e-joined';
 const NS = 'e2e-join';
@@ -61,6 +62,47 @@ function parseJoinCommand(line: string): { server: string; token: string; hash: 
   return { server: m[1]!, token: m[2]!, hash: m[3]! };
 }
 
+/**
+ * Clients for the vkvm controllers under their own identity, bound as
+ * deploy/rbac.yaml tells operators to: a ServiceAccount in kube-system with
+ * the vkvm:controllers role and the leader-election Role, and a token for it.
+ * So the shipped RBAC is what the approver and the VMI controllers run with.
+ */
+async function controllersIdentity(cluster: TestCluster): Promise<KubeClients> {
+  const name = 'vkvm-controllers';
+  const namespace = 'kube-system';
+  const admin = cluster.clients;
+  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
+  const subjects = [{ kind: 'ServiceAccount', name, namespace }];
+  await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'vkvm:controllers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' }, subjects } });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: { metadata: { name: 'vkvm:controllers-leader-election' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' }, subjects },
+  });
+  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const current = admin.kc.getCurrentCluster()!;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [current],
+    users: [{ name, token: issued.status!.token }],
+    contexts: [{ name, cluster: current.name, user: name }],
+    currentContext: name,
+  });
+  return makeClients(kc);
+}
+
+/** Something listens on this loopback port. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
 const csrSummary = (c: V1CertificateSigningRequest) => ({
   signerName: c.spec.signerName,
   username: c.spec.username,
@@ -71,7 +113,9 @@ const csrSummary = (c: V1CertificateSigningRequest) => ({
 t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets and joins again', async (t) => {
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
-  const controllers = startControllers(cluster.clients, testLog.child({ component: 'controllers' }), { leaseDurationS: 5, retryPeriodMs: 500 });
+  const controllerClients = await controllersIdentity(cluster);
+  const runControllers = () => startControllers(controllerClients, testLog.child({ component: 'controllers' }), { leaseDurationS: 5, retryPeriodMs: 500 });
+  let controllers = runControllers();
   t.teardown(() => controllers.stop());
   const caPem = await readFile(join(cluster.stateDir, 'pki', 'ca.crt'), 'utf8');
 
@@ -218,20 +262,37 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     t.match(vmi.status, { phase: 'Running', nodeName: NODE }, 'the node wrote the VMI status');
   });
 
-  await t.test('the approver denies a node a serving certificate for a name it does not own', async (t) => {
+  await t.test('the approver denies a node a serving certificate for a name it does not own, or that no node may own', async (t) => {
     const { createKeyAndCsr } = await import('../../provider/certs/csr.js');
     const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
-    const { csrPem } = await createKeyAndCsr({ commonName: `system:node:${NODE}`, organizations: ['system:nodes'], dnsNames: ['evil.example'], ipAddresses: [] });
-    await asNode.certificates.createCertificateSigningRequest({
-      body: { metadata: { name: 'node-asks-foreign-name' }, spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kubelet-serving', usages: ['digital signature', 'server auth'] } },
-    });
-    const denied = await waitFor(
-      'CSR denied',
-      () => cluster.clients.certificates.readCertificateSigningRequest({ name: 'node-asks-foreign-name' }),
-      (c) => c.status?.conditions?.some((x) => x.type === 'Denied') ?? false,
+    const ask = async (name: string, dnsNames: string[], ipAddresses: string[]) => {
+      const { csrPem } = await createKeyAndCsr({ commonName: `system:node:${NODE}`, organizations: ['system:nodes'], dnsNames, ipAddresses });
+      await asNode.certificates.createCertificateSigningRequest({
+        body: { metadata: { name }, spec: { request: Buffer.from(csrPem).toString('base64'), signerName: 'kubernetes.io/kubelet-serving', usages: ['digital signature', 'server auth'] } },
+      });
+      return waitFor(
+        `CSR ${name} denied`,
+        () => cluster.clients.certificates.readCertificateSigningRequest({ name }),
+        (c) => c.status?.conditions?.some((x) => x.type === 'Denied') ?? false,
+      );
+    };
+    const foreign = await ask('node-asks-foreign-name', ['evil.example'], []);
+    t.match(foreign.status?.conditions, [{ type: 'Denied', reason: 'SANNotOwnedByNode', message: /dns:evil\.example/ }], 'denied with the reason');
+    t.notOk(foreign.status?.certificate, 'no certificate issued');
+    // Even once the node reports them as its own addresses (a node may write any), the API's names stay out of reach.
+    const apiIP = (await cluster.clients.core.readNamespacedService({ name: 'kubernetes', namespace: 'default' })).spec!.clusterIP!;
+    const own = (await cluster.clients.core.readNode({ name: NODE })).status!.addresses!;
+    await asNode.core.patchNodeStatus(
+      { name: NODE, body: { status: { addresses: [...own, { type: 'Hostname', address: 'kubernetes.default.svc' }, { type: 'InternalIP', address: apiIP }] } } },
+      mergePatch,
     );
-    t.match(denied.status?.conditions, [{ type: 'Denied', reason: 'SANNotOwnedByNode', message: /dns:evil\.example/ }], 'denied with the reason');
-    t.notOk(denied.status?.certificate, 'no certificate issued');
+    const reserved = await ask('node-asks-api-names', ['kubernetes.default.svc'], [apiIP]);
+    t.match(
+      reserved.status?.conditions,
+      [{ type: 'Denied', reason: 'SANReserved', message: new RegExp(`dns:kubernetes\\.default\\.svc \\(an in-cluster service name\\), ip:${apiIP.replace(/\./g, '\\.')} \\(the kubernetes Service's cluster IP\\)`) }],
+      "the in-cluster API's name and IP are denied (SANReserved), whatever the Node reports",
+    );
+    await asNode.core.patchNodeStatus({ name: NODE, body: { status: { addresses: own } } }, mergePatch);
   });
 
   await t.test('vkvm reset stops the VMs, deletes the Node and the local state; a second join succeeds', async (t) => {
@@ -245,8 +306,26 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     const again = await runCli(['reset', `--state-dir=${stateDir}`]);
     t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: /nothing to reset/ }, 'a second reset is a no-op');
     await cluster.clients.core.deleteNamespacedPod({ name: 'guest', namespace: NS, gracePeriodSeconds: 0 });
-    await joinOnce(t, 'second join');
+
+    // The second join runs while no approver does: the node still comes up Ready and runs pods; its
+    // agent keeps asking, and serves its kubelet API once the returning controllers approve the CSR.
+    await controllers.stop();
+    const unapproved = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
+    t.match(
+      { code: unapproved.code, stdout: unapproved.stdout, stderr: unapproved.stderr },
+      { code: 0, stdout: new RegExp(`joined the cluster as node ${NODE} \\(Ready`), stderr: /kubelet-serving certificate is not issued yet.*starts its kubelet API once the certificate is issued/s },
+      'without an approver the join succeeds, Ready, and warns that logs/exec wait for the serving certificate',
+    );
+    t.equal(condition(await cluster.clients.core.readNode({ name: NODE }), 'Ready'), 'True', 'the Node is Ready without a serving certificate');
+    t.notOk(await accepts(kubeletPort), 'no kubelet API without a serving certificate');
+    controllers = runControllers();
+    await waitFor('the kubelet API serving once the approver is back', () => accepts(kubeletPort), (up) => up, { timeoutMs: 120_000 });
+    t.pass('the approver approved the pending CSR and the agent started its kubelet API, without a restart');
     const rejoin = await runCli(['join', '--server', server, '--token', token, '--discovery-token-ca-cert-hash', hash, ...joinFlags]);
-    t.match({ code: rejoin.code, stdout: rejoin.stdout }, { code: 0, stdout: /it had joined before, agent restarted/ }, 'a re-run join is idempotent: it keeps the credentials and restarts the agent');
+    t.match(
+      { code: rejoin.code, stdout: rejoin.stdout, certificateMissing: rejoin.stderr.includes('not issued yet') },
+      { code: 0, stdout: /it had joined before, agent restarted/, certificateMissing: false },
+      'a re-run join is idempotent: it keeps the credentials (the serving certificate too) and restarts the agent',
+    );
   });
 });
