@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from './config.js';
 import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
 import type { Logger } from './log.js';
@@ -23,6 +24,8 @@ import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './pods/builtin-images.js';
 import { VmiNodeSide } from './vmi/node.js';
 import { PodNetwork } from './network/pod-network.js';
+import { peersOf } from './network/peer-routes.js';
+import { ClusterInformer } from './kube/informer.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -107,6 +110,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     }
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
+    // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
+    const nodes = new ClusterInformer<V1Node>({ clients, path: '/api/v1/nodes', list: () => clients.core.listNode(), log: rootLog.child({ component: 'node-informer' }) });
+    await nodes.start();
+    stops.push(() => nodes.stop());
+    const peers = () => peersOf(nodes.list(), config.nodeName);
     const network = new PodNetwork({
       bridge: config.bridge,
       dir: join(config.stateDir, 'network'),
@@ -116,7 +124,16 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         // Dual-stack nodes list both families; the pod network is IPv4.
         return (spec?.podCIDRs ?? [spec?.podCIDR]).find((c) => c && !c.includes(':'));
       },
+      peers,
       log: rootLog.child({ component: 'network' }),
+    });
+    // A peer joined, left or moved: route it now rather than at the next repair (every 30 s).
+    let knownPeers = JSON.stringify(peers());
+    nodes.onChange(() => {
+      const now = JSON.stringify(peers());
+      if (now === knownPeers) return;
+      knownPeers = now;
+      network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));

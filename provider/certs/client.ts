@@ -12,7 +12,8 @@ import { stringify } from 'yaml';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { certFacts, renewalTime, type CsrSubject } from './csr.js';
-import { ensurePrivateDir, requestCertificate, writeAtomic } from './csr-api.js';
+import { writeAtomic } from '../atomic-file.js';
+import { ensurePrivateDir, requestCertificate } from './csr-api.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 /** What KCM's csrapproving accepts for an EC key: exactly these usages, no SANs, O=system:nodes. */

@@ -2,7 +2,7 @@
 // it is issued, denied or failed. Shared by the kubelet client and serving
 // certificates.
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { createKeyAndCsr, type CsrSubject } from './csr.js';
@@ -57,23 +57,6 @@ async function waitIssued(clients: KubeClients, name: string, timeoutMs: number)
   }
   const approved = csr?.status?.conditions?.some((c) => c.type === 'Approved');
   throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
-}
-
-/**
- * Write-then-rename: a reader never sees half a file. The temporary file is
- * created afresh (so it gets `mode`, not a leftover's) and removed on failure,
- * since it may hold a private key.
- */
-export async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  await rm(tmp, { force: true });
-  try {
-    await writeFile(tmp, data, { mode, flag: 'wx' });
-    await rename(tmp, path);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
 }
 
 /** A directory only root reads, also when it existed before with a wider mode. */

@@ -9,7 +9,8 @@ import type { KubeClients } from '../kube/client.js';
 import { apiStatusCode } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import { certFacts, renewalTime, type CsrSubject } from './csr.js';
-import { ensurePrivateDir, requestCertificate, writeAtomic } from './csr-api.js';
+import { writeAtomic } from '../atomic-file.js';
+import { ensurePrivateDir, requestCertificate } from './csr-api.js';
 
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
 

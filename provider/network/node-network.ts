@@ -1,7 +1,8 @@
 // The node's side of the pod network: a Linux bridge that owns the node's pod
 // range (its first address is the VMs' gateway), DHCP for VMs that hold pod
-// addresses, forwarding for the bridge, and NAT for traffic leaving the range
-// through the host's default route. Everything is ensured idempotently, and
+// addresses, forwarding for the bridge, NAT for traffic leaving the cluster's
+// pod ranges through the host's default route, and routes to other nodes'
+// pod ranges (peer-routes.ts). Everything is ensured idempotently, and
 // only what this agent created is ever removed: a bridge that existed before
 // it is used as it is and left behind.
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,6 +12,8 @@ import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type Dnsm
 import { createHash } from 'node:crypto';
 import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, run, setNetSysctl } from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
+import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
+import { writeAtomic } from '../atomic-file.js';
 
 export interface NodeNetworkOptions {
   /** Bridge name (IFNAMSIZ: at most 15 characters). */
@@ -25,6 +28,8 @@ interface NodeRecord {
   bridge: string;
   createdBridge: boolean;
   cidr: string;
+  /** Routes to other nodes' pod ranges this agent added. */
+  peerRoutes?: PeerRoute[];
 }
 
 /** A Linux interface name (IFNAMSIZ: at most 15 characters). */
@@ -61,6 +66,8 @@ export class NodeNetwork {
   private readonly recordFile: string;
   readonly dhcpHostsDir: string;
   private readonly dnsmasq: DnsmasqInstance;
+  /** Peers already warned about (a skipped route is logged once, not every repair). */
+  private readonly peerWarnings = new Set<string>();
 
   constructor(private readonly o: NodeNetworkOptions) {
     if (!INTERFACE_NAME.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
@@ -75,7 +82,7 @@ export class NodeNetwork {
    * Makes the node's side of the network match `range`. Idempotent; repairs
    * what was removed behind its back. `dnsServers`: what guests are told.
    */
-  async ensure(range: Ipv4Range, dnsServers: string[]): Promise<void> {
+  async ensure(range: Ipv4Range, dnsServers: string[], peers: readonly PeerNode[] = []): Promise<void> {
     // dnsmasq reads the hosts directory after dropping to nobody: it must be reachable and readable.
     await mkdir(this.o.dir, { recursive: true, mode: 0o711 });
     await chmod(this.o.dir, 0o711);
@@ -99,7 +106,8 @@ export class NodeNetwork {
       throw new Error(`--bridge: ${br} exists and is not a bridge`);
     }
     if (record && record.cidr !== range.cidr) await removeRangeRules(br, record.cidr);
-    await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr });
+    const peerRoutes = record?.peerRoutes ?? [];
+    await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
     await run(['ip', 'link', 'set', br, 'up']);
@@ -110,16 +118,22 @@ export class NodeNetwork {
     await setNetSysctl(`net.ipv4.conf.${br}.forwarding`, '1');
     if (uplink) await setNetSysctl(`net.ipv4.conf.${uplink}.forwarding`, '1');
 
-    // Guests may open connections out; from outside only replies come in (no cross-node pod routing).
+    // Guests may open connections out, and other nodes' pods in (pod to pod, no NAT either way);
+    // from anywhere else only replies come in.
+    const peerCidrs = [...new Set(peers.map((p) => p.podCidr))].filter((c) => c !== range.cidr).sort();
     await ensureChainRules('filter', this.forwardChain, [
       ['-i', br, '-j', 'ACCEPT'],
+      ...peerCidrs.map((cidr) => ['-s', cidr, '-o', br, '-j', 'ACCEPT']),
       ['-o', br, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'],
     ]);
     await ensureRule('filter', 'FORWARD', ['-j', this.forwardChain], { insert: true });
     await ensureChainRules('nat', this.natChain, [
       ['-d', range.cidr, '-j', 'RETURN'],
+      ...peerCidrs.map((cidr) => ['-d', cidr, '-j', 'RETURN']),
       ['!', '-o', br, '-j', 'MASQUERADE'],
     ]);
+    const routed = await ensurePeerRoutes(peers, peerRoutes, range.cidr, this.o.log, this.peerWarnings);
+    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes)) await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
     await ensureRule('nat', 'POSTROUTING', ['-s', range.cidr, '-j', this.natChain]);
 
     const conf = renderDnsmasqConf(
@@ -162,6 +176,7 @@ export class NodeNetwork {
     await deleteRule('filter', 'FORWARD', ['-j', forwardChainOf(bridge)]);
     await deleteChain('filter', forwardChainOf(bridge));
     if (record) await removeRangeRules(bridge, record.cidr);
+    await removePeerRoutes(record?.peerRoutes ?? []);
     await deleteChain('nat', natChainOf(bridge));
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);
     await rm(this.o.dir, { recursive: true, force: true });
@@ -173,6 +188,7 @@ export class NodeNetwork {
   }
 
   private async writeRecord(r: NodeRecord): Promise<void> {
-    await writeFile(this.recordFile, JSON.stringify(r), { mode: 0o600 });
+    // Whole or not at all: a torn record would make every later ensure() fail to parse it.
+    await writeAtomic(this.recordFile, JSON.stringify(r), 0o600);
   }
 }

@@ -1,7 +1,8 @@
 // The pod network of this node as the pod controller sees it: attach a VM
 // (lease its address, build its namespace, serve it DHCP), detach it, and
 // sweep what belongs to no VM. The node's range comes from Node.spec.podCIDR
-// (kube-controller-manager allocates it) unless configured.
+// (kube-controller-manager allocates it) unless configured; other nodes'
+// ranges are routed to them (peer-routes.ts).
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
@@ -10,6 +11,7 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
+import type { PeerNode } from './peer-routes.js';
 import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
 import { hostNameservers } from './host.js';
@@ -23,6 +25,8 @@ export interface PodNetworkOptions {
   dir: string;
   /** The node's pod range; polled until known (Node.spec.podCIDR). */
   podCidr: () => Promise<string | undefined>;
+  /** The other nodes, whose pod ranges are routed and let in (none: this node alone). */
+  peers?: () => readonly PeerNode[];
   log: Logger;
 }
 
@@ -78,7 +82,7 @@ export class PodNetwork {
       const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
       // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
       const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
-      await this.node.ensure(range, dnsServers);
+      await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
       this.ready ??= { range, ipam, dnsServers };
       this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
     })().finally(() => (this.starting = undefined));

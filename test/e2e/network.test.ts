@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { links, listRules, run } from '../../provider/network/host.js';
+import { mergePatch } from '../../provider/kube/client.js';
 import { parseIpv4Range, contains } from '../../provider/network/ipv4.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
@@ -96,6 +97,59 @@ async function startOutsideNetwork(t: Test): Promise<{ serverUrl: string; hostAd
   return { serverUrl: 'http://198.51.100.2:8000/', hostAddress: '198.51.100.1' };
 }
 
+/** python3: GET http://<argv[2]>/ from source address argv[1]; prints the body. */
+const FETCH_FROM = `
+import socket, sys
+s = socket.create_connection((sys.argv[2], 80), timeout=10, source_address=(sys.argv[1], 0))
+s.sendall(b'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n')
+data = b''
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.split(b'\\r\\n\\r\\n', 1)[1].decode())
+`;
+
+async function routeTo(cidr: string): Promise<{ dst: string; gateway?: string } | undefined> {
+  return (JSON.parse(await run(['ip', '-j', '-4', 'route', 'show', 'exact', cidr])) as Array<{ dst: string; gateway?: string }>)[0];
+}
+
+/**
+ * Another node's host, as far as this node's network can tell: a namespace on
+ * a veth of its own (198.18.x.0/24, the benchmarking range) whose "pod" holds
+ * an address in the peer's pod range and serves the echo server there, with
+ * the route back to this node's range that the peer's own agent would add.
+ */
+async function startPeerHost(t: Test, ownPodCidr: string): Promise<{ nodeName: string; podCidr: string; podIP: string; internalIP: string; netnsPath: string }> {
+  const id = randomBytes(3).toString('hex');
+  const ns = `vkvm-e2e-peer-${id}`;
+  const veth = `vp${randomBytes(4).toString('hex')}`;
+  const x = randomInt(256);
+  const [hostIP, internalIP] = [`198.18.${x}.1`, `198.18.${x}.2`];
+  const second = Number(ownPodCidr.split('.')[1]);
+  const podCidr = `10.${second}.${randomInt(200)}.0/24`;
+  const podIP = podCidr.replace(/0\/24$/, '5');
+  await run(['ip', 'netns', 'add', ns]);
+  t.teardown(() => run(['ip', 'netns', 'del', ns]).catch(() => undefined));
+  await run(['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+  t.teardown(() => run(['ip', 'link', 'del', veth]).catch(() => undefined));
+  await run(['ip', 'addr', 'add', `${hostIP}/24`, 'dev', veth]);
+  await run(['ip', 'link', 'set', veth, 'up']);
+  await run(['ip', '-n', ns, 'addr', 'add', `${internalIP}/24`, 'dev', 'eth0']);
+  await run(['ip', '-n', ns, 'link', 'set', 'eth0', 'up']);
+  await run(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+  await run(['ip', '-n', ns, 'addr', 'add', `${podIP}/32`, 'dev', 'lo']);
+  await run(['ip', '-n', ns, 'route', 'add', ownPodCidr, 'via', hostIP]);
+  const netnsPath = `/run/netns/${ns}`;
+  const server = spawn('nsenter', [`--net=${netnsPath}`, '--', 'python3', '-c', ECHO_CLIENT_ADDRESS], { stdio: 'ignore' });
+  t.teardown(() => {
+    server.kill('SIGKILL');
+  });
+  await waitFor('peer pod server', () => run(['nsenter', `--net=${netnsPath}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { timeoutMs: 10_000, intervalMs: 100 });
+  return { nodeName: `vkvm-e2e-peer-${id}`, podCidr, podIP, internalIP, netnsPath };
+}
+
 t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   const cluster = await startTestCluster(t);
   // A /28 (13 VM addresses): the 20 create/delete cycles below wrap around it and reuse addresses.
@@ -139,6 +193,25 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     const outside = await startOutsideNetwork(t);
     const egress = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', outside.serverUrl], { timeoutMs: 60_000 });
     t.same({ code: egress.code, out: egress.stdout }, { code: 0, out: outside.hostAddress }, 'traffic leaving the pod range is NATed to the node address');
+  });
+
+  await t.test('another node’s pods: its range is routed via its InternalIP, pod to pod without NAT both ways; the route goes with the Node', async (t) => {
+    const ipA = (await readPod(cluster, 'web-a')).status!.podIP!;
+    const peer = await startPeerHost(t, podCidr);
+    await cluster.clients.core.createNode({ body: { metadata: { name: peer.nodeName }, spec: { podCIDR: peer.podCidr } } });
+    t.teardown(() => cluster.clients.core.deleteNode({ name: peer.nodeName }).catch(() => undefined));
+    await cluster.clients.core.patchNodeStatus({ name: peer.nodeName, body: { status: { addresses: [{ type: 'InternalIP', address: peer.internalIP }] } } }, mergePatch);
+    const route = await waitFor('the route to the peer’s pod range', () => routeTo(peer.podCidr), (r) => r?.gateway === peer.internalIP, { timeoutMs: 45_000, intervalMs: 500 });
+    t.match(route, { dst: peer.podCidr, gateway: peer.internalIP }, `${peer.podCidr} via ${peer.internalIP}`);
+
+    const fromPeerPod = await run(['nsenter', `--net=${peer.netnsPath}`, '--', 'python3', '-c', FETCH_FROM, peer.podIP, ipA]);
+    t.equal(fromPeerPod, `vkvm-guest ${ipA}\n`, "a pod address on the peer opens a connection to this node's guest");
+    const toPeerPod = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${peer.podIP}:8000/`], { timeoutMs: 60_000 });
+    t.same({ code: toPeerPod.code, out: toPeerPod.stdout }, { code: 0, out: ipA }, "the guest reaches the peer's pod, which sees the guest's own pod IP (no NAT)");
+
+    await cluster.clients.core.deleteNode({ name: peer.nodeName });
+    await waitFor('the peer route removed with its Node', () => routeTo(peer.podCidr), (r) => r === undefined, { timeoutMs: 45_000, intervalMs: 500 });
+    t.pass('deleting the peer Node removes the route');
   });
 
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
