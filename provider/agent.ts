@@ -112,7 +112,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
     const nodes = new ClusterInformer<V1Node>({ clients, path: '/api/v1/nodes', list: () => clients.core.listNode(), log: rootLog.child({ component: 'node-informer' }) });
-    await nodes.start();
+    // Not awaited: pods and their local network need no peers; routes follow once the list is in.
+    void nodes.start();
     stops.push(() => nodes.stop());
     const peers = () => peersOf(nodes.list(), config.nodeName);
     const network = new PodNetwork({

@@ -14,7 +14,7 @@ import { NodeNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
 import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
-import { hostNameservers } from './host.js';
+import { hostNameservers, links, run } from './host.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 const UNREADY_RECHECK_MS = 2_000;
@@ -83,11 +83,31 @@ export class PodNetwork {
       // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
       const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
       await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
+      await this.reattachVeths();
       this.ready ??= { range, ipam, dnsServers };
       this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
     })().finally(() => (this.starting = undefined));
     await this.starting;
     return this.ready !== undefined;
+  }
+
+  /**
+   * A bridge the repair re-created (someone deleted it) has no ports: every
+   * VM's veth goes back on it now, not when its pod next syncs, which for a
+   * running VM may be never.
+   */
+  private async reattachVeths(): Promise<void> {
+    const uids = await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[]);
+    const all = await links();
+    for (const uid of uids) {
+      const veth = all.get(vmNetworkNames(uid).hostVeth);
+      if (!veth) continue;
+      if (veth.master !== this.o.bridge) {
+        await run(['ip', 'link', 'set', veth.ifname, 'master', this.o.bridge]);
+        this.o.log.info({ vm: uid, veth: veth.ifname, bridge: this.o.bridge }, 'put a VM back on the re-created bridge');
+      }
+      if (veth.operstate === 'DOWN') await run(['ip', 'link', 'set', veth.ifname, 'up']);
+    }
   }
 
   /**

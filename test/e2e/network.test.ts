@@ -214,6 +214,14 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.pass('deleting the peer Node removes the route');
   });
 
+  await t.test('a bridge deleted behind the agent’s back is rebuilt by the next repair, with its running VMs back on it', async (t) => {
+    const ipA = (await readPod(cluster, 'web-a')).status!.podIP!;
+    await run(['ip', 'link', 'del', agent.bridge]);
+    t.equal((await httpGet(ipA, 80, 1000)).body, undefined, 'with the bridge gone the guest is cut off');
+    const back = await waitFor('the guest reachable again', () => httpGet(ipA, 80), (r) => r.body !== undefined, { timeoutMs: 90_000, intervalMs: 1000 });
+    t.same(back, { body: `vkvm-guest ${ipA}\n` }, 'the repair re-created the bridge and put the running VM back on it, no pod change needed');
+  });
+
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
     await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('nat', { network: 'masquerade', ports: [80] }) });
     const ip = (await running('nat')).status!.podIP!;
