@@ -8,24 +8,9 @@ import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import t from 'tap';
 import { pino } from 'pino';
-import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
-import type { KubeClients } from '../kube/client.js';
 import { ClientCertRotator, KUBELET_CLIENT_SIGNER } from './client.js';
 import { signedBy } from './csr.js';
-
-const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
-const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
-
-async function newCa() {
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({ name: 'CN=test-ca', keys, signingAlgorithm: SIGN, extensions: [new x509.BasicConstraintsExtension(true, undefined, true)] });
-  return { keys, pem: cert.toString('pem') };
-}
-
-async function issue(ca: Awaited<ReturnType<typeof newCa>>, publicKey: x509.PublicKeyType, subject: string, notBefore: Date, notAfter: Date): Promise<string> {
-  const cert = await x509.X509CertificateGenerator.create({ subject, issuer: 'CN=test-ca', notBefore, notAfter, publicKey, signingKey: ca.keys.privateKey, signingAlgorithm: SIGN });
-  return cert.toString('pem');
-}
+import { EC, SIGN, fakeCertificatesApi, issue, newCa } from './fake-ca.js';
 
 t.test('a client certificate due for renewal is replaced by a new one, with its key, through a CSR', async (t) => {
   const ca = await newCa();
@@ -36,20 +21,8 @@ t.test('a client certificate due for renewal is replaced by a new one, with its 
   const oldCert = await issue(ca, oldKeys.publicKey, 'CN=system:node:n1, O=system:nodes', new Date(Date.now() - 100_000), new Date(Date.now() + 1000));
   await writeFile(pemPath, oldCert, { mode: 0o600 });
 
-  const created: V1CertificateSigningRequest[] = [];
-  const certificates = {
-    createCertificateSigningRequest: async ({ body }: { body: V1CertificateSigningRequest }) => {
-      created.push(body);
-      return body;
-    },
-    readCertificateSigningRequest: async ({ name }: { name: string }) => {
-      const csr = created.find((c) => c.metadata?.name === name)!;
-      const req = new x509.Pkcs10CertificateRequest(Buffer.from(csr.spec.request, 'base64').toString('utf8'));
-      const certificate = await issue(ca, req.publicKey, req.subject, new Date(), new Date(Date.now() + 365 * 86400_000));
-      return { ...csr, status: { certificate: Buffer.from(certificate).toString('base64') } };
-    },
-  };
-  const rotator = new ClientCertRotator({ certificates } as unknown as KubeClients, { nodeName: 'n1', pemPath }, pino({ level: 'silent' }));
+  const { clients, created } = fakeCertificatesApi(ca);
+  const rotator = new ClientCertRotator(clients, { nodeName: 'n1', pemPath }, pino({ level: 'silent' }));
   t.teardown(() => rotator.stop());
   await rotator.start();
 

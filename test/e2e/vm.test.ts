@@ -4,7 +4,11 @@
 // the VM lets the real garbage collector remove VMI and pod, and the VM stops.
 // On the way: the guest agent's report on the VMI, and pause/unpause by the
 // documented annotation, across an agent restart.
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
@@ -159,6 +163,45 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       }
     });
     t.same(launchers, [], 'no launcher process of this agent');
+  });
+
+  await t.test('a VMI with a filesystem PVC on a hostPath PV and a DiskOrCreate hostDisk runs; their images are created at their capacities', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-storage-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await chmod(dir, 0o755);
+    const pvDir = join(dir, 'pv');
+    await mkdir(pvDir, { mode: 0o755 });
+    const pvName = `vkvm-e2e-pv-${randomBytes(3).toString('hex')}`;
+    await cluster.clients.core.createPersistentVolume({
+      body: {
+        metadata: { name: pvName },
+        spec: { capacity: { storage: '64Mi' }, accessModes: ['ReadWriteOnce'], storageClassName: 'vkvm-e2e', hostPath: { path: pvDir }, persistentVolumeReclaimPolicy: 'Retain' },
+      },
+    });
+    t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: pvName }).catch(() => undefined));
+    await cluster.clients.core.createNamespacedPersistentVolumeClaim({
+      namespace: NS,
+      body: { metadata: { name: 'data' }, spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'vkvm-e2e', volumeName: pvName, resources: { requests: { storage: '64Mi' } } } },
+    });
+    await waitFor('the claim bound', () => cluster.clients.core.readNamespacedPersistentVolumeClaim({ name: 'data', namespace: NS }), (c) => c.status?.phase === 'Bound', { timeoutMs: 60_000 });
+    const spec = smokeVmiSpec();
+    spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } }, { name: 'scratch', disk: { bus: 'sata' } });
+    spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'data' } }, { name: 'scratch', hostDisk: { path: join(dir, 'scratch.img'), type: 'DiskOrCreate', capacity: '32Mi' } });
+    await custom.createNamespacedCustomObject({
+      ...KV,
+      plural: 'virtualmachineinstances',
+      body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'storage', namespace: NS }, spec },
+    });
+    const vmi = await waitFor('VMI storage Running and Ready', () => readVmi('storage'), (v) => v?.status?.phase === 'Running' && condition(v, 'Ready') === 'True', { timeoutMs: BOOT_TIMEOUT_MS });
+    t.equal(vmi?.status?.nodeName, NODE, 'running on the node');
+    const sizes = { pv: (await stat(join(pvDir, 'disk.img'))).size, hostDisk: (await stat(join(dir, 'scratch.img'))).size };
+    t.same(sizes, { pv: 64 * 2 ** 20, hostDisk: 32 * 2 ** 20 }, "the claim's disk.img at the claim's capacity, the hostDisk at its capacity");
+    const qemu = qemuPids((argv) => argv.some((a) => a.includes(`guest=${NS}_storage`)));
+    const argv = qemu.length ? readFileSync(`/proc/${qemu[0]}/cmdline`, 'utf8') : '';
+    t.match({ pv: argv.includes(join(pvDir, 'disk.img')), hostDisk: argv.includes(join(dir, 'scratch.img')) }, { pv: true, hostDisk: true }, 'QEMU has both files open as disks');
+    await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'storage' });
+    await waitFor('the storage VMI gone with its QEMU', async () => ({ vmi: await readVmi('storage'), qemu: qemuPids((a) => a.some((x) => x.includes(`guest=${NS}_storage`))).length }), (s) => !s.vmi && s.qemu === 0, { timeoutMs: 90_000 });
+    t.ok((await stat(join(pvDir, 'disk.img'))).isFile(), "the claim's data outlives the VMI");
   });
 
   await t.test('a missing disk image shows as ErrImagePull on the VM, the VMI naming the volume; it waits, not fails', async (t) => {
