@@ -6,14 +6,14 @@
 // that the kubeconfig names for both, replaced by rename, so a request never
 // pairs a new certificate with an old key; client-node re-reads the file on
 // every request, so a renewal needs no restart.
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { stringify } from 'yaml';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { certFacts, renewalTime, type CsrSubject } from './csr.js';
 import { writeAtomic } from '../atomic-file.js';
-import { ensurePrivateDir, requestCertificate } from './csr-api.js';
+import { requestCertificate } from './csr-api.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 /** What KCM's csrapproving accepts for an EC key: exactly these usages, no SANs, O=system:nodes. */
@@ -38,7 +38,8 @@ export async function obtainClientCertificate(
     subject: clientSubject(opts.nodeName),
     ...(opts.issueTimeoutMs ? { issueTimeoutMs: opts.issueTimeoutMs } : {}),
   });
-  await ensurePrivateDir(dirname(opts.pemPath));
+  // The file is 0600 whatever the directory; a directory that exists is the operator's (the kubeconfig names it) and keeps its mode.
+  await mkdir(dirname(opts.pemPath), { recursive: true, mode: 0o700 });
   await writeAtomic(opts.pemPath, `${issued.certPem.trim()}\n${issued.keyPem.trim()}\n`, 0o600);
   return { csrName: issued.csrName, certPem: issued.certPem };
 }

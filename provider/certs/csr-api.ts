@@ -59,7 +59,7 @@ async function waitIssued(clients: KubeClients, name: string, timeoutMs: number)
   throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
 }
 
-/** A directory only root reads, also when it existed before with a wider mode. */
+/** vkvm's own key directory (STATE_DIR/pki): only root reads it, also when it existed before with a wider mode. */
 export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);

@@ -203,7 +203,7 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
     // A renewal is the rotator's request made with the node's own certificate:
     // kube-controller-manager approves it through the selfnodeclient binding.
     const asNode = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
-    // In a directory of its own: the rotator makes a key's directory 0700, and QEMU must still reach the state dir below parent.
+    // In a directory of its own (made 0700), as a node's pki directory is; parent must stay searchable for QEMU.
     const renewed = await obtainClientCertificate(asNode, { nodeName: NODE, pemPath: join(parent, 'renewal', 'renewed.pem'), issueTimeoutMs: 60_000 });
     const renewal = await cluster.clients.certificates.readCertificateSigningRequest({ name: renewed.csrName });
     t.match(
