@@ -9,9 +9,9 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
-import { links, listRules, run } from '../../provider/network/host.js';
+import { addresses, links, listRules, run } from '../../provider/network/host.js';
 import { mergePatch } from '../../provider/kube/client.js';
-import { parseIpv4Range, contains } from '../../provider/network/ipv4.js';
+import { contains, gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
 
@@ -217,8 +217,15 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   await t.test('a bridge deleted behind the agent’s back is rebuilt by the next repair, with its running VMs back on it', async (t) => {
     const ipA = (await readPod(cluster, 'web-a')).status!.podIP!;
     await run(['ip', 'link', 'del', agent.bridge]);
-    t.equal((await httpGet(ipA, 80, 1000)).body, undefined, 'with the bridge gone the guest is cut off');
-    const back = await waitFor('the guest reachable again', () => httpGet(ipA, 80), (r) => r.body !== undefined, { timeoutMs: 90_000, intervalMs: 1000 });
+    // Nothing is sent until the bridge holds the gateway address again: until then the pod range has no
+    // route on this host, and a request to a pod IP would leave by the default route.
+    const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
+    const rebuilt = await waitFor('the bridge re-created with the gateway address', () => addresses(agent.bridge).catch(() => [] as string[]), (a) => a.includes(gateway), {
+      timeoutMs: 90_000,
+      intervalMs: 500,
+    });
+    t.ok(rebuilt.includes(gateway), `the repair re-created ${agent.bridge} with ${gateway}`);
+    const back = await waitFor('the guest reachable again', () => httpGet(ipA, 80), (r) => r.body !== undefined, { timeoutMs: 60_000, intervalMs: 1000 });
     t.same(back, { body: `vkvm-guest ${ipA}\n` }, 'the repair re-created the bridge and put the running VM back on it, no pod change needed');
   });
 
