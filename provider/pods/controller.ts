@@ -538,7 +538,9 @@ export class PodController {
     const vm = observeVm(view, rec);
     if (vmiOwner(pod)) {
       const trouble = { ...(rec.invalid ? { invalid: rec.invalid } : {}), ...(rec.imageError ? { imageError: rec.imageError } : {}) };
-      await this.o.vmis.syncStatus(pod, vm, trouble, rec.unsupported, rec.attachment);
+      // A launcher that exited during its start is that attempt failing, which the start reports itself: not the VMI's end.
+      const settled = rec.preparing && !view?.live ? undefined : vm;
+      await this.o.vmis.syncStatus(pod, settled, trouble, rec.unsupported, rec.attachment);
     }
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
     if (rec.attachment) input.podIP = rec.attachment.podIP;

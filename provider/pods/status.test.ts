@@ -28,6 +28,12 @@ t.test('the ordered table', async (t) => {
     ['running and ready', base({ vm: running }), { phase: 'Running', ready: 'True', state: 'running' }],
     ['paused is running but not ready', base({ vm: { ...running, phase: 'Paused' } }), { phase: 'Running', ready: 'False', state: 'running' }],
     ['image error', base({ imageError: { reason: 'ErrImagePull', message: 'no such file' } }), { phase: 'Pending', state: 'waiting', reason: 'ErrImagePull' }],
+    [
+      'image error, Never (a VMI launcher pod): retried, not final, though its launcher exited',
+      base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, imageError: { reason: 'ImagePullBackOff', message: 'no such file' } }),
+      { phase: 'Pending', state: 'waiting', reason: 'ImagePullBackOff' },
+    ],
+    ['a launcher exiting during its start is not the end of the pod (Never)', base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, preparing: true }), { phase: 'Pending', reason: 'ContainerCreating' }],
     ['invalid spec is terminal', base({ invalid: { reason: 'InvalidVMSpec', message: 'm' } }), { phase: 'Failed', reason: 'InvalidVMSpec' }],
     ['poweroff, Never', base({ pod: pod('Never'), vm: { ...running, phase: 'Succeeded' } }), { phase: 'Succeeded', state: 'terminated', reason: 'Completed' }],
     ['crash, OnFailure restarts', base({ pod: pod('OnFailure'), vm: { ...running, phase: 'Failed' } }), { phase: 'Pending', state: 'terminated', reason: 'Error' }],

@@ -64,7 +64,12 @@ const terminated = (i: PodStatusInput): V1ContainerState => ({
     ...(i.vm?.domainUUID ? { containerID: `vkvm://${i.vm.domainUUID}` } : {}),
   },
 });
-const stopped = (i: PodStatusInput) => i.vm?.phase === 'Succeeded' || i.vm?.phase === 'Failed';
+/**
+ * The VM's run ended. Not while a start is under way: a launcher that exits
+ * during its start (a missing image) is that attempt failing, which the
+ * start reports itself (ErrImagePull, InvalidVMSpec, or a retried error).
+ */
+const stopped = (i: PodStatusInput) => !i.preparing && (i.vm?.phase === 'Succeeded' || i.vm?.phase === 'Failed');
 /** A stopped VM is final unless restartPolicy brings it back; a pod being deleted never comes back. */
 const final = (i: PodStatusInput) =>
   stopped(i) &&
@@ -80,15 +85,16 @@ const ROWS: Row[] = [
     podReason: (i) => ({ reason: i.invalid!.reason, message: i.invalid!.message }),
   },
   {
-    when: final,
-    phase: (i) => (i.vm?.phase === 'Succeeded' ? 'Succeeded' : 'Failed'),
-    state: terminated,
+    // Pulls are retried with back-off whatever the restart policy, as the kubelet does: not final.
+    when: (i) => Boolean(i.imageError) && !i.pod.metadata?.deletionTimestamp,
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
+    state: (i) => waiting(i.imageError!.reason, i.imageError!.message),
     ready: () => false,
   },
   {
-    when: (i) => Boolean(i.imageError),
-    phase: () => 'Pending',
-    state: (i) => waiting(i.imageError!.reason, i.imageError!.message),
+    when: final,
+    phase: (i) => (i.vm?.phase === 'Succeeded' ? 'Succeeded' : 'Failed'),
+    state: terminated,
     ready: () => false,
   },
   {

@@ -45,14 +45,18 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
 /** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
 const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff']);
 
+/** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
+function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>): VmiPhase | undefined {
+  if (trouble.invalid) return 'Failed';
+  // A pull is retried: the VMI waits, whatever the failed attempt's launcher reported.
+  if (trouble.imageError) return undefined;
+  if (vm?.phase === 'Running' || vm?.phase === 'Paused') return 'Running';
+  if (vm?.phase === 'Succeeded' || vm?.phase === 'Failed') return vm.phase;
+  return undefined;
+}
+
 export function nodeVmiStatus({ current, nodeName, vm, invalid, imageError, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
-  const phase: VmiPhase | undefined = invalid
-    ? 'Failed'
-    : vm?.phase === 'Running' || vm?.phase === 'Paused'
-      ? 'Running'
-      : vm?.phase === 'Succeeded' || vm?.phase === 'Failed'
-        ? vm.phase
-        : undefined;
+  const phase = vmiPhaseOf(vm, { invalid, imageError });
   const ready = vm?.phase === 'Running' && vm.guestReady;
   let conditions = setCondition(
     current.conditions,
