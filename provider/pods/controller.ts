@@ -538,8 +538,9 @@ export class PodController {
     const vm = observeVm(view, rec);
     if (vmiOwner(pod)) {
       const trouble = { ...(rec.invalid ? { invalid: rec.invalid } : {}), ...(rec.imageError ? { imageError: rec.imageError } : {}) };
-      // A launcher that exited during its start is that attempt failing, which the start reports itself: not the VMI's end.
-      const settled = rec.preparing && !view?.live ? undefined : vm;
+      // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
+      // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
+      const settled = rec.preparing ? undefined : vm;
       await this.o.vmis.syncStatus(pod, settled, trouble, rec.unsupported, rec.attachment);
     }
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
