@@ -536,20 +536,23 @@ export class PodController {
     if (!rec) return;
     const view = this.registry.get(uid);
     const vm = observeVm(view, rec);
-    if (vmiOwner(pod)) {
-      const trouble = { ...(rec.invalid ? { invalid: rec.invalid } : {}), ...(rec.imageError ? { imageError: rec.imageError } : {}) };
-      // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
-      // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
-      const settled = rec.preparing ? undefined : vm;
-      await this.o.vmis.syncStatus(pod, settled, trouble, rec.unsupported, rec.attachment);
-    }
-    const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing: rec.preparing };
-    if (rec.attachment) input.podIP = rec.attachment.podIP;
+    // One snapshot for the VMI and the pod: the pod sync runs beside this one and may record a problem
+    // meanwhile; a pod written Failed from a later look than its VMI would leave the VMI without it.
+    const { invalid, imageError, preparing, attachment } = rec;
+    const unsupported = [...rec.unsupported];
+    const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing };
+    if (attachment) input.podIP = attachment.podIP;
     if (vm) input.vm = vm;
-    if (rec.invalid) input.invalid = rec.invalid;
-    if (rec.imageError) input.imageError = rec.imageError;
+    if (invalid) input.invalid = invalid;
+    if (imageError) input.imageError = imageError;
     if (rec.backoffUntilMs !== undefined && vmStopped(view)) {
       input.backoff = { message: `back-off ${Math.round((rec.backoffDelayMs ?? 0) / 1000)}s restarting stopped VM` };
+    }
+    if (vmiOwner(pod)) {
+      // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
+      // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
+      const settled = preparing ? undefined : vm;
+      await this.o.vmis.syncStatus(pod, settled, { ...(invalid ? { invalid } : {}), ...(imageError ? { imageError } : {}) }, unsupported, attachment);
     }
     const status = derivePodStatus(input);
     if (sameStatus(pod.status, status)) return;

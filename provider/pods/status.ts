@@ -30,7 +30,7 @@ export interface PodStatusInput {
   hostIP: string;
   podIP?: string;
   /** The pod cannot be realized as written (SpecError): terminal. */
-  invalid?: { reason: string; message: string };
+  invalid?: { reason: 'InvalidVMSpec'; message: string };
   /** The boot image could not be fetched or found. */
   imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
   /** Disks are being prepared / image being pulled. */
