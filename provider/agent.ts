@@ -187,6 +187,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         log: rootLog,
       });
       await server.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });
+      // The agent stopped while this was starting: its stop step has run already.
+      if (certs.stopped) return void (await server.close());
       api = server;
       certs.scheduleRenewal(pair, (next) => {
         rotateServingCert(server, { ...next, clientCaPem });
