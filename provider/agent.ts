@@ -24,7 +24,7 @@ import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './pods/builtin-images.js';
 import { VmiNodeSide } from './vmi/node.js';
 import { PodNetwork } from './network/pod-network.js';
-import { peersOf } from './network/peer-routes.js';
+import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -121,9 +121,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       dir: join(config.stateDir, 'network'),
       podCidr: async () => {
         if (config.podCidr) return config.podCidr;
-        const spec = (await clients.core.readNode({ name: config.nodeName })).spec;
-        // Dual-stack nodes list both families; the pod network is IPv4.
-        return (spec?.podCIDRs ?? [spec?.podCIDR]).find((c) => c && !c.includes(':'));
+        return ipv4PodCidrOf((await clients.core.readNode({ name: config.nodeName })).spec);
       },
       peers,
       log: rootLog.child({ component: 'network' }),

@@ -198,18 +198,21 @@ async function waitNodeReady(o: JoinOptions, agentAlive: () => Promise<boolean>)
   throw new JoinError(`Node ${o.agent.nodeName} did not become Ready within ${o.readyTimeoutMs / 1000} s (last: ${last}); see ${join(o.agent.stateDir, AGENT_LOG)}`);
 }
 
+/** Something accepts TCP connections at host:port. */
+export function acceptsConnections(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
 /** The agent's kubelet API accepts connections: it listens only once its serving certificate was issued. */
 async function waitListening(host: string, port: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  const accepts = () =>
-    new Promise<boolean>((resolve) => {
-      const socket = connect({ host, port }, () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.on('error', () => resolve(false));
-    });
-  while (!(await accepts())) {
+  while (!(await acceptsConnections(host, port))) {
     if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 500));
   }

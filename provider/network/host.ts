@@ -26,7 +26,7 @@ export function run(command: string[], opts: { netns?: string } = {}): Promise<s
   });
 }
 
-interface IpLink {
+export interface IpLink {
   ifname: string;
   link_type?: string;
   master?: string;

@@ -24,11 +24,16 @@ export interface PeerRoute {
   via: string;
 }
 
+/** A Node's IPv4 pod range as allocated (dual-stack nodes list both families; vkvm's pod network is IPv4). */
+export function ipv4PodCidrOf(spec: V1Node['spec']): string | undefined {
+  return (spec?.podCIDRs ?? [spec?.podCIDR]).find((c): c is string => typeof c === 'string' && !c.includes(':'));
+}
+
 /** The other Nodes with an IPv4 pod range and an IPv4 InternalIP. Pure. */
 export function peersOf(nodes: readonly V1Node[], self: string): PeerNode[] {
   return nodes.flatMap((n) => {
     const name = n.metadata?.name;
-    const cidr = (n.spec?.podCIDRs ?? [n.spec?.podCIDR]).find((c) => c && !c.includes(':'));
+    const cidr = ipv4PodCidrOf(n.spec);
     const internalIP = n.status?.addresses?.find((a) => a.type === 'InternalIP' && !a.address.includes(':'))?.address;
     if (!name || name === self || !cidr || !internalIP) return [];
     try {
@@ -45,9 +50,10 @@ interface IpRoute {
   dev?: string;
 }
 
-async function routeTo(cidr: string): Promise<IpRoute | undefined> {
-  const out = await run(['ip', '-j', '-4', 'route', 'show', 'exact', cidr]);
-  return (JSON.parse(out || '[]') as IpRoute[])[0];
+/** The host's IPv4 routes by destination, read once per pass rather than once per peer. */
+async function routesByDestination(): Promise<Map<string, IpRoute>> {
+  const out = await run(['ip', '-j', '-4', 'route', 'show']);
+  return new Map((JSON.parse(out || '[]') as IpRoute[]).map((r) => [r.dst, r]));
 }
 
 async function localAddresses(): Promise<Set<string>> {
@@ -65,6 +71,7 @@ async function localAddresses(): Promise<Set<string>> {
  */
 export async function ensurePeerRoutes(peers: readonly PeerNode[], previous: readonly PeerRoute[], ownCidr: string, log: Logger, warned: Set<string>): Promise<PeerRoute[]> {
   const local = await localAddresses();
+  const routes = await routesByDestination();
   const ours = new Map(previous.map((r) => [r.cidr, r.via]));
   const next: PeerRoute[] = [];
   const skip = (peer: PeerNode, why: string) => {
@@ -73,25 +80,28 @@ export async function ensurePeerRoutes(peers: readonly PeerNode[], previous: rea
     warned.add(key);
   };
   for (const peer of peers) {
-    if (peer.podCidr === ownCidr) skip(peer, "its pod range is this node's own");
-    else if (local.has(peer.internalIP)) continue;
-    else {
-      const existing = await routeTo(peer.podCidr);
-      if (existing && !ours.has(peer.podCidr)) skip(peer, `${peer.podCidr} is already routed (${existing.gateway ? `via ${existing.gateway}` : `dev ${existing.dev}`}) by someone else`);
-      else {
-        try {
-          if (existing?.gateway !== peer.internalIP) await run(['ip', 'route', 'replace', peer.podCidr, 'via', peer.internalIP]);
-          next.push({ cidr: peer.podCidr, via: peer.internalIP });
-          // Packets from the peer's pods enter on this device: forwarding is decided per entering interface.
-          const dev = (JSON.parse(await run(['ip', '-j', '-4', 'route', 'get', peer.internalIP])) as IpRoute[])[0]?.dev;
-          if (dev) await setNetSysctl(`net.ipv4.conf.${dev}.forwarding`, '1');
-          if (!existing) log.info({ peer: peer.name, podCidr: peer.podCidr, via: peer.internalIP }, 'routed a peer node’s pod range');
-        } catch (err) {
-          skip(peer, `${peer.internalIP} is not a directly reachable next hop (${(err as Error).message.trim()})`);
-        }
-      }
+    if (peer.podCidr === ownCidr) {
+      skip(peer, "its pod range is this node's own");
+      continue;
+    }
+    if (local.has(peer.internalIP)) continue;
+    const existing = routes.get(peer.podCidr);
+    if (existing && !ours.has(peer.podCidr)) {
+      skip(peer, `${peer.podCidr} is already routed (${existing.gateway ? `via ${existing.gateway}` : `dev ${existing.dev}`}) by someone else`);
+      continue;
+    }
+    try {
+      if (existing?.gateway !== peer.internalIP) await run(['ip', 'route', 'replace', peer.podCidr, 'via', peer.internalIP]);
+      next.push({ cidr: peer.podCidr, via: peer.internalIP });
+      if (!existing) log.info({ peer: peer.name, podCidr: peer.podCidr, via: peer.internalIP }, 'routed a peer node’s pod range');
+    } catch (err) {
+      skip(peer, `${peer.internalIP} is not a directly reachable next hop (${(err as Error).message.trim()})`);
     }
   }
+  // Packets from peers' pods enter on the devices their routes leave by: forwarding is decided per entering interface.
+  const after = next.length ? await routesByDestination() : new Map<string, IpRoute>();
+  const devices = new Set(next.flatMap((r) => after.get(r.cidr)?.dev ?? []));
+  for (const dev of devices) await setNetSysctl(`net.ipv4.conf.${dev}.forwarding`, '1');
   for (const old of previous) {
     if (next.some((r) => r.cidr === old.cidr)) continue;
     await run(['ip', 'route', 'del', old.cidr, 'via', old.via]).catch(() => undefined);

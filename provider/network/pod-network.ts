@@ -12,9 +12,9 @@ import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
-import { ensureVmNetwork, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import { ensureVmNetwork, rejoinNodeBridge, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
-import { hostNameservers, links, run } from './host.js';
+import { hostNameservers, links } from './host.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 const UNREADY_RECHECK_MS = 2_000;
@@ -101,12 +101,9 @@ export class PodNetwork {
     const all = await links();
     for (const uid of uids) {
       const veth = all.get(vmNetworkNames(uid).hostVeth);
-      if (!veth) continue;
-      if (veth.master !== this.o.bridge) {
-        await run(['ip', 'link', 'set', veth.ifname, 'master', this.o.bridge]);
+      if (veth && (await rejoinNodeBridge(veth, this.o.bridge))) {
         this.o.log.info({ vm: uid, veth: veth.ifname, bridge: this.o.bridge }, 'put a VM back on the re-created bridge');
       }
-      if (veth.operstate === 'DOWN') await run(['ip', 'link', 'set', veth.ifname, 'up']);
     }
   }
 

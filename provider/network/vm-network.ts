@@ -15,7 +15,7 @@ import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
-import { ensureRule, HostCommandError, links, run, setNetSysctl } from './host.js';
+import { ensureRule, HostCommandError, links, run, setNetSysctl, type IpLink } from './host.js';
 
 export const NETNS_DIR = '/run/netns';
 export const GUEST_TAP = 'tap0';
@@ -35,6 +35,17 @@ export interface VmNetworkNames {
 export function vmNetworkNames(uid: string): VmNetworkNames {
   const netns = `vkvm-${uid}`;
   return { netns, netnsPath: path.join(NETNS_DIR, netns), hostVeth: `vh${createHash('sha256').update(uid).digest('hex').slice(0, 12)}` };
+}
+
+/**
+ * Puts a VM's host veth back on the node bridge and up: a bridge re-created
+ * by the node's repair has no ports. True when it had to be re-enslaved.
+ */
+export async function rejoinNodeBridge(hostVeth: IpLink, bridge: string): Promise<boolean> {
+  const moved = hostVeth.master !== bridge;
+  if (moved) await run(['ip', 'link', 'set', hostVeth.ifname, 'master', bridge]);
+  if (hostVeth.operstate === 'DOWN') await run(['ip', 'link', 'set', hostVeth.ifname, 'up']);
+  return moved;
 }
 
 export interface VmNetworkPlan {
@@ -74,9 +85,7 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
   await mkdir(p.dir, { recursive: true, mode: 0o700 });
   const hostVeth = (await links()).get(names.hostVeth);
   if ((await exists(ready)) && (await exists(names.netnsPath)) && hostVeth) {
-    // A bridge re-created by the node's repair has no ports: put the VM back on it.
-    if (hostVeth.master !== p.nodeBridge) await run(['ip', 'link', 'set', names.hostVeth, 'master', p.nodeBridge]);
-    if (hostVeth.operstate === 'DOWN') await run(['ip', 'link', 'set', names.hostVeth, 'up']);
+    await rejoinNodeBridge(hostVeth, p.nodeBridge);
     if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
     return names;
   }

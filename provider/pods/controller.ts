@@ -538,8 +538,7 @@ export class PodController {
     const vm = observeVm(view, rec);
     // One snapshot for the VMI and the pod: the pod sync runs beside this one and may record a problem
     // meanwhile; a pod written Failed from a later look than its VMI would leave the VMI without it.
-    const { invalid, imageError, preparing, attachment } = rec;
-    const unsupported = [...rec.unsupported];
+    const { invalid, imageError, preparing, attachment, unsupported } = rec;
     const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing };
     if (attachment) input.podIP = attachment.podIP;
     if (vm) input.vm = vm;

@@ -10,7 +10,6 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, symlink, mkdir } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
@@ -22,6 +21,7 @@ import { signedBy } from '../../provider/certs/csr.js';
 import { loadKubeConfig, makeClients, mergePatch, type KubeClients } from '../../provider/kube/client.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
+import { acceptsConnections } from '../../provider/join/join.js';
 import { links } from '../../provider/network/host.js';
 import { startControllers } from '../../provider/vmi/controllers.js';
 import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
@@ -93,15 +93,7 @@ async function controllersIdentity(cluster: TestCluster): Promise<KubeClients> {
 }
 
 /** Something listens on this loopback port. */
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port }, () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on('error', () => resolve(false));
-  });
-}
+const accepts = (port: number): Promise<boolean> => acceptsConnections('127.0.0.1', port);
 
 const csrSummary = (c: V1CertificateSigningRequest) => ({
   signerName: c.spec.signerName,
