@@ -7,7 +7,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { ensureTestGuest } from '../test/guest/build.js';
+import { ensureTestGuest } from '../vmm/guest/build.js';
 import { SpecError } from '../vmm/errors.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
 import { Cgroup } from './cgroup.js';

@@ -14,7 +14,7 @@ import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
-import { PreconditionError, UnavailableError } from './errors.js';
+import { PreconditionError } from './errors.js';
 import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';

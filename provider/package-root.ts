@@ -1,6 +1,6 @@
 // Finds the vkvm checkout or install root (where package.json lives), so code
 // running from dist/ or from sources under tap resolves crds/, deploy/ and
-// test/cluster/ the same way.
+// deploy/cluster/ the same way.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -10,7 +10,7 @@ import t from 'tap';
 import { pino } from 'pino';
 import { ClientCertRotator, KUBELET_CLIENT_SIGNER } from './client.js';
 import { signedBy } from './csr.js';
-import { EC, SIGN, fakeCertificatesApi, issue, newCa } from './fake-ca.js';
+import { EC, SIGN, fakeCertificatesApi, issue, newCa } from '../../test/helpers/fake-ca.js';
 
 t.test('a client certificate due for renewal is replaced by a new one, with its key, through a CSR', async (t) => {
   const ca = await newCa();

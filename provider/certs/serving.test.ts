@@ -8,7 +8,7 @@ import * as x509 from '@peculiar/x509';
 import t from 'tap';
 import { pino } from 'pino';
 import { signedBy } from './csr.js';
-import { SIGN, fakeCertificatesApi, newCa, type TestCa } from './fake-ca.js';
+import { SIGN, fakeCertificatesApi, newCa, type TestCa } from '../../test/helpers/fake-ca.js';
 import { ServingCertManager } from './serving.js';
 
 const quiet = pino({ level: 'silent' });

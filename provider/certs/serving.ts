@@ -2,7 +2,7 @@
 // with signer kubernetes.io/kubelet-serving, stored under the state dir, and
 // renewed before expiry. kube-controller-manager signs such requests but never
 // approves them, so the agent approves its own when its RBAC allows (vkvm up);
-// otherwise the approver in the vkvm controllers (serving-approver.ts) does.
+// otherwise the approver in the vkvm controllers (controllers/serving-approver.ts) does.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KubeClients } from '../kube/client.js';

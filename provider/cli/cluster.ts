@@ -1,13 +1,13 @@
 // `vkvm cluster`: the local control plane on its own (build it, or run it).
 import { parseArgs } from 'node:util';
-import { ensureClusterBinary, startCluster } from '../../test/cluster/cluster.js';
+import { ensureClusterBinary, startCluster } from '../../deploy/cluster/cluster.js';
 import { createRootLogger } from '../log.js';
 import { onShutdownSignal } from './run-until-signal.js';
 
 export const CLUSTER_HELP = `Usage: vkvm cluster build
        vkvm cluster up --state-dir DIR
 
-build  compile the control plane from test/cluster (cached by source hash
+build  compile the control plane from deploy/cluster (cached by source hash
        under $VKVM_CACHE_DIR, default /var/cache/vkvm)
 up     run etcd, kube-apiserver, kube-controller-manager and kube-scheduler
        on 127.0.0.1 with state in DIR, until Ctrl-C

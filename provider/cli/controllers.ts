@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { createRootLogger } from '../log.js';
-import { startControllers } from '../vmi/controllers.js';
+import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 
 export const CONTROLLERS_HELP = `Usage: vkvm controllers --kubeconfig FILE [flags]

@@ -8,7 +8,7 @@ import { openSync, closeSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { processStartTicks } from '../../launcher/state.js';
+import { processStartTicks } from '../../launcher/agent-api.js';
 import { ConfigError } from '../config.js';
 import type { Logger } from '../log.js';
 import { packageRoot } from '../package-root.js';

@@ -2,7 +2,7 @@
 // The node agent implements it over its launcher registry; route tests use
 // small fakes.
 import type { Duplex } from 'node:stream';
-import type { VmUsage } from '../../launcher/usage.js';
+import type { VmUsage } from '../../launcher/agent-api.js';
 
 export interface PodRef {
   namespace: string;

@@ -6,12 +6,7 @@
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from '../../launcher/client.js';
-import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
-import { Cgroup } from '../../launcher/cgroup.js';
-import { spawnLauncher } from '../../launcher/spawn.js';
-import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState } from '../../launcher/state.js';
-import { withDeadline } from '../../launcher/wait.js';
+import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
 

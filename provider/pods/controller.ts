@@ -15,18 +15,19 @@ import type { EventRecorder } from '../kube/events.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import { LauncherRegistry, type LauncherSettings, type LauncherView } from '../launchers/registry.js';
-import { PreconditionError } from '../../launcher/errors.js';
+import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
 import { createPodInformer } from './informer.js';
 import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
-import { KeyQueue } from './queue.js';
+import { KeyQueue } from '../kube/key-queue.js';
 import { derivePodStatus, type PodStatusInput } from './status.js';
-import { translatePod, type BuiltinImages } from './translate.js';
+import { translatePod } from './translate.js';
+import { type BuiltinImages } from '../vm-identity.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
-import { vmiOwner, vmiReferenceOf, type VmiNodeSide, type VmiSpecResult } from '../vmi/node.js';
-import type { VirtualMachineInstance } from '../vmi/types.js';
+import { vmiOwner, vmiReferenceOf, type VmiNodeSide, type VmiSpecResult } from './vmi-source.js';
+import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import { NetworkNotReadyError, type PodNetwork, type VmAttachment } from '../network/pod-network.js';
 
 export interface RestartBackoff {

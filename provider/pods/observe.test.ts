@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { LauncherView } from '../launchers/registry.js';
-import type { VmState } from '../../launcher/state.js';
+import type { VmState } from '../../launcher/agent-api.js';
 import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
 
 const rec: PodVmRecord = { uid: 'u1', key: 'ns/p', restartCount: 2 };

@@ -2,7 +2,7 @@
 // row decides the container state and pod phase. Nothing else in the agent
 // sets phase, conditions or container statuses.
 import type { V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
-import type { GuestOsInfo } from '../../launcher/state.js';
+import type { GuestOsInfo } from '../../launcher/agent-api.js';
 
 /** What the agent knows about a pod's VM, gathered from the launcher and the sync loop. */
 export interface VmObservation {

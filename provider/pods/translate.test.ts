@@ -1,7 +1,8 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../../vmm/errors.js';
-import { translatePod, type BuiltinImages } from './translate.js';
+import { translatePod } from './translate.js';
+import { type BuiltinImages } from '../vm-identity.js';
 
 const builtins: BuiltinImages = { 'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' } };
 const pod = (container: Record<string, unknown>, annotations: Record<string, string> = {}): V1Pod => ({

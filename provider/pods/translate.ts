@@ -18,9 +18,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { parseQuantity as parseKubeQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { VM_SPEC_VERSION, type DiskSpec, type InterfaceBinding, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
-import { derivedMac } from '../vmi/network.js';
+import { derivedMac, domainName, parseImage, TEST_GUEST_IMAGE, type BuiltinImages } from '../vm-identity.js';
 
-export const TEST_GUEST_IMAGE = 'vkvm/test-guest';
 export const DEFAULT_MEMORY = '512Mi';
 export const ANNOTATION = {
   userData: 'vkvm.io/user-data',
@@ -30,36 +29,6 @@ export const ANNOTATION = {
   podNetwork: 'vkvm.io/pod-network',
 } as const;
 const POD_NETWORK_MODES = ['bridge', 'masquerade', 'none'] as const;
-
-/** Kernel-boot images the agent provides itself, resolved before translation. */
-export interface BuiltinImage {
-  kernelPath: string;
-  initrdPath: string;
-  cmdline: string;
-}
-export type BuiltinImages = Record<string, BuiltinImage>;
-
-/** Where the VM boots from, as parsed from the container image. */
-export type BootSource =
-  | { kind: 'builtin'; name: string }
-  | { kind: 'image'; path: string }
-  | { kind: 'url'; url: string }
-  | { kind: 'kernel'; kernelPath: string };
-
-export function parseImage(image: string): BootSource | null {
-  const bare = image.replace(/:latest$/, '');
-  if (bare === TEST_GUEST_IMAGE || bare === `docker.io/${TEST_GUEST_IMAGE}`) return { kind: 'builtin', name: TEST_GUEST_IMAGE };
-  if (image.startsWith('/')) return { kind: 'image', path: image };
-  if (image.startsWith('file:///')) return { kind: 'image', path: decodeURIComponent(image.slice('file://'.length)) };
-  if (/^https?:\/\/[^/]+\/.+/.test(image)) return { kind: 'url', url: image };
-  if (image.startsWith('kernel:/')) return { kind: 'kernel', kernelPath: image.slice('kernel:'.length) };
-  return null;
-}
-
-/** Kubernetes' DNS-1123 label is not required of domain names; this keeps them readable and unique per node. */
-export function domainName(namespace: string, name: string): string {
-  return `${namespace}_${name}`;
-}
 
 function parseQuantity(raw: string, path: string, causes: SpecCause[]): number | undefined {
   const n = parseKubeQuantity(raw);

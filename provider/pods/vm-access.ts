@@ -7,10 +7,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
 import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
 import type { LauncherRegistry, LauncherView } from '../launchers/registry.js';
-import { PreconditionError, UnavailableError } from '../../launcher/errors.js';
-import { consoleLogPaths } from '../../launcher/console/log-file.js';
-import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
-import { CgroupNotFoundError, readVmUsage } from '../../launcher/usage.js';
+import { PreconditionError, UnavailableError, consoleLogPaths, LAUNCHER_DEFAULTS, CgroupNotFoundError, readVmUsage } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 
 export interface PodSource {

@@ -3,8 +3,7 @@
 import { constants } from 'node:fs';
 import { access, readFile, statfs } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { detectLayout, DEFAULT_CGROUP_ROOT } from '../../launcher/cgroup.js';
-import { lookupUser, QEMU_USER } from '../../launcher/libvirtd.js';
+import { detectLayout, DEFAULT_CGROUP_ROOT, lookupUser, QEMU_USER } from '../../launcher/agent-api.js';
 import { readVirtualizationFacts, decideAccelerator } from '../../vmm/probe/virtualization.js';
 import { REQUIRED_EXECUTABLES, type PreflightFacts, type RequiredExecutable } from './checks.js';
 

@@ -1,4 +1,4 @@
-// A real control plane (test/cluster) and one vkvm node agent, the built CLI
+// A real control plane (deploy/cluster) and one vkvm node agent, the built CLI
 // as a child process, for benchmarks that go through kube-apiserver. Like
 // test/e2e/harness.ts but without tap: every part registers its removal with
 // the bench context before it is created, and the removal runs however the
@@ -12,7 +12,7 @@ import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
-import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../cluster/cluster.js';
+import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
 import { CLI, condition, killLaunchersOf, removeNetworkOf, waitFor } from '../e2e/harness.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { until, type BenchContext } from './bench.js';

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cgroup } from '../../launcher/cgroup.js';
 import type { LauncherClient } from '../../launcher/client.js';
 import { spawnLauncher } from '../../launcher/spawn.js';
-import type { TestGuest } from '../guest/build.js';
+import type { TestGuest } from '../../vmm/guest/build.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../../vmm/spec.js';
 import { abortable, until, type BenchContext } from './bench.js';
 import { isRunning, launcherPidsOf, qemuPidsOf } from './proc.js';

@@ -12,7 +12,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import { ensureTestGuest, GUEST_BOOT_MARKER } from '../guest/build.js';
+import { ensureTestGuest, GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { PodWatch, type PodMarks } from './pod-watch.js';

@@ -1,4 +1,4 @@
-// Shared set-up for e2e tests: a real control plane from test/cluster, node
+// Shared set-up for e2e tests: a real control plane from deploy/cluster, node
 // agents as real child processes, and waits with deadlines that report the
 // last state seen.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Test } from 'tap';
 import { pino } from 'pino';
-import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../cluster/cluster.js';
+import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { packageRoot } from '../../provider/package-root.js';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';

@@ -1,5 +1,5 @@
 // KubeVirt manifests the e2e tests share.
-import type { VirtualMachineInstanceSpec } from '../../provider/vmi/types.js';
+import type { VirtualMachineInstanceSpec } from '../../provider/kubevirt/types.js';
 
 /**
  * The VMI spec of KubeVirt's quickstart smoke VM: 1 core, q35, containerDisk

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { GUEST_BOOT_MARKER } from '../guest/build.js';
+import { GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
 import { condition, qemuPidsOf, startAgent, startTestCluster, waitFor, type AgentProcess, type TestCluster } from './harness.js';
 import { strategicMerge } from '../../provider/kube/client.js';
 

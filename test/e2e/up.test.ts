@@ -8,7 +8,7 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
-import { freePort } from '../cluster/cluster.js';
+import { freePort } from '../../deploy/cluster/cluster.js';
 import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
 import { CLI, condition, waitFor } from './harness.js';
 import { defaultRouteDevice, links } from '../../provider/network/host.js';

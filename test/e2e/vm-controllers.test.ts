@@ -8,8 +8,8 @@ import { CustomObjectsApi, type CoreV1Event, type V1Pod } from '@kubernetes/clie
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
-import { startControllers } from '../../provider/vmi/controllers.js';
-import type { VirtualMachine, VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { startControllers } from '../../provider/controllers/cluster-controllers.js';
+import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from '../../launcher/limits.js';
 import { startTestCluster, testLog, waitFor } from './harness.js';
 

@@ -15,8 +15,8 @@ import { memoryLimitMiB } from '../../launcher/limits.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { isNotFound } from '../../provider/kube/errors.js';
-import { startControllers } from '../../provider/vmi/controllers.js';
-import type { VirtualMachine, VirtualMachineInstance } from '../../provider/vmi/types.js';
+import { startControllers } from '../../provider/controllers/cluster-controllers.js';
+import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { condition, qemuPids, startAgent, startTestCluster, testLog, waitFor } from './harness.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
 

@@ -6,7 +6,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
-import type { VirtualMachineInstance } from '../../provider/vmi/types.js';
+import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { condition, qemuPids, startAgent, startTestCluster, waitFor } from './harness.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
 

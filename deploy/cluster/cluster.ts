@@ -1,0 +1,195 @@
+// Builds and runs the control plane in deploy/cluster (Go, from Kubernetes'
+// published modules). The binary is cached under a hash of the Go sources so a
+// second start takes seconds; the build logs progress because a cold build
+// takes minutes on two cores.
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import type { Logger } from '../../provider/log.js';
+import { packageRoot } from '../../provider/package-root.js';
+
+const execFileP = promisify(execFile);
+
+export const CLUSTER_SOURCE_DIR = join(packageRoot(), 'deploy', 'cluster');
+
+export function defaultCacheDir(): string {
+  return process.env.VKVM_CACHE_DIR ?? '/var/cache/vkvm';
+}
+
+async function sourceHash(): Promise<string> {
+  const h = createHash('sha256');
+  const files = (await readdir(CLUSTER_SOURCE_DIR)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum').sort();
+  for (const f of files) {
+    h.update(f).update('\0').update(await readFile(join(CLUSTER_SOURCE_DIR, f))).update('\0');
+  }
+  h.update((await execFileP('go', ['version'])).stdout);
+  return h.digest('hex').slice(0, 16);
+}
+
+/** Returns the path of a built vkvm-cluster binary, building it if the cache has none for these sources. */
+export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDir()): Promise<string> {
+  const dir = join(cacheDir, 'cluster', await sourceHash());
+  const bin = join(dir, 'vkvm-cluster');
+  if (existsSync(bin)) return bin;
+  await mkdir(dir, { recursive: true });
+  const tmp = `${bin}.${process.pid}.tmp`;
+  log.info({ dir: CLUSTER_SOURCE_DIR }, 'building the control plane (first run only; several minutes on 2 cores)');
+  const started = Date.now();
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn('go', ['build', '-v', '-trimpath', '-o', tmp, '.'], {
+      cwd: CLUSTER_SOURCE_DIR,
+      stdio: ['ignore', 'inherit', 'pipe'],
+      env: { ...process.env, CGO_ENABLED: '0' },
+    });
+    let packages = 0;
+    const tailLines: string[] = [];
+    // `go build -v` names each package as it compiles: count them for progress.
+    createInterface({ input: child.stderr! }).on('line', (line) => {
+      tailLines.push(line);
+      if (tailLines.length > 40) tailLines.shift();
+      if (/^[\w.-]+(\/[\w.@~+-]+)*$/.test(line)) {
+        packages++;
+        if (packages % 200 === 0) log.info({ packages, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane build progress');
+      }
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`go build failed (exit ${code}):\n${tailLines.join('\n')}`))));
+  });
+  await rename(tmp, bin);
+  log.info({ bin, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');
+  return bin;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export interface ClusterPorts {
+  apiserver: number;
+  etcdClient: number;
+  etcdPeer: number;
+  controllerManager: number;
+  scheduler: number;
+}
+
+export async function freeClusterPorts(): Promise<ClusterPorts> {
+  return {
+    apiserver: await freePort(),
+    etcdClient: await freePort(),
+    etcdPeer: await freePort(),
+    controllerManager: await freePort(),
+    scheduler: await freePort(),
+  };
+}
+
+export const DEFAULT_PORTS: ClusterPorts = { apiserver: 6443, etcdClient: 2379, etcdPeer: 2380, controllerManager: 10257, scheduler: 10259 };
+
+export interface ClusterOptions {
+  stateDir: string;
+  ports?: ClusterPorts;
+  nodeMonitorGracePeriodS?: number;
+  /** Pod network of the cluster; each node gets a /24 of it as spec.podCIDR. */
+  clusterCidr?: string;
+  /** Where the apiserver, controller manager and scheduler listen (default 127.0.0.1); in the certificates and kubeconfigs. */
+  bindAddress?: string;
+  /** Tests trade durability for speed. */
+  unsafeNoFsync?: boolean;
+  log: Logger;
+}
+
+export interface RunningCluster {
+  kubeconfigPath: string;
+  binary: string;
+  pid: number;
+  /** Run the bundled kubectl (same Kubernetes release) against this cluster. */
+  kubectl(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<{ stdout: string; stderr: string; code: number }>;
+  stop(): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+export async function startCluster(opts: ClusterOptions): Promise<RunningCluster> {
+  const binary = await ensureClusterBinary(opts.log);
+  const ports = opts.ports ?? DEFAULT_PORTS;
+  const args = [
+    'up',
+    `--state-dir=${opts.stateDir}`,
+    `--apiserver-port=${ports.apiserver}`,
+    `--etcd-client-port=${ports.etcdClient}`,
+    `--etcd-peer-port=${ports.etcdPeer}`,
+    `--controller-manager-port=${ports.controllerManager}`,
+    `--scheduler-port=${ports.scheduler}`,
+  ];
+  if (opts.nodeMonitorGracePeriodS) args.push(`--node-monitor-grace-period=${opts.nodeMonitorGracePeriodS}s`);
+  if (opts.unsafeNoFsync) args.push('--etcd-unsafe-no-fsync');
+  if (opts.clusterCidr) args.push(`--cluster-cidr=${opts.clusterCidr}`);
+  if (opts.bindAddress) args.push(`--bind-address=${opts.bindAddress}`);
+  await mkdir(opts.stateDir, { recursive: true });
+  // Its own process group, so stop() can reach every component it started.
+  const child: ChildProcess = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const stderrTail: string[] = [];
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    stderrTail.push(line);
+    if (stderrTail.length > 60) stderrTail.shift();
+    opts.log.debug({ component: 'vkvm-cluster' }, line);
+  });
+  const kubeconfigPath = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^vkvm-cluster: ready kubeconfig=(.+)$/.exec(line);
+      if (m?.[1]) resolve(m[1]);
+    });
+    void exited.then((code) => reject(new Error(`control plane exited (code ${code}) before becoming ready:\n${stderrTail.join('\n')}`)));
+  });
+  const pid = child.pid!;
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      process.kill(-pid, 'SIGTERM');
+    } catch {
+      return;
+    }
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }, 30_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  const kubectl: RunningCluster['kubectl'] = (kargs, kopts = {}) =>
+    new Promise((resolve, reject) => {
+      const p = spawn(binary, ['kubectl', `--kubeconfig=${kubeconfigPath}`, ...kargs], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const timer = setTimeout(() => p.kill('SIGKILL'), kopts.timeoutMs ?? 60_000);
+      p.on('error', reject);
+      p.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ stdout, stderr, code: code ?? -1 });
+      });
+      p.stdin.end(kopts.input ?? '');
+    });
+  return { kubeconfigPath, binary, pid, kubectl, stop, exited };
+}
+
+/** Removes a state directory left by a previous run. */
+export async function resetStateDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}

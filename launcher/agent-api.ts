@@ -1,0 +1,16 @@
+// The launcher as the node agent sees it, and the only module of launcher/
+// that provider/ imports (a lint rule holds it to that): spawning and
+// connecting to a launcher, the record a launcher leaves in its directory,
+// the files the agent reads of a VM (console logs, cgroup usage), and the
+// sizing facts the scheduler is told about.
+export { DEFAULTS as LAUNCHER_DEFAULTS } from './args.js';
+export { Cgroup, DEFAULT_CGROUP_ROOT, detectLayout } from './cgroup.js';
+export { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from './client.js';
+export { consoleLogPaths } from './console/log-file.js';
+export { PreconditionError, UnavailableError } from './errors.js';
+export { lookupUser, QEMU_USER } from './libvirtd.js';
+export { FIXED_OVERHEAD_MIB, memoryLimitMiB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from './limits.js';
+export { spawnLauncher } from './spawn.js';
+export { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, type GuestOsInfo, type VmState } from './state.js';
+export { CgroupNotFoundError, readVmUsage, type VmUsage } from './usage.js';
+export { withDeadline } from './wait.js';

@@ -1,0 +1,168 @@
+// The cluster-wide controllers (KubeVirt's virt-controller role): the VM and
+// VMI controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
+// kube-system/vkvm-controllers. Informers and queues exist only while this
+// process leads: each term builds them afresh and losing the lease stops
+// them, so two processes never act on the same objects for longer than the
+// lease's renew deadline.
+import { hostname } from 'node:os';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { ServingCsrApprover } from './serving-approver.js';
+import type { KubeClients } from '../kube/client.js';
+import type { Logger } from '../log.js';
+import { createEventRecorder } from '../kube/events.js';
+import { ClusterInformer } from '../kube/informer.js';
+import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
+import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
+import { LeaderElector } from './leader.js';
+import type { VirtualMachine, VirtualMachineInstance } from '../kubevirt/types.js';
+import { VmController } from './vm-controller.js';
+import { VmiController } from './vmi-controller.js';
+
+export interface ControllersOptions {
+  /** Lease holder identity; default <hostname>_<pid>. */
+  identity?: string;
+  leaseName?: string;
+  leaseNamespace?: string;
+  leaseDurationS?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  /** Concurrent syncs per controller. */
+  workers?: number;
+}
+
+export const CONTROLLERS_LEASE = { name: 'vkvm-controllers', namespace: 'kube-system' } as const;
+
+export interface RunningControllers {
+  readonly leading: boolean;
+  /** Stops the controllers and gives up the lease, so another process takes over at once. */
+  stop(): Promise<void>;
+}
+
+/** One leadership term: fresh caches and queues. */
+class ControllerTerm {
+  private readonly vms: ClusterInformer<VirtualMachine>;
+  private readonly vmis: ClusterInformer<VirtualMachineInstance>;
+  private readonly pods: ClusterInformer<V1Pod>;
+  private readonly nodes: ClusterInformer<V1Node>;
+  private readonly vmController: VmController;
+  private readonly vmiController: VmiController;
+  private readonly csrApprover: ServingCsrApprover;
+  private stopped = false;
+
+  constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
+    // KubeVirt's event sources, so `kubectl get events` reads the same.
+    const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
+    const kubevirt = new KubevirtApi(clients);
+    this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), log: log.child({ component: 'vm-informer' }) });
+    this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), log: log.child({ component: 'vmi-informer' }) });
+    this.pods = new ClusterInformer<V1Pod>({
+      clients,
+      path: '/api/v1/pods',
+      list: () => clients.core.listPodForAllNamespaces({ labelSelector: LAUNCHER_SELECTOR }),
+      labelSelector: LAUNCHER_SELECTOR,
+      log: log.child({ component: 'launcher-pod-informer' }),
+    });
+    const schedulable = `${SCHEDULABLE_LABEL}=true`;
+    this.nodes = new ClusterInformer<V1Node>({
+      clients,
+      path: '/api/v1/nodes',
+      list: () => clients.core.listNode({ labelSelector: schedulable }),
+      labelSelector: schedulable,
+      log: log.child({ component: 'node-informer' }),
+    });
+    const w = workers !== undefined ? { workers } : {};
+    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
+    this.vmiController = new VmiController({
+      clients,
+      kubevirt,
+      vmis: this.vmis,
+      pods: this.pods,
+      nodes: this.nodes,
+      events: events('virtualmachineinstance-controller'),
+      log: log.child({ component: 'vmi-controller' }),
+      ...w,
+    });
+    this.csrApprover = new ServingCsrApprover(clients, log.child({ component: 'serving-csr-approver' }));
+  }
+
+  /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */
+  async start(): Promise<void> {
+    // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
+    void this.csrApprover.start();
+    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start(), this.nodes.start()]);
+    if (this.stopped) return;
+    this.vmController.start();
+    this.vmiController.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.vmController.stop();
+    this.vmiController.stop();
+    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
+  }
+}
+
+export function startControllers(clients: KubeClients, log: Logger, opts: ControllersOptions = {}): RunningControllers {
+  const identity = opts.identity ?? `${hostname()}_${process.pid}`;
+  const name = opts.leaseName ?? CONTROLLERS_LEASE.name;
+  const namespace = opts.leaseNamespace ?? CONTROLLERS_LEASE.namespace;
+  let term: ControllerTerm | undefined;
+  // Terms start and stop in order, however fast leadership flaps.
+  let transitions: Promise<void> = Promise.resolve();
+  const then = (step: () => Promise<void>) => {
+    transitions = transitions.then(step).catch((err: unknown) => log.error({ err }, 'controller start/stop failed'));
+  };
+  const elector = new LeaderElector({
+    api: clients.coordination,
+    name,
+    namespace,
+    identity,
+    leaseDurationS: opts.leaseDurationS ?? 15,
+    renewDeadlineMs: opts.renewDeadlineMs ?? 10_000,
+    retryPeriodMs: opts.retryPeriodMs ?? 2_000,
+    log: log.child({ component: 'leader-election' }),
+    onStartedLeading: () =>
+      then(async () => {
+        const t = new ControllerTerm(clients, log, opts.workers);
+        term = t;
+        // Not awaited: a term whose caches never sync must not block its own stop.
+        void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));
+        log.info('VM and VMI controllers and the serving CSR approver started');
+      }),
+    onStoppedLeading: () =>
+      then(async () => {
+        await term?.stop();
+        term = undefined;
+        log.info('VM and VMI controllers stopped');
+      }),
+  });
+  elector.start();
+
+  return {
+    get leading() {
+      return elector.isLeader;
+    },
+    async stop() {
+      const wasLeading = elector.isLeader;
+      elector.stop();
+      await transitions;
+      if (wasLeading) await releaseLease(clients, name, namespace, identity, log);
+    },
+  };
+}
+
+/** Gives up the lease if this process still holds it (client-go's ReleaseOnCancel). */
+async function releaseLease(clients: KubeClients, name: string, namespace: string, identity: string, log: Logger): Promise<void> {
+  try {
+    const lease = await clients.coordination.readNamespacedLease({ name, namespace });
+    if (lease.spec?.holderIdentity !== identity) return;
+    await clients.coordination.replaceNamespacedLease({
+      name,
+      namespace,
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
+    });
+  } catch (err) {
+    log.warn({ err }, 'could not release the controllers lease; another process takes over when it expires');
+  }
+}

@@ -1,0 +1,134 @@
+// The virt-launcher pod of a VMI, as KubeVirt's virt-controller renders it
+// (pkg/virt-controller/services/template.go) in the parts the scheduler and
+// vkvm read: it reserves the node's resources for the VM, puts the VMI on a
+// node that runs VMs, and is owned by the VMI so the garbage collector
+// removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
+// so the container's image is informational. Pure.
+import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
+import { memoryLimitMiB } from '../../launcher/agent-api.js';
+import type { Accelerator } from '../../vmm/probe/virtualization.js';
+import { parseQuantity } from '../kube/quantity.js';
+import { VIRTUALIZATION_LABEL } from '../node/status.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from '../kubevirt/types.js';
+
+export const LAUNCHER_APP_LABEL = 'kubevirt.io';
+export const LAUNCHER_APP = 'virt-launcher';
+export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
+export const VMI_NAME_LABEL = 'vm.kubevirt.io/name';
+export const DOMAIN_ANNOTATION = 'kubevirt.io/domain';
+/** The label selector of every launcher pod. */
+export const LAUNCHER_SELECTOR = `${LAUNCHER_APP_LABEL}=${LAUNCHER_APP}`;
+export const SCHEDULABLE_LABEL = 'kubevirt.io/schedulable';
+export const PROVIDER_TOLERATION: V1Toleration = { key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' };
+/** The container image when the VMI boots no containerDisk. */
+export const DEFAULT_LAUNCHER_IMAGE = 'vkvm/vmi';
+export const DEFAULT_CPU_REQUEST = '100m';
+export const DEFAULT_TERMINATION_GRACE_PERIOD_S = 30;
+
+const MIB = 2 ** 20;
+
+/**
+ * Guest memory and vCPUs as translate.ts reads them: memory.guest, else
+ * requests.memory, else limits.memory; vCPUs from domain.cpu's topology, else
+ * ceil(limits.cpu, else requests.cpu, else 1). Unparseable values count as
+ * absent here; the node agent reports them on the VMI.
+ */
+export function vmiCompute(vmi: VirtualMachineInstance): { memoryMiB: number; vcpus: number } {
+  const domain = vmi.spec.domain ?? {};
+  const q = (v: unknown): number | undefined => (v == null || v === '' ? undefined : (parseQuantity(String(v)) ?? undefined));
+  const requests = domain.resources?.requests ?? {};
+  const limits = domain.resources?.limits ?? {};
+  const bytes = q(domain.memory?.guest) ?? q(requests.memory) ?? q(limits.memory) ?? 0;
+  const c = domain.cpu ?? {};
+  const vcpus = c.cores || c.sockets || c.threads ? (c.sockets || 1) * (c.cores || 1) * (c.threads || 1) : Math.max(1, Math.ceil(q(limits.cpu) ?? q(requests.cpu) ?? 1));
+  return { memoryMiB: Math.ceil(bytes / MIB), vcpus };
+}
+
+/**
+ * The pod's memory request: the guest's memory plus what the launcher's
+ * cgroup allows on top of it (launcher/limits.ts) for the accelerator.
+ */
+export function launcherMemoryRequestMiB(vmi: VirtualMachineInstance, accelerator: Accelerator): number {
+  const { memoryMiB, vcpus } = vmiCompute(vmi);
+  return memoryLimitMiB({ memoryMiB, cpu: { sockets: vcpus, cores: 1, threads: 1 } }, accelerator);
+}
+
+/**
+ * The accelerator to size the launcher pod for, before the scheduler picks a
+ * node: TCG (which needs more memory per VM) when any schedulable node the
+ * VMI's nodeSelector allows runs VMs under TCG (its vkvm.io/virtualization
+ * label), else KVM. An upper bound: on a cluster mixing both, a VM that lands
+ * on a KVM node reserves TCG's extra memory. Affinity is not considered.
+ */
+export function launcherAccelerator(vmi: VirtualMachineInstance, nodes: readonly V1Node[]): Accelerator {
+  const wanted = { ...(vmi.spec.nodeSelector ?? {}), [SCHEDULABLE_LABEL]: 'true' };
+  const fits = (n: V1Node) => Object.entries(wanted).every(([k, v]) => n.metadata?.labels?.[k] === v);
+  return nodes.some((n) => fits(n) && n.metadata?.labels?.[VIRTUALIZATION_LABEL] === 'tcg') ? 'tcg' : 'kvm';
+}
+
+/** The first containerDisk image, or the default. */
+export function launcherImage(vmi: VirtualMachineInstance): string {
+  return vmi.spec.volumes?.find((v) => v.containerDisk?.image)?.containerDisk?.image ?? DEFAULT_LAUNCHER_IMAGE;
+}
+
+/**
+ * The Secrets and claims the VMI reads, as pod volumes: the Node authorizer
+ * lets a node read only what the pods bound to it reference, and the
+ * scheduler places the pod where a claim's local volume is.
+ */
+export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
+  return (vmi.spec.volumes ?? []).flatMap((v): V1Volume[] => {
+    const ci = v.cloudInitNoCloud;
+    if (ci) {
+      return [
+        ...(ci.secretRef?.name ? [{ name: `${v.name}-userdata`, secret: { secretName: ci.secretRef.name } }] : []),
+        ...(ci.networkDataSecretRef?.name ? [{ name: `${v.name}-networkdata`, secret: { secretName: ci.networkDataSecretRef.name } }] : []),
+      ];
+    }
+    const pvc = v.persistentVolumeClaim;
+    if (pvc?.claimName) return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    return [];
+  });
+}
+
+/** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
+export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
+  const name = vmi.metadata.name!;
+  const uid = vmi.metadata.uid!;
+  const spec = vmi.spec;
+  const cpuRequest = spec.domain?.resources?.requests?.cpu;
+  const volumes = launcherVolumes(vmi);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      generateName: `virt-launcher-${name}-`,
+      namespace: vmi.metadata.namespace ?? 'default',
+      labels: { [LAUNCHER_APP_LABEL]: LAUNCHER_APP, [CREATED_BY_LABEL]: uid, [VMI_NAME_LABEL]: name },
+      annotations: { [DOMAIN_ANNOTATION]: name },
+      ownerReferences: [{ apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      nodeSelector: { ...(spec.nodeSelector ?? {}), [SCHEDULABLE_LABEL]: 'true' },
+      ...(spec.affinity ? { affinity: structuredClone(spec.affinity) } : {}),
+      tolerations: [...structuredClone(spec.tolerations ?? []), PROVIDER_TOLERATION],
+      terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
+      restartPolicy: 'Never',
+      ...(volumes.length ? { volumes } : {}),
+      containers: [
+        {
+          name: 'compute',
+          image: launcherImage(vmi),
+          resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
+        },
+      ],
+    },
+  };
+}
+
+/** The VMI's launcher pod among `pods`: created by its UID, preferring one not being deleted, then the newest. */
+export function launcherPodOf(vmi: VirtualMachineInstance, pods: readonly V1Pod[]): V1Pod | undefined {
+  const mine = pods.filter((p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace);
+  const rank = (p: V1Pod) => [p.metadata?.deletionTimestamp ? 0 : 1, new Date(p.metadata?.creationTimestamp ?? 0).getTime()] as const;
+  return mine.sort((a, b) => rank(b)[0] - rank(a)[0] || rank(b)[1] - rank(a)[1])[0];
+}

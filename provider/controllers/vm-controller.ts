@@ -1,0 +1,175 @@
+// The VM controller (KubeVirt's virt-controller VM loop): each VirtualMachine
+// has at most one VMI, named after it and controlled by it, created, deleted
+// or kept as desiredVmi (vm-status.ts) says for its run strategy; the VM's
+// status is derived from the VM and its VMI and written only when it changed.
+// Handlers only enqueue `ns/name` (a VM and its VMI share the key); syncVm
+// reads the caches and is idempotent. A VMI is never created twice: its name
+// is fixed, so a second create fails with AlreadyExists, which is success.
+// Creates and deletes are recorded as Events on the VM, as KubeVirt words them.
+import type { Logger } from '../log.js';
+import { objectReference, type EventRecorder } from '../kube/events.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
+import { KeyQueue } from '../kube/key-queue.js';
+import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
+import { WrittenVersions } from './written-versions.js';
+import { VM_PLURAL, type KubevirtApi } from '../kubevirt/client.js';
+import { statusPatch } from '../kube/status-patch.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachine, type VirtualMachineInstance } from '../kubevirt/types.js';
+import { desiredVmi, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
+import { controlledBy, nextVmStatus, unsupportedVmFields, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
+import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
+import type { VmiAction } from './vm-status.js';
+
+/** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
+const CREATE_EXPECTATION_MS = 60_000;
+
+export interface VmControllerOptions {
+  kubevirt: KubevirtApi;
+  vms: ClusterInformer<VirtualMachine>;
+  vmis: ClusterInformer<VirtualMachineInstance>;
+  events: EventRecorder;
+  workers?: number;
+  log: Logger;
+  now?: () => Date;
+  /** In [0, 1): the crash-loop back-off's jitter. */
+  random?: () => number;
+}
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export class VmController {
+  private readonly queue: KeyQueue;
+  private readonly written = new WrittenVersions();
+  /** VMIs this controller created that the cache does not show yet, by key: when. */
+  private readonly pendingCreates = new Map<string, number>();
+  private readonly now: () => Date;
+  private readonly random: () => number;
+  private started = false;
+
+  constructor(private readonly o: VmControllerOptions) {
+    this.now = o.now ?? (() => new Date());
+    this.random = o.random ?? Math.random;
+    this.queue = new KeyQueue((key) => this.syncVm(key), { name: 'syncVmsFromKubernetes', workers: o.workers ?? 4, log: o.log });
+    o.vms.onChange((vm) => this.enqueue(keyOfObject(vm)));
+    o.vmis.onChange((vmi) => {
+      this.enqueue(keyOfObject(vmi));
+      const namespace = vmi.metadata.namespace ?? 'default';
+      for (const ref of vmi.metadata.ownerReferences ?? []) {
+        if (ref.controller && ref.kind === 'VirtualMachine' && ref.name !== vmi.metadata.name) this.enqueue(objectKey(namespace, ref.name));
+      }
+    });
+  }
+
+  /** Starts working; call once both caches are synced. */
+  start(): void {
+    this.started = true;
+    for (const vm of this.o.vms.list()) this.enqueue(keyOfObject(vm));
+  }
+
+  stop(): void {
+    this.started = false;
+    this.queue.stop();
+  }
+
+  /** Resolves when nothing is queued or running (tests). */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  private enqueue(key: string): void {
+    if (this.started) this.queue.add(key);
+  }
+
+  private createPending(key: string, vmi: VirtualMachineInstance | undefined, nowMs: number): boolean {
+    const at = this.pendingCreates.get(key);
+    if (at === undefined) return false;
+    if (vmi || nowMs - at > CREATE_EXPECTATION_MS) {
+      this.pendingCreates.delete(key);
+      return false;
+    }
+    return true;
+  }
+
+  /** Makes the VM's VMI match its run strategy, then writes the VM status if it changed. */
+  async syncVm(key: string): Promise<void> {
+    const vm = this.o.vms.get(key);
+    if (!vm) {
+      // The garbage collector removes the VMI of a deleted VM (ownerReference).
+      this.pendingCreates.delete(key);
+      return;
+    }
+    if (this.written.stale(key, vm)) return;
+    const log = this.o.log.child({ vm: key, uid: vm.metadata.uid });
+    const cached = this.o.vmis.get(key);
+    const vmi = cached && controlledBy(cached, vm) ? cached : undefined;
+    const now = this.now();
+    const jitter = this.random();
+    const createPending = this.createPending(key, vmi, now.getTime());
+
+    // Decide with the start failure this sync records, so a VMI that just failed starts the back-off now.
+    const startFailure = nextStartFailure(vm, vmi, now, jitter);
+    const deciding: VirtualMachine = { ...vm, status: { ...(vm.status ?? {}), startFailure } };
+    let action: VmiAction = desiredVmi(deciding, vmi, now);
+    if (action === 'create' && cached && !vmi) {
+      // Another VM's VMI (an older VM of this name, being collected) holds the name; its deletion requeues.
+      log.info({ vmiOwner: cached.metadata.ownerReferences }, 'a VMI of this name not controlled by this VM exists; waiting for it to go');
+      action = 'keep';
+    }
+
+    let outcome: ActionOutcome = { ok: true };
+    let failure: unknown;
+    const ref = objectReference({ ...vm, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine' });
+    const unsupported = unsupportedVmFields(vm);
+    // Stateless: the condition already on the VM tells whether this set was reported.
+    if (unsupported.length && findCondition(vm.status?.conditions, 'UnsupportedFields')?.message !== unsupportedMessage(unsupported)) {
+      this.o.events.recordFor(ref, 'Warning', 'UnsupportedFields', `vkvm does not realize these VM fields; the VM runs without them: ${unsupported.join(', ')}`);
+    }
+    if (action === 'create') {
+      try {
+        const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
+        log.info('created the VMI');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Started the virtual machine by creating the new virtual machine instance ${created.metadata.name}`);
+      } catch (err) {
+        if (!isConflict(err)) {
+          failure = err;
+          outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${message(err)}` };
+          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${message(err)}`);
+        }
+      }
+      if (outcome.ok) this.pendingCreates.set(key, now.getTime());
+    } else if (action === 'delete' && vmi) {
+      try {
+        await this.o.kubevirt.deleteVmi(vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.uid!);
+        log.info({ phase: vmi.status?.phase }, 'deleted the VMI');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulDelete', `Stopped the virtual machine by deleting the virtual machine instance ${vmi.metadata.uid}`);
+      } catch (err) {
+        // Gone already, or replaced (the UID precondition failed): either way this VMI is deleted.
+        if (!isNotFound(err) && !isConflict(err)) {
+          failure = err;
+          outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${message(err)}` };
+          this.o.events.recordFor(ref, 'Warning', 'FailedDelete', `Error deleting virtual machine instance ${vmi.metadata.name}: ${message(err)}`);
+        }
+      }
+    }
+
+    const next = nextVmStatus({ vm, ...(vmi ? { vmi } : {}), action, outcome, createPending: createPending || (action === 'create' && outcome.ok), now, jitter });
+    const patch = statusPatch(vm.status, next, VM_STATUS_FIELDS);
+    if (patch) {
+      try {
+        const rv = await this.o.kubevirt.patchStatus(VM_PLURAL, vm.metadata.namespace ?? 'default', vm.metadata.name!, vm.metadata.resourceVersion, patch);
+        this.written.record(key, rv);
+        if (patch.printableStatus) log.info({ printableStatus: next.printableStatus }, 'VM status changed');
+      } catch (err) {
+        // Changed since the cache read it (its watch event requeues the key), or deleted.
+        if (!isConflict(err) && !isNotFound(err)) throw err;
+        log.debug({ err }, 'VM changed while syncing; the next sync will see it');
+      }
+    }
+    if (failure) throw failure;
+    // Waiting out a crash-loop back-off: nothing else will wake the key.
+    if (action === 'keep' && !vmi) {
+      const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);
+      if (waitMs > 0) this.queue.addAfter(key, waitMs + 100);
+    }
+  }
+}

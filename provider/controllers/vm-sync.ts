@@ -1,0 +1,169 @@
+// The VM controller's pure half: the VMI a VM's template makes, and the VM
+// status after a sync (vm-status.ts decides printableStatus and the back-off;
+// this adds the bookkeeping KubeVirt keeps beside it: conditions, the
+// state-change requests, startFailure). vm-controller.ts does the I/O.
+import { createHash } from 'node:crypto';
+import { removeCondition, setCondition, findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
+import { KUBEVIRT_API_VERSION } from '../kubevirt/types.js';
+import type {
+  Condition,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VirtualMachineStateChangeRequest,
+  VirtualMachineStatus,
+  VmConditionType,
+} from '../kubevirt/types.js';
+import { deriveVmStatus, nextStartFailure, restartsAfterDelete, type VmiAction } from './vm-status.js';
+
+/** Label on a VMI naming the VM that created it (KubeVirt's kubevirt.io/vm). */
+export const VM_LABEL = 'kubevirt.io/vm';
+
+/** KubeVirt's firmwareUUIDns: the namespace of the name-based firmware UUIDs. */
+const FIRMWARE_UUID_NS = '6a1a24a1-4061-4607-8bf4-a3963d0c5895';
+
+/**
+ * A UUID v5 of `name` in `namespace` (RFC 4122 §4.3), as Go's uuid.NewSHA1:
+ * KubeVirt's CalculateLegacyUUID gives a VM's VMIs this firmware UUID when the
+ * template sets none, so the guest sees the same machine after every restart.
+ */
+export function firmwareUuid(name: string): string {
+  const ns = Buffer.from(FIRMWARE_UUID_NS.replaceAll('-', ''), 'hex');
+  const h = createHash('sha1').update(ns).update(name).digest().subarray(0, 16);
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const hex = h.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** The VMI a VM starts: its template, named after the VM and controlled by it. */
+export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
+  const name = vm.metadata.name!;
+  const template = vm.spec.template;
+  const spec = structuredClone(template.spec);
+  spec.domain ??= {};
+  if (!spec.domain.firmware?.uuid) spec.domain.firmware = { ...(spec.domain.firmware ?? {}), uuid: firmwareUuid(name) };
+  return {
+    apiVersion: KUBEVIRT_API_VERSION,
+    kind: 'VirtualMachineInstance',
+    metadata: {
+      name,
+      namespace: vm.metadata.namespace ?? 'default',
+      labels: { ...(template.metadata?.labels ?? {}), [VM_LABEL]: name },
+      ...(template.metadata?.annotations ? { annotations: { ...template.metadata.annotations } } : {}),
+      ownerReferences: [
+        { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine', name, uid: vm.metadata.uid!, controller: true, blockOwnerDeletion: true },
+      ],
+    },
+    spec,
+  };
+}
+
+/** The VMI's controller reference points at this VM (same UID). */
+export function controlledBy(vmi: VirtualMachineInstance, vm: VirtualMachine): boolean {
+  return Boolean(vmi.metadata.ownerReferences?.some((r) => r.controller && r.uid === vm.metadata.uid));
+}
+
+/** The VM spec fields vkvm acts on; the rest (instancetype, preference, dataVolumeTemplates, …) it only keeps. */
+const SUPPORTED_VM_SPEC_FIELDS: ReadonlySet<string> = new Set(['running', 'runStrategy', 'template']);
+
+/**
+ * Fields of the VM itself (not its template, whose fields the node reports
+ * on the VMI) that vkvm keeps but does not realize, as field paths.
+ */
+export function unsupportedVmFields(vm: VirtualMachine): string[] {
+  return Object.keys(vm.spec ?? {})
+    .filter((k) => !SUPPORTED_VM_SPEC_FIELDS.has(k))
+    .sort()
+    .map((k) => `spec.${k}`);
+}
+
+/** How the sync's create or delete went; 'keep' never fails. */
+export type ActionOutcome = { ok: true } | { ok: false; reason: 'FailedCreate' | 'FailedDelete'; message: string };
+
+/**
+ * The state-change requests after the sync (KubeVirt's addStartRequest and
+ * its removal of served requests): a deleted RerunOnFailure VMI that failed
+ * leaves a Start request, a created VMI consumes one, and a Stop request is
+ * dropped once its VMI is gone.
+ */
+export function nextStateChangeRequests(
+  vm: VirtualMachine,
+  vmi: VirtualMachineInstance | undefined,
+  action: VmiAction,
+  outcome: ActionOutcome,
+): VirtualMachineStateChangeRequest[] | undefined {
+  const requests = [...(vm.status?.stateChangeRequests ?? [])];
+  if (outcome.ok && action === 'delete' && vmi && restartsAfterDelete(vm, vmi) && !requests.some((r) => r.action === 'Start')) {
+    requests.push({ action: 'Start' });
+  }
+  if (outcome.ok && action === 'create' && requests[0]?.action === 'Start') requests.shift();
+  const first = requests[0];
+  if (first?.action === 'Stop' && action !== 'delete' && (!vmi || first.uid !== vmi.metadata.uid)) requests.shift();
+  return requests.length > 0 ? requests : undefined;
+}
+
+export interface VmSyncInput {
+  vm: VirtualMachine;
+  /** The VM's own VMI (controlled by it), if the cache shows one. */
+  vmi?: VirtualMachineInstance;
+  /** What the sync did, and how that went. */
+  action: VmiAction;
+  outcome: ActionOutcome;
+  /** This controller created the VMI and its cache does not show it yet. */
+  createPending?: boolean;
+  now: Date;
+  /** In [0, 1): the back-off's random part. */
+  jitter: number;
+}
+
+function vmConditions(i: VmSyncInput): Condition<VmConditionType>[] {
+  const { vm, vmi, now } = i;
+  let conditions: Condition<VmConditionType>[] = vm.status?.conditions ?? [];
+  const ready = findCondition(vmi?.status?.conditions, 'Ready');
+  conditions = setCondition(
+    conditions,
+    !vmi
+      ? { type: 'Ready', status: 'False', reason: 'VMINotExists', message: 'VMI does not exist' }
+      : ready
+        ? { type: 'Ready', status: ready.status, ...(ready.reason ? { reason: ready.reason } : {}), ...(ready.message ? { message: ready.message } : {}) }
+        : { type: 'Ready', status: 'False', reason: 'VMINotReady', message: 'VMI is not ready yet' },
+    now,
+  );
+  const paused = findCondition(vmi?.status?.conditions, 'Paused');
+  conditions = paused?.status === 'True' ? setCondition(conditions, { type: 'Paused', status: 'True', ...(paused.reason ? { reason: paused.reason } : {}) }, now) : removeCondition(conditions, 'Paused');
+  conditions = i.outcome.ok
+    ? removeCondition(conditions, 'Failure')
+    : setCondition(conditions, { type: 'Failure', status: 'True', reason: i.outcome.reason, message: i.outcome.message }, now);
+  const unsupported = unsupportedVmFields(vm);
+  conditions = unsupported.length
+    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) }, now)
+    : removeCondition(conditions, 'UnsupportedFields');
+  return conditions;
+}
+
+/** The VM's status after the sync: every field the VM controller owns. */
+export function nextVmStatus(i: VmSyncInput): VirtualMachineStatus {
+  const { vm, vmi, now, action, outcome } = i;
+  const startFailure = nextStartFailure(vm, vmi, now, i.jitter);
+  const stateChangeRequests = nextStateChangeRequests(vm, vmi, action, outcome);
+  // Derive from the VM as it is after this sync, with what was just done expected.
+  const after: VirtualMachine = { ...vm, status: { ...(vm.status ?? {}), startFailure, stateChangeRequests } };
+  const derived = deriveVmStatus({
+    vm: after,
+    ...(vmi ? { vmi } : {}),
+    now,
+    startExpected: !vmi && ((action === 'create' && outcome.ok) || Boolean(i.createPending)),
+    stopExpected: action === 'delete' && outcome.ok,
+  });
+  return {
+    ...(vm.status ?? {}),
+    ...derived,
+    created: derived.created || (action === 'create' && outcome.ok) || Boolean(i.createPending),
+    conditions: vmConditions(i),
+    startFailure,
+    stateChangeRequests,
+  };
+}
+
+/** The VM status fields this controller owns (everything else on status is left alone). */
+export const VM_STATUS_FIELDS = ['printableStatus', 'created', 'ready', 'runStrategy', 'conditions', 'startFailure', 'stateChangeRequests'] as const;

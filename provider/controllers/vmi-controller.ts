@@ -1,0 +1,137 @@
+// The VMI controller (KubeVirt's virt-controller VMI loop, cluster side): each
+// VirtualMachineInstance gets one virt-launcher pod, which the scheduler
+// places on a vkvm node; the VMI's phase follows the pod up to Scheduled
+// (vmi-phase.ts). From Running on, the node agent owns the VMI's status; this
+// controller only fails a VMI whose pod terminated or vanished.
+//
+// One launcher pod per VMI: keys never sync concurrently, and before creating
+// a pod the controller asks the API server (not the cache, which may lag its
+// own last create) whether the VMI has one. Status writes are merge patches
+// conditional on the resourceVersion read, so a phase the node agent wrote
+// meanwhile is never overwritten. Pod creates are recorded as Events on the
+// VMI, as KubeVirt words them.
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { objectReference, type EventRecorder } from '../kube/events.js';
+import type { KubeClients } from '../kube/client.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
+import type { Logger } from '../log.js';
+import { KeyQueue } from '../kube/key-queue.js';
+import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
+import { WrittenVersions } from './written-versions.js';
+import { VMI_PLURAL, type KubevirtApi } from '../kubevirt/client.js';
+import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
+import { statusPatch } from '../kube/status-patch.js';
+import { KUBEVIRT_API_VERSION, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
+import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
+
+export interface VmiControllerOptions {
+  clients: KubeClients;
+  kubevirt: KubevirtApi;
+  vmis: ClusterInformer<VirtualMachineInstance>;
+  /** Launcher pods (label kubevirt.io=virt-launcher) in every namespace. */
+  pods: ClusterInformer<V1Pod>;
+  /** Schedulable nodes (label kubevirt.io/schedulable=true): TCG nodes need bigger launcher pods. */
+  nodes: ClusterInformer<V1Node>;
+  events: EventRecorder;
+  workers?: number;
+  log: Logger;
+  now?: () => Date;
+}
+
+/** Phases in which the VMI's pod matters to this controller (it creates one, or fails the VMI without one). */
+const POD_PHASES: ReadonlySet<VmiPhase> = new Set(['', 'Pending', 'Scheduling', 'Scheduled']);
+
+/** The VMI a launcher pod belongs to, as a key. */
+export function vmiKeyOfPod(pod: V1Pod): string | undefined {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const owner = pod.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'VirtualMachineInstance');
+  const name = owner?.name ?? pod.metadata?.labels?.[VMI_NAME_LABEL];
+  return name ? objectKey(namespace, name) : undefined;
+}
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export class VmiController {
+  private readonly queue: KeyQueue;
+  private readonly written = new WrittenVersions();
+  private readonly now: () => Date;
+  private started = false;
+
+  constructor(private readonly o: VmiControllerOptions) {
+    this.now = o.now ?? (() => new Date());
+    this.queue = new KeyQueue((key) => this.syncVmi(key), { name: 'syncVmisFromKubernetes', workers: o.workers ?? 4, log: o.log });
+    o.vmis.onChange((vmi) => this.enqueue(keyOfObject(vmi)));
+    o.pods.onChange((pod) => {
+      const key = vmiKeyOfPod(pod);
+      if (key) this.enqueue(key);
+    });
+  }
+
+  /** Starts working; call once both caches are synced. */
+  start(): void {
+    this.started = true;
+    for (const vmi of this.o.vmis.list()) this.enqueue(keyOfObject(vmi));
+  }
+
+  stop(): void {
+    this.started = false;
+    this.queue.stop();
+  }
+
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  private enqueue(key: string): void {
+    if (this.started) this.queue.add(key);
+  }
+
+  /** The VMI's launcher pod as the API server has it now; used only when the cache shows none. */
+  private async livePod(vmi: VirtualMachineInstance): Promise<V1Pod | undefined> {
+    const namespace = vmi.metadata.namespace ?? 'default';
+    const { items } = await this.o.clients.core.listNamespacedPod({ namespace, labelSelector: `${CREATED_BY_LABEL}=${vmi.metadata.uid}` });
+    return launcherPodOf(vmi, items);
+  }
+
+  /** Ensures the VMI's launcher pod exists, then writes the VMI status if it changed. */
+  async syncVmi(key: string): Promise<void> {
+    const vmi = this.o.vmis.get(key);
+    if (!vmi || this.written.stale(key, vmi)) return;
+    const log = this.o.log.child({ vmi: key, uid: vmi.metadata.uid });
+    const phase = vmi.status?.phase ?? '';
+    let pod = launcherPodOf(vmi, this.o.pods.list());
+    if (!pod && POD_PHASES.has(phase) && !vmi.metadata.deletionTimestamp) pod = await this.livePod(vmi);
+
+    let createError: string | undefined;
+    let failure: unknown;
+    if (needsLauncherPod(vmi, pod)) {
+      const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
+      try {
+        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())) });
+        log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
+        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
+      } catch (err) {
+        failure = err;
+        createError = `failed to create the launcher pod: ${message(err)}`;
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
+      }
+    }
+
+    const now = this.now();
+    const decision = nextVmiStatus({ vmi, ...(pod ? { pod } : {}), ...(createError ? { createError } : {}), now });
+    const patch = statusPatch(vmi.status, decision.status, VMI_STATUS_FIELDS);
+    if (patch) {
+      try {
+        const rv = await this.o.kubevirt.patchStatus(VMI_PLURAL, vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.resourceVersion, patch);
+        this.written.record(key, rv);
+        if (patch.phase) log.info({ phase: decision.status.phase, reason: decision.status.reason, nodeName: decision.status.nodeName }, 'VMI phase changed');
+      } catch (err) {
+        // Changed since the cache read it, maybe by the node agent (its watch event requeues the key), or deleted.
+        if (!isConflict(err) && !isNotFound(err)) throw err;
+        log.debug({ err }, 'VMI changed while syncing; the next sync will see it');
+      }
+    }
+    if (failure) throw failure;
+    if (decision.recheckAfterMs !== undefined) this.queue.addAfter(key, decision.recheckAfterMs + 100);
+  }
+}

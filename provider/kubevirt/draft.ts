@@ -1,0 +1,90 @@
+// The state one VMI translation accumulates: every cause (translation reports
+// them all, not the first), the unsupported fields it decided on by value,
+// and where each VmSpec disk and interface came from, so causes vmm's own
+// validation finds can be reported at the KubeVirt field that produced them.
+import type { SpecCause, SpecCauseReason } from '../../vmm/errors.js';
+import type { DiskSpec, InterfaceSpec, KernelBoot } from '../../vmm/spec.js';
+import type { BuiltinImages } from '../vm-identity.js';
+import type { Quantity } from './types.js';
+
+/** A PVC bound to a local or hostPath PersistentVolume on this node, resolved by the caller. */
+export interface BoundClaim {
+  /** The PV's path on this node: a directory (Filesystem) or a block device (Block). */
+  hostPath: string;
+  volumeMode: 'Filesystem' | 'Block';
+  /** status.capacity.storage of the claim: the size of the disk.img made in an empty Filesystem volume. */
+  capacity?: Quantity;
+}
+
+/** Everything translation needs that takes I/O to learn, resolved by the caller (see vmiReferences). */
+export interface VmiTranslateContext {
+  /** Built-in kernel-boot images (the test guest), as for pods. */
+  builtins: BuiltinImages;
+  /**
+   * containerDisk / kernelBoot image repository → the image vkvm uses instead
+   * (a host path, an http(s) URL, or a built-in name). DEFAULT_IMAGE_ALIASES
+   * maps the KubeVirt documentation's demo images to the test guest.
+   */
+  imageAliases: Readonly<Record<string, string>>;
+  /** Secrets in the VMI's namespace by name: key → decoded (UTF-8) value. */
+  secrets: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /** PersistentVolumeClaims in the VMI's namespace by claim name. */
+  pvcs: Readonly<Record<string, BoundClaim>>;
+  /** Binding of the interface added when the VMI names none (KubeVirt's defaultNetworkInterface; default bridge). */
+  defaultInterfaceBinding?: 'bridge' | 'masquerade';
+}
+
+/** A sparse raw image file the caller creates before the VM starts, unless it exists. */
+export interface DiskImageToCreate {
+  path: string;
+  sizeMiB: number;
+  /** The KubeVirt field that asked for it. */
+  field: string;
+}
+
+
+/** Where a VmSpec disk came from. */
+export interface DiskOrigin {
+  /** spec.domain.devices.disks[i] */
+  disk: string;
+  device: 'disk' | 'cdrom';
+  /** The volume field that holds the disk's source, e.g. spec.volumes[2].containerDisk.image. */
+  source: string;
+}
+
+export interface KernelBootOrigin {
+  image: string;
+  kernelPath: string;
+  initrdPath: string;
+}
+
+export interface Draft {
+  readonly ctx: VmiTranslateContext;
+  readonly causes: SpecCause[];
+  /** Fields vkvm ignores because of their value (the schema walk finds the rest). */
+  readonly unsupported: string[];
+  readonly disks: DiskSpec[];
+  readonly diskOrigins: DiskOrigin[];
+  readonly interfaces: InterfaceSpec[];
+  /** spec.domain.devices.interfaces[i], per VmSpec interface. */
+  readonly interfaceOrigins: string[];
+  readonly diskImagesToCreate: DiskImageToCreate[];
+  kernelBoot?: KernelBoot;
+  kernelBootOrigin?: KernelBootOrigin;
+  report(path: string, reason: SpecCauseReason, message: string): void;
+}
+
+export function newDraft(ctx: VmiTranslateContext): Draft {
+  const causes: SpecCause[] = [];
+  return {
+    ctx,
+    causes,
+    unsupported: [],
+    disks: [],
+    diskOrigins: [],
+    interfaces: [],
+    interfaceOrigins: [],
+    diskImagesToCreate: [],
+    report: (path, reason, message) => void causes.push({ path, reason, message }),
+  };
+}

@@ -1,0 +1,353 @@
+// Pure translation of a kubevirt.io/v1 VirtualMachineInstance into a VmSpec,
+// mirroring provider/pods/translate.ts. No I/O: what needs it (built-in
+// images, Secrets, bound PVCs) arrives resolved in the context; vmiReferences
+// says what to resolve.
+//
+// KubeVirt semantics followed (file names are in kubevirt/kubevirt):
+//   compute   guest memory = memory.guest, else requests.memory, else
+//             limits.memory (vmi mutator setGuestMemory); CPU topology as
+//             given, unset counts 1, and with none given all vCPUs are
+//             sockets = ceil(limits.cpu, else requests.cpu) (converter
+//             GetCPUTopology); limits.cpu also caps CPU time, as the launcher
+//             pod's limit does in KubeVirt
+//   firmware  bios unless bootloader.efi; efi.secureBoot defaults to true and
+//             needs features.smm (vmi-create-admitter); kernelBoot boots the
+//             container's kernel/initrd with kernelArgs
+//   devices   see storage.ts and network.ts; every VM gets the guest agent
+//             channel (vkvm's guests run qemu-ga); ACPI unless disabled
+//   uid       the VmSpec uid (launcher and domain identity) is the VMI uid,
+//             so each VMI of a VM gets fresh containerDisk overlays as in
+//             KubeVirt; firmware.uuid (else the VMI uid, as KubeVirt's
+//             converter) is the guest's SMBIOS system UUID and cloud-init
+//             instance-id, and seeds the derived MACs
+//
+// Fields outside the subset are not errors: translateVmi lists them in
+// `unsupported` and the VM runs without them. Values vkvm cannot realize in
+// fields it does implement (a usb disk, an e1000e NIC) are errors, because
+// running anyway would give the guest different hardware than it asked for.
+import { parseQuantity } from '../kube/quantity.js';
+import { SpecError, type SpecCause } from '../../vmm/errors.js';
+import { validateVmSpec } from '../../vmm/validate.js';
+import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
+import { domainName, type BootSource } from '../vm-identity.js';
+import { newDraft, type Draft, type DiskImageToCreate, type VmiTranslateContext } from './draft.js';
+import { IMAGE_FORMS, resolveImage } from './images.js';
+import { translateNetwork } from './network.js';
+import { isCleanAbsolutePath, translateStorage } from './storage.js';
+import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
+import type { Clock, DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
+
+export type { BoundClaim, DiskImageToCreate, VmiTranslateContext } from './draft.js';
+export { DEFAULT_IMAGE_ALIASES } from './images.js';
+
+export const LABEL = { namespace: 'vkvm.io/namespace', vmi: 'vkvm.io/vmi', vm: 'vkvm.io/vm' } as const;
+
+export interface VmiTranslation {
+  spec: VmSpec;
+  /** KubeVirt field paths present in the VMI that vkvm does not realize, in document order; the VM runs without them. */
+  unsupported: string[];
+  /** Sparse raw files to create before the VM starts when they do not exist (hostDisk DiskOrCreate, a PVC's disk.img). */
+  diskImagesToCreate: DiskImageToCreate[];
+  /**
+   * The same causes at the KubeVirt fields behind their VmSpec paths: for
+   * errors found later, when the node prepares disks (an image that is not
+   * there), so they too name the user's field.
+   */
+  atKubevirtFields(causes: readonly SpecCause[]): SpecCause[];
+}
+
+const MIB = 2 ** 20;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const R = 'spec.domain.resources';
+
+/** A quantity's value, or undefined after reporting why it is unusable (absent is not reported). */
+function quantity(d: Draft, raw: Quantity | undefined, path: string): number | undefined {
+  if (raw === undefined || raw === null || raw === '') return undefined;
+  const n = parseQuantity(String(raw));
+  if (n === null) return void d.report(path, 'FieldValueInvalid', `${JSON.stringify(raw)} is not a resource quantity`);
+  if (n < 0) return void d.report(path, 'FieldValueInvalid', `${path} '${raw}': must be greater than or equal to 0.`);
+  return n;
+}
+
+interface Compute {
+  cpu: CpuSpec;
+  memoryMiB: number;
+  /** KubeVirt fields behind the VmSpec's cpu counts and memory, for vmm's causes. */
+  cpuField: string;
+  memoryField: string;
+}
+
+function translateCompute(d: Draft, domain: DomainSpec): Compute {
+  const requests = domain.resources?.requests ?? {};
+  const limits = domain.resources?.limits ?? {};
+  const cpuLimit = quantity(d, limits.cpu, `${R}.limits.cpu`);
+  const cpuRequest = quantity(d, requests.cpu, `${R}.requests.cpu`);
+  if (cpuLimit && cpuRequest !== undefined && cpuRequest > cpuLimit) {
+    d.report(`${R}.requests.cpu`, 'FieldValueInvalid', `${R}.requests.cpu '${requests.cpu}' is greater than ${R}.limits.cpu '${limits.cpu}'`);
+  }
+
+  const c = domain.cpu ?? {};
+  const explicit = Boolean(c.cores || c.sockets || c.threads);
+  const fromResources = cpuLimit !== undefined ? `${R}.limits.cpu` : `${R}.requests.cpu`;
+  const cpu: CpuSpec = explicit
+    ? { sockets: c.sockets || 1, cores: c.cores || 1, threads: c.threads || 1 }
+    : { sockets: Math.max(1, Math.ceil(cpuLimit ?? cpuRequest ?? 1)), cores: 1, threads: 1 };
+  if (c.model) {
+    cpu.model = c.model === 'host-model' || c.model === 'host-passthrough' ? c.model : ({ named: c.model } satisfies CpuModel);
+  }
+  if (cpuLimit) cpu.limitMillicores = Math.round(cpuLimit * 1000);
+
+  const memRequest = quantity(d, requests.memory, `${R}.requests.memory`);
+  const memLimit = quantity(d, limits.memory, `${R}.limits.memory`);
+  const guest = quantity(d, domain.memory?.guest, 'spec.domain.memory.guest');
+  if (memLimit && memRequest !== undefined && memRequest > memLimit) {
+    d.report(`${R}.requests.memory`, 'FieldValueInvalid', `${R}.requests.memory '${requests.memory}' is greater than ${R}.limits.memory '${limits.memory}'`);
+  }
+  if (memLimit && guest !== undefined && guest > memLimit) {
+    d.report('spec.domain.memory.guest', 'FieldValueInvalid', `spec.domain.memory.guest '${domain.memory?.guest}' must be equal to or less than the memory limit ${R}.limits.memory '${limits.memory}'`);
+  }
+  const [memoryField, bytes] =
+    domain.memory?.guest != null ? ['spec.domain.memory.guest', guest]
+    : requests.memory != null ? [`${R}.requests.memory`, memRequest]
+    : limits.memory != null ? [`${R}.limits.memory`, memLimit]
+    : [`${R}.requests.memory`, undefined];
+  if (memoryField === `${R}.requests.memory` && requests.memory == null) {
+    d.report(memoryField, 'FieldValueRequired', `no memory requested, at least one of 'spec.domain.memory.guest', '${R}.requests.memory' or '${R}.limits.memory' must be set`);
+  }
+  return {
+    cpu,
+    memoryMiB: bytes === undefined ? 0 : Math.ceil(bytes / MIB),
+    cpuField: explicit ? 'spec.domain.cpu' : fromResources,
+    memoryField,
+  };
+}
+
+function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
+  const bootloader = domain.firmware?.bootloader;
+  const at = 'spec.domain.firmware.bootloader';
+  if (bootloader?.bios && bootloader.efi) {
+    d.report(at, 'FieldValueInvalid', `${at} has both EFI and BIOS configured, but they are mutually exclusive.`);
+  }
+  const smm = domain.features?.smm;
+  const smmOn = smm != null && smm.enabled !== false;
+  if (!bootloader?.efi) {
+    if (smmOn) d.unsupported.push('spec.domain.features.smm'); // vkvm turns SMM on for secure boot only
+    return { kind: 'bios' };
+  }
+  const secureBoot = bootloader.efi.secureBoot ?? true;
+  if (secureBoot && !smmOn) {
+    d.report(`${at}.efi.secureBoot`, 'FieldValueInvalid', 'EFI secure boot (the default with efi) requires SMM: set spec.domain.features.smm, or efi.secureBoot: false');
+  }
+  if (!secureBoot && smmOn) d.unsupported.push('spec.domain.features.smm');
+  return { kind: 'efi', secureBoot };
+}
+
+/** firmware.kernelBoot: a built-in image, or a host directory holding kernelPath and initrdPath. */
+function translateKernelBoot(d: Draft, domain: DomainSpec): void {
+  const kb = domain.firmware?.kernelBoot;
+  if (!kb) return;
+  const K = 'spec.domain.firmware.kernelBoot';
+  const C = `${K}.container`;
+  const c = kb.container;
+  if (!c) {
+    if (kb.kernelArgs) d.report(`${K}.kernelArgs`, 'FieldValueInvalid', 'kernel arguments cannot be provided without an external kernel');
+    return;
+  }
+  const before = d.causes.length;
+  if (!c.image) d.report(`${C}.image`, 'FieldValueRequired', `${C} must be defined with an image`);
+  if (!c.kernelPath && !c.initrdPath) d.report(C, 'FieldValueRequired', `${C} must be defined with at least one of the following: kernelPath, initrdPath`);
+  for (const field of ['kernelPath', 'initrdPath'] as const) {
+    const p = c[field];
+    if (p && !isCleanAbsolutePath(p)) d.report(`${C}.${field}`, 'FieldValueInvalid', `${C}.${field} must be an absolute path to a file without relative components`);
+  }
+  if (d.causes.length > before || !c.image) return;
+  const source: BootSource | null = resolveImage(c.image, d.ctx.imageAliases);
+  const origin = { image: `${C}.image`, kernelPath: `${C}.kernelPath`, initrdPath: `${C}.initrdPath` };
+  const cmdline = (base: string | undefined) => [base, kb.kernelArgs].filter(Boolean).join(' ');
+  if (source?.kind === 'builtin') {
+    // A built-in image brings its own kernel, initrd and base command line; the container paths name them.
+    const builtin = d.ctx.builtins[source.name];
+    if (!builtin) return void d.report(`${C}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
+    d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: cmdline(builtin.cmdline) };
+    d.kernelBootOrigin = { ...origin, kernelPath: origin.image, initrdPath: origin.image };
+  } else if (source?.kind === 'image') {
+    // A host directory stands in for the container image's root.
+    if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
+    d.kernelBoot = { kernelPath: source.path.replace(/\/$/, '') + c.kernelPath };
+    if (c.initrdPath) d.kernelBoot.initrdPath = source.path.replace(/\/$/, '') + c.initrdPath;
+    if (kb.kernelArgs) d.kernelBoot.cmdline = kb.kernelArgs;
+    d.kernelBootOrigin = origin;
+  } else {
+    d.report(`${C}.image`, 'FieldValueNotSupported', `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give a host directory (/path or file:///path) or a built-in image (${IMAGE_FORMS})`);
+  }
+}
+
+/** KubeVirt's dns.SanitizeHostname: spec.hostname, else the VMI name up to its first dot, at most 63 characters. */
+function hostnameOf(vmi: VirtualMachineInstance): string {
+  return vmi.spec.hostname || (vmi.metadata.name ?? '').split('.')[0]!.slice(0, 63);
+}
+
+/** KubeVirt's clock: utc (with its offset) or a time zone; KubeVirt's admitter refuses both at once (the CRD does too). */
+function guestClock(clock: Clock | undefined): GuestClock | undefined {
+  if (clock?.timezone) return { kind: 'timezone', timezone: clock.timezone };
+  if (clock?.utc) return clock.utc.offsetSeconds ? { kind: 'utc', offsetSeconds: clock.utc.offsetSeconds } : { kind: 'utc' };
+  return undefined;
+}
+
+/** The KubeVirt field behind a path in a VmSpec (a cause of validateVmSpec), so every cause names the user's field. */
+function kubevirtField(path: string, d: Draft, compute: Compute): string {
+  const disk = /^disks\[(\d+)\](?:\.(\w+))?/.exec(path);
+  if (disk) {
+    const o = d.diskOrigins[Number(disk[1])];
+    if (!o) return 'spec.domain.devices.disks';
+    switch (disk[2]) {
+      case 'name':
+      case 'bootOrder':
+        return `${o.disk}.${disk[2]}`;
+      case 'bus':
+        return `${o.disk}.${o.device}.bus`;
+      case 'device':
+        return `${o.disk}.${o.device}`;
+      case 'source':
+        return o.source;
+      default:
+        return o.disk;
+    }
+  }
+  const nic = /^interfaces\[(\d+)\](?:\.(\w+))?/.exec(path);
+  if (nic) {
+    const base = d.interfaceOrigins[Number(nic[1])] ?? 'spec.domain.devices.interfaces';
+    return nic[2] === 'mac' ? `${base}.macAddress` : nic[2] === 'name' || nic[2] === 'model' || nic[2] === 'bootOrder' ? `${base}.${nic[2]}` : base;
+  }
+  const [head, sub] = path.split('.') as [string, string | undefined];
+  switch (head) {
+    case 'uid':
+      return 'metadata.uid';
+    case 'systemUuid':
+      return 'spec.domain.firmware.uuid';
+    case 'name':
+      return 'metadata.name';
+    case 'machineType':
+      return 'spec.domain.machine.type';
+    case 'memoryMiB':
+      return compute.memoryField;
+    case 'cpu':
+      if (sub === 'model') return 'spec.domain.cpu.model';
+      if (sub === 'limitMillicores') return `${R}.limits.cpu`;
+      return compute.cpuField === 'spec.domain.cpu' && sub ? `spec.domain.cpu.${sub}` : compute.cpuField;
+    case 'clock':
+      return sub === 'timezone' ? 'spec.domain.clock.timezone' : sub === 'offsetSeconds' ? 'spec.domain.clock.utc.offsetSeconds' : 'spec.domain.clock';
+    case 'firmware':
+      return sub === 'secureBoot' ? 'spec.domain.firmware.bootloader.efi.secureBoot' : 'spec.domain.firmware.bootloader';
+    case 'kernelBoot': {
+      const o = d.kernelBootOrigin;
+      if (!o) return 'spec.domain.firmware.kernelBoot';
+      return sub === 'kernelPath' ? o.kernelPath : sub === 'initrdPath' ? o.initrdPath : o.image;
+    }
+    default:
+      return 'spec';
+  }
+}
+
+/** vmm's causes (VmSpec paths) at KubeVirt paths, device references in their messages renamed too. */
+function atKubevirtFields(causes: readonly SpecCause[], d: Draft, compute: Compute): SpecCause[] {
+  const rename = (message: string) =>
+    message.replace(/\b(disks|interfaces)\[(\d+)\]/g, (token, list: string, i: string) =>
+      (list === 'disks' ? d.diskOrigins[Number(i)]?.disk : d.interfaceOrigins[Number(i)]) ?? token,
+    );
+  return causes.map((c) => ({ ...c, path: kubevirtField(c.path, d, compute), message: rename(c.message) }));
+}
+
+/** vmm's causes for the spec, at KubeVirt paths, minus those translation already reported at the same field. */
+function vmmCauses(spec: VmSpec, d: Draft, compute: Compute): SpecCause[] {
+  const error = validateVmSpec(spec);
+  if (!error) return [];
+  const reported = new Set(d.causes.map((c) => c.path));
+  return atKubevirtFields(error.causes, d, compute).filter((c) => !reported.has(c.path));
+}
+
+/** Fields present in the VMI that vkvm does not realize (schema walk, then decisions by value), without repeats. */
+function unsupportedOf(vmi: VirtualMachineInstance, d: Draft): string[] {
+  const devices = vmi.spec.domain?.devices ?? {};
+  const byValue = [...d.unsupported];
+  if (devices.autoattachSerialConsole === false) byValue.push('spec.domain.devices.autoattachSerialConsole'); // always attached
+  if (devices.autoattachGraphicsDevice === true) byValue.push('spec.domain.devices.autoattachGraphicsDevice'); // no VNC
+  if (devices.autoattachMemBalloon === true) byValue.push('spec.domain.devices.autoattachMemBalloon');
+  if (vmi.spec.domain?.features?.apic?.enabled === false) byValue.push('spec.domain.features.apic'); // always on
+  return [...new Set([...unsupportedFields(vmi.spec, SUPPORTED_VMI_SPEC, 'spec'), ...byValue])];
+}
+
+/** Turns a VMI into the VmSpec its launcher runs, or a SpecError naming every KubeVirt field that cannot be realized. */
+export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateContext): VmiTranslation | SpecError {
+  const d = newDraft(ctx);
+  const meta = vmi.metadata ?? {};
+  const spec = vmi.spec ?? ({} as VirtualMachineInstance['spec']);
+  const domain = spec.domain ?? {};
+  const devices = domain.devices ?? {};
+  if (!meta.uid) d.report('metadata.uid', 'FieldValueRequired', 'the VMI has no UID');
+  if (!meta.name) d.report('metadata.name', 'FieldValueRequired', 'the VMI has no name');
+  if (spec.architecture && spec.architecture !== 'amd64') {
+    d.report('spec.architecture', 'FieldValueNotSupported', `vkvm runs amd64 guests, not ${spec.architecture}`);
+  }
+  if (spec.hostname && !DNS_LABEL.test(spec.hostname)) {
+    d.report('spec.hostname', 'FieldValueInvalid', 'spec.hostname does not conform to the kubernetes DNS_LABEL rules');
+  }
+  const firmwareUuid = domain.firmware?.uuid || meta.uid || '';
+
+  const compute = translateCompute(d, domain);
+  const firmware = translateFirmware(d, domain);
+  translateKernelBoot(d, domain);
+  translateStorage(d, { disks: devices.disks ?? [], volumes: spec.volumes ?? [], instanceId: firmwareUuid, hostname: hostnameOf(vmi) });
+  translateNetwork(d, {
+    interfaces: devices.interfaces ?? [],
+    networks: spec.networks ?? [],
+    autoattachPodInterface: devices.autoattachPodInterface !== false,
+    macSeed: firmwareUuid,
+  });
+
+  const namespace = meta.namespace || 'default';
+  const owner = meta.ownerReferences?.find((o) => o.kind === 'VirtualMachine' && o.controller);
+  const vmSpec: VmSpec = {
+    version: VM_SPEC_VERSION,
+    uid: meta.uid ?? '',
+    ...(firmwareUuid ? { systemUuid: firmwareUuid } : {}),
+    name: domainName(namespace, meta.name ?? ''),
+    cpu: compute.cpu,
+    memoryMiB: compute.memoryMiB,
+    firmware,
+    disks: d.disks,
+    interfaces: d.interfaces,
+    guestAgent: true,
+    acpi: domain.features?.acpi?.enabled !== false,
+    labels: { [LABEL.namespace]: namespace, [LABEL.vmi]: meta.name ?? '', ...(owner ? { [LABEL.vm]: owner.name } : {}) },
+  };
+  if (domain.machine?.type) vmSpec.machineType = domain.machine.type;
+  if (d.kernelBoot) vmSpec.kernelBoot = d.kernelBoot;
+  const clock = guestClock(domain.clock);
+  if (clock) vmSpec.clock = clock;
+
+  const causes = [...d.causes, ...vmmCauses(vmSpec, d, compute)];
+  if (causes.length) return new SpecError(causes);
+  return {
+    spec: vmSpec,
+    unsupported: unsupportedOf(vmi, d),
+    diskImagesToCreate: d.diskImagesToCreate,
+    atKubevirtFields: (later) => atKubevirtFields(later, d, compute),
+  };
+}
+
+/** What the caller resolves before translateVmi: built-in images, Secrets and PVCs the VMI names. */
+export function vmiReferences(vmi: VirtualMachineInstance, imageAliases: Readonly<Record<string, string>>): { builtinImages: string[]; secrets: string[]; claims: string[] } {
+  const images = [
+    ...(vmi.spec?.volumes ?? []).map((v) => v.containerDisk?.image),
+    vmi.spec?.domain?.firmware?.kernelBoot?.container?.image,
+  ].filter((i): i is string => Boolean(i));
+  const builtinImages = images.flatMap((ref) => {
+    const source = resolveImage(ref, imageAliases);
+    return source?.kind === 'builtin' ? [source.name] : [];
+  });
+  const secrets = (vmi.spec?.volumes ?? []).flatMap((v) => [v.cloudInitNoCloud?.secretRef?.name, v.cloudInitNoCloud?.networkDataSecretRef?.name]);
+  const claims = (vmi.spec?.volumes ?? []).map((v) => v.persistentVolumeClaim?.claimName);
+  const unique = (xs: Array<string | undefined>) => [...new Set(xs.filter((x): x is string => Boolean(x)))];
+  return { builtinImages: unique(builtinImages), secrets: unique(secrets), claims: unique(claims) };
+}
