@@ -11,6 +11,9 @@ export { PreconditionError, UnavailableError } from './errors.js';
 export { lookupUser, QEMU_USER } from './libvirtd.js';
 export { FIXED_OVERHEAD_MIB, memoryLimitMiB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from './limits.js';
 export { spawnLauncher } from './spawn.js';
-export { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, type GuestOsInfo, type VmState } from './state.js';
+export { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, type GuestOsInfo } from './state.js';
+import type { VmState as LauncherVmState } from './state.js';
+/** A VM's state as the agent acts on it: phases and reasons; libvirt's domain state stays the launcher's (logs only). */
+export type VmState = Omit<LauncherVmState, 'domainState'>;
 export { CgroupNotFoundError, readVmUsage, type VmUsage } from './usage.js';
 export { withDeadline } from './wait.js';

@@ -12,8 +12,12 @@ export type DiskSource =
   | { kind: 'url'; url: string }
   /** A new sparse qcow2 disk of the given size, removed with the VM. */
   | { kind: 'empty'; sizeMiB: number }
-  /** A host block device or file used in place (no overlay; survives the VM). */
-  | { kind: 'host'; path: string }
+  /**
+   * A host block device or file used in place (no overlay; survives the VM);
+   * with `createSizeMiB`, a missing file is first created sparse at that size
+   * (KubeVirt's DiskOrCreate hostDisk, a filesystem PVC's disk.img).
+   */
+  | { kind: 'host'; path: string; createSizeMiB?: number }
   /** A cloud-init NoCloud seed ISO built from the given documents. */
   | { kind: 'cloudInit'; userData: string; metaData: string; networkConfig?: string };
 

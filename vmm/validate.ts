@@ -66,6 +66,9 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
     case 'image':
     case 'host':
       if (!isAbsolutePath(source.path)) report(`${at}.source.path`, source.path ? 'FieldValueInvalid' : 'FieldValueRequired', 'must be an absolute host path');
+      if (source.kind === 'host' && source.createSizeMiB !== undefined && !isPositiveInt(source.createSizeMiB)) {
+        report(`${at}.source.createSizeMiB`, 'FieldValueInvalid', 'must be a positive integer');
+      }
       return;
     case 'url': {
       const protocol = URL.canParse(source.url) ? new URL(source.url).protocol : null;

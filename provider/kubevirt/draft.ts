@@ -34,15 +34,6 @@ export interface VmiTranslateContext {
   defaultInterfaceBinding?: 'bridge' | 'masquerade';
 }
 
-/** A sparse raw image file the caller creates before the VM starts, unless it exists. */
-export interface DiskImageToCreate {
-  path: string;
-  sizeMiB: number;
-  /** The KubeVirt field that asked for it. */
-  field: string;
-}
-
-
 /** Where a VmSpec disk came from. */
 export interface DiskOrigin {
   /** spec.domain.devices.disks[i] */
@@ -68,7 +59,6 @@ export interface Draft {
   readonly interfaces: InterfaceSpec[];
   /** spec.domain.devices.interfaces[i], per VmSpec interface. */
   readonly interfaceOrigins: string[];
-  readonly diskImagesToCreate: DiskImageToCreate[];
   kernelBoot?: KernelBoot;
   kernelBootOrigin?: KernelBootOrigin;
   report(path: string, reason: SpecCauseReason, message: string): void;
@@ -84,7 +74,6 @@ export function newDraft(ctx: VmiTranslateContext): Draft {
     diskOrigins: [],
     interfaces: [],
     interfaceOrigins: [],
-    diskImagesToCreate: [],
     report: (path, reason, message) => void causes.push({ path, reason, message }),
   };
 }

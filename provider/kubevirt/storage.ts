@@ -121,13 +121,11 @@ function hostDisk(d: Draft, volume: Volume, at: string): Resolved {
     d.report(`${at}.type`, 'FieldValueNotSupported', `${at}.type has invalid value '${host.type ?? ''}', allowed are 'Disk' or 'DiskOrCreate'`);
   } else if (host.type === 'Disk' && host.capacity !== undefined && host.capacity !== '') {
     d.report(`${at}.capacity`, 'FieldValueInvalid', `${at}.capacity is allowed to pass only with ${at}.type equal to 'DiskOrCreate'`);
-  } else if (host.type === 'DiskOrCreate') {
-    // KubeVirt creates a missing file at `capacity`; without one there is nothing to create it at.
-    const mib = sizeMiB(d, host.capacity, `${at}.capacity`);
-    if (mib !== undefined && host.path) d.diskImagesToCreate.push({ path: host.path, sizeMiB: mib, field: at });
   }
+  // KubeVirt creates a missing file at `capacity`; without one there is nothing to create it at.
+  const createSizeMiB = host.type === 'DiskOrCreate' ? sizeMiB(d, host.capacity, `${at}.capacity`) : undefined;
   if (d.causes.length > before) return null;
-  return { source: { kind: 'host', path: host.path }, field: `${at}.path` };
+  return { source: { kind: 'host', path: host.path, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field: `${at}.path` };
 }
 
 function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
@@ -145,11 +143,8 @@ function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
   const readOnly = claim.readOnly === true;
   if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath }, field, readOnly };
   const path = join(bound.hostPath, 'disk.img');
-  if (bound.capacity !== undefined) {
-    const mib = sizeMiB(d, bound.capacity, field);
-    if (mib !== undefined) d.diskImagesToCreate.push({ path, sizeMiB: mib, field: at });
-  }
-  return { source: { kind: 'host', path }, field, readOnly };
+  const createSizeMiB = bound.capacity !== undefined ? sizeMiB(d, bound.capacity, field) : undefined;
+  return { source: { kind: 'host', path, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field, readOnly };
 }
 
 function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string, cloudInit: { first?: string }): Resolved {

@@ -134,7 +134,6 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
         labels: { 'vkvm.io/namespace': 'default', 'vkvm.io/vmi': 'testvm', 'vkvm.io/vm': 'testvm' },
       },
       unsupported: [],
-      diskImagesToCreate: [],
     },
     'containerDisk is an overlay on the cached image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
   );
@@ -434,11 +433,10 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
     ),
   );
   t.same(
-    { disks: result.spec.disks, create: result.diskImagesToCreate },
-    {
-      disks: [
-        { name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img' } },
-        { name: 'data', device: 'disk', bus: 'scsi', source: { kind: 'host', path: '/srv/vms/data.img' } },
+    result.spec.disks,
+    [
+        { name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img', createSizeMiB: 20480 } },
+        { name: 'data', device: 'disk', bus: 'scsi', source: { kind: 'host', path: '/srv/vms/data.img', createSizeMiB: 10240 } },
         { name: 'dev', device: 'disk', bus: 'virtio', readOnly: true, source: { kind: 'host', path: '/dev/vg0/raw' } },
         { name: 'iso', device: 'cdrom', bus: 'sata', readOnly: true, bootOrder: 2, source: { kind: 'host', path: '/srv/isos/install.iso' } },
         { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'url', url: 'https://images.example/scratch.qcow2' } },
@@ -449,12 +447,7 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
           readOnly: true,
           source: { kind: 'cloudInit', userData: '#cloud-config\n', networkConfig: 'version: 2\n', metaData: `{"instance-id":"${FIRMWARE_UUID}","local-hostname":"testvm"}` },
         },
-      ],
-      create: [
-        { path: '/mnt/local-pv/pv-1/disk.img', sizeMiB: 20480, field: 'spec.volumes[0].persistentVolumeClaim' },
-        { path: '/srv/vms/data.img', sizeMiB: 10240, field: 'spec.volumes[1].hostDisk' },
-      ],
-    },
+    ],
   );
 });
 

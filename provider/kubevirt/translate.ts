@@ -30,14 +30,14 @@ import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
 import { domainName, type BootSource } from '../vm-identity.js';
-import { newDraft, type Draft, type DiskImageToCreate, type VmiTranslateContext } from './draft.js';
+import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
 import { IMAGE_FORMS, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
 import type { Clock, DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
 
-export type { BoundClaim, DiskImageToCreate, VmiTranslateContext } from './draft.js';
+export type { BoundClaim, VmiTranslateContext } from './draft.js';
 export { DEFAULT_IMAGE_ALIASES } from './images.js';
 
 export const LABEL = { namespace: 'vkvm.io/namespace', vmi: 'vkvm.io/vmi', vm: 'vkvm.io/vm' } as const;
@@ -46,8 +46,6 @@ export interface VmiTranslation {
   spec: VmSpec;
   /** KubeVirt field paths present in the VMI that vkvm does not realize, in document order; the VM runs without them. */
   unsupported: string[];
-  /** Sparse raw files to create before the VM starts when they do not exist (hostDisk DiskOrCreate, a PVC's disk.img). */
-  diskImagesToCreate: DiskImageToCreate[];
   /**
    * The same causes at the KubeVirt fields behind their VmSpec paths: for
    * errors found later, when the node prepares disks (an image that is not
@@ -331,7 +329,6 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   return {
     spec: vmSpec,
     unsupported: unsupportedOf(vmi, d),
-    diskImagesToCreate: d.diskImagesToCreate,
     atKubevirtFields: (later) => atKubevirtFields(later, d, compute),
   };
 }

@@ -345,7 +345,7 @@ export class PodController {
   private async reconcilePause(rec: Record, view: Extract<LauncherView, { live: true }>): Promise<void> {
     if (rec.wantPaused === undefined || !rec.vmiRef) return;
     const s = view.state;
-    if (rec.wantPaused && (s.domainState === 'running' || s.domainState === 'blocked')) {
+    if (rec.wantPaused && s.phase === 'Running' && s.reason !== 'ShuttingDown') {
       await view.client.pause();
       this.o.events.recordFor(rec.vmiRef, 'Normal', 'Paused', 'VirtualMachineInstance paused');
     } else if (!rec.wantPaused && s.phase === 'Paused' && s.reason === 'Paused') {

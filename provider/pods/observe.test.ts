@@ -8,7 +8,6 @@ const state: VmState = {
   phase: 'Running',
   reason: 'Booted',
   message: '',
-  domainState: 'running',
   qemuPid: 42,
   startedAtUnixMs: 1_700_000_000_000,
   consoleLogPath: '/x/console.log',

@@ -8,7 +8,6 @@
 // The node watches the VMIs whose status.nodeName is this node (a CRD
 // selectable field), so a change to a VMI, such as its paused annotation,
 // resyncs its launcher pod.
-import { open } from 'node:fs/promises';
 import type { V1ObjectReference, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { mergePatch } from '../kube/client.js';
@@ -100,7 +99,6 @@ export class VmiNodeSide {
       pvcs: Object.fromEntries(await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const))),
     });
     if ('causes' in result) return result;
-    for (const img of result.diskImagesToCreate) await createSparseIfMissing(img.path, img.sizeMiB);
     // The launcher, its directory and its domain are keyed by the pod, as for every pod on the node.
     return {
       spec: { ...result.spec, uid: pod.metadata!.uid! },
@@ -171,19 +169,5 @@ export class VmiNodeSide {
     if (!hostPath) throw new Error(`PersistentVolume ${pvName} is neither local nor hostPath; vkvm cannot reach it from the node`);
     const capacity = pvc.status?.capacity?.storage;
     return { hostPath, volumeMode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem', ...(capacity ? { capacity } : {}) };
-  }
-}
-
-/** Creates a sparse raw image file of `sizeMiB` unless `path` exists. */
-async function createSparseIfMissing(path: string, sizeMiB: number): Promise<void> {
-  try {
-    const file = await open(path, 'wx', 0o660);
-    try {
-      await file.truncate(sizeMiB * 2 ** 20);
-    } finally {
-      await file.close();
-    }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
 }

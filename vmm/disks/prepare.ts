@@ -3,7 +3,7 @@
 // and host paths used in place. Idempotent, because the launcher's sync is:
 // an overlay or empty disk that already exists holds the guest's data and is
 // reused, never recreated.
-import { mkdir, rm, rmdir } from 'node:fs/promises';
+import { mkdir, open, rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { buildNoCloudIso } from '../cloud-init/nocloud-iso.js';
 import { SpecError } from '../errors.js';
@@ -47,6 +47,8 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
   const path = vmFile(dirs, disk);
   switch (source.kind) {
     case 'host': {
+      const { createSizeMiB } = source;
+      if (createSizeMiB !== undefined) await createOnce(source.path, created, () => createSparseRaw(source.path, createSizeMiB));
       // Never probed: the guest writes to it, and a guest-written qcow2 header must not change how the host opens it.
       const stats = await statOrSpecError(source.path, `${at}.source.path`);
       return { path: source.path, format: 'raw', block: stats.isBlockDevice() };
@@ -116,4 +118,14 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
 export async function removePreparedDisks(spec: VmSpec, dirs: DiskDirs): Promise<void> {
   const owned = spec.disks.filter((disk) => disk.source.kind !== 'host');
   await Promise.all(owned.map((disk) => rm(vmFile(dirs, disk), { force: true })));
+}
+
+/** A sparse raw image file; `wx`, so a file that appeared meanwhile is never truncated. */
+async function createSparseRaw(path: string, sizeMiB: number): Promise<void> {
+  const file = await open(path, 'wx', 0o660);
+  try {
+    await file.truncate(sizeMiB * 2 ** 20);
+  } finally {
+    await file.close();
+  }
 }
