@@ -103,8 +103,8 @@ export class DomainDriver {
     }
   }
 
-  define(xml: string): Promise<Domain> {
-    return this.hypervisor.domainDefineXML(xml);
+  async define(xml: string): Promise<void> {
+    await this.hypervisor.domainDefineXML(xml);
   }
 
   /** Starts with vCPUs stopped, so the console is attached before the guest prints anything. */

@@ -39,6 +39,12 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
       { phase: 'Failed', reason: 'StoppedFromSnapshot', message: '' },
     ],
     ['shut off, Stopped event not in yet', { domainState: 'shutoff', runReason: 'Booted' }, undefined],
+    [
+      'removed after the guest powered off (the launcher exiting)',
+      { domainState: 'absent', started: true, runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Shutdown' } },
+      { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
+    ],
+    ['removed after its run, Stopped event not in yet: not NotStarted', { domainState: 'absent', started: true, runReason: 'Booted' }, undefined],
   ];
   for (const [name, input, want] of cases) t.same(derivePhase(input), want, name);
 });

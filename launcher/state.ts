@@ -46,6 +46,8 @@ export interface Cause {
 
 export interface PhaseInput {
   domainState: DomainStateName;
+  /** Set once the launcher started the domain: an absent domain is then one removed after its run, not one yet to be created. */
+  started?: boolean;
   /** Why the vCPUs run, as the launcher last made them: Booted, Unpaused or Reset. */
   runReason: string;
   /** Detail of the last Suspended event (libvirt pauses by itself on I/O errors). */
@@ -62,14 +64,15 @@ type Rule = [(i: PhaseInput) => boolean, Phase, (i: PhaseInput) => Cause];
 
 const camel = (s: string): string => s.replace(/(?:^|[\s/_-]+)(\w)/g, (_, c: string) => c.toUpperCase());
 const off = (i: PhaseInput): boolean => i.domainState === 'absent' || i.domainState === 'shutoff';
-const stoppedBy = (detail: string) => (i: PhaseInput) => i.domainState === 'shutoff' && i.stopEvent?.type === 'Stopped' && i.stopEvent.detail === detail;
+const stoppedBy = (detail: string) => (i: PhaseInput) => off(i) && i.stopEvent?.type === 'Stopped' && i.stopEvent.detail === detail;
 const because = (reason: string, message = ''): (() => Cause) => () => ({ reason, message });
 
-// First match wins. A shut-off domain whose Stopped event has not arrived yet
-// matches nothing: the caller keeps the previous state rather than guess.
+// First match wins. A shut-off (or, after its run, removed) domain whose
+// Stopped event has not arrived yet matches nothing: the caller keeps the
+// previous state rather than guess.
 const RULES: Rule[] = [
   [(i) => off(i) && i.startFailure !== undefined, 'Failed', (i) => i.startFailure!],
-  [(i) => i.domainState === 'absent', 'Pending', because('NotStarted')],
+  [(i) => i.domainState === 'absent' && !i.started, 'Pending', because('NotStarted')],
   [(i) => i.domainState === 'running' || i.domainState === 'blocked', 'Running', (i) => ({ reason: i.runReason, message: '' })],
   [(i) => i.domainState === 'shutdown', 'Running', because('ShuttingDown', 'the guest is powering off')],
   [(i) => i.domainState === 'paused', 'Paused', (i) => ({ reason: i.pauseDetail && i.pauseDetail !== 'Paused' ? camel(i.pauseDetail) : 'Paused', message: '' })],
@@ -79,7 +82,7 @@ const RULES: Rule[] = [
   [stoppedBy('Destroyed'), 'Succeeded', because('Destroyed')],
   [stoppedBy('Crashed'), 'Failed', because('Crashed', 'the guest crashed')],
   [stoppedBy('Failed'), 'Failed', because('QemuFailed', 'QEMU exited unexpectedly')],
-  [(i) => i.domainState === 'shutoff' && i.stopEvent !== undefined, 'Failed', (i) => ({ reason: `Stopped${camel(i.stopEvent!.detail)}`, message: '' })],
+  [(i) => off(i) && i.stopEvent !== undefined, 'Failed', (i) => ({ reason: `Stopped${camel(i.stopEvent!.detail)}`, message: '' })],
   [(i) => i.domainState === 'crashed', 'Failed', because('GuestPanicked', 'the guest kernel panicked')],
 ];
 

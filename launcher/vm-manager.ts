@@ -30,6 +30,12 @@ export interface Vmm {
   buildDomainXml(spec: VmSpec, runtime: DomainRuntime): string;
 }
 
+/** The domain calls the manager makes; libvirt's events reach it through onLifecycle. */
+export type DomainOps = Pick<
+  DomainDriver,
+  'state' | 'define' | 'startPaused' | 'suspend' | 'resume' | 'reset' | 'shutdownAcpi' | 'destroy' | 'undefine' | 'agentCommand' | 'agentConnected'
+>;
+
 export interface VmManagerOptions {
   uid: string;
   /** Sockets QEMU binds live here; owned by the QEMU user. */
@@ -37,7 +43,7 @@ export interface VmManagerOptions {
   emulatorPath: string;
   host: HostCaps;
   libvirtd: Pick<PrivateLibvirtd, 'qemuPid'>;
-  driver: DomainDriver;
+  driver: DomainOps;
   cgroup: Pick<Cgroup, 'setLimits'>;
   consoleLog: ConsoleLog;
   qemuUser: { uid: number; gid: number };
@@ -230,6 +236,8 @@ export class VmManager {
     return this.ops.run(async () => {
       if (ACTIVE.has(await this.o.driver.state(this.domainUuid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
+      // A refresh already past its closing check would read the domain undefined below.
+      await this.refreshes.run(async () => {});
       clearTimeout(this.osInfoRetry);
       await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
@@ -289,6 +297,7 @@ export class VmManager {
       this.spec = spec;
       this.o.consoleLog.startRun();
       await driver.startPaused(uid);
+      this.input.started = true;
       this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
       this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0, guestAgentConnected: false };
       delete this.state.guestOsInfo;

@@ -1,0 +1,163 @@
+// VmManager against a fake libvirt whose answers the test releases one by one,
+// so event and call orders that real guests produce only by chance are exact.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import t, { type Test } from 'tap';
+import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import { ConsoleLog } from './console/log-file.js';
+import type { DomainStateName } from './domain-driver.js';
+import type { VmState } from './state.js';
+import { VmManager, type DomainOps } from './vm-manager.js';
+
+/** One domain in a private libvirtd; QEMU's serial console is a local socket server. */
+class FakeLibvirt implements DomainOps {
+  domainState: DomainStateName = 'absent';
+  /** While set, each state() waits until the test answers it: a libvirt call still under way while others run. */
+  holdReads = false;
+  private readonly held: (() => void)[] = [];
+  private readHeld: (() => void) | undefined;
+  private pressPowerButton!: () => void;
+  readonly powerButtonPressed = new Promise<void>((resolve) => (this.pressPowerButton = resolve));
+  private readonly serial = net.createServer();
+
+  constructor(private readonly consoleSocket: string) {}
+
+  async state(): Promise<DomainStateName> {
+    if (this.holdReads) {
+      await new Promise<void>((answer) => {
+        this.held.push(answer);
+        this.readHeld?.();
+      });
+    }
+    return this.domainState;
+  }
+
+  /** The oldest held state() call once there is one; calling the result answers it with the state as it is then. */
+  async nextRead(): Promise<() => void> {
+    while (this.held.length === 0) await new Promise<void>((resolve) => (this.readHeld = resolve));
+    return this.held.shift()!;
+  }
+
+  async define(): Promise<void> {
+    this.domainState = 'shutoff';
+  }
+
+  async startPaused(): Promise<void> {
+    await new Promise<void>((resolve) => this.serial.listen(this.consoleSocket, resolve));
+    this.domainState = 'paused';
+  }
+
+  async suspend(): Promise<void> {
+    this.domainState = 'paused';
+  }
+
+  async resume(): Promise<void> {
+    this.domainState = 'running';
+  }
+
+  async reset(): Promise<void> {}
+
+  async shutdownAcpi(): Promise<void> {
+    this.pressPowerButton();
+  }
+
+  async destroy(): Promise<void> {
+    this.domainState = 'shutoff';
+  }
+
+  async undefine(): Promise<void> {
+    this.domainState = 'absent';
+  }
+
+  async agentCommand(): Promise<unknown> {
+    throw new Error('no guest agent');
+  }
+
+  async agentConnected(): Promise<boolean> {
+    return false;
+  }
+
+  close(): void {
+    this.serial.close();
+  }
+}
+
+/** Lets pending promise callbacks run: the fake does no I/O, so whatever can happen by now has happened. */
+const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpec } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vkvm-vmm-'));
+  const socketDir = path.join(dir, 'qemu');
+  const libvirt = new FakeLibvirt(path.join(socketDir, 'console.sock'));
+  const uid = randomUUID();
+  const manager = new VmManager({
+    uid,
+    socketDir,
+    emulatorPath: '/usr/bin/qemu-system-x86_64',
+    host: { accelerator: 'tcg', reason: 'test', facts: { kvmDeviceUsable: false, hardwareVirtFlag: null } },
+    libvirtd: { qemuPid: async () => 4242 },
+    driver: libvirt,
+    cgroup: { setLimits: async () => {} },
+    consoleLog: new ConsoleLog(dir, 1024 * 1024),
+    qemuUser: { uid: process.getuid!(), gid: process.getgid!() },
+    vmm: { validate: () => null, prepareDisks: async () => ({}), removeDisks: async () => {}, buildDomainXml: () => '<domain/>' },
+    log: pino({ level: 'silent' }),
+  });
+  t.teardown(async () => {
+    libvirt.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const spec: VmSpec = {
+    version: VM_SPEC_VERSION,
+    uid,
+    name: 'vm-manager-test',
+    cpu: { sockets: 1, cores: 1, threads: 1 },
+    memoryMiB: 64,
+    firmware: { kind: 'bios' },
+    disks: [],
+    interfaces: [],
+    guestAgent: false,
+    acpi: true,
+    labels: {},
+  };
+  return { manager, libvirt, spec };
+}
+
+t.test('issue #17: the launcher exiting while a refresh still reads the domain leaves the final state Succeeded', async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  const published: VmState[] = [];
+  manager.watch((s) => published.push(s));
+  t.match((await manager.sync(JSON.stringify(spec))).state, { phase: 'Running', reason: 'Booted' });
+
+  const shutdown = manager.shutdown(60);
+  await libvirt.powerButtonPressed;
+  // The guest powers off: libvirt sends Shutdown, then Stopped, before either refresh has read the domain.
+  libvirt.holdReads = true;
+  libvirt.domainState = 'shutoff';
+  manager.onLifecycle({ type: 'Shutdown', detail: 'Finished after guest request' });
+  manager.onLifecycle({ type: 'Stopped', detail: 'Shutdown' });
+  (await libvirt.nextRead())();
+  t.match(await shutdown, { phase: 'Succeeded', reason: 'GuestShutdown' }, 'the first refresh sees the stop; Shutdown returns');
+
+  // The second refresh's read is under way when the launcher exits (main.ts: Shutdown replied, then close()).
+  const secondRefreshRead = await libvirt.nextRead();
+  const closed = manager.close();
+  (await libvirt.nextRead())(); // close() finds the domain shut off
+  await settled(); // and undefines it, or waits for the refresh under way
+  secondRefreshRead();
+  await closed;
+  await settled();
+
+  t.match(manager.current, { phase: 'Succeeded', reason: 'GuestShutdown' }, 'the final state, which main.ts writes as the exit record');
+  const started = published.findIndex((s) => s.phase === 'Running');
+  t.same(
+    published.slice(started).filter((s) => s.phase === 'Pending'),
+    [],
+    'a VM that ran is never reported Pending again',
+  );
+});
