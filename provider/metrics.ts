@@ -4,11 +4,6 @@
 // registers into its registry.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** Label values of vkvm_pod_syncs_total and vkvm_pod_sync_duration_seconds. */
-export type PodSyncResult = 'success' | 'error';
-/** Label values of vkvm_launcher_starts_total. */
-export type LauncherStartResult = 'success' | 'error';
-
 export interface AgentMetrics {
   registry: Registry;
   /** One per syncPod(key) run; `error` runs are requeued with backoff. */

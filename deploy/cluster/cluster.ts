@@ -5,7 +5,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -187,9 +187,4 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
       p.stdin.end(kopts.input ?? '');
     });
   return { kubeconfigPath, binary, pid, kubectl, stop, exited };
-}
-
-/** Removes a state directory left by a previous run. */
-export async function resetStateDir(dir: string): Promise<void> {
-  await rm(dir, { recursive: true, force: true });
 }
