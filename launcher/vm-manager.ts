@@ -19,8 +19,10 @@ import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
-import { derivePhase, isTerminal, type Cause, type GuestOsInfo, type PhaseInput, type VmState } from './state.js';
+import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } from './state.js';
 import { withDeadline } from './wait.js';
+import { GuestAgentWatch } from './guest-agent-watch.js';
+import { OneAtATime } from './one-at-a-time.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
@@ -54,22 +56,9 @@ export interface VmManagerOptions {
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
-/** Tries at asking a just-connected guest agent about the guest OS, 1 s, 2 s, 4 s … apart. */
-const OS_INFO_ATTEMPTS = 5;
-const AGENT_QUERY_TIMEOUT_S = 5;
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
 const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
-
-/** Runs async functions one at a time, in call order. */
-class OneAtATime {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => {});
-    return result;
-  }
-}
 
 function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
   return new SpecError([{ path, reason, message }]);
@@ -78,9 +67,7 @@ function invalidSpec(path: string, reason: SpecCauseReason, message: string): Sp
 export class VmManager {
   private readonly ops = new OneAtATime();
   private readonly refreshes = new OneAtATime();
-  private readonly agentRefreshes = new OneAtATime();
-  private osInfoAttempts = 0;
-  private osInfoRetry: NodeJS.Timeout | undefined;
+  private readonly agent: GuestAgentWatch;
   private readonly listeners = new Set<(s: VmState) => void>();
   private spec: VmSpec | undefined;
   /** The libvirt domain's uuid: the spec's system UUID once one was synced, the VM's uid before. */
@@ -108,6 +95,14 @@ export class VmManager {
       consoleOutputAtUnixMs: 0,
       guestAgentConnected: false,
     };
+    this.agent = new GuestAgentWatch({
+      driver: o.driver,
+      domainUuid: () => this.domainUuid,
+      active: () => Boolean(this.spec?.guestAgent) && !this.closing,
+      current: () => this.state,
+      publish: (next) => this.publish(next),
+      log: o.log,
+    });
   }
 
   get current(): VmState {
@@ -134,7 +129,7 @@ export class VmManager {
 
   /** Feed from libvirt's event stream: the guest agent connected or disconnected (or events may have been missed). */
   onAgentLifecycle(): void {
-    void this.refreshAgent();
+    void this.agent.refresh();
   }
 
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
@@ -238,7 +233,7 @@ export class VmManager {
       this.closing = true;
       // A refresh already past its closing check would read the domain undefined below.
       await this.refreshes.run(async () => {});
-      clearTimeout(this.osInfoRetry);
+      this.agent.stop();
       await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
@@ -360,40 +355,6 @@ export class VmManager {
     });
   }
 
-  /**
-   * Re-reads whether the guest agent is connected and, once it is, asks it
-   * about the guest OS (retried a few times: a guest agent that just opened
-   * its channel may not answer yet). Serialized.
-   */
-  private refreshAgent(): Promise<void> {
-    return this.agentRefreshes.run(async () => {
-      if (!this.spec?.guestAgent || this.closing) return;
-      // This pass asks anew; a retry still pending would only ask twice.
-      clearTimeout(this.osInfoRetry);
-      let connected: boolean;
-      try {
-        connected = await this.o.driver.agentConnected(this.domainUuid);
-      } catch (err) {
-        this.o.log.warn({ err }, 'reading the guest agent channel state failed');
-        return;
-      }
-      if (!connected) {
-        this.osInfoAttempts = 0;
-        return this.publish({ guestAgentConnected: false, guestOsInfo: undefined });
-      }
-      this.publish({ guestAgentConnected: true });
-      if (this.state.guestOsInfo) return;
-      try {
-        const reply = await this.o.driver.agentCommand(this.domainUuid, { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
-        this.publish({ guestOsInfo: osInfoFromAgent(reply) });
-      } catch (err) {
-        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS) return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
-        this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
-        this.osInfoRetry = setTimeout(() => void this.refreshAgent(), 1000 * 2 ** this.osInfoAttempts++);
-      }
-    });
-  }
-
   private publish(next: Partial<VmState>): void {
     const merged = { ...this.state, ...next };
     const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => !isDeepStrictEqual(merged[k], this.state[k]));
@@ -402,20 +363,4 @@ export class VmManager {
     this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState, guestAgentConnected: this.state.guestAgentConnected }, 'VM state');
     for (const l of this.listeners) l(this.state);
   }
-}
-
-/** guest-get-osinfo's reply (kebab-case keys) as GuestOsInfo; unknown and empty fields are left out. */
-function osInfoFromAgent(reply: unknown): GuestOsInfo {
-  const r = (reply ?? {}) as Record<string, unknown>;
-  const fields: [keyof GuestOsInfo, string][] = [
-    ['name', 'name'],
-    ['id', 'id'],
-    ['prettyName', 'pretty-name'],
-    ['version', 'version'],
-    ['versionId', 'version-id'],
-    ['kernelRelease', 'kernel-release'],
-    ['kernelVersion', 'kernel-version'],
-    ['machine', 'machine'],
-  ];
-  return Object.fromEntries(fields.flatMap(([to, from]) => (typeof r[from] === 'string' && r[from] ? [[to, r[from]]] : [])));
 }

@@ -1,0 +1,83 @@
+// Whether the VM's guest agent is connected and, once it is, what it says
+// about the guest OS: re-read on every agent event libvirt sends.
+import type { Logger } from 'pino';
+import type { DomainDriver } from './domain-driver.js';
+import { OneAtATime } from './one-at-a-time.js';
+import type { GuestOsInfo, VmState } from './state.js';
+
+/** Tries at asking a just-connected guest agent about the guest OS, 1 s, 2 s, 4 s … apart. */
+const OS_INFO_ATTEMPTS = 5;
+const AGENT_QUERY_TIMEOUT_S = 5;
+
+export interface GuestAgentWatchOptions {
+  driver: Pick<DomainDriver, 'agentCommand' | 'agentConnected'>;
+  domainUuid(): string;
+  /** Whether to look at all: the VM has an agent channel and the launcher is not closing. */
+  active(): boolean;
+  /** What was last published (the OS info is asked once per connection). */
+  current(): Pick<VmState, 'guestOsInfo'>;
+  publish(next: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestOsInfo'>): void;
+  log: Logger;
+}
+
+export class GuestAgentWatch {
+  private readonly refreshes = new OneAtATime();
+  private osInfoAttempts = 0;
+  private osInfoRetry: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: GuestAgentWatchOptions) {}
+
+  /**
+   * Re-reads whether the guest agent is connected and, once it is, asks it
+   * about the guest OS (retried a few times: a guest agent that just opened
+   * its channel may not answer yet). Serialized.
+   */
+  refresh(): Promise<void> {
+    return this.refreshes.run(async () => {
+      if (!this.o.active()) return;
+      // This pass asks anew; a retry still pending would only ask twice.
+      clearTimeout(this.osInfoRetry);
+      let connected: boolean;
+      try {
+        connected = await this.o.driver.agentConnected(this.o.domainUuid());
+      } catch (err) {
+        this.o.log.warn({ err }, 'reading the guest agent channel state failed');
+        return;
+      }
+      if (!connected) {
+        this.osInfoAttempts = 0;
+        return this.o.publish({ guestAgentConnected: false, guestOsInfo: undefined });
+      }
+      this.o.publish({ guestAgentConnected: true });
+      if (this.o.current().guestOsInfo) return;
+      try {
+        const reply = await this.o.driver.agentCommand(this.o.domainUuid(), { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
+        this.o.publish({ guestOsInfo: osInfoFromAgent(reply) });
+      } catch (err) {
+        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS) return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
+        this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
+        this.osInfoRetry = setTimeout(() => void this.refresh(), 1000 * 2 ** this.osInfoAttempts++);
+      }
+    });
+  }
+
+  stop(): void {
+    clearTimeout(this.osInfoRetry);
+  }
+}
+
+/** guest-get-osinfo's reply (kebab-case keys) as GuestOsInfo; unknown and empty fields are left out. */
+function osInfoFromAgent(reply: unknown): GuestOsInfo {
+  const r = (reply ?? {}) as Record<string, unknown>;
+  const fields: [keyof GuestOsInfo, string][] = [
+    ['name', 'name'],
+    ['id', 'id'],
+    ['prettyName', 'pretty-name'],
+    ['version', 'version'],
+    ['versionId', 'version-id'],
+    ['kernelRelease', 'kernel-release'],
+    ['kernelVersion', 'kernel-version'],
+    ['machine', 'machine'],
+  ];
+  return Object.fromEntries(fields.flatMap(([to, from]) => (typeof r[from] === 'string' && r[from] ? [[to, r[from]]] : [])));
+}
