@@ -26,6 +26,22 @@ t.test('the test guest image boots its kernel with args and env on the command l
   });
 });
 
+t.test('guest memory is the memory request the scheduler charged, not the limit', async (t) => {
+  const memoryOf = (resources: object) => (translatePod(pod({ image: 'vkvm/test-guest', resources }), builtins) as { memoryMiB: number }).memoryMiB;
+  t.same(
+    [
+      memoryOf({ requests: { memory: '64Mi' }, limits: { memory: '2Gi' } }),
+      memoryOf({ limits: { memory: '256Mi' } }),
+      memoryOf({ requests: { memory: '96Mi' } }),
+      memoryOf({}),
+    ],
+    [64, 256, 96, 512],
+    'request; the limit when only it is set (the API server defaults the request to it); the default without either',
+  );
+  const err = translatePod(pod({ image: 'vkvm/test-guest', resources: { requests: { memory: '16Mi' }, limits: { memory: '1Gi' } } }), builtins);
+  t.match(err, { causes: [{ path: 'spec.containers[0].resources.requests.memory', reason: 'FieldValueInvalid' }] }, 'a too-small request is named');
+});
+
 t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; requests are used without limits', async (t) => {
   const spec = translatePod(pod({ image: 'https://img.example/disk.qcow2', resources: { requests: { cpu: '2', memory: '1Gi' } } }, { 'vkvm.io/user-data': '#cloud-config\n' }), builtins);
   t.match(spec, {

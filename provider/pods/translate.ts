@@ -7,7 +7,7 @@
 //          kernel:/path/vmlinuz              direct kernel boot; initrd from annotation vkvm.io/initrd
 //          vkvm/test-guest                   the built-in test guest (Debian kernel + busybox initramfs)
 //   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
-//              memory → guest RAM (limits, else requests, default 512Mi)
+//              memory → guest RAM (requests, which the API server defaults to limits; default 512Mi)
 //   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
 //              kernel hands to init as environment); disk images: not supported (use user-data)
 //   annotations vkvm.io/user-data (cloud-init user-data, disk images), vkvm.io/initrd,
@@ -75,8 +75,10 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
   const cpuRaw = limits.cpu ?? requests.cpu ?? '1';
   const cpuPath = `${at}.resources.${limits.cpu ? 'limits' : 'requests'}.cpu`;
   const cpu = parseQuantity(cpuRaw, cpuPath, causes);
-  const memRaw = limits.memory ?? requests.memory ?? DEFAULT_MEMORY;
-  const memPath = `${at}.resources.${limits.memory ? 'limits' : 'requests'}.memory`;
+  // Guest RAM is what the scheduler charged: the request (the API server defaults it to the limit when only that
+  // is set); a limit above it buys the guest nothing.
+  const memRaw = requests.memory ?? limits.memory ?? DEFAULT_MEMORY;
+  const memPath = `${at}.resources.${requests.memory || !limits.memory ? 'requests' : 'limits'}.memory`;
   const memBytes = parseQuantity(memRaw, memPath, causes);
   const memoryMiB = memBytes === undefined ? 0 : Math.ceil(memBytes / (1024 * 1024));
   if (memBytes !== undefined && memoryMiB < 32) {
