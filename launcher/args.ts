@@ -2,6 +2,7 @@
 // launcherArgv(); the launcher parses it with parseLauncherArgs().
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import type { HostFilePolicy } from '../vmm/host-files.js';
 import { DEFAULT_LIBVIRTD } from './libvirtd.js';
 
 export interface LauncherArgs {
@@ -22,6 +23,8 @@ export interface LauncherArgs {
   allowSoftwareEmulation: boolean;
   /** Network namespace (a /run/netns path) the VM's libvirtd and QEMU run in; the host's when absent. */
   netns?: string;
+  /** Which host files the VM may name (the node operator's lists). */
+  hostFiles: HostFilePolicy;
   logLevel: string;
 }
 
@@ -54,9 +57,17 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'console-log-max-bytes': { type: 'string' },
       'no-software-emulation': { type: 'boolean' },
       netns: { type: 'string' },
+      'host-image-dir': { type: 'string', multiple: true },
+      'host-disk-dir': { type: 'string', multiple: true },
+      'denied-host-dir': { type: 'string', multiple: true },
       'log-level': { type: 'string' },
     },
   });
+  const absolute = (flag: string, dirs: string[] = []): string[] =>
+    dirs.map((d) => {
+      if (!path.isAbsolute(d)) throw new Error(`--${flag} must be an absolute path, got ${JSON.stringify(d)}`);
+      return path.resolve(d);
+    });
   if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid)) throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
   if (!values['run-dir']) throw new Error('--run-dir is required');
   const runDir = path.resolve(values['run-dir']);
@@ -80,6 +91,11 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
     imageCacheDir: path.resolve(values['image-cache-dir'] ?? DEFAULTS.imageCacheDir),
     consoleLogMaxBytes: maxBytes,
     allowSoftwareEmulation: !values['no-software-emulation'],
+    hostFiles: {
+      imageDirs: absolute('host-image-dir', values['host-image-dir']),
+      hostDiskDirs: absolute('host-disk-dir', values['host-disk-dir']),
+      deniedDirs: absolute('denied-host-dir', values['denied-host-dir']),
+    },
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
   };
 }
@@ -96,6 +112,9 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   if (a.consoleLogMaxBytes) argv.push('--console-log-max-bytes', String(a.consoleLogMaxBytes));
   if (a.allowSoftwareEmulation === false) argv.push('--no-software-emulation');
   if (a.netns) argv.push('--netns', a.netns);
+  for (const d of a.hostFiles?.imageDirs ?? []) argv.push('--host-image-dir', d);
+  for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
+  for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
   if (a.logLevel) argv.push('--log-level', a.logLevel);
   return argv;
 }

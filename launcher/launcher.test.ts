@@ -152,7 +152,7 @@ async function startLauncher(t: Test): Promise<Started> {
   // Short: unix socket paths below it must stay under 108 bytes.
   const runDir = mkdtempSync('/tmp/vkvm-l-');
   const t0 = performance.now();
-  const l = await spawnLauncher({ args: { uid, runDir }, nodeArgs: NODE_ARGS, entry: ENTRY });
+  const l = await spawnLauncher({ args: { uid, runDir, hostFiles: { imageDirs: [path.dirname(guest.kernelPath)], hostDiskDirs: [], deniedDirs: [] } }, nodeArgs: NODE_ARGS, entry: ENTRY });
   t.comment(`launcher ready in ${Math.round(performance.now() - t0)} ms (process start to accepting socket)`);
   const events = new StateLog(l.client);
   t.teardown(async () => {

@@ -27,6 +27,8 @@ import { OneAtATime } from './one-at-a-time.js';
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
   validate(spec: VmSpec): SpecError | null;
+  /** The spec with every host file it names checked against the node's policy and resolved; SpecError otherwise. */
+  resolveHostFiles(spec: VmSpec): Promise<VmSpec>;
   prepareDisks(spec: VmSpec): Promise<Record<string, PreparedDisk>>;
   removeDisks(spec: VmSpec): Promise<void>;
   buildDomainXml(spec: VmSpec, runtime: DomainRuntime): string;
@@ -272,6 +274,9 @@ export class VmManager {
     this.input = { domainState: this.input.domainState, runReason: 'Booted' };
     const t0 = performance.now();
     try {
+      // Checked before anything reads a host file; the domain gets the resolved paths, while this.spec stays as the
+      // agent sent it, so the agent's next identical SyncVm compares equal.
+      const onHost = await this.o.vmm.resolveHostFiles(spec);
       await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
       await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
       await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
@@ -280,9 +285,9 @@ export class VmManager {
         emulatorPath: this.o.emulatorPath,
         consoleSocketPath: this.consoleSocketPath,
         ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
-        disks: await this.o.vmm.prepareDisks(spec),
+        disks: await this.o.vmm.prepareDisks(onHost),
       };
-      const xml = this.o.vmm.buildDomainXml(spec, runtime);
+      const xml = this.o.vmm.buildDomainXml(onHost, runtime);
       // Left behind by a crashed launcher, or by a failed start here under another system UUID
       // (libvirt refuses a second domain of the same name).
       await driver.undefine(this.domainUuid);

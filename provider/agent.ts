@@ -26,6 +26,7 @@ import { VmiNodeSide } from './pods/vmi-source.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
+import { DEFAULT_GUEST_CACHE_DIR } from '../vmm/guest/build.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -144,6 +145,12 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         vmsDir: join(config.stateDir, 'vms'),
         socketDir: join(config.runDir, 'launchers'),
         imageCacheDir: config.imageCacheDir,
+        hostFiles: {
+          // The built-in test guest's kernel and initrd are the node's own, public files.
+          imageDirs: [...config.hostImageDirs, DEFAULT_GUEST_CACHE_DIR],
+          hostDiskDirs: config.hostDiskDirs,
+          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir],
+        },
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
       },

@@ -1,6 +1,7 @@
 // The node agent's configuration, parsed and validated once at start-up.
 // Nothing else reads process.env or argv.
 import { hostname } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/node-network.js';
@@ -49,6 +50,10 @@ export interface AgentConfig {
   bridge: string;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
   podCidr?: string;
+  /** Directories whose files pods and VMIs may name by host path (vmm/host-files.ts); empty by default. */
+  hostImageDirs: string[];
+  /** Directories where KubeVirt hostDisks may live; empty: hostDisk is off. */
+  hostDiskDirs: string[];
   logLevel: string;
 }
 
@@ -86,6 +91,8 @@ export interface AgentFlags {
   'rotate-client-cert'?: boolean;
   bridge?: string;
   'pod-cidr'?: string;
+  'host-image-dir'?: string[];
+  'host-disk-dir'?: string[];
   'log-level'?: string;
 }
 
@@ -119,6 +126,13 @@ export function parseTaint(s: string): Taint {
   const taint: Taint = { key: m[1], effect: m[3] as Taint['effect'] };
   if (m[2]) taint.value = m[2];
   return taint;
+}
+
+function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir'): string[] {
+  return (flags[name] ?? []).map((dir) => {
+    if (!isAbsolute(dir)) throw new ConfigError(`--${name}`, `${JSON.stringify(dir)} is not an absolute path`);
+    return resolve(dir);
+  });
 }
 
 /** `env` is the process environment; only PATH is read. */
@@ -156,6 +170,8 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     rotateClientCert: flags['rotate-client-cert'] ?? false,
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
+    hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
+    hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;

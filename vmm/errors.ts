@@ -8,7 +8,8 @@ export type SpecCauseReason =
   | 'FieldValueInvalid'
   | 'FieldValueDuplicate'
   | 'FieldValueNotSupported'
-  | 'FieldValueNotFound';
+  | 'FieldValueNotFound'
+  | 'FieldValueForbidden';
 
 export interface SpecCause {
   /** Field path inside VmSpec, e.g. `disks[1].bus`. */

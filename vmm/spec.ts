@@ -16,8 +16,10 @@ export type DiskSource =
    * A host block device or file used in place (no overlay; survives the VM);
    * with `createSizeMiB`, a missing file is first created sparse at that size
    * (KubeVirt's DiskOrCreate hostDisk, a filesystem PVC's disk.img).
+   * `fromPersistentVolume`: an administrator's PersistentVolume, outside the
+   * node's host-file policy (vmm/host-files.ts), which every other path obeys.
    */
-  | { kind: 'host'; path: string; createSizeMiB?: number }
+  | { kind: 'host'; path: string; createSizeMiB?: number; fromPersistentVolume?: boolean }
   /** A cloud-init NoCloud seed ISO built from the given documents. */
   | { kind: 'cloudInit'; userData: string; metaData: string; networkConfig?: string };
 

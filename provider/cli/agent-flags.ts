@@ -21,6 +21,8 @@ export const AGENT_OPTIONS = {
   'rotate-client-cert': { type: 'boolean' },
   bridge: { type: 'string' },
   'pod-cidr': { type: 'string' },
+  'host-image-dir': { type: 'string', multiple: true },
+  'host-disk-dir': { type: 'string', multiple: true },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -46,5 +48,9 @@ export const AGENT_HELP = `Node agent flags:
                                (set by vkvm join: the kubeconfig names one PEM with cert and key)
   --bridge NAME                pod network bridge, created if missing (default vkvm0)
   --pod-cidr CIDR              this node's pod range (default: Node.spec.podCIDR from the controller manager)
+  --host-image-dir DIR         a directory whose regular files pods and VMIs may name as boot images,
+                               kernels and initrds by host path (repeatable; default none)
+  --host-disk-dir DIR          a directory where KubeVirt hostDisks may live (repeatable; default none:
+                               hostDisk is off)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;

@@ -141,10 +141,10 @@ function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
   }
   const field = `${at}.claimName`;
   const readOnly = claim.readOnly === true;
-  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath }, field, readOnly };
+  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath, fromPersistentVolume: true }, field, readOnly };
   const path = join(bound.hostPath, 'disk.img');
   const createSizeMiB = bound.capacity !== undefined ? sizeMiB(d, bound.capacity, field) : undefined;
-  return { source: { kind: 'host', path, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field, readOnly };
+  return { source: { kind: 'host', path, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field, readOnly };
 }
 
 function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string, cloudInit: { first?: string }): Resolved {

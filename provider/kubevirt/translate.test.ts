@@ -435,9 +435,9 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
   t.same(
     result.spec.disks,
     [
-        { name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img', createSizeMiB: 20480 } },
+        { name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img', fromPersistentVolume: true, createSizeMiB: 20480 } },
         { name: 'data', device: 'disk', bus: 'scsi', source: { kind: 'host', path: '/srv/vms/data.img', createSizeMiB: 10240 } },
-        { name: 'dev', device: 'disk', bus: 'virtio', readOnly: true, source: { kind: 'host', path: '/dev/vg0/raw' } },
+        { name: 'dev', device: 'disk', bus: 'virtio', readOnly: true, source: { kind: 'host', path: '/dev/vg0/raw', fromPersistentVolume: true } },
         { name: 'iso', device: 'cdrom', bus: 'sata', readOnly: true, bootOrder: 2, source: { kind: 'host', path: '/srv/isos/install.iso' } },
         { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'url', url: 'https://images.example/scratch.qcow2' } },
         {

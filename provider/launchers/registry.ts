@@ -6,6 +6,7 @@
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
+import type { HostFilePolicy } from '../../vmm/host-files.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
@@ -16,6 +17,8 @@ export interface LauncherSettings {
   /** Launcher gRPC sockets live here as <uid>.sock (volatile: a run dir). */
   socketDir: string;
   imageCacheDir: string;
+  /** Which host files VMs may name; passed to every launcher. */
+  hostFiles: HostFilePolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
   /** Tests run the launcher from source: node options and entry script. */
@@ -144,7 +147,16 @@ export class LauncherRegistry {
     const s = this.settings;
     await mkdir(s.socketDir, { recursive: true, mode: 0o700 });
     const spawned = await spawnLauncher({
-      args: { uid, runDir: dir, socket: path.join(s.socketDir, `${uid}.sock`), imageCacheDir: s.imageCacheDir, allowSoftwareEmulation: s.allowSoftwareEmulation, logLevel: s.logLevel, ...opts },
+      args: {
+        uid,
+        runDir: dir,
+        socket: path.join(s.socketDir, `${uid}.sock`),
+        imageCacheDir: s.imageCacheDir,
+        hostFiles: s.hostFiles,
+        allowSoftwareEmulation: s.allowSoftwareEmulation,
+        logLevel: s.logLevel,
+        ...opts,
+      },
       ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
       ...(s.entry ? { entry: s.entry } : {}),
     });

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cgroup } from '../../launcher/cgroup.js';
 import type { LauncherClient } from '../../launcher/client.js';
 import { spawnLauncher } from '../../launcher/spawn.js';
-import type { TestGuest } from '../../vmm/guest/build.js';
+import { DEFAULT_GUEST_CACHE_DIR, type TestGuest } from '../../vmm/guest/build.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../../vmm/spec.js';
 import { abortable, until, type BenchContext } from './bench.js';
 import { isRunning, launcherPidsOf, qemuPidsOf } from './proc.js';
@@ -77,6 +77,9 @@ async function removeVm(uid: string, runDir: string, knownPid: number | undefine
   await rm(runDir, { recursive: true, force: true });
 }
 
+/** The launchers may boot the built-in test guest's kernel and initrd, and nothing else of the host. */
+const GUEST_FILES = { imageDirs: [DEFAULT_GUEST_CACHE_DIR], hostDiskDirs: [], deniedDirs: [] };
+
 /** Spawns a launcher for a fresh VM uid; its removal is registered with ctx first. */
 export async function startLauncher(ctx: BenchContext): Promise<BenchLauncher> {
   ctx.signal.throwIfAborted();
@@ -84,7 +87,7 @@ export async function startLauncher(ctx: BenchContext): Promise<BenchLauncher> {
   // Short: unix socket paths below it must stay under 108 bytes.
   const runDir = await mkdtemp('/tmp/vkvm-b-');
   const spawnStartMs = performance.now();
-  const spawning = spawnLauncher({ args: { uid, runDir, cgroupParent: CGROUP_PARENT } });
+  const spawning = spawnLauncher({ args: { uid, runDir, cgroupParent: CGROUP_PARENT, hostFiles: GUEST_FILES } });
   let removed: Promise<void> | undefined;
   const remove = (): Promise<void> => {
     removed ??= (async () => {

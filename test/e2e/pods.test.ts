@@ -13,6 +13,8 @@ import { strategicMerge } from '../../provider/kube/client.js';
 
 const NODE = 'vkvm-e2e-pods';
 const NS = 'e2e-pods';
+// As the node operator: pods may name boot images under /nonexistent (the missing-image case).
+const AGENT_ARGS = ['--host-image-dir=/nonexistent'];
 const BOOT_TIMEOUT_MS = 180_000;
 
 function vmPod(name: string, image = 'vkvm/test-guest'): V1Pod {
@@ -56,7 +58,7 @@ t.test('pods become VMs on the real control plane', async (t) => {
   // Agents belong to this test, not to the subtest that restarts one: a subtest's teardown would stop it.
   const root = t;
   const cluster = await startTestCluster(t);
-  let agent: AgentProcess = await startAgent(t, cluster, { nodeName: NODE });
+  let agent: AgentProcess = await startAgent(t, cluster, { nodeName: NODE, extraArgs: AGENT_ARGS });
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   const kubectl = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) => cluster.kubectl(['-n', NS, ...args], opts);
 
@@ -112,7 +114,7 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const before = pods.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) }));
     t.ok(before.every((b) => b.pids.length === 1), 'each VM has its QEMU');
     await agent.kill('SIGKILL');
-    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs: AGENT_ARGS });
     t.ok(agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')), 'the new agent re-attached to 3 launchers');
     // Give the new agent's queues a moment to act on every pod before checking nothing changed.
     const after = await waitFor(

@@ -22,6 +22,8 @@ import { smokeVmiSpec } from './kubevirt-fixtures.js';
 
 const NODE = 'vkvm-e2e-vm';
 const NS = 'e2e-vm';
+// As the node operator: images under the missing-image directory, and hostDisks in the temp dir the storage case makes.
+const AGENT_ARGS = ['--host-image-dir=/var/lib/vkvm-e2e-missing', `--host-disk-dir=${tmpdir()}`];
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
 const BOOT_TIMEOUT_MS = 180_000;
 
@@ -47,7 +49,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   await installClusterManifests(cluster.kubeconfigPath);
   const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
   t.teardown(() => controllers.stop());
-  let agent = await startAgent(t, cluster, { nodeName: NODE });
+  let agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: AGENT_ARGS });
   const root = t;
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   await waitFor('the default ServiceAccount', () => cluster.clients.core.readNamespacedServiceAccount({ name: 'default', namespace: NS }), () => true);
@@ -117,7 +119,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
 
     await agent.kill('SIGKILL');
     await annotate(null);
-    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
+    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs: AGENT_ARGS });
     const resumed = await waitFor('VM Running again', both, (s) => s.vm.status?.printableStatus === 'Running' && s.vm.status.ready === true && condition(s.vmi ?? {}, 'Paused') === undefined, {
       timeoutMs: 60_000,
     });

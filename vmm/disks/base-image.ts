@@ -9,17 +9,19 @@ import { readImageInfo } from './qemu-img.js';
 const specError = (path: string, reason: SpecCauseReason, message: string) => new SpecError([{ path, reason, message }]);
 
 /**
- * The base image's format. Downloaded images are untrusted: a backing file or
- * an external data file in their header could name any file on the host, and
- * the overlay would then expose it to the guest.
+ * The base image's format. Every base image is untrusted, downloaded or named
+ * by path: a backing file or an external data file in its header could name
+ * any file on the host, and the overlay would then expose it to the guest.
+ * KubeVirt accepts containerDisks on the same terms (qcow2 without a backing
+ * file, or raw).
  */
-export async function baseFormat(path: string, at: string, untrusted: boolean): Promise<DiskFormat> {
+export async function baseFormat(path: string, at: string): Promise<DiskFormat> {
   const info = await readImageInfo(path);
   if (info.format !== 'qcow2' && info.format !== 'raw') {
     throw specError(at, 'FieldValueNotSupported', `image format ${info.format} is not supported (use qcow2 or raw)`);
   }
-  if (untrusted && (info.backingFile || info.dataFile)) {
-    throw specError(at, 'FieldValueInvalid', 'a downloaded image must not refer to other files (backing or data file)');
+  if (info.backingFile || info.dataFile) {
+    throw specError(at, 'FieldValueInvalid', 'a base image must not refer to other files (backing or data file)');
   }
   return info.format;
 }

@@ -55,13 +55,13 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
     }
     case 'image': {
       await statOrSpecError(source.path, `${at}.source.path`);
-      const format = await baseFormat(source.path, `${at}.source.path`, false);
+      const format = await baseFormat(source.path, `${at}.source.path`);
       await createOnce(path, created, () => createOverlay(source.path, format, path));
       return { path, format: 'qcow2' };
     }
     case 'url': {
       const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, log);
-      const format = await baseFormat(base, `${at}.source.url`, true);
+      const format = await baseFormat(base, `${at}.source.url`);
       await createOnce(path, created, () => createOverlay(base, format, path));
       return { path, format: 'qcow2' };
     }

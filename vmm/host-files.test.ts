@@ -1,0 +1,95 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { SpecError } from './errors.js';
+import { NO_HOST_FILES, resolveHostFiles, type HostFilePolicy } from './host-files.js';
+import { VM_SPEC_VERSION, type DiskSource, type VmSpec } from './spec.js';
+
+const spec = (sources: DiskSource[], kernelBoot?: VmSpec['kernelBoot']): VmSpec => ({
+  version: VM_SPEC_VERSION,
+  uid: '6f1c2a4e-0000-4000-8000-000000000001',
+  name: 'ns_vm',
+  cpu: { sockets: 1, cores: 1, threads: 1 },
+  memoryMiB: 64,
+  firmware: { kind: 'bios' },
+  disks: sources.map((source, i) => ({ name: `d${i}`, device: 'disk', bus: 'virtio', source })),
+  interfaces: [],
+  guestAgent: false,
+  acpi: true,
+  labels: {},
+  ...(kernelBoot ? { kernelBoot } : {}),
+});
+
+/** The causes a spec is refused with, as [path, reason] pairs; [] when it passes. */
+async function refusals(s: VmSpec, policy: HostFilePolicy): Promise<[string, string][]> {
+  try {
+    await resolveHostFiles(s, policy);
+    return [];
+  } catch (err) {
+    if (!(err instanceof SpecError)) throw err;
+    return err.causes.map((c) => [c.path, c.reason]);
+  }
+}
+
+const root = t.testdir({
+  images: { 'disk.qcow2': 'qcow2', 'vmlinuz': 'kernel', state: { 'kubeconfig': 'secret' } },
+  disks: {},
+  private: { 'ca.key': 'secret' },
+});
+const images = join(root, 'images');
+const disks = join(root, 'disks');
+symlinkSync(join(root, 'private', 'ca.key'), join(images, 'escape.qcow2'));
+symlinkSync(join(images, 'disk.qcow2'), join(images, 'alias.qcow2'));
+symlinkSync('/dev/null', join(images, 'null.img'));
+symlinkSync(join(root, 'private', 'ca.key'), join(disks, 'swap.img'));
+mkdirSync(join(images, 'fifo-dir'));
+execFileSync('mkfifo', [join(images, 'fifo-dir', 'pipe')]);
+writeFileSync(join(disks, 'data.img'), '');
+const policy: HostFilePolicy = { imageDirs: [images], hostDiskDirs: [disks], deniedDirs: [join(images, 'state')] };
+
+t.test('files under the listed directories resolve to their real paths', async (t) => {
+  const s = spec(
+    [
+      { kind: 'image', path: join(images, 'alias.qcow2') },
+      { kind: 'host', path: join(disks, 'data.img') },
+      { kind: 'host', path: join(disks, 'new.img'), createSizeMiB: 16 },
+    ],
+    { kernelPath: join(images, 'vmlinuz') },
+  );
+  const resolved = await resolveHostFiles(s, policy);
+  t.same(
+    [resolved.disks.map((d) => (d.source as { path: string }).path), resolved.kernelBoot?.kernelPath],
+    [[join(images, 'disk.qcow2'), join(disks, 'data.img'), join(disks, 'new.img')], join(images, 'vmlinuz')],
+    'a symlink inside an allowed directory to a file inside it is used by its target; a DiskOrCreate file may be missing',
+  );
+});
+
+t.test('what a tenant must not reach is refused, naming the field', async (t) => {
+  const attempts: [string, VmSpec, [string, string][]][] = [
+    ['a file outside the lists', spec([{ kind: 'image', path: '/etc/shadow' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a ../ escape', spec([{ kind: 'image', path: `${images}/../private/ca.key` }]), [['disks[0].source.path', 'FieldValueInvalid']]],
+    ['a relative path', spec([{ kind: 'image', path: 'images/disk.qcow2' }]), [['disks[0].source.path', 'FieldValueInvalid']]],
+    ['a symlink out of an allowed directory', spec([{ kind: 'image', path: join(images, 'escape.qcow2') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a device node through a symlink', spec([{ kind: 'image', path: join(images, 'null.img') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a device node by name', spec([{ kind: 'image', path: '/dev/sda' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a FIFO', spec([{ kind: 'image', path: join(images, 'fifo-dir', 'pipe') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a directory', spec([{ kind: 'image', path: join(images, 'fifo-dir') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ["vkvm's own directory inside an allowed one", spec([{ kind: 'image', path: join(images, 'state', 'kubeconfig') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a kernel and initrd outside the lists', spec([], { kernelPath: '/boot/vmlinuz', initrdPath: '/etc/shadow' }), [
+      ['kernelBoot.kernelPath', 'FieldValueForbidden'],
+      ['kernelBoot.initrdPath', 'FieldValueForbidden'],
+    ]],
+    ['a hostDisk outside its list', spec([{ kind: 'host', path: '/usr/sbin/sshd' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a hostDisk in the image list only', spec([{ kind: 'host', path: join(images, 'disk.qcow2') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a DiskOrCreate over a planted symlink', spec([{ kind: 'host', path: join(disks, 'swap.img'), createSizeMiB: 16 }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    ['a missing image (retried as a pull)', spec([{ kind: 'image', path: join(images, 'later.qcow2') }]), [['disks[0].source.path', 'FieldValueNotFound']]],
+  ];
+  for (const [what, s, want] of attempts) t.same(await refusals(s, policy), want, what);
+});
+
+t.test('with no lists, no host file at all; PersistentVolume disks are the administrator’s', async (t) => {
+  t.same(await refusals(spec([{ kind: 'image', path: join(images, 'disk.qcow2') }]), NO_HOST_FILES), [['disks[0].source.path', 'FieldValueForbidden']]);
+  t.same(await refusals(spec([{ kind: 'host', path: join(disks, 'data.img') }]), NO_HOST_FILES), [['disks[0].source.path', 'FieldValueForbidden']], 'hostDisk is off');
+  t.same(await refusals(spec([{ kind: 'host', path: '/dev/vg0/lv', fromPersistentVolume: true }]), NO_HOST_FILES), [], 'a PV path passes as it is');
+});

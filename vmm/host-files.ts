@@ -1,0 +1,130 @@
+// Host files a VM spec names (boot images, kernels, initrds, hostDisks) are
+// the node operator's to allow: a pod or VMI may name only regular files
+// under the directories the operator listed, never device nodes, never
+// vkvm's own state, run or cache directories, and never through a symlink or
+// `..` that leads elsewhere. Checked by the launcher before anything reads
+// the file (qemu-img runs as root), and the spec that goes on carries the
+// resolved path, so QEMU opens exactly the file that was checked.
+import { constants } from 'node:fs';
+import { open, realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { SpecError, type SpecCause } from './errors.js';
+import type { VmSpec } from './spec.js';
+
+export interface HostFilePolicy {
+  /** Directories whose regular files may be boot images, kernels and initrds; empty: none. */
+  imageDirs: readonly string[];
+  /** Directories where KubeVirt hostDisks may live (created there when missing); empty: hostDisk is off. */
+  hostDiskDirs: readonly string[];
+  /** Never nameable, whatever the lists say: vkvm's state, run and image cache directories. */
+  deniedDirs: readonly string[];
+}
+
+export const NO_HOST_FILES: HostFilePolicy = { imageDirs: [], hostDiskDirs: [], deniedDirs: [] };
+
+const within = (file: string, dir: string): boolean => file === dir || file.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+
+/** Resolves what the policy's directories really are; a listed directory that does not exist allows nothing yet. */
+async function realDirs(dirs: readonly string[]): Promise<string[]> {
+  return Promise.all(dirs.map((d) => realpath(d).catch(() => path.resolve(d))));
+}
+
+interface Check {
+  path: string;
+  at: string;
+  /** Which list allows it, for the message. */
+  list: 'image' | 'hostDisk';
+  /** A missing file is fine: the launcher creates it (DiskOrCreate). */
+  mayCreate?: boolean;
+}
+
+function forbidden(at: string, message: string): SpecCause {
+  return { path: at, reason: 'FieldValueForbidden', message };
+}
+
+/**
+ * The path the VM may use for `c.path`, or the cause that refuses it. The
+ * lexical check comes first, so nothing outside the lists is even stat'ed.
+ */
+async function resolveOne(c: Check, policy: HostFilePolicy): Promise<string | SpecCause> {
+  const dirs = c.list === 'image' ? policy.imageDirs : policy.hostDiskDirs;
+  const flag = c.list === 'image' ? '--host-image-dir' : '--host-disk-dir';
+  if (!path.isAbsolute(c.path) || c.path.split('/').includes('..')) {
+    return { path: c.at, reason: 'FieldValueInvalid', message: `${c.path} must be an absolute path without ".." components` };
+  }
+  if (dirs.length === 0) {
+    return forbidden(c.at, `${c.path}: this node allows no host ${c.list === 'image' ? 'image files' : 'disks'} (the node operator lists directories with ${flag})`);
+  }
+  const allowed = dirs.map((d) => path.resolve(d));
+  const outside = forbidden(c.at, `${c.path} is outside the directories this node allows (${allowed.join(', ')})`);
+  if (!allowed.some((d) => within(c.path, d))) return outside;
+  let real: string;
+  try {
+    real = await realpath(c.mayCreate ? path.dirname(c.path) : c.path);
+    if (c.mayCreate) real = path.join(real, path.basename(c.path));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    return { path: c.at, reason: 'FieldValueNotFound', message: `${c.path} does not exist on this node` };
+  }
+  // Where it really is decides, not how it was named: a symlink inside an allowed directory may point anywhere.
+  if (!(await realDirs(allowed)).some((d) => within(real, d))) return outside;
+  if ((await realDirs(policy.deniedDirs)).some((d) => within(real, d))) {
+    return forbidden(c.at, `${c.path} is inside a directory vkvm keeps for itself`);
+  }
+  return regularFile(real, c);
+}
+
+/** Opened without following a symlink and without blocking on a FIFO; only a regular file passes. */
+async function regularFile(real: string, c: Check): Promise<string | SpecCause> {
+  let file;
+  try {
+    file = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && c.mayCreate) return real;
+    if (code === 'ENOENT') return { path: c.at, reason: 'FieldValueNotFound', message: `${c.path} does not exist on this node` };
+    if (code === 'ELOOP') return forbidden(c.at, `${c.path} is a symlink`);
+    throw err;
+  }
+  try {
+    if (!(await file.stat()).isFile()) return forbidden(c.at, `${c.path} is not a regular file (device nodes and directories are refused)`);
+    return real;
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * Checks every host file the spec names against the policy and returns the
+ * spec with each replaced by its resolved path; a SpecError lists every
+ * refusal. Disks from PersistentVolumes are the administrator's and pass as
+ * they are.
+ */
+export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Promise<VmSpec> {
+  const causes: SpecCause[] = [];
+  const resolve = async (c: Check): Promise<string> => {
+    const r = await resolveOne(c, policy);
+    if (typeof r === 'string') return r;
+    causes.push(r);
+    return c.path;
+  };
+  const disks = await Promise.all(
+    spec.disks.map(async (disk, i) => {
+      const s = disk.source;
+      const at = `disks[${i}].source.path`;
+      if (s.kind === 'image') return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'image' }) } };
+      if (s.kind === 'host' && !s.fromPersistentVolume) {
+        return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'hostDisk', mayCreate: s.createSizeMiB !== undefined }) } };
+      }
+      return disk;
+    }),
+  );
+  let kernelBoot = spec.kernelBoot;
+  if (kernelBoot) {
+    const kernelPath = await resolve({ path: kernelBoot.kernelPath, at: 'kernelBoot.kernelPath', list: 'image' });
+    const initrd = kernelBoot.initrdPath;
+    kernelBoot = { ...kernelBoot, kernelPath, ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list: 'image' }) } : {}) };
+  }
+  if (causes.length) throw new SpecError(causes);
+  return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };
+}
