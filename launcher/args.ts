@@ -2,6 +2,7 @@
 // launcherArgv(); the launcher parses it with parseLauncherArgs().
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
 import type { HostFilePolicy } from '../vmm/host-files.js';
 import { DEFAULT_LIBVIRTD } from './libvirtd.js';
 
@@ -25,6 +26,8 @@ export interface LauncherArgs {
   netns?: string;
   /** Which host files the VM may name (the node operator's lists). */
   hostFiles: HostFilePolicy;
+  /** Where image URLs may lead, how large and how slow a download may be. */
+  downloads: DownloadPolicy;
   logLevel: string;
 }
 
@@ -60,6 +63,11 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'host-image-dir': { type: 'string', multiple: true },
       'host-disk-dir': { type: 'string', multiple: true },
       'denied-host-dir': { type: 'string', multiple: true },
+      'download-max-bytes': { type: 'string' },
+      'download-timeout-s': { type: 'string' },
+      'download-idle-timeout-s': { type: 'string' },
+      'download-deny': { type: 'string', multiple: true },
+      'download-allow': { type: 'string', multiple: true },
       'log-level': { type: 'string' },
     },
   });
@@ -76,6 +84,19 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   for (const p of [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')]) {
     if (Buffer.byteLength(p) > MAX_SOCKET_PATH) throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
   }
+  const positive = (flag: string, raw: string | undefined, dflt: number): number => {
+    const n = Number(raw ?? dflt);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${flag} must be a positive integer`);
+    return n;
+  };
+  const d = DEFAULT_DOWNLOAD_POLICY;
+  const downloads: DownloadPolicy = {
+    maxBytes: positive('download-max-bytes', values['download-max-bytes'], d.maxBytes),
+    timeoutMs: positive('download-timeout-s', values['download-timeout-s'], d.timeoutMs / 1000) * 1000,
+    idleTimeoutMs: positive('download-idle-timeout-s', values['download-idle-timeout-s'], d.idleTimeoutMs / 1000) * 1000,
+    deniedCidrs: values['download-deny'] ?? [],
+    allowedCidrs: values['download-allow'] ?? [],
+  };
   const maxBytes = Number(values['console-log-max-bytes'] ?? DEFAULTS.consoleLogMaxBytes);
   if (!Number.isInteger(maxBytes) || maxBytes < 4096) throw new Error('--console-log-max-bytes must be an integer >= 4096');
   if (values.netns !== undefined && !path.isAbsolute(values.netns)) throw new Error('--netns must be an absolute path such as /run/netns/<name>');
@@ -96,6 +117,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       hostDiskDirs: absolute('host-disk-dir', values['host-disk-dir']),
       deniedDirs: absolute('denied-host-dir', values['denied-host-dir']),
     },
+    downloads,
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
   };
 }
@@ -115,6 +137,13 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   for (const d of a.hostFiles?.imageDirs ?? []) argv.push('--host-image-dir', d);
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
+  if (a.downloads) {
+    argv.push('--download-max-bytes', String(a.downloads.maxBytes));
+    argv.push('--download-timeout-s', String(Math.ceil(a.downloads.timeoutMs / 1000)));
+    argv.push('--download-idle-timeout-s', String(Math.ceil(a.downloads.idleTimeoutMs / 1000)));
+    for (const c of a.downloads.deniedCidrs) argv.push('--download-deny', c);
+    for (const c of a.downloads.allowedCidrs) argv.push('--download-allow', c);
+  }
   if (a.logLevel) argv.push('--log-level', a.logLevel);
   return argv;
 }

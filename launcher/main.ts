@@ -69,7 +69,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     cgroup,
     consoleLog,
     qemuUser,
-    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir }, args.hostFiles, log.child({ component: 'disks' })),
+    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads }, args.hostFiles, log.child({ component: 'disks' })),
     log,
   });
 

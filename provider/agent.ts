@@ -151,6 +151,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
           hostDiskDirs: config.hostDiskDirs,
           deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir],
         },
+        downloads: config.imageDownloads,
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
       },

@@ -2,6 +2,8 @@
 // Nothing else reads process.env or argv.
 import { hostname } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
+import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/node-network.js';
@@ -54,6 +56,8 @@ export interface AgentConfig {
   hostImageDirs: string[];
   /** Directories where KubeVirt hostDisks may live; empty: hostDisk is off. */
   hostDiskDirs: string[];
+  /** Where image URLs may lead and how large and slow they may be (the service range is refused). */
+  imageDownloads: DownloadPolicy;
   logLevel: string;
 }
 
@@ -93,6 +97,11 @@ export interface AgentFlags {
   'pod-cidr'?: string;
   'host-image-dir'?: string[];
   'host-disk-dir'?: string[];
+  'service-cidr'?: string;
+  'image-download-max-mib'?: string;
+  'image-download-timeout-s'?: string;
+  'image-download-deny'?: string[];
+  'image-download-allow'?: string[];
   'log-level'?: string;
 }
 
@@ -126,6 +135,18 @@ export function parseTaint(s: string): Taint {
   const taint: Taint = { key: m[1], effect: m[3] as Taint['effect'] };
   if (m[2]) taint.value = m[2];
   return taint;
+}
+
+/** kubeadm's default service range, where in-cluster services live. */
+const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
+
+function cidr(value: string, flag: string): string {
+  try {
+    const [net, bits] = ipaddr.parseCIDR(value);
+    return `${net.toString()}/${bits}`;
+  } catch {
+    throw new ConfigError(flag, `${JSON.stringify(value)} is not a CIDR range`);
+  }
 }
 
 function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir'): string[] {
@@ -172,6 +193,13 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
     hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
     hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),
+    imageDownloads: {
+      ...DEFAULT_DOWNLOAD_POLICY,
+      maxBytes: int(flags, 'image-download-max-mib', DEFAULT_DOWNLOAD_POLICY.maxBytes / 2 ** 20, 1, 2 ** 30) * 2 ** 20,
+      timeoutMs: int(flags, 'image-download-timeout-s', DEFAULT_DOWNLOAD_POLICY.timeoutMs / 1000, 1, 7 * 86400) * 1000,
+      deniedCidrs: [cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'), ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny'))],
+      allowedCidrs: (flags['image-download-allow'] ?? []).map((c) => cidr(c, '--image-download-allow')),
+    },
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;

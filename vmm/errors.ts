@@ -45,13 +45,16 @@ export class CommandError extends Error {
 /** An image download failed. `status` is set when the server answered with a non-2xx code. */
 export class DownloadError extends Error {
   readonly kind = 'DownloadError';
+  /** Set when retrying cannot help (a refused address, an image over the cap): the spec's field is at fault. */
+  readonly permanent?: SpecCauseReason;
   constructor(
     readonly url: string,
     message: string,
     readonly status?: number,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { permanent?: SpecCauseReason },
   ) {
     super(`download of ${url} failed: ${message}`, options);
+    if (options?.permanent) this.permanent = options.permanent;
   }
 }
 

@@ -23,6 +23,11 @@ export const AGENT_OPTIONS = {
   'pod-cidr': { type: 'string' },
   'host-image-dir': { type: 'string', multiple: true },
   'host-disk-dir': { type: 'string', multiple: true },
+  'service-cidr': { type: 'string' },
+  'image-download-max-mib': { type: 'string' },
+  'image-download-timeout-s': { type: 'string' },
+  'image-download-deny': { type: 'string', multiple: true },
+  'image-download-allow': { type: 'string', multiple: true },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -52,5 +57,13 @@ export const AGENT_HELP = `Node agent flags:
                                kernels and initrds by host path (repeatable; default none)
   --host-disk-dir DIR          a directory where KubeVirt hostDisks may live (repeatable; default none:
                                hostDisk is off)
+  --service-cidr CIDR          the cluster's service range, which image downloads may not reach
+                               (default 10.96.0.0/12, kubeadm's)
+  --image-download-max-mib N   largest image an http(s) URL may deliver (default 20480)
+  --image-download-timeout-s N time one image download may take (default 3600)
+  --image-download-deny CIDR   also refuse image downloads from this range (repeatable); loopback,
+                               link-local, multicast, this node's addresses and the service range always are
+  --image-download-allow CIDR  let image downloads reach this range even so (repeatable; an
+                               operator's exception, e.g. a mirror on the node)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;

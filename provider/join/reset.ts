@@ -5,6 +5,7 @@
 // the node's own credentials, and removes certificates and state. Each step tolerates work
 // already done, so a reset that failed half-way can simply be re-run.
 import { NO_HOST_FILES } from '../../vmm/host-files.js';
+import { DEFAULT_DOWNLOAD_POLICY } from '../../vmm/disks/download-policy.js';
 import { existsSync } from 'node:fs';
 import { readdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,7 +42,7 @@ const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LO
 
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
-    { vmsDir: join(stateDir, 'vms'), socketDir: join(runDir, 'launchers'), imageCacheDir, hostFiles: NO_HOST_FILES, allowSoftwareEmulation: true, logLevel: 'warn' },
+    { vmsDir: join(stateDir, 'vms'), socketDir: join(runDir, 'launchers'), imageCacheDir, hostFiles: NO_HOST_FILES, downloads: DEFAULT_DOWNLOAD_POLICY, allowSoftwareEmulation: true, logLevel: 'warn' },
     () => {},
     log.child({ component: 'launchers' }),
   );

@@ -7,6 +7,7 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
+import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
@@ -19,6 +20,8 @@ export interface LauncherSettings {
   imageCacheDir: string;
   /** Which host files VMs may name; passed to every launcher. */
   hostFiles: HostFilePolicy;
+  /** Where image URLs may lead; passed to every launcher. */
+  downloads: DownloadPolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
   /** Tests run the launcher from source: node options and entry script. */
@@ -153,6 +156,7 @@ export class LauncherRegistry {
         socket: path.join(s.socketDir, `${uid}.sock`),
         imageCacheDir: s.imageCacheDir,
         hostFiles: s.hostFiles,
+        downloads: s.downloads,
         allowSoftwareEmulation: s.allowSoftwareEmulation,
         logLevel: s.logLevel,
         ...opts,

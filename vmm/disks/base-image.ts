@@ -3,6 +3,7 @@
 import { DownloadError, SpecError, type SpecCauseReason } from '../errors.js';
 import type { Log } from '../log.js';
 import type { DiskFormat } from '../domain/runtime.js';
+import type { DownloadPolicy } from './download-policy.js';
 import { cachedImage } from './image-cache.js';
 import { readImageInfo } from './qemu-img.js';
 
@@ -27,10 +28,11 @@ export async function baseFormat(path: string, at: string): Promise<DiskFormat> 
 }
 
 /** The cached copy of `url`; a download the server refused for good becomes a SpecError at `at`. */
-export async function downloadBase(url: string, at: string, cacheDir: string, log: Log): Promise<string> {
+export async function downloadBase(url: string, at: string, cacheDir: string, policy: DownloadPolicy, log: Log): Promise<string> {
   try {
-    return await cachedImage(url, cacheDir, log);
+    return await cachedImage(url, cacheDir, policy, log);
   } catch (err) {
+    if (err instanceof DownloadError && err.permanent) throw new SpecError([{ path: at, reason: err.permanent, message: err.message }], { cause: err });
     // A 4xx other than timeout or rate limit will not go away on retry: the spec names a wrong URL.
     const status = err instanceof DownloadError ? err.status : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 408 || status === 429) throw err;

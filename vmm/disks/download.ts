@@ -1,11 +1,20 @@
-// Streams an http(s) URL into a file, logging progress every ~10% when the
-// server says how big the image is.
+// Streams an http(s) URL into a file under the node's download policy
+// (download-policy.ts): every hop's address checked, redirects followed by
+// hand so each is checked, a size cap, an overall and an idle time limit.
+// Progress is logged every ~10% when the server says how big the image is.
+// node:http rather than fetch: fetch takes no `lookup`, so the address it
+// connects to could not be the one that was checked.
 import { createWriteStream } from 'node:fs';
-import { Readable, Transform } from 'node:stream';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { ReadableStream } from 'node:stream/web';
 import { DownloadError } from '../errors.js';
 import type { Log } from '../log.js';
+import { AddressRefusedError, guardedLookup, refusalOf, type DownloadPolicy } from './download-policy.js';
+
+const MAX_REDIRECTS = 5;
 
 /** URLs may carry tokens in the user-info or query; only origin and path reach logs and errors. */
 export function redactUrl(url: string): string {
@@ -13,42 +22,88 @@ export function redactUrl(url: string): string {
   return origin + pathname;
 }
 
-/** Downloads `url` into `dest` (which must not exist) and returns the byte count. */
-export async function downloadToFile(url: string, dest: string, log: Log): Promise<number> {
-  const shownUrl = redactUrl(url);
-  let res: Response;
-  try {
-    res = await fetch(url);
-  } catch (err) {
-    throw new DownloadError(shownUrl, (err as Error).message, undefined, { cause: err });
-  }
-  if (!res.ok || !res.body) {
-    await res.body?.cancel();
-    throw new DownloadError(shownUrl, `server answered ${res.status} ${res.statusText}`, res.status);
-  }
-  // With a content encoding, Content-Length counts compressed bytes, not the bytes written.
-  const totalBytes = res.headers.has('content-encoding') ? undefined : Number(res.headers.get('content-length')) || undefined;
-  let receivedBytes = 0;
-  let nextPercent = 10;
-  const meter = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      receivedBytes += chunk.length;
-      const percent = totalBytes ? Math.floor((receivedBytes * 100) / totalBytes) : 0;
-      if (totalBytes && percent >= nextPercent) {
-        log.info({ url: shownUrl, receivedBytes, totalBytes, percent }, 'downloading image');
-        nextPercent = percent - (percent % 10) + 10;
-      }
-      done(null, chunk);
-    },
+/** One GET; the response, or a redirect's next URL. */
+function get(url: URL, policy: DownloadPolicy, signal: AbortSignal): Promise<IncomingMessage> {
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  // A literal address is never looked up, so it is checked here.
+  const refused = isIP(host) ? refusalOf(host, policy) : undefined;
+  if (refused) return Promise.reject(new AddressRefusedError(refused));
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(url, { lookup: guardedLookup(policy), signal, headers: { 'user-agent': 'vkvm' } }, resolve);
+    req.on('error', reject);
+    req.end();
   });
-  log.info({ url: shownUrl, totalBytes }, 'image download started');
+}
+
+async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal): Promise<IncomingMessage> {
+  let current = new URL(url);
+  for (let hop = 0; ; hop++) {
+    if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new DownloadError(redactUrl(url), `redirected to a ${current.protocol} URL`);
+    const res = await get(current, policy, signal);
+    const location = res.headers.location;
+    if (!location || ![301, 302, 303, 307, 308].includes(res.statusCode ?? 0)) return res;
+    res.resume();
+    if (hop >= MAX_REDIRECTS) throw new DownloadError(redactUrl(url), `more than ${MAX_REDIRECTS} redirects`);
+    current = new URL(location, current);
+  }
+}
+
+/** Downloads `url` into `dest` (which must not exist) and returns the byte count. */
+export async function downloadToFile(url: string, dest: string, policy: DownloadPolicy, log: Log): Promise<number> {
+  const shownUrl = redactUrl(url);
+  const capMiB = Math.floor(policy.maxBytes / 2 ** 20);
+  const idle = new AbortController();
+  let idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
+  const signal = AbortSignal.any([AbortSignal.timeout(policy.timeoutMs), idle.signal]);
+  const fail = (err: unknown): never => {
+    if (err instanceof DownloadError) throw err;
+    if (err instanceof AddressRefusedError) {
+      throw new DownloadError(shownUrl, `refused: ${err.message}; images may not come from the node or its local services`, undefined, {
+        cause: err,
+        permanent: 'FieldValueForbidden',
+      });
+    }
+    const why = idle.signal.aborted ? `no data for ${policy.idleTimeoutMs / 1000} s` : signal.aborted ? `not done within ${policy.timeoutMs / 1000} s` : (err as Error).message;
+    throw new DownloadError(shownUrl, why, undefined, { cause: err });
+  };
   try {
-    await pipeline(Readable.fromWeb(res.body as ReadableStream<Uint8Array>), meter, createWriteStream(dest, { flags: 'wx' }));
-  } catch (err) {
-    throw new DownloadError(shownUrl, (err as Error).message, undefined, { cause: err });
+    const res = await follow(url, policy, signal).catch(fail);
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 300) {
+      res.resume();
+      throw new DownloadError(shownUrl, `server answered ${status} ${res.statusMessage ?? ''}`.trim(), status);
+    }
+    // With a content encoding, Content-Length counts compressed bytes, not the bytes written.
+    const totalBytes = res.headers['content-encoding'] ? undefined : Number(res.headers['content-length']) || undefined;
+    const tooLarge = () => new DownloadError(shownUrl, `the image is larger than this node's ${capMiB} MiB cap`, undefined, { permanent: 'FieldValueInvalid' });
+    if (totalBytes !== undefined && totalBytes > policy.maxBytes) {
+      res.destroy();
+      throw tooLarge();
+    }
+    let receivedBytes = 0;
+    let nextPercent = 10;
+    const meter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        receivedBytes += chunk.length;
+        if (receivedBytes > policy.maxBytes) return done(tooLarge());
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
+        const percent = totalBytes ? Math.floor((receivedBytes * 100) / totalBytes) : 0;
+        if (totalBytes && percent >= nextPercent) {
+          log.info({ url: shownUrl, receivedBytes, totalBytes, percent }, 'downloading image');
+          nextPercent = percent - (percent % 10) + 10;
+        }
+        done(null, chunk);
+      },
+    });
+    log.info({ url: shownUrl, totalBytes }, 'image download started');
+    await pipeline(res, meter, createWriteStream(dest, { flags: 'wx' }), { signal }).catch(fail);
+    if (totalBytes !== undefined && receivedBytes !== totalBytes) {
+      throw new DownloadError(shownUrl, `received ${receivedBytes} of ${totalBytes} bytes`);
+    }
+    return receivedBytes;
+  } finally {
+    clearTimeout(idleTimer);
   }
-  if (totalBytes !== undefined && receivedBytes !== totalBytes) {
-    throw new DownloadError(shownUrl, `received ${receivedBytes} of ${totalBytes} bytes`);
-  }
-  return receivedBytes;
 }

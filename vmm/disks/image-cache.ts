@@ -6,6 +6,7 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Log } from '../log.js';
 import { downloadToFile, redactUrl } from './download.js';
+import type { DownloadPolicy } from './download-policy.js';
 import { statIfExists } from './fs.js';
 
 /**
@@ -20,17 +21,17 @@ export function imageCachePath(cacheDir: string, url: string): string {
 }
 
 /** The cached copy of `url`, downloaded first if missing. */
-export function cachedImage(url: string, cacheDir: string, log: Log): Promise<string> {
+export function cachedImage(url: string, cacheDir: string, policy: DownloadPolicy, log: Log): Promise<string> {
   const path = imageCachePath(cacheDir, url);
   let pending = inflight.get(path);
   if (!pending) {
-    pending = fetchIntoCache(url, path, cacheDir, log).finally(() => inflight.delete(path));
+    pending = fetchIntoCache(url, path, cacheDir, policy, log).finally(() => inflight.delete(path));
     inflight.set(path, pending);
   }
   return pending;
 }
 
-async function fetchIntoCache(url: string, path: string, cacheDir: string, log: Log): Promise<string> {
+async function fetchIntoCache(url: string, path: string, cacheDir: string, policy: DownloadPolicy, log: Log): Promise<string> {
   if (await statIfExists(path)) {
     log.debug({ url: redactUrl(url), path }, 'image cache hit');
     return path;
@@ -39,7 +40,7 @@ async function fetchIntoCache(url: string, path: string, cacheDir: string, log: 
   // Written under a temporary name and renamed, so a cache path always holds a complete image.
   const partial = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.part`;
   try {
-    const bytes = await downloadToFile(url, partial, log);
+    const bytes = await downloadToFile(url, partial, policy, log);
     await rename(partial, path);
     log.info({ url: redactUrl(url), path, bytes }, 'image cached');
     return path;

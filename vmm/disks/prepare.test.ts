@@ -1,4 +1,5 @@
 // Disk preparation against real qemu-img, genisoimage and files in t.testdir().
+import { DEFAULT_DOWNLOAD_POLICY } from './download-policy.js';
 import t, { type Test } from 'tap';
 import { readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ async function setup(t: Test): Promise<{ root: string; dirs: DiskDirs; images: s
   const images = join(root, 'images');
   await run('qemu-img', ['create', '-f', 'raw', join(images, 'base.raw'), '8M']);
   await run('qemu-img', ['create', '-f', 'qcow2', join(images, 'base.qcow2'), '16M']);
-  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache') } };
+  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache'), downloads: DEFAULT_DOWNLOAD_POLICY } };
 }
 
 const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> = {}): DiskSpec => ({ name, device: 'disk', bus: 'virtio', source, ...over });

@@ -12,6 +12,7 @@ import type { DiskSpec, VmSpec } from '../spec.js';
 import type { PreparedDisk } from '../domain/runtime.js';
 import { statIfExists } from './fs.js';
 import { baseFormat, downloadBase } from './base-image.js';
+import type { DownloadPolicy } from './download-policy.js';
 import { createEmptyDisk, createOverlay } from './qemu-img.js';
 
 export interface DiskDirs {
@@ -19,6 +20,8 @@ export interface DiskDirs {
   vmDir: string;
   /** The node-wide cache of downloaded images, shared by all VMs. */
   cacheDir: string;
+  /** Where image URLs may lead, and how large and slow a download may be. */
+  downloads: DownloadPolicy;
 }
 
 /** The file this VM owns for a disk that is not a host path. */
@@ -60,7 +63,7 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
       return { path, format: 'qcow2' };
     }
     case 'url': {
-      const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, log);
+      const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, dirs.downloads, log);
       const format = await baseFormat(base, `${at}.source.url`);
       await createOnce(path, created, () => createOverlay(base, format, path));
       return { path, format: 'qcow2' };
