@@ -262,7 +262,8 @@ t.test('pods become VMs on the real control plane', async (t) => {
     body.spec!.containers[0]!.resources = { limits: { memory: '16Mi' } };
     await cluster.clients.core.createNamespacedPod({ namespace: NS, body });
     const pod = await waitFor('Failed status', () => readPod(cluster, 'toosmall'), (p) => p.status?.phase === 'Failed');
-    t.match(pod.status, { phase: 'Failed', reason: 'InvalidVMSpec', message: /spec\.containers\[0\]\.resources\.limits\.memory/ }, 'the message names the field');
+    // Guest memory is the request, which the API server defaulted to the limit: that is the field named.
+    t.match(pod.status, { phase: 'Failed', reason: 'InvalidVMSpec', message: /spec\.containers\[0\]\.resources\.requests\.memory: 16Mi is below/ }, 'the message names the field');
     t.same(qemuPidsOf(pod.metadata!.uid!), [], 'nothing was started');
   });
 });
