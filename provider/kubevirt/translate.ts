@@ -276,6 +276,23 @@ function unsupportedOf(vmi: VirtualMachineInstance, d: Draft): string[] {
 }
 
 /** Turns a VMI into the VmSpec its launcher runs, or a SpecError naming every KubeVirt field that cannot be realized. */
+/**
+ * A list the translators walk, when every entry is an object; otherwise (a
+ * null or a number: the CRD's schema should refuse them, but the node never
+ * trusts that) the first bad entry is a cause and the list is not walked.
+ */
+function objectsIn<T>(d: Draft, list: readonly T[] | undefined, at: string): T[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) {
+    d.report(at, 'FieldValueInvalid', `${at} must be a list`);
+    return [];
+  }
+  const bad = list.findIndex((item) => typeof item !== 'object' || item === null || Array.isArray(item));
+  if (bad < 0) return [...list];
+  d.report(`${at}[${bad}]`, 'FieldValueInvalid', `${at}[${bad}] must be an object`);
+  return [];
+}
+
 export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateContext): VmiTranslation | SpecError {
   const d = newDraft(ctx);
   const meta = vmi.metadata ?? {};
@@ -295,10 +312,10 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   const compute = translateCompute(d, domain);
   const firmware = translateFirmware(d, domain);
   translateKernelBoot(d, domain);
-  translateStorage(d, { disks: devices.disks ?? [], volumes: spec.volumes ?? [], instanceId: firmwareUuid, hostname: hostnameOf(vmi) });
+  translateStorage(d, { disks: objectsIn(d, devices.disks, 'spec.domain.devices.disks'), volumes: objectsIn(d, spec.volumes, 'spec.volumes'), instanceId: firmwareUuid, hostname: hostnameOf(vmi) });
   translateNetwork(d, {
-    interfaces: devices.interfaces ?? [],
-    networks: spec.networks ?? [],
+    interfaces: objectsIn(d, devices.interfaces, 'spec.domain.devices.interfaces'),
+    networks: objectsIn(d, spec.networks, 'spec.networks'),
     autoattachPodInterface: devices.autoattachPodInterface !== false,
     macSeed: firmwareUuid,
   });
