@@ -24,6 +24,8 @@ export interface LauncherArgs {
   allowSoftwareEmulation: boolean;
   /** Network namespace (a /run/netns path) the VM's libvirtd and QEMU run in; the host's when absent. */
   netns?: string;
+  /** The uid this VM's QEMU runs as, one per VM (the agent allocates it); the shared libvirt-qemu account when absent. */
+  qemuUid?: number;
   /** Which host files the VM may name (the node operator's lists). */
   hostFiles: HostFilePolicy;
   /** Where image URLs may lead, how large and how slow a download may be. */
@@ -60,6 +62,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'console-log-max-bytes': { type: 'string' },
       'no-software-emulation': { type: 'boolean' },
       netns: { type: 'string' },
+      'qemu-uid': { type: 'string' },
       'host-image-dir': { type: 'string', multiple: true },
       'host-disk-dir': { type: 'string', multiple: true },
       'denied-host-dir': { type: 'string', multiple: true },
@@ -102,6 +105,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   if (values.netns !== undefined && !path.isAbsolute(values.netns)) throw new Error('--netns must be an absolute path such as /run/netns/<name>');
   return {
     ...(values.netns ? { netns: values.netns } : {}),
+    ...(values['qemu-uid'] !== undefined ? { qemuUid: positive('qemu-uid', values['qemu-uid'], 0) } : {}),
     uid: values.uid,
     runDir,
     socket,
@@ -134,6 +138,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   if (a.consoleLogMaxBytes) argv.push('--console-log-max-bytes', String(a.consoleLogMaxBytes));
   if (a.allowSoftwareEmulation === false) argv.push('--no-software-emulation');
   if (a.netns) argv.push('--netns', a.netns);
+  if (a.qemuUid !== undefined) argv.push('--qemu-uid', String(a.qemuUid));
   for (const d of a.hostFiles?.imageDirs ?? []) argv.push('--host-image-dir', d);
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);

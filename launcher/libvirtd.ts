@@ -44,17 +44,33 @@ auth_unix_ro = "none"
 log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
 `;
 
-// QEMU never runs as root. stdio_handler=file: QEMU's stderr goes straight to
-// /var/log/libvirt/qemu/<name>.log, so no virtlogd is needed. The launcher owns
-// the cgroup, so libvirt must not create its own (it would move QEMU out of
-// ours). No SELinux/AppArmor driver; DAC (the user/group above) still applies.
-const QEMU_CONF = `# written by the vkvm launcher
-user = "${QEMU_USER}"
-group = "${QEMU_USER}"
+// QEMU never runs as root, and each VM's QEMU as its own uid (numeric: the
+// account exists nowhere else). dynamic_ownership=0: libvirt would otherwise
+// chown every file QEMU opens to that uid, shared ones included (a base image,
+// the built-in guest's kernel), handing one VM write access to what others
+// boot from; the launcher gives QEMU its own files itself (0600/0700), and
+// shared read-only files stay root's and world-readable. stdio_handler=file:
+// QEMU's stderr goes straight to /var/log/libvirt/qemu/<name>.log, so no
+// virtlogd is needed. The launcher owns the cgroup, so libvirt must not create
+// its own (it would move QEMU out of ours). No SELinux/AppArmor driver; DAC
+// (the user/group below) still applies, and QEMU's seccomp sandbox stays on.
+function qemuConf(user: QemuIdentity): string {
+  return `# written by the vkvm launcher
+user = "+${user.uid}"
+group = "+${user.gid}"
+dynamic_ownership = 0
 stdio_handler = "file"
 cgroup_controllers = [ ]
 security_driver = "none"
+seccomp_sandbox = 1
 `;
+}
+
+/** The uid and gid a VM's QEMU runs as. */
+export interface QemuIdentity {
+  uid: number;
+  gid: number;
+}
 
 // PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order;
 // "$5" is the libvirtd binary, "$6" the CPU it is pinned to. Its default pid
@@ -83,6 +99,8 @@ export interface LibvirtdOptions {
   libvirtdPath?: string;
   /** Network namespace for libvirtd and QEMU: the VM's taps live there. */
   netns?: string;
+  /** Who QEMU runs as. */
+  qemu: QemuIdentity;
   startTimeoutMs?: number;
 }
 
@@ -109,6 +127,25 @@ export interface PrivateLibvirtd {
 
 export function libvirtUri(socketPath: string): string {
   return `qemu:///system?socket=${socketPath}`;
+}
+
+/** gid of a local group, from /etc/group; undefined when there is none. */
+export async function lookupGroup(name: string): Promise<number | undefined> {
+  for (const line of (await readFile('/etc/group', 'utf8')).split('\n')) {
+    const f = line.split(':');
+    if (f[0] === name && f[2]) return Number(f[2]);
+  }
+  return undefined;
+}
+
+/**
+ * Who a VM's QEMU runs as: its own uid when the agent gave one, with the kvm
+ * group (which /dev/kvm belongs to) as its gid; otherwise the shared
+ * libvirt-qemu account (a launcher started by hand).
+ */
+export async function qemuIdentity(qemuUid: number | undefined): Promise<QemuIdentity> {
+  if (qemuUid === undefined) return lookupUser(QEMU_USER);
+  return { uid: qemuUid, gid: (await lookupGroup('kvm')) ?? qemuUid };
 }
 
 /** uid/gid of a local account, from /etc/passwd (no NSS lookup in Node). */
@@ -162,7 +199,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   // but a host with only the client packages may lack some.
   for (const m of MOUNTS) await mkdir(m.target, { recursive: true, mode: 0o755 });
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
-  await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), QEMU_CONF);
+  await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);

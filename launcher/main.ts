@@ -14,7 +14,7 @@ import { parseLauncherArgs, type LauncherArgs } from './args.js';
 import { Cgroup } from './cgroup.js';
 import { ConsoleLog } from './console/log-file.js';
 import { DomainDriver } from './domain-driver.js';
-import { lookupUser, QEMU_USER, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
+import { qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
 import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
 import { bindVmm } from './vmm.js';
@@ -41,14 +41,14 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   await assertNotRunning(stateFile);
 
   const host = await probeHostCaps(args.allowSoftwareEmulation);
-  const qemuUser = await lookupUser(QEMU_USER);
+  const qemuUser = await qemuIdentity(args.qemuUid);
   const cgroup = await Cgroup.create({ uid: args.uid, parent: args.cgroupParent, root: args.cgroupRoot });
   await cgroup.enter(process.pid);
 
   const tLibvirtd = performance.now();
   let libvirtd: PrivateLibvirtd;
   try {
-    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd, ...(args.netns ? { netns: args.netns } : {}) });
+    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd, qemu: qemuUser, ...(args.netns ? { netns: args.netns } : {}) });
   } catch (err) {
     await cgroup.remove();
     throw err;
@@ -69,7 +69,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     cgroup,
     consoleLog,
     qemuUser,
-    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads }, args.hostFiles, log.child({ component: 'disks' })),
+    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads, owner: qemuUser }, args.hostFiles, log.child({ component: 'disks' })),
     log,
   });
 

@@ -6,6 +6,7 @@
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
+import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
@@ -74,13 +75,16 @@ async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void
 export class LauncherRegistry {
   private readonly entries = new Map<string, Entry>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
+  private readonly qemuUids: QemuUids;
 
   constructor(
     private readonly settings: LauncherSettings,
     /** Called after every state change of a VM; must not block. */
     private readonly onChange: (uid: string) => void,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.qemuUids = new QemuUids(settings.vmsDir);
+  }
 
   dirOf(uid: string): string {
     return path.join(this.settings.vmsDir, uid);
@@ -104,8 +108,9 @@ export class LauncherRegistry {
       if (((await stat(dir)).mode & 0o001) === 0) {
         throw new Error(`${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x or another --state-dir`);
       }
-      if (dir === path.dirname(dir)) return;
+      if (dir === path.dirname(dir)) break;
     }
+    await this.qemuUids.load();
   }
 
   /** Re-attaches to every launcher left in vmsDir (agent restart); dead ones are kept with their reason. */
@@ -149,11 +154,14 @@ export class LauncherRegistry {
     const dir = this.dirOf(uid);
     const s = this.settings;
     await mkdir(s.socketDir, { recursive: true, mode: 0o700 });
+    await mkdir(dir, { recursive: true, mode: 0o711 });
+    const qemuUid = await this.qemuUids.take(uid);
     const spawned = await spawnLauncher({
       args: {
         uid,
         runDir: dir,
         socket: path.join(s.socketDir, `${uid}.sock`),
+        qemuUid,
         imageCacheDir: s.imageCacheDir,
         hostFiles: s.hostFiles,
         downloads: s.downloads,
@@ -205,6 +213,7 @@ export class LauncherRegistry {
     this.entries.delete(uid);
     await removeCgroupOf(uid);
     await rm(this.dirOf(uid), { recursive: true, force: true });
+    this.qemuUids.release(uid);
   }
 
   /** Stops following launchers (agent shutdown); the launchers and their VMs keep running. */

@@ -2,6 +2,7 @@
 // nothing of the host: host files outside what the node operator allowed,
 // node-local services by URL and memory it was not charged for are refused
 // or withheld, naming the field, and nothing of an attempt stays on the node.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type ServerResponse } from 'node:http';
@@ -135,13 +136,25 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
     t.same({ cache: existsSync(cache) ? readdirSync(cache) : [], nodeService: nodeService.seen, redirector: redirector.seen.length > 0 }, { cache: [], nodeService: [], redirector: true });
   });
 
-  await t.test('guest memory is the request the scheduler charged, not the limit', async (t) => {
-    await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('small', 'vkvm/test-guest', { memory: { request: '64Mi', limit: '2Gi' } }) });
-    const pod = await waitFor('small Running', () => tenant.core.readNamespacedPod({ name: 'small', namespace: NS }), (p) => p.status?.phase === 'Running', { timeoutMs: 180_000 });
-    const [pid] = qemuPidsOf(pod.metadata!.uid!);
-    const argv = pid ? readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0') : [];
-    t.match(argv[argv.indexOf('-m') + 1], /^(size=65536k|64)\b/, 'QEMU runs the guest with 64 MiB');
-    await tenant.core.deleteNamespacedPod({ name: 'small', namespace: NS, body: { gracePeriodSeconds: 0 } });
+  await t.test("guest memory is the request the scheduler charged; two VMs' QEMUs are two uids that cannot open each other's disks", async (t) => {
+    const withSeed = { annotations: { 'vkvm.io/user-data': '#cloud-config\npassword: tenant-secret\n' } };
+    await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('small', 'vkvm/test-guest', { ...withSeed, memory: { request: '64Mi', limit: '2Gi' } }) });
+    await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('other', 'vkvm/test-guest', withSeed) });
+    const running = (name: string) => waitFor(`${name} Running`, () => tenant.core.readNamespacedPod({ name, namespace: NS }), (p) => p.status?.phase === 'Running', { timeoutMs: 180_000 });
+    const [small, other] = await Promise.all([running('small'), running('other')]);
+    const qemuOf = (pod: V1Pod) => {
+      const [pid] = qemuPidsOf(pod.metadata!.uid!);
+      const status = pid ? readFileSync(`/proc/${pid}/status`, 'utf8') : '';
+      return { argv: pid ? readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0') : [], uid: Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]), gid: Number(/^Gid:\s+(\d+)/m.exec(status)?.[1]) };
+    };
+    const [a, b] = [qemuOf(small), qemuOf(other)];
+    t.match(a.argv[a.argv.indexOf('-m') + 1], /^(size=65536k|64)\b/, 'QEMU runs the small guest with 64 MiB, its request, not its 2 GiB limit');
+    t.ok(a.uid >= 3_000_000 && b.uid >= 3_000_000 && a.uid !== b.uid, `each QEMU runs as a uid of its own (${a.uid}, ${b.uid})`);
+    // As the first VM's QEMU: open the second VM's cloud-init seed, which holds its secrets.
+    const seedOfB = join(agent.stateDir, 'vms', other.metadata!.uid!, 'disks', 'cloudinit.iso');
+    const attempt = spawnSync('cat', [seedOfB], { uid: a.uid, gid: a.gid, encoding: 'utf8' });
+    t.match({ seedExists: existsSync(seedOfB), status: attempt.status, stderr: attempt.stderr }, { seedExists: true, status: 1, stderr: /Permission denied/ }, "another VM's QEMU cannot read it");
+    for (const name of ['small', 'other']) await tenant.core.deleteNamespacedPod({ name, namespace: NS, body: { gracePeriodSeconds: 0 } });
   });
 
   const hostDiskVmi = (name: string, path: string) => ({

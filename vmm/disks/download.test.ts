@@ -10,7 +10,7 @@ import t, { type Test } from 'tap';
 import { SpecError } from '../errors.js';
 import { recordingLog } from '../testing/log.js';
 import { rejection } from '../testing/rejection.js';
-import { testSpec } from '../testing/specs.js';
+import { TEST_QEMU_OWNER, testSpec } from '../testing/specs.js';
 import { DEFAULT_DOWNLOAD_POLICY, refusalOf, type DownloadPolicy } from './download-policy.js';
 import { prepareDisks } from './prepare.js';
 
@@ -30,7 +30,7 @@ async function fetchAsDisk(t: Test, url: string, downloads: DownloadPolicy) {
   const root = t.testdir();
   const { log } = recordingLog();
   const spec = testSpec({ disks: [{ name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'url', url } }] });
-  const err = await rejection(prepareDisks(spec, { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads }, log));
+  const err = await rejection(prepareDisks(spec, { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads, owner: TEST_QEMU_OWNER }, log));
   const cache = await readdir(join(root, 'cache')).catch(() => []);
   return { err, cache };
 }

@@ -8,7 +8,7 @@ import { readImageInfo } from './qemu-img.js';
 import { run } from '../exec.js';
 import { recordingLog } from '../testing/log.js';
 import { rejection } from '../testing/rejection.js';
-import { testSpec } from '../testing/specs.js';
+import { TEST_QEMU_OWNER, testSpec } from '../testing/specs.js';
 import type { DiskSpec } from '../spec.js';
 
 const MiB = 1024 * 1024;
@@ -19,7 +19,7 @@ async function setup(t: Test): Promise<{ root: string; dirs: DiskDirs; images: s
   const images = join(root, 'images');
   await run('qemu-img', ['create', '-f', 'raw', join(images, 'base.raw'), '8M']);
   await run('qemu-img', ['create', '-f', 'qcow2', join(images, 'base.qcow2'), '16M']);
-  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache'), downloads: DEFAULT_DOWNLOAD_POLICY } };
+  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache'), downloads: DEFAULT_DOWNLOAD_POLICY, owner: TEST_QEMU_OWNER } };
 }
 
 const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> = {}): DiskSpec => ({ name, device: 'disk', bus: 'virtio', source, ...over });
@@ -62,6 +62,24 @@ t.test('overlays on raw and qcow2 bases, a sparse empty disk, a host path in pla
   );
   const backingFormat = JSON.parse(await run('qemu-img', ['info', '--output=json', prepared.a!.path]))['backing-filename-format'];
   t.equal(backingFormat, 'raw', 'the overlay records the base format, so QEMU never probes it');
+  const owner = async (p: string) => {
+    const s = await stat(p);
+    return { uid: s.uid, gid: s.gid, mode: (s.mode & 0o777).toString(8) };
+  };
+  const qemu = { uid: TEST_QEMU_OWNER.uid, gid: TEST_QEMU_OWNER.gid };
+  t.same(
+    {
+      vmDir: await owner(dirs.vmDir),
+      files: await Promise.all(Object.values(prepared).map((p) => owner(p.path))),
+      base: await owner(join(images, 'base.raw')),
+    },
+    {
+      vmDir: { ...qemu, mode: '700' },
+      files: Object.values(prepared).map(() => ({ ...qemu, mode: '600' })),
+      base: { uid: 0, gid: 0, mode: '644' },
+    },
+    "what QEMU opens read-write is its uid's alone, 0600 in a 0700 directory; the base image under an overlay stays root's",
+  );
 });
 
 t.test('preparing again reuses overlays and empty disks, which hold guest data', async (t) => {

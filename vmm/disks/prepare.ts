@@ -3,7 +3,7 @@
 // and host paths used in place. Idempotent, because the launcher's sync is:
 // an overlay or empty disk that already exists holds the guest's data and is
 // reused, never recreated.
-import { mkdir, open, rm, rmdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, open, rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { buildNoCloudIso } from '../cloud-init/nocloud-iso.js';
 import { SpecError } from '../errors.js';
@@ -22,6 +22,8 @@ export interface DiskDirs {
   cacheDir: string;
   /** Where image URLs may lead, and how large and slow a download may be. */
   downloads: DownloadPolicy;
+  /** The VM's QEMU identity: its files (and host disks) are given to it, mode 0600 in a 0700 directory. */
+  owner: { uid: number; gid: number };
 }
 
 /** The file this VM owns for a disk that is not a host path. */
@@ -109,12 +111,29 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareDisk(disk, `disks[${i}]`, dirs, created, log)));
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (failures.length === 0) {
+    const prepared = spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value] as const);
+    await giveToQemu(dirs, prepared.map(([, p]) => p));
     log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
-    return Object.fromEntries(spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value]));
+    return Object.fromEntries(prepared);
   }
   await Promise.all(created.map((file) => rm(file, { force: true })));
   if (madeVmDir) await removeEmptyDirs(dirs.vmDir, madeVmDir);
   throw combineFailures(failures);
+}
+
+/**
+ * What QEMU opens read-write becomes its own and no one else's: another VM's
+ * QEMU (another uid) can neither read nor write it. Base images under the
+ * overlays stay root's and read-only. Block devices keep their mode.
+ */
+async function giveToQemu(dirs: DiskDirs, disks: PreparedDisk[]): Promise<void> {
+  const { uid, gid } = dirs.owner;
+  await chown(dirs.vmDir, uid, gid);
+  await chmod(dirs.vmDir, 0o700);
+  for (const disk of disks) {
+    await chown(disk.path, uid, gid);
+    if (!disk.block) await chmod(disk.path, 0o600);
+  }
 }
 
 /** Removes the files prepareDisks made for this VM; host paths and the image cache are left alone. Idempotent. */

@@ -51,3 +51,6 @@ export function applyBuilder(builder: DomainBuilder, spec: VmSpec, host: HostCap
   builder(spec, host, runtime, draft);
   return draft;
 }
+
+/** A QEMU identity no account has, for tests that check what prepared files are given to. */
+export const TEST_QEMU_OWNER = { uid: 3_999_999, gid: 3_999_999 };
