@@ -190,6 +190,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         tls: { ...pair, clientCaPem },
         listPods: () => [...podController.pods()],
         vms: createVmAccess(podController, podController.registry),
+        sessionLimits: config.sessionLimits,
+        streamingIdleTimeoutMs: config.streamingIdleTimeoutMs,
         log: rootLog,
       });
       await server.listen({ host: config.kubeletBindAddress, port: config.kubeletPort });

@@ -30,3 +30,19 @@ t.test('bad input names the flag', async (t) => {
   t.throws(() => parseTaint('k=v:Sometimes'), { field: '--taint', message: /^--taint: / });
   t.throws(() => resolveAgentConfig({ kubeconfig: '/k', label: ['-bad=1'] }), { field: '--label', message: /^--label: / });
 });
+
+t.test('streaming session caps and idle timeout: defaults, flags, and bad values naming the flag', async (t) => {
+  t.match(resolveAgentConfig({ kubeconfig: '/k' }), { sessionLimits: { perNode: 256, perUser: 128 }, streamingIdleTimeoutMs: 4 * 3_600_000 });
+  t.match(
+    resolveAgentConfig({ kubeconfig: '/k', 'max-streaming-sessions': '20', 'max-streaming-sessions-per-user': '5', 'streaming-connection-idle-timeout': '1h30m' }),
+    { sessionLimits: { perNode: 20, perUser: 5 }, streamingIdleTimeoutMs: 5_400_000 },
+  );
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'max-streaming-sessions': '0' }), { field: '--max-streaming-sessions', message: /must be an integer/ });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'max-streaming-sessions-per-user': 'many' }), { field: '--max-streaming-sessions-per-user', message: /must be an integer/ });
+  for (const bad of ['4', '500ms', '1.5h', '600h']) {
+    t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'streaming-connection-idle-timeout': bad }), {
+      field: '--streaming-connection-idle-timeout',
+      message: /must be a duration from 1s to 596h such as 4h, 30m or 90s/,
+    });
+  }
+});

@@ -7,6 +7,9 @@ import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/downl
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/node-network.js';
+import { parseDuration } from './duration.js';
+import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
+import { DEFAULT_IDLE_TIMEOUT_MS } from './kubelet-api/streaming/idle-timer.js';
 
 export interface Taint {
   key: string;
@@ -58,6 +61,10 @@ export interface AgentConfig {
   hostDiskDirs: string[];
   /** Where image URLs may lead and how large and slow they may be (the service range is refused). */
   imageDownloads: DownloadPolicy;
+  /** Caps on concurrent kubelet API streaming sessions (exec, attach, log follow). */
+  sessionLimits: SessionLimits;
+  /** An exec/attach console session without traffic for this long is closed. */
+  streamingIdleTimeoutMs: number;
   logLevel: string;
 }
 
@@ -102,6 +109,9 @@ export interface AgentFlags {
   'image-download-timeout-s'?: string;
   'image-download-deny'?: string[];
   'image-download-allow'?: string[];
+  'max-streaming-sessions'?: string;
+  'max-streaming-sessions-per-user'?: string;
+  'streaming-connection-idle-timeout'?: string;
   'log-level'?: string;
 }
 
@@ -113,6 +123,19 @@ function int(flags: AgentFlags, name: keyof AgentFlags, dflt: number, min: numbe
     throw new ConfigError(`--${name}`, `must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   }
   return n;
+}
+
+/** setTimeout's longest delay, whole hours. */
+const MAX_TIMEOUT_H = Math.floor((2 ** 31 - 1) / 3_600_000);
+
+function duration(flags: AgentFlags, name: keyof AgentFlags, dfltMs: number): number {
+  const raw = flags[name];
+  if (raw === undefined) return dfltMs;
+  const ms = typeof raw === 'string' ? parseDuration(raw) : undefined;
+  if (ms === undefined || ms < 1000 || ms > MAX_TIMEOUT_H * 3_600_000) {
+    throw new ConfigError(`--${name}`, `must be a duration from 1s to ${MAX_TIMEOUT_H}h such as 4h, 30m or 90s, got ${JSON.stringify(raw)}`);
+  }
+  return ms;
 }
 
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
@@ -200,6 +223,11 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
       deniedCidrs: [cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'), ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny'))],
       allowedCidrs: (flags['image-download-allow'] ?? []).map((c) => cidr(c, '--image-download-allow')),
     },
+    sessionLimits: {
+      perNode: int(flags, 'max-streaming-sessions', DEFAULT_SESSION_LIMITS.perNode, 1, 1_000_000),
+      perUser: int(flags, 'max-streaming-sessions-per-user', DEFAULT_SESSION_LIMITS.perUser, 1, 1_000_000),
+    },
+    streamingIdleTimeoutMs: duration(flags, 'streaming-connection-idle-timeout', DEFAULT_IDLE_TIMEOUT_MS),
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;

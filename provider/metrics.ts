@@ -14,6 +14,10 @@ export interface AgentMetrics {
   vmsRunning: Gauge;
   /** Launcher processes started, by whether they came up and answered Info. */
   launcherStarts: Counter<'result'>;
+  /** Kubelet API streaming sessions (exec, attach, log follow) open, by endpoint. */
+  streamingSessions: Gauge<'endpoint'>;
+  /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
+  streamingSessionsRefused: Counter<'limit' | 'endpoint'>;
 }
 
 /**
@@ -37,6 +41,18 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     vmsRunning: new Gauge({ name: 'vkvm_vms_running', help: 'VMs currently running on this node.', registers }),
     launcherStarts: new Counter({ name: 'vkvm_launcher_starts_total', help: 'Launcher process starts by result (success, error).', labelNames: ['result'] as const, registers }),
+    streamingSessions: new Gauge({
+      name: 'vkvm_streaming_sessions',
+      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log).',
+      labelNames: ['endpoint'] as const,
+      registers,
+    }),
+    streamingSessionsRefused: new Counter({
+      name: 'vkvm_streaming_sessions_refused_total',
+      help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log).',
+      labelNames: ['limit', 'endpoint'] as const,
+      registers,
+    }),
   };
 }
 

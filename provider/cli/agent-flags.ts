@@ -28,6 +28,9 @@ export const AGENT_OPTIONS = {
   'image-download-timeout-s': { type: 'string' },
   'image-download-deny': { type: 'string', multiple: true },
   'image-download-allow': { type: 'string', multiple: true },
+  'max-streaming-sessions': { type: 'string' },
+  'max-streaming-sessions-per-user': { type: 'string' },
+  'streaming-connection-idle-timeout': { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -65,5 +68,12 @@ export const AGENT_HELP = `Node agent flags:
                                link-local, multicast, this node's addresses and the service range always are
   --image-download-allow CIDR  let image downloads reach this range even so (repeatable; an
                                operator's exception, e.g. a mirror on the node)
+  --max-streaming-sessions N   exec, attach and log follow sessions open at once; more get 429 (default 256)
+  --max-streaming-sessions-per-user N
+                               the same per user (username and uid); kube-apiserver proxies
+                               every kubectl session as one user (default 128)
+  --streaming-connection-idle-timeout DURATION
+                               close an exec/attach console session after this long
+                               without traffic (default 4h, as the kubelet)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;

@@ -70,6 +70,19 @@ function userFromCertificate(req: FastifyRequest): UserInfo | null | 'invalid' {
   return { username: Array.isArray(cn) ? cn[0]! : cn, groups: org === undefined ? [] : Array.isArray(org) ? org : [org] };
 }
 
+/**
+ * A cached decision is found again only by a request that would send the same
+ * SubjectAccessReview: the key is everything authorize() is given (username,
+ * uid, groups, extra and the resource attributes), so users who share a name
+ * but not a uid, groups or extra never share a decision. Object keys are
+ * sorted: one user's extra is one key whatever order a TokenReview lists it in.
+ */
+function decisionKey(user: UserInfo, review: NodeAttributes & { nodeName: string }): string {
+  return JSON.stringify({ user, review }, (_key, value: unknown) =>
+    value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : value,
+  );
+}
+
 export interface AuthOptions {
   nodeName: string;
   backend: AuthBackend;
@@ -106,10 +119,11 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
     }
     if (!user) throw new UnauthorizedError();
     const attrs = nodeAttributes(req.method, path);
-    const key = JSON.stringify([user.username, user.groups, attrs.verb, attrs.subresource]);
+    const review = { ...attrs, nodeName: opts.nodeName };
+    const key = decisionKey(user, review);
     let decision = decisions.get(key);
     if (!decision) {
-      decision = await opts.backend.authorize(user, { ...attrs, nodeName: opts.nodeName });
+      decision = await opts.backend.authorize(user, review);
       decisions.set(key, decision, { ttl: decision.allowed ? 5 * 60_000 : 30_000 });
     }
     if (!decision.allowed) {

@@ -1,5 +1,6 @@
 // Error kinds map to HTTP status codes here and only here.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { SessionLimitError } from './session-limiter.js';
 
 export class HttpError extends Error {
   constructor(
@@ -40,6 +41,17 @@ export class BadRequestError extends HttpError {
 }
 
 export function errorHandler(err: FastifyError | HttpError | Error, req: FastifyRequest, reply: FastifyReply): void {
+  if (err instanceof SessionLimitError) {
+    req.log.debug({ err: err.message, limit: err.limit }, 'streaming session refused');
+    // A metav1.Status: kube-apiserver decodes one from a refused exec/attach
+    // upgrade and relays its message to kubectl as it is (a text body would
+    // reach it as "unable to upgrade connection: …").
+    void reply
+      .code(429)
+      .type('application/json')
+      .send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: err.message, reason: 'TooManyRequests', code: 429 });
+    return;
+  }
   const fastifyCode = (err as FastifyError).statusCode;
   const status = err instanceof HttpError ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
   if (status >= 500) req.log.error({ err }, 'kubelet API request failed');

@@ -63,3 +63,34 @@ t.test('paths map to node subresources as the kubelet maps them', async (t) => {
     'exec and attach are create whatever the method (WebSocket clients use GET)',
   );
 });
+
+t.test('a cached decision is reused only for the same username, uid, groups and extra', async (t) => {
+  const tokens: Record<string, UserInfo> = {
+    first: { username: 'alice', uid: '1', groups: ['dev'], extra: { scopes: ['a'], team: ['x'] } },
+    sameAgain: { username: 'alice', uid: '1', groups: ['dev'], extra: { team: ['x'], scopes: ['a'] } },
+    otherUid: { username: 'alice', uid: '2', groups: ['dev'], extra: { scopes: ['a'], team: ['x'] } },
+    noUid: { username: 'alice', groups: ['dev'], extra: { scopes: ['a'], team: ['x'] } },
+    otherGroups: { username: 'alice', uid: '1', groups: ['dev', 'admins'], extra: { scopes: ['a'], team: ['x'] } },
+    otherExtra: { username: 'alice', uid: '1', groups: ['dev'], extra: { scopes: ['a', 'b'], team: ['x'] } },
+    noExtra: { username: 'alice', uid: '1', groups: ['dev'] },
+  };
+  const reviewed: UserInfo[] = [];
+  const backend: AuthBackend = {
+    reviewToken: async (token) => tokens[token] ?? null,
+    async authorize(user) {
+      reviewed.push(user);
+      // Only the first identity may: a shared decision would let the others in.
+      return { allowed: user === tokens.first || user === tokens.sameAgain };
+    },
+  };
+  const app = await build(t, backend);
+  const status = async (token: string) => (await app.inject({ url: '/pods', headers: { authorization: `Bearer ${token}` } })).statusCode;
+  const answers: Record<string, number> = {};
+  for (const token of Object.keys(tokens)) answers[token] = await status(token);
+  t.same(answers, { first: 200, sameAgain: 200, otherUid: 403, noUid: 403, otherGroups: 403, otherExtra: 403, noExtra: 403 });
+  t.same(
+    reviewed,
+    [tokens.first, tokens.otherUid, tokens.noUid, tokens.otherGroups, tokens.otherExtra, tokens.noExtra],
+    'one SubjectAccessReview per identity; extra listed in another order is the same identity',
+  );
+});

@@ -6,14 +6,15 @@ import { auth, type AuthBackend } from './auth.js';
 import { errorHandler } from './errors.js';
 import { podsRoutes, type PodLister } from './routes/pods.js';
 import { healthRoutes } from './routes/health.js';
-import type { Registry } from 'prom-client';
-import { agentMetrics } from '../metrics.js';
+import { agentMetrics, type AgentMetrics } from '../metrics.js';
 import { readBootTime, readNodeUsage } from '../node/usage.js';
 import { statsRoutes, type NodeStatsSource } from './routes/stats.js';
 import type { VmAccess } from './vm-access.js';
 import { routeUpgradesThroughFastify } from './upgrade.js';
 import { logRoutes } from './routes/logs.js';
 import { execAttachRoutes } from './routes/exec-attach.js';
+import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
+import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
 export interface TlsMaterial {
   certPem: string;
@@ -33,8 +34,12 @@ export interface KubeletApiOptions {
   vms?: VmAccess;
   /** Node-level CPU and memory; default: this host's /proc. */
   nodeStats?: NodeStatsSource;
-  /** The agent's own metrics on /metrics; default: agentMetrics.registry. */
-  metricsRegistry?: Registry;
+  /** The agent's own metrics, served on /metrics and counting streaming sessions; default: agentMetrics. */
+  metrics?: AgentMetrics;
+  /** Caps on concurrent exec, attach and log follow sessions; default DEFAULT_SESSION_LIMITS. */
+  sessionLimits?: SessionLimits;
+  /** A console session without traffic for this long is closed; default the kubelet's 4 h. */
+  streamingIdleTimeoutMs?: number;
 }
 
 export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyInstance> {
@@ -61,16 +66,19 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
   await app.register(healthRoutes);
   await app.register(podsRoutes, { listPods: opts.listPods });
   const vms = opts.vms;
+  const metrics = opts.metrics ?? agentMetrics;
   await app.register(statsRoutes, {
     nodeName: opts.nodeName,
     node: opts.nodeStats ?? { startTime: await readBootTime(), readUsage: () => readNodeUsage() },
     listVmUsage: vms ? () => vms.listVmUsage() : async () => [],
-    registry: opts.metricsRegistry ?? agentMetrics.registry,
+    registry: metrics.registry,
   });
   // Without VMs there are no logs or consoles to reach: those paths are 404s.
   if (vms) {
-    await app.register(logRoutes, { vms });
-    await app.register(execAttachRoutes, { vms });
+    // One limiter for both route groups: the caps count every kind of session together.
+    const sessions = new SessionLimiter(opts.sessionLimits ?? DEFAULT_SESSION_LIMITS, opts.nodeName, metrics);
+    await app.register(logRoutes, { vms, sessions });
+    await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs: opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS });
   }
   return app;
 }

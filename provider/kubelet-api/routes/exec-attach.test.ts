@@ -8,6 +8,9 @@ import type { AuthBackend, UserInfo } from '../auth.js';
 import { NotFoundError } from '../errors.js';
 import { buildKubeletApi } from '../server.js';
 import { NoGuestAgentError, type ExecResult, type VmAccess } from '../vm-access.js';
+import { createAgentMetrics } from '../../metrics.js';
+import type { SessionLimits } from '../session-limiter.js';
+import { MAX_MESSAGE_BYTES } from '../streaming/websocket.js';
 import { sessionTarget, streamOptions } from './exec-attach.js';
 
 // --- the node side: a fake VM access and an auth backend ----------------------
@@ -71,7 +74,12 @@ function fakeVms() {
   return { vms, consoles, execs };
 }
 
-const users: Record<string, UserInfo> = { ops: { username: 'ops', groups: [] }, dev: { username: 'dev', groups: [] } };
+const users: Record<string, UserInfo> = {
+  ops: { username: 'ops', uid: 'a', groups: [] },
+  // Another user of the same name (a deleted and recreated account).
+  'ops-b': { username: 'ops', uid: 'b', groups: [] },
+  dev: { username: 'dev', groups: [] },
+};
 
 function fakeBackend() {
   const sars: string[] = [];
@@ -87,20 +95,33 @@ function fakeBackend() {
   return { backend, sars };
 }
 
-async function serve(t: Test) {
+async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingIdleTimeoutMs?: number } = {}) {
   const fake = fakeVms();
   const auth = fakeBackend();
   const logs: { msg: string }[] = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => logs.push(JSON.parse(line) as { msg: string }) });
-  const app = await buildKubeletApi({ nodeName: 'n1', backend: auth.backend, listPods: () => [], log, vms: fake.vms });
+  const metrics = createAgentMetrics();
+  const app = await buildKubeletApi({ nodeName: 'n1', backend: auth.backend, listPods: () => [], log, vms: fake.vms, metrics, ...opts });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
   const address = app.server.address();
+  const openSessions = async () => (await metrics.streamingSessions.get()).values.reduce((sum, v) => sum + v.value, 0);
   return {
     ...fake,
+    app,
     sars: auth.sars,
     port: typeof address === 'object' && address ? address.port : 0,
     sessionsEnded: () => logs.filter((l) => l.msg === 'exec/attach session ended').length,
+    openSessions,
+    /** Waits until the open sessions are `n` (slots are released as connections close). */
+    untilOpen: async (n: number) => {
+      const deadline = Date.now() + 20_000;
+      while ((await openSessions()) !== n) {
+        if (Date.now() > deadline) throw new Error(`${await openSessions()} sessions open, not ${n}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    },
+    refused: async () => Object.fromEntries((await metrics.streamingSessionsRefused.get()).values.map((v) => [`${v.labels.limit} ${v.labels.endpoint}`, v.value])),
   };
 }
 
@@ -426,4 +447,111 @@ t.test('exec without an upgrade is a 400', async (t) => {
   const s = await serve(t);
   const res = await fetch(`http://127.0.0.1:${s.port}/exec/default/vm1/vm?command=ls&output=1`, { method: 'POST', headers: { authorization: 'Bearer ops' } });
   t.match({ status: res.status, body: await res.text() }, { status: 400, body: /missing upgrade headers/ });
+});
+
+// --- session limits and the idle timeout ----------------------------------------
+
+const ATTACH = '/attach/default/vm1/vm?input=1&output=1&tty=1';
+
+t.test('over a cap an upgrade is refused with 429 and a Status, before anything is opened', async (t) => {
+  const s = await serve(t, { sessionLimits: { perNode: 3, perUser: 2 } });
+  const held = [await openWebSocket(s.port, ATTACH, 'ops'), await openWebSocket(s.port, ATTACH, 'ops')];
+  const overUser = { ws: await openWebSocket(s.port, ATTACH, 'ops'), spdy: await openSpdy(s.port, ATTACH, { token: 'ops', streams: [] }) };
+  const sameNameOtherUid = await openWebSocket(s.port, ATTACH, 'ops-b');
+  const overNode = await openWebSocket(s.port, '/exec/default/vm1/vm?command=ls&output=1', 'ops-b');
+  t.ok([...held, sameNameOtherUid].every(isSession), 'up to the caps, sessions open');
+  const userStatus = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'TooManyRequests', code: 429 };
+  const refusal = (a: WsSession | { status: number; body: string }) => {
+    if (isSession(a)) throw new Error('the upgrade was accepted');
+    return { status: a.status, body: JSON.parse(a.body) as unknown };
+  };
+  t.match(
+    { ws: refusal(overUser.ws), spdy: refusal(overUser.spdy), overNode: refusal(overNode) },
+    {
+      ws: { status: 429, body: { ...userStatus, message: /^too many streaming sessions for user "ops" on node n1 \(limit 2, --max-streaming-sessions-per-user\)/ } },
+      spdy: { status: 429, body: { ...userStatus, message: /for user "ops"/ } },
+      overNode: { status: 429, body: { ...userStatus, message: /^too many streaming sessions on node n1 \(limit 3, --max-streaming-sessions\)/ } },
+    },
+  );
+  t.same(
+    { consoles: s.consoles.length, execs: s.execs, refused: await s.refused() },
+    { consoles: 3, execs: [], refused: { 'user attach': 2, 'node exec': 1 } },
+    'refused sessions reached no console and ran nothing',
+  );
+  (held[0] as WsSession).terminate();
+  await s.untilOpen(2);
+  t.ok(isSession(await openWebSocket(s.port, ATTACH, 'ops')), 'a closed session gives its slot back');
+});
+
+t.test('every way a session ends gives its slot back, once', async (t) => {
+  const s = await serve(t, { sessionLimits: { perNode: 1, perUser: 1 } });
+  const session = async () => {
+    const ws = await openWebSocket(s.port, ATTACH, 'ops');
+    if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status} ${ws.body}`);
+    return ws;
+  };
+  const ended: string[] = [];
+  const step = async (name: string, run: () => Promise<unknown>) => {
+    await run();
+    await s.untilOpen(0);
+    ended.push(name);
+  };
+
+  await step('the client closes stdin', async () => {
+    const ws = await session();
+    ws.send(255, Buffer.of(0));
+    await ws.closed;
+  });
+  await step('the client disconnects', async () => {
+    const ws = await session();
+    ws.terminate();
+  });
+  await step('the console ends (the VM stopped)', async () => {
+    const ws = await session();
+    s.consoles.at(-1)!.duplex.push(null);
+    await ws.closed;
+  });
+  await step('a message over the size limit', async () => {
+    const ws = await session();
+    ws.send(0, Buffer.alloc(MAX_MESSAGE_BYTES + 1));
+    t.equal(await ws.closed, 1009, 'closed as too big');
+  });
+  await step('a guest agent exec over SPDY runs to its end', async () => {
+    const spdy = await openSpdy(s.port, '/exec/default/vm1/vm?command=ls&output=1', { token: 'ops', streams: ['error', 'stdout'] });
+    await spdy.read('error');
+    spdy.close();
+  });
+  await step('the SPDY client leaves before creating its streams', async () => {
+    const spdy = await openSpdy(s.port, ATTACH, { token: 'ops', streams: [] });
+    t.equal(spdy.status, 101);
+    spdy.close();
+  });
+  await step('the pod is unknown (404 after the slot was taken)', async () => {
+    t.match(await openWebSocket(s.port, '/attach/default/nope/vm?output=1', 'ops'), { status: 404 });
+  });
+  t.same(ended.length, 7);
+
+  const last = await session();
+  t.match(await openWebSocket(s.port, ATTACH, 'ops'), { status: 429 }, 'the cap still holds: no slot was given back twice');
+  await s.app.close();
+  await last.closed;
+  await s.untilOpen(0);
+  t.pass('closing the API ends its sessions and frees their slots');
+});
+
+t.test('a console session without traffic is closed with a status saying why, over WebSocket and SPDY', async (t) => {
+  const s = await serve(t, { streamingIdleTimeoutMs: 100 });
+  const ws = await openWebSocket(s.port, ATTACH, 'ops');
+  if (!isSession(ws)) throw new Error(`upgrade refused: ${ws.status}`);
+  const code = await ws.closed;
+  const spdy = await openSpdy(s.port, '/attach/default/vm1/vm?input=1&output=1', { token: 'ops', streams: ['error', 'stdin', 'stdout'] });
+  const spdyStatus = await spdy.read('error');
+  spdy.close();
+  await s.untilOpen(0);
+  const idle = { status: 'Failure', reason: 'Timeout', code: 408, message: 'session closed after 100ms without traffic (--streaming-connection-idle-timeout)' };
+  t.match(
+    { code, ws: JSON.parse(ws.received.get(3)!) as unknown, spdy: JSON.parse(spdyStatus) as unknown, consoles: s.consoles.map((c) => c.ended), execs: s.execs },
+    { code: 1000, ws: idle, spdy: idle, consoles: [true, true], execs: [] },
+    'both detached from the console; the VM is untouched',
+  );
 });

@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequestError, ForbiddenError } from '../errors.js';
 import { acceptSpdy } from '../streaming/spdy.js';
 import { acceptWebSocket, webSocketServer } from '../streaming/websocket.js';
-import type { StreamingConnection, StreamOptions } from '../streaming/connection.js';
+import type { SessionLogger, StreamingConnection, StreamOptions } from '../streaming/connection.js';
 import {
   ACCEPTED_PROTOCOLS_HEADER,
   negotiate,
@@ -21,6 +21,8 @@ import {
   type StreamProtocol,
 } from '../streaming/negotiate.js';
 import { serveConsole, serveGuestExec } from '../streaming/session.js';
+import { IdleTimer } from '../streaming/idle-timer.js';
+import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
 import { isUpgrade, takeUpgrade } from '../upgrade.js';
 import type { VmAccess } from '../vm-access.js';
 import { isSet, queryFlag } from './query-flag.js';
@@ -103,7 +105,14 @@ function negotiateUpgrade(req: FastifyRequest, reply: FastifyReply): Negotiated 
   return { transport, protocol };
 }
 
-export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAccess }): Promise<void> {
+export interface ExecAttachOptions {
+  vms: VmAccess;
+  sessions: SessionLimiter;
+  /** A console session without traffic for this long is closed (IdleTimer). */
+  idleTimeoutMs: number;
+}
+
+export async function execAttachRoutes(app: FastifyInstance, opts: ExecAttachOptions): Promise<void> {
   const wss = webSocketServer();
   // server.close() waits for upgraded connections but never closes them: end
   // them here, or closing the API would wait for every session to end.
@@ -120,6 +129,9 @@ export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAcce
     const { namespace, pod, container } = req.params;
     const ref = { namespace, name: pod, container };
     const target = sessionTarget(endpoint, options);
+    // Refused before anything is opened; once taken, the slot is held until
+    // the connection closes, however the request ends from here (req.user is auth's).
+    releaseOnClose(opts.sessions.acquire(req.user!, endpoint), req.raw.socket);
     // Attached before the upgrade so that an unknown pod is a plain 404, as the kubelet answers it.
     const serial = target === 'console' ? await opts.vms.attachConsole(ref) : undefined;
 
@@ -140,9 +152,19 @@ export async function execAttachRoutes(app: FastifyInstance, opts: { vms: VmAcce
       return;
     }
     log.debug({ command }, 'exec/attach session started');
-    if (serial) await serveConsole(conn, serial, log);
+    if (serial) await serveConsoleUntilIdle(conn, serial, log);
+    // A guest agent command ends within the launcher's guest exec timeout: no idle timer.
     else await serveGuestExec(conn, () => opts.vms.guestExec(ref, command), log);
     log.debug('exec/attach session ended');
+  }
+
+  async function serveConsoleUntilIdle(conn: StreamingConnection, serial: Duplex, log: SessionLogger): Promise<void> {
+    const idle = new IdleTimer(opts.idleTimeoutMs);
+    const session = serveConsole(conn, serial, log, idle.signal);
+    // Now that the session reads them (see IdleTimer.watch).
+    idle.watch([conn.stdin, conn.resize, serial]);
+    await session;
+    idle.stop();
   }
 
   for (const endpoint of ['exec', 'attach'] as const) {

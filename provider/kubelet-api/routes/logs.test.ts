@@ -6,6 +6,8 @@ import t, { type Test } from 'tap';
 import { NotFoundError, errorHandler } from '../errors.js';
 import type { VmAccess } from '../vm-access.js';
 import { logRoutes } from './logs.js';
+import { createAgentMetrics } from '../../metrics.js';
+import { SessionLimiter } from '../session-limiter.js';
 
 const record = (time: string, tag: 'F' | 'P', text: string) => `2024-05-01T${time}Z stdout ${tag} ${text}\n`;
 
@@ -29,10 +31,11 @@ function logDir(t: Test): string {
   return dir;
 }
 
+/** vm1 and fresh as above; gone: a pod whose console log has vanished. */
 function fakeVms(dir: string): VmAccess {
   return {
     async consoleLogPath(ref, previous) {
-      if (ref.name !== 'vm1' && ref.name !== 'fresh') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
+      if (ref.name !== 'vm1' && ref.name !== 'fresh' && ref.name !== 'gone') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
       return path.join(dir, ref.name, previous ? 'console.previous.log' : 'console.log');
     },
     attachConsole: () => Promise.reject(new Error('unused')),
@@ -41,10 +44,14 @@ function fakeVms(dir: string): VmAccess {
   };
 }
 
-async function build(t: Test, dir: string) {
+async function build(t: Test, dir: string, sessions = new SessionLimiter({ perNode: 100, perUser: 100 }, 'n1', createAgentMetrics())) {
   const app = Fastify();
   app.setErrorHandler(errorHandler);
-  await app.register(logRoutes, { vms: fakeVms(dir), now: () => new Date('2024-05-01T12:00:05Z'), followPollMs: 50 });
+  // What the auth hook sets on every request of the kubelet API.
+  app.addHook('onRequest', async (req) => {
+    req.user = { username: 'ops', groups: [] };
+  });
+  await app.register(logRoutes, { vms: fakeVms(dir), sessions, now: () => new Date('2024-05-01T12:00:05Z'), followPollMs: 50 });
   t.teardown(() => app.close());
   return app;
 }
@@ -179,4 +186,44 @@ t.test('follow ends at limitBytes, and closing the API ends open follows', async
   await app.close();
   await open.end;
   t.same({ limited: limited.body, open: open.body }, { limited: 'appended', open: 'appended line\n' });
+});
+
+t.test('a follow holds a streaming session slot until its response closes; over the cap it is a 429 with a Status', async (t) => {
+  const metrics = createAgentMetrics();
+  const app = await build(t, logDir(t), new SessionLimiter({ perNode: 10, perUser: 1 }, 'n1', metrics));
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as { port: number };
+  const url = (pod: string, query: string) => `http://127.0.0.1:${port}/containerLogs/default/${pod}/vm?${query}`;
+  const open = async () => (await metrics.streamingSessions.get()).values.find((v) => v.labels.endpoint === 'log')?.value ?? 0;
+  const untilOpen = async (n: number) => {
+    while ((await open()) !== n) await new Promise((r) => setTimeout(r, 5));
+  };
+
+  const held = follow(url('vm1', 'follow=true&tailLines=0'));
+  await held.res;
+  const refused = await fetch(url('vm1', 'follow=true'));
+  const plain = await fetch(url('vm1', 'tailLines=1'));
+  t.match(
+    { refused: { status: refused.status, body: await refused.json() }, plain: { status: plain.status, body: await plain.text() }, open: await open() },
+    {
+      refused: {
+        status: 429,
+        body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'TooManyRequests', code: 429, message: /too many streaming sessions for user "ops" on node n1/ },
+      },
+      plain: { status: 200, body: '# ls\n' },
+      open: 1,
+    },
+    'a second follow is refused; a read to the end is no session',
+  );
+  (await held.res).destroy();
+  await untilOpen(0);
+
+  const gone = await fetch(url('gone', 'follow=true'));
+  t.equal(gone.status, 404, 'a follow that fails after taking its slot');
+  await untilOpen(0);
+  const again = follow(url('vm1', 'follow=true&tailLines=1'));
+  t.equal((await again.res).statusCode, 200, 'the slot is free again');
+  await again.until('# ls\n');
+  (await again.res).destroy();
+  t.same((await metrics.streamingSessionsRefused.get()).values.map((v) => ({ ...v.labels, value: v.value })), [{ limit: 'user', endpoint: 'log', value: 1 }]);
 });

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { BadRequestError, NotFoundError } from '../errors.js';
 import { followConsoleLog, readConsoleLog, type ConsoleLogOptions } from '../logs/console-log.js';
 import type { VmAccess } from '../vm-access.js';
+import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
 import { isSet, queryFlag } from './query-flag.js';
 import { containerParamsSchema, type ContainerParams } from './container-params.js';
 
@@ -36,6 +37,8 @@ const querySchema = {
 
 export interface LogRoutesOptions {
   vms: VmAccess;
+  /** A follow is a streaming session: it takes a slot. */
+  sessions: SessionLimiter;
   /** How often a follow checks the file without a file system event. */
   followPollMs?: number;
   /** For sinceSeconds. */
@@ -74,6 +77,8 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
       try {
         // A previous run's log does not grow: read it to its end, as the kubelet does for a terminated container.
         if (!isSet(q.follow) || previous) return reply.send(await readConsoleLog(file, options));
+        // Held until the response closes, whether it follows or fails (req.user is auth's).
+        releaseOnClose(opts.sessions.acquire(req.user!, 'log'), reply.raw);
         const follow = { stop: new AbortController(), done: new Promise<void>((resolve) => reply.raw.once('close', resolve)) };
         follows.add(follow);
         void follow.done.then(() => {

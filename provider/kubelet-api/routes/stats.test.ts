@@ -69,7 +69,7 @@ async function build(t: Test) {
     log: pino({ level: 'silent' }),
     vms,
     nodeStats: { startTime: new Date('2026-02-01T00:00:00Z'), readUsage: async () => state.node },
-    metricsRegistry: metrics.registry,
+    metrics,
   });
   t.teardown(() => app.close());
   return { app, state, metrics };

@@ -35,7 +35,7 @@ export interface StreamingConnection {
 }
 
 /** Sessions log through the request's logger. */
-export type SessionLogger = Pick<Logger, 'debug' | 'warn' | 'error'>;
+export type SessionLogger = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
 
 /** The client upgraded but never completed its side of the session setup. */
 export class StreamSetupError extends Error {

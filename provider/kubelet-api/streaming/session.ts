@@ -17,22 +17,29 @@ export const CONSOLE_DRAIN_MAX_MS = 10_000;
 /**
  * Joins the client to the console until the client closes stdin (then output
  * drains until the console is quiet) or the console ends (the VM stopped);
- * either way the session ends with Success. The console is ended (detached),
- * never the VM. A client that disconnects takes the console attachment with it.
+ * either way the session ends with Success. Aborting `stop` ends it at once,
+ * with the abort reason as its status. The console is ended (detached), never
+ * the VM. A client that disconnects takes the console attachment with it.
  */
-export function serveConsole(conn: StreamingConnection, console: Duplex, log: SessionLogger): Promise<void> {
+export function serveConsole(conn: StreamingConnection, console: Duplex, log: SessionLogger, stop: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     let over = false;
     let quiet: NodeJS.Timeout | undefined;
     let drainCap: NodeJS.Timeout | undefined;
-    const stopTimers = (): void => {
+    const onStop = (): void => {
+      const status = statusFromError(stop.reason);
+      log.info({ reason: status.message }, 'console session stopped');
+      end(status);
+    };
+    const disarm = (): void => {
       clearTimeout(quiet);
       clearTimeout(drainCap);
+      stop.removeEventListener('abort', onStop);
     };
     const end = (status: Status): void => {
       if (over) return;
       over = true;
-      stopTimers();
+      disarm();
       conn.stdin?.unpipe(console);
       if (conn.stdout) console.unpipe(conn.stdout);
       console.end();
@@ -61,6 +68,7 @@ export function serveConsole(conn: StreamingConnection, console: Duplex, log: Se
       conn.stdin.pipe(console, { end: false });
       onceEnded(conn.stdin, drainThenEnd);
     }
+    stop.addEventListener('abort', onStop);
     console.once('end', () => end(success()));
     console.once('error', (err) => {
       log.warn({ err }, 'serial console failed');
@@ -69,7 +77,7 @@ export function serveConsole(conn: StreamingConnection, console: Duplex, log: Se
     void conn.closed.then(() => {
       if (!over) {
         over = true;
-        stopTimers();
+        disarm();
         console.destroy();
         resolve();
       }

@@ -5,6 +5,7 @@
 import { NotFoundError } from '../errors.js';
 import { NoGuestAgentError } from '../vm-access.js';
 import type { ProtocolTraits } from './negotiate.js';
+import { SessionIdleError } from './idle-timer.js';
 
 export interface StatusCause {
   /** metav1.StatusCause.Type; its JSON name is "reason". */
@@ -47,6 +48,8 @@ export function internalError(message: string): Status {
 export function statusFromError(err: unknown): Status {
   if (err instanceof NoGuestAgentError) return failure(err.message, 'BadRequest', 400);
   if (err instanceof NotFoundError) return failure(err.message, 'NotFound', 404);
+  // 408: the server closes a connection nobody uses (RFC 9110).
+  if (err instanceof SessionIdleError) return failure(err.message, 'Timeout', 408);
   return internalError(`error executing command in container: ${err instanceof Error ? err.message : String(err)}`);
 }
 

@@ -18,9 +18,23 @@ const ERROR = 3;
 const RESIZE = 4;
 const CLOSE = 255;
 
+/**
+ * The largest message a client may send. ws holds a whole message in memory
+ * before handing it over, and its default (100 MiB) would let each session
+ * make the agent hold that much. Clients send keystrokes, pasted text and
+ * resize events: client-go writes stdin in io.Copy's 32 KiB reads, one
+ * message each, so 1 MiB leaves ample room. A larger message closes the
+ * connection (1009).
+ */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
+
 /** One per kubelet API; upgrades are handed to it by the exec/attach routes. */
 export function webSocketServer(): WebSocketServer {
-  return new WebSocketServer({ noServer: true, handleProtocols: (offered) => negotiate([...offered], WEBSOCKET_PROTOCOLS) ?? false });
+  return new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_MESSAGE_BYTES,
+    handleProtocols: (offered) => negotiate([...offered], WEBSOCKET_PROTOCOLS) ?? false,
+  });
 }
 
 export function acceptWebSocket(wss: WebSocketServer, req: IncomingMessage, upgrade: Upgrade, want: StreamOptions, log: SessionLogger): Promise<StreamingConnection> {
