@@ -11,7 +11,7 @@ import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
-import { KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
+import { CRDS_MISSING_HINT, KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
 import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../kubevirt/types.js';
@@ -53,8 +53,9 @@ class ControllerTerm {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
     const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
-    this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), log: log.child({ component: 'vm-informer' }) });
-    this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), log: log.child({ component: 'vmi-informer' }) });
+    const missingHint = CRDS_MISSING_HINT;
+    this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), missingHint, log: log.child({ component: 'vm-informer' }) });
+    this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), missingHint, log: log.child({ component: 'vmi-informer' }) });
     this.pods = new ClusterInformer<V1Pod>({
       clients,
       path: '/api/v1/pods',

@@ -5,6 +5,7 @@
 import { ListWatch, Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { KubeClients } from './client.js';
 import type { Logger } from '../log.js';
+import { isNotFound } from './errors.js';
 
 export const objectKey = (namespace: string, name: string): string => `${namespace}/${name}`;
 /** What the cache needs of an object; VM and VMI metadata carry timestamps as strings, not Dates. */
@@ -22,21 +23,25 @@ export interface ClusterInformerOptions<T extends CachedObject> {
   list: () => Promise<{ metadata?: { resourceVersion?: string }; items: T[] }>;
   labelSelector?: string;
   fieldSelector?: string;
+  /** What to tell the operator when the API server does not serve `path` at all (a CRD not installed). */
+  missingHint?: string;
   log: Logger;
 }
+
+const FIRST_RETRY_MS = 500;
+const MAX_RETRY_MS = 30_000;
 
 export class ClusterInformer<T extends CachedObject> {
   private readonly lw: ListWatch<KubernetesObject>;
   private stopped = false;
-  private retryDelayMs = 500;
+  private retryDelayMs = FIRST_RETRY_MS;
   private retryTimer: NodeJS.Timeout | undefined;
+  /** The operator was told the resource is missing; repeats go to debug until a list succeeds. */
+  private toldMissing = false;
 
   constructor(private readonly o: ClusterInformerOptions<T>) {
     const list = o.list as unknown as () => Promise<KubernetesListObject<KubernetesObject>>;
     this.lw = new ListWatch<KubernetesObject>(o.path, new Watch(o.clients.kc), list, false, o.labelSelector, o.fieldSelector);
-    this.lw.on('connect', () => {
-      this.retryDelayMs = 500;
-    });
     this.lw.on('error', (err: unknown) => this.restartLater(err));
   }
 
@@ -64,16 +69,31 @@ export class ClusterInformer<T extends CachedObject> {
     } catch (err) {
       return this.restartLater(err);
     }
-    // A failed list reports through 'error' and leaves no resource version.
-    if (this.lw.latestResourceVersion()) this.markSynced();
+    // A failed list reports through 'error' and leaves no resource version. Only a list that worked resets the
+    // back-off: client-node reports 'connect' before it lists, so a list failing at once would otherwise spin.
+    if (this.lw.latestResourceVersion()) {
+      this.markSynced();
+      this.retryDelayMs = FIRST_RETRY_MS;
+      this.toldMissing = false;
+    }
   }
 
   private restartLater(err: unknown): void {
     if (this.stopped) return;
-    this.o.log.warn({ err, path: this.o.path, retryInMs: this.retryDelayMs }, 'list/watch failed; restarting it');
+    if (isNotFound(err)) {
+      // Not a passing fault: the resource type is not installed. Said once, then retried slowly until it is.
+      this.retryDelayMs = MAX_RETRY_MS;
+      const said = this.toldMissing;
+      this.toldMissing = true;
+      const message = `the API server does not serve ${this.o.path}${this.o.missingHint ? `: ${this.o.missingHint}` : ''}; checking again every ${MAX_RETRY_MS / 1000} s`;
+      if (said) this.o.log.debug({ path: this.o.path }, message);
+      else this.o.log.warn({ path: this.o.path }, message);
+    } else {
+      this.o.log.warn({ err, path: this.o.path, retryInMs: this.retryDelayMs }, 'list/watch failed; restarting it');
+    }
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => void this.run(), this.retryDelayMs);
-    this.retryDelayMs = Math.min(this.retryDelayMs * 2, 30_000);
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, MAX_RETRY_MS);
   }
 
   get(key: string): T | undefined {

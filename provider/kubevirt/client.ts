@@ -14,6 +14,8 @@ export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
 
 /** The path ListWatch watches for a plural, across namespaces. */
 export const watchPath = (plural: KubevirtPlural): string => `/apis/${GROUP}/${VERSION}/${plural}`;
+/** What an operator does when the cluster lacks the kubevirt.io resources vkvm serves. */
+export const CRDS_MISSING_HINT = "vkvm's kubevirt.io CRDs are not installed (kubectl apply -f deploy/crds.yaml; vkvm up installs them)";
 
 export interface KubevirtList<T> {
   metadata?: { resourceVersion?: string };

@@ -19,7 +19,7 @@ import type { BuiltinImages } from '../vm-identity.js';
 import type { VmObservation } from './status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { KubevirtApi, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
+import { CRDS_MISSING_HINT, KubevirtApi, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from './vmi-status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { statusPatch } from '../kube/status-patch.js';
@@ -77,7 +77,7 @@ export class VmiNodeSide {
   watch(onChange: (vmi: VirtualMachineInstance) => void): void {
     const kubevirt = new KubevirtApi(this.clients);
     const fieldSelector = `status.nodeName=${this.nodeName}`;
-    this.informer = new ClusterInformer({ clients: this.clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis({ fieldSelector }), fieldSelector, log: this.log });
+    this.informer = new ClusterInformer({ clients: this.clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis({ fieldSelector }), fieldSelector, missingHint: CRDS_MISSING_HINT, log: this.log });
     this.informer.onChange(onChange);
     void this.informer.start();
   }
