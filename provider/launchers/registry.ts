@@ -207,6 +207,9 @@ export class LauncherRegistry {
   /** Forgets a launcher and deletes its directory (console logs included). Its launcher must have exited. */
   async remove(uid: string): Promise<void> {
     if (!(await launcherGone(this.dirOf(uid)))) throw new Error(`the launcher of ${uid} still runs; not removing its directory`);
+    // Its exit record comes before its last clean-up (and its last log line, into this directory): a directory
+    // removed before the process is gone would be partly written again.
+    await untilProcessExited(this.dirOf(uid));
     const entry = this.entries.get(uid);
     entry?.stopWatching?.();
     if (entry?.view.live) entry.view.client.close();
