@@ -1,7 +1,8 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../../vmm/errors.js';
-import { translatePod } from './translate.js';
+import { atPodFields, translatePod } from './translate.js';
+import type { VmSpec } from '../../vmm/spec.js';
 import { type BuiltinImages } from '../vm-identity.js';
 
 const builtins: BuiltinImages = { 'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' } };
@@ -91,5 +92,18 @@ t.test('the pod network: bridge by default, masquerade forwarding the container 
       { path: 'spec.containers[0].ports[0].protocol', reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' },
     ],
     'bad values are named',
+  );
+});
+
+t.test("causes found after translation are renamed to the pod's fields", async (t) => {
+  const disk = translatePod(pod({ image: '/srv/images/d.qcow2' }, { 'vkvm.io/user-data': '#cloud-config\n' }), builtins) as VmSpec;
+  const kernel = translatePod(pod({ image: 'kernel:/srv/k/vmlinuz' }, { 'vkvm.io/initrd': '/srv/k/initrd' }), builtins) as VmSpec;
+  const cause = (path: string) => ({ path, reason: 'FieldValueForbidden' as const, message: 'no' });
+  t.same(
+    [
+      ...atPodFields(disk)([cause('disks[0].source.path'), cause('disks[1].source.userData')]),
+      ...atPodFields(kernel)([cause('kernelBoot.kernelPath'), cause('kernelBoot.initrdPath'), cause('memoryMiB')]),
+    ].map((c) => c.path),
+    ['spec.containers[0].image', 'metadata.annotations[vkvm.io/user-data]', 'spec.containers[0].image', 'metadata.annotations[vkvm.io/initrd]', 'memoryMiB'],
   );
 });

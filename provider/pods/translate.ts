@@ -171,3 +171,20 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
   if (machineType) spec.machineType = machineType;
   return spec;
 }
+
+/**
+ * The same causes at the pod's own fields: for errors found after
+ * translation (the launcher's host-file and download checks report VmSpec
+ * paths), so a pod's user reads the field they wrote.
+ */
+export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] {
+  const image = 'spec.containers[0].image';
+  const fieldOf = (path: string): string => {
+    const disk = /^disks\[(\d+)\]/.exec(path);
+    if (disk) return spec.disks[Number(disk[1])]?.name === 'cloudinit' ? `metadata.annotations[${ANNOTATION.userData}]` : image;
+    if (path === 'kernelBoot.initrdPath') return `metadata.annotations[${ANNOTATION.initrd}]`;
+    return path.startsWith('kernelBoot') ? image : path;
+  };
+  return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));
+}
+
