@@ -40,7 +40,7 @@ export type TypeOf<F> = F extends Field<infer T> ? T : never;
 
 type RequiredKeys<P extends Fields> = { [K in keyof P]: P[K] extends Field<unknown, true> ? K : never }[keyof P];
 /** The object type of `properties`; `infer` makes it one plain object type, as editors then show it (with the table's doc comments). */
-export type ObjectOf<P extends Fields> = {
+type ObjectOf<P extends Fields> = {
   -readonly [K in keyof P as K extends RequiredKeys<P> ? K : never]: TypeOf<P[K]>;
 } & { -readonly [K in keyof P as K extends RequiredKeys<P> ? never : K]?: TypeOf<P[K]> } extends infer O
   ? { [K in keyof O]: O[K] }

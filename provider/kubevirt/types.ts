@@ -26,7 +26,7 @@ export {
   type DiskBus,
   type RunStrategy,
 } from '../../crds/subset/constants.js';
-export type { Quantity, Time } from '../../crds/subset/field.js';
+export type { Quantity } from '../../crds/subset/field.js';
 export type { PrintableStatus, VmConditionType, VmiPhase } from '../../crds/subset/status.js';
 
 export interface OwnerReference {
