@@ -61,8 +61,8 @@ export function string(description?: string, extra: Omit<JsonSchema, 'type'> = {
   return { ...(description ? { description } : {}), type: 'string', ...extra };
 }
 
-export function enumOf(values: string[], description?: string): JsonSchema {
-  return string(description, { enum: values });
+export function enumOf(values: readonly string[], description?: string): JsonSchema {
+  return string(description, { enum: [...values] });
 }
 
 export function integer(description?: string, extra: Omit<JsonSchema, 'type'> = {}): JsonSchema {

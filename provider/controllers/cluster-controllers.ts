@@ -11,10 +11,10 @@ import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
-import { CRDS_MISSING_HINT, KubevirtApi, VM_PLURAL, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
+import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';
-import type { VirtualMachine, VirtualMachineInstance } from '../kubevirt/types.js';
+import { VM_PLURAL, VMI_PLURAL, type VirtualMachine, type VirtualMachineInstance } from '../kubevirt/types.js';
 import { VmController } from './vm-controller.js';
 import { VmiController } from './vmi-controller.js';
 

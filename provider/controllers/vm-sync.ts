@@ -4,6 +4,7 @@
 // state-change requests, startFailure). vm-controller.ts does the I/O.
 import { createHash } from 'node:crypto';
 import { removeCondition, setCondition, findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
+import { SUPPORTED_VM_SPEC } from '../kubevirt/supported-fields.js';
 import { KUBEVIRT_API_VERSION } from '../kubevirt/types.js';
 import type {
   Condition,
@@ -64,7 +65,7 @@ export function controlledBy(vmi: VirtualMachineInstance, vm: VirtualMachine): b
 }
 
 /** The VM spec fields vkvm acts on; the rest (instancetype, preference, dataVolumeTemplates, …) it only keeps. */
-const SUPPORTED_VM_SPEC_FIELDS: ReadonlySet<string> = new Set(['running', 'runStrategy', 'template']);
+const SUPPORTED_VM_SPEC_FIELDS: ReadonlySet<string> = new Set(Object.keys(SUPPORTED_VM_SPEC));
 
 /**
  * Fields of the VM itself (not its template, whose fields the node reports

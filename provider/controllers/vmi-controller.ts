@@ -18,10 +18,10 @@ import type { Logger } from '../log.js';
 import { KeyQueue } from '../kube/key-queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './written-versions.js';
-import { VMI_PLURAL, type KubevirtApi } from '../kubevirt/client.js';
+import type { KubevirtApi } from '../kubevirt/client.js';
 import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
 import { statusPatch } from '../kube/status-patch.js';
-import { KUBEVIRT_API_VERSION, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
+import { KUBEVIRT_API_VERSION, VMI_PLURAL, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
 
 export interface VmiControllerOptions {

@@ -4,12 +4,8 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { mergePatch } from '../kube/client.js';
-import type { VirtualMachine, VirtualMachineInstance } from './types.js';
+import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL, type VirtualMachine, type VirtualMachineInstance } from './types.js';
 
-const GROUP = 'kubevirt.io';
-const VERSION = 'v1';
-export const VM_PLURAL = 'virtualmachines';
-export const VMI_PLURAL = 'virtualmachineinstances';
 export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
 
 /** The path ListWatch watches for a plural, across namespaces. */

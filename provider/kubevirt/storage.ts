@@ -18,12 +18,12 @@
 // walk) and their disks are left out.
 import { join, posix } from 'node:path';
 import { parseQuantity } from '../kube/quantity.js';
-import { DISK_BUSES, type DiskBus, type DiskSource } from '../../vmm/spec.js';
+import type { DiskBus as VmDiskBus, DiskSource } from '../../vmm/spec.js';
 import { noCloudData, noCloudMetaData } from './cloud-init.js';
 import { IMAGE_FORMS, resolveImage } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
-import type { Disk, Quantity, Volume } from './types.js';
+import { DISK_BUSES, type Disk, type DiskBus, type Quantity, type Volume } from './types.js';
 
 const MIB = 2 ** 20;
 /** Kubernetes' DNS-1123 label, which KubeVirt requires of disk names (they become container names). */
@@ -171,7 +171,7 @@ function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string,
   return null; // another kind: reported as unsupported by the schema walk
 }
 
-function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): DiskBus | undefined {
+function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): VmDiskBus | undefined {
   const target = (device === 'cdrom' ? disk.cdrom : disk.disk) ?? {};
   const bus = target.bus || (device === 'cdrom' ? 'sata' : 'virtio');
   const path = `${at}.${device}.bus`;
@@ -181,7 +181,7 @@ function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): Di
   }
   if (bus === 'virtio' && device === 'cdrom') return void d.report(path, 'FieldValueInvalid', `Bus type ${bus} is invalid for CD-ROM device`);
   if (bus === 'sata' && device === 'disk' && disk.disk?.readonly) return void d.report(path, 'FieldValueInvalid', `${bus} hard-disks do not support read-only.`);
-  return bus as DiskBus;
+  return bus as DiskBus; // the VmSpec bus of the same name (crds/subset/constants.ts)
 }
 
 /** Translates spec.domain.devices.disks with spec.volumes into d.disks (and d.kernelBoot for a built-in image). */

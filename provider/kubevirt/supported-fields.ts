@@ -1,5 +1,6 @@
-// The VMI spec fields vkvm reads, as a tree, and a walk that lists every
-// field present in an object but absent from the tree. Those fields are not
+// The fields vkvm reads of a VMI spec (and of a VM's own spec), as trees
+// derived from the subset table (crds/subset/), and a walk that lists every
+// field present in an object but absent from a tree. Those fields are not
 // errors: the VM runs without them and the controller reports the list as a
 // condition and an event, so nothing the user asked for is dropped silently.
 //
@@ -8,82 +9,15 @@
 // Fields whose *value* decides whether vkvm can honour them (features.smm,
 // autoattach*, cdrom.readonly, ...) are accepted here and checked in
 // translate.ts.
+import type { FieldShape } from '../../crds/subset/field.js';
+import { vmSpec } from '../../crds/subset/vm.js';
+import { vmiSpec } from '../../crds/subset/vmi.js';
 
-/** `true`: any value is read (leaf); an object: only these keys; a one-item array: a list of that shape. */
-export type FieldShape = true | { readonly [key: string]: FieldShape } | readonly [FieldShape];
+/** spec.* of a VirtualMachineInstance (and spec.template.spec of a VirtualMachine): what of it the subset table says vkvm reads. */
+export const SUPPORTED_VMI_SPEC: FieldShape = vmiSpec.reads;
 
-const featureState = { enabled: true } as const;
-const objectReference = { name: true } as const;
-
-/** spec.* of a VirtualMachineInstance (and spec.template.spec of a VirtualMachine). */
-export const SUPPORTED_VMI_SPEC: FieldShape = {
-  domain: {
-    resources: { requests: { cpu: true, memory: true }, limits: { cpu: true, memory: true } },
-    cpu: { cores: true, sockets: true, threads: true, model: true },
-    memory: { guest: true },
-    machine: { type: true },
-    firmware: {
-      uuid: true,
-      bootloader: { bios: {}, efi: { secureBoot: true } },
-      kernelBoot: {
-        kernelArgs: true,
-        container: { image: true, imagePullPolicy: true, kernelPath: true, initrdPath: true },
-      },
-    },
-    clock: { utc: { offsetSeconds: true }, timezone: true },
-    features: { acpi: featureState, apic: true, smm: true },
-    devices: {
-      disks: [
-        {
-          name: true,
-          bootOrder: true,
-          disk: { bus: true, readonly: true },
-          cdrom: { bus: true, readonly: true, tray: true },
-        },
-      ],
-      interfaces: [
-        {
-          name: true,
-          model: true,
-          masquerade: {},
-          bridge: {},
-          ports: [{ name: true, protocol: true, port: true }],
-          macAddress: true,
-          bootOrder: true,
-        },
-      ],
-      autoattachPodInterface: true,
-      autoattachSerialConsole: true,
-      autoattachGraphicsDevice: true,
-      autoattachMemBalloon: true,
-    },
-  },
-  // Scheduling: honoured by the scheduler through the launcher pod, not by the VM.
-  nodeSelector: true,
-  affinity: true,
-  tolerations: true,
-  terminationGracePeriodSeconds: true,
-  hostname: true,
-  architecture: true,
-  networks: [{ name: true, pod: {} }],
-  volumes: [
-    {
-      name: true,
-      containerDisk: { image: true, imagePullPolicy: true },
-      cloudInitNoCloud: {
-        userData: true,
-        userDataBase64: true,
-        networkData: true,
-        networkDataBase64: true,
-        secretRef: objectReference,
-        networkDataSecretRef: objectReference,
-      },
-      emptyDisk: { capacity: true },
-      persistentVolumeClaim: { claimName: true, readOnly: true },
-      hostDisk: { path: true, type: true, capacity: true },
-    },
-  ],
-};
+/** spec.* of a VirtualMachine: its own fields vkvm acts on (those of its template are SUPPORTED_VMI_SPEC's). */
+export const SUPPORTED_VM_SPEC = vmSpec.reads;
 
 /** True when `obj` has `key` set (not null or undefined), typed or not. */
 export function hasField(obj: object, key: string): boolean {

@@ -19,12 +19,12 @@ import type { BuiltinImages } from '../vm-identity.js';
 import type { VmObservation } from './status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { CRDS_MISSING_HINT, KubevirtApi, VMI_PLURAL, watchPath } from '../kubevirt/client.js';
+import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from './vmi-status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { statusPatch } from '../kube/status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
-import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from '../kubevirt/types.js';
+import { GROUP, KUBEVIRT_API_VERSION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
 /**
  * `kubectl annotate vmi NAME vkvm.io/paused=true` pauses the VM's vCPUs (virtctl
@@ -32,9 +32,6 @@ import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from '../kubevirt/t
  * applies it whenever the VM's state differs, so it holds across agent restarts.
  */
 export const PAUSED_ANNOTATION = 'vkvm.io/paused';
-
-const GROUP = 'kubevirt.io';
-const VERSION = 'v1';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {

@@ -1,0 +1,33 @@
+// The kubevirt.io/v1 names and the value lists of the subset vkvm runs: the
+// CRDs, the API client and the controllers all take them from here.
+import type { DiskBus as VmDiskBus } from '../../vmm/spec.js';
+
+export const GROUP = 'kubevirt.io';
+export const VERSION = 'v1';
+export const KUBEVIRT_API_VERSION = `${GROUP}/${VERSION}` as const;
+export const VM_PLURAL = 'virtualmachines';
+export const VMI_PLURAL = 'virtualmachineinstances';
+
+export const RUN_STRATEGIES = ['Always', 'Halted', 'Manual', 'RerunOnFailure', 'Once'] as const;
+export type RunStrategy = (typeof RUN_STRATEGIES)[number];
+
+/**
+ * The disk buses the CRD admits, by KubeVirt's names: the ones vkvm runs.
+ * KubeVirt also has usb (and refuses ide), which vkvm refuses. Each is passed
+ * on as the VmSpec bus of the same name (vmm/spec.ts DISK_BUSES, the
+ * hypervisor side), which `satisfies` keeps true.
+ */
+export const DISK_BUSES = ['virtio', 'sata', 'scsi'] as const satisfies readonly VmDiskBus[];
+export type DiskBus = (typeof DISK_BUSES)[number];
+/** A CD-ROM needs a bus that carries removable media: KubeVirt refuses virtio too. */
+export const CDROM_BUSES = DISK_BUSES.filter((b) => b !== 'virtio');
+
+/**
+ * KubeVirt's own limit on disks and volumes (arrayLenMax). It also bounds the
+ * estimated cost of the CEL rules that compare every item with every other:
+ * measured on Kubernetes 1.33, the unique-name rule on 256 volumes of 256-char
+ * names takes about 70% of the apiserver's per-rule budget; 512 is 2.9x over.
+ */
+export const MAX_DEVICES = 256;
+/** Bounds the cost of name comparisons in CEL; KubeVirt's maxStrLen. */
+export const MAX_NAME_LENGTH = 256;

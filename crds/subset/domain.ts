@@ -1,0 +1,101 @@
+// spec.domain of a VMI: compute, firmware, clock and features (devices are in
+// devices.ts), with KubeVirt's wire names (staging/src/kubevirt.io/api/core/v1).
+import { PRESERVED } from './common.js';
+import { devices } from './devices.js';
+import { boolean, integer, notInCrd, object, quantity, reading, resourceList, string, unsupported } from './field.js';
+
+const count = (what: string) => integer(`Number of ${what}.`, { minimum: 0 });
+
+const cpu = object(
+  {
+    cores: count('cores per socket'),
+    sockets: count('sockets'),
+    threads: count('threads per core'),
+    /** "host-model" (KubeVirt's default), "host-passthrough", or a libvirt CPU model name. */
+    model: string(),
+  },
+  { preserveUnknown: true, description: PRESERVED },
+);
+
+const memory = object(
+  {
+    /** Memory the guest sees; defaults to resources.requests.memory. */
+    guest: quantity('Memory the guest sees.'),
+  },
+  { preserveUnknown: true, description: PRESERVED },
+);
+
+/** vkvm reads the cpu and memory of a resource list. */
+const computeResources = () => reading({ cpu: true, memory: true }, resourceList());
+
+const resources = object(
+  { requests: computeResources(), limits: computeResources() },
+  { preserveUnknown: true, description: 'Resources for the VM; requests.memory sizes the guest unless memory.guest is set.' },
+);
+
+const machine = object({ type: string('Machine type, e.g. q35.') }, { preserveUnknown: true });
+
+const efi = object(
+  {
+    /** Defaults to true in KubeVirt, and then requires features.smm. */
+    secureBoot: boolean(),
+    persistent: unsupported(boolean()),
+  },
+  { preserveUnknown: true },
+);
+
+const kernelBootContainer = object(
+  {
+    image: string(),
+    imagePullPolicy: notInCrd(string()),
+    /** Absolute path of the kernel inside the image. */
+    kernelPath: string(),
+    /** Absolute path of the initrd inside the image. */
+    initrdPath: string(),
+  },
+  { preserveUnknown: true },
+);
+
+const firmware = object(
+  {
+    /** Reported by the guest firmware; the VM controller fixes it per VM so it survives restarts. */
+    uuid: string('SMBIOS UUID of the guest.'),
+    bootloader: object(
+      {
+        bios: object({ useSerial: unsupported(boolean()) }, { preserveUnknown: true }),
+        efi,
+      },
+      { preserveUnknown: true },
+    ),
+    kernelBoot: object({ kernelArgs: string(), container: kernelBootContainer }, { preserveUnknown: true }),
+  },
+  { preserveUnknown: true, description: PRESERVED },
+);
+
+export const clock = object(
+  { utc: object({ offsetSeconds: integer() }, { preserveUnknown: true }), timezone: string() },
+  {
+    preserveUnknown: true,
+    description: PRESERVED,
+    rules: (at) => [{ rule: '!(has(self.utc) && has(self.timezone))', message: `${at}: set utc or timezone, not both` }],
+  },
+);
+
+/** A feature that is on when present, unless `enabled` is false. */
+const featureState = () => object({ enabled: boolean() }, { preserveUnknown: true });
+
+const features = object(
+  {
+    /** ACPI; on unless enabled is false. */
+    acpi: featureState(),
+    // translate.ts decides on these by value: APIC is always on, SMM is on for secure boot only.
+    apic: reading(true, notInCrd(featureState())),
+    smm: reading(true, notInCrd(featureState())),
+  },
+  { preserveUnknown: true, description: PRESERVED },
+);
+
+export const domain = object(
+  { cpu, memory, resources, machine, firmware, clock, features, devices },
+  { preserveUnknown: true, description: `The virtual hardware. ${PRESERVED}` },
+);

@@ -1,0 +1,65 @@
+// The VMI spec: the VirtualMachineInstance's `spec` and a VirtualMachine's
+// `spec.template.spec`. One table for both, so the two cannot drift; only the
+// field paths in the CEL messages differ.
+import type { V1Affinity } from '@kubernetes/client-node';
+import type { ValidationRule } from '../schema.js';
+import { PRESERVED, memoryGiven, memoryRequired, name, uniqueNames } from './common.js';
+import { MAX_DEVICES } from './constants.js';
+import { domain } from './domain.js';
+import { integer, list, notInCrd, object, opaque, reading, required, string, stringMap, unsupported } from './field.js';
+import { volume } from './volumes.js';
+
+export const network = object(
+  {
+    name: name('network; the interface of the same name uses it'),
+    /** The pod network; the only source vkvm supports (KubeVirt defaults to it). */
+    pod: object({ vmNetworkCIDR: unsupported(string()), vmIPv6NetworkCIDR: unsupported(string()) }, { preserveUnknown: true }),
+  },
+  { preserveUnknown: true, description: PRESERVED },
+);
+
+const toleration = object({
+  key: string(),
+  operator: string(),
+  value: string(),
+  effect: string(),
+  tolerationSeconds: integer(undefined, { format: 'int64' }),
+});
+
+/** A VMI spec; `rules` (given the spec's field path) are added to the ones every VMI spec carries. */
+export function vmiSpecField(rules: (at: string) => ValidationRule[] = () => []) {
+  return object(
+    {
+      domain: required(domain),
+      networks: list(network, { maxItems: MAX_DEVICES, rules: (at) => [uniqueNames(at, 'network')] }),
+      volumes: list(volume, { maxItems: MAX_DEVICES, rules: (at) => [uniqueNames(at, 'volume')] }),
+      // Scheduling: honoured by the scheduler through the launcher pod, not by the VM, so read whole.
+      nodeSelector: stringMap(),
+      affinity: reading(true, opaque<V1Affinity>('Pod affinity, as in a pod spec.')),
+      tolerations: reading(true, list(toleration)),
+      /** Seconds the guest gets to shut down before it is killed (KubeVirt default 30). */
+      terminationGracePeriodSeconds: integer('Seconds the guest gets to shut down.', { format: 'int64', minimum: 0 }),
+      /** The guest's hostname (cloud-init local-hostname); defaults to the VMI name. */
+      hostname: notInCrd(string()),
+      /** amd64 only in vkvm. */
+      architecture: notInCrd(string()),
+    },
+    {
+      preserveUnknown: true,
+      description: `Specification of the virtual machine instance. ${PRESERVED}`,
+      rules: (at) => [
+        {
+          rule:
+            '!has(self.domain.devices) || !has(self.domain.devices.disks) || ' +
+            'self.domain.devices.disks.all(d, has(self.volumes) && self.volumes.exists(v, v.name == d.name))',
+          message: `${at}.domain.devices.disks: every disk must name a volume in ${at}.volumes`,
+          fieldPath: '.domain.devices.disks',
+        },
+        ...rules(at),
+      ],
+    },
+  );
+}
+
+/** A VMI's own spec; a VM's template is checked by the VM's memory rule, which exempts an instancetype. */
+export const vmiSpec = vmiSpecField((at) => [memoryRequired(at, memoryGiven('self'), '.domain.resources.requests.memory')]);
