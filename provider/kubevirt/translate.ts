@@ -4,12 +4,7 @@
 // says what to resolve.
 //
 // KubeVirt semantics followed (file names are in kubevirt/kubevirt):
-//   compute   guest memory = memory.guest, else requests.memory, else
-//             limits.memory (vmi mutator setGuestMemory); CPU topology as
-//             given, unset counts 1, and with none given all vCPUs are
-//             sockets = ceil(limits.cpu, else requests.cpu) (converter
-//             GetCPUTopology); limits.cpu also caps CPU time, as the launcher
-//             pod's limit does in KubeVirt
+//   compute   see compute.ts
 //   firmware  bios unless bootloader.efi; efi.secureBoot defaults to true and
 //             needs features.smm (vmi-create-admitter); kernelBoot boots the
 //             container's kernel/initrd with kernelArgs
@@ -25,17 +20,17 @@
 // `unsupported` and the VM runs without them. Values vkvm cannot realize in
 // fields it does implement (a usb disk, an e1000e NIC) are errors, because
 // running anyway would give the guest different hardware than it asked for.
-import { parseQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
-import { VM_SPEC_VERSION, type CpuModel, type CpuSpec, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
+import { VM_SPEC_VERSION, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
 import { domainName, type BootSource } from '../vm-identity.js';
 import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
 import { IMAGE_FORMS, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
-import type { Clock, DomainSpec, Quantity, VirtualMachineInstance } from './types.js';
+import type { Clock, DomainSpec, VirtualMachineInstance } from './types.js';
+import { RESOURCES, translateCompute, type Compute } from './compute.js';
 
 export type { BoundClaim, VmiTranslateContext } from './draft.js';
 export { DEFAULT_IMAGE_ALIASES } from './images.js';
@@ -54,71 +49,7 @@ export interface VmiTranslation {
   atKubevirtFields(causes: readonly SpecCause[]): SpecCause[];
 }
 
-const MIB = 2 ** 20;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const R = 'spec.domain.resources';
-
-/** A quantity's value, or undefined after reporting why it is unusable (absent is not reported). */
-function quantity(d: Draft, raw: Quantity | undefined, path: string): number | undefined {
-  if (raw === undefined || raw === null || raw === '') return undefined;
-  const n = parseQuantity(String(raw));
-  if (n === null) return void d.report(path, 'FieldValueInvalid', `${JSON.stringify(raw)} is not a resource quantity`);
-  if (n < 0) return void d.report(path, 'FieldValueInvalid', `${path} '${raw}': must be greater than or equal to 0.`);
-  return n;
-}
-
-interface Compute {
-  cpu: CpuSpec;
-  memoryMiB: number;
-  /** KubeVirt fields behind the VmSpec's cpu counts and memory, for vmm's causes. */
-  cpuField: string;
-  memoryField: string;
-}
-
-function translateCompute(d: Draft, domain: DomainSpec): Compute {
-  const requests = domain.resources?.requests ?? {};
-  const limits = domain.resources?.limits ?? {};
-  const cpuLimit = quantity(d, limits.cpu, `${R}.limits.cpu`);
-  const cpuRequest = quantity(d, requests.cpu, `${R}.requests.cpu`);
-  if (cpuLimit && cpuRequest !== undefined && cpuRequest > cpuLimit) {
-    d.report(`${R}.requests.cpu`, 'FieldValueInvalid', `${R}.requests.cpu '${requests.cpu}' is greater than ${R}.limits.cpu '${limits.cpu}'`);
-  }
-
-  const c = domain.cpu ?? {};
-  const explicit = Boolean(c.cores || c.sockets || c.threads);
-  const fromResources = cpuLimit !== undefined ? `${R}.limits.cpu` : `${R}.requests.cpu`;
-  const cpu: CpuSpec = explicit
-    ? { sockets: c.sockets || 1, cores: c.cores || 1, threads: c.threads || 1 }
-    : { sockets: Math.max(1, Math.ceil(cpuLimit ?? cpuRequest ?? 1)), cores: 1, threads: 1 };
-  if (c.model) {
-    cpu.model = c.model === 'host-model' || c.model === 'host-passthrough' ? c.model : ({ named: c.model } satisfies CpuModel);
-  }
-  if (cpuLimit) cpu.limitMillicores = Math.round(cpuLimit * 1000);
-
-  const memRequest = quantity(d, requests.memory, `${R}.requests.memory`);
-  const memLimit = quantity(d, limits.memory, `${R}.limits.memory`);
-  const guest = quantity(d, domain.memory?.guest, 'spec.domain.memory.guest');
-  if (memLimit && memRequest !== undefined && memRequest > memLimit) {
-    d.report(`${R}.requests.memory`, 'FieldValueInvalid', `${R}.requests.memory '${requests.memory}' is greater than ${R}.limits.memory '${limits.memory}'`);
-  }
-  if (memLimit && guest !== undefined && guest > memLimit) {
-    d.report('spec.domain.memory.guest', 'FieldValueInvalid', `spec.domain.memory.guest '${domain.memory?.guest}' must be equal to or less than the memory limit ${R}.limits.memory '${limits.memory}'`);
-  }
-  const [memoryField, bytes] =
-    domain.memory?.guest != null ? ['spec.domain.memory.guest', guest]
-    : requests.memory != null ? [`${R}.requests.memory`, memRequest]
-    : limits.memory != null ? [`${R}.limits.memory`, memLimit]
-    : [`${R}.requests.memory`, undefined];
-  if (memoryField === `${R}.requests.memory` && requests.memory == null) {
-    d.report(memoryField, 'FieldValueRequired', `no memory requested, at least one of 'spec.domain.memory.guest', '${R}.requests.memory' or '${R}.limits.memory' must be set`);
-  }
-  return {
-    cpu,
-    memoryMiB: bytes === undefined ? 0 : Math.ceil(bytes / MIB),
-    cpuField: explicit ? 'spec.domain.cpu' : fromResources,
-    memoryField,
-  };
-}
 
 function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
   const bootloader = domain.firmware?.bootloader;
@@ -231,7 +162,7 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
       return compute.memoryField;
     case 'cpu':
       if (sub === 'model') return 'spec.domain.cpu.model';
-      if (sub === 'limitMillicores') return `${R}.limits.cpu`;
+      if (sub === 'limitMillicores') return `${RESOURCES}.limits.cpu`;
       return compute.cpuField === 'spec.domain.cpu' && sub ? `spec.domain.cpu.${sub}` : compute.cpuField;
     case 'clock':
       return sub === 'timezone' ? 'spec.domain.clock.timezone' : sub === 'offsetSeconds' ? 'spec.domain.clock.utc.offsetSeconds' : 'spec.domain.clock';
