@@ -87,9 +87,14 @@ export class KeyQueue {
     this.timers.clear();
   }
 
+  /** Nothing is queued or running (delayed adds aside). */
+  isIdle(): boolean {
+    return this.running === 0 && this.order.length === 0;
+  }
+
   /** Resolves when nothing is queued or running (tests, shutdown). */
   idle(): Promise<void> {
-    if (this.running === 0 && this.order.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -101,7 +106,7 @@ export class KeyQueue {
       this.running++;
       void this.process(key);
     }
-    if (this.running === 0 && this.order.length === 0) {
+    if (this.isIdle()) {
       for (const w of this.idleWaiters.splice(0)) w();
     }
   }
