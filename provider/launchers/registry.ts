@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
+import type { VmSpec } from '../../vmm/spec.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
@@ -34,8 +35,12 @@ export interface LauncherSettings {
 export type LauncherView<C = LauncherClient> = LiveLauncher<C> | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
 export type LiveLauncher<C = LauncherClient> = { uid: string; dir: string; live: true; client: C; state: VmState; pid: number };
 
-/** What the pod controller asks of a running VM's launcher. */
-export type VmControl = Pick<LauncherClient, 'syncVm' | 'pause' | 'unpause'>;
+/** What the pod controller asks of a running VM's launcher (LauncherClient). */
+export interface VmControl {
+  syncVm(spec: VmSpec): Promise<{ state: VmState }>;
+  pause(): Promise<unknown>;
+  unpause(): Promise<unknown>;
+}
 
 /**
  * The launchers as the pod controller uses them (LauncherRegistry; a fake in
