@@ -10,6 +10,8 @@
 //   Preparing                              imageMissing     ImageBackOff: ErrImagePull, then ImagePullBackOff;
 //                                                           retried after 10 s doubling to 5 min
 //   Preparing                              startFailed      the ImageBackOff it retried, else Waiting
+//   Running                                specSynced       Running, with the hash of the spec its launcher has
+//   any but Terminating                    stopSeen         the same; the history notes when the stop was first seen
 //   Waiting, Running                       ended            BackingOff (10 s doubling to 5 min, from 10 s again
 //                                                           after a 10-min run) or, if restartPolicy says so, Finished
 //   BackingOff, once untilMs is due        restart          Waiting, restartCount + 1
@@ -72,8 +74,6 @@ export interface Terminating {
   kind: 'Terminating';
   was: LifecycleState;
 }
-
-export type LifecycleKind = LifecycleState['kind'];
 
 /** What outlives a run; after an agent restart it is read back from the pod status. */
 export interface RunHistory {

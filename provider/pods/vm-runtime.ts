@@ -38,7 +38,7 @@ export interface VmRuntimeOptions {
 /** What a start came to; other failures are thrown. */
 export type StartOutcome = Extract<LifecycleEvent, { type: 'started' | 'imageMissing' | 'invalid' }>;
 
-export function specHash(spec: VmSpec): string {
+function specHash(spec: VmSpec): string {
   return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
 }
 
