@@ -22,7 +22,10 @@ import { PodController } from './pods/controller.js';
 import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './images/builtin-images.js';
-import { VmiNodeSide } from './pods/vmi-source.js';
+import { ClusterVmiSource } from './pods/vmi-source.js';
+import { createPodInformer } from './pods/informer.js';
+import { kubePodApi } from './pods/pod-api.js';
+import { LauncherRegistry } from './launchers/registry.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
@@ -137,11 +140,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));
-    const pods = new PodController({
-      clients,
-      nodeName: config.nodeName,
-      hostIP: () => facts.internalIP!,
-      launchers: {
+    const launchers = new LauncherRegistry(
+      {
         vmsDir: join(config.stateDir, 'vms'),
         socketDir: join(config.runDir, 'launchers'),
         imageCacheDir: config.imageCacheDir,
@@ -155,9 +155,16 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
       },
-      builtinImages: builtins.forPod,
-      vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      rootLog.child({ component: 'launchers' }),
+    );
+    const pods = new PodController({
+      pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
+      launchers,
+      vmis: new ClusterVmiSource(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
       network,
+      api: kubePodApi(clients),
+      hostIP: () => facts.internalIP!,
+      builtinImages: builtins.forPod,
       events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
@@ -189,7 +196,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         backend: kubeAuthBackend(clients),
         tls: { ...pair, clientCaPem },
         listPods: () => [...podController.pods()],
-        vms: createVmAccess(podController, podController.registry),
+        vms: createVmAccess(podController, launchers),
         sessionLimits: config.sessionLimits,
         streamingIdleTimeoutMs: config.streamingIdleTimeoutMs,
         log: rootLog,

@@ -43,7 +43,6 @@ const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LO
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
     { vmsDir: join(stateDir, 'vms'), socketDir: join(runDir, 'launchers'), imageCacheDir, hostFiles: NO_HOST_FILES, downloads: DEFAULT_DOWNLOAD_POLICY, allowSoftwareEmulation: true, logLevel: 'warn' },
-    () => {},
     log.child({ component: 'launchers' }),
   );
   const uids = await registry.discover();

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { pino } from 'pino';
 import { KeyQueue } from './key-queue.js';
+import { fakeClock } from '../../test/helpers/fake-clock.js';
 
 const log = pino({ level: 'silent' });
 
@@ -51,4 +52,20 @@ t.test('backoff doubles and is capped', async (t) => {
   await new Promise((r) => setTimeout(r, 10));
   t.equal(q.retryDelayMs('k'), 200);
   q.stop();
+});
+
+t.test('addAfter runs the key when the clock gets there; an add() meanwhile runs it at once as well', async (t) => {
+  const clock = fakeClock();
+  const runs: string[] = [];
+  const q = new KeyQueue(async (key) => void runs.push(key), { name: 't', workers: 1, log, clock });
+  q.addAfter('later', 10_000);
+  q.addAfter('sooner', 10_000);
+  q.add('sooner');
+  await q.idle();
+  clock.advance(9_999);
+  await q.idle();
+  const before = [...runs];
+  clock.advance(1);
+  await q.idle();
+  t.same({ before, after: runs }, { before: ['sooner'], after: ['sooner', 'later', 'sooner'] });
 });

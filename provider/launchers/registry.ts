@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
+import type { VmSpec } from '../../vmm/spec.js';
 import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
@@ -31,9 +32,33 @@ export interface LauncherSettings {
 }
 
 /** One VM's launcher as last seen: connected and reporting, or gone with a reason. */
-export type LauncherView =
-  | { uid: string; dir: string; live: true; client: LauncherClient; state: VmState; pid: number }
-  | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+export type LauncherView<C = LauncherClient> = LiveLauncher<C> | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+export type LiveLauncher<C = LauncherClient> = { uid: string; dir: string; live: true; client: C; state: VmState; pid: number };
+
+/** What the pod controller asks of a running VM's launcher (LauncherClient). */
+export interface VmControl {
+  syncVm(spec: VmSpec): Promise<{ state: VmState }>;
+  pause(): Promise<unknown>;
+  unpause(): Promise<unknown>;
+}
+
+/**
+ * The launchers as the pod controller uses them (LauncherRegistry; a fake in
+ * its unit tests). `C` is the client of a live launcher.
+ */
+export interface Launchers<C = LauncherClient> {
+  /** Calls `handler` after every state change of a VM (a new state, the launcher gone); it must not block. */
+  onChange(handler: (uid: string) => void): void;
+  get(uid: string): LauncherView<C> | undefined;
+  uids(): string[];
+  prepare(): Promise<void>;
+  discover(): Promise<string[]>;
+  start(uid: string, opts?: { netns?: string }): Promise<LiveLauncher<C>>;
+  stop(uid: string, gracePeriodS: number): Promise<void>;
+  forget(uid: string): void;
+  remove(uid: string): Promise<void>;
+  close(): void;
+}
 
 interface Entry {
   view: LauncherView;
@@ -72,18 +97,21 @@ async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void
   }
 }
 
-export class LauncherRegistry {
+export class LauncherRegistry implements Launchers {
   private readonly entries = new Map<string, Entry>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
   private readonly qemuUids: QemuUids;
+  private readonly changeHandlers: Array<(uid: string) => void> = [];
 
   constructor(
     private readonly settings: LauncherSettings,
-    /** Called after every state change of a VM; must not block. */
-    private readonly onChange: (uid: string) => void,
     private readonly log: Logger,
   ) {
     this.qemuUids = new QemuUids(settings.vmsDir);
+  }
+
+  onChange(handler: (uid: string) => void): void {
+    this.changeHandlers.push(handler);
   }
 
   dirOf(uid: string): string {
@@ -148,7 +176,7 @@ export class LauncherRegistry {
    * Spawns a launcher for `uid` (its directory may hold the previous run's
    * console log); `netns`: the VM's network namespace, where its taps are.
    */
-  async start(uid: string, opts: { netns?: string } = {}): Promise<Extract<LauncherView, { live: true }>> {
+  async start(uid: string, opts: { netns?: string } = {}): Promise<LiveLauncher> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);
@@ -246,10 +274,10 @@ export class LauncherRegistry {
     const waiters = this.goneWaiters.get(uid) ?? [];
     this.goneWaiters.delete(uid);
     for (const w of waiters) w();
-    this.onChange(uid);
+    for (const handler of this.changeHandlers) handler(uid);
   }
 
-  private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<Extract<LauncherView, { live: true }>> {
+  private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<LiveLauncher> {
     let state: VmState;
     try {
       state = await client.getState();

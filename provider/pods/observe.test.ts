@@ -1,9 +1,10 @@
 import t from 'tap';
 import type { LauncherView } from '../launchers/registry.js';
 import type { VmState } from '../../launcher/agent-api.js';
-import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
+import type { RunHistory } from './lifecycle.js';
+import { observeVm, vmStopped } from './observe.js';
 
-const rec: PodVmRecord = { uid: 'u1', key: 'ns/p', restartCount: 2 };
+const rec: RunHistory = { restartCount: 2 };
 const state: VmState = {
   phase: 'Running',
   reason: 'Booted',

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
 import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
-import type { LauncherRegistry, LauncherView } from '../launchers/registry.js';
+import type { LauncherRegistry, LiveLauncher } from '../launchers/registry.js';
 import { PreconditionError, UnavailableError, consoleLogPaths, LAUNCHER_DEFAULTS, CgroupNotFoundError, readVmUsage } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 
@@ -24,7 +24,7 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
     if (ref.container && ref.container !== container) throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
     return { pod, uid };
   };
-  const running = (ref: PodRef): Extract<LauncherView, { live: true }> => {
+  const running = (ref: PodRef): LiveLauncher => {
     const { uid } = resolve(ref);
     const view = registry.get(uid);
     if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {

@@ -1,28 +1,23 @@
 // The node side of KubeVirt compatibility, as virt-handler does it: a
 // launcher pod owned by a VirtualMachineInstance is realized from the VMI's
-// spec (through the same pod path as plain pods), and the VMI's Running /
-// Succeeded / Failed phase, nodeName and conditions come from this node. The
-// cluster side (VM → VMI → launcher pod, phases up to Scheduled) is in
-// vm-controller.ts and vmi-controller.ts.
+// spec (through the same pod path as plain pods). This module reads VMIs:
+// their spec, with the secrets and claims it names; the VMI status this node
+// owns is written by status-writer.ts. The cluster side (VM → VMI → launcher
+// pod, phases up to Scheduled) is in controllers/.
 //
 // The node watches the VMIs whose status.nodeName is this node (a CRD
 // selectable field), so a change to a VMI, such as its paused annotation,
 // resyncs its launcher pod.
 import type { V1ObjectReference, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { mergePatch } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import { objectReference } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import type { Logger } from '../log.js';
 import type { BuiltinImages } from '../vm-identity.js';
-import type { VmObservation } from './status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
-import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from './vmi-status.js';
-import type { VmAttachment } from '../network/pod-network.js';
-import { statusPatch } from '../kube/status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
@@ -51,12 +46,23 @@ export interface VmiSpecResult {
   /** The VMI asks for its vCPUs paused (PAUSED_ANNOTATION). */
   paused: boolean;
   /** The VMI, for events about it. */
-  vmi: V1ObjectReference;
+  ref: V1ObjectReference;
   /** Causes found later (by disk preparation) at the VMI's fields. */
   atKubevirtFields: VmiTranslation['atKubevirtFields'];
 }
 
-export class VmiNodeSide {
+/** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
+export interface VmiSource {
+  /** Calls `onChange` with every change to a VMI on this node. */
+  watch(onChange: (vmi: VirtualMachineInstance) => void): void;
+  stop(): Promise<void>;
+  /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
+  specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'>;
+  /** A launcher pod's VMI, read from the API server; undefined when it is gone or was replaced. */
+  read(pod: V1Pod): Promise<VirtualMachineInstance | undefined>;
+}
+
+export class ClusterVmiSource implements VmiSource {
   private informer: ClusterInformer<VirtualMachineInstance> | undefined;
 
   constructor(
@@ -66,11 +72,7 @@ export class VmiNodeSide {
     private readonly log: Logger,
   ) {}
 
-  /**
-   * Calls `onChange` with every change to a VMI on this node. Not awaited by
-   * the caller: a cluster without the KubeVirt CRDs runs plain pods, and this
-   * watch keeps retrying until they exist.
-   */
+  /** Not awaited: a cluster without the KubeVirt CRDs runs plain pods, and this watch keeps retrying until they exist. */
   watch(onChange: (vmi: VirtualMachineInstance) => void): void {
     const kubevirt = new KubevirtApi(this.clients);
     const fieldSelector = `status.nodeName=${this.nodeName}`;
@@ -83,9 +85,8 @@ export class VmiNodeSide {
     await this.informer?.stop();
   }
 
-  /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {
-    const vmi = await this.readVmi(pod);
+    const vmi = await this.read(pod);
     if (!vmi) return 'gone';
     const refs = vmiReferences(vmi, DEFAULT_IMAGE_ALIASES);
     const namespace = vmi.metadata.namespace ?? 'default';
@@ -101,38 +102,12 @@ export class VmiNodeSide {
       spec: { ...result.spec, uid: pod.metadata!.uid! },
       unsupported: result.unsupported,
       paused: vmi.metadata.annotations?.[PAUSED_ANNOTATION] === 'true',
-      vmi: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
+      ref: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
       atKubevirtFields: result.atKubevirtFields,
     };
   }
 
-  /**
-   * Writes what this node knows into the VMI status (node-status.ts), only
-   * the fields that changed. Earlier phases belong to the cluster controller
-   * and are left alone.
-   */
-  async syncStatus(
-    pod: V1Pod,
-    vm: VmObservation | undefined,
-    trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>,
-    unsupported: string[],
-    attachment?: VmAttachment,
-  ): Promise<void> {
-    const vmi = await this.readVmi(pod);
-    if (!vmi) return;
-    // Whole seconds, as Kubernetes writes times.
-    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...trouble, ...(attachment ? { attachment } : {}), unsupported, now });
-    const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
-    if (!patch) return;
-    // The uid in the patch is a precondition: never write onto a newer VMI of the same name.
-    await this.clients.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: VMI_PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: patch } },
-      mergePatch,
-    );
-  }
-
-  private async readVmi(pod: V1Pod): Promise<VirtualMachineInstance | undefined> {
+  async read(pod: V1Pod): Promise<VirtualMachineInstance | undefined> {
     const owner = vmiOwner(pod);
     if (!owner) return undefined;
     try {
