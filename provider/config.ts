@@ -52,6 +52,8 @@ export interface AgentConfig {
   rotateClientCert: boolean;
   /** Where required executables are looked up (preflight conditions). */
   searchPath: string;
+  /** VMs stop when the agent dies, even by SIGKILL (vkvm up); otherwise they outlive it. */
+  vmsDieWithAgent: boolean;
   /** Linux bridge of the pod network. */
   bridge: string;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
@@ -215,6 +217,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     approveServingCsr: flags['approve-serving-csr'] ?? false,
     rotateClientCert: flags['rotate-client-cert'] ?? false,
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    vmsDieWithAgent: false,
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
     hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
     hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),

@@ -26,6 +26,8 @@ export interface LauncherSettings {
   downloads: DownloadPolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
+  /** Launchers (and so VMs) die with the agent, however it dies (vkvm up); otherwise they outlive it. */
+  dieWithAgent?: boolean;
   /** Tests run the launcher from source: node options and entry script. */
   nodeArgs?: string[];
   entry?: string;
@@ -168,6 +170,7 @@ export class LauncherRegistry {
       },
       ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
       ...(s.entry ? { entry: s.entry } : {}),
+      ...(s.dieWithAgent ? { dieWithParent: true } : {}),
     });
     return this.track(uid, dir, spawned.client, spawned.pid);
   }
