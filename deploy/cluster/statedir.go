@@ -43,9 +43,26 @@ func lockStateDir(dir string, timeout time.Duration) (*os.File, error) {
 	}
 }
 
-// restrictModes makes every directory below dir 0700 and every file 0600.
+// ownFiles are what up keeps in its state dir; only they are restricted, in
+// case the state dir also holds someone else's files.
+var ownFiles = []string{"pki", "etcd", "logs", "lock", "kubeconfig", "admin.kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig"}
+
+// restrictModes makes dir and every directory of up's below it 0700, and
+// every file 0600.
 func restrictModes(dir string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range ownFiles {
+		if err := restrictTree(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func restrictTree(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
