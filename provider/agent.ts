@@ -154,6 +154,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         downloads: config.imageDownloads,
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
+        dieWithAgent: config.vmsDieWithAgent,
       },
       rootLog.child({ component: 'launchers' }),
     );

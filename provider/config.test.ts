@@ -22,8 +22,13 @@ t.test('extra labels and taints are parsed; the default taint can be replaced', 
   t.same(resolveAgentConfig({ kubeconfig: '/k', 'no-default-taint': true }).taints, []);
 });
 
+t.test('the kubeconfig is --kubeconfig, else $KUBECONFIG', async (t) => {
+  t.equal(resolveAgentConfig({}, { KUBECONFIG: '/env.conf' }).kubeconfigPath, '/env.conf');
+  t.equal(resolveAgentConfig({ kubeconfig: '/flag.conf' }, { KUBECONFIG: '/env.conf' }).kubeconfigPath, '/flag.conf');
+});
+
 t.test('bad input names the flag', async (t) => {
-  t.throws(() => resolveAgentConfig({}), new ConfigError('--kubeconfig', 'is required'));
+  t.throws(() => resolveAgentConfig({}, {}), new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)'));
   t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'kubelet-port': '70000' }), { field: '--kubelet-port', message: /^--kubelet-port: / });
   t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'bad_name' }), { field: '--node-name', message: /^--node-name: / });
   t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'internal-ip': 'x' }), { field: '--internal-ip', message: /^--internal-ip: / });

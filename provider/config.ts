@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
+import { kubeconfigPath } from './kube/kubeconfig-path.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/node-network.js';
@@ -51,6 +52,8 @@ export interface AgentConfig {
   rotateClientCert: boolean;
   /** Where required executables are looked up (preflight conditions). */
   searchPath: string;
+  /** VMs stop when the agent dies, even by SIGKILL (vkvm up); otherwise they outlive it. */
+  vmsDieWithAgent: boolean;
   /** Linux bridge of the pod network. */
   bridge: string;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
@@ -179,9 +182,10 @@ function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir
   });
 }
 
-/** `env` is the process environment; only PATH is read. */
-export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = process.env): AgentConfig {
-  if (!flags.kubeconfig) throw new ConfigError('--kubeconfig', 'is required');
+/** `env` is the process environment; only PATH and KUBECONFIG are read. */
+export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBECONFIG?: string } = process.env): AgentConfig {
+  const kubeconfig = kubeconfigPath(flags.kubeconfig, env);
+  if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const nodeName = (flags['node-name'] ?? hostname()).toLowerCase();
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
     throw new ConfigError('--node-name', `${JSON.stringify(nodeName)} is not a valid DNS subdomain`);
@@ -193,7 +197,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
   const taints = (flags.taint ?? []).map(parseTaint);
   if (!flags['no-default-taint'] && !taints.some((t) => t.key === DEFAULT_TAINT.key)) taints.unshift(DEFAULT_TAINT);
   const config: AgentConfig = {
-    kubeconfigPath: flags.kubeconfig,
+    kubeconfigPath: kubeconfig,
     nodeName,
     stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
     runDir: flags['run-dir'] ?? '/run/vkvm',
@@ -213,6 +217,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     approveServingCsr: flags['approve-serving-csr'] ?? false,
     rotateClientCert: flags['rotate-client-cert'] ?? false,
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    vmsDieWithAgent: false,
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
     hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
     hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),

@@ -5,7 +5,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rename } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -32,7 +32,7 @@ async function sourceHash(): Promise<string> {
 }
 
 /** Returns the path of a built vkvm-cluster binary, building it if the cache has none for these sources. */
-export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDir()): Promise<string> {
+export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDir(), signal?: AbortSignal): Promise<string> {
   const dir = join(cacheDir, 'cluster', await sourceHash());
   const bin = join(dir, 'vkvm-cluster');
   if (existsSync(bin)) return bin;
@@ -41,11 +41,16 @@ export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDi
   log.info({ dir: CLUSTER_SOURCE_DIR }, 'building the control plane (first run only; several minutes on 2 cores)');
   const started = Date.now();
   await new Promise<void>((resolve, reject) => {
-    const child = spawn('go', ['build', '-v', '-trimpath', '-o', tmp, '.'], {
+    signal?.throwIfAborted();
+    // Dies with this process (setpriv --pdeathsig): a build nobody waits for is minutes of two busy cores.
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'go', 'build', '-v', '-trimpath', '-o', tmp, '.'], {
       cwd: CLUSTER_SOURCE_DIR,
       stdio: ['ignore', 'inherit', 'pipe'],
       env: { ...process.env, CGO_ENABLED: '0' },
     });
+    const onAbort = () => child.kill('SIGTERM');
+    signal?.addEventListener('abort', onAbort, { once: true });
+    child.on('exit', () => signal?.removeEventListener('abort', onAbort));
     let packages = 0;
     const tailLines: string[] = [];
     // `go build -v` names each package as it compiles: count them for progress.
@@ -58,7 +63,10 @@ export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDi
       }
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`go build failed (exit ${code}):\n${tailLines.join('\n')}`))));
+    child.on('exit', (code) => {
+      if (code === 0) resolve();
+      else reject(signal?.aborted ? signal.reason : new Error(`go build failed (exit ${code}):\n${tailLines.join('\n')}`));
+    });
   });
   await rename(tmp, bin);
   log.info({ bin, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');
@@ -107,6 +115,8 @@ export interface ClusterOptions {
   bindAddress?: string;
   /** Tests trade durability for speed. */
   unsafeNoFsync?: boolean;
+  /** Aborting it during start-up stops what started and rejects with its reason; afterwards, stop() does. */
+  signal?: AbortSignal;
   log: Logger;
 }
 
@@ -121,7 +131,8 @@ export interface RunningCluster {
 }
 
 export async function startCluster(opts: ClusterOptions): Promise<RunningCluster> {
-  const binary = await ensureClusterBinary(opts.log);
+  const binary = await ensureClusterBinary(opts.log, defaultCacheDir(), opts.signal);
+  opts.signal?.throwIfAborted();
   const ports = opts.ports ?? DEFAULT_PORTS;
   const args = [
     'up',
@@ -136,23 +147,15 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
   if (opts.unsafeNoFsync) args.push('--etcd-unsafe-no-fsync');
   if (opts.clusterCidr) args.push(`--cluster-cidr=${opts.clusterCidr}`);
   if (opts.bindAddress) args.push(`--bind-address=${opts.bindAddress}`);
-  await mkdir(opts.stateDir, { recursive: true });
-  // Its own process group, so stop() can reach every component it started.
-  const child: ChildProcess = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // Keys and etcd's data: root's alone (vkvm-cluster tightens what is inside).
+  await mkdir(opts.stateDir, { recursive: true, mode: 0o700 });
+  await chmod(opts.stateDir, 0o700);
+  // Its own process group, so stop() can reach every component it started and
+  // a Ctrl-C reaches only vkvm, which stops things in order. It dies with this
+  // process however that dies (setpriv --pdeathsig; setpriv execs in place):
+  // SIGTERM, so it still stops its components and etcd cleanly.
+  const child: ChildProcess = spawn('setpriv', ['--pdeathsig', 'TERM', '--', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const stderrTail: string[] = [];
-  createInterface({ input: child.stderr! }).on('line', (line) => {
-    stderrTail.push(line);
-    if (stderrTail.length > 60) stderrTail.shift();
-    opts.log.debug({ component: 'vkvm-cluster' }, line);
-  });
-  const kubeconfigPath = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const m = /^vkvm-cluster: ready kubeconfig=(.+)$/.exec(line);
-      if (m?.[1]) resolve(m[1]);
-    });
-    void exited.then((code) => reject(new Error(`control plane exited (code ${code}) before becoming ready:\n${stderrTail.join('\n')}`)));
-  });
   const pid = child.pid!;
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -171,6 +174,23 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
     await exited;
     clearTimeout(timer);
   };
+  const stderrTail: string[] = [];
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    stderrTail.push(line);
+    if (stderrTail.length > 60) stderrTail.shift();
+    opts.log.debug({ component: 'vkvm-cluster' }, line);
+  });
+  const onAbort = () => void stop();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  const kubeconfigPath = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^vkvm-cluster: ready kubeconfig=(.+)$/.exec(line);
+      if (m?.[1]) resolve(m[1]);
+    });
+    void exited.then((code) =>
+      reject(opts.signal?.aborted ? opts.signal.reason : new Error(`control plane exited (code ${code}) before becoming ready:\n${stderrTail.join('\n')}`)),
+    );
+  }).finally(() => opts.signal?.removeEventListener('abort', onAbort));
   const kubectl: RunningCluster['kubectl'] = (kargs, kopts = {}) =>
     new Promise((resolve, reject) => {
       const p = spawn(binary, ['kubectl', `--kubeconfig=${kubeconfigPath}`, ...kargs], { stdio: ['pipe', 'pipe', 'pipe'] });

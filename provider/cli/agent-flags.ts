@@ -36,7 +36,7 @@ export const AGENT_OPTIONS = {
 } as const satisfies ParseArgsConfig['options'];
 
 export const AGENT_HELP = `Node agent flags:
-  --kubeconfig FILE            cluster credentials of the agent
+  --kubeconfig FILE            cluster credentials of the agent (vkvm node: default $KUBECONFIG)
   --node-name NAME             Node name (default: hostname)
   --state-dir DIR              persistent state: certificates, VM directories (default /var/lib/vkvm)
   --image-cache-dir DIR        downloaded VM images, shared by all VMs (default /var/cache/vkvm/images)

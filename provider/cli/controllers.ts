@@ -3,11 +3,12 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
+import { kubeconfigPath } from '../kube/kubeconfig-path.js';
 import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 
-export const CONTROLLERS_HELP = `Usage: vkvm controllers --kubeconfig FILE [flags]
+export const CONTROLLERS_HELP = `Usage: vkvm controllers [--kubeconfig FILE] [flags]
 
 Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
@@ -17,7 +18,7 @@ and addresses check out, and denies the rest. Any number may run; the one holdin
 acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 
-  --kubeconfig FILE    kubeconfig of the cluster (required)
+  --kubeconfig FILE    kubeconfig of the cluster (default: $KUBECONFIG)
   --identity NAME      lease holder identity (default <hostname>_<pid>)
   --log-level LEVEL    trace, debug, info (default), warn, error
   -h, --help           show this help
@@ -38,9 +39,10 @@ export async function controllersCommand(argv: string[]): Promise<number> {
     process.stdout.write(CONTROLLERS_HELP);
     return 0;
   }
-  if (!values.kubeconfig) throw new ConfigError('kubeconfig', '--kubeconfig is required');
+  const kubeconfig = kubeconfigPath(values.kubeconfig, process.env);
+  if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const log = createRootLogger(values['log-level']);
-  const controllers = startControllers(makeClients(loadKubeConfig(values.kubeconfig)), log.child({ component: 'controllers' }), {
+  const controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
   });
   log.info('controllers running; waiting for leadership');

@@ -3,6 +3,7 @@
 import { ConfigError } from '../config.js';
 import { JoinError } from '../join/errors.js';
 import { VKVM_VERSION } from '../node/status.js';
+import { PreflightError } from '../preflight/checks.js';
 import { clusterCommand } from './cluster.js';
 import { controllersCommand } from './controllers.js';
 import { joinCommand } from './join.js';
@@ -61,7 +62,7 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const e = err as Error & { code?: string };
     // Bad flags and bad config are the user's to fix: say which, without a stack.
-    if (err instanceof ConfigError || err instanceof JoinError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
+    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
     else process.stderr.write(`vkvm: ${e.stack ?? String(err)}\n`);
     process.exit(1);
   },

@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
 import { startAgent, type RunningAgent } from '../agent.js';
-import { ConfigError, resolveAgentConfig } from '../config.js';
+import { ConfigError, resolveAgentConfig, type AgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
@@ -15,7 +15,9 @@ import { createRootLogger, type Logger } from '../log.js';
 import { startControllers, type RunningControllers } from '../controllers/cluster-controllers.js';
 import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
-import { onShutdownSignal } from './run-until-signal.js';
+import { hardFailures, PreflightError } from '../preflight/checks.js';
+import { hostPreflight } from '../preflight/host.js';
+import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-until-signal.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -25,8 +27,11 @@ Starts a local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
 kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs the
 VM/VMI controllers and this host as a node in the foreground. With
---kubeconfig, uses that cluster instead of starting one. Stop with Ctrl-C;
-nothing is left running.
+--kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
+read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
+host first and starts nothing on a failed check. Stop with Ctrl-C (or
+SIGTERM) at any moment; nothing is left running, and if vkvm itself is
+killed, the control plane and the VMs die with it.
 
   --state-dir DIR   state directory (default ${DEFAULT_UP_STATE_DIR})
   --control-plane-address IP
@@ -80,19 +85,28 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
   return value;
 }
 
-async function runUp(argv: string[], log: Logger): Promise<number> {
+async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
   const { 'control-plane-address': addressFlag, ...values } = flags;
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
+  const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
+  const config: AgentConfig = {
+    ...resolveAgentConfig({
+      ...values,
+      kubeconfig,
+      'state-dir': stateDir,
+      // With admin credentials the agent can approve its own serving CSR.
+      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
+    }),
+    // Nothing is left running: VMs go when vkvm up goes, even if it is killed.
+    vmsDieWithAgent: true,
+  };
+  // Before anything starts: a host that cannot run VMs gets no control plane either.
+  const failed = hardFailures(await hostPreflight(config));
+  if (failed.length) throw new PreflightError(failed, 'nothing was started');
+
   let cluster: RunningCluster | undefined;
-  let kubeconfig = values.kubeconfig;
-  if (!kubeconfig) {
-    cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), bindAddress, log: log.child({ component: 'cluster' }) });
-    kubeconfig = join(stateDir, 'kubeconfig');
-    await copyFile(cluster.kubeconfigPath, kubeconfig);
-    log.info({ kubeconfig }, 'control plane ready');
-  }
   let agent: RunningAgent | undefined;
   let controllers: RunningControllers | undefined;
   let stopping = false;
@@ -104,19 +118,22 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
     await cluster?.stop();
   };
   try {
+    if (!values.kubeconfig) {
+      // Aborted by a signal, the start stops at once; later steps finish, then everything stops.
+      cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), bindAddress, signal: shutdown, log: log.child({ component: 'cluster' }) });
+      await copyFile(cluster.kubeconfigPath, kubeconfig);
+      log.info({ kubeconfig }, 'control plane ready');
+    }
+    shutdown.throwIfAborted();
     await installClusterManifests(kubeconfig);
+    shutdown.throwIfAborted();
     controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }));
-    const config = resolveAgentConfig({
-      ...values,
-      kubeconfig,
-      'state-dir': stateDir,
-      // With admin credentials the agent can approve its own serving CSR.
-      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
-    });
     agent = await startAgent(config, log);
+    shutdown.throwIfAborted();
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);
   } catch (err) {
     await stopAll();
+    if (shutdown.aborted) return 0;
     throw err;
   }
   const clusterDied = new Promise<number>((resolve) => {
@@ -127,7 +144,7 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
       resolve(1);
     });
   });
-  return Promise.race([onShutdownSignal(stopAll).then(() => 0), clusterDied]);
+  return Promise.race([onShutdownSignal(stopAll, shutdown).then(() => 0), clusterDied]);
 }
 
 export async function upCommand(argv: string[]): Promise<number> {
@@ -135,6 +152,10 @@ export async function upCommand(argv: string[]): Promise<number> {
     process.stdout.write(UP_HELP);
     return 0;
   }
+  // First: until a handler exists, a signal kills vkvm before it can stop what it started.
+  const shutdown = shutdownSignal();
   const level = argv.find((a) => a.startsWith('--log-level='))?.split('=')[1] ?? 'info';
-  return runUp(argv, createRootLogger(level));
+  const log = createRootLogger(level);
+  shutdown.addEventListener('abort', () => log.info({ signal: (shutdown.reason as ShutdownRequested).signal }, 'stopping'), { once: true });
+  return runUp(argv, log, shutdown);
 }

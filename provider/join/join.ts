@@ -22,8 +22,8 @@ import type { AgentConfig } from '../config.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiStatusCode } from '../kube/errors.js';
 import type { Logger } from '../log.js';
-import { evaluatePreflight, formatPreflight, hardFailures, type PreflightCheck } from '../preflight/checks.js';
-import { readPreflightFacts } from '../preflight/facts.js';
+import { formatPreflight, hardFailures, type PreflightCheck } from '../preflight/checks.js';
+import { hostPreflight } from '../preflight/host.js';
 import type { BootstrapToken } from './bootstrap-token.js';
 import { discoverClusterCa } from './discovery.js';
 import { JoinError } from './errors.js';
@@ -88,9 +88,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 async function preflight(o: JoinOptions): Promise<PreflightCheck[]> {
-  const checks = evaluatePreflight(await readPreflightFacts({ searchPath: o.agent.searchPath, imageCacheDir: o.agent.imageCacheDir }), {
-    allowSoftwareEmulation: o.agent.allowSoftwareEmulation,
-  });
+  const checks = await hostPreflight(o.agent);
   o.report(`vkvm join: preflight\n${formatPreflight(checks)}\n`);
   const failed = hardFailures(checks);
   if (failed.length) {

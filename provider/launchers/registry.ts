@@ -3,9 +3,10 @@
 // start-up (discover) before anything acts; afterwards it tracks every
 // launcher's state through WatchEvents and tells the owner which VM changed.
 // It never decides anything about pods: that is the controller's job.
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
+import { unsearchableDir, unsearchableMessage } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
@@ -26,6 +27,8 @@ export interface LauncherSettings {
   downloads: DownloadPolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
+  /** Launchers (and so VMs) die with the agent, however it dies (vkvm up); otherwise they outlive it. */
+  dieWithAgent?: boolean;
   /** Tests run the launcher from source: node options and entry script. */
   nodeArgs?: string[];
   entry?: string;
@@ -132,12 +135,8 @@ export class LauncherRegistry implements Launchers {
    */
   async prepare(): Promise<void> {
     await mkdir(this.settings.vmsDir, { recursive: true, mode: 0o711 });
-    for (let dir = path.resolve(this.settings.vmsDir); ; dir = path.dirname(dir)) {
-      if (((await stat(dir)).mode & 0o001) === 0) {
-        throw new Error(`${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x or another --state-dir`);
-      }
-      if (dir === path.dirname(dir)) break;
-    }
+    const blocked = await unsearchableDir(this.settings.vmsDir);
+    if (blocked) throw new Error(unsearchableMessage(blocked));
     await this.qemuUids.load();
   }
 
@@ -199,6 +198,7 @@ export class LauncherRegistry implements Launchers {
       },
       ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
       ...(s.entry ? { entry: s.entry } : {}),
+      ...(s.dieWithAgent ? { dieWithParent: true } : {}),
     });
     return this.track(uid, dir, spawned.client, spawned.pid);
   }

@@ -114,6 +114,17 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
 
 export const hardFailures = (checks: PreflightCheck[]): PreflightCheck[] => checks.filter((c) => !c.ok && c.severity === 'hard');
 
+/** Failed hard checks, each with its fix: the user's to act on (printed without a stack). */
+export class PreflightError extends Error {
+  constructor(
+    readonly failed: PreflightCheck[],
+    consequence: string,
+  ) {
+    super(`preflight failed; ${consequence}. Fix and re-run:\n${failed.map((c) => `  - ${c.condition}: ${c.message}`).join('\n')}`);
+    this.name = 'PreflightError';
+  }
+}
+
 /** The report `vkvm join` prints: one line per check. */
 export function formatPreflight(checks: PreflightCheck[]): string {
   return checks.map((c) => `  [${c.ok ? 'ok' : c.severity === 'hard' ? 'FAIL' : 'warn'}] ${c.condition}: ${c.message}`).join('\n');
