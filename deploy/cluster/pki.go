@@ -246,7 +246,8 @@ func ensureFrontProxyPKI(dir string) error {
 		return err
 	}
 	p := &pki{dir: dir}
-	if err := p.ensureCA(); err != nil {
+	var err error
+	if p.ca, err = p.ensureCA("ca", "vkvm-front-proxy-ca"); err != nil {
 		return err
 	}
 	return p.ensureLeaf(certSpec{name: "front-proxy-client", cn: "front-proxy-client", usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
