@@ -156,7 +156,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         logLevel: config.logLevel,
       },
       builtinImages: builtins.forPod,
-      vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      vmis: new VmiNodeSide(clients, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
       network,
       events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
       metrics: agentMetrics,

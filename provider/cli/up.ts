@@ -59,7 +59,7 @@ async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[])
   }
 }
 
-/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC. */
+/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and node restriction policy. */
 export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
   const root = packageRoot();
   const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
@@ -67,7 +67,7 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
   const clients = makeClients(loadKubeConfig(kubeconfigPath));
   await refuseForeignCrds(clients, crds);
-  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
+  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))), ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml')))]);
 }
 
 const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' } } as const;

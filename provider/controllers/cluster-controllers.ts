@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ServingCsrApprover } from './serving-approver.js';
+import { NodeVmiGrants } from './node-vmi-grant.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
@@ -79,6 +80,7 @@ class ControllerTerm {
       vmis: this.vmis,
       pods: this.pods,
       nodes: this.nodes,
+      grants: new NodeVmiGrants(clients),
       events: events('virtualmachineinstance-controller'),
       log: log.child({ component: 'vmi-controller' }),
       ...w,

@@ -122,7 +122,7 @@ export class PodController {
     this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log });
     this.registry = new LauncherRegistry(o.launchers, (uid) => this.onLauncherChange(uid), log.child({ component: 'launchers' }));
-    this.informer = createPodInformer(o.clients, o.nodeName, (key) => this.onPodKey(key), log.child({ component: 'pod-informer' }));
+    this.informer = createPodInformer(o.clients, o.nodeName, (key) => this.onPodEvent(key), log.child({ component: 'pod-informer' }));
   }
 
   /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
@@ -130,11 +130,12 @@ export class PodController {
     await this.registry.prepare();
     const found = await this.registry.discover();
     await this.informer.start();
-    this.o.vmis.watch((vmi) => this.onVmi(vmi));
+    this.o.vmis.onChange((vmi) => this.onVmi(vmi));
     for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
     await this.removeOrphans();
     this.started = true;
+    this.o.vmis.follow(this.informer.list());
     for (const pod of this.informer.list()) this.onPodKey(keyOfObject(pod));
     this.sweepTimer = setInterval(() => void this.sweep(), ORPHAN_SWEEP_MS);
     this.o.log.info({ pods: this.informer.list().length, reattached: found.length }, 'pod controller started');
@@ -201,6 +202,12 @@ export class PodController {
 
   pod(key: string): V1Pod | undefined {
     return this.informer.get(key);
+  }
+
+  /** A pod bound to this node was added, changed or deleted: the VMIs followed are those of the pods now bound. */
+  private onPodEvent(key: string): void {
+    if (this.started) this.o.vmis.follow(this.informer.list());
+    this.onPodKey(key);
   }
 
   private onPodKey(key: string): void {
