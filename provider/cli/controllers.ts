@@ -6,22 +6,24 @@ import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
+import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 
 export const CONTROLLERS_HELP = `Usage: vkvm controllers --kubeconfig FILE [flags]
 
 Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
-node. Also approves the kubelet-serving CSRs of nodes (vkvm join) whose names
-and addresses check out, and denies the rest. Any number may run; the one holding the Lease kube-system/vkvm-controllers
-acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
+node, which alone may read it. Also approves the kubelet-serving CSRs of nodes
+(vkvm join) whose names and addresses check out, and denies the rest. Any
+number may run; the one holding the Lease kube-system/vkvm-controllers acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 
   --kubeconfig FILE    kubeconfig of the cluster (required)
   --identity NAME      lease holder identity (default <hostname>_<pid>)
   --log-level LEVEL    trace, debug, info (default), warn, error
   -h, --help           show this help
-`;
+
+${approverHelp('none: no serving certificate with an IP SAN is approved')}`;
 
 export async function controllersCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -31,6 +33,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
       identity: { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h' },
+      ...APPROVER_OPTIONS,
     },
     strict: true,
   });
@@ -39,9 +42,12 @@ export async function controllersCommand(argv: string[]): Promise<number> {
     return 0;
   }
   if (!values.kubeconfig) throw new ConfigError('kubeconfig', '--kubeconfig is required');
+  const servingCsr = servingCsrPolicy(values, () => []);
   const log = createRootLogger(values['log-level']);
+  if (!servingCsr.nodeIpRanges.length) log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
   const controllers = startControllers(makeClients(loadKubeConfig(values.kubeconfig)), log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
+    servingCsr,
   });
   log.info('controllers running; waiting for leadership');
   await onShutdownSignal(async () => {

@@ -16,6 +16,9 @@ import { startControllers, type RunningControllers } from '../controllers/cluste
 import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
 import { onShutdownSignal } from './run-until-signal.js';
+import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
+import { localNodeRanges } from '../controllers/serving-policy.js';
+import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -34,7 +37,8 @@ nothing is left running.
                     127.0.0.1, this host only); give an address other hosts
                     reach to let them \`vkvm join\` it
 
-${AGENT_HELP}`;
+${AGENT_HELP}
+${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
 
 const PART_OF = 'app.kubernetes.io/part-of';
 
@@ -70,7 +74,7 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))), ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml')))]);
 }
 
-const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
+const UP_OPTIONS = { ...AGENT_OPTIONS, ...APPROVER_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
 function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
@@ -82,7 +86,8 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
 
 async function runUp(argv: string[], log: Logger): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
-  const { 'control-plane-address': addressFlag, ...values } = flags;
+  const { 'control-plane-address': addressFlag, 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern, ...values } = flags;
+  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () => localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]));
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   let cluster: RunningCluster | undefined;
@@ -105,7 +110,7 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
   };
   try {
     await installClusterManifests(kubeconfig);
-    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }));
+    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), { servingCsr });
     const config = resolveAgentConfig({
       ...values,
       kubeconfig,
