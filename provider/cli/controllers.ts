@@ -15,7 +15,8 @@ Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
 node, which alone may read it. Also approves the kubelet-serving CSRs of nodes
 (vkvm join) whose names and addresses check out, and denies the rest. Any
-number may run; the one holding the Lease kube-system/vkvm-controllers acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
+number may run; the one holding the Lease kube-system/vkvm-controllers acts.
+Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 
   --kubeconfig FILE    kubeconfig of the cluster (required)
