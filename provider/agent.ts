@@ -161,7 +161,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
-      vmis: new ClusterVmiSource(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      vmis: new ClusterVmiSource(clients, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
       network,
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,

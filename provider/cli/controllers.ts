@@ -7,22 +7,25 @@ import { kubeconfigPath } from '../kube/kubeconfig-path.js';
 import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
+import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 
 export const CONTROLLERS_HELP = `Usage: vkvm controllers [--kubeconfig FILE] [flags]
 
 Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
-node. Also approves the kubelet-serving CSRs of nodes (vkvm join) whose names
-and addresses check out, and denies the rest. Any number may run; the one holding the Lease kube-system/vkvm-controllers
-acts. Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
+node, which alone may read it. Also approves the kubelet-serving CSRs of nodes
+(vkvm join) whose names and addresses check out, and denies the rest. Any
+number may run; the one holding the Lease kube-system/vkvm-controllers acts.
+Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 
   --kubeconfig FILE    kubeconfig of the cluster (default: $KUBECONFIG)
   --identity NAME      lease holder identity (default <hostname>_<pid>)
   --log-level LEVEL    trace, debug, info (default), warn, error
   -h, --help           show this help
-`;
+
+${approverHelp('none: no serving certificate with an IP SAN is approved')}`;
 
 export async function controllersCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -32,6 +35,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
       identity: { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h' },
+      ...APPROVER_OPTIONS,
     },
     strict: true,
   });
@@ -41,9 +45,12 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   }
   const kubeconfig = kubeconfigPath(values.kubeconfig, process.env);
   if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
+  const servingCsr = servingCsrPolicy(values, () => []);
   const log = createRootLogger(values['log-level']);
+  if (!servingCsr.nodeIpRanges.length) log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
   const controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
+    servingCsr,
   });
   log.info('controllers running; waiting for leadership');
   await onShutdownSignal(async () => {

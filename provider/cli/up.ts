@@ -18,6 +18,9 @@ import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
 import { hardFailures, PreflightError } from '../preflight/checks.js';
 import { hostPreflight } from '../preflight/host.js';
 import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-until-signal.js';
+import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
+import { localNodeRanges } from '../controllers/serving-policy.js';
+import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -39,7 +42,8 @@ killed, the control plane and the VMs die with it.
                     127.0.0.1, this host only); give an address other hosts
                     reach to let them \`vkvm join\` it
 
-${AGENT_HELP}`;
+${AGENT_HELP}
+${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
 
 const PART_OF = 'app.kubernetes.io/part-of';
 
@@ -64,7 +68,7 @@ async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[])
   }
 }
 
-/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC. */
+/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and node restriction policy. */
 export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
   const root = packageRoot();
   const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
@@ -72,10 +76,10 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
   const clients = makeClients(loadKubeConfig(kubeconfigPath));
   await refuseForeignCrds(clients, crds);
-  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
+  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))), ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml')))]);
 }
 
-const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
+const UP_OPTIONS = { ...AGENT_OPTIONS, ...APPROVER_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
 function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
@@ -87,7 +91,8 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
 
 async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
-  const { 'control-plane-address': addressFlag, ...values } = flags;
+  const { 'control-plane-address': addressFlag, 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern, ...values } = flags;
+  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () => localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]));
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
@@ -127,7 +132,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     shutdown.throwIfAborted();
     await installClusterManifests(kubeconfig);
     shutdown.throwIfAborted();
-    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }));
+    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), { servingCsr });
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);

@@ -7,6 +7,8 @@
 import { hostname } from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ServingCsrApprover } from './serving-approver.js';
+import type { ServingCsrPolicy } from './serving-policy.js';
+import { NodeVmiGrants } from './node-vmi-grant.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
@@ -28,6 +30,8 @@ export interface ControllersOptions {
   retryPeriodMs?: number;
   /** Concurrent syncs per controller. */
   workers?: number;
+  /** What node serving certificates may hold; default: no IP SAN, no DNS SAN but the node name. */
+  servingCsr?: ServingCsrPolicy;
 }
 
 export const CONTROLLERS_LEASE = { name: 'vkvm-controllers', namespace: 'kube-system' } as const;
@@ -49,7 +53,7 @@ class ControllerTerm {
   private readonly csrApprover: ServingCsrApprover;
   private stopped = false;
 
-  constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
+  constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy) {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
     const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
@@ -79,11 +83,12 @@ class ControllerTerm {
       vmis: this.vmis,
       pods: this.pods,
       nodes: this.nodes,
+      grants: new NodeVmiGrants(clients),
       events: events('virtualmachineinstance-controller'),
       log: log.child({ component: 'vmi-controller' }),
       ...w,
     });
-    this.csrApprover = new ServingCsrApprover(clients, log.child({ component: 'serving-csr-approver' }));
+    this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
   /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */
@@ -125,7 +130,7 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
     log: log.child({ component: 'leader-election' }),
     onStartedLeading: () =>
       then(async () => {
-        const t = new ControllerTerm(clients, log, opts.workers);
+        const t = new ControllerTerm(clients, log, opts.workers, opts.servingCsr ?? { nodeIpRanges: [] });
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.
         void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));

@@ -8,8 +8,9 @@ import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL, type VirtualMachine, type Virtua
 
 export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
 
-/** The path ListWatch watches for a plural, across namespaces. */
-export const watchPath = (plural: KubevirtPlural): string => `/apis/${GROUP}/${VERSION}/${plural}`;
+/** The path ListWatch watches for a plural, across namespaces or in one. */
+export const watchPath = (plural: KubevirtPlural, namespace?: string): string =>
+  namespace ? `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}` : `/apis/${GROUP}/${VERSION}/${plural}`;
 /** What an operator does when the cluster lacks the kubevirt.io resources vkvm serves. */
 export const CRDS_MISSING_HINT = "vkvm's kubevirt.io CRDs are not installed (kubectl apply -f deploy/crds.yaml; vkvm up installs them)";
 
@@ -29,8 +30,14 @@ export class KubevirtApi {
     return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VM_PLURAL }) as Promise<KubevirtList<VirtualMachine>>;
   }
 
-  listVmis(opts: { fieldSelector?: string } = {}): Promise<KubevirtList<VirtualMachineInstance>> {
-    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL, ...opts }) as Promise<KubevirtList<VirtualMachineInstance>>;
+  listVmis(): Promise<KubevirtList<VirtualMachineInstance>> {
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<KubevirtList<VirtualMachineInstance>>;
+  }
+
+  /** The one VMI of that name, as a list (what a watch of it starts from). */
+  listVmiNamed(namespace: string, name: string): Promise<KubevirtList<VirtualMachineInstance>> {
+    const fieldSelector = `metadata.name=${name}`;
+    return this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, fieldSelector }) as Promise<KubevirtList<VirtualMachineInstance>>;
   }
 
   createVmi(vmi: VirtualMachineInstance): Promise<VirtualMachineInstance> {

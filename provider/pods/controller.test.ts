@@ -210,7 +210,8 @@ t.test('a launcher pod and its VMI are written from one look at the lifecycle: a
   let released = false;
   const readGate = new Promise<void>((r) => (reading = r));
   const vmis: VmiSource = {
-    watch: () => {},
+    onChange: () => {},
+    follow: () => {},
     stop: async () => {},
     specFor: async () => new SpecError([{ path: 'spec.volumes[0].hostDisk.path', reason: 'FieldValueInvalid', message: 'must be absolute' }]),
     // The first status write waits inside its VMI read until the pod sync has found the VMI invalid.

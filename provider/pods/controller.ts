@@ -85,7 +85,7 @@ export class PodController {
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
-    o.pods.onChange((pod) => this.onPodKey(keyOfObject(pod)));
+    o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
 
   /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
@@ -93,12 +93,13 @@ export class PodController {
     await this.o.launchers.prepare();
     const found = await this.o.launchers.discover();
     await this.o.pods.start();
-    this.o.vmis.watch((vmi) => this.onVmi(vmi));
+    this.o.vmis.onChange((vmi) => this.onVmi(vmi));
     // Their launchers' events reach the pod from now on; the first sync takes the VM as it is, never restarts it.
     for (const pod of this.o.pods.list()) if (found.includes(pod.metadata?.uid ?? '')) this.lifecycleOf(pod);
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
     await this.removeOrphans();
     this.started = true;
+    this.o.vmis.follow(this.o.pods.list());
     for (const pod of this.o.pods.list()) this.onPodKey(keyOfObject(pod));
     this.scheduleSweep();
     this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
@@ -175,6 +176,12 @@ export class PodController {
 
   pod(key: string): V1Pod | undefined {
     return this.o.pods.get(key);
+  }
+
+  /** A pod bound to this node was added, changed or deleted: the VMIs followed are those of the pods now bound. */
+  private onPodEvent(key: string): void {
+    if (this.started) this.o.vmis.follow(this.o.pods.list());
+    this.onPodKey(key);
   }
 
   private onPodKey(key: string): void {

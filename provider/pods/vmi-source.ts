@@ -5,9 +5,12 @@
 // owns is written by status-writer.ts. The cluster side (VM → VMI → launcher
 // pod, phases up to Scheduled) is in controllers/.
 //
-// The node watches the VMIs whose status.nodeName is this node (a CRD
-// selectable field), so a change to a VMI, such as its paused annotation,
-// resyncs its launcher pod.
+// The node reads only the VMIs of the launcher pods bound to it, each by
+// name: the VMI controller grants each VMI to its node alone
+// (controllers/node-vmi-grant.ts), and no node may list VMIs across the
+// cluster. Each of them is watched (a list/watch field-selected to its name),
+// so a change to a VMI, such as its paused annotation, resyncs its launcher
+// pod.
 import type { V1ObjectReference, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
@@ -53,8 +56,10 @@ export interface VmiSpecResult {
 
 /** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
 export interface VmiSource {
-  /** Calls `onChange` with every change to a VMI on this node. */
-  watch(onChange: (vmi: VirtualMachineInstance) => void): void;
+  /** Calls `handler` with every change to a followed VMI. */
+  onChange(handler: (vmi: VirtualMachineInstance) => void): void;
+  /** Watches the VMIs of these launcher pods (the node's own) and no others. */
+  follow(pods: readonly V1Pod[]): void;
   stop(): Promise<void>;
   /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
   specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'>;
@@ -63,26 +68,62 @@ export interface VmiSource {
 }
 
 export class ClusterVmiSource implements VmiSource {
-  private informer: ClusterInformer<VirtualMachineInstance> | undefined;
+  private readonly kubevirt: KubevirtApi;
+  /** One watch per followed VMI, by its uid. */
+  private readonly watches = new Map<string, ClusterInformer<VirtualMachineInstance>>();
+  private handler: ((vmi: VirtualMachineInstance) => void) | undefined;
+  private stopped = false;
 
   constructor(
     private readonly clients: KubeClients,
-    private readonly nodeName: string,
     private readonly builtins: (names: string[]) => Promise<BuiltinImages>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.kubevirt = new KubevirtApi(clients);
+  }
 
-  /** Not awaited: a cluster without the KubeVirt CRDs runs plain pods, and this watch keeps retrying until they exist. */
-  watch(onChange: (vmi: VirtualMachineInstance) => void): void {
-    const kubevirt = new KubevirtApi(this.clients);
-    const fieldSelector = `status.nodeName=${this.nodeName}`;
-    this.informer = new ClusterInformer({ clients: this.clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis({ fieldSelector }), fieldSelector, missingHint: CRDS_MISSING_HINT, log: this.log });
-    this.informer.onChange(onChange);
-    void this.informer.start();
+  /** Calls `handler` with every change to a followed VMI. */
+  onChange(handler: (vmi: VirtualMachineInstance) => void): void {
+    this.handler = handler;
+  }
+
+  /**
+   * Watches the VMIs of these launcher pods (the node's own) and no others.
+   * A watch keeps retrying while its VMI is not granted to this node yet, or
+   * the cluster has no KubeVirt CRDs.
+   */
+  follow(pods: readonly V1Pod[]): void {
+    if (this.stopped) return;
+    const wanted = new Map<string, { namespace: string; name: string }>();
+    for (const pod of pods) {
+      const owner = vmiOwner(pod);
+      if (owner) wanted.set(owner.uid, { namespace: pod.metadata?.namespace ?? 'default', name: owner.name });
+    }
+    for (const [uid, informer] of this.watches) {
+      if (wanted.has(uid)) continue;
+      this.watches.delete(uid);
+      void informer.stop();
+    }
+    for (const [uid, { namespace, name }] of wanted) {
+      if (this.watches.has(uid)) continue;
+      const informer = new ClusterInformer<VirtualMachineInstance>({
+        clients: this.clients,
+        path: watchPath(VMI_PLURAL, namespace),
+        list: () => this.kubevirt.listVmiNamed(namespace, name),
+        fieldSelector: `metadata.name=${name}`,
+        missingHint: CRDS_MISSING_HINT,
+        log: this.log.child({ vmi: `${namespace}/${name}` }),
+      });
+      informer.onChange((vmi) => this.handler?.(vmi));
+      this.watches.set(uid, informer);
+      void informer.start();
+    }
   }
 
   async stop(): Promise<void> {
-    await this.informer?.stop();
+    this.stopped = true;
+    await Promise.all([...this.watches.values()].map((w) => w.stop()));
+    this.watches.clear();
   }
 
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {

@@ -10,23 +10,24 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, symlink, mkdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { KubeConfig, RbacAuthorizationV1Api, type V1CertificateSigningRequest, type V1Pod } from '@kubernetes/client-node';
+import type { V1CertificateSigningRequest, V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../../deploy/cluster/cluster.js';
 import { GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
 import { obtainClientCertificate } from '../../provider/certs/client.js';
 import { signedBy } from '../../provider/certs/csr.js';
-import { loadKubeConfig, makeClients, mergePatch, type KubeClients } from '../../provider/kube/client.js';
+import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/client.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { acceptsConnections } from '../../provider/join/join.js';
 import { links } from '../../provider/network/host.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
+import { localNodeRanges } from '../../provider/controllers/serving-policy.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { smokeVmiSpec } from './kubevirt-fixtures.js';
-import { killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition, type TestCluster } from './harness.js';
+import { controllersIdentity, killLaunchersOf, removeNetworkOf, qemuPids, qemuPidsOf, startTestCluster, testLog, waitFor, CLI, condition } from './harness.js';
 
 const NODE = 'vkvm-e2e-joined';
 const NS = 'e2e-join';
@@ -62,36 +63,6 @@ function parseJoinCommand(line: string): { server: string; token: string; hash: 
   return { server: m[1]!, token: m[2]!, hash: m[3]! };
 }
 
-/**
- * Clients for the vkvm controllers under their own identity, bound as
- * deploy/rbac.yaml tells operators to: a ServiceAccount in kube-system with
- * the vkvm:controllers role and the leader-election Role, and a token for it.
- * So the shipped RBAC is what the approver and the VMI controllers run with.
- */
-async function controllersIdentity(cluster: TestCluster): Promise<KubeClients> {
-  const name = 'vkvm-controllers';
-  const namespace = 'kube-system';
-  const admin = cluster.clients;
-  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
-  const subjects = [{ kind: 'ServiceAccount', name, namespace }];
-  await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
-  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'vkvm:controllers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' }, subjects } });
-  await rbac.createNamespacedRoleBinding({
-    namespace,
-    body: { metadata: { name: 'vkvm:controllers-leader-election' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' }, subjects },
-  });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const current = admin.kc.getCurrentCluster()!;
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [current],
-    users: [{ name, token: issued.status!.token }],
-    contexts: [{ name, cluster: current.name, user: name }],
-    currentContext: name,
-  });
-  return makeClients(kc);
-}
-
 /** Something listens on this loopback port. */
 const accepts = (port: number): Promise<boolean> => acceptsConnections('127.0.0.1', port);
 
@@ -106,7 +77,9 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
   const controllerClients = await controllersIdentity(cluster);
-  const runControllers = () => startControllers(controllerClients, testLog.child({ component: 'controllers' }), { leaseDurationS: 5, retryPeriodMs: 500 });
+  // As vkvm up configures its approver: this host's networks, and its hostname (the agent's DNS SAN beside the node name).
+  const servingCsr = { nodeIpRanges: localNodeRanges(), dnsPattern: hostname().toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&') };
+  const runControllers = () => startControllers(controllerClients, testLog.child({ component: 'controllers' }), { leaseDurationS: 5, retryPeriodMs: 500, servingCsr });
   let controllers = runControllers();
   t.teardown(() => controllers.stop());
   const caPem = await readFile(join(cluster.stateDir, 'pki', 'ca.crt'), 'utf8');
@@ -270,7 +243,7 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
       );
     };
     const foreign = await ask('node-asks-foreign-name', ['evil.example'], []);
-    t.match(foreign.status?.conditions, [{ type: 'Denied', reason: 'SANNotOwnedByNode', message: /dns:evil\.example/ }], 'denied with the reason');
+    t.match(foreign.status?.conditions, [{ type: 'Denied', reason: 'DNSNameNotAllowed', message: /dns:evil\.example/ }], 'denied with the reason');
     t.notOk(foreign.status?.certificate, 'no certificate issued');
     // Even once the node reports them as its own addresses (a node may write any), the API's names stay out of reach.
     const apiIP = (await cluster.clients.core.readNamespacedService({ name: 'kubernetes', namespace: 'default' })).spec!.clusterIP!;

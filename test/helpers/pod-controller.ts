@@ -225,7 +225,7 @@ export interface PodControllerEnv {
 export async function podControllerEnv(
   t: Test,
   before: (env: Omit<PodControllerEnv, 'controller' | 'settle' | 'advance'>) => void = () => {},
-  vmis: VmiSource = { watch: () => {}, stop: async () => {}, specFor: async () => 'gone', read: async () => undefined },
+  vmis: VmiSource = { onChange: () => {}, follow: () => {}, stop: async () => {}, specFor: async () => 'gone', read: async () => undefined },
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
