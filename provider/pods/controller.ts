@@ -284,7 +284,7 @@ export class PodController {
     const spec = await this.runtime.desiredSpec(pod, lc);
     if (spec === 'gone') return;
     if (spec === 'waiting') return this.podSync.addAfter(key, NETWORK_RETRY_MS * (1 + Math.random()));
-    if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message });
+    if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message, found: 'translation' });
     this.apply(pod, { type: 'valid' });
     if (!(await this.observeLauncher(pod))) return;
 

@@ -17,7 +17,7 @@
 //   BackingOff, once untilMs is due        restart          Waiting, restartCount + 1
 //   any but Preparing, Terminating         launcherRunning  Running (a launcher adopted, or found running)
 //   any but Terminating                    invalid          Invalid
-//   Invalid                                valid            Waiting
+//   Invalid, found in translation          valid            Waiting (what the node found starting it stays)
 //   any                                    deleting         Terminating
 //
 // Any other pair leaves the lifecycle as it is (the same object: callers
@@ -53,6 +53,9 @@ export interface ImageBackOff {
   retryAtMs: number;
 }
 
+/** Where an invalid spec was found: translating the pod or VMI, or by the launcher when it started the VM. */
+export type InvalidFound = 'translation' | 'start';
+
 export type LifecycleState =
   /** No run under way: the next sync starts one (a new pod, after a failed start, after a restart's back-off). */
   | { kind: 'Waiting' }
@@ -64,7 +67,11 @@ export type LifecycleState =
   | { kind: 'BackingOff'; untilMs: number; delayMs: number }
   | ImageBackOff
   /** The pod cannot be realized as written; the message names the fields. */
-  | { kind: 'Invalid'; message: string }
+  /**
+   * Where it was found matters: a spec that translates again may have been fixed (a VMI's Secret, say), but
+   * what only the launcher finds (a host file refused) is found again by every start.
+   */
+  | { kind: 'Invalid'; message: string; found: InvalidFound }
   /** The run ended and restartPolicy leaves it ended. */
   | { kind: 'Finished' }
   | Terminating;
@@ -109,7 +116,7 @@ export type LifecycleEvent =
   /** ... then decided on, from the launcher's last word. */
   | { type: 'ended'; vm: VmObservation | undefined; restartPolicy: string }
   | { type: 'restart' }
-  | { type: 'invalid'; message: string }
+  | { type: 'invalid'; message: string; found: InvalidFound }
   | { type: 'valid' }
   | { type: 'deleting' };
 
@@ -167,9 +174,9 @@ export function transition(lc: PodLifecycle, event: LifecycleEvent, nowMs: numbe
     case 'deleting':
       return to(lc, { kind: 'Terminating', was: s });
     case 'invalid':
-      return s.kind === 'Invalid' && s.message === event.message ? lc : to(lc, { kind: 'Invalid', message: event.message });
+      return s.kind === 'Invalid' && s.message === event.message ? lc : to(lc, { kind: 'Invalid', message: event.message, found: event.found });
     case 'valid':
-      return s.kind === 'Invalid' ? to(lc, { kind: 'Waiting' }) : lc;
+      return s.kind === 'Invalid' && s.found === 'translation' ? to(lc, { kind: 'Waiting' }) : lc;
     case 'startBegan':
       if (s.kind === 'Waiting' || s.kind === 'Running') return to(lc, { kind: 'Preparing' });
       if (s.kind === 'ImageBackOff' && nowMs >= s.retryAtMs) return to(lc, { kind: 'Preparing', retrying: s });

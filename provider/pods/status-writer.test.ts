@@ -43,7 +43,7 @@ t.test('a status is written once: not again while the informer still holds the c
 
 t.test('a finished pod is never written again, even before the informer has seen it finish', async (t) => {
   const { w, writes } = writer();
-  const invalid = transition(newLifecycle(pod('1')), { type: 'invalid', message: 'invalid VM spec: memory: too small' }, 0);
+  const invalid = transition(newLifecycle(pod('1')), { type: 'invalid', message: 'invalid VM spec: memory: too small', found: 'translation' }, 0);
   await w.sync(pod('1'), invalid, undefined);
   await w.sync(pod('1'), transition(invalid, { type: 'valid' }, 0), undefined);
   t.same(

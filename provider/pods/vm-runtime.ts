@@ -127,7 +127,7 @@ export class VmRuntime {
       }
       // Users know their pod's or VMI's fields, not the VmSpec's.
       const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
-      return imageNotFound(thrown) ? { type: 'imageMissing', message: err.message } : { type: 'invalid', message: err.message };
+      return imageNotFound(thrown) ? { type: 'imageMissing', message: err.message } : { type: 'invalid', message: err.message, found: 'start' };
     }
   }
 

@@ -119,7 +119,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
   await refused('a URL on the node', vmPod('loopback-url', `${nodeService.base}/disk.img`), new RegExp(`${image}: .*127\\.0\\.0\\.1 is the node's loopback`));
   await refused('the cloud metadata address', vmPod('metadata-url', 'http://169.254.169.254/latest/meta-data/iam'), new RegExp(`${image}: .*link-local`));
   const apiserverIp = (await cluster.clients.core.readNamespacedService({ name: 'kubernetes', namespace: 'default' })).spec!.clusterIP!;
-  await refused("the apiserver's service IP", vmPod('service-url', `https://${apiserverIp}/`), new RegExp(`${image}: .*${apiserverIp.replace(/\./g, '\\.')} is in 10\\.96\\.0\\.0/12`));
+  await refused("the apiserver's service IP", vmPod('service-url', `https://${apiserverIp}/disk.img`), new RegExp(`${image}: .*${apiserverIp.replace(/\./g, '\\.')} is in 10\\.96\\.0\\.0/12`));
   const redirector = await serve(t, '127.0.0.2', (res) => res.writeHead(302, { location: `${nodeService.base}/disk.img` }).end());
   await refused('a redirect from an allowed server to a loopback port', vmPod('redirect-url', `${redirector.base}/disk.img`), new RegExp(`${image}: .*127\\.0\\.0\\.1 is the node's loopback`));
   const endless = await serve(t, '127.0.0.2', (res) => {
