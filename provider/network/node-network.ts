@@ -1,8 +1,9 @@
 // The node's side of the pod network: a Linux bridge that owns the node's pod
 // range (its first address is the VMs' gateway), DHCP for VMs that hold pod
 // addresses, forwarding for the bridge, NAT for traffic leaving the cluster's
-// pod ranges through the host's default route, and routes to other nodes'
-// pod ranges (peer-routes.ts). Everything is ensured idempotently, and
+// pod ranges through the host's default route, routes to other nodes'
+// pod ranges (peer-routes.ts), and the filter on the bridge's VM ports
+// (port-filter.ts); the bridge takes no router advertisements. Everything is ensured idempotently, and
 // only what this agent created is ever removed: a bridge that existed before
 // it is used as it is and left behind.
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -10,9 +11,10 @@ import path from 'node:path';
 import type { Logger } from '../log.js';
 import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { createHash } from 'node:crypto';
-import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, run, setNetSysctl } from './host.js';
+import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, refuseRouterAdvertisements, run, setNetSysctl } from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
+import { PortFilter, portFilterTable, removePortFilter } from './port-filter.js';
 import { writeAtomic } from '../atomic-file.js';
 
 export interface NodeNetworkOptions {
@@ -65,6 +67,8 @@ export class NodeNetwork {
   readonly natChain: string;
   private readonly recordFile: string;
   readonly dhcpHostsDir: string;
+  /** What each VM's port on the bridge lets out; kept by the pod network, which knows the VMs. */
+  readonly ports: PortFilter;
   private readonly dnsmasq: DnsmasqInstance;
   /** Peers already warned about (a skipped route is logged once, not every repair). */
   private readonly peerWarnings = new Set<string>();
@@ -76,6 +80,7 @@ export class NodeNetwork {
     this.recordFile = path.join(o.dir, 'node.json');
     this.dhcpHostsDir = path.join(o.dir, 'dhcp-hosts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
+    this.ports = new PortFilter(o.bridge, o.log);
   }
 
   /**
@@ -110,6 +115,8 @@ export class NodeNetwork {
     await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
+    // Before it is up: a guest's router advertisement must never give the host routes or addresses.
+    await refuseRouterAdvertisements(br);
     await run(['ip', 'link', 'set', br, 'up']);
 
     // Forwarding is decided by the interface a packet enters: the bridge (guests' traffic) and the
@@ -165,7 +172,7 @@ export class NodeNetwork {
   }
 
   /**
-   * Removes what `ensure` made: DHCP, rules, and the bridge if this agent
+   * Removes what `ensure` made: DHCP, rules, the port filter, and the bridge if this agent
    * created it (vkvm reset, tests). VMs must be gone first.
    */
   async remove(): Promise<void> {
@@ -178,6 +185,7 @@ export class NodeNetwork {
     if (record) await removeRangeRules(bridge, record.cidr);
     await removePeerRoutes(record?.peerRoutes ?? []);
     await deleteChain('nat', natChainOf(bridge));
+    await removePortFilter(portFilterTable(bridge));
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);
     await rm(this.o.dir, { recursive: true, force: true });
   }
