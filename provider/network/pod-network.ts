@@ -2,7 +2,8 @@
 // (lease its address, build its namespace, serve it DHCP), detach it, and
 // sweep what belongs to no VM. The node's range comes from Node.spec.podCIDR
 // (kube-controller-manager allocates it) unless configured; other nodes'
-// ranges are routed to them (peer-routes.ts).
+// ranges are routed to them (peer-routes.ts). Each VM's port on the bridge
+// lets out only its own addresses (port-filter.ts), from its port record.
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
@@ -12,7 +13,8 @@ import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
-import { ensureVmNetwork, rejoinNodeBridge, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import type { VmPort } from './port-filter.js';
+import { ensureVmNetwork, readVmPort, rejoinNodeBridge, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
 import { hostNameservers, links } from './host.js';
 
@@ -84,6 +86,7 @@ export class PodNetwork {
       const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
       await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
       await this.reattachVeths();
+      await this.filterPorts();
       this.ready ??= { range, ipam, dnsServers };
       this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
     })().finally(() => (this.starting = undefined));
@@ -105,6 +108,15 @@ export class PodNetwork {
         this.o.log.info({ vm: uid, veth: veth.ifname, bridge: this.o.bridge }, 'put a VM back on the re-created bridge');
       }
     }
+  }
+
+  /** Makes the bridge's port filter match the VMs' port records. */
+  private filterPorts(): Promise<void> {
+    return this.node.ports.ensure(async () => {
+      const uids = await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[]);
+      const ports = await Promise.all(uids.map((uid) => readVmPort(this.vmDir(uid))));
+      return ports.filter((p): p is VmPort => p !== undefined);
+    });
   }
 
   /**
@@ -155,6 +167,8 @@ export class PodNetwork {
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
     });
+    // Before the VM runs: its first frame is filtered.
+    await this.filterPorts();
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
     const guest =
       iface.binding === 'bridge'
@@ -167,10 +181,12 @@ export class PodNetwork {
     };
   }
 
-  /** Removes the VM's namespace, DHCP entry and lease. Idempotent; call once its launcher is gone. */
+  /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
       await removeVmNetwork(uid, this.vmDir(uid));
+      // Without a node set up here (vkvm reset), the node's removal takes the whole filter.
+      if (this.ready) await this.filterPorts();
       await this.node.removeDhcpHost(uid);
       await this.ready?.ipam.release(uid);
     });
