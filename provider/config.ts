@@ -7,7 +7,7 @@ import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/downl
 import { kubeconfigPath } from './kube/kubeconfig-path.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
-import { INTERFACE_NAME } from './network/node-network.js';
+import { INTERFACE_NAME } from './network/host.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './kubelet-api/streaming/idle-timer.js';

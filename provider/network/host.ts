@@ -1,8 +1,12 @@
 // The few host commands the network plumbing runs: iproute2, iptables,
-// nftables, dnsmasq. Each call may run inside a VM's network namespace (nsenter), and
-// every failure carries the command and its stderr, so an operator can re-run it.
+// nftables, dnsmasq. Each call may run inside a VM's network namespace
+// (nsenter), and every failure carries the command and its stderr, so an
+// operator can re-run it.
 import { execFile } from 'node:child_process';
 import { access, readFile, writeFile } from 'node:fs/promises';
+
+/** A Linux interface name (IFNAMSIZ: at most 15 characters). */
+export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 export class HostCommandError extends Error {
   readonly kind = 'HostCommand';

@@ -1,17 +1,17 @@
 // The node's side of the pod network: a Linux bridge that owns the node's pod
 // range (its first address is the VMs' gateway), DHCP for VMs that hold pod
 // addresses, forwarding for the bridge, NAT for traffic leaving the cluster's
-// pod ranges through the host's default route, routes to other nodes'
-// pod ranges (peer-routes.ts), and the filter on the bridge's VM ports
-// (port-filter.ts); the bridge takes no router advertisements. Everything is ensured idempotently, and
-// only what this agent created is ever removed: a bridge that existed before
-// it is used as it is and left behind.
+// pod ranges through the host's default route, routes to other nodes' pod
+// ranges (peer-routes.ts), and the filter on the bridge's VM ports
+// (port-filter.ts); the bridge takes no router advertisements. Everything is
+// ensured idempotently, and only what this agent created is ever removed: a
+// bridge that existed before it is used as it is and left behind.
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { createHash } from 'node:crypto';
-import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, refuseRouterAdvertisements, run, setNetSysctl } from './host.js';
+import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, INTERFACE_NAME, links, refuseRouterAdvertisements, run, setNetSysctl } from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
 import { PortFilter, portFilterTable, removePortFilter } from './port-filter.js';
@@ -33,9 +33,6 @@ interface NodeRecord {
   /** Routes to other nodes' pod ranges this agent added. */
   peerRoutes?: PeerRoute[];
 }
-
-/** A Linux interface name (IFNAMSIZ: at most 15 characters). */
-export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 export function netmaskOf(range: Ipv4Range): string {
   return intToIp(range.prefixLength === 0 ? 0 : (0xffffffff << (32 - range.prefixLength)) >>> 0);

@@ -9,7 +9,7 @@
 // a chain per port; it is rebuilt whole, in one atomic `nft -f` batch, from
 // the VMs' port records, so what it holds is always exactly those.
 import type { Logger } from '../log.js';
-import { run } from './host.js';
+import { INTERFACE_NAME, run } from './host.js';
 
 /** A VM's port on the node bridge and what may leave it (the VM's lease). */
 export interface VmPort {
@@ -21,9 +21,13 @@ export interface VmPort {
   ip: string;
 }
 
-const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+/** Throws unless `p` can be written into the script safely; a VM's record is checked before it is written, so one bad port fails only its VM. */
+export function assertFilterable(p: VmPort): void {
+  if (!INTERFACE_NAME.test(p.veth) || !MAC.test(p.mac) || !IPV4.test(p.ip)) throw new Error(`cannot filter port ${JSON.stringify(p)}: not an interface name, lower-case MAC and IPv4 address`);
+}
 
 export const portFilterTable = (bridge: string): string => `vkvm-${bridge}`;
 const chainOf = (veth: string): string => `port-${veth}`;
@@ -55,9 +59,7 @@ function portRules({ mac, ip }: VmPort): string[] {
  * into the script).
  */
 export function renderPortFilter(table: string, ports: readonly VmPort[]): string {
-  for (const p of ports) {
-    if (!IFNAME.test(p.veth) || !MAC.test(p.mac) || !IPV4.test(p.ip)) throw new Error(`cannot filter port ${JSON.stringify(p)}: not an interface name, lower-case MAC and IPv4 address`);
-  }
+  ports.forEach(assertFilterable);
   const sorted = [...ports].sort((a, b) => (a.veth < b.veth ? -1 : a.veth > b.veth ? 1 : 0));
   const dispatch = sorted.map((p) => `"${p.veth}" : jump ${chainOf(p.veth)}`).join(', ');
   return [

@@ -18,7 +18,7 @@ import type { InterfaceSpec } from '../../vmm/spec.js';
 import { writeAtomic } from '../atomic-file.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { ensureRule, HostCommandError, links, run, setNetSysctl, type IpLink } from './host.js';
-import type { VmPort } from './port-filter.js';
+import { assertFilterable, type VmPort } from './port-filter.js';
 
 export const NETNS_DIR = '/run/netns';
 export const GUEST_TAP = 'tap0';
@@ -90,6 +90,7 @@ async function recordPort(p: VmNetworkPlan, names: VmNetworkNames): Promise<void
   const mac = p.iface.binding === 'bridge' ? p.iface.mac : (await links(names.netnsPath)).get(POD_IFACE)?.address;
   if (!mac) throw new Error(`${POD_IFACE} of ${names.netns} has no MAC address`);
   const port: VmPort = { veth: names.hostVeth, mac: mac.toLowerCase(), ip: p.podIP };
+  assertFilterable(port);
   await writeAtomic(file, JSON.stringify(port), 0o600);
 }
 

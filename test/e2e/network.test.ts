@@ -1,7 +1,8 @@
 // Issue 6 acceptance on the real control plane and a real guest: VMs take
 // their pod address by DHCP, are reachable from the node and from each other,
-// masquerade forwards only the listed ports, and create/delete cycles leave
-// no namespace, veth, lease, DHCP entry or NAT rule behind.
+// masquerade forwards only the listed ports (its port filtered as the pod
+// address), and create/delete cycles leave no namespace, veth, lease, DHCP
+// entry, port filter chain or NAT rule behind.
 import { spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { access, readdir, readFile } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { addresses, links, listRules, run } from '../../provider/network/host.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { contains, gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
+import { portFilterTable } from '../../provider/network/port-filter.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
 
@@ -38,6 +40,9 @@ function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: 
     },
   };
 }
+
+/** The VM ports the node bridge's filter has a chain for. */
+const portChains = async (bridge: string) => [...(await run(['nft', 'list', 'table', 'bridge', portFilterTable(bridge)])).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!);
 
 const readPod = (cluster: TestCluster, name: string) => cluster.clients.core.readNamespacedPod({ name, namespace: NS });
 
@@ -238,6 +243,8 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.equal(unlisted.body, undefined, `port 8080 (the guest listens there too) is not forwarded: ${unlisted.error}`);
     const egress = await cluster.kubectl(['-n', NS, 'exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod(cluster, 'web-a')).status!.podIP}/`], { timeoutMs: 60_000 });
     t.match(egress, { code: 0, stdout: /^vkvm-guest / }, 'the masquerade guest reaches another VM through NAT');
+    const veth = vmNetworkNames((await readPod(cluster, 'nat')).metadata!.uid!).hostVeth;
+    t.match(await run(['nft', 'list', 'chain', 'bridge', portFilterTable(agent.bridge), `port-${veth}`]), `ip saddr ${ip} accept`, 'its port lets out the pod address (the guest’s 10.0.2.2 never leaves the namespace)');
   });
 
   await t.test('deleting the VMs removes their namespaces, veths, leases and DHCP entries', async (t) => {
@@ -263,6 +270,7 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.same(left, [], 'no namespace or veth left');
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+    t.same(await portChains(agent.bridge), [], 'no port filter chain left');
   });
 
   await t.test('20 create/delete cycles wrap the range, leave nothing behind, and a reused address is served again', async (t) => {
@@ -306,6 +314,7 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
     t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
     t.same(await listRules('nat', `VKVM-NAT-${agent.bridge}`), natBefore, 'the node NAT rules are unchanged');
+    t.same(await portChains(agent.bridge), [], 'no port filter chain left');
   });
 
   await t.test('after an agent crash, the network of a pod deleted meanwhile is removed at start; running VMs keep theirs', async (t) => {
