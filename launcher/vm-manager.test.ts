@@ -128,7 +128,7 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
   return { manager, libvirt, spec };
 }
 
-t.test('issue #17: the launcher exiting while a refresh still reads the domain leaves the final state Succeeded', async (t) => {
+t.test('the launcher exiting while a refresh still reads the domain leaves the final state Succeeded', async (t) => {
   const { manager, libvirt, spec } = setUp(t);
   const published: VmState[] = [];
   manager.watch((s) => published.push(s));

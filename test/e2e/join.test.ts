@@ -1,4 +1,4 @@
-// Issue 7 acceptance on the real control plane: a second node agent joins
+// On the real control plane: a second node agent joins
 // from only a bootstrap token and the CA hash (vkvm token create → vkvm join),
 // with a client certificate from the real CSR API (approved by
 // kube-controller-manager) and a serving certificate approved by the vkvm

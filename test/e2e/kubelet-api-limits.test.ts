@@ -1,4 +1,4 @@
-// Issue 14 acceptance (kubelet API limits) on the real control plane: with a
+// Kubelet API limits on the real control plane: with a
 // per-user cap of 5, a burst of 200 simultaneous attaches through
 // kube-apiserver (WebSocket v5, as kubectl attaches) gets 5 sessions and 195
 // refusals naming the limit, the agent keeps answering meanwhile, and the

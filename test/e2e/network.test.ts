@@ -1,4 +1,4 @@
-// Issue 6 acceptance on the real control plane and a real guest: VMs take
+// On the real control plane and a real guest: VMs take
 // their pod address by DHCP, are reachable from the node and from each other,
 // masquerade forwards only the listed ports (its port filtered as the pod
 // address), and create/delete cycles leave no namespace, veth, lease, DHCP

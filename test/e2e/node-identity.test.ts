@@ -1,4 +1,4 @@
-// Issue 14 (identity half) on the real control plane, under the shipped RBAC
+// What a node identity can reach, on the real control plane, under the shipped RBAC
 // and admission policy: a node identity reads and writes only the VMIs
 // scheduled to it, and the serving-CSR approver keeps the API server's
 // addresses and anything outside the configured node ranges out of node

@@ -1,4 +1,4 @@
-// Issue 2 acceptance on the real control plane: registration, labels, taint,
+// On the real control plane: registration, labels, taint,
 // capacity, lease heartbeat, node lifecycle on agent death and restart,
 // scheduling by taint/toleration, kubelet API authn/authz and the serving
 // certificate issued through the CSR API.

@@ -1,4 +1,4 @@
-// Issue 4 acceptance on the real control plane: pods scheduled to the vkvm
+// On the real control plane: pods scheduled to the vkvm
 // node become VMs (real launcher, libvirt, QEMU, test guest); status flows
 // back; kubectl logs / exec / attach reach the guest through kube-apiserver;
 // deletion and agent restarts leave nothing behind and restart nothing.

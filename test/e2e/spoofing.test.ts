@@ -1,4 +1,4 @@
-// Issue 14 acceptance (the wire half) on the real control plane and real
+// Anti-spoofing on the node bridge, on the real control plane and real
 // guests: two bridged VMs A and B; A, root in its guest as any tenant is,
 // runs a rogue DHCP server while B asks for a lease, then claims the
 // gateway's and B's addresses by ARP, sends as B and as a MAC not its own,

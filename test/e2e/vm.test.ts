@@ -1,4 +1,4 @@
-// Issue 5 acceptance on the real control plane with a node agent: KubeVirt's
+// On the real control plane with a node agent: KubeVirt's
 // documentation smoke VM (its demo image served by the test guest) runs as a
 // VM → VMI → launcher pod → QEMU; run strategies stop and start it; deleting
 // the VM lets the real garbage collector remove VMI and pod, and the VM stops.
