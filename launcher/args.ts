@@ -79,13 +79,15 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       if (!path.isAbsolute(d)) throw new Error(`--${flag} must be an absolute path, got ${JSON.stringify(d)}`);
       return path.resolve(d);
     });
-  if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid)) throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
+  if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid))
+    throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
   if (!values['run-dir']) throw new Error('--run-dir is required');
   const runDir = path.resolve(values['run-dir']);
   const socket = path.resolve(values.socket ?? path.join(runDir, 'launcher.sock'));
   // The longest socket path the launcher makes is QEMU's console socket in <run-dir>/qemu/.
   for (const p of [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')]) {
-    if (Buffer.byteLength(p) > MAX_SOCKET_PATH) throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
+    if (Buffer.byteLength(p) > MAX_SOCKET_PATH)
+      throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
   }
   const positive = (flag: string, raw: string | undefined, dflt: number): number => {
     const n = Number(raw ?? dflt);
@@ -102,7 +104,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   };
   const maxBytes = Number(values['console-log-max-bytes'] ?? DEFAULTS.consoleLogMaxBytes);
   if (!Number.isInteger(maxBytes) || maxBytes < 4096) throw new Error('--console-log-max-bytes must be an integer >= 4096');
-  if (values.netns !== undefined && !path.isAbsolute(values.netns)) throw new Error('--netns must be an absolute path such as /run/netns/<name>');
+  if (values.netns !== undefined && !path.isAbsolute(values.netns))
+    throw new Error('--netns must be an absolute path such as /run/netns/<name>');
   return {
     ...(values.netns ? { netns: values.netns } : {}),
     ...(values['qemu-uid'] !== undefined ? { qemuUid: positive('qemu-uid', values['qemu-uid'], 0) } : {}),

@@ -112,7 +112,12 @@ class StateLog {
 }
 
 /** A console stream with a way to wait for output. */
-function openConsole(client: LauncherClient): { text(): string; waitFor(s: string, timeoutMs: number): Promise<void>; type(s: string): void; close(): void } {
+function openConsole(client: LauncherClient): {
+  text(): string;
+  waitFor(s: string, timeoutMs: number): Promise<void>;
+  type(s: string): void;
+  close(): void;
+} {
   let text = '';
   let waiters: (() => void)[] = [];
   const session = client.console(
@@ -152,7 +157,11 @@ async function startLauncher(t: Test): Promise<Started> {
   // Short: unix socket paths below it must stay under 108 bytes.
   const runDir = mkdtempSync('/tmp/vkvm-l-');
   const t0 = performance.now();
-  const l = await spawnLauncher({ args: { uid, runDir, hostFiles: { imageDirs: [path.dirname(guest.kernelPath)], hostDiskDirs: [], deniedDirs: [] } }, nodeArgs: NODE_ARGS, entry: ENTRY });
+  const l = await spawnLauncher({
+    args: { uid, runDir, hostFiles: { imageDirs: [path.dirname(guest.kernelPath)], hostDiskDirs: [], deniedDirs: [] } },
+    nodeArgs: NODE_ARGS,
+    entry: ENTRY,
+  });
   t.comment(`launcher ready in ${Math.round(performance.now() - t0)} ms (process start to accepting socket)`);
   const events = new StateLog(l.client);
   t.teardown(async () => {
@@ -175,7 +184,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   let t0 = performance.now();
   const synced = await l.client.syncVm(spec);
   t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
-  t.match(synced, { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: systemUuid } }, 'SyncVm defines and starts the domain under the system UUID');
+  t.match(
+    synced,
+    { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: systemUuid } },
+    'SyncVm defines and starts the domain under the system UUID',
+  );
 
   const con = openConsole(l.client);
   t.teardown(() => con.close());
@@ -183,7 +196,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   await con.waitFor(guest.bootMarker, BOOT_TIMEOUT_MS);
   t.comment(`boot marker after ${Math.round(performance.now() - t0)} ms on the console stream`);
   const info = await l.client.info();
-  t.match(readFileSync(info.consoleLogPath, 'utf8'), new RegExp(`^\\S+Z stdout F ${guest.bootMarker}$`, 'm'), 'boot marker in the console log, CRI format');
+  t.match(
+    readFileSync(info.consoleLogPath, 'utf8'),
+    new RegExp(`^\\S+Z stdout F ${guest.bootMarker}$`, 'm'),
+    'boot marker in the console log, CRI format',
+  );
 
   con.type('echo vkvm-$((6*7))\n');
   await con.waitFor('vkvm-42', 30_000);
@@ -196,7 +213,10 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.same((refused as PreconditionError).fieldPaths, ['memoryMiB'], 'naming the field');
 
   const state = await l.client.getState();
-  t.ok(state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0, 'the state records when the guest first wrote to its console');
+  t.ok(
+    state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0,
+    'the state records when the guest first wrote to its console',
+  );
   const qemuUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${state.qemuPid}/status`, 'utf8'))?.[1]);
   t.not(qemuUid, 0, 'QEMU does not run as root');
   const cpus = (pid: number | 'self') => /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
@@ -216,7 +236,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
 
   // qemu-ga starts after the boot marker; the state says when it connected and what it reported.
   t0 = performance.now();
-  const agentState = await l.events.waitFor('the guest agent reports the guest OS', () => l.events.states.find((s) => s.guestAgentConnected && s.guestOsInfo), 60_000);
+  const agentState = await l.events.waitFor(
+    'the guest agent reports the guest OS',
+    () => l.events.states.find((s) => s.guestAgentConnected && s.guestOsInfo),
+    60_000,
+  );
   t.comment(`guest OS info ${Math.round(performance.now() - t0)} ms after the boot marker`);
   const uname = await l.client.guestExec({ path: '/bin/uname', args: ['-r'], timeoutS: 20 });
   t.match(
@@ -240,9 +264,17 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.same(await withDeadline(l.exited, 15_000, 'launcher exit'), { code: 0, signal: null }, 'the launcher exits after Shutdown');
   t.same(qemuPidsOf(l.uid), [], 'no QEMU left');
   t.notOk(existsSync(cgDir), 'the cgroup is removed');
-  t.match(l.events.states.at(-1), { phase: 'Succeeded', guestAgentConnected: false, guestOsInfo: undefined }, 'a stopped VM has no guest agent');
+  t.match(
+    l.events.states.at(-1),
+    { phase: 'Succeeded', guestAgentConnected: false, guestOsInfo: undefined },
+    'a stopped VM has no guest agent',
+  );
   const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);
-  t.match(gone, { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } }, 'the client reports why the VM is gone');
+  t.match(
+    gone,
+    { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } },
+    'the client reports why the VM is gone',
+  );
 });
 
 t.test('Kill destroys the VM at once and the launcher exits', async (t) => {

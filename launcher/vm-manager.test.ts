@@ -105,7 +105,13 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
     cgroup: { setLimits: async () => {} },
     consoleLog: new ConsoleLog(dir, 1024 * 1024),
     qemuUser: { uid: process.getuid!(), gid: process.getgid!() },
-    vmm: { validate: () => null, resolveHostFiles: async (spec) => spec, prepareDisks: async () => ({}), removeDisks: async () => {}, buildDomainXml: () => '<domain/>' },
+    vmm: {
+      validate: () => null,
+      resolveHostFiles: async (spec) => spec,
+      prepareDisks: async () => ({}),
+      removeDisks: async () => {},
+      buildDomainXml: () => '<domain/>',
+    },
     log: pino({ level: 'silent' }),
   });
   t.teardown(async () => {

@@ -65,7 +65,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
   const facts = await readFacts();
   if (!facts.internalIP) throw new Error('no InternalIP: pass --internal-ip or give the host a default route');
-  log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
+  log.info(
+    { accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP },
+    'host probed',
+  );
 
   const stops: Array<() => Promise<void> | void> = [];
   let stopVms = false;
@@ -115,7 +118,12 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
-    const nodes = new ClusterInformer<V1Node>({ clients, path: '/api/v1/nodes', list: () => clients.core.listNode(), log: rootLog.child({ component: 'node-informer' }) });
+    const nodes = new ClusterInformer<V1Node>({
+      clients,
+      path: '/api/v1/nodes',
+      list: () => clients.core.listNode(),
+      log: rootLog.child({ component: 'node-informer' }),
+    });
     // Not awaited: pods and their local network need no peers; routes follow once the list is in.
     void nodes.start();
     stops.push(() => nodes.stop());
@@ -136,7 +144,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       const now = JSON.stringify(peers());
       if (now === knownPeers) return;
       knownPeers = now;
-      network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
+      network
+        .ensureNode()
+        .catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));

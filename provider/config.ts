@@ -136,7 +136,10 @@ function duration(flags: AgentFlags, name: keyof AgentFlags, dfltMs: number): nu
   if (raw === undefined) return dfltMs;
   const ms = typeof raw === 'string' ? parseDuration(raw) : undefined;
   if (ms === undefined || ms < 1000 || ms > MAX_TIMEOUT_H * 3_600_000) {
-    throw new ConfigError(`--${name}`, `must be a duration from 1s to ${MAX_TIMEOUT_H}h such as 4h, 30m or 90s, got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      `--${name}`,
+      `must be a duration from 1s to ${MAX_TIMEOUT_H}h such as 4h, 30m or 90s, got ${JSON.stringify(raw)}`,
+    );
   }
   return ms;
 }
@@ -225,7 +228,10 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
       ...DEFAULT_DOWNLOAD_POLICY,
       maxBytes: int(flags, 'image-download-max-mib', DEFAULT_DOWNLOAD_POLICY.maxBytes / 2 ** 20, 1, 2 ** 30) * 2 ** 20,
       timeoutMs: int(flags, 'image-download-timeout-s', DEFAULT_DOWNLOAD_POLICY.timeoutMs / 1000, 1, 7 * 86400) * 1000,
-      deniedCidrs: [cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'), ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny'))],
+      deniedCidrs: [
+        cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'),
+        ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny')),
+      ],
       allowedCidrs: (flags['image-download-allow'] ?? []).map((c) => cidr(c, '--image-download-allow')),
     },
     sessionLimits: {
@@ -236,7 +242,8 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;
-  if (!INTERFACE_NAME.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (!INTERFACE_NAME.test(config.bridge))
+    throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
   if (flags['pod-cidr'] !== undefined) {
     try {
       config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;

@@ -33,7 +33,7 @@ async function refusals(s: VmSpec, policy: HostFilePolicy): Promise<[string, str
 }
 
 const root = t.testdir({
-  images: { 'disk.qcow2': 'qcow2', 'vmlinuz': 'kernel', state: { 'kubeconfig': 'secret' } },
+  images: { 'disk.qcow2': 'qcow2', vmlinuz: 'kernel', state: { kubeconfig: 'secret' } },
   disks: {},
   private: { 'ca.key': 'secret' },
 });
@@ -70,26 +70,64 @@ t.test('what a tenant must not reach is refused, naming the field', async (t) =>
     ['a file outside the lists', spec([{ kind: 'image', path: '/etc/shadow' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
     ['a ../ escape', spec([{ kind: 'image', path: `${images}/../private/ca.key` }]), [['disks[0].source.path', 'FieldValueInvalid']]],
     ['a relative path', spec([{ kind: 'image', path: 'images/disk.qcow2' }]), [['disks[0].source.path', 'FieldValueInvalid']]],
-    ['a symlink out of an allowed directory', spec([{ kind: 'image', path: join(images, 'escape.qcow2') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ['a device node through a symlink', spec([{ kind: 'image', path: join(images, 'null.img') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
+    [
+      'a symlink out of an allowed directory',
+      spec([{ kind: 'image', path: join(images, 'escape.qcow2') }]),
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a device node through a symlink',
+      spec([{ kind: 'image', path: join(images, 'null.img') }]),
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
     ['a device node by name', spec([{ kind: 'image', path: '/dev/sda' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
     ['a FIFO', spec([{ kind: 'image', path: join(images, 'fifo-dir', 'pipe') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
     ['a directory', spec([{ kind: 'image', path: join(images, 'fifo-dir') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ["vkvm's own directory inside an allowed one", spec([{ kind: 'image', path: join(images, 'state', 'kubeconfig') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ['a kernel and initrd outside the lists', spec([], { kernelPath: '/boot/vmlinuz', initrdPath: '/etc/shadow' }), [
-      ['kernelBoot.kernelPath', 'FieldValueForbidden'],
-      ['kernelBoot.initrdPath', 'FieldValueForbidden'],
-    ]],
+    [
+      "vkvm's own directory inside an allowed one",
+      spec([{ kind: 'image', path: join(images, 'state', 'kubeconfig') }]),
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a kernel and initrd outside the lists',
+      spec([], { kernelPath: '/boot/vmlinuz', initrdPath: '/etc/shadow' }),
+      [
+        ['kernelBoot.kernelPath', 'FieldValueForbidden'],
+        ['kernelBoot.initrdPath', 'FieldValueForbidden'],
+      ],
+    ],
     ['a hostDisk outside its list', spec([{ kind: 'host', path: '/usr/sbin/sshd' }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ['a hostDisk in the image list only', spec([{ kind: 'host', path: join(images, 'disk.qcow2') }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ['a DiskOrCreate over a planted symlink', spec([{ kind: 'host', path: join(disks, 'swap.img'), createSizeMiB: 16 }]), [['disks[0].source.path', 'FieldValueForbidden']]],
-    ['a missing image (retried as a pull)', spec([{ kind: 'image', path: join(images, 'later.qcow2') }]), [['disks[0].source.path', 'FieldValueNotFound']]],
+    [
+      'a hostDisk in the image list only',
+      spec([{ kind: 'host', path: join(images, 'disk.qcow2') }]),
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a DiskOrCreate over a planted symlink',
+      spec([{ kind: 'host', path: join(disks, 'swap.img'), createSizeMiB: 16 }]),
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a missing image (retried as a pull)',
+      spec([{ kind: 'image', path: join(images, 'later.qcow2') }]),
+      [['disks[0].source.path', 'FieldValueNotFound']],
+    ],
   ];
   for (const [what, s, want] of attempts) t.same(await refusals(s, policy), want, what);
 });
 
 t.test('with no lists, no host file at all; PersistentVolume disks are the administrator’s', async (t) => {
-  t.same(await refusals(spec([{ kind: 'image', path: join(images, 'disk.qcow2') }]), NO_HOST_FILES), [['disks[0].source.path', 'FieldValueForbidden']]);
-  t.same(await refusals(spec([{ kind: 'host', path: join(disks, 'data.img') }]), NO_HOST_FILES), [['disks[0].source.path', 'FieldValueForbidden']], 'hostDisk is off');
-  t.same(await refusals(spec([{ kind: 'host', path: '/dev/vg0/lv', fromPersistentVolume: true }]), NO_HOST_FILES), [], 'a PV path passes as it is');
+  t.same(await refusals(spec([{ kind: 'image', path: join(images, 'disk.qcow2') }]), NO_HOST_FILES), [
+    ['disks[0].source.path', 'FieldValueForbidden'],
+  ]);
+  t.same(
+    await refusals(spec([{ kind: 'host', path: join(disks, 'data.img') }]), NO_HOST_FILES),
+    [['disks[0].source.path', 'FieldValueForbidden']],
+    'hostDisk is off',
+  );
+  t.same(
+    await refusals(spec([{ kind: 'host', path: '/dev/vg0/lv', fromPersistentVolume: true }]), NO_HOST_FILES),
+    [],
+    'a PV path passes as it is',
+  );
 });

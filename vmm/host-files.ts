@@ -53,7 +53,10 @@ async function resolveOne(c: Check, policy: HostFilePolicy): Promise<string | Sp
     return { path: c.at, reason: 'FieldValueInvalid', message: `${c.path} must be an absolute path without ".." components` };
   }
   if (dirs.length === 0) {
-    return forbidden(c.at, `${c.path}: this node allows no host ${c.list === 'image' ? 'image files' : 'disks'} (the node operator lists directories with ${flag})`);
+    return forbidden(
+      c.at,
+      `${c.path}: this node allows no host ${c.list === 'image' ? 'image files' : 'disks'} (the node operator lists directories with ${flag})`,
+    );
   }
   const allowed = dirs.map((d) => path.resolve(d));
   const outside = forbidden(c.at, `${c.path} is outside the directories this node allows (${allowed.join(', ')})`);
@@ -114,7 +117,10 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
       const at = `disks[${i}].source.path`;
       if (s.kind === 'image') return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'image' }) } };
       if (s.kind === 'host' && !s.fromPersistentVolume) {
-        return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'hostDisk', mayCreate: s.createSizeMiB !== undefined }) } };
+        return {
+          ...disk,
+          source: { ...s, path: await resolve({ path: s.path, at, list: 'hostDisk', mayCreate: s.createSizeMiB !== undefined }) },
+        };
       }
       return disk;
     }),
@@ -123,7 +129,11 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
   if (kernelBoot) {
     const kernelPath = await resolve({ path: kernelBoot.kernelPath, at: 'kernelBoot.kernelPath', list: 'image' });
     const initrd = kernelBoot.initrdPath;
-    kernelBoot = { ...kernelBoot, kernelPath, ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list: 'image' }) } : {}) };
+    kernelBoot = {
+      ...kernelBoot,
+      kernelPath,
+      ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list: 'image' }) } : {}),
+    };
   }
   if (causes.length) throw new SpecError(causes);
   return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };

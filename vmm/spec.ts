@@ -44,9 +44,7 @@ export interface KernelBoot {
   cmdline?: string;
 }
 
-export type Firmware =
-  | { kind: 'bios' }
-  | { kind: 'efi'; secureBoot?: boolean };
+export type Firmware = { kind: 'bios' } | { kind: 'efi'; secureBoot?: boolean };
 
 export type CpuModel = 'host-model' | 'host-passthrough' | { named: string };
 

@@ -25,7 +25,10 @@ async function sourceHash(): Promise<string> {
   const h = createHash('sha256');
   const files = (await readdir(CLUSTER_SOURCE_DIR)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum').sort();
   for (const f of files) {
-    h.update(f).update('\0').update(await readFile(join(CLUSTER_SOURCE_DIR, f))).update('\0');
+    h.update(f)
+      .update('\0')
+      .update(await readFile(join(CLUSTER_SOURCE_DIR, f)))
+      .update('\0');
   }
   h.update((await execFileP('go', ['version'])).stdout);
   return h.digest('hex').slice(0, 16);
@@ -59,7 +62,8 @@ export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDi
       if (tailLines.length > 40) tailLines.shift();
       if (/^[\w.-]+(\/[\w.@~+-]+)*$/.test(line)) {
         packages++;
-        if (packages % 200 === 0) log.info({ packages, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane build progress');
+        if (packages % 200 === 0)
+          log.info({ packages, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane build progress');
       }
     });
     child.on('error', reject);
@@ -103,7 +107,13 @@ export async function freeClusterPorts(): Promise<ClusterPorts> {
   };
 }
 
-export const DEFAULT_PORTS: ClusterPorts = { apiserver: 6443, etcdClient: 2379, etcdPeer: 2380, controllerManager: 10257, scheduler: 10259 };
+export const DEFAULT_PORTS: ClusterPorts = {
+  apiserver: 6443,
+  etcdClient: 2379,
+  etcdPeer: 2380,
+  controllerManager: 10257,
+  scheduler: 10259,
+};
 
 export interface ClusterOptions {
   stateDir: string;
@@ -154,7 +164,10 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
   // a Ctrl-C reaches only vkvm, which stops things in order. It dies with this
   // process however that dies (setpriv --pdeathsig; setpriv execs in place):
   // SIGTERM, so it still stops its components and etcd cleanly.
-  const child: ChildProcess = spawn('setpriv', ['--pdeathsig', 'TERM', '--', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child: ChildProcess = spawn('setpriv', ['--pdeathsig', 'TERM', '--', binary, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const pid = child.pid!;
   const stop = async () => {
@@ -188,7 +201,11 @@ export async function startCluster(opts: ClusterOptions): Promise<RunningCluster
       if (m?.[1]) resolve(m[1]);
     });
     void exited.then((code) =>
-      reject(opts.signal?.aborted ? opts.signal.reason : new Error(`control plane exited (code ${code}) before becoming ready:\n${stderrTail.join('\n')}`)),
+      reject(
+        opts.signal?.aborted
+          ? opts.signal.reason
+          : new Error(`control plane exited (code ${code}) before becoming ready:\n${stderrTail.join('\n')}`),
+      ),
     );
   }).finally(() => opts.signal?.removeEventListener('abort', onAbort));
   const kubectl: RunningCluster['kubectl'] = (kargs, kopts = {}) =>

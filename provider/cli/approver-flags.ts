@@ -23,7 +23,9 @@ export interface ApproverFlags {
 export function servingCsrPolicy(flags: ApproverFlags, defaultRanges: () => string[]): ServingCsrPolicy {
   let nodeIpRanges: string[];
   try {
-    nodeIpRanges = flags['node-ip-ranges'] ? parseNodeIpRanges(flags['node-ip-ranges'].flatMap((v) => v.split(',')).map((v) => v.trim())) : defaultRanges();
+    nodeIpRanges = flags['node-ip-ranges']
+      ? parseNodeIpRanges(flags['node-ip-ranges'].flatMap((v) => v.split(',')).map((v) => v.trim()))
+      : defaultRanges();
   } catch (err) {
     throw new ConfigError('--node-ip-ranges', (err as Error).message);
   }

@@ -47,7 +47,8 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const servingCsr = servingCsrPolicy(values, () => []);
   const log = createRootLogger(values['log-level']);
-  if (!servingCsr.nodeIpRanges.length) log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
+  if (!servingCsr.nodeIpRanges.length)
+    log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
   const controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
     servingCsr,

@@ -62,7 +62,8 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const e = err as Error & { code?: string };
     // Bad flags and bad config are the user's to fix: say which, without a stack.
-    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
+    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || e.code?.startsWith('ERR_PARSE_ARGS'))
+      process.stderr.write(`vkvm: ${e.message}\n`);
     else process.stderr.write(`vkvm: ${e.stack ?? String(err)}\n`);
     process.exit(1);
   },

@@ -46,7 +46,8 @@ export async function tokenCommand(argv: string[]): Promise<number> {
   }
   const kubeconfig = kubeconfigPath(values.kubeconfig, process.env);
   if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (an admin kubeconfig of the cluster), or set $KUBECONFIG');
-  if (values.server !== undefined && !/^https:\/\/[^/]+$/.test(values.server)) throw new ConfigError('--server', `want https://HOST:PORT, got ${JSON.stringify(values.server)}`);
+  if (values.server !== undefined && !/^https:\/\/[^/]+$/.test(values.server))
+    throw new ConfigError('--server', `want https://HOST:PORT, got ${JSON.stringify(values.server)}`);
   const created = await createJoinToken(
     makeClients(loadKubeConfig(kubeconfig)),
     {

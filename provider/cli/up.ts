@@ -54,10 +54,12 @@ const PART_OF = 'app.kubernetes.io/part-of';
  */
 async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[]): Promise<void> {
   for (const crd of crds) {
-    const existing = await clients.objects.read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } }).catch((err: unknown) => {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    });
+    const existing = await clients.objects
+      .read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } })
+      .catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
     const owner = existing?.metadata?.labels?.[PART_OF];
     if (existing && owner !== 'vkvm') {
       throw new Error(
@@ -76,7 +78,11 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
   const clients = makeClients(loadKubeConfig(kubeconfigPath));
   await refuseForeignCrds(clients, crds);
-  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))), ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml')))]);
+  await applyManifests(clients, [
+    ...crds,
+    ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
+    ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
+  ]);
 }
 
 const UP_OPTIONS = { ...AGENT_OPTIONS, ...APPROVER_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
@@ -92,7 +98,9 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
 async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
   const { 'control-plane-address': addressFlag, 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern, ...values } = flags;
-  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () => localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]));
+  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () =>
+    localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
+  );
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
@@ -125,7 +133,12 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   try {
     if (!values.kubeconfig) {
       // Aborted by a signal, the start stops at once; later steps finish, then everything stops.
-      cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), bindAddress, signal: shutdown, log: log.child({ component: 'cluster' }) });
+      cluster = await startCluster({
+        stateDir: join(stateDir, 'cluster'),
+        bindAddress,
+        signal: shutdown,
+        log: log.child({ component: 'cluster' }),
+      });
       await copyFile(cluster.kubeconfigPath, kubeconfig);
       log.info({ kubeconfig }, 'control plane ready');
     }

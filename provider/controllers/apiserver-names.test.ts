@@ -8,13 +8,16 @@ import { EC, issue, newCa } from '../../test/helpers/fake-ca.js';
 import { presentedNames, sanKey } from './apiserver-names.js';
 
 t.test('SANs compare by one form: IPs normalized, DNS names lower case without the root dot', async (t) => {
-  t.same(
-    ['2001:DB8:0:0:0:0:0:1', '2001:db8::1', '192.0.2.1', 'API.Example.com.', 'api.example.com'].map(sanKey),
-    ['2001:db8::1', '2001:db8::1', '192.0.2.1', 'api.example.com', 'api.example.com'],
-  );
+  t.same(['2001:DB8:0:0:0:0:0:1', '2001:db8::1', '192.0.2.1', 'API.Example.com.', 'api.example.com'].map(sanKey), [
+    '2001:db8::1',
+    '2001:db8::1',
+    '192.0.2.1',
+    'api.example.com',
+    'api.example.com',
+  ]);
 });
 
-t.test("the names of the certificate a server presents are read without trusting it", async (t) => {
+t.test('the names of the certificate a server presents are read without trusting it', async (t) => {
   const ca = await newCa();
   const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const sans = new x509.SubjectAlternativeNameExtension([

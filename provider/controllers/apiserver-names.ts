@@ -60,7 +60,10 @@ export async function apiServerNames(clients: KubeClients, log: Logger): Promise
       const port = Number(url.port || 443);
       for (const name of await presentedNames(host, port, cluster.tlsServerName ?? host)) add(name, 'serving certificate');
     } catch (err) {
-      log.debug({ err, server: cluster.server }, "could not read the API server's certificate; its names come from the EndpointSlice and kubeconfig only");
+      log.debug(
+        { err, server: cluster.server },
+        "could not read the API server's certificate; its names come from the EndpointSlice and kubeconfig only",
+      );
     }
   }
   return names;

@@ -55,11 +55,24 @@ class ControllerTerm {
 
   constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy) {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
-    const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
+    const events = (component: string) =>
+      createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
     const missingHint = CRDS_MISSING_HINT;
-    this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), missingHint, log: log.child({ component: 'vm-informer' }) });
-    this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), missingHint, log: log.child({ component: 'vmi-informer' }) });
+    this.vms = new ClusterInformer({
+      clients,
+      path: watchPath(VM_PLURAL),
+      list: () => kubevirt.listVms(),
+      missingHint,
+      log: log.child({ component: 'vm-informer' }),
+    });
+    this.vmis = new ClusterInformer({
+      clients,
+      path: watchPath(VMI_PLURAL),
+      list: () => kubevirt.listVmis(),
+      missingHint,
+      log: log.child({ component: 'vmi-informer' }),
+    });
     this.pods = new ClusterInformer<V1Pod>({
       clients,
       path: '/api/v1/pods',
@@ -76,7 +89,14 @@ class ControllerTerm {
       log: log.child({ component: 'node-informer' }),
     });
     const w = workers !== undefined ? { workers } : {};
-    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
+    this.vmController = new VmController({
+      kubevirt,
+      vms: this.vms,
+      vmis: this.vmis,
+      events: events('virtualmachine-controller'),
+      log: log.child({ component: 'vm-controller' }),
+      ...w,
+    });
     this.vmiController = new VmiController({
       clients,
       kubevirt,

@@ -40,7 +40,10 @@ export function vmiCompute(vmi: VirtualMachineInstance): { memoryMiB: number; vc
   const limits = domain.resources?.limits ?? {};
   const bytes = q(domain.memory?.guest) ?? q(requests.memory) ?? q(limits.memory) ?? 0;
   const c = domain.cpu ?? {};
-  const vcpus = c.cores || c.sockets || c.threads ? (c.sockets || 1) * (c.cores || 1) * (c.threads || 1) : Math.max(1, Math.ceil(q(limits.cpu) ?? q(requests.cpu) ?? 1));
+  const vcpus =
+    c.cores || c.sockets || c.threads
+      ? (c.sockets || 1) * (c.cores || 1) * (c.threads || 1)
+      : Math.max(1, Math.ceil(q(limits.cpu) ?? q(requests.cpu) ?? 1));
   return { memoryMiB: Math.ceil(bytes / MIB), vcpus };
 }
 
@@ -86,7 +89,8 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
       ];
     }
     const pvc = v.persistentVolumeClaim;
-    if (pvc?.claimName) return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    if (pvc?.claimName)
+      return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
     return [];
   });
 }
@@ -106,7 +110,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       namespace: vmi.metadata.namespace ?? 'default',
       labels: { [LAUNCHER_APP_LABEL]: LAUNCHER_APP, [CREATED_BY_LABEL]: uid, [VMI_NAME_LABEL]: name },
       annotations: { [DOMAIN_ANNOTATION]: name },
-      ownerReferences: [{ apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true },
+      ],
     },
     spec: {
       nodeSelector: { ...(spec.nodeSelector ?? {}), [SCHEDULABLE_LABEL]: 'true' },
@@ -119,7 +125,12 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
         {
           name: 'compute',
           image: launcherImage(vmi),
-          resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
+          resources: {
+            requests: {
+              memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`,
+              cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST,
+            },
+          },
         },
       ],
     },
@@ -128,7 +139,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
 
 /** The VMI's launcher pod among `pods`: created by its UID, preferring one not being deleted, then the newest. */
 export function launcherPodOf(vmi: VirtualMachineInstance, pods: readonly V1Pod[]): V1Pod | undefined {
-  const mine = pods.filter((p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace);
+  const mine = pods.filter(
+    (p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace,
+  );
   const rank = (p: V1Pod) => [p.metadata?.deletionTimestamp ? 0 : 1, new Date(p.metadata?.creationTimestamp ?? 0).getTime()] as const;
   return mine.sort((a, b) => rank(b)[0] - rank(a)[0] || rank(b)[1] - rank(a)[1])[0];
 }

@@ -8,7 +8,9 @@ t.test("a VMI's grant lets its node alone get, list and watch that one VMI, and 
   t.match(role, {
     kind: 'Role',
     metadata: { name: 'vkvm-node-vmi-u-1', namespace: 'team', ownerReferences: [owner] },
-    rules: [{ apiGroups: ['kubevirt.io'], resources: ['virtualmachineinstances'], resourceNames: ['tenant-a'], verbs: ['get', 'list', 'watch'] }],
+    rules: [
+      { apiGroups: ['kubevirt.io'], resources: ['virtualmachineinstances'], resourceNames: ['tenant-a'], verbs: ['get', 'list', 'watch'] },
+    ],
   });
   t.equal(role.rules?.length, 1, 'nothing else: no status, no other VMI');
   t.match(binding, {
@@ -17,5 +19,8 @@ t.test("a VMI's grant lets its node alone get, list and watch that one VMI, and 
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm-node-vmi-u-1' },
     subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'system:node:n1' }],
   });
-  t.notOk(binding.metadata?.ownerReferences?.[0]?.blockOwnerDeletion, 'no blockOwnerDeletion: the controllers need no finalizers right on VMIs for it');
+  t.notOk(
+    binding.metadata?.ownerReferences?.[0]?.blockOwnerDeletion,
+    'no blockOwnerDeletion: the controllers need no finalizers right on VMIs for it',
+  );
 });

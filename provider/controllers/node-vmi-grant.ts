@@ -26,14 +26,23 @@ export function nodeVmiGrant(vmi: VirtualMachineInstance, nodeName: string): { r
     name,
     namespace: vmi.metadata.namespace ?? 'default',
     labels: { 'app.kubernetes.io/part-of': 'vkvm', 'kubevirt.io/created-by': vmi.metadata.uid! },
-    ownerReferences: [{ apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name: vmi.metadata.name!, uid: vmi.metadata.uid! }],
+    ownerReferences: [
+      { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name: vmi.metadata.name!, uid: vmi.metadata.uid! },
+    ],
   };
   return {
     role: {
       apiVersion: `${RBAC_API}/v1`,
       kind: 'Role',
       metadata,
-      rules: [{ apiGroups: ['kubevirt.io'], resources: ['virtualmachineinstances'], resourceNames: [vmi.metadata.name!], verbs: ['get', 'list', 'watch'] }],
+      rules: [
+        {
+          apiGroups: ['kubevirt.io'],
+          resources: ['virtualmachineinstances'],
+          resourceNames: [vmi.metadata.name!],
+          verbs: ['get', 'list', 'watch'],
+        },
+      ],
     },
     binding: {
       apiVersion: `${RBAC_API}/v1`,

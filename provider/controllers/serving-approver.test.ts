@@ -7,15 +7,28 @@ import type { ServingCsrPolicy } from './serving-policy.js';
 
 const node: V1Node = {
   metadata: { name: 'n1' },
-  status: { addresses: [{ type: 'InternalIP', address: '192.0.2.7' }, { type: 'Hostname', address: 'host-1' }] },
+  status: {
+    addresses: [
+      { type: 'InternalIP', address: '192.0.2.7' },
+      { type: 'Hostname', address: 'host-1' },
+    ],
+  },
 };
 
 const alone: ClusterClaims = { otherNodes: [], apiServiceIPs: ['10.96.0.1'], apiServer: new Map() };
 /** The operator's policy: n1's network, and its hostname by pattern. */
 const policy: ServingCsrPolicy = { nodeIpRanges: ['192.0.2.0/24'], dnsPattern: 'host-\\d+' };
 
-async function csr(over: { subject?: Partial<CsrSubject>; username?: string; groups?: string[]; usages?: string[] } = {}): Promise<V1CertificateSigningRequest> {
-  const subject: CsrSubject = { commonName: 'system:node:n1', organizations: ['system:nodes'], dnsNames: ['host-1', 'n1'], ipAddresses: ['192.0.2.7'], ...over.subject };
+async function csr(
+  over: { subject?: Partial<CsrSubject>; username?: string; groups?: string[]; usages?: string[] } = {},
+): Promise<V1CertificateSigningRequest> {
+  const subject: CsrSubject = {
+    commonName: 'system:node:n1',
+    organizations: ['system:nodes'],
+    dnsNames: ['host-1', 'n1'],
+    ipAddresses: ['192.0.2.7'],
+    ...over.subject,
+  };
   const { csrPem } = await createKeyAndCsr(subject);
   return {
     metadata: { name: 'c' },
@@ -35,13 +48,31 @@ t.test('a node asking for its own names and addresses is approved', async (t) =>
 
 t.test('everything else is denied with a reason that names the problem', async (t) => {
   const cases: Array<[string, Promise<V1CertificateSigningRequest>, V1Node | undefined, string, RegExp]> = [
-    ['not a node', csr({ username: 'system:serviceaccount:default:x', groups: ['system:serviceaccounts'] }), node, 'RequesterNotANode', /system:serviceaccount:default:x/],
+    [
+      'not a node',
+      csr({ username: 'system:serviceaccount:default:x', groups: ['system:serviceaccounts'] }),
+      node,
+      'RequesterNotANode',
+      /system:serviceaccount:default:x/,
+    ],
     ['node user without the group', csr({ groups: ['system:authenticated'] }), node, 'RequesterNotANode', /system:nodes/],
-    ['another node\'s CN', csr({ subject: { commonName: 'system:node:n2' } }), node, 'SubjectMismatch', /system:node:n2/],
+    ["another node's CN", csr({ subject: { commonName: 'system:node:n2' } }), node, 'SubjectMismatch', /system:node:n2/],
     ['wrong organization', csr({ subject: { organizations: ['system:masters'] } }), node, 'SubjectMismatch', /system:masters/],
     ['client usage', csr({ usages: ['digital signature', 'server auth', 'client auth'] }), node, 'InvalidUsages', /client auth/],
-    ['a name the pattern allows but the node does not report', csr({ subject: { dnsNames: ['host-1', 'host-9'] } }), node, 'SANNotOwnedByNode', /dns:host-9/],
-    ['an IP in range the node does not report', csr({ subject: { ipAddresses: ['192.0.2.99'] } }), node, 'SANNotOwnedByNode', /ip:192\.0\.2\.99/],
+    [
+      'a name the pattern allows but the node does not report',
+      csr({ subject: { dnsNames: ['host-1', 'host-9'] } }),
+      node,
+      'SANNotOwnedByNode',
+      /dns:host-9/,
+    ],
+    [
+      'an IP in range the node does not report',
+      csr({ subject: { ipAddresses: ['192.0.2.99'] } }),
+      node,
+      'SANNotOwnedByNode',
+      /ip:192\.0\.2\.99/,
+    ],
     ['no SANs', csr({ subject: { dnsNames: [], ipAddresses: [] } }), node, 'NoSANs', /no DNS or IP SAN/],
   ];
   for (const [what, c, n, reason, message] of cases) {
@@ -49,13 +80,19 @@ t.test('everything else is denied with a reason that names the problem', async (
   }
 });
 
-t.test('a cluster admin\'s request is left to the admin (vkvm up approves its own)', async (t) => {
-  t.match(decideServingCsr(await csr({ username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] }), node, alone, policy), { decision: 'ignore' });
+t.test("a cluster admin's request is left to the admin (vkvm up approves its own)", async (t) => {
+  t.match(
+    decideServingCsr(await csr({ username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] }), node, alone, policy),
+    { decision: 'ignore' },
+  );
 });
 
 t.test('a request from a node not registered (or without addresses) yet is retried, not denied', async (t) => {
   t.match(decideServingCsr(await csr(), undefined, alone, policy), { decision: 'retry', message: /does not exist yet/ });
-  t.match(decideServingCsr(await csr(), { metadata: { name: 'n1' }, status: {} }, alone, policy), { decision: 'retry', message: /no addresses yet/ });
+  t.match(decideServingCsr(await csr(), { metadata: { name: 'n1' }, status: {} }, alone, policy), {
+    decision: 'retry',
+    message: /no addresses yet/,
+  });
 });
 
 t.test('names no node may own are denied even when the Node reports them as its own', async (t) => {
@@ -63,7 +100,9 @@ t.test('names no node may own are denied even when the Node reports them as its 
   const greedy: V1Node = {
     metadata: { name: 'n1' },
     status: {
-      addresses: ['kubernetes.default.svc', 'web.prod.svc.cluster.local', 'localhost', 'n2', '10.96.0.1', '127.0.0.1', '192.0.2.8'].map((address) => ({ type: 'Hostname', address })),
+      addresses: ['kubernetes.default.svc', 'web.prod.svc.cluster.local', 'localhost', 'n2', '10.96.0.1', '127.0.0.1', '192.0.2.8'].map(
+        (address) => ({ type: 'Hostname', address }),
+      ),
     },
   };
   const neighbour: ClusterClaims = {
@@ -80,9 +119,17 @@ t.test('names no node may own are denied even when the Node reports them as its 
     ["another Node's address", { dnsNames: [], ipAddresses: ['192.0.2.8'] }, /ip:192\.0\.2\.8 \(claimed by Node n2\)/],
   ];
   for (const [what, subject, message] of cases) {
-    t.match(decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: [], ...subject } }), greedy, neighbour, policy), { decision: 'deny', reason: 'SANReserved', message }, what);
+    t.match(
+      decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: [], ...subject } }), greedy, neighbour, policy),
+      { decision: 'deny', reason: 'SANReserved', message },
+      what,
+    );
   }
-  t.match(decideServingCsr(await csr(), node, neighbour, policy), { decision: 'approve' }, 'its own names and addresses still pass beside another node');
+  t.match(
+    decideServingCsr(await csr(), node, neighbour, policy),
+    { decision: 'approve' },
+    'its own names and addresses still pass beside another node',
+  );
 });
 
 t.test("the API server's names and addresses are denied whatever the Node reports, with where they were seen", async (t) => {
@@ -100,12 +147,24 @@ t.test("the API server's names and addresses are denied whatever the Node report
   };
   const wide: ServingCsrPolicy = { nodeIpRanges: ['192.0.2.0/24', '2001:db8::/32'], dnsPattern: '.*' };
   const cases: Array<[string, Partial<CsrSubject>, RegExp]> = [
-    ['its advertised address, inside the node ranges', { ipAddresses: ['192.0.2.1'] }, /ip:192\.0\.2\.1 \(the API server's address: kubernetes EndpointSlice, kubeconfig server\)/],
-    ['a name of its certificate, in another case', { dnsNames: ['api.EXAMPLE.com'] }, /dns:api\.EXAMPLE\.com \(the API server's name: serving certificate\)/],
+    [
+      'its advertised address, inside the node ranges',
+      { ipAddresses: ['192.0.2.1'] },
+      /ip:192\.0\.2\.1 \(the API server's address: kubernetes EndpointSlice, kubeconfig server\)/,
+    ],
+    [
+      'a name of its certificate, in another case',
+      { dnsNames: ['api.EXAMPLE.com'] },
+      /dns:api\.EXAMPLE\.com \(the API server's name: serving certificate\)/,
+    ],
     ['an IPv6 address written out in full', { ipAddresses: ['2001:db8:0:0:0:0:0:1'] }, /\(the API server's address: serving certificate\)/],
   ];
   for (const [what, subject, message] of cases) {
-    t.match(decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: [], ...subject } }), greedy, claims, wide), { decision: 'deny', reason: 'SANReserved', message }, what);
+    t.match(
+      decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: [], ...subject } }), greedy, claims, wide),
+      { decision: 'deny', reason: 'SANReserved', message },
+      what,
+    );
   }
 });
 
@@ -122,12 +181,30 @@ t.test('IP SANs must fall in the configured node ranges', async (t) => {
     'with no ranges configured, no IP SAN is approved',
   );
   const v6: V1Node = { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '2001:db8::7' }] } };
-  t.match(decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: ['2001:db8::7'] } }), v6, alone, { nodeIpRanges: ['192.0.2.0/24', '2001:db8::/64'] }), { decision: 'approve' }, 'IPv6 in an IPv6 range');
+  t.match(
+    decideServingCsr(await csr({ subject: { dnsNames: [], ipAddresses: ['2001:db8::7'] } }), v6, alone, {
+      nodeIpRanges: ['192.0.2.0/24', '2001:db8::/64'],
+    }),
+    { decision: 'approve' },
+    'IPv6 in an IPv6 range',
+  );
 });
 
 t.test('DNS SANs must be the node name or match the pattern entirely', async (t) => {
-  const named: V1Node = { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.0.2.7' }, { type: 'Hostname', address: 'evil-host-1.example' }] } };
-  t.match(decideServingCsr(await csr({ subject: { dnsNames: ['n1'] } }), node, alone, { nodeIpRanges: ['192.0.2.0/24'] }), { decision: 'approve' }, 'the node name needs no pattern');
+  const named: V1Node = {
+    metadata: { name: 'n1' },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: '192.0.2.7' },
+        { type: 'Hostname', address: 'evil-host-1.example' },
+      ],
+    },
+  };
+  t.match(
+    decideServingCsr(await csr({ subject: { dnsNames: ['n1'] } }), node, alone, { nodeIpRanges: ['192.0.2.0/24'] }),
+    { decision: 'approve' },
+    'the node name needs no pattern',
+  );
   t.match(
     decideServingCsr(await csr(), node, alone, { nodeIpRanges: ['192.0.2.0/24'] }),
     { decision: 'deny', reason: 'DNSNameNotAllowed', message: 'dns:host-1: not the node name n1, and no --node-dns-pattern is configured' },
@@ -135,9 +212,25 @@ t.test('DNS SANs must be the node name or match the pattern entirely', async (t)
   );
   t.match(
     decideServingCsr(await csr({ subject: { dnsNames: ['evil-host-1.example'] } }), named, alone, policy),
-    { decision: 'deny', reason: 'DNSNameNotAllowed', message: 'dns:evil-host-1.example: neither the node name n1 nor a match of host-\\d+' },
+    {
+      decision: 'deny',
+      reason: 'DNSNameNotAllowed',
+      message: 'dns:evil-host-1.example: neither the node name n1 nor a match of host-\\d+',
+    },
     'the pattern matches whole names, not a part of one',
   );
-  const upper: V1Node = { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.0.2.7' }, { type: 'Hostname', address: 'HOST-2' }] } };
-  t.match(decideServingCsr(await csr({ subject: { dnsNames: ['HOST-2'] } }), upper, alone, policy), { decision: 'approve' }, 'DNS names match regardless of case');
+  const upper: V1Node = {
+    metadata: { name: 'n1' },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: '192.0.2.7' },
+        { type: 'Hostname', address: 'HOST-2' },
+      ],
+    },
+  };
+  t.match(
+    decideServingCsr(await csr({ subject: { dnsNames: ['HOST-2'] } }), upper, alone, policy),
+    { decision: 'approve' },
+    'DNS names match regardless of case',
+  );
 });

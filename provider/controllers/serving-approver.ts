@@ -85,7 +85,9 @@ function reservedSan(name: { type: string; value: string }, claims: ClusterClaim
   }
   const seen = claims.apiServer.get(sanKey(name.value));
   if (seen) return `the API server's ${name.type === 'ip' ? 'address' : 'name'}: ${seen.join(', ')}`;
-  const owner = claims.otherNodes.find((n) => n.metadata?.name === name.value || n.status?.addresses?.some((a) => a.address === name.value));
+  const owner = claims.otherNodes.find(
+    (n) => n.metadata?.name === name.value || n.status?.addresses?.some((a) => a.address === name.value),
+  );
   return owner ? `claimed by Node ${owner.metadata?.name}` : undefined;
 }
 
@@ -94,10 +96,16 @@ function reservedSan(name: { type: string; value: string }, claims: ClusterClaim
  * node's Node (undefined: not found), what the API server, other Nodes and
  * Services hold, and what the operator allows.
  */
-export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node | undefined, claims: ClusterClaims, policy: ServingCsrPolicy): ServingCsrDecision {
+export function decideServingCsr(
+  csr: V1CertificateSigningRequest,
+  node: V1Node | undefined,
+  claims: ClusterClaims,
+  policy: ServingCsrPolicy,
+): ServingCsrDecision {
   const user = csr.spec.username ?? '';
   const nodeName = requestingNode(csr);
-  if (!nodeName && csr.spec.groups?.includes('system:masters')) return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
+  if (!nodeName && csr.spec.groups?.includes('system:masters'))
+    return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
   if (!nodeName) return deny('RequesterNotANode', `requester ${JSON.stringify(user)} is not system:node:<name> in group system:nodes`);
   let req: x509.Pkcs10CertificateRequest;
   try {
@@ -107,8 +115,10 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   }
   const cn = req.subjectName.getField('CN');
   const orgs = req.subjectName.getField('O');
-  if (cn.length !== 1 || cn[0] !== user) return deny('SubjectMismatch', `subject CN ${JSON.stringify(cn.join(','))} is not the requester ${user}`);
-  if (orgs.length !== 1 || orgs[0] !== 'system:nodes') return deny('SubjectMismatch', `subject O ${JSON.stringify(orgs.join(','))} is not system:nodes`);
+  if (cn.length !== 1 || cn[0] !== user)
+    return deny('SubjectMismatch', `subject CN ${JSON.stringify(cn.join(','))} is not the requester ${user}`);
+  if (orgs.length !== 1 || orgs[0] !== 'system:nodes')
+    return deny('SubjectMismatch', `subject O ${JSON.stringify(orgs.join(','))} is not system:nodes`);
   const usages = csr.spec.usages ?? [];
   const badUsages = usages.filter((u) => !ALLOWED_USAGES.has(u));
   if (!usages.includes('server auth') || badUsages.length) {
@@ -117,7 +127,8 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   const sanExt = req.extensions.find((e) => e.type === SUBJECT_ALT_NAME_OID);
   const names = sanExt ? new x509.SubjectAlternativeNameExtension(sanExt.rawData).names.items : [];
   const other = names.filter((n) => n.type !== 'dns' && n.type !== 'ip');
-  if (other.length) return deny('UnexpectedSANs', `only DNS and IP SANs are allowed; got ${other.map((n) => `${n.type}:${n.value}`).join(', ')}`);
+  if (other.length)
+    return deny('UnexpectedSANs', `only DNS and IP SANs are allowed; got ${other.map((n) => `${n.type}:${n.value}`).join(', ')}`);
   if (!names.length) return deny('NoSANs', 'the request names no DNS or IP SAN');
   const reserved = names.flatMap((n) => {
     const why = reservedSan(n, claims);
@@ -126,13 +137,19 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   if (reserved.length) return deny('SANReserved', `no node may hold ${reserved.join(', ')}`);
   const outside = names.filter((n) => n.type === 'ip' && !ipInRanges(n.value, policy.nodeIpRanges)).map((n) => `ip:${n.value}`);
   if (outside.length) {
-    const ranges = policy.nodeIpRanges.length ? `the node ranges ${policy.nodeIpRanges.join(', ')}` : 'any node range: none is configured (--node-ip-ranges)';
+    const ranges = policy.nodeIpRanges.length
+      ? `the node ranges ${policy.nodeIpRanges.join(', ')}`
+      : 'any node range: none is configured (--node-ip-ranges)';
     return deny('IPOutsideNodeRanges', `${outside.join(', ')}: outside ${ranges}`);
   }
   const pattern = policy.dnsPattern === undefined ? undefined : dnsPatternRegExp(policy.dnsPattern);
-  const foreign = names.filter((n) => n.type === 'dns' && sanKey(n.value) !== nodeName && !pattern?.test(n.value)).map((n) => `dns:${n.value}`);
+  const foreign = names
+    .filter((n) => n.type === 'dns' && sanKey(n.value) !== nodeName && !pattern?.test(n.value))
+    .map((n) => `dns:${n.value}`);
   if (foreign.length) {
-    const allowed = pattern ? `neither the node name ${nodeName} nor a match of ${policy.dnsPattern}` : `not the node name ${nodeName}, and no --node-dns-pattern is configured`;
+    const allowed = pattern
+      ? `neither the node name ${nodeName} nor a match of ${policy.dnsPattern}`
+      : `not the node name ${nodeName}, and no --node-dns-pattern is configured`;
     return deny('DNSNameNotAllowed', `${foreign.join(', ')}: ${allowed}`);
   }
   if (!node) return { decision: 'retry', message: `Node ${nodeName} does not exist yet` };
@@ -202,7 +219,11 @@ export class ServingCsrApprover {
     // Read fresh, not from a cache: a decision must not rest on a Node list from before another node claimed a name.
     const nodes = nodeName ? (await this.clients.core.listNode()).items : [];
     const claims: ClusterClaims = nodeName
-      ? { otherNodes: nodes.filter((n) => n.metadata?.name !== nodeName), apiServiceIPs: await this.apiServiceIPs(), apiServer: await apiServerNames(this.clients, this.log) }
+      ? {
+          otherNodes: nodes.filter((n) => n.metadata?.name !== nodeName),
+          apiServiceIPs: await this.apiServiceIPs(),
+          apiServer: await apiServerNames(this.clients, this.log),
+        }
       : { otherNodes: [], apiServiceIPs: [], apiServer: new Map() };
     const d = decideServingCsr(
       csr,
@@ -215,7 +236,14 @@ export class ServingCsrApprover {
     const now = new Date();
     const condition =
       d.decision === 'approve'
-        ? { type: 'Approved', status: 'True', reason: 'VkvmNodeServingCertApproved', message: d.message, lastUpdateTime: now, lastTransitionTime: now }
+        ? {
+            type: 'Approved',
+            status: 'True',
+            reason: 'VkvmNodeServingCertApproved',
+            message: d.message,
+            lastUpdateTime: now,
+            lastTransitionTime: now,
+          }
         : { type: 'Denied', status: 'True', reason: d.reason, message: d.message, lastUpdateTime: now, lastTransitionTime: now };
     csr.status = { ...csr.status, conditions: [...(csr.status?.conditions ?? []), condition] };
     await this.clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });

@@ -3,7 +3,8 @@ import { ipInRanges, parseNodeIpRanges } from './serving-policy.js';
 
 t.test('node ranges are CIDRs, kept in network form', async (t) => {
   t.same(parseNodeIpRanges(['192.0.2.7/24', '2001:db8::5/64', '10.0.0.0/8']), ['192.0.2.0/24', '2001:db8::/64', '10.0.0.0/8']);
-  for (const bad of ['192.0.2.7', '10/8', '192.0.2.0/33', 'example.com/24', '']) t.throws(() => parseNodeIpRanges([bad]), /is not a CIDR/, JSON.stringify(bad));
+  for (const bad of ['192.0.2.7', '10/8', '192.0.2.0/33', 'example.com/24', ''])
+    t.throws(() => parseNodeIpRanges([bad]), /is not a CIDR/, JSON.stringify(bad));
 });
 
 t.test('an address is in a range of its own family only; IPv4-mapped IPv6 counts as IPv4', async (t) => {

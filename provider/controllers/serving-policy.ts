@@ -18,7 +18,8 @@ export interface ServingCsrPolicy {
 /** CIDRs in network form (192.0.2.0/24 for 192.0.2.7/24); throws on anything else. */
 export function parseNodeIpRanges(values: readonly string[]): string[] {
   return values.map((v) => {
-    if (!isIP(v.split('/')[0] ?? '') || !ipaddr.isValidCIDR(v)) throw new Error(`${JSON.stringify(v)} is not a CIDR (address/prefix length)`);
+    if (!isIP(v.split('/')[0] ?? '') || !ipaddr.isValidCIDR(v))
+      throw new Error(`${JSON.stringify(v)} is not a CIDR (address/prefix length)`);
     const [addr, bits] = ipaddr.parseCIDR(v);
     const network = addr.kind() === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(v) : ipaddr.IPv6.networkAddressFromCIDR(v);
     return `${network.toString()}/${bits}`;
@@ -49,7 +50,9 @@ export function ipInRanges(ip: string, ranges: readonly string[]): boolean {
  */
 export function localNodeRanges(exclude: readonly string[] = []): string[] {
   const ranges = Object.entries(networkInterfaces()).flatMap(([name, addrs]) =>
-    exclude.includes(name) ? [] : (addrs ?? []).filter((a) => !a.internal && a.cidr && ipaddr.process(a.address).range() !== 'linkLocal').map((a) => a.cidr!),
+    exclude.includes(name)
+      ? []
+      : (addrs ?? []).filter((a) => !a.internal && a.cidr && ipaddr.process(a.address).range() !== 'linkLocal').map((a) => a.cidr!),
   );
   return [...new Set(parseNodeIpRanges(ranges))];
 }

@@ -112,7 +112,10 @@ export class VmiController {
     if (needsLauncherPod(vmi, pod)) {
       const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
-        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())) });
+        pod = await this.o.clients.core.createNamespacedPod({
+          namespace: vmi.metadata.namespace ?? 'default',
+          body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())),
+        });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
@@ -135,9 +138,19 @@ export class VmiController {
     const patch = statusPatch(vmi.status, decision.status, VMI_STATUS_FIELDS);
     if (patch) {
       try {
-        const rv = await this.o.kubevirt.patchStatus(VMI_PLURAL, vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.resourceVersion, patch);
+        const rv = await this.o.kubevirt.patchStatus(
+          VMI_PLURAL,
+          vmi.metadata.namespace ?? 'default',
+          vmi.metadata.name!,
+          vmi.metadata.resourceVersion,
+          patch,
+        );
         this.written.record(key, rv);
-        if (patch.phase) log.info({ phase: decision.status.phase, reason: decision.status.reason, nodeName: decision.status.nodeName }, 'VMI phase changed');
+        if (patch.phase)
+          log.info(
+            { phase: decision.status.phase, reason: decision.status.reason, nodeName: decision.status.nodeName },
+            'VMI phase changed',
+          );
       } catch (err) {
         // Changed since the cache read it, maybe by the node agent (its watch event requeues the key), or deleted.
         if (!isConflict(err) && !isNotFound(err)) throw err;

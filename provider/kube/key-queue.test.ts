@@ -46,7 +46,12 @@ t.test('failures retry with backoff until success', async (t) => {
 });
 
 t.test('backoff doubles and is capped', async (t) => {
-  const q = new KeyQueue(async () => { throw new Error('x'); }, { name: 't', workers: 1, baseDelayMs: 100, maxDelayMs: 300, log, random: () => 0.5 });
+  const q = new KeyQueue(
+    async () => {
+      throw new Error('x');
+    },
+    { name: 't', workers: 1, baseDelayMs: 100, maxDelayMs: 300, log, random: () => 0.5 },
+  );
   t.equal(q.retryDelayMs('k'), 100);
   q.add('k');
   await new Promise((r) => setTimeout(r, 10));

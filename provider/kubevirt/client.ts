@@ -31,23 +31,40 @@ export class KubevirtApi {
   }
 
   listVmis(): Promise<KubevirtList<VirtualMachineInstance>> {
-    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<KubevirtList<VirtualMachineInstance>>;
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<
+      KubevirtList<VirtualMachineInstance>
+    >;
   }
 
   /** The one VMI of that name, as a list (what a watch of it starts from). */
   listVmiNamed(namespace: string, name: string): Promise<KubevirtList<VirtualMachineInstance>> {
     const fieldSelector = `metadata.name=${name}`;
-    return this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, fieldSelector }) as Promise<KubevirtList<VirtualMachineInstance>>;
+    return this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, fieldSelector }) as Promise<
+      KubevirtList<VirtualMachineInstance>
+    >;
   }
 
   createVmi(vmi: VirtualMachineInstance): Promise<VirtualMachineInstance> {
     const namespace = vmi.metadata.namespace ?? 'default';
-    return this.api.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, body: vmi }) as Promise<VirtualMachineInstance>;
+    return this.api.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      body: vmi,
+    }) as Promise<VirtualMachineInstance>;
   }
 
   /** Deletes the VMI only if it still has this UID (a precondition, so a newer VMI of the same name is never hit). */
   async deleteVmi(namespace: string, name: string, uid: string): Promise<void> {
-    await this.api.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name, body: { preconditions: { uid } } });
+    await this.api.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      name,
+      body: { preconditions: { uid } },
+    });
   }
 
   /**
@@ -56,9 +73,18 @@ export class KubevirtApi {
    * read, so a decision made on a stale copy is never written). Returns the
    * new resourceVersion.
    */
-  async patchStatus(plural: KubevirtPlural, namespace: string, name: string, resourceVersion: string | undefined, status: Record<string, unknown>): Promise<string | undefined> {
+  async patchStatus(
+    plural: KubevirtPlural,
+    namespace: string,
+    name: string,
+    resourceVersion: string | undefined,
+    status: Record<string, unknown>,
+  ): Promise<string | undefined> {
     const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
-    const updated = (await this.api.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body }, mergePatch)) as {
+    const updated = (await this.api.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, namespace, plural, name, body },
+      mergePatch,
+    )) as {
       metadata?: { resourceVersion?: string };
     };
     return updated.metadata?.resourceVersion;

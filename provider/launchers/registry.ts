@@ -11,7 +11,20 @@ import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
+import {
+  LauncherClient,
+  LauncherGoneError,
+  launcherGone,
+  type LauncherGone,
+  LAUNCHER_DEFAULTS,
+  Cgroup,
+  spawnLauncher,
+  isLauncherAlive,
+  readStateFile,
+  STATE_FILE_NAME,
+  type VmState,
+  withDeadline,
+} from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
 
@@ -35,7 +48,8 @@ export interface LauncherSettings {
 }
 
 /** One VM's launcher as last seen: connected and reporting, or gone with a reason. */
-export type LauncherView<C = LauncherClient> = LiveLauncher<C> | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+export type LauncherView<C = LauncherClient> =
+  LiveLauncher<C> | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
 export type LiveLauncher<C = LauncherClient> = { uid: string; dir: string; live: true; client: C; state: VmState; pid: number };
 
 /** What the pod controller asks of a running VM's launcher (LauncherClient). */

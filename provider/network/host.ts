@@ -89,7 +89,12 @@ export async function ensureChainRules(table: IptablesTable, chain: string, rule
 }
 
 /** Adds `rule` to `chain` unless it is there (`insert`: at the top, so it runs before rules others add). */
-export async function ensureRule(table: IptablesTable, chain: string, rule: string[], opts: { netns?: string; insert?: boolean } = {}): Promise<void> {
+export async function ensureRule(
+  table: IptablesTable,
+  chain: string,
+  rule: string[],
+  opts: { netns?: string; insert?: boolean } = {},
+): Promise<void> {
   const ns = opts.netns ? { netns: opts.netns } : {};
   try {
     await run(['iptables', '-w', '-t', table, '-C', chain, ...rule], ns);
@@ -133,7 +138,13 @@ export async function setNetSysctl(key: string, value: string, netns?: string): 
  */
 export async function refuseRouterAdvertisements(dev: string): Promise<void> {
   const dir = `/proc/sys/net/ipv6/conf/${dev}`;
-  if (!(await access(dir).then(() => true, () => false))) return;
+  if (
+    !(await access(dir).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return;
   for (const key of ['accept_ra', 'autoconf']) await writeFile(`${dir}/${key}`, '0');
 }
 

@@ -11,7 +11,19 @@ import path from 'node:path';
 import type { Logger } from '../log.js';
 import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { createHash } from 'node:crypto';
-import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, INTERFACE_NAME, links, refuseRouterAdvertisements, run, setNetSysctl } from './host.js';
+import {
+  addresses,
+  defaultRouteDevice,
+  deleteChain,
+  deleteRule,
+  ensureChainRules,
+  ensureRule,
+  INTERFACE_NAME,
+  links,
+  refuseRouterAdvertisements,
+  run,
+  setNetSysctl,
+} from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
 import { PortFilter, portFilterTable, removePortFilter } from './port-filter.js';
@@ -71,7 +83,8 @@ export class NodeNetwork {
   private readonly peerWarnings = new Set<string>();
 
   constructor(private readonly o: NodeNetworkOptions) {
-    if (!INTERFACE_NAME.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+    if (!INTERFACE_NAME.test(o.bridge))
+      throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
     this.forwardChain = forwardChainOf(o.bridge);
     this.natChain = natChainOf(o.bridge);
     this.recordFile = path.join(o.dir, 'node.json');
@@ -93,7 +106,9 @@ export class NodeNetwork {
     const br = this.o.bridge;
     if (record && record.bridge !== br) {
       // The record is what removal goes by: switching would leave the old bridge's rules, and its VMs, behind.
-      throw new Error(`--bridge: this node's pod network is on ${record.bridge}; restart with --bridge=${record.bridge}, or run vkvm reset first to move it to ${br}`);
+      throw new Error(
+        `--bridge: this node's pod network is on ${record.bridge}; restart with --bridge=${record.bridge}, or run vkvm reset first to move it to ${br}`,
+      );
     }
     const existing = (await links()).get(br);
     let createdBridge = record?.bridge === br && record.createdBridge;
@@ -137,11 +152,20 @@ export class NodeNetwork {
       ['!', '-o', br, '-j', 'MASQUERADE'],
     ]);
     const routed = await ensurePeerRoutes(peers, peerRoutes, range.cidr, this.o.log, this.peerWarnings);
-    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes)) await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
+    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes))
+      await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
     await ensureRule('nat', 'POSTROUTING', ['-s', range.cidr, '-j', this.natChain]);
 
     const conf = renderDnsmasqConf(
-      { interface: br, network: intToIp(range.network), netmask: netmaskOf(range), router: gatewayOf(range), dnsServers, hostsDir: this.dhcpHostsDir, leaseTime: '1h' },
+      {
+        interface: br,
+        network: intToIp(range.network),
+        netmask: netmaskOf(range),
+        router: gatewayOf(range),
+        dnsServers,
+        hostsDir: this.dhcpHostsDir,
+        leaseTime: '1h',
+      },
       this.dnsmasq.pidFile,
     );
     await ensureDnsmasq(this.dnsmasq, conf);
@@ -165,7 +189,10 @@ export class NodeNetwork {
     const [mac, ip] = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
     await rm(file, { force: true });
     await reloadDnsmasq(this.dnsmasq);
-    if (mac && ip) await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) => this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'));
+    if (mac && ip)
+      await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) =>
+        this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'),
+      );
   }
 
   /**

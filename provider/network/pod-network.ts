@@ -14,7 +14,16 @@ import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
-import { ensureVmNetwork, readVmPort, rejoinNodeBridge, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import {
+  ensureVmNetwork,
+  readVmPort,
+  rejoinNodeBridge,
+  GUEST_TAP,
+  MASQUERADE_GATEWAY,
+  MASQUERADE_GUEST,
+  removeVmNetwork,
+  vmNetworkNames,
+} from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
 import { hostNameservers, links } from './host.js';
 
@@ -74,12 +83,17 @@ export class PodNetwork {
     this.starting ??= (async () => {
       const cidr = await this.o.podCidr();
       if (!cidr) {
-        if (!this.unreadyAtMs) this.o.log.warn({ bridge: this.o.bridge }, 'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one');
+        if (!this.unreadyAtMs)
+          this.o.log.warn(
+            { bridge: this.o.bridge },
+            'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one',
+          );
         this.unreadyAtMs = Date.now();
         return;
       }
       const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
-      if (this.ready && this.ready.range.cidr !== range.cidr) throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
+      if (this.ready && this.ready.range.cidr !== range.cidr)
+        throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
       // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
       const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
       // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
@@ -151,7 +165,13 @@ export class PodNetwork {
     if (spec.interfaces.length === 0) return { spec };
     if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
-      throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
+      throw new SpecError([
+        {
+          path: 'interfaces',
+          reason: 'FieldValueNotSupported',
+          message: 'a VM has one interface on the pod network; vkvm has no secondary networks',
+        },
+      ]);
     }
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
     const { range, ipam, dnsServers } = this.ready!;

@@ -45,9 +45,19 @@ table bridge vkvm-vkvm0 {
 `,
   );
   const other = { veth: 'vh00000000000', mac: '02:00:00:00:00:01', ip: '10.244.0.8' };
-  t.match(renderPortFilter('vkvm-vkvm0', [port, other]), /iifname vmap \{ "vh00000000000" : jump port-vh00000000000, "vh0123456789ab" : jump port-vh0123456789ab \}/, 'ports in name order, whatever the order given');
+  t.match(
+    renderPortFilter('vkvm-vkvm0', [port, other]),
+    /iifname vmap \{ "vh00000000000" : jump port-vh00000000000, "vh0123456789ab" : jump port-vh0123456789ab \}/,
+    'ports in name order, whatever the order given',
+  );
   t.notMatch(renderPortFilter('vkvm-vkvm0', []), /vmap|chain port-/, 'no ports: the table and its base chain, nothing else');
-  for (const bad of [{ veth: 'vh x' }, { mac: '52:54:00:12:34:56 accept' }, { mac: '52:54:00:12:34:5G' }, { ip: '10.244.0.256' }, { ip: '10.244.0.7 } accept' }]) {
+  for (const bad of [
+    { veth: 'vh x' },
+    { mac: '52:54:00:12:34:56 accept' },
+    { mac: '52:54:00:12:34:5G' },
+    { ip: '10.244.0.256' },
+    { ip: '10.244.0.7 } accept' },
+  ]) {
     t.throws(() => renderPortFilter('vkvm-vkvm0', [{ ...port, ...bad }]), /cannot filter port/, `refused: ${JSON.stringify(bad)}`);
   }
 });
@@ -90,14 +100,18 @@ const neighbour = async (ip: string, dev: string, exec = (...a: string[]) => run
   (JSON.parse(await exec('ip', '-j', 'neigh', 'show', ip, 'dev', dev)) as Array<{ lladdr?: string }>)[0]?.lladdr;
 
 const fdbPort = async (bridge: string, mac: string) =>
-  (JSON.parse(await run(['bridge', '-j', 'fdb', 'show', 'br', bridge])) as Array<{ mac: string; ifname: string }>).find((e) => e.mac === mac)?.ifname;
+  (JSON.parse(await run(['bridge', '-j', 'fdb', 'show', 'br', bridge])) as Array<{ mac: string; ifname: string }>).find(
+    (e) => e.mac === mac,
+  )?.ifname;
 
 /** Packets of a port's drop rules, by comment. */
 async function dropCounts(table: string, veth: string): Promise<Record<string, number>> {
   const out = JSON.parse(await run(['nft', '-j', 'list', 'chain', 'bridge', table, `port-${veth}`])) as {
     nftables: Array<{ rule?: { comment?: string; expr: Array<{ counter?: { packets: number } }> } }>;
   };
-  return Object.fromEntries(out.nftables.flatMap((o) => (o.rule?.comment ? [[o.rule.comment, o.rule.expr.find((e) => e.counter)?.counter?.packets ?? 0]] : [])));
+  return Object.fromEntries(
+    out.nftables.flatMap((o) => (o.rule?.comment ? [[o.rule.comment, o.rule.expr.find((e) => e.counter)?.counter?.packets ?? 0]] : [])),
+  );
 }
 
 t.test('on the host: a port sends only as itself; without the filter the same frames poison', async (t) => {
@@ -122,7 +136,11 @@ t.test('on the host: a port sends only as itself; without the filter the same fr
   const ports: VmPort[] = [a, b].map(({ veth, mac, ip }) => ({ veth, mac, ip }));
   const table = portFilterTable(bridge);
   const dhcpLog = () => readFile(path.join(dir, 'dnsmasq.log'), 'utf8').catch(() => '');
-  const lease = () => b.exec('busybox', 'udhcpc', '-i', 'eth0', '-q', '-n', '-t', '4', '-T', '1', '-s', '/bin/true').then(() => 'leased', (err: Error) => err.message);
+  const lease = () =>
+    b.exec('busybox', 'udhcpc', '-i', 'eth0', '-q', '-n', '-t', '4', '-T', '1', '-s', '/bin/true').then(
+      () => 'leased',
+      (err: Error) => err.message,
+    );
 
   const listener = createSocket('udp4');
   const received: Array<{ from: string; text: string }> = [];
@@ -148,12 +166,25 @@ t.test('on the host: a port sends only as itself; without the filter the same fr
       udp4({ ...toNode, srcMac: silent, src: a.ip, payload: Buffer.from('as a silent VM') }),
       udp4({ srcMac: a.mac, dstMac: b.mac, src: a.ip, dst: b.ip, sport: 67, dport: 68, payload: Buffer.alloc(300) }),
       dhcpDecline({ srcMac: a.mac, chaddr: b.mac, ip: b.ip, server: gw }),
-      udp4({ srcMac: a.mac, dstMac: BROADCAST, src: '0.0.0.0', dst: '255.255.255.255', sport: 68, dport: 67, payload: Buffer.alloc(300), firstFragment: true }),
+      udp4({
+        srcMac: a.mac,
+        dstMac: BROADCAST,
+        src: '0.0.0.0',
+        dst: '255.255.255.255',
+        sport: 68,
+        dport: 67,
+        payload: Buffer.alloc(300),
+        firstFragment: true,
+      }),
       routerAdvertisement(a.mac, Buffer.from([0x20, 0x01, 0x0d, 0xb8, ...randomBytes(4)])),
       udp4({ ...toNode, srcMac: a.mac, src: a.ip, payload: Buffer.from(marker) }),
     ];
     await a.exec(rawsend, 'eth0', ...frames.map((f) => f.toString('hex')));
-    await until(`the ${marker} datagram`, async () => received, (r) => r.some((m) => m.text === marker));
+    await until(
+      `the ${marker} datagram`,
+      async () => received,
+      (r) => r.some((m) => m.text === marker),
+    );
     return fdbPort(bridge, silent);
   };
   const state = async (fdbPortOfSilent: string | undefined) => ({
@@ -170,18 +201,38 @@ t.test('on the host: a port sends only as itself; without the filter the same fr
   t.equal(await lease(), 'leased', 'b takes its lease through the filter');
   await b.exec('busybox', 'ping', '-c', '1', '-W', '5', gw);
   await run(['busybox', 'ping', '-c', '1', '-W', '5', b.ip]);
-  const clean = { bNeighbourGateway: bridgeMac(bridge), nodeNeighbourB: b.mac, fdbPortOfSilent: undefined, spoofed: [], bIpv6: false, nodeIpv6: false, declined: false };
+  const clean = {
+    bNeighbourGateway: bridgeMac(bridge),
+    nodeNeighbourB: b.mac,
+    fdbPortOfSilent: undefined,
+    spoofed: [],
+    bIpv6: false,
+    nodeIpv6: false,
+    declined: false,
+  };
   t.same(await state(await fdbPort(bridge, silent)), clean, 'before: b knows the gateway, the node knows b');
 
   const fdbFiltered = await attack('marker');
   // b has seen every frame before a's ping, which took the same way.
   await a.exec('busybox', 'ping', '-c', '1', '-W', '5', b.ip);
-  t.same(await state(fdbFiltered), clean, 'with the filter: no ARP table, bridge port, address, route or lease changed; nothing arrived from b’s address or another MAC');
+  t.same(
+    await state(fdbFiltered),
+    clean,
+    'with the filter: no ARP table, bridge port, address, route or lease changed; nothing arrived from b’s address or another MAC',
+  );
   t.equal(await lease(), 'leased', 'b still takes its lease');
   await a.exec('busybox', 'ping', '-c', '1', '-W', '5', gw);
   t.pass('a’s own traffic flows');
   const counts = await dropCounts(table, a.veth);
-  const named = ['another MAC', 'ARP for another address', 'DHCP server message', 'DHCP for another MAC', 'fragmented DHCP', 'IPv4 from another address', 'IPv6 router advertisement'];
+  const named = [
+    'another MAC',
+    'ARP for another address',
+    'DHCP server message',
+    'DHCP for another MAC',
+    'fragmented DHCP',
+    'IPv4 from another address',
+    'IPv6 router advertisement',
+  ];
   t.same(
     named.filter((c) => !(counts[c]! > 0)),
     [],
@@ -189,22 +240,43 @@ t.test('on the host: a port sends only as itself; without the filter the same fr
   );
   const ofB = await dropCounts(table, b.veth);
   // (Its namespace's own IPv6 chatter is dropped as neither IPv4 nor ARP.)
-  t.same(named.filter((c) => ofB[c] !== 0), [], 'b’s port dropped nothing of b’s own');
+  t.same(
+    named.filter((c) => ofB[c] !== 0),
+    [],
+    'b’s port dropped nothing of b’s own',
+  );
 
   await net.ports.ensure(async () => ports);
   t.same(await dropCounts(table, a.veth), counts, 'ensuring an unchanged filter leaves it (and its counters) alone');
   await removePortFilter(table);
   await net.ports.ensure(async () => ports);
   t.match(await run(['nft', 'list', 'table', 'bridge', table]), `chain port-${a.veth}`, 'a removed table is rebuilt');
-  await run(['nft', 'delete', 'rule', 'bridge', table, `port-${a.veth}`, 'handle', handleOf(await run(['nft', '-a', 'list', 'chain', 'bridge', table, `port-${a.veth}`]), 'ARP for another address')]);
+  await run([
+    'nft',
+    'delete',
+    'rule',
+    'bridge',
+    table,
+    `port-${a.veth}`,
+    'handle',
+    handleOf(await run(['nft', '-a', 'list', 'chain', 'bridge', table, `port-${a.veth}`]), 'ARP for another address'),
+  ]);
   await net.ports.ensure(async () => ports);
-  t.match(await run(['nft', 'list', 'chain', 'bridge', table, `port-${a.veth}`]), 'ARP for another address', 'so is one edited behind the agent’s back');
+  t.match(
+    await run(['nft', 'list', 'chain', 'bridge', table, `port-${a.veth}`]),
+    'ARP for another address',
+    'so is one edited behind the agent’s back',
+  );
 
   // The control: the same frames, unfiltered, do what the filter stops (the bridge still refuses router advertisements).
   await net.ports.ensure(async () => []);
   t.notMatch(await run(['nft', 'list', 'table', 'bridge', table]), 'port-', 'ports gone from the records leave the table');
   const fdbAfter = await attack('marker again');
-  const poisoned = await until('the unfiltered attack to take effect', () => state(fdbAfter), (s) => s.declined && s.bIpv6);
+  const poisoned = await until(
+    'the unfiltered attack to take effect',
+    () => state(fdbAfter),
+    (s) => s.declined && s.bIpv6,
+  );
   t.same(
     poisoned,
     {

@@ -26,7 +26,8 @@ const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]
 
 /** Throws unless `p` can be written into the script safely; a VM's record is checked before it is written, so one bad port fails only its VM. */
 export function assertFilterable(p: VmPort): void {
-  if (!INTERFACE_NAME.test(p.veth) || !MAC.test(p.mac) || !IPV4.test(p.ip)) throw new Error(`cannot filter port ${JSON.stringify(p)}: not an interface name, lower-case MAC and IPv4 address`);
+  if (!INTERFACE_NAME.test(p.veth) || !MAC.test(p.mac) || !IPV4.test(p.ip))
+    throw new Error(`cannot filter port ${JSON.stringify(p)}: not an interface name, lower-case MAC and IPv4 address`);
 }
 
 export const portFilterTable = (bridge: string): string => `vkvm-${bridge}`;
@@ -116,7 +117,8 @@ export class PortFilter {
     if (same && (await this.listing().catch(() => undefined)) === this.applied!.listing) return;
     await run(['nft', '-f', '-'], { input: script });
     this.applied = { script, listing: await this.listing() };
-    if (same) this.log.warn({ table: this.table, ports: ports.length }, 'the port filter was changed or removed behind the agent’s back; rebuilt');
+    if (same)
+      this.log.warn({ table: this.table, ports: ports.length }, 'the port filter was changed or removed behind the agent’s back; rebuilt');
     else this.log.info({ table: this.table, ports: ports.map((p) => p.veth) }, 'port filter applied');
   }
 

@@ -69,7 +69,11 @@ function dnsmasqOf(dir: string, netnsPath: string): DnsmasqInstance {
   return { confFile: path.join(dir, 'dnsmasq.conf'), pidFile: path.join(dir, 'dnsmasq.pid'), netns: netnsPath };
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 const PORT_FILE = 'port.json';
 
@@ -142,7 +146,18 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
     if (!ports?.length) await nat('PREROUTING', ['-i', POD_IFACE, '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
     for (const port of ports ?? []) {
       const proto = port.protocol.toLowerCase();
-      await nat('PREROUTING', ['-i', POD_IFACE, '-p', proto, '--dport', String(port.port), '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
+      await nat('PREROUTING', [
+        '-i',
+        POD_IFACE,
+        '-p',
+        proto,
+        '--dport',
+        String(port.port),
+        '-j',
+        'DNAT',
+        '--to-destination',
+        MASQUERADE_GUEST,
+      ]);
     }
     // The whole guest subnet: a guest that picks another 10.0.2.x must not leave un-NATed.
     await nat('POSTROUTING', ['-s', '10.0.2.0/24', '-o', POD_IFACE, '-j', 'MASQUERADE']);
@@ -155,7 +170,15 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
 
 function masqueradeDhcp(p: VmNetworkPlan): string {
   return renderDnsmasqConf(
-    { interface: GUEST_TAP, network: '10.0.2.0', netmask: '255.255.255.0', router: MASQUERADE_GATEWAY, dnsServers: p.dnsServers, hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`], leaseTime: '1h' },
+    {
+      interface: GUEST_TAP,
+      network: '10.0.2.0',
+      netmask: '255.255.255.0',
+      router: MASQUERADE_GATEWAY,
+      dnsServers: p.dnsServers,
+      hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`],
+      leaseTime: '1h',
+    },
     dnsmasqOf(p.dir, vmNetworkNames(p.uid).netnsPath).pidFile,
   );
 }

@@ -23,11 +23,20 @@ import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { BuiltinImages } from '../vm-identity.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { DEFAULT_RESTART_BACKOFF, newLifecycle, transition, waitMs, type LifecycleEvent, type LifecycleState, type PodLifecycle, type RestartBackoff } from './lifecycle.js';
+import {
+  DEFAULT_RESTART_BACKOFF,
+  newLifecycle,
+  transition,
+  waitMs,
+  type LifecycleEvent,
+  type PodLifecycle,
+  type RestartBackoff,
+} from './lifecycle.js';
 import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
+import { recordEntered } from './lifecycle-events.js';
 import { StatusWriter } from './status-writer.js';
-import { vmiOwner, vmiReferenceOf, type VmiSource } from './vmi-source.js';
+import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { VmRuntime, type StartOutcome, type VmNetwork } from './vm-runtime.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
@@ -80,7 +89,12 @@ export class PodController {
   constructor(private readonly o: PodControllerOptions) {
     const clock = (this.clock = o.clock ?? systemClock);
     this.backoff = o.restartBackoff ?? DEFAULT_RESTART_BACKOFF;
-    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log: o.log, clock });
+    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), {
+      name: 'syncPodsFromKubernetes',
+      workers: o.workers ?? 8,
+      log: o.log,
+      clock,
+    });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
@@ -115,11 +129,16 @@ export class PodController {
     for (const uid of this.o.launchers.uids()) {
       if (podUIDs.has(uid)) continue;
       this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
-      await this.removeVm(uid, 0).catch((err: unknown) => this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'));
+      await this.removeVm(uid, 0).catch((err: unknown) =>
+        this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'),
+      );
     }
     // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
-    const inUse = (uid: string) => !!this.o.launchers.get(uid) || this.lifecycles.has(uid) || this.o.pods.list().some((p) => p.metadata?.uid === uid);
-    await this.o.network.retainOnly(inUse).catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
+    const inUse = (uid: string) =>
+      !!this.o.launchers.get(uid) || this.lifecycles.has(uid) || this.o.pods.list().some((p) => p.metadata?.uid === uid);
+    await this.o.network
+      .retainOnly(inUse)
+      .catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
   }
 
   /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
@@ -226,23 +245,9 @@ export class PodController {
     this.statusSync.add(after.key);
     if (after.state.kind !== before.state.kind) {
       this.o.log.info({ pod: after.key, uid, from: before.state.kind, to: after.state.kind, event: event.type }, 'VM lifecycle');
-      this.recordEntered(pod, after.state, event);
+      recordEntered(this.o.events, pod, after.state, event);
     }
     return after;
-  }
-
-  /** The Events of entering a state in which the VM does not run, saying why. */
-  private recordEntered(pod: V1Pod, state: LifecycleState, event: LifecycleEvent): void {
-    if (state.kind === 'Invalid') {
-      this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${state.message}`);
-      // A launcher pod's VMI too: KubeVirt users look there.
-      const vmi = vmiReferenceOf(pod);
-      if (vmi) this.o.events.recordFor(vmi, 'Warning', 'SyncFailed', state.message);
-    } else if (state.kind === 'ImageBackOff') {
-      this.o.events.record(pod, 'Warning', 'Failed', `Failed to prepare boot image "${pod.spec?.containers?.[0]?.image ?? ''}": ${state.error.message}`);
-    } else if (state.kind === 'BackingOff' && event.type === 'ended') {
-      this.o.events.record(pod, 'Warning', 'BackOff', `Back-off ${Math.round(state.delayMs / 1000)}s restarting stopped VM (${event.vm?.reason ?? 'stopped'})`);
-    }
   }
 
   /** What the runtime learnt on its way to the spec; a new place on the network shows in the status before the VM boots. */

@@ -5,7 +5,11 @@ import { newLifecycle, transition, type LifecycleEvent, type LifecycleState, typ
 const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u1' }, spec: { containers: [{ name: 'vm' }] } };
 const at = (state: LifecycleState): PodLifecycle => ({ ...newLifecycle(pod), state });
 const imageBackOff = { kind: 'ImageBackOff', failures: 1, error: { reason: 'ErrImagePull', message: 'm' }, retryAtMs: 10_000 } as const;
-const ended = (phase: 'Succeeded' | 'Failed', restartPolicy: string): LifecycleEvent => ({ type: 'ended', vm: { phase, guestReady: false, restartCount: 0 }, restartPolicy });
+const ended = (phase: 'Succeeded' | 'Failed', restartPolicy: string): LifecycleEvent => ({
+  type: 'ended',
+  vm: { phase, guestReady: false, restartCount: 0 },
+  restartPolicy,
+});
 
 t.test('the transition table, guards included', async (t) => {
   const rows: Array<[string, LifecycleState, LifecycleEvent, number]> = [
@@ -55,21 +59,39 @@ t.test('the transition table, guards included', async (t) => {
   );
 });
 
-t.test('the history: a back-off records the run that ended, a restart counts it; a pod first seen takes both from its status', async (t) => {
-  const startedAt = new Date(1_000);
-  const finishedAt = new Date(61_000);
-  const backingOff = transition(at({ kind: 'Running' }), { type: 'ended', vm: { phase: 'Failed', startedAt, finishedAt, guestReady: false, restartCount: 0 }, restartPolicy: 'Always' }, 70_000);
-  const restarted = transition(transition(backingOff, { type: 'stopSeen' }, 70_000), { type: 'restart' }, 80_000);
-  const seen = newLifecycle({
-    ...pod,
-    status: { containerStatuses: [{ name: 'vm', image: '', imageID: '', ready: false, restartCount: 4, lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt, finishedAt } } }] },
-  });
-  t.same(
-    { backingOff: backingOff.history, restarted: restarted.history, seen: seen.history },
-    {
-      backingOff: { restartCount: 0, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-      restarted: { restartCount: 1, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-      seen: { restartCount: 4, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-    },
-  );
-});
+t.test(
+  'the history: a back-off records the run that ended, a restart counts it; a pod first seen takes both from its status',
+  async (t) => {
+    const startedAt = new Date(1_000);
+    const finishedAt = new Date(61_000);
+    const backingOff = transition(
+      at({ kind: 'Running' }),
+      { type: 'ended', vm: { phase: 'Failed', startedAt, finishedAt, guestReady: false, restartCount: 0 }, restartPolicy: 'Always' },
+      70_000,
+    );
+    const restarted = transition(transition(backingOff, { type: 'stopSeen' }, 70_000), { type: 'restart' }, 80_000);
+    const seen = newLifecycle({
+      ...pod,
+      status: {
+        containerStatuses: [
+          {
+            name: 'vm',
+            image: '',
+            imageID: '',
+            ready: false,
+            restartCount: 4,
+            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt, finishedAt } },
+          },
+        ],
+      },
+    });
+    t.same(
+      { backingOff: backingOff.history, restarted: restarted.history, seen: seen.history },
+      {
+        backingOff: { restartCount: 0, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
+        restarted: { restartCount: 1, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
+        seen: { restartCount: 4, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
+      },
+    );
+  },
+);

@@ -132,7 +132,14 @@ export function newLifecycle(pod: V1Pod): PodLifecycle {
     history: {
       restartCount: cs?.restartCount ?? 0,
       ...(last?.finishedAt
-        ? { lastTermination: { reason: last.reason ?? 'Error', exitCode: last.exitCode, finishedAt: last.finishedAt, ...(last.startedAt ? { startedAt: last.startedAt } : {}) } }
+        ? {
+            lastTermination: {
+              reason: last.reason ?? 'Error',
+              exitCode: last.exitCode,
+              finishedAt: last.finishedAt,
+              ...(last.startedAt ? { startedAt: last.startedAt } : {}),
+            },
+          }
         : {}),
       ...(stoppedAt ? { stoppedSeenAt: stoppedAt } : {}),
     },
@@ -158,7 +165,13 @@ function backOff(lc: PodLifecycle, vm: VmObservation | undefined, nowMs: number,
   return { ...lc, state: { kind: 'BackingOff', untilMs: nowMs + delayMs, delayMs }, history: { ...lc.history, lastTermination } };
 }
 
-function imageMissing(lc: PodLifecycle, retrying: ImageBackOff | undefined, message: string, nowMs: number, policy: RestartBackoff): PodLifecycle {
+function imageMissing(
+  lc: PodLifecycle,
+  retrying: ImageBackOff | undefined,
+  message: string,
+  nowMs: number,
+  policy: RestartBackoff,
+): PodLifecycle {
   const failures = (retrying?.failures ?? 0) + 1;
   const delayMs = Math.min(policy.initialMs * 2 ** (failures - 1), policy.maxMs);
   const error: ImageError = { reason: failures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message };
@@ -167,14 +180,21 @@ function imageMissing(lc: PodLifecycle, retrying: ImageBackOff | undefined, mess
 
 const to = (lc: PodLifecycle, state: LifecycleState): PodLifecycle => ({ ...lc, state });
 
-export function transition(lc: PodLifecycle, event: LifecycleEvent, nowMs: number, policy: RestartBackoff = DEFAULT_RESTART_BACKOFF): PodLifecycle {
+export function transition(
+  lc: PodLifecycle,
+  event: LifecycleEvent,
+  nowMs: number,
+  policy: RestartBackoff = DEFAULT_RESTART_BACKOFF,
+): PodLifecycle {
   const s = lc.state;
   if (s.kind === 'Terminating') return lc;
   switch (event.type) {
     case 'deleting':
       return to(lc, { kind: 'Terminating', was: s });
     case 'invalid':
-      return s.kind === 'Invalid' && s.message === event.message ? lc : to(lc, { kind: 'Invalid', message: event.message, found: event.found });
+      return s.kind === 'Invalid' && s.message === event.message
+        ? lc
+        : to(lc, { kind: 'Invalid', message: event.message, found: event.found });
     case 'valid':
       return s.kind === 'Invalid' && s.found === 'translation' ? to(lc, { kind: 'Waiting' }) : lc;
     case 'startBegan':

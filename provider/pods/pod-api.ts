@@ -22,7 +22,10 @@ export function kubePodApi(clients: KubeClients): PodApi {
       await clients.core.patchNamespacedPodStatus({ name, namespace, body }, strategicMerge);
     },
     async patchVmiStatus(namespace, name, body) {
-      await clients.custom.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name, body }, mergePatch);
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name, body },
+        mergePatch,
+      );
     },
     async deletePod(namespace, name, uid) {
       await clients.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } });

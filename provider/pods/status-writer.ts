@@ -66,7 +66,12 @@ export class StatusWriter {
     const facts = factsOf(lc.state);
     const vm = observeVm(view, lc.history);
     if (vmiOwner(pod)) await this.syncVmi(pod, lc, facts, vm);
-    const input: PodStatusInput = { pod: { ...pod, status: current }, now: new Date(this.o.clock.now()), hostIP: this.o.hostIP(), ...facts };
+    const input: PodStatusInput = {
+      pod: { ...pod, status: current },
+      now: new Date(this.o.clock.now()),
+      hostIP: this.o.hostIP(),
+      ...facts,
+    };
     if (lc.attachment) input.podIP = lc.attachment.podIP;
     if (vm) input.vm = vm;
     const status = derivePodStatus(input);

@@ -73,7 +73,9 @@ const stopped = (i: PodStatusInput) => !i.preparing && (i.vm?.phase === 'Succeed
 /** A stopped VM is final unless restartPolicy brings it back; a pod being deleted never comes back. */
 const final = (i: PodStatusInput) =>
   stopped(i) &&
-  (Boolean(i.pod.metadata?.deletionTimestamp) || restartPolicy(i) === 'Never' || (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
+  (Boolean(i.pod.metadata?.deletionTimestamp) ||
+    restartPolicy(i) === 'Never' ||
+    (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
 
 /** The ordered table: first match wins; the last row is the fallback. */
 const ROWS: Row[] = [

@@ -67,7 +67,11 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
     });
   }
   if (c.command?.length) {
-    causes.push({ path: `${at}.command`, reason: 'FieldValueNotSupported', message: 'a VM has no entrypoint to override; use args for the kernel command line' });
+    causes.push({
+      path: `${at}.command`,
+      reason: 'FieldValueNotSupported',
+      message: 'a VM has no entrypoint to override; use args for the kernel command line',
+    });
   }
 
   const limits = c.resources?.limits ?? {};
@@ -91,10 +95,18 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
   const disks: DiskSpec[] = [];
   if (source?.kind === 'builtin') {
     const b = builtins[source.name];
-    if (!b) causes.push({ path: `${at}.image`, reason: 'FieldValueNotFound', message: `built-in image ${source.name} is not available on this node` });
+    if (!b)
+      causes.push({
+        path: `${at}.image`,
+        reason: 'FieldValueNotFound',
+        message: `built-in image ${source.name} is not available on this node`,
+      });
     else kernelBoot = { kernelPath: b.kernelPath, initrdPath: b.initrdPath, cmdline: [b.cmdline, ...extraCmdline].join(' ') };
   } else if (source?.kind === 'kernel') {
-    kernelBoot = { kernelPath: source.kernelPath, cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' ') };
+    kernelBoot = {
+      kernelPath: source.kernelPath,
+      cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' '),
+    };
     const initrd = annotations[ANNOTATION.initrd];
     if (initrd) kernelBoot.initrdPath = initrd;
   } else if (source) {
@@ -132,10 +144,18 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
       message: `${JSON.stringify(networkMode)} is not one of ${POD_NETWORK_MODES.join(', ')}`,
     });
   }
-  const forwardPorts = (c.ports ?? []).map((p) => ({ protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP', port: p.containerPort, ...(p.name ? { name: p.name } : {}) }));
+  const forwardPorts = (c.ports ?? []).map((p) => ({
+    protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP',
+    port: p.containerPort,
+    ...(p.name ? { name: p.name } : {}),
+  }));
   (c.ports ?? []).forEach((p, i) => {
     if (p.protocol && p.protocol !== 'TCP' && p.protocol !== 'UDP') {
-      causes.push({ path: `${at}.ports[${i}].protocol`, reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' });
+      causes.push({
+        path: `${at}.ports[${i}].protocol`,
+        reason: 'FieldValueNotSupported',
+        message: 'only TCP and UDP ports can be forwarded to a VM',
+      });
     }
   });
   if (causes.length) return new SpecError(causes);
@@ -187,4 +207,3 @@ export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] 
   };
   return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));
 }
-

@@ -65,7 +65,12 @@ export class VmRuntime {
     if (result === 'gone' || result instanceof SpecError) return result;
     const { spec, ...vmi } = result;
     if (vmi.unsupported.join() !== (lc.vmi?.unsupported ?? []).join()) {
-      this.o.events.recordFor(vmi.ref, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${vmi.unsupported.join(', ')}`);
+      this.o.events.recordFor(
+        vmi.ref,
+        'Warning',
+        'UnsupportedFields',
+        `vkvm does not realize these VMI fields; the VM runs without them: ${vmi.unsupported.join(', ')}`,
+      );
     }
     this.o.learnt(lc.uid, { vmi });
     return spec;
@@ -77,7 +82,10 @@ export class VmRuntime {
       const t0 = performance.now();
       const { spec: wired, attachment } = await this.o.network.attach(spec);
       if (attachment && attachment.podIP !== lc.attachment?.podIP) {
-        this.o.log.info({ pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) }, 'VM network attached');
+        this.o.log.info(
+          { pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) },
+          'VM network attached',
+        );
       }
       this.o.learnt(lc.uid, { attachment });
       return wired;
@@ -127,7 +135,9 @@ export class VmRuntime {
       }
       // Users know their pod's or VMI's fields, not the VmSpec's.
       const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
-      return imageNotFound(thrown) ? { type: 'imageMissing', message: err.message } : { type: 'invalid', message: err.message, found: 'start' };
+      return imageNotFound(thrown)
+        ? { type: 'imageMissing', message: err.message }
+        : { type: 'invalid', message: err.message, found: 'start' };
     }
   }
 

@@ -33,13 +33,17 @@ export const PAUSED_ANNOTATION = 'vkvm.io/paused';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
-  return pod.metadata?.ownerReferences?.find((r) => r.kind === 'VirtualMachineInstance' && r.apiVersion.startsWith(`${GROUP}/`) && r.controller);
+  return pod.metadata?.ownerReferences?.find(
+    (r) => r.kind === 'VirtualMachineInstance' && r.apiVersion.startsWith(`${GROUP}/`) && r.controller,
+  );
 }
 
 /** The reference events about a launcher pod's VMI need, from the pod's owner reference. */
 export function vmiReferenceOf(pod: V1Pod): V1ObjectReference | undefined {
   const owner = vmiOwner(pod);
-  return owner ? { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace: pod.metadata?.namespace ?? 'default' } : undefined;
+  return owner
+    ? { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace: pod.metadata?.namespace ?? 'default' }
+    : undefined;
 }
 
 export interface VmiSpecResult {
@@ -134,8 +138,12 @@ export class ClusterVmiSource implements VmiSource {
     const result = translateVmi(vmi, {
       builtins: await this.builtins(refs.builtinImages),
       imageAliases: DEFAULT_IMAGE_ALIASES,
-      secrets: Object.fromEntries(await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const))),
-      pvcs: Object.fromEntries(await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const))),
+      secrets: Object.fromEntries(
+        await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const)),
+      ),
+      pvcs: Object.fromEntries(
+        await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const)),
+      ),
     });
     if ('causes' in result) return result;
     // The launcher, its directory and its domain are keyed by the pod, as for every pod on the node.

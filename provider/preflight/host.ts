@@ -7,7 +7,12 @@ import { evaluatePreflight, type PreflightCheck } from './checks.js';
 import { readPreflightFacts } from './facts.js';
 import { vmsDirCheck } from './state-dir.js';
 
-export async function hostPreflight(agent: Pick<AgentConfig, 'searchPath' | 'imageCacheDir' | 'stateDir' | 'allowSoftwareEmulation'>): Promise<PreflightCheck[]> {
+export async function hostPreflight(
+  agent: Pick<AgentConfig, 'searchPath' | 'imageCacheDir' | 'stateDir' | 'allowSoftwareEmulation'>,
+): Promise<PreflightCheck[]> {
   const facts = await readPreflightFacts({ searchPath: agent.searchPath, imageCacheDir: agent.imageCacheDir });
-  return [...evaluatePreflight(facts, { allowSoftwareEmulation: agent.allowSoftwareEmulation }), await vmsDirCheck(join(agent.stateDir, 'vms'))];
+  return [
+    ...evaluatePreflight(facts, { allowSoftwareEmulation: agent.allowSoftwareEmulation }),
+    await vmsDirCheck(join(agent.stateDir, 'vms')),
+  ];
 }

@@ -80,7 +80,12 @@ export class PodWatch {
       };
       const onAbort = (): void => finish(opts.signal.reason as Error);
       const timer = setTimeout(
-        () => finish(new Error(`timed out after ${opts.timeoutMs} ms waiting until ${what}${opts.describe ? `; last seen: ${opts.describe()}` : ''}`)),
+        () =>
+          finish(
+            new Error(
+              `timed out after ${opts.timeoutMs} ms waiting until ${what}${opts.describe ? `; last seen: ${opts.describe()}` : ''}`,
+            ),
+          ),
         opts.timeoutMs,
       );
       if (opts.signal.aborted) return onAbort();

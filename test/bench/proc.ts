@@ -103,7 +103,10 @@ export interface CpuTimes {
 export async function cpuTimes(pid: number): Promise<CpuTimes | undefined> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   // Fields after "(comm) ": state is field 3, so utime (14) … cstime (17) sit at 11 … 14.
-  const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(') ') + 2)
+    .split(' ')
+    .map(Number);
   if (f.length < 15) return undefined;
   return { selfS: (f[11]! + f[12]!) / USER_HZ, reapedChildrenS: (f[13]! + f[14]!) / USER_HZ };
 }

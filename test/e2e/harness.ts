@@ -27,7 +27,10 @@ export interface TestCluster extends RunningCluster {
 }
 
 /** A fresh control plane for one test file, stopped and removed in teardown. */
-export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number; bindAddress?: string } = {}): Promise<TestCluster> {
+export async function startTestCluster(
+  t: Test,
+  opts: { nodeMonitorGracePeriodS?: number; bindAddress?: string } = {},
+): Promise<TestCluster> {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-cluster-'));
   const cluster = await startCluster({
     stateDir,
@@ -59,12 +62,26 @@ export async function controllersIdentity(cluster: TestCluster): Promise<KubeCli
   const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
   const subjects = [{ kind: 'ServiceAccount', name, namespace }];
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
-  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'vkvm:controllers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' }, subjects } });
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: 'vkvm:controllers' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' },
+      subjects,
+    },
+  });
   await rbac.createNamespacedRoleBinding({
     namespace,
-    body: { metadata: { name: 'vkvm:controllers-leader-election' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' }, subjects },
+    body: {
+      metadata: { name: 'vkvm:controllers-leader-election' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' },
+      subjects,
+    },
   });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await admin.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const current = admin.kc.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({
@@ -187,7 +204,9 @@ export async function killLaunchersOf(stateDir: string): Promise<void> {
     if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
     // A launcher that started after the agent was killed is not in the state file yet; its cgroup knows it.
     const rel = `${LAUNCHER_DEFAULTS.cgroupParent}/${uid}/cgroup.procs`;
-    const procs = (await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))).join('\n');
+    const procs = (
+      await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))
+    ).join('\n');
     for (const pid of procs.split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL');

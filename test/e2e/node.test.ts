@@ -26,7 +26,10 @@ function kubeletGet(ip: string, port: number, path: string, tls: { ca: string; c
     const req = request({ host: ip, port, path, method: 'GET', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: 10_000 }, (res) => {
       // Read the peer certificate now: the socket is detached once the response ends.
       const raw = (res.socket as TLSSocket).getPeerCertificate().raw;
-      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw
+        .toString('base64')
+        .match(/.{1,64}/g)!
+        .join('\n')}\n-----END CERTIFICATE-----\n`;
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, peerCertPem }));
@@ -64,7 +67,11 @@ t.test('node agent on the real control plane', async (t) => {
   let agent = await startAgent(t, cluster, { nodeName: NODE });
   const started = Date.now();
 
-  const node: V1Node = await waitFor('node Ready', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True');
+  const node: V1Node = await waitFor(
+    'node Ready',
+    () => readNode(cluster),
+    (n) => condition(n, 'Ready') === 'True',
+  );
   // Speed is the bench's to measure, not a test's to assert (shared 2-core machines).
   const readyMs = Date.now() - started;
   const uid = node.metadata!.uid!;
@@ -135,7 +142,11 @@ t.test('node agent on the real control plane', async (t) => {
     t.match({ status: forbidden.status, body: forbidden.body }, { status: 403, body: /user=bob.*subresource=proxy/ });
 
     const viaApiserver = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/pods`]);
-    t.match({ code: viaApiserver.code, out: viaApiserver.stdout }, { code: 0, out: /"kind":"PodList"/ }, 'apiserver kubelet-client identity is authorized');
+    t.match(
+      { code: viaApiserver.code, out: viaApiserver.stdout },
+      { code: 0, out: /"kind":"PodList"/ },
+      'apiserver kubelet-client identity is authorized',
+    );
     const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
     t.match({ code: healthz.code, out: healthz.stdout }, { code: 0, out: 'ok' });
   });
@@ -184,16 +195,40 @@ t.test('node agent on the real control plane', async (t) => {
 
   await t.test('killing the agent makes the node-lifecycle controller mark it Unknown; a restart makes it Ready, same UID', async (t) => {
     await agent.kill('SIGKILL');
-    const lost = await waitFor('node Ready=Unknown', () => readNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', {
-      timeoutMs: (GRACE_S + 40) * 1000,
+    const lost = await waitFor(
+      'node Ready=Unknown',
+      () => readNode(cluster),
+      (n) => condition(n, 'Ready') === 'Unknown',
+      {
+        timeoutMs: (GRACE_S + 40) * 1000,
+      },
+    );
+    t.match(
+      lost.status!.conditions!.find((c) => c.type === 'Ready'),
+      { status: 'Unknown', reason: 'NodeStatusUnknown' },
+    );
+    agent = await startAgent(t, cluster, {
+      nodeName: NODE,
+      kubeletPort: agent.kubeletPort,
+      stateDir: agent.stateDir,
+      bridge: agent.bridge,
     });
-    t.match(lost.status!.conditions!.find((c) => c.type === 'Ready'), { status: 'Unknown', reason: 'NodeStatusUnknown' });
-    agent = await startAgent(t, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
-    const back = await waitFor('node Ready again', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True', { timeoutMs: 60_000 });
+    const back = await waitFor(
+      'node Ready again',
+      () => readNode(cluster),
+      (n) => condition(n, 'Ready') === 'True',
+      { timeoutMs: 60_000 },
+    );
     t.equal(back.metadata!.uid, uid, 'the same Node object was adopted');
     const nodes = await cluster.clients.core.listNode();
     t.equal(nodes.items.filter((n) => n.metadata?.name === NODE).length, 1, 'never a second node');
-    t.ok(agent.output.some((l) => l.includes('adopted existing node')), 'agent logged the adoption');
-    t.ok(agent.output.some((l) => l.includes('reusing kubelet serving certificate')), 'restart reuses the stored serving certificate');
+    t.ok(
+      agent.output.some((l) => l.includes('adopted existing node')),
+      'agent logged the adoption',
+    );
+    t.ok(
+      agent.output.some((l) => l.includes('reusing kubelet serving certificate')),
+      'restart reuses the stored serving certificate',
+    );
   });
 });

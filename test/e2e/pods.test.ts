@@ -37,15 +37,22 @@ async function eventsOf(cluster: TestCluster, uid: string): Promise<CoreV1Event[
 }
 
 async function runningAndReady(cluster: TestCluster, name: string): Promise<V1Pod> {
-  return waitFor(`pod ${name} Running and Ready`, () => readPod(cluster, name), (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True', {
-    timeoutMs: BOOT_TIMEOUT_MS,
-  });
+  return waitFor(
+    `pod ${name} Running and Ready`,
+    () => readPod(cluster, name),
+    (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True',
+    {
+      timeoutMs: BOOT_TIMEOUT_MS,
+    },
+  );
 }
 
 /** `kubectl logs -f` as a child process, with its output so far. */
 function followLogs(t: Test, cluster: TestCluster, pod: string): { output(): string } {
   let output = '';
-  const child = spawn(cluster.binary, ['kubectl', `--kubeconfig=${cluster.kubeconfigPath}`, '-n', NS, 'logs', '-f', pod], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cluster.binary, ['kubectl', `--kubeconfig=${cluster.kubeconfigPath}`, '-n', NS, 'logs', '-f', pod], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   t.teardown(() => {
@@ -62,46 +69,89 @@ t.test('pods become VMs on the real control plane', async (t) => {
   await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
   const kubectl = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) => cluster.kubectl(['-n', NS, ...args], opts);
 
-  await t.test('a pod with nodeSelector and toleration is scheduled and becomes a Running VM; kubectl logs shows the boot marker', async (t) => {
-    const t0 = Date.now();
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm1') });
-    const pod = await runningAndReady(cluster, 'vm1');
-    t.comment(`created → Running and Ready in ${Date.now() - t0} ms`);
-    const uid = pod.metadata!.uid!;
-    t.match(
-      { nodeName: pod.spec?.nodeName, status: pod.status },
-      {
-        nodeName: NODE,
-        status: {
-          phase: 'Running',
-          hostIP: /^\d+\.\d+\.\d+\.\d+$/,
-          conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Initialized', status: 'True' }, { type: 'ContainersReady', status: 'True' }, { type: 'Ready', status: 'True' }],
-          containerStatuses: [{ name: 'vm', ready: true, restartCount: 0, image: 'vkvm/test-guest', containerID: `vkvm://${uid}`, state: { running: { startedAt: Date } } }],
+  await t.test(
+    'a pod with nodeSelector and toleration is scheduled and becomes a Running VM; kubectl logs shows the boot marker',
+    async (t) => {
+      const t0 = Date.now();
+      await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm1') });
+      const pod = await runningAndReady(cluster, 'vm1');
+      t.comment(`created → Running and Ready in ${Date.now() - t0} ms`);
+      const uid = pod.metadata!.uid!;
+      t.match(
+        { nodeName: pod.spec?.nodeName, status: pod.status },
+        {
+          nodeName: NODE,
+          status: {
+            phase: 'Running',
+            hostIP: /^\d+\.\d+\.\d+\.\d+$/,
+            conditions: [
+              { type: 'PodScheduled', status: 'True' },
+              { type: 'Initialized', status: 'True' },
+              { type: 'ContainersReady', status: 'True' },
+              { type: 'Ready', status: 'True' },
+            ],
+            containerStatuses: [
+              {
+                name: 'vm',
+                ready: true,
+                restartCount: 0,
+                image: 'vkvm/test-guest',
+                containerID: `vkvm://${uid}`,
+                state: { running: { startedAt: Date } },
+              },
+            ],
+          },
         },
-      },
-      'status written back: phase, conditions, container status with the domain uuid',
-    );
-    t.equal(qemuPidsOf(uid).length, 1, 'one QEMU runs for the pod');
-    const logs = await waitFor('boot marker in kubectl logs', () => kubectl(['logs', 'vm1']), (r) => r.stdout.includes(GUEST_BOOT_MARKER), { timeoutMs: 60_000 });
-    t.equal(logs.code, 0, 'kubectl logs succeeds');
-    const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
-    t.ok(['Pulling', 'Pulled', 'Created', 'Started'].every((r) => reasons.includes(r)), `events recorded: ${reasons.join(', ')}`);
-  });
+        'status written back: phase, conditions, container status with the domain uuid',
+      );
+      t.equal(qemuPidsOf(uid).length, 1, 'one QEMU runs for the pod');
+      const logs = await waitFor(
+        'boot marker in kubectl logs',
+        () => kubectl(['logs', 'vm1']),
+        (r) => r.stdout.includes(GUEST_BOOT_MARKER),
+        { timeoutMs: 60_000 },
+      );
+      t.equal(logs.code, 0, 'kubectl logs succeeds');
+      const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
+      t.ok(
+        ['Pulling', 'Pulled', 'Created', 'Started'].every((r) => reasons.includes(r)),
+        `events recorded: ${reasons.join(', ')}`,
+      );
+    },
+  );
 
   await t.test('kubectl exec -i and attach type into the serial console; kubectl logs -f streams it', async (t) => {
     const follow = followLogs(t, cluster, 'vm1');
     const token = `hello-${Math.floor(Math.random() * 1e9)}`;
     const exec = await kubectl(['exec', '-i', 'vm1', '--', 'sh'], { input: `echo ${token}\n`, timeoutMs: 60_000 });
-    t.match({ code: exec.code, stdout: exec.stdout }, { code: 0, stdout: new RegExp(`^${token}\\r?$`, 'm') }, 'exec -i returns the echoed line');
+    t.match(
+      { code: exec.code, stdout: exec.stdout },
+      { code: 0, stdout: new RegExp(`^${token}\\r?$`, 'm') },
+      'exec -i returns the echoed line',
+    );
     const attachToken = `attach-${Math.floor(Math.random() * 1e9)}`;
     const attach = await kubectl(['attach', '-i', 'vm1'], { input: `echo ${attachToken}\n`, timeoutMs: 60_000 });
-    t.match({ code: attach.code, stdout: attach.stdout }, { code: 0, stdout: new RegExp(`^${attachToken}\\r?$`, 'm') }, 'attach -i returns the echoed line');
-    await waitFor('logs -f shows both lines', async () => follow.output(), (o) => o.includes(token) && o.includes(attachToken), { timeoutMs: 30_000, intervalMs: 200 });
+    t.match(
+      { code: attach.code, stdout: attach.stdout },
+      { code: 0, stdout: new RegExp(`^${attachToken}\\r?$`, 'm') },
+      'attach -i returns the echoed line',
+    );
+    await waitFor(
+      'logs -f shows both lines',
+      async () => follow.output(),
+      (o) => o.includes(token) && o.includes(attachToken),
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
     t.pass('kubectl logs -f streamed console output written after it started');
   });
 
   await t.test('kubectl exec without stdin runs the command through the guest agent', async (t) => {
-    const ok = await waitFor('guest agent answers', () => kubectl(['exec', 'vm1', '--', '/bin/echo', 'via-agent']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+    const ok = await waitFor(
+      'guest agent answers',
+      () => kubectl(['exec', 'vm1', '--', '/bin/echo', 'via-agent']),
+      (r) => r.code === 0,
+      { timeoutMs: 90_000, intervalMs: 2000 },
+    );
     t.equal(ok.stdout, 'via-agent\n', 'stdout of the guest command');
     const failed = await kubectl(['exec', 'vm1', '--', '/bin/sh', '-c', 'echo to-stderr >&2; exit 3']);
     t.match(failed, { code: 3, stderr: /to-stderr[\s\S]*command terminated with exit code 3/ }, 'stderr and the exit code come back');
@@ -112,10 +162,22 @@ t.test('pods become VMs on the real control plane', async (t) => {
     await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('vm3') });
     const pods = await Promise.all(['vm1', 'vm2', 'vm3'].map((n) => runningAndReady(cluster, n)));
     const before = pods.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) }));
-    t.ok(before.every((b) => b.pids.length === 1), 'each VM has its QEMU');
+    t.ok(
+      before.every((b) => b.pids.length === 1),
+      'each VM has its QEMU',
+    );
     await agent.kill('SIGKILL');
-    agent = await startAgent(root, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs: AGENT_ARGS });
-    t.ok(agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')), 'the new agent re-attached to 3 launchers');
+    agent = await startAgent(root, cluster, {
+      nodeName: NODE,
+      kubeletPort: agent.kubeletPort,
+      stateDir: agent.stateDir,
+      bridge: agent.bridge,
+      extraArgs: AGENT_ARGS,
+    });
+    t.ok(
+      agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')),
+      'the new agent re-attached to 3 launchers',
+    );
     // Give the new agent's queues a moment to act on every pod before checking nothing changed.
     const after = await waitFor(
       'statuses re-derived by the new agent',
@@ -132,7 +194,9 @@ t.test('pods become VMs on the real control plane', async (t) => {
       [0, 0, 0],
       'no restarts counted',
     );
-    const started = (await Promise.all(after.map((p) => eventsOf(cluster, p.metadata!.uid!)))).map((es) => es.filter((e) => e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0));
+    const started = (await Promise.all(after.map((p) => eventsOf(cluster, p.metadata!.uid!)))).map((es) =>
+      es.filter((e) => e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0),
+    );
     t.same(started, [1, 1, 1], 'each VM was started exactly once');
   });
 
@@ -145,13 +209,25 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const firstPids = qemuPidsOf(uid);
     // A condition another controller owns (as a readiness gate's would be): the agent's status writes must keep it.
     const foreign = { type: 'example.com/Maintenance', status: 'True', reason: 'Scheduled' };
-    await cluster.clients.core.patchNamespacedPodStatus({ name: 'vm2', namespace: NS, body: { status: { conditions: [foreign] } } }, strategicMerge);
+    await cluster.clients.core.patchNamespacedPodStatus(
+      { name: 'vm2', namespace: NS, body: { status: { conditions: [foreign] } } },
+      strategicMerge,
+    );
     for (const name of ['vm2', 'once']) {
-      await waitFor(`guest agent of ${name} answers`, () => kubectl(['exec', name, '--', '/bin/true']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+      await waitFor(
+        `guest agent of ${name} answers`,
+        () => kubectl(['exec', name, '--', '/bin/true']),
+        (r) => r.code === 0,
+        { timeoutMs: 90_000, intervalMs: 2000 },
+      );
       // The agent's reply may not make it out before the guest is gone: only the outcome counts.
       await kubectl(['exec', name, '--', '/bin/poweroff']);
     }
-    const done = await waitFor('pod once Succeeded', () => readPod(cluster, 'once'), (p) => p.status?.phase === 'Succeeded');
+    const done = await waitFor(
+      'pod once Succeeded',
+      () => readPod(cluster, 'once'),
+      (p) => p.status?.phase === 'Succeeded',
+    );
     t.match(
       done.status?.containerStatuses?.[0],
       { ready: false, state: { terminated: { exitCode: 0, reason: 'Completed', finishedAt: Date } } },
@@ -163,7 +239,11 @@ t.test('pods become VMs on the real control plane', async (t) => {
       (p) => p.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CrashLoopBackOff',
       { timeoutMs: 30_000, intervalMs: 200 },
     );
-    t.match(backoff.status?.containerStatuses?.[0], { ready: false, lastState: { terminated: { reason: 'Completed' } } }, 'waiting in CrashLoopBackOff with the last run terminated');
+    t.match(
+      backoff.status?.containerStatuses?.[0],
+      { ready: false, lastState: { terminated: { reason: 'Completed' } } },
+      'waiting in CrashLoopBackOff with the last run terminated',
+    );
     const restarted = await waitFor(
       'vm2 restarted',
       () => readPod(cluster, 'vm2'),
@@ -171,9 +251,17 @@ t.test('pods become VMs on the real control plane', async (t) => {
       { timeoutMs: BOOT_TIMEOUT_MS },
     );
     t.equal(restarted.status?.phase, 'Running', 'Running again after the back-off');
-    t.same(Object.keys(restarted.status?.containerStatuses?.[0]?.state ?? {}), ['running'], 'the container state is running only: nothing of the waiting state is merged in');
+    t.same(
+      Object.keys(restarted.status?.containerStatuses?.[0]?.state ?? {}),
+      ['running'],
+      'the container state is running only: nothing of the waiting state is merged in',
+    );
     t.notOk(restarted.status?.conditions?.find((c) => c.type === 'Ready')?.reason, 'Ready True carries no stale reason from the back-off');
-    t.match(restarted.status?.conditions?.find((c) => c.type === foreign.type), foreign, "another controller's condition survived the agent's status writes");
+    t.match(
+      restarted.status?.conditions?.find((c) => c.type === foreign.type),
+      foreign,
+      "another controller's condition survived the agent's status writes",
+    );
     t.notSame(qemuPidsOf(uid), firstPids, 'a new QEMU process');
     const previous = await kubectl(['logs', 'vm2', '--previous']);
     t.match(previous, { code: 0, stdout: new RegExp(GUEST_BOOT_MARKER) }, 'kubectl logs --previous shows the run before the restart');
@@ -184,15 +272,19 @@ t.test('pods become VMs on the real control plane', async (t) => {
   await t.test('the kubelet stats and metrics endpoints report the running VMs', async (t) => {
     const summary = await waitFor(
       'stats summary with 3 pods',
-      async () => JSON.parse((await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/stats/summary`])).stdout) as {
-        node: { nodeName: string; memory: { workingSetBytes: number } };
-        pods: { podRef: { name: string }; memory: { workingSetBytes: number }; cpu: { usageCoreNanoSeconds: number } }[];
-      },
+      async () =>
+        JSON.parse((await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/stats/summary`])).stdout) as {
+          node: { nodeName: string; memory: { workingSetBytes: number } };
+          pods: { podRef: { name: string }; memory: { workingSetBytes: number }; cpu: { usageCoreNanoSeconds: number } }[];
+        },
       (s) => s.pods?.length === 3,
     );
     t.match(summary.node, { nodeName: NODE, memory: { workingSetBytes: Number } }, 'node figures');
     t.same(summary.pods.map((p) => p.podRef.name).sort(), ['vm1', 'vm2', 'vm3'], 'one entry per running VM');
-    t.ok(summary.pods.every((p) => p.memory.workingSetBytes > 64 * 1024 * 1024 && p.cpu.usageCoreNanoSeconds > 0), 'each VM has its memory (guest RAM included) and CPU time');
+    t.ok(
+      summary.pods.every((p) => p.memory.workingSetBytes > 64 * 1024 * 1024 && p.cpu.usageCoreNanoSeconds > 0),
+      'each VM has its memory (guest RAM included) and CPU time',
+    );
     const resource = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/metrics/resource`]);
     t.match(resource.stdout, /^pod_memory_working_set_bytes\{namespace="e2e-pods",pod="vm1"\} \d+/m, 'metrics/resource for metrics-server');
     const metrics = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/metrics`]);
@@ -211,7 +303,10 @@ t.test('pods become VMs on the real control plane', async (t) => {
     t.equal(del.code, 0, `kubectl delete returned after ${ms} ms`);
     t.ok(ms < 60_000, 'the guest powered off within the 60 s grace period (ACPI)');
     t.same(qemuPidsOf(uid), [], 'no QEMU');
-    t.notOk(existsSync(`/proc/${launcher.pid}`) && !readFileSync(`/proc/${launcher.pid}/stat`, 'utf8').includes(') Z'), 'the launcher exited');
+    t.notOk(
+      existsSync(`/proc/${launcher.pid}`) && !readFileSync(`/proc/${launcher.pid}/stat`, 'utf8').includes(') Z'),
+      'the launcher exited',
+    );
     t.notOk(existsSync(`/sys/fs/cgroup/memory/vkvm/${uid}`) || existsSync(`/sys/fs/cgroup/vkvm/${uid}`), 'the cgroup is removed');
     t.notOk(existsSync(vmDir), 'the VM directory (overlays, console log) is removed');
     const reasons = (await eventsOf(cluster, uid)).map((e) => e.reason);
@@ -221,18 +316,37 @@ t.test('pods become VMs on the real control plane', async (t) => {
   await t.test('a force delete during a long grace period kills the VM at once', async (t) => {
     const pod = await readPod(cluster, 'vm2');
     const uid = pod.metadata!.uid!;
-    await waitFor('guest agent of vm2 answers', () => kubectl(['exec', 'vm2', '--', '/bin/true']), (r) => r.code === 0, { timeoutMs: 90_000, intervalMs: 2000 });
+    await waitFor(
+      'guest agent of vm2 answers',
+      () => kubectl(['exec', 'vm2', '--', '/bin/true']),
+      (r) => r.code === 0,
+      { timeoutMs: 90_000, intervalMs: 2000 },
+    );
     // Without its handler, acpid ignores the power button: the guest would take the whole grace period.
     t.match(await kubectl(['exec', 'vm2', '--', '/bin/rm', '/etc/acpi/PWRF/00000080']), { code: 0 }, 'the guest ignores ACPI now');
     await cluster.clients.core.deleteNamespacedPod({ name: 'vm2', namespace: NS, body: { gracePeriodSeconds: 600 } });
-    await waitFor('Killing event', async () => (await eventsOf(cluster, uid)).map((e) => e.reason), (r) => r.includes('Killing'));
+    await waitFor(
+      'Killing event',
+      async () => (await eventsOf(cluster, uid)).map((e) => e.reason),
+      (r) => r.includes('Killing'),
+    );
     await new Promise((r) => setTimeout(r, 3000));
     t.not(qemuPidsOf(uid).length, 0, 'the guest still runs, inside its 600 s grace period');
     await cluster.clients.core.deleteNamespacedPod({ name: 'vm2', namespace: NS, body: { gracePeriodSeconds: 0 } });
-    const left = await waitFor('QEMU of vm2 gone', async () => qemuPidsOf(uid), (p) => p.length === 0, { timeoutMs: 120_000, intervalMs: 500 }).catch(() => qemuPidsOf(uid));
+    const left = await waitFor(
+      'QEMU of vm2 gone',
+      async () => qemuPidsOf(uid),
+      (p) => p.length === 0,
+      { timeoutMs: 120_000, intervalMs: 500 },
+    ).catch(() => qemuPidsOf(uid));
     t.same(left, [], 'the force delete killed the VM without waiting out the grace period');
     const vmDir = join(agent.stateDir, 'vms', uid);
-    await waitFor('VM directory removed', async () => existsSync(vmDir), (e) => !e, { timeoutMs: 30_000, intervalMs: 200 }).catch(() => undefined);
+    await waitFor(
+      'VM directory removed',
+      async () => existsSync(vmDir),
+      (e) => !e,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    ).catch(() => undefined);
     t.notOk(existsSync(vmDir), 'the VM directory is removed');
   });
 
@@ -247,10 +361,17 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const uid = pod.metadata!.uid!;
     t.match(
       pod.status,
-      { phase: 'Pending', containerStatuses: [{ ready: false, state: { waiting: { message: /nonexistent\/vkvm-e2e\.qcow2 does not exist/ } } }] },
+      {
+        phase: 'Pending',
+        containerStatuses: [{ ready: false, state: { waiting: { message: /nonexistent\/vkvm-e2e\.qcow2 does not exist/ } } }],
+      },
       'Pending with a message naming the missing image',
     );
-    const failed = await waitFor('Failed event', () => eventsOf(cluster, uid), (es) => es.some((e) => e.reason === 'Failed' && e.type === 'Warning'));
+    const failed = await waitFor(
+      'Failed event',
+      () => eventsOf(cluster, uid),
+      (es) => es.some((e) => e.reason === 'Failed' && e.type === 'Warning'),
+    );
     t.ok(failed.length > 0, 'a Warning Failed event was recorded');
     t.same(qemuPidsOf(uid), [], 'no QEMU');
     t.notOk(existsSync(join(agent.stateDir, 'vms', uid)), 'no VM directory');
@@ -261,9 +382,17 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const body = vmPod('toosmall');
     body.spec!.containers[0]!.resources = { limits: { memory: '16Mi' } };
     await cluster.clients.core.createNamespacedPod({ namespace: NS, body });
-    const pod = await waitFor('Failed status', () => readPod(cluster, 'toosmall'), (p) => p.status?.phase === 'Failed');
+    const pod = await waitFor(
+      'Failed status',
+      () => readPod(cluster, 'toosmall'),
+      (p) => p.status?.phase === 'Failed',
+    );
     // Guest memory is the request, which the API server defaulted to the limit: that is the field named.
-    t.match(pod.status, { phase: 'Failed', reason: 'InvalidVMSpec', message: /spec\.containers\[0\]\.resources\.requests\.memory: 16Mi is below/ }, 'the message names the field');
+    t.match(
+      pod.status,
+      { phase: 'Failed', reason: 'InvalidVMSpec', message: /spec\.containers\[0\]\.resources\.requests\.memory: 16Mi is below/ },
+      'the message names the field',
+    );
     t.same(qemuPidsOf(pod.metadata!.uid!), [], 'nothing was started');
   });
 });

@@ -8,7 +8,11 @@ import { waitFor } from './harness.js';
 export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant'): Promise<KubeClients> {
   await admin.core.createNamespace({ body: { metadata: { name: namespace } } });
   // Pods are refused until the namespace's default ServiceAccount exists.
-  await waitFor(`ServiceAccount ${namespace}/default`, () => admin.core.readNamespacedServiceAccount({ name: 'default', namespace }).catch(() => undefined), Boolean);
+  await waitFor(
+    `ServiceAccount ${namespace}/default`,
+    () => admin.core.readNamespacedServiceAccount({ name: 'default', namespace }).catch(() => undefined),
+    Boolean,
+  );
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
   await admin.kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
     namespace,
@@ -18,7 +22,11 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
       subjects: [{ kind: 'ServiceAccount', name, namespace }],
     },
   });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await admin.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const cluster = admin.kc.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({

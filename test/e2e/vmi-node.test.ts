@@ -36,7 +36,16 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
       name: 'virt-launcher-testvmi-e2e01',
       namespace: NS,
       labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': created.metadata.uid! },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvmi', uid: created.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachineInstance',
+          name: 'testvmi',
+          uid: created.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       nodeSelector: { 'kubevirt.io/schedulable': 'true' },
@@ -68,7 +77,9 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   );
   const events = await waitFor(
     'the UnsupportedFields event on the VMI',
-    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${created.metadata.uid}` })).items,
+    async () =>
+      (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${created.metadata.uid}` }))
+        .items,
     (es) => es.some((e) => e.reason === 'UnsupportedFields'),
   );
   t.match(
@@ -78,7 +89,11 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   );
   t.ok(testQemuPids().length > 0, 'QEMU runs for the launcher pod');
   const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
-  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, IP, NODENAME and READY');
+  t.match(
+    table.stdout,
+    new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'),
+    'kubectl get vmi fills PHASE, IP, NODENAME and READY',
+  );
 
   await custom.deleteNamespacedCustomObject({ ...API, name: 'testvmi' });
   await waitFor(

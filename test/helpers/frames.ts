@@ -30,7 +30,16 @@ function ethernet(dst: string, src: string, type: number, payload: Buffer): Buff
  */
 export function arpClaim(mac: string, ip: string, op: 'request' | 'reply'): Buffer {
   const target = op === 'request' ? '00:00:00:00:00:00' : BROADCAST;
-  const arp = Buffer.concat([u16(1), u16(ETH_IPV4), Buffer.from([6, 4]), u16(op === 'request' ? 1 : 2), macBytes(mac), ipv4Bytes(ip), macBytes(target), ipv4Bytes(ip)]);
+  const arp = Buffer.concat([
+    u16(1),
+    u16(ETH_IPV4),
+    Buffer.from([6, 4]),
+    u16(op === 'request' ? 1 : 2),
+    macBytes(mac),
+    ipv4Bytes(ip),
+    macBytes(target),
+    ipv4Bytes(ip),
+  ]);
   return ethernet(BROADCAST, mac, ETH_ARP, arp);
 }
 
@@ -38,11 +47,29 @@ export function arpClaim(mac: string, ip: string, op: 'request' | 'reply'): Buff
  * An IPv4 UDP datagram in a frame (UDP checksum 0: none, which IPv4 allows).
  * `firstFragment`: only the first fragment, the UDP header and 8 bytes.
  */
-export function udp4(o: { srcMac: string; dstMac: string; src: string; dst: string; sport: number; dport: number; payload: Buffer; firstFragment?: boolean }): Buffer {
+export function udp4(o: {
+  srcMac: string;
+  dstMac: string;
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+  payload: Buffer;
+  firstFragment?: boolean;
+}): Buffer {
   const datagram = Buffer.concat([u16(o.sport), u16(o.dport), u16(8 + o.payload.length), u16(0), o.payload]);
   const udp = o.firstFragment ? datagram.subarray(0, 16) : datagram;
   const flags = o.firstFragment ? 0x2000 : 0; // more fragments, offset 0
-  const header = Buffer.concat([Buffer.from([0x45, 0]), u16(20 + udp.length), u16(0x766b), u16(flags), Buffer.from([64, 17]), u16(0), ipv4Bytes(o.src), ipv4Bytes(o.dst)]);
+  const header = Buffer.concat([
+    Buffer.from([0x45, 0]),
+    u16(20 + udp.length),
+    u16(0x766b),
+    u16(flags),
+    Buffer.from([64, 17]),
+    u16(0),
+    ipv4Bytes(o.src),
+    ipv4Bytes(o.dst),
+  ]);
   header.writeUInt16BE(checksum(header), 10);
   return ethernet(o.dstMac, o.srcMac, ETH_IPV4, Buffer.concat([header, udp]));
 }
@@ -66,7 +93,15 @@ export function dhcpDecline(o: { srcMac: string; chaddr: string; ip: string; ser
     ipv4Bytes(o.server), // server identifier
     Buffer.from([255]),
   ]);
-  return udp4({ srcMac: o.srcMac, dstMac: BROADCAST, src: '0.0.0.0', dst: '255.255.255.255', sport: 68, dport: 67, payload: Buffer.concat([bootp, options]) });
+  return udp4({
+    srcMac: o.srcMac,
+    dstMac: BROADCAST,
+    src: '0.0.0.0',
+    dst: '255.255.255.255',
+    sport: 68,
+    dport: 67,
+    payload: Buffer.concat([bootp, options]),
+  });
 }
 
 /** The modified EUI-64 link-local address of `mac`. */

@@ -87,7 +87,10 @@ export class FakeLaunchers implements Launchers<VmControl> {
 
   /** A launcher an earlier agent started, running its VM since `startedAtUnixMs`. */
   leaveRunning(uid: string, startedAtUnixMs = this.clock.now()): void {
-    this.leftBehind.set(uid, this.live(uid, { phase: 'Running', reason: 'Booted', startedAtUnixMs, consoleOutputAtUnixMs: startedAtUnixMs }));
+    this.leftBehind.set(
+      uid,
+      this.live(uid, { phase: 'Running', reason: 'Booted', startedAtUnixMs, consoleOutputAtUnixMs: startedAtUnixMs }),
+    );
   }
   powerOff(uid: string): void {
     this.setState(uid, { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off', qemuPid: 0 });
@@ -105,14 +108,30 @@ export class FakeLaunchers implements Launchers<VmControl> {
   }
 
   private live(uid: string, s: Pick<VmState, 'phase' | 'reason' | 'startedAtUnixMs' | 'consoleOutputAtUnixMs'>): LiveLauncher<VmControl> {
-    const state: VmState = { ...s, message: '', qemuPid: 0, consoleLogPath: `/vms/${uid}/console.log`, domainUuid: uid, generation: ++this.generation, guestAgentConnected: false };
+    const state: VmState = {
+      ...s,
+      message: '',
+      qemuPid: 0,
+      consoleLogPath: `/vms/${uid}/console.log`,
+      domainUuid: uid,
+      generation: ++this.generation,
+      guestAgentConnected: false,
+    };
     const client: VmControl = {
       syncVm: async (spec) => {
         const view = this.views.get(uid);
         if (view?.live && view.state.phase === 'Running') return { state: view.state };
         await this.onSync(spec);
         const now = this.clock.now();
-        return { state: this.setState(uid, { phase: 'Running', reason: 'Booted', qemuPid: 4242, startedAtUnixMs: now, consoleOutputAtUnixMs: now }) };
+        return {
+          state: this.setState(uid, {
+            phase: 'Running',
+            reason: 'Booted',
+            qemuPid: 4242,
+            startedAtUnixMs: now,
+            consoleOutputAtUnixMs: now,
+          }),
+        };
       },
       pause: async () => this.setState(uid, { phase: 'Paused', reason: 'Paused' }),
       unpause: async () => this.setState(uid, { phase: 'Running', reason: 'Unpaused' }),
@@ -194,7 +213,8 @@ export class FakePods implements PodInformer {
   private podWithUid(namespace: string, name: string, uid: string): V1Pod {
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) throw apiError(404, `pods "${name}" not found`);
-    if (pod.metadata?.uid !== uid) throw apiError(409, `Precondition failed: UID in precondition: ${uid}, UID in object meta: ${pod.metadata?.uid}`);
+    if (pod.metadata?.uid !== uid)
+      throw apiError(409, `Precondition failed: UID in precondition: ${uid}, UID in object meta: ${pod.metadata?.uid}`);
     return pod;
   }
 }
@@ -225,16 +245,37 @@ export interface PodControllerEnv {
 export async function podControllerEnv(
   t: Test,
   before: (env: Omit<PodControllerEnv, 'controller' | 'settle' | 'advance'>) => void = () => {},
-  vmis: VmiSource = { onChange: () => {}, follow: () => {}, stop: async () => {}, specFor: async () => 'gone', read: async () => undefined },
+  vmis: VmiSource = {
+    onChange: () => {},
+    follow: () => {},
+    stop: async () => {},
+    specFor: async () => 'gone',
+    read: async () => undefined,
+  },
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
   const pods = new FakePods();
   const events: RecordedEvent[] = [];
-  const recordFor = (object: V1ObjectReference, type: EventType, reason: string, message: string) => events.push({ object: `${object.kind}/${object.name}`, type, reason, message });
-  const recorder: EventRecorder = { recordFor, record: (pod, type, reason, message) => recordFor({ kind: 'Pod', name: pod.metadata?.name ?? '' }, type, reason, message) };
+  const recordFor = (object: V1ObjectReference, type: EventType, reason: string, message: string) =>
+    events.push({ object: `${object.kind}/${object.name}`, type, reason, message });
+  const recorder: EventRecorder = {
+    recordFor,
+    record: (pod, type, reason, message) => recordFor({ kind: 'Pod', name: pod.metadata?.name ?? '' }, type, reason, message),
+  };
   const network: VmNetwork = {
-    attach: async (spec) => (spec.interfaces.length ? { spec, attachment: { netnsPath: `/run/netns/${spec.uid}`, podIP: '10.244.0.5', mac: spec.interfaces[0]!.mac, interfaceName: 'default' } } : { spec }),
+    attach: async (spec) =>
+      spec.interfaces.length
+        ? {
+            spec,
+            attachment: {
+              netnsPath: `/run/netns/${spec.uid}`,
+              podIP: '10.244.0.5',
+              mac: spec.interfaces[0]!.mac,
+              interfaceName: 'default',
+            },
+          }
+        : { spec },
     detach: async () => {},
     ensureNode: async () => true,
     retainOnly: async () => [],

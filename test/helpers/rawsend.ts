@@ -14,7 +14,16 @@ export async function buildRawsend(t: Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'vkvm-rawsend-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const out = join(dir, 'rawsend');
-  const flags = ['-Os', '-static', '-nostdlib', '-fno-pie', '-no-pie', '-ffreestanding', '-fno-stack-protector', '-fno-asynchronous-unwind-tables'];
+  const flags = [
+    '-Os',
+    '-static',
+    '-nostdlib',
+    '-fno-pie',
+    '-no-pie',
+    '-ffreestanding',
+    '-fno-stack-protector',
+    '-fno-asynchronous-unwind-tables',
+  ];
   // No memset calls for the zeroing loops (there is no libc to provide one); no page-aligned padding.
   flags.push('-fno-tree-loop-distribute-patterns', '-Wl,--build-id=none', '-Wl,-z,noseparate-code', '-s');
   await execFileP('gcc', [...flags, '-o', out, join(packageRoot(), 'test', 'helpers', 'rawsend.c')]);

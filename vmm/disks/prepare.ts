@@ -85,7 +85,10 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
 function combineFailures(failures: unknown[]): unknown {
   const specErrors = failures.filter((f): f is SpecError => f instanceof SpecError);
   if (specErrors.length === 0) return failures[0];
-  return new SpecError(specErrors.flatMap((e) => e.causes), { cause: specErrors[0] });
+  return new SpecError(
+    specErrors.flatMap((e) => e.causes),
+    { cause: specErrors[0] },
+  );
 }
 
 /** Removes `deepest` and its parents up to `topmost` while they are empty; one that someone else filled meanwhile stays. */
@@ -112,7 +115,10 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (failures.length === 0) {
     const prepared = spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value] as const);
-    await giveToQemu(dirs, prepared.map(([, p]) => p));
+    await giveToQemu(
+      dirs,
+      prepared.map(([, p]) => p),
+    );
     log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
     return Object.fromEntries(prepared);
   }
