@@ -367,12 +367,20 @@ t.test('pods become VMs on the real control plane', async (t) => {
       },
       'Pending with a message naming the missing image',
     );
-    const failed = await waitFor(
+    const events = await waitFor(
       'Failed event',
       () => eventsOf(cluster, uid),
       (es) => es.some((e) => e.reason === 'Failed' && e.type === 'Warning'),
     );
-    t.ok(failed.length > 0, 'a Warning Failed event was recorded');
+    t.match(
+      events.find((e) => e.reason === 'Failed'),
+      {
+        type: 'Warning',
+        message:
+          /^Failed to prepare boot image "\/nonexistent\/vkvm-e2e\.qcow2": .*spec\.containers\[0\]\.image: \/nonexistent\/vkvm-e2e\.qcow2 does not exist/,
+      },
+      'the Warning Failed event names the image and the field',
+    );
     t.same(qemuPidsOf(uid), [], 'no QEMU');
     t.notOk(existsSync(join(agent.stateDir, 'vms', uid)), 'no VM directory');
     t.notOk(existsSync(`/sys/fs/cgroup/memory/vkvm/${uid}`), 'no cgroup');
