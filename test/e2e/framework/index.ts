@@ -7,4 +7,4 @@ export * from './kubevirt.js';
 export * from './pods.js';
 export * from './wait.js';
 export * from './watched.js';
-export { isRunning, qemuPids, qemuPidsOf, qemuPidsOfDomain } from '../../helpers/processes.js';
+export { isRunning, pidsWhere, qemuPids, qemuPidsOf, qemuPidsOfDomain } from '../../helpers/processes.js';
