@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import type { CoreV1Event, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, RbacAuthorizationV1Api, type CoreV1Event, type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { freeClusterPorts, startCluster, type RunningCluster } from '../../../deploy/cluster/cluster.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../../provider/kube/client.js';
@@ -30,7 +30,7 @@ export interface TestCluster extends RunningCluster {
 }
 
 /** A fresh control plane for one test file, stopped and removed in teardown. */
-export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number } = {}): Promise<TestCluster> {
+export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number; bindAddress?: string } = {}): Promise<TestCluster> {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-cluster-'));
   const cluster = await startCluster({
     stateDir,
@@ -40,12 +40,43 @@ export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?
     unsafeNoFsync: true,
     log: testLog,
     ...(opts.nodeMonitorGracePeriodS ? { nodeMonitorGracePeriodS: opts.nodeMonitorGracePeriodS } : {}),
+    ...(opts.bindAddress ? { bindAddress: opts.bindAddress } : {}),
   });
   t.teardown(async () => {
     await cluster.stop();
     await rm(stateDir, { recursive: true, force: true });
   });
   return { ...cluster, stateDir, clients: makeClients(loadKubeConfig(cluster.kubeconfigPath)) };
+}
+
+/**
+ * Clients for the vkvm controllers under their own identity, bound as
+ * deploy/rbac.yaml tells operators to: a ServiceAccount in kube-system with
+ * the vkvm:controllers role and the leader-election Role, and a token for it.
+ * So the shipped RBAC is what the approver and the VMI controllers run with.
+ */
+export async function controllersIdentity(cluster: TestCluster): Promise<KubeClients> {
+  const name = 'vkvm-controllers';
+  const namespace = 'kube-system';
+  const admin = cluster.clients;
+  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
+  const subjects = [{ kind: 'ServiceAccount', name, namespace }];
+  await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'vkvm:controllers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' }, subjects } });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: { metadata: { name: 'vkvm:controllers-leader-election' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' }, subjects },
+  });
+  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const current = admin.kc.getCurrentCluster()!;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [current],
+    users: [{ name, token: issued.status!.token }],
+    contexts: [{ name, cluster: current.name, user: name }],
+    currentContext: name,
+  });
+  return makeClients(kc);
 }
 
 /** A test file's namespace: its name, watches on what lives in it, and kubectl pointed at it. */
