@@ -5,6 +5,7 @@ export * from './agent.js';
 export * from './cluster.js';
 export * from './kubevirt.js';
 export * from './pods.js';
+export * from './tenant.js';
 export * from './wait.js';
 export * from './watched.js';
 export { isRunning, pidsWhere, qemuPids, qemuPidsOf, qemuPidsOfDomain } from '../../helpers/processes.js';
