@@ -2,11 +2,12 @@
 // TCG (or KVM where usable), the busybox test guest. Each test starts its own
 // launcher and its teardown kills whatever is left by PID.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
 import { ensureTestGuest } from '../vmm/guest/build.js';
 import { SpecError } from '../vmm/errors.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
@@ -24,16 +25,6 @@ const ENTRY = fileURLToPath(new URL('./main.ts', import.meta.url));
 const NODE_ARGS = process.execArgv.filter((a) => a.startsWith('--import') && a.includes('typescript'));
 const BOOT_TIMEOUT_MS = 120_000;
 
-/** Whether a process runs (a zombie has exited). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\S+ \(.*\) [ZX] /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
 const readFileSafe = (p: string): string => {
   try {
     return readFileSync(p, 'utf8');
@@ -43,15 +34,7 @@ const readFileSafe = (p: string): string => {
 };
 
 /** QEMU processes of one VM, found by its domain name on their command line (other VMs may run on this host). */
-function qemuPidsOf(uid: string): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((pid) => {
-      const argv = readFileSafe(`/proc/${pid}/cmdline`).split('\0');
-      return argv[0]?.includes('qemu-system') && argv.some((a) => a.startsWith(`guest=${domainNameOf(uid)},`)) && running(pid);
-    });
-}
+const qemuPidsOf = (uid: string): number[] => qemuPidsOfDomain(`${domainNameOf(uid)},`);
 
 const domainNameOf = (uid: string): string => `launcher-test-${uid.slice(0, 8)}`;
 
@@ -167,7 +150,7 @@ async function startLauncher(t: Test): Promise<Started> {
   t.teardown(async () => {
     events.cancel();
     l.client.close();
-    if (running(l.pid)) process.kill(l.pid, 'SIGKILL');
+    if (isRunning(l.pid)) process.kill(l.pid, 'SIGKILL');
     await until('the VM is gone', () => qemuPidsOf(uid).length === 0, 10_000);
     const procs = `/sys/fs/cgroup/pids/vkvm/${uid}/cgroup.procs`;
     await until('the cgroup is empty', () => readFileSafe(procs).trim() === '', 10_000);
@@ -204,7 +187,7 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
 
   con.type('echo vkvm-$((6*7))\n');
   await con.waitFor('vkvm-42', 30_000);
-  t.pass('a command typed into the console stream prints its output');
+  t.match(con.text(), /^vkvm-42\r?$/m, 'a command typed into the console stream prints its output (a line of its own, not the echo of the command)');
 
   t.match(await l.client.syncVm(spec), { action: 'Unchanged' }, 'SyncVm with an equal spec is a no-op');
   t.match(await l.client.syncVm({ ...spec, labels: { test: 'launcher', more: 'x' } }), { action: 'Updated' }, 'labels change in place');
@@ -297,10 +280,10 @@ t.test('Kill destroys the VM at once and the launcher exits', async (t) => {
 t.test('kill -9 of the launcher takes QEMU with it', async (t) => {
   const l = await startLauncher(t);
   const { state } = await l.client.syncVm(guestSpec(l.uid, { guestAgent: false }));
-  t.ok(running(state.qemuPid), 'QEMU runs');
+  t.ok(isRunning(state.qemuPid), 'QEMU runs');
   const t0 = performance.now();
   process.kill(l.pid, 'SIGKILL');
-  await until('QEMU has exited', () => !running(state.qemuPid), 10_000);
+  await until('QEMU has exited', () => !isRunning(state.qemuPid), 10_000);
   t.comment(`QEMU gone ${Math.round(performance.now() - t0)} ms after SIGKILL to the launcher`);
   t.same(qemuPidsOf(l.uid), [], 'no QEMU of this VM in /proc');
   const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);

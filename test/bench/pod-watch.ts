@@ -6,7 +6,7 @@
 // ends the watch. Waits are checked on every event: no polling.
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../../provider/kube/client.js';
-import { condition } from '../e2e/harness.js';
+import { condition } from '../e2e/framework/wait.js';
 
 /** Unix ms at which each milestone was first seen in the watch. */
 export interface PodMarks {

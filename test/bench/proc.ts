@@ -1,41 +1,9 @@
 // What the bench reads from /proc about processes it did not necessarily
 // start: liveness, process trees, command lines and memory (PSS).
-import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
+import { argvOf, isRunning, pidsWhere } from '../helpers/processes.js';
 
-function readFileSafe(p: string): string {
-  try {
-    return readFileSync(p, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
-/** Whether a process runs (a zombie has exited). */
-export function isRunning(pid: number): boolean {
-  const stat = readFileSafe(`/proc/${pid}/stat`);
-  return stat !== '' && !/^\S+ \(.*\) [ZX] /.test(stat);
-}
-
-export function argvOf(pid: number): string[] {
-  return readFileSafe(`/proc/${pid}/cmdline`).split('\0').filter(Boolean);
-}
-
-/** Running processes whose argv matches. */
-export function pidsWhere(match: (argv: string[]) => boolean): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((pid) => {
-      const argv = argvOf(pid);
-      return argv.length > 0 && match(argv) && isRunning(pid);
-    });
-}
-
-/** QEMU processes of one VM, by the uuid on their command line. */
-export function qemuPidsOf(uid: string): number[] {
-  return pidsWhere((argv) => argv[0]!.includes('qemu-system') && argv.includes(uid));
-}
+export { argvOf, isRunning, pidsWhere, qemuPidsOf } from '../helpers/processes.js';
 
 /** Launcher processes started for one VM, by `--uid <uid>` on their command line. */
 export function launcherPidsOf(uid: string): number[] {
