@@ -247,6 +247,10 @@ t.test('pods become VMs on the real control plane', async (t) => {
     await cluster.clients.core.deleteNamespacedPod({ name: 'vm2', namespace: ns.name, body: { gracePeriodSeconds: 0 } });
     const left = await poll('QEMU of vm2 gone', async () => qemuPidsOf(uid), (p) => p.length === 0, { deadlineMs: 120_000, intervalMs: 500 }).catch(() => qemuPidsOf(uid));
     t.same(left, [], 'the force delete killed the VM without waiting out the grace period');
+    // How it went, for the record: the launcher's last word, and whether the agent had to SIGKILL it.
+    for (const msg of ['launcher gone', 'launcher did not stop cleanly; killing it']) {
+      for (const line of agentLogLines(agent, msg).filter((l) => l.vm === uid)) t.comment(`agent: ${msg}: ${JSON.stringify(line)}`);
+    }
     const vmDir = join(agent.stateDir, 'vms', uid);
     await poll('VM directory removed', async () => existsSync(vmDir), (e) => !e, { deadlineMs: 30_000, intervalMs: 200 }).catch(() => undefined);
     t.notOk(existsSync(vmDir), 'the VM directory is removed');

@@ -47,6 +47,3 @@ export function testGuestPod(o: TestGuestPodOptions): V1Pod {
 }
 
 export const isRunningAndReady = (p: V1Pod): boolean => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True';
-
-/** The first container's state name: running, waiting or terminated. */
-export const containerStateOf = (p: V1Pod): string | undefined => Object.keys(p.status?.containerStatuses?.[0]?.state ?? {})[0];
