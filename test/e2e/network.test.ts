@@ -316,7 +316,7 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.same(await guestAnswers(ip), { body: `vkvm-guest ${ip}\n` }, 'the survivor answers on its pod IP before the crash');
     await agent.kill('SIGKILL');
     await cluster.clients.core.deleteNamespacedPod({ name: 'doomed', namespace: NS, body: { gracePeriodSeconds: 0 } });
-    await restartAgent(root, cluster, agent, [`--pod-cidr=${podCidr}`]);
+    await restartAgent(root, cluster, agent);
     const names = vmNetworkNames(doomed.metadata!.uid!);
     const leases = () => readFile(join(netDir, 'leases.json'), 'utf8').then((s) => JSON.parse(s).leases as Record<string, string>);
     const state = await poll(

@@ -124,7 +124,7 @@ t.test('pods become VMs on the real control plane', async (t) => {
     const before = pods.map((p) => ({ name: p.metadata!.name, pids: qemuPidsOf(p.metadata!.uid!) }));
     t.ok(before.every((b) => b.pids.length === 1), 'each VM has its QEMU');
     await agent.kill('SIGKILL');
-    agent = await restartAgent(root, cluster, agent, AGENT_ARGS);
+    agent = await restartAgent(root, cluster, agent);
     t.ok(agent.output.some((l) => l.includes('pod controller started') && l.includes('"reattached":3')), 'the new agent re-attached to 3 launchers');
     // Every pod as the new agent's queues leave it: checked on each change until all three are Running and Ready.
     const all = await waitForAll(ns.pods(), (ps) => names.every((n) => ps.some((p) => p.metadata?.name === n && isRunningAndReady(p))), {

@@ -109,7 +109,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
 
     await agent.kill('SIGKILL');
     await annotate(null);
-    agent = await restartAgent(root, cluster, agent, AGENT_ARGS);
+    agent = await restartAgent(root, cluster, agent);
     const resumedVm = await waitFor(ns.vm('testvm'), vmRunning, { what: 'Running and ready again' });
     const resumedVmi = await waitFor(ns.vmi('testvm'), (v) => condition(v, 'Paused') === undefined, { what: 'no Paused condition' });
     t.match(

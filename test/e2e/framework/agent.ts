@@ -25,6 +25,8 @@ export interface AgentProcess {
   kubeletPort: number;
   stateDir: string;
   bridge: string;
+  /** The flags it was started with beyond the ones every test agent gets. */
+  extraArgs: string[];
   child: ChildProcess;
   /** Its log lines so far (pino JSON, stdout and stderr). */
   output: string[];
@@ -90,12 +92,16 @@ export async function startAgent(
     else if (!opts.stateDir) t.comment(`agent state kept for inspection: ${stateDir}`);
   });
   await ready;
-  return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, child, output, exited, kill };
+  return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, extraArgs: opts.extraArgs ?? [], child, output, exited, kill };
 }
 
-/** Restarts an agent on the same node name, port, state dir and bridge (after `agent.kill`), owned by `t`. */
-export function restartAgent(t: Test, cluster: { kubeconfigPath: string }, agent: AgentProcess, extraArgs?: string[]): Promise<AgentProcess> {
-  return startAgent(t, cluster, { nodeName: agent.nodeName, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, ...(extraArgs ? { extraArgs } : {}) });
+/**
+ * Starts an agent again on the same node name, port, state dir and bridge
+ * (after `agent.kill`), with the same flags unless `extraArgs` replaces them.
+ * Owned by `t`: pass the file's test, not a subtest whose end would stop it.
+ */
+export function restartAgent(t: Test, cluster: { kubeconfigPath: string }, agent: AgentProcess, extraArgs = agent.extraArgs): Promise<AgentProcess> {
+  return startAgent(t, cluster, { nodeName: agent.nodeName, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs });
 }
 
 /** The agent's log lines (parsed) with this message, e.g. "launcher gone". */
