@@ -249,7 +249,9 @@ t.test('pods become VMs on the real control plane', async (t) => {
     t.same(left, [], 'the force delete killed the VM without waiting out the grace period');
     // How it went, for the record: the launcher's last word, and whether the agent had to SIGKILL it.
     for (const msg of ['launcher gone', 'launcher did not stop cleanly; killing it']) {
-      for (const line of agentLogLines(agent, msg).filter((l) => l.vm === uid)) t.comment(`agent: ${msg}: ${JSON.stringify(line)}`);
+      for (const l of agentLogLines(agent, msg).filter((l) => l.vm === uid)) {
+        t.comment(`agent at ${String(l.time)}: ${msg}: ${String(l.message ?? (l.err as { message?: string } | undefined)?.message ?? '')}`);
+      }
     }
     const vmDir = join(agent.stateDir, 'vms', uid);
     await poll('VM directory removed', async () => existsSync(vmDir), (e) => !e, { deadlineMs: 30_000, intervalMs: 200 }).catch(() => undefined);
