@@ -187,7 +187,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
 
   con.type('echo vkvm-$((6*7))\n');
   await con.waitFor('vkvm-42', 30_000);
-  t.match(con.text(), /^vkvm-42\r?$/m, 'a command typed into the console stream prints its output (a line of its own, not the echo of the command)');
+  t.match(
+    con.text(),
+    /^vkvm-42\r?$/m,
+    'a command typed into the console stream prints its output (a line of its own, not the echo of the command)',
+  );
 
   t.match(await l.client.syncVm(spec), { action: 'Unchanged' }, 'SyncVm with an equal spec is a no-op');
   t.match(await l.client.syncVm({ ...spec, labels: { test: 'launcher', more: 'x' } }), { action: 'Updated' }, 'labels change in place');

@@ -64,7 +64,11 @@ async function startControlPlane(ctx: BenchContext): Promise<RunningCluster> {
 }
 
 /** `vkvm node` from the built CLI, as the e2e framework's startAgent starts it; resolves on its "node agent running" line. */
-async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, nodeName: string): Promise<{ pid: number; stateDir: string; output: string[] }> {
+async function startAgentProcess(
+  ctx: BenchContext,
+  kubeconfigPath: string,
+  nodeName: string,
+): Promise<{ pid: number; stateDir: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
@@ -106,7 +110,9 @@ async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, node
         if (line.includes('"node agent running"')) resolve();
       });
     }
-    void exited.then(() => reject(new Error(`node agent exited (${child.exitCode ?? child.signalCode}) before running:\n${output.slice(-40).join('\n')}`)));
+    void exited.then(() =>
+      reject(new Error(`node agent exited (${child.exitCode ?? child.signalCode}) before running:\n${output.slice(-40).join('\n')}`)),
+    );
   });
   await running;
   return { pid: child.pid!, stateDir, output };
@@ -129,7 +135,12 @@ export async function startBenchNode(ctx: BenchContext, opts: { nodeName: string
     const vmsDir = join(agent.stateDir, 'vms');
     // Whatever the agent has not removed by then, the agent's removal kills.
     await bestEffort(ctx, 'waiting for the agent to remove the VMs', () =>
-      until('the agent removed every VM', async () => (await readdir(vmsDir).catch(() => [])).length === 0, DRAIN_TIMEOUT_MS, new AbortController().signal),
+      until(
+        'the agent removed every VM',
+        async () => (await readdir(vmsDir).catch(() => [])).length === 0,
+        DRAIN_TIMEOUT_MS,
+        new AbortController().signal,
+      ),
     );
   });
   await clients.core.createNamespace({ body: { metadata: { name: namespace } } });

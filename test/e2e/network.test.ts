@@ -15,7 +15,17 @@ import { mergePatch } from '../../provider/kube/client.js';
 import { contains, gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
 import { portFilterTable } from '../../provider/network/port-filter.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
-import { isRunningAndReady, poll, restartAgent, startAgent, startTestCluster, testGuestPod, testNamespace, waitFor, waitForGone } from './framework/index.js';
+import {
+  isRunningAndReady,
+  poll,
+  restartAgent,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-net';
 const NS = 'e2e-net';
@@ -33,7 +43,8 @@ function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: 
 }
 
 /** The VM ports the node bridge's filter has a chain for. */
-const portChains = async (bridge: string) => [...(await run(['nft', 'list', 'table', 'bridge', portFilterTable(bridge)])).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!);
+const portChains = async (bridge: string) =>
+  [...(await run(['nft', 'list', 'table', 'bridge', portFilterTable(bridge)])).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!);
 
 /** GET http://ip:port/ from the node: the body, or the error code (ECONNREFUSED, a timeout…). */
 function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: string; error?: string }> {
@@ -49,7 +60,11 @@ function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: s
   });
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 // An HTTP server answering with the client's address, for seeing what a guest's traffic looks like outside.
 const ECHO_CLIENT_ADDRESS = `
@@ -87,7 +102,12 @@ async function startOutsideNetwork(t: Test): Promise<{ serverUrl: string; hostAd
   t.teardown(() => {
     server.kill('SIGKILL');
   });
-  await poll('outside server', () => run(['nsenter', `--net=/run/netns/${ns}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { deadlineMs: 10_000, intervalMs: 100 });
+  await poll(
+    'outside server',
+    () => run(['nsenter', `--net=/run/netns/${ns}`, '--', 'ss', '-ltn']),
+    (out) => out.includes(':8000'),
+    { deadlineMs: 10_000, intervalMs: 100 },
+  );
   return { serverUrl: 'http://198.51.100.2:8000/', hostAddress: '198.51.100.1' };
 }
 
@@ -115,7 +135,10 @@ async function routeTo(cidr: string): Promise<{ dst: string; gateway?: string } 
  * an address in the peer's pod range and serves the echo server there, with
  * the route back to this node's range that the peer's own agent would add.
  */
-async function startPeerHost(t: Test, ownPodCidr: string): Promise<{ nodeName: string; podCidr: string; podIP: string; internalIP: string; netnsPath: string }> {
+async function startPeerHost(
+  t: Test,
+  ownPodCidr: string,
+): Promise<{ nodeName: string; podCidr: string; podIP: string; internalIP: string; netnsPath: string }> {
   const id = randomBytes(3).toString('hex');
   const ns = `vkvm-e2e-peer-${id}`;
   const veth = `vp${randomBytes(4).toString('hex')}`;
@@ -140,7 +163,12 @@ async function startPeerHost(t: Test, ownPodCidr: string): Promise<{ nodeName: s
   t.teardown(() => {
     server.kill('SIGKILL');
   });
-  await poll('peer pod server', () => run(['nsenter', `--net=${netnsPath}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { deadlineMs: 10_000, intervalMs: 100 });
+  await poll(
+    'peer pod server',
+    () => run(['nsenter', `--net=${netnsPath}`, '--', 'ss', '-ltn']),
+    (out) => out.includes(':8000'),
+    { deadlineMs: 10_000, intervalMs: 100 },
+  );
   return { nodeName: `vkvm-e2e-peer-${id}`, podCidr, podIP, internalIP, netnsPath };
 }
 
@@ -159,25 +187,45 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   const dhcpServed = new Set<string>();
   const netDir = join(agent.stateDir, 'network');
 
-  const running = (name: string) => waitFor(ns.pod(name), (p) => isRunningAndReady(p) && !!p.status?.podIP, { what: 'Running and Ready with an IP', deadlineMs: BOOT_DEADLINE_MS });
+  const running = (name: string) =>
+    waitFor(ns.pod(name), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
+      what: 'Running and Ready with an IP',
+      deadlineMs: BOOT_DEADLINE_MS,
+    });
   const hasIP = (name: string) => waitFor(ns.pod(name), (p) => !!p.status?.podIP, { what: 'an IP', deadlineMs: 120_000 });
   /** The guest's web server answers once DHCP configured its address. */
   const guestAnswers = (ip: string, port = 80) =>
-    poll(`guest at ${ip}:${port} answers`, () => httpGet(ip, port), (r) => r.body !== undefined, { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 1000 });
+    poll(
+      `guest at ${ip}:${port} answers`,
+      () => httpGet(ip, port),
+      (r) => r.body !== undefined,
+      { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 1000 },
+    );
 
   await t.test('bridge binding: the guest holds the pod IP, taken by DHCP; the node and another VM reach it', async (t) => {
     await ns.createPod(vmPod('web-a'));
     await ns.createPod(vmPod('web-b'));
     const [a, b] = [await running('web-a'), await running('web-b')];
     const [ipA, ipB] = [a.status!.podIP!, b.status!.podIP!];
-    t.ok(contains(range, ipA) && contains(range, ipB) && ipA !== ipB, `two distinct pod IPs in the node range ${range.cidr}: ${ipA}, ${ipB}`);
+    t.ok(
+      contains(range, ipA) && contains(range, ipB) && ipA !== ipB,
+      `two distinct pod IPs in the node range ${range.cidr}: ${ipA}, ${ipB}`,
+    );
     t.same(a.status!.podIPs, [{ ip: ipA }], 'podIPs too');
 
     const wide = await ns.kubectl(['get', 'pod', 'web-a', '-o', 'wide', '--no-headers']);
-    t.match(wide.stdout, new RegExp(`^web-a\\s+1/1\\s+Running\\s+\\d+\\s+\\S+\\s+${ipA.replace(/\./g, '\\.')}\\s+${NODE}\\s`), 'kubectl get pod -o wide shows the IP');
+    t.match(
+      wide.stdout,
+      new RegExp(`^web-a\\s+1/1\\s+Running\\s+\\d+\\s+\\S+\\s+${ipA.replace(/\./g, '\\.')}\\s+${NODE}\\s`),
+      'kubectl get pod -o wide shows the IP',
+    );
 
     // The guest's page names the address its DHCP client configured: the pod IP.
-    t.same(await guestAnswers(ipA), { body: `vkvm-guest ${ipA}\n` }, 'a TCP connection from the node reaches the guest, which got the pod IP by DHCP');
+    t.same(
+      await guestAnswers(ipA),
+      { body: `vkvm-guest ${ipA}\n` },
+      'a TCP connection from the node reaches the guest, which got the pod IP by DHCP',
+    );
     t.same(await guestAnswers(ipB), { body: `vkvm-guest ${ipB}\n` }, 'so does the other guest, at its pod IP');
     dhcpServed.add(ipA).add(ipB);
     const fromA = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
@@ -185,29 +233,53 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
 
     const outside = await startOutsideNetwork(t);
     const egress = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', outside.serverUrl], { timeoutMs: 60_000 });
-    t.same({ code: egress.code, out: egress.stdout }, { code: 0, out: outside.hostAddress }, 'traffic leaving the pod range is NATed to the node address');
-  });
-
-  await t.test('another node’s pods: its range is routed via its InternalIP, pod to pod without NAT both ways; the route goes with the Node', async (t) => {
-    const ipA = (await readPod('web-a')).status!.podIP!;
-    const peer = await startPeerHost(t, podCidr);
-    await cluster.clients.core.createNode({ body: { metadata: { name: peer.nodeName }, spec: { podCIDR: peer.podCidr } } });
-    t.teardown(() => cluster.clients.core.deleteNode({ name: peer.nodeName }).catch(() => undefined));
-    await cluster.clients.core.patchNodeStatus({ name: peer.nodeName, body: { status: { addresses: [{ type: 'InternalIP', address: peer.internalIP }] } } }, mergePatch);
-    const route = await poll('the route to the peer’s pod range', () => routeTo(peer.podCidr), (r) => r?.gateway === peer.internalIP, { deadlineMs: 45_000, intervalMs: 500 });
-    t.match(route, { dst: peer.podCidr, gateway: peer.internalIP }, `${peer.podCidr} via ${peer.internalIP}`);
-
-    const fromPeerPod = await run(['nsenter', `--net=${peer.netnsPath}`, '--', 'python3', '-c', FETCH_FROM, peer.podIP, ipA]);
-    t.equal(fromPeerPod, `vkvm-guest ${ipA}\n`, "a pod address on the peer opens a connection to this node's guest");
-    const toPeerPod = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${peer.podIP}:8000/`], { timeoutMs: 60_000 });
-    t.same({ code: toPeerPod.code, out: toPeerPod.stdout }, { code: 0, out: ipA }, "the guest reaches the peer's pod, which sees the guest's own pod IP (no NAT)");
-
-    await cluster.clients.core.deleteNode({ name: peer.nodeName });
-    const after = await poll('the peer route removed with its Node', () => routeTo(peer.podCidr), (r) => r === undefined, { deadlineMs: 45_000, intervalMs: 500 }).catch(() =>
-      routeTo(peer.podCidr),
+    t.same(
+      { code: egress.code, out: egress.stdout },
+      { code: 0, out: outside.hostAddress },
+      'traffic leaving the pod range is NATed to the node address',
     );
-    t.equal(after, undefined, 'deleting the peer Node removes the route');
   });
+
+  await t.test(
+    'another node’s pods: its range is routed via its InternalIP, pod to pod without NAT both ways; the route goes with the Node',
+    async (t) => {
+      const ipA = (await readPod('web-a')).status!.podIP!;
+      const peer = await startPeerHost(t, podCidr);
+      await cluster.clients.core.createNode({ body: { metadata: { name: peer.nodeName }, spec: { podCIDR: peer.podCidr } } });
+      t.teardown(() => cluster.clients.core.deleteNode({ name: peer.nodeName }).catch(() => undefined));
+      await cluster.clients.core.patchNodeStatus(
+        { name: peer.nodeName, body: { status: { addresses: [{ type: 'InternalIP', address: peer.internalIP }] } } },
+        mergePatch,
+      );
+      const route = await poll(
+        'the route to the peer’s pod range',
+        () => routeTo(peer.podCidr),
+        (r) => r?.gateway === peer.internalIP,
+        { deadlineMs: 45_000, intervalMs: 500 },
+      );
+      t.match(route, { dst: peer.podCidr, gateway: peer.internalIP }, `${peer.podCidr} via ${peer.internalIP}`);
+
+      const fromPeerPod = await run(['nsenter', `--net=${peer.netnsPath}`, '--', 'python3', '-c', FETCH_FROM, peer.podIP, ipA]);
+      t.equal(fromPeerPod, `vkvm-guest ${ipA}\n`, "a pod address on the peer opens a connection to this node's guest");
+      const toPeerPod = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${peer.podIP}:8000/`], {
+        timeoutMs: 60_000,
+      });
+      t.same(
+        { code: toPeerPod.code, out: toPeerPod.stdout },
+        { code: 0, out: ipA },
+        "the guest reaches the peer's pod, which sees the guest's own pod IP (no NAT)",
+      );
+
+      await cluster.clients.core.deleteNode({ name: peer.nodeName });
+      const after = await poll(
+        'the peer route removed with its Node',
+        () => routeTo(peer.podCidr),
+        (r) => r === undefined,
+        { deadlineMs: 45_000, intervalMs: 500 },
+      ).catch(() => routeTo(peer.podCidr));
+      t.equal(after, undefined, 'deleting the peer Node removes the route');
+    },
+  );
 
   await t.test('a bridge deleted behind the agent’s back is rebuilt by the next repair, with its running VMs back on it', async (t) => {
     const ipA = (await readPod('web-a')).status!.podIP!;
@@ -215,13 +287,27 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     // Nothing is sent until the bridge holds the gateway address again: until then the pod range has no
     // route on this host, and a request to a pod IP would leave by the default route.
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
-    const rebuilt = await poll('the bridge re-created with the gateway address', () => addresses(agent.bridge).catch(() => [] as string[]), (a) => a.includes(gateway), {
-      deadlineMs: 90_000,
-      intervalMs: 500,
-    });
+    const rebuilt = await poll(
+      'the bridge re-created with the gateway address',
+      () => addresses(agent.bridge).catch(() => [] as string[]),
+      (a) => a.includes(gateway),
+      {
+        deadlineMs: 90_000,
+        intervalMs: 500,
+      },
+    );
     t.ok(rebuilt.includes(gateway), `the repair re-created ${agent.bridge} with ${gateway}`);
-    const back = await poll('the guest reachable again', () => httpGet(ipA, 80), (r) => r.body !== undefined, { deadlineMs: 60_000, intervalMs: 1000 });
-    t.same(back, { body: `vkvm-guest ${ipA}\n` }, 'the repair re-created the bridge and put the running VM back on it, no pod change needed');
+    const back = await poll(
+      'the guest reachable again',
+      () => httpGet(ipA, 80),
+      (r) => r.body !== undefined,
+      { deadlineMs: 60_000, intervalMs: 1000 },
+    );
+    t.same(
+      back,
+      { body: `vkvm-guest ${ipA}\n` },
+      'the repair re-created the bridge and put the running VM back on it, no pod change needed',
+    );
   });
 
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
@@ -231,10 +317,17 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     t.same(await guestAnswers(ip, 80), { body: 'vkvm-guest 10.0.2.2\n' }, 'port 80 is forwarded to the guest, which took 10.0.2.2 by DHCP');
     const unlisted = await httpGet(ip, 8080);
     t.equal(unlisted.body, undefined, `port 8080 (the guest listens there too) is not forwarded: ${unlisted.error}`);
-    const egress = await ns.kubectl(['exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod('web-a')).status!.podIP}/`], { timeoutMs: 60_000 });
+    const egress = await ns.kubectl(
+      ['exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod('web-a')).status!.podIP}/`],
+      { timeoutMs: 60_000 },
+    );
     t.match(egress, { code: 0, stdout: /^vkvm-guest / }, 'the masquerade guest reaches another VM through NAT');
     const veth = vmNetworkNames((await readPod('nat')).metadata!.uid!).hostVeth;
-    t.match(await run(['nft', 'list', 'chain', 'bridge', portFilterTable(agent.bridge), `port-${veth}`]), `ip saddr ${ip} accept`, 'its port lets out the pod address (the guest’s 10.0.2.2 never leaves the namespace)');
+    t.match(
+      await run(['nft', 'list', 'chain', 'bridge', portFilterTable(agent.bridge), `port-${veth}`]),
+      `ip saddr ${ip} accept`,
+      'its port lets out the pod address (the guest’s 10.0.2.2 never leaves the namespace)',
+    );
   });
 
   await t.test('deleting the VMs removes their namespaces, veths, leases and DHCP entries', async (t) => {
@@ -285,7 +378,10 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
       await waitForGone(ns.pods(), { deadlineMs: 120_000 });
     }
     t.equal(new Set(seen.slice(0, 10)).size, 10, `round-robin: no address comes back before the range wrapped (${seen.join(' ')})`);
-    t.ok(seen.some((ip, i) => seen.indexOf(ip) < i), 'the range wrapped');
+    t.ok(
+      seen.some((ip, i) => seen.indexOf(ip) < i),
+      'the range wrapped',
+    );
     t.equal(dhcpServed.size, 0, 'every address a guest had held by DHCP was reused and served again');
     const leftovers = async () => {
       const hostLinks = await links();
@@ -295,11 +391,17 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
         return [...(hostLinks.has(n.hostVeth) ? [n.hostVeth] : []), ...netns.filter((l) => l.startsWith(n.netns))];
       });
     };
-    const left = await poll('veths and namespaces gone', leftovers, (l) => l.length === 0, { deadlineMs: 10_000, intervalMs: 200 }).catch(() => leftovers());
+    const left = await poll('veths and namespaces gone', leftovers, (l) => l.length === 0, { deadlineMs: 10_000, intervalMs: 200 }).catch(
+      () => leftovers(),
+    );
     t.same(left, [], 'no veth or namespace left');
     const hostLinks = await links();
     const taps = [...hostLinks.keys()].filter((l) => l.startsWith('tap') || l.startsWith('vnet'));
-    t.same(taps.filter((l) => l === 'tap0'), [], 'no guest tap in the host namespace');
+    t.same(
+      taps.filter((l) => l === 'tap0'),
+      [],
+      'no guest tap in the host namespace',
+    );
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
     t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
@@ -325,7 +427,11 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
       (s) => !s.netns && !s.veth && !(doomed.metadata!.uid! in s.leases),
       { deadlineMs: 60_000 },
     );
-    t.same(state, { netns: false, veth: false, leases: { [survivor.metadata!.uid!]: ip } }, 'no namespace, veth or lease of the deleted pod; the survivor keeps its lease');
+    t.same(
+      state,
+      { netns: false, veth: false, leases: { [survivor.metadata!.uid!]: ip } },
+      'no namespace, veth or lease of the deleted pod; the survivor keeps its lease',
+    );
     t.same(await httpGet(ip, 80), { body: `vkvm-guest ${ip}\n` }, 'the surviving VM still answers on its address');
   });
 });

@@ -9,7 +9,19 @@ import type { TLSSocket } from 'node:tls';
 import t from 'tap';
 import type { V1Node } from '@kubernetes/client-node';
 import { createKeyAndCsr, signedBy } from '../../provider/certs/csr.js';
-import { condition, csrs, leases, nodes, restartAgent, startAgent, startTestCluster, testGuestPod, testNamespace, waitFor, type TestCluster } from './framework/index.js';
+import {
+  condition,
+  csrs,
+  leases,
+  nodes,
+  restartAgent,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  type TestCluster,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-node';
 // Short grace so the real node-lifecycle controller reacts within the test.
@@ -26,7 +38,10 @@ function kubeletGet(ip: string, port: number, path: string, tls: { ca: string; c
     const req = request({ host: ip, port, path, method: 'GET', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: 10_000 }, (res) => {
       // Read the peer certificate now: the socket is detached once the response ends.
       const raw = (res.socket as TLSSocket).getPeerCertificate().raw;
-      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw
+        .toString('base64')
+        .match(/.{1,64}/g)!
+        .join('\n')}\n-----END CERTIFICATE-----\n`;
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, peerCertPem }));
@@ -116,10 +131,14 @@ t.test('node agent on the real control plane', async (t) => {
     };
     t.match(first, owned);
     const t0 = new Date(first.spec!.renewTime!).getTime();
-    const later = await waitFor(leases(cluster.clients, 'kube-node-lease', { name: NODE }), (l) => new Date(l.spec!.renewTime!).getTime() > t0, {
-      what: 'renewTime advanced',
-      deadlineMs: 30_000,
-    });
+    const later = await waitFor(
+      leases(cluster.clients, 'kube-node-lease', { name: NODE }),
+      (l) => new Date(l.spec!.renewTime!).getTime() > t0,
+      {
+        what: 'renewTime advanced',
+        deadlineMs: 30_000,
+      },
+    );
     t.match(later, owned, 'renewed by the node: the same holder and owner');
   });
 
@@ -134,7 +153,11 @@ t.test('node agent on the real control plane', async (t) => {
     t.match({ status: forbidden.status, body: forbidden.body }, { status: 403, body: /user=bob.*subresource=proxy/ });
 
     const viaApiserver = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/pods`]);
-    t.match({ code: viaApiserver.code, out: viaApiserver.stdout }, { code: 0, out: /"kind":"PodList"/ }, 'apiserver kubelet-client identity is authorized');
+    t.match(
+      { code: viaApiserver.code, out: viaApiserver.stdout },
+      { code: 0, out: /"kind":"PodList"/ },
+      'apiserver kubelet-client identity is authorized',
+    );
     const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
     t.match({ code: healthz.code, out: healthz.stdout }, { code: 0, out: 'ok' });
   });
@@ -159,9 +182,13 @@ t.test('node agent on the real control plane', async (t) => {
     await ns.createPod(testGuestPod({ name: 'tolerated' }));
     const bound = await waitFor(ns.pod('tolerated'), (p) => Boolean(p.spec?.nodeName), { what: 'bound' });
     t.equal(bound.spec!.nodeName, NODE, 'bound to the vkvm node by the real scheduler');
-    const refused = await waitFor(ns.pod('untolerated'), (p) => p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable') ?? false, {
-      what: "the scheduler's verdict",
-    });
+    const refused = await waitFor(
+      ns.pod('untolerated'),
+      (p) => p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable') ?? false,
+      {
+        what: "the scheduler's verdict",
+      },
+    );
     t.match(
       { nodeName: refused.spec?.nodeName, condition: refused.status?.conditions?.find((c) => c.type === 'PodScheduled') },
       { nodeName: undefined, condition: { status: 'False', reason: 'Unschedulable', message: /untolerated taint/ } },
@@ -170,14 +197,26 @@ t.test('node agent on the real control plane', async (t) => {
 
   await t.test('killing the agent makes the node-lifecycle controller mark it Unknown; a restart makes it Ready, same UID', async (t) => {
     await agent.kill('SIGKILL');
-    const lost = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', { what: 'Ready Unknown', deadlineMs: (GRACE_S + 40) * 1000 });
-    t.match(lost.status!.conditions!.find((c) => c.type === 'Ready'), { status: 'Unknown', reason: 'NodeStatusUnknown' });
+    const lost = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', {
+      what: 'Ready Unknown',
+      deadlineMs: (GRACE_S + 40) * 1000,
+    });
+    t.match(
+      lost.status!.conditions!.find((c) => c.type === 'Ready'),
+      { status: 'Unknown', reason: 'NodeStatusUnknown' },
+    );
     agent = await restartAgent(t, cluster, agent);
     const back = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'True', { what: 'Ready again' });
     t.equal(back.metadata!.uid, uid, 'the same Node object was adopted');
     const nodes = await cluster.clients.core.listNode();
     t.equal(nodes.items.filter((n) => n.metadata?.name === NODE).length, 1, 'never a second node');
-    t.ok(agent.output.some((l) => l.includes('adopted existing node')), 'agent logged the adoption');
-    t.ok(agent.output.some((l) => l.includes('reusing kubelet serving certificate')), 'restart reuses the stored serving certificate');
+    t.ok(
+      agent.output.some((l) => l.includes('adopted existing node')),
+      'agent logged the adoption',
+    );
+    t.ok(
+      agent.output.some((l) => l.includes('reusing kubelet serving certificate')),
+      'restart reuses the stored serving certificate',
+    );
   });
 });

@@ -18,7 +18,17 @@ import { portFilterTable } from '../../provider/network/port-filter.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import { arpClaim, dhcpDecline, routerAdvertisement, udp4 } from '../helpers/frames.js';
 import { buildRawsend } from '../helpers/rawsend.js';
-import { condition, poll, removeNetworkOf, startAgent, startTestCluster, testGuestPod, testNamespace, waitFor, waitForGone } from './framework/index.js';
+import {
+  condition,
+  poll,
+  removeNetworkOf,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-spoof';
 const NS = 'e2e-spoof';
@@ -47,10 +57,13 @@ async function dropCounts(table: string, veth: string): Promise<Record<string, n
   const out = JSON.parse(await run(['nft', '-j', 'list', 'chain', 'bridge', table, `port-${veth}`])) as {
     nftables: Array<{ rule?: { comment?: string; expr: Array<{ counter?: { packets: number } }> } }>;
   };
-  return Object.fromEntries(out.nftables.flatMap((o) => (o.rule?.comment ? [[o.rule.comment, o.rule.expr.find((e) => e.counter)?.counter?.packets ?? 0]] : [])));
+  return Object.fromEntries(
+    out.nftables.flatMap((o) => (o.rule?.comment ? [[o.rule.comment, o.rule.expr.find((e) => e.counter)?.counter?.packets ?? 0]] : [])),
+  );
 }
 
-const portChains = async (table: string) => [...(await run(['nft', 'list', 'table', 'bridge', table]).catch(() => '')).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!).sort();
+const portChains = async (table: string) =>
+  [...(await run(['nft', 'list', 'table', 'bridge', table]).catch(() => '')).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!).sort();
 
 t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', async (t) => {
   const cluster = await startTestCluster(t);
@@ -70,10 +83,23 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
   const ns = await testNamespace(t, cluster, NS);
   for (const name of ['a', 'b']) await ns.createPod(vmPod(name));
   const vm = async (name: string) => {
-    const pod = await waitFor(ns.pod(name), (p) => condition(p, 'Ready') === 'True' && !!p.status?.podIP, { what: 'Ready with an IP', deadlineMs: BOOT_DEADLINE_MS });
+    const pod = await waitFor(ns.pod(name), (p) => condition(p, 'Ready') === 'True' && !!p.status?.podIP, {
+      what: 'Ready with an IP',
+      deadlineMs: BOOT_DEADLINE_MS,
+    });
     const ip = pod.status!.podIP!;
-    await poll(`guest ${name} answers on ${ip}`, () => guestPage(ip), (b) => b === `vkvm-guest ${ip}\n`, { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 1000 });
-    await poll(`guest agent of ${name}`, () => kubectlExec(name, '/bin/true'), (r) => r.code === 0, { deadlineMs: 90_000, intervalMs: 2000 });
+    await poll(
+      `guest ${name} answers on ${ip}`,
+      () => guestPage(ip),
+      (b) => b === `vkvm-guest ${ip}\n`,
+      { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 1000 },
+    );
+    await poll(
+      `guest agent of ${name}`,
+      () => kubectlExec(name, '/bin/true'),
+      (r) => r.code === 0,
+      { deadlineMs: 90_000, intervalMs: 2000 },
+    );
     const mac = (await exec(name, '/bin/cat', '/sys/class/net/eth0/address')).trim();
     return { name, ip, mac, veth: vmNetworkNames(pod.metadata!.uid!).hostVeth };
   };
@@ -102,12 +128,29 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
     const chainA = await run(['nft', 'list', 'chain', 'bridge', table, `port-${a.veth}`]);
     t.match(chainA, `ether saddr != ${a.mac} counter`, 'A’s port lets out only its MAC');
     t.match(chainA, `ip saddr ${a.ip} accept`, 'and its pod IP');
-    for (const key of ['accept_ra', 'autoconf']) t.equal(await readFile(`/proc/sys/net/ipv6/conf/${agent.bridge}/${key}`, 'utf8'), '0\n', `${agent.bridge}: ${key} 0`);
+    for (const key of ['accept_ra', 'autoconf'])
+      t.equal(await readFile(`/proc/sys/net/ipv6/conf/${agent.bridge}/${key}`, 'utf8'), '0\n', `${agent.bridge}: ${key} 0`);
   });
 
   await t.test('a rogue DHCP server in A: B, asking again, takes its lease from dnsmasq', async (t) => {
-    const conf = ['interface eth0', 'start 192.0.2.10', 'end 192.0.2.20', `static_lease ${b.mac} 192.0.2.77`, `opt router ${a.ip}`, 'opt subnet 255.255.255.0', 'lease_file /tmp/udhcpd.leases', 'pidfile /tmp/udhcpd.pid'];
-    await exec('a', '/bin/sh', '-c', `printf '%s\\n' "$@" >/tmp/udhcpd.conf && touch /tmp/udhcpd.leases && udhcpd /tmp/udhcpd.conf </dev/null >/dev/null 2>&1`, 'sh', ...conf);
+    const conf = [
+      'interface eth0',
+      'start 192.0.2.10',
+      'end 192.0.2.20',
+      `static_lease ${b.mac} 192.0.2.77`,
+      `opt router ${a.ip}`,
+      'opt subnet 255.255.255.0',
+      'lease_file /tmp/udhcpd.leases',
+      'pidfile /tmp/udhcpd.pid',
+    ];
+    await exec(
+      'a',
+      '/bin/sh',
+      '-c',
+      `printf '%s\\n' "$@" >/tmp/udhcpd.conf && touch /tmp/udhcpd.leases && udhcpd /tmp/udhcpd.conf </dev/null >/dev/null 2>&1`,
+      'sh',
+      ...conf,
+    );
     t.teardown(() => kubectlExec('a', '/bin/killall', 'udhcpd'));
     const leased = await askAgain(t);
     t.match(leased, `inet ${b.ip}/${range.prefixLength}`, 'B holds its pod IP');
@@ -132,10 +175,15 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
 
     const state = async () => ({
       bNeighbourOfGateway: /lladdr (\S+)/.exec(await exec('b', '/bin/ip', 'neigh', 'show', gw, 'dev', 'eth0'))?.[1],
-      nodeNeighbourOfB: (JSON.parse(await run(['ip', '-j', 'neigh', 'show', b.ip, 'dev', agent.bridge])) as Array<{ lladdr?: string }>)[0]?.lladdr,
+      nodeNeighbourOfB: (JSON.parse(await run(['ip', '-j', 'neigh', 'show', b.ip, 'dev', agent.bridge])) as Array<{ lladdr?: string }>)[0]
+        ?.lladdr,
       bridgeLearntSilentMac: (await run(['bridge', 'fdb', 'show', 'br', agent.bridge])).includes(SILENT_MAC),
-      bAddresses: (await exec('b', '/bin/ip', 'addr', 'show', 'dev', 'eth0')).match(/inet6? \S+/g)?.filter((x) => !x.startsWith('inet6 fe80:')),
-      bRoutes: (await exec('b', '/bin/sh', '-c', 'ip route; ip -6 route')).split('\n').filter((l) => l && !l.startsWith('fe80::') && !l.includes('ff00::/8')),
+      bAddresses: (await exec('b', '/bin/ip', 'addr', 'show', 'dev', 'eth0'))
+        .match(/inet6? \S+/g)
+        ?.filter((x) => !x.startsWith('inet6 fe80:')),
+      bRoutes: (await exec('b', '/bin/sh', '-c', 'ip route; ip -6 route'))
+        .split('\n')
+        .filter((l) => l && !l.startsWith('fe80::') && !l.includes('ff00::/8')),
       nodeRoutes: await run(['sh', '-c', `ip route show dev ${agent.bridge}; ip -6 route show dev ${agent.bridge}`]),
       nodeIpv6: (await run(['ip', '-6', 'addr', 'show', 'dev', agent.bridge])).match(/inet6 \S+/g),
       declines: (await dhcpLog()).match(/DHCPDECLINE.*/g) ?? [],
@@ -160,25 +208,49 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
     ];
     await exec('a', '/tmp/rawsend', 'eth0', ...frames.map((f) => f.toString('hex')));
     // The marker went last the same way: once it is in, everything before it has been through.
-    await poll('A’s own datagram', async () => received, (r) => r.some((m) => m.text === 'marker' && m.from === a.ip), { deadlineMs: 30_000, intervalMs: 200 });
+    await poll(
+      'A’s own datagram',
+      async () => received,
+      (r) => r.some((m) => m.text === 'marker' && m.from === a.ip),
+      { deadlineMs: 30_000, intervalMs: 200 },
+    );
     // And B has seen what A broadcast before A's ping, which took the same way.
     await exec('a', '/bin/ping', '-c', '1', '-W', '5', b.ip);
     const after = await state();
     t.comment(`after the attack: ${JSON.stringify(after)}`);
-    t.same(after, before, 'B’s ARP entry for the gateway, the node’s for B, the bridge’s MAC table, B’s addresses and routes, the node’s routes and addresses on the bridge, dnsmasq: all unchanged; nothing reached the node but A’s own datagram');
+    t.same(
+      after,
+      before,
+      'B’s ARP entry for the gateway, the node’s for B, the bridge’s MAC table, B’s addresses and routes, the node’s routes and addresses on the bridge, dnsmasq: all unchanged; nothing reached the node but A’s own datagram',
+    );
 
     t.match(await askAgain(t), `inet ${b.ip}/${range.prefixLength}`, 'B, asking dnsmasq again, is given its address');
 
     const counts = await dropCounts(table, a.veth);
-    const expected = ['another MAC', 'ARP for another address', 'DHCP for another MAC', 'IPv4 from another address', 'IPv6 router advertisement'];
-    t.same(expected.filter((c) => !(counts[c]! > 0)), [], `A’s port counted drops: ${JSON.stringify(counts)}`);
+    const expected = [
+      'another MAC',
+      'ARP for another address',
+      'DHCP for another MAC',
+      'IPv4 from another address',
+      'IPv6 router advertisement',
+    ];
+    t.same(
+      expected.filter((c) => !(counts[c]! > 0)),
+      [],
+      `A’s port counted drops: ${JSON.stringify(counts)}`,
+    );
     t.match(await kubectlExec('a', '/bin/ping', '-c', '1', '-W', '5', gw), { code: 0 }, 'A still reaches the gateway');
     t.match(await kubectlExec('a', '/bin/wget', '-q', '-O', '-', `http://${b.ip}/`), { code: 0, stdout: `vkvm-guest ${b.ip}\n` }, 'and B');
   });
 
   await t.test('the filter goes with its VM, comes back after the repair, and goes with the node network', async (t) => {
     await run(['nft', 'delete', 'table', 'bridge', table]);
-    const rebuilt = await poll('the repair to rebuild the table', () => portChains(table), (c) => c.length === 2, { deadlineMs: 90_000, intervalMs: 1000 }).catch(() => portChains(table));
+    const rebuilt = await poll(
+      'the repair to rebuild the table',
+      () => portChains(table),
+      (c) => c.length === 2,
+      { deadlineMs: 90_000, intervalMs: 1000 },
+    ).catch(() => portChains(table));
     t.same(rebuilt, [a.veth, b.veth].sort(), 'the 30 s repair rebuilt both ports’ chains');
     await cluster.clients.core.deleteNamespacedPod({ name: 'b', namespace: NS });
     await waitForGone(ns.pod('b'), { deadlineMs: 120_000 });
@@ -188,6 +260,10 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
     t.same(await portChains(table), [], 'and A’s with A');
     await agent.kill();
     await removeNetworkOf(agent.stateDir, agent.bridge);
-    t.equal(await run(['nft', 'list', 'table', 'bridge', table]).catch(() => 'absent'), 'absent', 'removing the node network (vkvm reset, vkvm up’s stop) removes the table');
+    t.equal(
+      await run(['nft', 'list', 'table', 'bridge', table]).catch(() => 'absent'),
+      'absent',
+      'removing the node network (vkvm reset, vkvm up’s stop) removes the table',
+    );
   });
 });

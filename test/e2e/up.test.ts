@@ -70,7 +70,9 @@ function startUp(t: Test, stateDir: string, args: string[], opts: { npm?: boolea
       }
     });
   }
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     for (const p of await processesMentioning(stateDir)) process.kill(Number(p.split(' ')[0]), 'SIGKILL');
@@ -100,7 +102,10 @@ async function looserThanPrivate(path: string): Promise<string[]> {
 }
 
 /** GET against etcd's client port; the error message if the connection is refused. */
-function etcdGet(path: string, tls?: { ca: string; cert?: string; key?: string }): Promise<{ status?: number; body?: string; error?: string }> {
+function etcdGet(
+  path: string,
+  tls?: { ca: string; cert?: string; key?: string },
+): Promise<{ status?: number; body?: string; error?: string }> {
   return new Promise((resolve) => {
     const opts = { host: '127.0.0.1', port: 2379, path, timeout: 10_000 };
     const req = tls ? httpsRequest({ ...opts, ...tls, servername: 'localhost' }) : httpRequest(opts);
@@ -118,7 +123,10 @@ function etcdGet(path: string, tls?: { ca: string; cert?: string; key?: string }
 t.test('bad --control-plane-address input names the flag and starts nothing', async (t) => {
   for (const [args, message] of [
     [['--control-plane-address=nope'], 'vkvm: --control-plane-address: "nope" is not an IP address'],
-    [['--control-plane-address=10.0.0.1', '--kubeconfig=/nonexistent'], 'vkvm: --control-plane-address: applies to the local control plane; with --kubeconfig there is none'],
+    [
+      ['--control-plane-address=10.0.0.1', '--kubeconfig=/nonexistent'],
+      'vkvm: --control-plane-address: applies to the local control plane; with --kubeconfig there is none',
+    ],
   ] as const) {
     const child = spawn(process.execPath, [CLI, 'up', '--state-dir=/nonexistent/vkvm-up', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
@@ -136,56 +144,83 @@ t.test('a --state-dir QEMU cannot search is refused before anything starts', asy
   t.same(await run.exited, { code: 1, signal: null }, 'exits 1');
   t.match(
     run.output.join('\n'),
-    new RegExp(`^vkvm: preflight failed; nothing was started\\. Fix and re-run:\\n  - StateDirSearchable: ${stateDir} is not searchable by other users \\(mode o\\+x\\): QEMU runs unprivileged`),
+    new RegExp(
+      `^vkvm: preflight failed; nothing was started\\. Fix and re-run:\\n  - StateDirSearchable: ${stateDir} is not searchable by other users \\(mode o\\+x\\): QEMU runs unprivileged`,
+    ),
     'says which directory and why, without a stack',
   );
   t.same(await readdir(stateDir), [], 'no control plane was started: nothing was written to the state dir');
 });
 
-t.test('vkvm up brings this host up as a Ready node, etcd takes only its client certificate, and Ctrl-C leaves nothing behind', async (t) => {
-  const stateDir = await stateDirFor(t);
-  const nodeName = 'vkvm-up-e2e';
-  const bridge = `vku${randomBytes(4).toString('hex')}`;
-  const address = await hostAddress();
-  const started = Date.now();
-  const run = startUp(t, stateDir, [`--control-plane-address=${address}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0', `--bridge=${bridge}`]);
-  const upLine = await run.line('the "is up" line', isUpLine);
-  const kubeconfig = join(stateDir, 'kubeconfig');
-  t.equal(upLine, `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}`, 'one line says how to use it');
+t.test(
+  'vkvm up brings this host up as a Ready node, etcd takes only its client certificate, and Ctrl-C leaves nothing behind',
+  async (t) => {
+    const stateDir = await stateDirFor(t);
+    const nodeName = 'vkvm-up-e2e';
+    const bridge = `vku${randomBytes(4).toString('hex')}`;
+    const address = await hostAddress();
+    const started = Date.now();
+    const run = startUp(t, stateDir, [
+      `--control-plane-address=${address}`,
+      `--node-name=${nodeName}`,
+      `--kubelet-port=${await freePort()}`,
+      '--healthz-port=0',
+      `--bridge=${bridge}`,
+    ]);
+    const upLine = await run.line('the "is up" line', isUpLine);
+    const kubeconfig = join(stateDir, 'kubeconfig');
+    t.equal(upLine, `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}`, 'one line says how to use it');
 
-  const kc = loadKubeConfig(kubeconfig);
-  t.equal(kc.getCurrentCluster()?.server, `https://${address}:6443`, 'the kubeconfig names the control-plane address');
-  // Every call below goes to that address and verifies the apiserver's certificate for it.
-  const clients = makeClients(kc);
-  const node = await waitFor(nodes(clients, { name: nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
-  t.comment(`Ready ${Date.now() - started} ms after vkvm up started`);
-  t.match(node, {
-    metadata: { labels: { type: 'virtual-kubelet', 'kubevirt.io/schedulable': 'true' } },
-    spec: { taints: [{ key: 'virtual-kubelet.io/provider', effect: 'NoSchedule' }] },
-    status: { capacity: { cpu: /^\d+$/, memory: /Ki$/, pods: '110' } },
-  });
-  const role = await clients.kc.makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api).readClusterRole({ name: 'vkvm:node-agent' });
-  t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
+    const kc = loadKubeConfig(kubeconfig);
+    t.equal(kc.getCurrentCluster()?.server, `https://${address}:6443`, 'the kubeconfig names the control-plane address');
+    // Every call below goes to that address and verifies the apiserver's certificate for it.
+    const clients = makeClients(kc);
+    const node = await waitFor(nodes(clients, { name: nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
+    t.comment(`Ready ${Date.now() - started} ms after vkvm up started`);
+    t.match(node, {
+      metadata: { labels: { type: 'virtual-kubelet', 'kubevirt.io/schedulable': 'true' } },
+      spec: { taints: [{ key: 'virtual-kubelet.io/provider', effect: 'NoSchedule' }] },
+      status: { capacity: { cpu: /^\d+$/, memory: /Ki$/, pods: '110' } },
+    });
+    const role = await clients.kc
+      .makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api)
+      .readClusterRole({ name: 'vkvm:node-agent' });
+    t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
 
-  const pki = join(stateDir, 'cluster', 'pki');
-  const [etcdCa, etcdClientCert, etcdClientKey, adminCert, adminKey] = await Promise.all(
-    ['etcd-ca.crt', 'apiserver-etcd-client.crt', 'apiserver-etcd-client.key', 'admin.crt', 'admin.key'].map((f) => readFile(join(pki, f), 'utf8')),
-  );
-  t.match(await etcdGet('/health'), { error: String, status: undefined }, 'etcd refuses plain HTTP');
-  t.match(await etcdGet('/health', { ca: etcdCa! }), { error: String, status: undefined }, 'etcd refuses TLS without a client certificate');
-  t.match(await etcdGet('/health', { ca: etcdCa!, cert: adminCert!, key: adminKey! }), { error: String, status: undefined }, 'and a certificate of the cluster CA (cluster admin, nodes)');
-  const health = await etcdGet('/health', { ca: etcdCa!, cert: etcdClientCert!, key: etcdClientKey! });
-  t.match({ status: health.status, body: JSON.parse(health.body ?? '{}') as unknown }, { status: 200, body: { health: 'true' } }, "the apiserver's etcd client certificate gets in");
-  t.same(await looserThanPrivate(join(stateDir, 'cluster')), [], 'every file of the control plane is 0600, every directory 0700');
+    const pki = join(stateDir, 'cluster', 'pki');
+    const [etcdCa, etcdClientCert, etcdClientKey, adminCert, adminKey] = await Promise.all(
+      ['etcd-ca.crt', 'apiserver-etcd-client.crt', 'apiserver-etcd-client.key', 'admin.crt', 'admin.key'].map((f) =>
+        readFile(join(pki, f), 'utf8'),
+      ),
+    );
+    t.match(await etcdGet('/health'), { error: String, status: undefined }, 'etcd refuses plain HTTP');
+    t.match(
+      await etcdGet('/health', { ca: etcdCa! }),
+      { error: String, status: undefined },
+      'etcd refuses TLS without a client certificate',
+    );
+    t.match(
+      await etcdGet('/health', { ca: etcdCa!, cert: adminCert!, key: adminKey! }),
+      { error: String, status: undefined },
+      'and a certificate of the cluster CA (cluster admin, nodes)',
+    );
+    const health = await etcdGet('/health', { ca: etcdCa!, cert: etcdClientCert!, key: etcdClientKey! });
+    t.match(
+      { status: health.status, body: JSON.parse(health.body ?? '{}') as unknown },
+      { status: 200, body: { health: 'true' } },
+      "the apiserver's etcd client certificate gets in",
+    );
+    t.same(await looserThanPrivate(join(stateDir, 'cluster')), [], 'every file of the control plane is 0600, every directory 0700');
 
-  t.ok((await processesMentioning(stateDir)).length >= 3, 'control plane components run while up');
-  // So that its removal below means something.
-  await poll('the pod network bridge', links, (l) => l.has(bridge));
-  run.signalGroup('SIGINT');
-  t.same(await run.exited, { code: 0, signal: null }, 'exits 0 on Ctrl-C');
-  t.same(await processesMentioning(stateDir), [], 'no control plane or DHCP process left behind');
-  t.notOk((await links()).has(bridge), 'the pod network bridge it created is gone');
-});
+    t.ok((await processesMentioning(stateDir)).length >= 3, 'control plane components run while up');
+    // So that its removal below means something.
+    await poll('the pod network bridge', links, (l) => l.has(bridge));
+    run.signalGroup('SIGINT');
+    t.same(await run.exited, { code: 0, signal: null }, 'exits 0 on Ctrl-C');
+    t.same(await processesMentioning(stateDir), [], 'no control plane or DHCP process left behind');
+    t.notOk((await links()).has(bridge), 'the pod network bridge it created is gone');
+  },
+);
 
 t.test('Ctrl-C or SIGTERM at any moment of start-up stops everything, and the next vkvm up starts', async (t) => {
   const stateDir = await stateDirFor(t);
@@ -199,9 +234,20 @@ t.test('Ctrl-C or SIGTERM at any moment of start-up stops everything, and the ne
     await t.test(`${m.signal} ${m.what}`, async (t) => {
       const bridge = `vku${randomBytes(4).toString('hex')}`;
       // debug: the control plane's own progress lines are logged at debug level.
-      const run = startUp(t, stateDir, ['--node-name=vkvm-up-signals', `--kubelet-port=${await freePort()}`, '--healthz-port=0', `--bridge=${bridge}`, '--log-level=debug'], {
-        npm: m.npm ?? false,
-      });
+      const run = startUp(
+        t,
+        stateDir,
+        [
+          '--node-name=vkvm-up-signals',
+          `--kubelet-port=${await freePort()}`,
+          '--healthz-port=0',
+          `--bridge=${bridge}`,
+          '--log-level=debug',
+        ],
+        {
+          npm: m.npm ?? false,
+        },
+      );
       await run.line(m.what, m.at);
       run.signalGroup(m.signal);
       const exited = await run.exited;
@@ -212,7 +258,11 @@ t.test('Ctrl-C or SIGTERM at any moment of start-up stops everything, and the ne
         'no error',
       );
       t.ok(run.output.some(logged('stopping')), 'says it stops');
-      t.same(await processesMentioning(stateDir), [], 'no etcd, apiserver, controller-manager, scheduler or DHCP process of the state dir left');
+      t.same(
+        await processesMentioning(stateDir),
+        [],
+        'no etcd, apiserver, controller-manager, scheduler or DHCP process of the state dir left',
+      );
       t.notOk((await links()).has(bridge), 'no pod network bridge left');
     });
   }
@@ -228,19 +278,33 @@ t.test('vkvm up killed: the control plane and the VMs die with it, and the next 
   const clients = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
   const pod = await clients.core.createNamespacedPod({ namespace: 'default', body: testGuestPod({ name: 'vm', node: nodeName }) });
   const uid = pod.metadata!.uid!;
-  await poll('the VM runs', async () => qemuPidsOf(uid), (pids) => pids.length > 0, { deadlineMs: 180_000, intervalMs: 200 });
+  await poll(
+    'the VM runs',
+    async () => qemuPidsOf(uid),
+    (pids) => pids.length > 0,
+    { deadlineMs: 180_000, intervalMs: 200 },
+  );
   t.ok((await processesMentioning(join(stateDir, 'vms', uid))).length > 0, 'its launcher runs');
 
   process.kill(first.pid, 'SIGKILL');
   t.same(await first.exited, { code: null, signal: 'SIGKILL' });
   // The launcher gives the guest its ACPI grace period; dnsmasq and the bridge stay as network state the next agent takes over.
-  const leftOver = async () => ({ processes: (await processesMentioning(stateDir)).filter((p) => !p.includes('dnsmasq')), qemu: qemuPidsOf(uid) });
-  const left = await poll('the control plane and the launcher to exit', leftOver, (l) => l.processes.length === 0 && l.qemu.length === 0, { deadlineMs: 120_000 }).catch(leftOver);
+  const leftOver = async () => ({
+    processes: (await processesMentioning(stateDir)).filter((p) => !p.includes('dnsmasq')),
+    qemu: qemuPidsOf(uid),
+  });
+  const left = await poll('the control plane and the launcher to exit', leftOver, (l) => l.processes.length === 0 && l.qemu.length === 0, {
+    deadlineMs: 120_000,
+  }).catch(leftOver);
   t.same(left, { processes: [], qemu: [] }, 'no etcd, apiserver, controller-manager, scheduler, launcher or QEMU process left');
 
   const second = startUp(t, stateDir, args);
   const upAgain = await second.line('the "is up" line of the next vkvm up', isUpLine);
-  t.equal(upAgain, `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${join(stateDir, 'kubeconfig')}`, 'the next vkvm up on the state dir starts');
+  t.equal(
+    upAgain,
+    `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${join(stateDir, 'kubeconfig')}`,
+    'the next vkvm up on the state dir starts',
+  );
   second.signalGroup('SIGINT');
   t.same(await second.exited, { code: 0, signal: null }, 'and stops on Ctrl-C');
   t.same(await processesMentioning(stateDir), [], 'leaving nothing of the state dir running');

@@ -54,7 +54,8 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   const root = t;
   const ns = await testNamespace(t, cluster, NS);
   const kv = kubevirtIn(ns);
-  const launcherPods = async (): Promise<V1Pod[]> => (await cluster.clients.core.listNamespacedPod({ namespace: NS, ...LAUNCHER_PODS })).items;
+  const launcherPods = async (): Promise<V1Pod[]> =>
+    (await cluster.clients.core.listNamespacedPod({ namespace: NS, ...LAUNCHER_PODS })).items;
   const setRunStrategy = (runStrategy: string) => kv.patchVm('testvm', { spec: { runStrategy } });
   const vmRunning = (vm: VirtualMachine) => vm.status?.printableStatus === 'Running' && vm.status.ready === true;
   const running = async (): Promise<{ vm: VirtualMachine; vmi: VirtualMachineInstance }> => {
@@ -68,7 +69,11 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     const { vm, vmi } = await running();
     t.match({ ready: vm.status?.ready, nodeName: vmi.status?.nodeName }, { ready: true, nodeName: NODE }, 'VM ready, VMI on the vkvm node');
     const [pod] = await launcherPods();
-    t.match(pod?.metadata?.ownerReferences, [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi.metadata.uid, controller: true }], 'the launcher pod is owned by the VMI');
+    t.match(
+      pod?.metadata?.ownerReferences,
+      [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi.metadata.uid, controller: true }],
+      'the launcher pod is owned by the VMI',
+    );
     // The request covers what the launcher's cgroup allows on this node: more under TCG (as on this workplace's machines).
     const accelerator = (await cluster.clients.core.readNode({ name: NODE })).metadata?.labels?.['vkvm.io/virtualization'] as 'kvm' | 'tcg';
     t.equal(
@@ -81,7 +86,14 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.comment(table.stdout);
     t.match(table.stdout, /^virtualmachine\.kubevirt\.io\/testvm\s+\S+\s+Running\s+True/m, 'kubectl get vm: STATUS Running, READY True');
     const ip = pod?.status?.podIP ?? 'none';
-    t.match(table.stdout, new RegExp(`^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+${ip.replace(/\./g, '\\.')}\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi: PHASE, IP, NODENAME, READY');
+    t.match(
+      table.stdout,
+      new RegExp(
+        `^virtualmachineinstance\\.kubevirt\\.io/testvm\\s+\\S+\\s+Running\\s+${ip.replace(/\./g, '\\.')}\\s+${NODE}\\s+True`,
+        'm',
+      ),
+      'kubectl get vmi: PHASE, IP, NODENAME, READY',
+    );
     t.match(
       (await kv.readVmi('testvm'))?.status?.interfaces,
       [{ name: 'default', ipAddress: ip, ipAddresses: [ip], mac: vmi.spec.domain.devices?.interfaces?.[0]?.macAddress ?? /^52:54:00:/ }],
@@ -90,9 +102,15 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
   });
 
   await t.test('the guest agent connects: VMI AgentConnected and guestOSInfo', async (t) => {
-    const vmi = await waitFor(ns.vmi('testvm'), (v) => condition(v, 'AgentConnected') === 'True' && Boolean(v.status?.guestOSInfo), { what: 'AgentConnected with guestOSInfo' });
+    const vmi = await waitFor(ns.vmi('testvm'), (v) => condition(v, 'AgentConnected') === 'True' && Boolean(v.status?.guestOSInfo), {
+      what: 'AgentConnected with guestOSInfo',
+    });
     // The test guest has no /etc/os-release: qemu-ga reports uname's fields.
-    t.match(vmi.status?.guestOSInfo, { kernelRelease: /^\d+\.\d+\S*$/, kernelVersion: /^#/, machine: 'x86_64' }, "guestOSInfo holds the guest agent's answer");
+    t.match(
+      vmi.status?.guestOSInfo,
+      { kernelRelease: /^\d+\.\d+\S*$/, kernelVersion: /^#/, machine: 'x86_64' },
+      "guestOSInfo holds the guest agent's answer",
+    );
   });
 
   await t.test('the vkvm.io/paused annotation pauses the VM; removed while the agent is down, the next agent unpauses it', async (t) => {
@@ -101,11 +119,19 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     const pausedVm = await waitFor(ns.vm('testvm'), (v) => v.status?.printableStatus === 'Paused', { what: 'Paused' });
     const pausedVmi = await kv.readVmi('testvm');
     t.match(
-      { phase: pausedVmi?.status?.phase, paused: pausedVmi?.status?.conditions?.find((c) => c.type === 'Paused'), vm: pausedVm.status?.conditions?.find((c) => c.type === 'Paused') },
+      {
+        phase: pausedVmi?.status?.phase,
+        paused: pausedVmi?.status?.conditions?.find((c) => c.type === 'Paused'),
+        vm: pausedVm.status?.conditions?.find((c) => c.type === 'Paused'),
+      },
       { phase: 'Running', paused: { status: 'True', reason: 'PausedByUser' }, vm: { status: 'True', reason: 'PausedByUser' } },
       'VMI Running with Paused True (PausedByUser), VM printableStatus Paused',
     );
-    t.match((await ns.kubectl(['get', 'vmi', 'testvm', '-o', 'wide'])).stdout, /^testvm\s.*\sTrue\s*$/m, 'kubectl get vmi -o wide: PAUSED (the last column) True');
+    t.match(
+      (await ns.kubectl(['get', 'vmi', 'testvm', '-o', 'wide'])).stdout,
+      /^testvm\s.*\sTrue\s*$/m,
+      'kubectl get vmi -o wide: PAUSED (the last column) True',
+    );
 
     await agent.kill('SIGKILL');
     await annotate(null);
@@ -117,9 +143,13 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       { vm: { status: { printableStatus: 'Running', ready: true } }, vmi: { status: { phase: 'Running' } } },
       'the restarted agent unpaused it: VM Running, no Paused condition',
     );
-    const events = await waitForAll(ns.eventsOf(resumedVmi.metadata.uid!), (es) => ['Paused', 'Unpaused'].every((r) => es.some((e) => e.reason === r)), {
-      what: 'Paused and Unpaused',
-    });
+    const events = await waitForAll(
+      ns.eventsOf(resumedVmi.metadata.uid!),
+      (es) => ['Paused', 'Unpaused'].every((r) => es.some((e) => e.reason === r)),
+      {
+        what: 'Paused and Unpaused',
+      },
+    );
     t.match(
       ['Paused', 'Unpaused'].map((reason) => events.find((e) => e.reason === reason)),
       [{ message: 'VirtualMachineInstance paused' }, { message: 'VirtualMachineInstance unpaused' }],
@@ -132,9 +162,18 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     const vm = await waitFor(ns.vm('testvm'), (v) => v.status?.printableStatus === 'Stopped', { what: 'Stopped', deadlineMs: 90_000 });
     await waitForGone(ns.vmi('testvm'), { deadlineMs: 90_000 });
     await waitForGone(ns.pods(LAUNCHER_PODS), { deadlineMs: 90_000 });
-    await poll('no QEMU of the VM', async () => testQemuPids(), (pids) => pids.length === 0, { deadlineMs: 30_000 }).catch(() => undefined);
+    await poll(
+      'no QEMU of the VM',
+      async () => testQemuPids(),
+      (pids) => pids.length === 0,
+      { deadlineMs: 30_000 },
+    ).catch(() => undefined);
     const stopped = { vm, vmi: await kv.readVmi('testvm'), pods: (await launcherPods()).length, qemu: testQemuPids().length };
-    t.match(stopped, { vm: { status: { printableStatus: 'Stopped' } }, vmi: undefined, pods: 0, qemu: 0 }, 'VM Stopped; no VMI, launcher pod or QEMU');
+    t.match(
+      stopped,
+      { vm: { status: { printableStatus: 'Stopped' } }, vmi: undefined, pods: 0, qemu: 0 },
+      'VM Stopped; no VMI, launcher pod or QEMU',
+    );
     await setRunStrategy('Always');
     await running();
     t.equal(testQemuPids().length, 1, 'running again');
@@ -144,56 +183,104 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     await kv.deleteVm('testvm');
     await waitForGone(ns.vmi('testvm'), { deadlineMs: 90_000 });
     await waitForGone(ns.pods(LAUNCHER_PODS), { deadlineMs: 90_000 });
-    await poll('no QEMU of the VM', async () => testQemuPids(), (pids) => pids.length === 0, { deadlineMs: 30_000 }).catch(() => undefined);
+    await poll(
+      'no QEMU of the VM',
+      async () => testQemuPids(),
+      (pids) => pids.length === 0,
+      { deadlineMs: 30_000 },
+    ).catch(() => undefined);
     const gone = { vmi: await kv.readVmi('testvm'), pods: (await launcherPods()).length, qemu: testQemuPids().length };
     t.same(gone, { vmi: undefined, pods: 0, qemu: 0 }, 'no VMI, launcher pod or QEMU');
     // This agent's launchers: other agents on the machine (other test files, other checkouts) have their own state dirs.
     const launchers = pidsWhere((argv) => argv.some((a) => a.includes('launcher/main.js')) && argv.some((a) => a.includes(agent.stateDir)));
     t.same(launchers, [], 'no launcher process of this agent');
   });
-  await t.test('a VMI with a filesystem PVC on a hostPath PV and a DiskOrCreate hostDisk runs; their images are created at their capacities', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-storage-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
-    await chmod(dir, 0o755);
-    const pvDir = join(dir, 'pv');
-    await mkdir(pvDir, { mode: 0o755 });
-    const pvName = `vkvm-e2e-pv-${randomBytes(3).toString('hex')}`;
-    await cluster.clients.core.createPersistentVolume({
-      body: {
-        metadata: { name: pvName },
-        spec: { capacity: { storage: '64Mi' }, accessModes: ['ReadWriteOnce'], storageClassName: 'vkvm-e2e', hostPath: { path: pvDir }, persistentVolumeReclaimPolicy: 'Retain' },
-      },
-    });
-    t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: pvName }).catch(() => undefined));
-    await cluster.clients.core.createNamespacedPersistentVolumeClaim({
-      namespace: NS,
-      body: { metadata: { name: 'data' }, spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'vkvm-e2e', volumeName: pvName, resources: { requests: { storage: '64Mi' } } } },
-    });
-    const claim = await waitFor(ns.pvc('data'), (c) => c.status?.phase === 'Bound', { what: 'Bound' });
-    t.equal(claim.spec?.volumeName, pvName, 'the claim is bound to the hostPath PV');
-    const spec = smokeVmiSpec();
-    spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } }, { name: 'scratch', disk: { bus: 'sata' } });
-    spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'data' } }, { name: 'scratch', hostDisk: { path: join(dir, 'scratch.img'), type: 'DiskOrCreate', capacity: '32Mi' } });
-    await kv.createVmi(vmiOf('storage', spec));
-    const vmi = await waitFor(ns.vmi('storage'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', { what: 'Running and Ready', deadlineMs: BOOT_DEADLINE_MS });
-    t.equal(vmi.status?.nodeName, NODE, 'running on the node');
-    const sizes = { pv: (await stat(join(pvDir, 'disk.img'))).size, hostDisk: (await stat(join(dir, 'scratch.img'))).size };
-    t.same(sizes, { pv: 64 * 2 ** 20, hostDisk: 32 * 2 ** 20 }, "the claim's disk.img at the claim's capacity, the hostDisk at its capacity");
-    const storageQemu = () => qemuPidsOfDomain(`${NS}_storage,`);
-    const qemu = storageQemu();
-    const argv = qemu.length ? readFileSync(`/proc/${qemu[0]}/cmdline`, 'utf8') : '';
-    t.match({ pv: argv.includes(join(pvDir, 'disk.img')), hostDisk: argv.includes(join(dir, 'scratch.img')) }, { pv: true, hostDisk: true }, 'QEMU has both files open as disks');
-    await kv.deleteVmi('storage');
-    await waitForGone(ns.vmi('storage'), { deadlineMs: 90_000 });
-    t.same(await poll('the storage QEMU gone', async () => storageQemu(), (pids) => pids.length === 0, { deadlineMs: 90_000 }).catch(() => storageQemu()), [], 'the VM stopped with its VMI');
-    t.ok((await stat(join(pvDir, 'disk.img'))).isFile(), "the claim's data outlives the VMI");
-  });
+  await t.test(
+    'a VMI with a filesystem PVC on a hostPath PV and a DiskOrCreate hostDisk runs; their images are created at their capacities',
+    async (t) => {
+      const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-storage-'));
+      t.teardown(() => rm(dir, { recursive: true, force: true }));
+      await chmod(dir, 0o755);
+      const pvDir = join(dir, 'pv');
+      await mkdir(pvDir, { mode: 0o755 });
+      const pvName = `vkvm-e2e-pv-${randomBytes(3).toString('hex')}`;
+      await cluster.clients.core.createPersistentVolume({
+        body: {
+          metadata: { name: pvName },
+          spec: {
+            capacity: { storage: '64Mi' },
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: 'vkvm-e2e',
+            hostPath: { path: pvDir },
+            persistentVolumeReclaimPolicy: 'Retain',
+          },
+        },
+      });
+      t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: pvName }).catch(() => undefined));
+      await cluster.clients.core.createNamespacedPersistentVolumeClaim({
+        namespace: NS,
+        body: {
+          metadata: { name: 'data' },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: 'vkvm-e2e',
+            volumeName: pvName,
+            resources: { requests: { storage: '64Mi' } },
+          },
+        },
+      });
+      const claim = await waitFor(ns.pvc('data'), (c) => c.status?.phase === 'Bound', { what: 'Bound' });
+      t.equal(claim.spec?.volumeName, pvName, 'the claim is bound to the hostPath PV');
+      const spec = smokeVmiSpec();
+      spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } }, { name: 'scratch', disk: { bus: 'sata' } });
+      spec.volumes!.push(
+        { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
+        { name: 'scratch', hostDisk: { path: join(dir, 'scratch.img'), type: 'DiskOrCreate', capacity: '32Mi' } },
+      );
+      await kv.createVmi(vmiOf('storage', spec));
+      const vmi = await waitFor(ns.vmi('storage'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', {
+        what: 'Running and Ready',
+        deadlineMs: BOOT_DEADLINE_MS,
+      });
+      t.equal(vmi.status?.nodeName, NODE, 'running on the node');
+      const sizes = { pv: (await stat(join(pvDir, 'disk.img'))).size, hostDisk: (await stat(join(dir, 'scratch.img'))).size };
+      t.same(
+        sizes,
+        { pv: 64 * 2 ** 20, hostDisk: 32 * 2 ** 20 },
+        "the claim's disk.img at the claim's capacity, the hostDisk at its capacity",
+      );
+      const storageQemu = () => qemuPidsOfDomain(`${NS}_storage,`);
+      const qemu = storageQemu();
+      const argv = qemu.length ? readFileSync(`/proc/${qemu[0]}/cmdline`, 'utf8') : '';
+      t.match(
+        { pv: argv.includes(join(pvDir, 'disk.img')), hostDisk: argv.includes(join(dir, 'scratch.img')) },
+        { pv: true, hostDisk: true },
+        'QEMU has both files open as disks',
+      );
+      await kv.deleteVmi('storage');
+      await waitForGone(ns.vmi('storage'), { deadlineMs: 90_000 });
+      t.same(
+        await poll(
+          'the storage QEMU gone',
+          async () => storageQemu(),
+          (pids) => pids.length === 0,
+          { deadlineMs: 90_000 },
+        ).catch(() => storageQemu()),
+        [],
+        'the VM stopped with its VMI',
+      );
+      t.ok((await stat(join(pvDir, 'disk.img'))).isFile(), "the claim's data outlives the VMI");
+    },
+  );
 
   await t.test('a missing disk image shows as ErrImagePull on the VM, the VMI naming the volume; it waits, not fails', async (t) => {
     const vm = smokeVm('noimage');
     vm.spec.template.spec.volumes![0] = { name: 'containerdisk', containerDisk: { image: '/var/lib/vkvm-e2e-missing/disk.qcow2' } };
     await kv.createVm(vm);
-    await waitFor(ns.vm('noimage'), (v) => ['ErrImagePull', 'ImagePullBackOff'].includes(v.status?.printableStatus ?? ''), { what: 'ErrImagePull or ImagePullBackOff', deadlineMs: 90_000 });
+    await waitFor(ns.vm('noimage'), (v) => ['ErrImagePull', 'ImagePullBackOff'].includes(v.status?.printableStatus ?? ''), {
+      what: 'ErrImagePull or ImagePullBackOff',
+      deadlineMs: 90_000,
+    });
     // The VM's status is derived from its VMI's: the VMI has it by now.
     const vmi = await kv.readVmi('noimage');
     t.match(

@@ -7,7 +7,19 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
-import { condition, kubevirtIn, poll, qemuPidsOfDomain, startAgent, startTestCluster, testNamespace, VKVM_TOLERATION, vmiOf, waitFor, waitForGone } from './framework/index.js';
+import {
+  condition,
+  kubevirtIn,
+  poll,
+  qemuPidsOfDomain,
+  startAgent,
+  startTestCluster,
+  testNamespace,
+  VKVM_TOLERATION,
+  vmiOf,
+  waitFor,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-vmi';
 const NS = 'e2e-vmi';
@@ -34,7 +46,16 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
       name: 'virt-launcher-testvmi-e2e01',
       namespace: NS,
       labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': created.metadata.uid! },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvmi', uid: created.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachineInstance',
+          name: 'testvmi',
+          uid: created.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       nodeSelector: { 'kubevirt.io/schedulable': 'true' },
@@ -45,7 +66,10 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   };
   await ns.createPod(pod);
 
-  const running = await waitFor(ns.vmi('testvmi'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', { what: 'Running and Ready', deadlineMs: 180_000 });
+  const running = await waitFor(ns.vmi('testvmi'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', {
+    what: 'Running and Ready',
+    deadlineMs: 180_000,
+  });
   t.match(
     running.status,
     {
@@ -59,7 +83,9 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     },
     'the node writes phase, nodeName, Ready and the unsupported fields (no Paused condition while running, as KubeVirt)',
   );
-  const event = await waitFor(ns.eventsOf(created.metadata.uid!), (e) => e.reason === 'UnsupportedFields', { what: 'the UnsupportedFields event' });
+  const event = await waitFor(ns.eventsOf(created.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
+    what: 'the UnsupportedFields event',
+  });
   t.match(
     event,
     { type: 'Warning', involvedObject: { kind: 'VirtualMachineInstance', name: 'testvmi' }, message: /spec\.domain\.devices\.watchdog/ },
@@ -67,13 +93,26 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   );
   t.ok(testQemuPids().length > 0, 'QEMU runs for the launcher pod');
   const table = await ns.kubectl(['get', 'vmi']);
-  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, IP, NODENAME and READY');
+  t.match(
+    table.stdout,
+    new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'),
+    'kubectl get vmi fills PHASE, IP, NODENAME and READY',
+  );
 
   await kv.deleteVmi('testvmi');
   await waitForGone(ns.pods(), { what: 'the launcher pod garbage-collected', deadlineMs: 90_000 });
-  await poll('QEMU gone', async () => testQemuPids(), (pids) => pids.length === 0, { deadlineMs: 90_000 }).catch(() => undefined);
+  await poll(
+    'QEMU gone',
+    async () => testQemuPids(),
+    (pids) => pids.length === 0,
+    { deadlineMs: 90_000 },
+  ).catch(() => undefined);
   t.same(
-    { vmi: await kv.readVmi('testvmi'), pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items, qemu: testQemuPids() },
+    {
+      vmi: await kv.readVmi('testvmi'),
+      pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items,
+      qemu: testQemuPids(),
+    },
     { vmi: undefined, pods: [], qemu: [] },
     'deleting the VMI lets the garbage collector delete the pod, and the VM stops with it',
   );

@@ -100,8 +100,19 @@ export async function startAgent(
  * (after `agent.kill`), with the same flags unless `extraArgs` replaces them.
  * Owned by `t`: pass the file's test, not a subtest whose end would stop it.
  */
-export function restartAgent(t: Test, cluster: { kubeconfigPath: string }, agent: AgentProcess, extraArgs = agent.extraArgs): Promise<AgentProcess> {
-  return startAgent(t, cluster, { nodeName: agent.nodeName, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs });
+export function restartAgent(
+  t: Test,
+  cluster: { kubeconfigPath: string },
+  agent: AgentProcess,
+  extraArgs = agent.extraArgs,
+): Promise<AgentProcess> {
+  return startAgent(t, cluster, {
+    nodeName: agent.nodeName,
+    kubeletPort: agent.kubeletPort,
+    stateDir: agent.stateDir,
+    bridge: agent.bridge,
+    extraArgs,
+  });
 }
 
 /** The agent's log lines (parsed) with this message, e.g. "launcher gone". */
@@ -127,7 +138,9 @@ export async function killLaunchersOf(stateDir: string): Promise<void> {
     if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
     // A launcher that started after the agent was killed is not in the state file yet; its cgroup knows it.
     const rel = `${LAUNCHER_DEFAULTS.cgroupParent}/${uid}/cgroup.procs`;
-    const procs = (await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))).join('\n');
+    const procs = (
+      await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))
+    ).join('\n');
     for (const pid of procs.split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL');

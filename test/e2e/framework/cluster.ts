@@ -30,7 +30,10 @@ export interface TestCluster extends RunningCluster {
 }
 
 /** A fresh control plane for one test file, stopped and removed in teardown. */
-export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number; bindAddress?: string } = {}): Promise<TestCluster> {
+export async function startTestCluster(
+  t: Test,
+  opts: { nodeMonitorGracePeriodS?: number; bindAddress?: string } = {},
+): Promise<TestCluster> {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-cluster-'));
   const cluster = await startCluster({
     stateDir,
@@ -62,12 +65,26 @@ export async function controllersIdentity(cluster: TestCluster): Promise<KubeCli
   const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
   const subjects = [{ kind: 'ServiceAccount', name, namespace }];
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
-  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'vkvm:controllers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' }, subjects } });
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: 'vkvm:controllers' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:controllers' },
+      subjects,
+    },
+  });
   await rbac.createNamespacedRoleBinding({
     namespace,
-    body: { metadata: { name: 'vkvm:controllers-leader-election' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' }, subjects },
+    body: {
+      metadata: { name: 'vkvm:controllers-leader-election' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'vkvm:controllers-leader-election' },
+      subjects,
+    },
   });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await admin.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const current = admin.kc.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({
@@ -118,7 +135,8 @@ export async function testNamespace(t: Test, cluster: TestCluster, name: string)
     vmi: (vmi) => virtualMachineInstances(clients, name, { name: vmi }),
     vmis: (sel) => virtualMachineInstances(clients, name, sel),
     pvc: (pvc) => persistentVolumeClaims(clients, name, { name: pvc }),
-    createPod: (pod) => clients.core.createNamespacedPod({ namespace: name, body: { ...pod, metadata: { ...pod.metadata, namespace: name } } }),
+    createPod: (pod) =>
+      clients.core.createNamespacedPod({ namespace: name, body: { ...pod, metadata: { ...pod.metadata, namespace: name } } }),
     readPod: (pod) => clients.core.readNamespacedPod({ name: pod, namespace: name }),
     kubectl: (args, opts) => cluster.kubectl(['-n', name, ...args], opts),
   };

@@ -159,7 +159,9 @@ export interface Manifest {
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   spec: object;
 }
-export type VmManifest = Manifest & { spec: { running?: boolean; runStrategy?: string; instancetype?: unknown; template: { spec: ManifestVmiSpec } } };
+export type VmManifest = Manifest & {
+  spec: { running?: boolean; runStrategy?: string; instancetype?: unknown; template: { spec: ManifestVmiSpec } };
+};
 
 /** KubeVirt's quickstart VM as a manifest, with fields vkvm does not type. */
 export function quickstartVm(name: string, namespace: string): VmManifest {
@@ -170,13 +172,23 @@ export function quickstartVm(name: string, namespace: string): VmManifest {
 /** The quickstart VM's template as a standalone VMI manifest. */
 export function quickstartVmi(name: string, namespace: string): Manifest & { spec: ManifestVmiSpec } {
   const vm = quickstartVm(name, namespace);
-  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name, namespace, labels: { 'kubevirt.io/domain': name } }, spec: vm.spec.template.spec };
+  return {
+    apiVersion: 'kubevirt.io/v1',
+    kind: 'VirtualMachineInstance',
+    metadata: { name, namespace, labels: { 'kubevirt.io/domain': name } },
+    spec: vm.spec.template.spec,
+  };
 }
 
 /** The custom objects calls on VMs and VMIs in one namespace. */
 export function kubevirtIn(ns: TestNamespace) {
   const custom = ns.cluster.clients.custom;
-  const at = (plural: 'virtualmachines' | 'virtualmachineinstances') => ({ group: 'kubevirt.io', version: 'v1', namespace: ns.name, plural });
+  const at = (plural: 'virtualmachines' | 'virtualmachineinstances') => ({
+    group: 'kubevirt.io',
+    version: 'v1',
+    namespace: ns.name,
+    plural,
+  });
   const orUndefined = async <T>(read: Promise<unknown>): Promise<T | undefined> => {
     try {
       return (await read) as T;
@@ -186,14 +198,23 @@ export function kubevirtIn(ns: TestNamespace) {
     }
   };
   return {
-    createVm: async (vm: VirtualMachine) => (await custom.createNamespacedCustomObject({ ...at('virtualmachines'), body: { ...vm, metadata: { ...vm.metadata, namespace: ns.name } } })) as VirtualMachine,
+    createVm: async (vm: VirtualMachine) =>
+      (await custom.createNamespacedCustomObject({
+        ...at('virtualmachines'),
+        body: { ...vm, metadata: { ...vm.metadata, namespace: ns.name } },
+      })) as VirtualMachine,
     createVmi: async (vmi: VirtualMachineInstance) =>
-      (await custom.createNamespacedCustomObject({ ...at('virtualmachineinstances'), body: { ...vmi, metadata: { ...vmi.metadata, namespace: ns.name } } })) as VirtualMachineInstance,
+      (await custom.createNamespacedCustomObject({
+        ...at('virtualmachineinstances'),
+        body: { ...vmi, metadata: { ...vmi.metadata, namespace: ns.name } },
+      })) as VirtualMachineInstance,
     readVm: (name: string) => orUndefined<VirtualMachine>(custom.getNamespacedCustomObject({ ...at('virtualmachines'), name })),
-    readVmi: (name: string) => orUndefined<VirtualMachineInstance>(custom.getNamespacedCustomObject({ ...at('virtualmachineinstances'), name })),
+    readVmi: (name: string) =>
+      orUndefined<VirtualMachineInstance>(custom.getNamespacedCustomObject({ ...at('virtualmachineinstances'), name })),
     /** A JSON merge patch (null removes a field). */
     patchVm: (name: string, body: object) => custom.patchNamespacedCustomObject({ ...at('virtualmachines'), name, body }, mergePatch),
-    patchVmi: (name: string, body: object) => custom.patchNamespacedCustomObject({ ...at('virtualmachineinstances'), name, body }, mergePatch),
+    patchVmi: (name: string, body: object) =>
+      custom.patchNamespacedCustomObject({ ...at('virtualmachineinstances'), name, body }, mergePatch),
     deleteVm: (name: string) => custom.deleteNamespacedCustomObject({ ...at('virtualmachines'), name }),
     deleteVmi: (name: string) => custom.deleteNamespacedCustomObject({ ...at('virtualmachineinstances'), name }),
   };

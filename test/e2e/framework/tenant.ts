@@ -15,7 +15,11 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
       subjects: [{ kind: 'ServiceAccount', name, namespace }],
     },
   });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await admin.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const cluster = admin.kc.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({

@@ -84,9 +84,20 @@ function watchUntil<T, R>(source: Watched<T>, check: (objects: T[]) => R | undef
     lw.on('error', restart);
     const deadline = setTimeout(() => {
       const objects = listed ? current() : undefined;
-      const seen = objects === undefined ? 'nothing (never listed)' : objects.length === 0 ? 'no object' : show(objects.map((o) => source.summarize(o)));
+      const seen =
+        objects === undefined
+          ? 'nothing (never listed)'
+          : objects.length === 0
+            ? 'no object'
+            : show(objects.map((o) => source.summarize(o)));
       const error = lastError === undefined ? '' : `; last error: ${lastError instanceof Error ? lastError.message : show(lastError)}`;
-      finish(() => reject(new Error(`timed out after ${deadlineMs / 1000} s waiting for ${source.describe}${opts.what ? `: ${opts.what}` : ''}; last seen: ${seen}${error}`)));
+      finish(() =>
+        reject(
+          new Error(
+            `timed out after ${deadlineMs / 1000} s waiting for ${source.describe}${opts.what ? `: ${opts.what}` : ''}; last seen: ${seen}${error}`,
+          ),
+        ),
+      );
     }, deadlineMs);
     start();
   });
@@ -112,7 +123,12 @@ export function waitForGone<T>(source: Watched<T>, opts: WaitOptions = {}): Prom
  * host state no watch reports. On timeout the error carries the last value
  * seen (and the last error the probe threw).
  */
-export async function poll<T>(what: string, probe: () => Promise<T>, done: (v: T) => boolean, opts: { deadlineMs?: number; intervalMs?: number } = {}): Promise<T> {
+export async function poll<T>(
+  what: string,
+  probe: () => Promise<T>,
+  done: (v: T) => boolean,
+  opts: { deadlineMs?: number; intervalMs?: number } = {},
+): Promise<T> {
   const deadlineMs = opts.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const deadline = Date.now() + deadlineMs;
   let last: T | undefined;
@@ -126,10 +142,15 @@ export async function poll<T>(what: string, probe: () => Promise<T>, done: (v: T
     }
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 500));
   }
-  throw new Error(`timed out after ${deadlineMs / 1000} s waiting for ${what}; last seen: ${show(last)}${lastErr ? `; last error: ${String(lastErr)}` : ''}`);
+  throw new Error(
+    `timed out after ${deadlineMs / 1000} s waiting for ${what}; last seen: ${show(last)}${lastErr ? `; last error: ${String(lastErr)}` : ''}`,
+  );
 }
 
 /** The status of a condition of a Kubernetes object ("True", "False", "Unknown"), undefined if it has none. */
-export function condition(obj: { status?: { conditions?: Array<{ type: string; status: string }> } } | undefined, type: string): string | undefined {
+export function condition(
+  obj: { status?: { conditions?: Array<{ type: string; status: string }> } } | undefined,
+  type: string,
+): string | undefined {
   return obj?.status?.conditions?.find((c) => c.type === type)?.status;
 }

@@ -49,7 +49,13 @@ const selectors = (sel: Selection) => {
 };
 
 const describeOf = (what: string, namespace: string | undefined, sel: Selection) =>
-  [what, namespace ? `in ${namespace}` : '', sel.name !== undefined ? `named ${sel.name}` : '', sel.labelSelector ? `with labels ${sel.labelSelector}` : '', sel.fieldSelector ? `with fields ${sel.fieldSelector}` : '']
+  [
+    what,
+    namespace ? `in ${namespace}` : '',
+    sel.name !== undefined ? `named ${sel.name}` : '',
+    sel.labelSelector ? `with labels ${sel.labelSelector}` : '',
+    sel.fieldSelector ? `with fields ${sel.fieldSelector}` : '',
+  ]
     .filter(Boolean)
     .join(' ');
 
@@ -87,7 +93,15 @@ function typed<T extends object>(o: {
 }
 
 export const pods = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<V1Pod> =>
-  typed({ what: 'pods', type: 'V1Pod', clients, namespace, sel, path: `/api/v1/namespaces/${namespace}/pods`, list: (s) => clients.core.listNamespacedPod({ namespace, ...s }) });
+  typed({
+    what: 'pods',
+    type: 'V1Pod',
+    clients,
+    namespace,
+    sel,
+    path: `/api/v1/namespaces/${namespace}/pods`,
+    list: (s) => clients.core.listNamespacedPod({ namespace, ...s }),
+  });
 
 /** Events, e.g. of one object: `{ fieldSelector: 'involvedObject.uid=…' }`. */
 export const events = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<CoreV1Event> =>
@@ -114,7 +128,11 @@ export const nodes = (clients: KubeClients, sel: Selection = {}): Watched<V1Node
     path: '/api/v1/nodes',
     list: (s) => clients.core.listNode(s),
     // Capacity, images and daemon endpoints would drown the conditions.
-    summarize: (n) => ({ name: n.metadata?.name, taints: n.spec?.taints, conditions: n.status?.conditions?.map((c) => `${c.type}=${c.status} ${c.reason ?? ''}`) }),
+    summarize: (n) => ({
+      name: n.metadata?.name,
+      taints: n.spec?.taints,
+      conditions: n.status?.conditions?.map((c) => `${c.type}=${c.status} ${c.reason ?? ''}`),
+    }),
   });
 
 export const csrs = (clients: KubeClients, sel: Selection = {}): Watched<V1CertificateSigningRequest> =>
@@ -125,7 +143,12 @@ export const csrs = (clients: KubeClients, sel: Selection = {}): Watched<V1Certi
     sel,
     path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
     list: (s) => clients.certificates.listCertificateSigningRequest(s),
-    summarize: (c) => ({ name: c.metadata?.name, signerName: c.spec.signerName, conditions: c.status?.conditions, issued: Boolean(c.status?.certificate) }),
+    summarize: (c) => ({
+      name: c.metadata?.name,
+      signerName: c.spec.signerName,
+      conditions: c.status?.conditions,
+      issued: Boolean(c.status?.certificate),
+    }),
   });
 
 export const leases = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<V1Lease> =>
@@ -171,7 +194,14 @@ function kubevirt<T>(plural: string, clients: KubeClients, namespace: string, se
     clients,
     path: `/apis/kubevirt.io/v1/namespaces/${namespace}/${plural}`,
     ...s,
-    listRaw: async () => (await clients.custom.listNamespacedCustomObject({ group: 'kubevirt.io', version: 'v1', namespace, plural, ...s })) as KubernetesListObject<RawObject>,
+    listRaw: async () =>
+      (await clients.custom.listNamespacedCustomObject({
+        group: 'kubevirt.io',
+        version: 'v1',
+        namespace,
+        plural,
+        ...s,
+      })) as KubernetesListObject<RawObject>,
     fromRaw: (raw) => raw as T,
     summarize: (obj) => statusSummary(obj as Parameters<typeof statusSummary>[0]),
   };
