@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
-import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import type { VmSpec } from '../vmm/spec.js';
+import { testSpec } from '../vmm/testing/specs.js';
 import { ConsoleLog } from './console/log-file.js';
 import type { DomainStateName } from './domain-driver.js';
 import type { VmState } from './state.js';
@@ -118,19 +119,7 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
     libvirt.close();
     await rm(dir, { recursive: true, force: true });
   });
-  const spec: VmSpec = {
-    version: VM_SPEC_VERSION,
-    uid,
-    name: 'vm-manager-test',
-    cpu: { sockets: 1, cores: 1, threads: 1 },
-    memoryMiB: 64,
-    firmware: { kind: 'bios' },
-    disks: [],
-    interfaces: [],
-    guestAgent: false,
-    acpi: true,
-    labels: {},
-  };
+  const spec = testSpec({ uid, name: 'vm-manager-test', memoryMiB: 64 });
   return { manager, libvirt, spec };
 }
 

@@ -4,22 +4,14 @@ import { join } from 'node:path';
 import t from 'tap';
 import { SpecError } from './errors.js';
 import { NO_HOST_FILES, resolveHostFiles, type HostFilePolicy } from './host-files.js';
-import { VM_SPEC_VERSION, type DiskSource, type VmSpec } from './spec.js';
+import type { DiskSource, VmSpec } from './spec.js';
+import { testSpec } from './testing/specs.js';
 
-const spec = (sources: DiskSource[], kernelBoot?: VmSpec['kernelBoot']): VmSpec => ({
-  version: VM_SPEC_VERSION,
-  uid: '6f1c2a4e-0000-4000-8000-000000000001',
-  name: 'ns_vm',
-  cpu: { sockets: 1, cores: 1, threads: 1 },
-  memoryMiB: 64,
-  firmware: { kind: 'bios' },
-  disks: sources.map((source, i) => ({ name: `d${i}`, device: 'disk', bus: 'virtio', source })),
-  interfaces: [],
-  guestAgent: false,
-  acpi: true,
-  labels: {},
-  ...(kernelBoot ? { kernelBoot } : {}),
-});
+const spec = (sources: DiskSource[], kernelBoot?: VmSpec['kernelBoot']): VmSpec =>
+  testSpec({
+    disks: sources.map((source, i) => ({ name: `d${i}`, device: 'disk', bus: 'virtio', source })),
+    ...(kernelBoot ? { kernelBoot } : {}),
+  });
 
 /** The causes a spec is refused with, as [path, reason] pairs; [] when it passes. */
 async function refusals(s: VmSpec, policy: HostFilePolicy): Promise<[string, string][]> {
