@@ -2,6 +2,7 @@
 // (distribution/reference's ParseNormalizedNamed): a name without a registry
 // is on docker.io, a one-component Docker Hub name is under library/, no tag
 // means `latest`, and a digest, when given, is what is pulled. Pure.
+import type { ImagePullPolicy } from '../../vmm/spec.js';
 import { ImagePullError } from './errors.js';
 
 export interface ImageReference {
@@ -77,7 +78,7 @@ export function manifestSelector(ref: ImageReference): string {
   return ref.digest ?? ref.tag ?? 'latest';
 }
 
-export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+export type PullPolicy = ImagePullPolicy;
 export const PULL_POLICIES: readonly PullPolicy[] = ['Always', 'IfNotPresent', 'Never'];
 
 /**
