@@ -20,7 +20,7 @@ packages=(
   pkg-config make g++ python3 cpio
   systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests
   zstd  # zstd-compressed image layers
-  docker-registry apache2-utils  # the tests' real OCI registry and its htpasswd (bcrypt) files
+  docker-registry apache2-utils skopeo  # the tests' real OCI registry, its htpasswd (bcrypt) files, and OCI layouts
 )
 missing=()
 for p in "${packages[@]}"; do

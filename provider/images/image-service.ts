@@ -15,7 +15,7 @@ import { HttpClient } from './http.js';
 import type { DockerKeyring, RegistryCredential } from './keyring.js';
 import { extractFiles, type WantedFile } from './layers.js';
 import { parseManifest, selectPlatform, sha256Digest, type Descriptor } from './manifest.js';
-import { formatReference, manifestSelector, parseReference, repositoryOf, type ImageReference, type PullPolicy } from './reference.js';
+import { formatReference, manifestSelector, parseReference, repositoryOf, storeKey, type ImageReference, type PullPolicy } from './reference.js';
 import { RegistryClient, type RegistryAccess } from './registry-client.js';
 import type { ImageRecord, ImageStore } from './store.js';
 
@@ -71,11 +71,6 @@ class Limit {
       this.waiting.shift()?.();
     }
   }
-}
-
-/** The store key of a reference: the digest form when it has one (the digest wins), else name:tag. */
-function storeKey(ref: ImageReference): string {
-  return ref.digest ? `${repositoryOf(ref)}@${ref.digest}` : formatReference(ref);
 }
 
 const asReady = (rec: ImageRecord, pulled: boolean): ReadyImage => ({ ...rec, imageID: `${rec.repository}@${rec.digest}`, pulled });
@@ -194,18 +189,9 @@ export class ImageService {
     const failed = downloads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
     // Manifests last: a manifest in the store means its blobs are there.
-    for (const [d, body] of manifests.reverse()) await this.o.store.writeBlob(d, body);
-    const rec: ImageRecord = {
-      reference: storeKey(ref),
-      repository: repositoryOf(ref),
-      digest,
-      manifestDigest: manifests[0]![0],
-      sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
-      pulledAtMs: Date.now(),
-    };
-    await this.o.store.putRecord(rec);
-    // Pulled by tag, it is present by digest too (as containerd records both).
-    if (!ref.digest) await this.o.store.putRecord({ ...rec, reference: `${rec.repository}@${digest}` });
+    for (const [d, body] of [...manifests].reverse()) await this.o.store.writeBlob(d, body);
+    const manifestDigest = manifests[manifests.length - 1]![0];
+    const rec = await this.o.store.recordImage(ref, { digest, manifestDigest, sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0) });
     log.info({ image: rec.reference, digest, bytes: rec.sizeBytes, ms: Math.round(performance.now() - t0) }, 'image pulled');
     return asReady(rec, true);
   }

@@ -24,8 +24,8 @@ export interface FoundFile {
   sizeBytes: number;
 }
 
-/** Opens a layer blob decompressed: gzip and zstd by their magic numbers, anything else as plain tar. */
-async function* decompressed(blobPath: string): AsyncGenerator<Buffer> {
+/** Reads a file decompressed: gzip and zstd by their magic numbers, anything else as it is. */
+export async function* decompressed(blobPath: string): AsyncGenerator<Buffer> {
   const head = Buffer.alloc(4);
   const fh = await open(blobPath, 'r');
   try {
@@ -47,7 +47,7 @@ async function* decompressed(blobPath: string): AsyncGenerator<Buffer> {
     try {
       yield* child.stdout;
       const code = await exited;
-      if (code !== 0) throw new ImageContentError(`a zstd layer does not decompress: ${stderr.trim() || `zstd exited ${code}`}`);
+      if (code !== 0) throw new ImageContentError(`zstd data does not decompress: ${stderr.trim() || `zstd exited ${code}`}`);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
     }

@@ -73,6 +73,11 @@ export function formatReference(ref: ImageReference): string {
   return `${repositoryOf(ref)}${tag ? `:${tag}` : ''}${ref.digest ? `@${ref.digest}` : ''}`;
 }
 
+/** The store's name of a reference: the digest form when it has one (the digest wins), else name:tag. */
+export function storeKey(ref: ImageReference): string {
+  return ref.digest ? `${repositoryOf(ref)}@${ref.digest}` : formatReference(ref);
+}
+
 /** What the registry is asked for: the digest when there is one, else the tag. */
 export function manifestSelector(ref: ImageReference): string {
   return ref.digest ?? ref.tag ?? 'latest';

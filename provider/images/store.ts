@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { ImageContentError } from './errors.js';
 import type { WantedFile } from './layers.js';
 import { sha256Digest } from './manifest.js';
+import { repositoryOf, storeKey, type ImageReference } from './reference.js';
 
 export interface ImageRecord {
   /** The normalised reference: docker.io/library/busybox:latest, or repository@sha256:… */
@@ -136,6 +137,14 @@ export class ImageStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
     }
+  }
+
+  /** Records an image under its reference and, named by tag, under repository@digest too (as containerd records both). */
+  async recordImage(ref: ImageReference, image: Pick<ImageRecord, 'digest' | 'manifestDigest' | 'sizeBytes'>): Promise<ImageRecord> {
+    const rec: ImageRecord = { reference: storeKey(ref), repository: repositoryOf(ref), ...image, pulledAtMs: Date.now() };
+    await this.putRecord(rec);
+    if (!ref.digest) await this.putRecord({ ...rec, reference: `${rec.repository}@${rec.digest}` });
+    return rec;
   }
 
   async putRecord(rec: ImageRecord): Promise<void> {

@@ -153,3 +153,17 @@ export async function pushImage(base: string, repo: string, tag: string, images:
   await put(opts.index, tag);
   return opts.index.digest;
 }
+
+/** Writes `images` as an OCI image layout in `dir` (oci-layout, index.json, blobs/sha256/), each named by `annotations`. */
+export function writeLayout(dir: string, images: Array<{ image: TestImage; index?: Blob; extra?: TestImage[]; annotations?: Record<string, string> }>): void {
+  mkdirSync(join(dir, 'blobs', 'sha256'), { recursive: true });
+  writeFileSync(join(dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+  const put = (b: Blob) => writeFileSync(join(dir, 'blobs', 'sha256', b.digest.slice(7)), b.data);
+  const manifests = images.map(({ image, index, extra, annotations }) => {
+    for (const i of [image, ...(extra ?? [])]) [i.manifest, ...imageBlobs(i)].forEach(put);
+    const top = index ?? image.manifest;
+    put(top);
+    return { mediaType: top.mediaType, digest: top.digest, size: top.size, ...(annotations ? { annotations } : {}) };
+  });
+  writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }));
+}

@@ -2,17 +2,20 @@
 // distribution 2.8) with images pushed by the test: an OCI index with an
 // attestation entry, a Docker manifest list, a zstd layer, htpasswd auth.
 // No cluster: the e2e test (test/e2e/images.test.ts) runs pods on top.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
 import { ImageService } from '../../provider/images/image-service.js';
+import { packageRoot } from '../../provider/package-root.js';
 import { DockerKeyring } from '../../provider/images/keyring.js';
 import { ImageStore } from '../../provider/images/store.js';
 import { startDockerRegistry } from '../helpers/docker-registry.js';
 import { buildImage, buildIndex, pushImage, tarLayer } from '../helpers/oci.js';
 
 const log = pino({ level: 'silent' });
+const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 
 async function service(t: Test, dir: string) {
   const store = new ImageStore(join(dir, 'store'));
@@ -72,4 +75,31 @@ t.test('htpasswd auth: no secret, a wrong password, the right one', async (t) =>
   await t.rejects(images.ensure({ image, policy: 'IfNotPresent' }), { reason: 'ErrImagePull', message: /unauthorized: 127\.0\.0\.1:\d+ requires authentication and no pull secret matched it/ });
   await t.rejects(images.ensure({ image, policy: 'IfNotPresent', keyring: keyring('wrong') }), { reason: 'ErrImagePull', message: /unauthorized: .*refused the credentials from pull secret ns\/pull/ });
   t.match(await images.ensure({ image, policy: 'IfNotPresent', keyring: keyring('s3cret') }), { pulled: true });
+});
+
+t.test('vkvm images: pull with credentials, ls, an OCI layout skopeo wrote imported, rm', async (t) => {
+  const dir = t.testdir();
+  const registry = await startDockerRegistry(t, { dir, auth: { user: 'alice', password: 's3cret' } });
+  const image = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'cli' }]) }]);
+  await pushImage(registry.base, 'cli/disk', 'v1', [image], { auth: 'alice:s3cret' });
+  const store = join(dir, 'store');
+  const vkvm = (...args: string[]) => spawnSync(process.execPath, [CLI, 'images', ...args, `--image-store-dir=${store}`], { encoding: 'utf8' });
+
+  const denied = vkvm('pull', `${registry.host}/cli/disk:v1`);
+  t.match({ status: denied.status, stderr: denied.stderr }, { status: 1, stderr: /Failed to pull image .*unauthorized/ }, 'no credentials: unauthorized');
+  const pulled = vkvm('pull', `${registry.host}/cli/disk:v1`, '--creds', 'alice:s3cret');
+  t.match({ status: pulled.status, stdout: pulled.stdout }, { status: 0, stdout: `${registry.host}/cli/disk@${image.manifest.digest}\n` }, 'pull prints the imageID');
+
+  // skopeo writes the layout an offline node would be handed.
+  const layout = join(dir, 'layout');
+  const copied = spawnSync('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--src-creds', 'alice:s3cret', `docker://${registry.host}/cli/disk:v1`, `oci:${layout}:v1`], { encoding: 'utf8' });
+  t.equal(copied.status, 0, copied.stderr);
+  const imported = vkvm('import', layout, '--name', 'localhost/vkvm/cli-disk:v1');
+  t.match({ status: imported.status, stdout: imported.stdout }, { status: 0, stdout: /^imported localhost\/vkvm\/cli-disk:v1 \(sha256:[a-f0-9]{64}\)\n$/ });
+
+  const ls = vkvm('ls');
+  t.match(ls.stdout.split('\n'), [/^IMAGE\s+DIGEST\s+SIZE\s+PULLED$/, /^127\.0\.0\.1:\d+\/cli\/disk:v1\s+sha256:[a-f0-9]{12}\s+\d/, /^127\.0\.0\.1:\d+\/cli\/disk@sha256/, /^localhost\/vkvm\/cli-disk:v1\s/, /^localhost\/vkvm\/cli-disk@sha256/, ''], 'ls lists every name');
+  const rm = vkvm('rm', 'localhost/vkvm/cli-disk:v1', 'localhost/nothing');
+  t.match({ status: rm.status, stdout: rm.stdout, stderr: rm.stderr }, { status: 1, stdout: /^deleted localhost\/vkvm\/cli-disk:v1\ndeleted localhost\/vkvm\/cli-disk@sha256:/, stderr: 'vkvm: no image localhost/nothing in the store\n' });
+  t.equal(vkvm('ls').stdout.split('\n').length, 4, 'the pulled image stays');
 });
