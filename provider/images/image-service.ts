@@ -92,10 +92,6 @@ export class ImageService {
     this.limit = new Limit(o.maxParallelPulls);
   }
 
-  get store(): ImageStore {
-    return this.o.store;
-  }
-
   /**
    * The image, pulled first when the policy says so: Never uses only what the
    * store has, IfNotPresent asks the registry only when it has nothing, and

@@ -53,10 +53,6 @@ export function sha256Digest(data: Buffer | string): string {
   return `sha256:${createHash('sha256').update(data).digest('hex')}`;
 }
 
-export function isIndexType(mediaType: string): boolean {
-  return INDEX_TYPES.has(mediaType);
-}
-
 function descriptor(raw: unknown, at: string): Descriptor {
   const d = raw as Partial<Descriptor> | null;
   if (typeof d !== 'object' || d === null) throw new ImageContentError(`${at} is not a descriptor`);
@@ -101,7 +97,7 @@ function isAttestation(d: Descriptor): boolean {
   return d.annotations?.['vnd.docker.reference.type'] === 'attestation-manifest' || (d.platform?.os === 'unknown' && d.platform.architecture === 'unknown');
 }
 
-export const NODE_PLATFORM: Platform = { os: 'linux', architecture: 'amd64' };
+const NODE_PLATFORM: Platform = { os: 'linux', architecture: 'amd64' };
 
 /**
  * The index entry for `want`: the first with its os and architecture (amd64

@@ -3,7 +3,7 @@
 // scratch directory, htpasswd (bcrypt) auth when asked, and every line it
 // logs kept, so a test can tell whether the node asked it anything.
 import { execFileSync, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Test } from 'tap';
@@ -21,6 +21,7 @@ export interface DockerRegistry {
 }
 
 export async function startDockerRegistry(t: Test, opts: { dir: string; auth?: { user: string; password: string } }): Promise<DockerRegistry> {
+  mkdirSync(opts.dir, { recursive: true });
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
   const config = join(opts.dir, 'registry.yml');
