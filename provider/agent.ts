@@ -77,6 +77,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     readHostFacts({
       stateDir: config.stateDir,
       imageCacheDir: config.imageCacheDir,
+      imageStoreDir: config.imageStoreDir,
       searchPath: config.searchPath,
       ...(config.internalIP ? { internalIP: config.internalIP } : {}),
       allowSoftwareEmulation: config.allowSoftwareEmulation,

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
@@ -21,6 +21,7 @@ import {
   CLI,
   condition,
   kubevirtIn,
+  nodes,
   qemuPidsOf,
   startAgent,
   startTestCluster,
@@ -186,6 +187,14 @@ t.test('pods and VMIs run images from a registry, as the kubelet pulls them', as
     const events = await eventsWith(pod.metadata!.uid!, 'Pulled');
     t.same(messages(events, 'Pulled'), [`Container image "${open.host}/e2e/disk:v1" already present on machine`]);
     await remove('by-tag', 'cached');
+  });
+
+  await t.test("the node reports its images (node.status.images) for the scheduler's image locality", async (t) => {
+    const named = (n: V1Node) => n.status?.images?.find((i) => i.names?.includes(`${open.host}/e2e/disk:v1`));
+    const node = await waitFor(nodes(cluster.clients, { name: NODE }), (n) => !!named(n), {
+      what: 'with the pulled image in status.images',
+    });
+    t.match(named(node), { names: [`${open.host}/e2e/disk:v1`, `${open.host}/e2e/disk@${diskDigest}`], sizeBytes: Number });
   });
 
   await t.test('a pod by digest runs; Never with the image absent is ErrImageNeverPull', async (t) => {
