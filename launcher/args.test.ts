@@ -3,7 +3,13 @@ import { launcherArgv, parseLauncherArgs } from './args.js';
 
 t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
   const hostFiles = { imageDirs: ['/srv/images'], hostDiskDirs: [], deniedDirs: ['/var/lib/vkvm'], imageStoreDir: '/var/lib/vkvm/images' };
-  const argv = launcherArgv({ uid: 'abc-1', runDir: '/run/vkvm/abc-1', cgroupParent: 'kubepods/vkvm', allowSoftwareEmulation: false, hostFiles });
+  const argv = launcherArgv({
+    uid: 'abc-1',
+    runDir: '/run/vkvm/abc-1',
+    cgroupParent: 'kubepods/vkvm',
+    allowSoftwareEmulation: false,
+    hostFiles,
+  });
   t.match(parseLauncherArgs(argv), {
     uid: 'abc-1',
     runDir: '/run/vkvm/abc-1',

@@ -101,8 +101,20 @@ const bus = fc.constantFrom('virtio', 'sata', 'scsi', 'usb', 'ide', '');
 const volumeName = fc.constantFrom('root', 'data', 'cloudinit', 'x');
 const volume = fc.oneof(
   // fromImageStore: what a user might try in order to claim the agent's trust.
-  fc.record({ name: volumeName, containerDisk: fc.record({ image: text, path: maybe(text), imagePullPolicy: maybe(text), fromImageStore: maybe(fc.boolean()) }, { requiredKeys: [] }) }),
-  fc.record({ name: volumeName, hostDisk: fc.record({ path: text, type: fc.constantFrom('Disk', 'DiskOrCreate', 'Other'), capacity: maybe(quantity) }, { requiredKeys: [] }) }),
+  fc.record({
+    name: volumeName,
+    containerDisk: fc.record(
+      { image: text, path: maybe(text), imagePullPolicy: maybe(text), fromImageStore: maybe(fc.boolean()) },
+      { requiredKeys: [] },
+    ),
+  }),
+  fc.record({
+    name: volumeName,
+    hostDisk: fc.record(
+      { path: text, type: fc.constantFrom('Disk', 'DiskOrCreate', 'Other'), capacity: maybe(quantity) },
+      { requiredKeys: [] },
+    ),
+  }),
   fc.record({ name: volumeName, emptyDisk: fc.record({ capacity: quantity }) }),
   fc.record({
     name: volumeName,
@@ -167,7 +179,8 @@ const vmi = fc.record({
   ),
 });
 
-const claimsImageStore = (spec: VmSpec) => spec.disks.some((d) => 'fromImageStore' in d.source) || (spec.kernelBoot !== undefined && 'fromImageStore' in spec.kernelBoot);
+const claimsImageStore = (spec: VmSpec) =>
+  spec.disks.some((d) => 'fromImageStore' in d.source) || (spec.kernelBoot !== undefined && 'fromImageStore' in spec.kernelBoot);
 
 /**
  * The translation's outcome is a spec, or a SpecError whose every cause names
@@ -176,7 +189,9 @@ const claimsImageStore = (spec: VmSpec) => spec.disks.some((d) => 'fromImageStor
  */
 function wellFormed(result: unknown): boolean {
   if (!(result instanceof SpecError)) return typeof result === 'object' && result !== null && !claimsImageStore(result as VmSpec);
-  return result.causes.length > 0 && result.causes.every((c) => typeof c.path === 'string' && c.path.length > 0 && typeof c.message === 'string');
+  return (
+    result.causes.length > 0 && result.causes.every((c) => typeof c.path === 'string' && c.path.length > 0 && typeof c.message === 'string')
+  );
 }
 
 t.test('any pod translates to a VM spec or field-naming causes, never an exception', async (t) => {

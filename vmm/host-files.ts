@@ -140,7 +140,8 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
     spec.disks.map(async (disk, i) => {
       const s = disk.source;
       const at = `disks[${i}].source.path`;
-      if (s.kind === 'image') return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: s.fromImageStore ? 'imageStore' : 'image' }) } };
+      if (s.kind === 'image')
+        return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: s.fromImageStore ? 'imageStore' : 'image' }) } };
       if (s.kind === 'registry') causes.push(forbidden(`disks[${i}].source`, `image ${s.image} was not pulled by the node agent`));
       if (s.kind === 'host' && !s.fromPersistentVolume) {
         return {
@@ -152,12 +153,17 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
     }),
   );
   let kernelBoot = spec.kernelBoot;
-  if (kernelBoot?.container) causes.push(forbidden('kernelBoot.container', `image ${kernelBoot.container.image} was not pulled by the node agent`));
+  if (kernelBoot?.container)
+    causes.push(forbidden('kernelBoot.container', `image ${kernelBoot.container.image} was not pulled by the node agent`));
   else if (kernelBoot) {
     const list = kernelBoot.fromImageStore ? 'imageStore' : 'image';
     const kernelPath = await resolve({ path: kernelBoot.kernelPath, at: 'kernelBoot.kernelPath', list });
     const initrd = kernelBoot.initrdPath;
-    kernelBoot = { ...kernelBoot, kernelPath, ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list }) } : {}) };
+    kernelBoot = {
+      ...kernelBoot,
+      kernelPath,
+      ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list }) } : {}),
+    };
   }
   if (causes.length) throw new SpecError(causes);
   return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };

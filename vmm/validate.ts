@@ -63,10 +63,12 @@ function checkBoot(spec: VmSpec, report: Report): void {
   if (!kernelBoot) return;
   if (!kernelBoot.kernelPath) report('kernelBoot.kernelPath', 'FieldValueRequired', 'direct kernel boot needs a kernel');
   else if (!isAbsolutePath(kernelBoot.kernelPath)) report('kernelBoot.kernelPath', 'FieldValueInvalid', 'must be an absolute host path');
-  if (kernelBoot.initrdPath !== undefined && !isAbsolutePath(kernelBoot.initrdPath)) report('kernelBoot.initrdPath', 'FieldValueInvalid', 'must be an absolute host path');
+  if (kernelBoot.initrdPath !== undefined && !isAbsolutePath(kernelBoot.initrdPath))
+    report('kernelBoot.initrdPath', 'FieldValueInvalid', 'must be an absolute host path');
   const c = kernelBoot.container;
   if (c && (typeof c.image !== 'string' || !c.image)) report('kernelBoot.container.image', 'FieldValueRequired', 'must name an image');
-  if (c && !PULL_POLICIES.includes(c.pullPolicy)) report('kernelBoot.container.pullPolicy', 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
+  if (c && !PULL_POLICIES.includes(c.pullPolicy))
+    report('kernelBoot.container.pullPolicy', 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
 }
 
 function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
@@ -82,8 +84,10 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
       return;
     case 'registry':
       if (typeof source.image !== 'string' || !source.image) report(`${at}.source.image`, 'FieldValueRequired', 'must name an image');
-      if (source.path !== undefined && !isAbsolutePath(source.path)) report(`${at}.source.path`, 'FieldValueInvalid', 'must be an absolute path inside the image');
-      if (!PULL_POLICIES.includes(source.pullPolicy)) report(`${at}.source.pullPolicy`, 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
+      if (source.path !== undefined && !isAbsolutePath(source.path))
+        report(`${at}.source.path`, 'FieldValueInvalid', 'must be an absolute path inside the image');
+      if (!PULL_POLICIES.includes(source.pullPolicy))
+        report(`${at}.source.pullPolicy`, 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
       return;
     case 'url': {
       const protocol = URL.canParse(source.url) ? new URL(source.url).protocol : null;

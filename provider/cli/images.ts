@@ -58,7 +58,15 @@ function humanBytes(n: number): string {
 }
 
 function table(recs: ImageRecord[]): string {
-  const rows = [['IMAGE', 'DIGEST', 'SIZE', 'PULLED'], ...recs.map((r) => [r.reference, r.digest.slice(0, 19), humanBytes(r.sizeBytes), new Date(r.pulledAtMs).toISOString().replace(/\.\d+Z$/, 'Z')])];
+  const rows = [
+    ['IMAGE', 'DIGEST', 'SIZE', 'PULLED'],
+    ...recs.map((r) => [
+      r.reference,
+      r.digest.slice(0, 19),
+      humanBytes(r.sizeBytes),
+      new Date(r.pulledAtMs).toISOString().replace(/\.\d+Z$/, 'Z'),
+    ]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('   ')).join('\n') + '\n';
 }
@@ -91,7 +99,10 @@ export async function imagesCommand(argv: string[]): Promise<number> {
       return rm(store, positionals);
     case 'import': {
       if (positionals.length !== 1) throw new ConfigError('images import', 'takes one path');
-      const imported = await importLayout(positionals[0]!, store, { maxImageBytes: maxMiB * 2 ** 20, ...(values.name ? { name: values.name } : {}) });
+      const imported = await importLayout(positionals[0]!, store, {
+        maxImageBytes: maxMiB * 2 ** 20,
+        ...(values.name ? { name: values.name } : {}),
+      });
       for (const r of imported) process.stdout.write(`imported ${r.reference} (${r.digest})\n`);
       return 0;
     }
@@ -100,12 +111,21 @@ export async function imagesCommand(argv: string[]): Promise<number> {
   }
 }
 
-async function pull(store: ImageStore, image: string, values: { creds?: string; 'insecure-registry'?: string[]; 'registry-ca-file'?: string[] }, maxImageBytes: number): Promise<number> {
+async function pull(
+  store: ImageStore,
+  image: string,
+  values: { creds?: string; 'insecure-registry'?: string[]; 'registry-ca-file'?: string[] },
+  maxImageBytes: number,
+): Promise<number> {
   const keyring = new DockerKeyring();
   if (values.creds) {
     const colon = values.creds.indexOf(':');
     if (colon < 0) throw new ConfigError('--creds', 'want USER:PASSWORD');
-    keyring.add(parseReference(image).domain, { username: values.creds.slice(0, colon), password: values.creds.slice(colon + 1), from: '--creds' });
+    keyring.add(parseReference(image).domain, {
+      username: values.creds.slice(0, colon),
+      password: values.creds.slice(colon + 1),
+      from: '--creds',
+    });
   }
   const images = new ImageService({
     store,

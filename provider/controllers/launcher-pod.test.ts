@@ -114,7 +114,10 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
 t.test("the images' pull secrets are the pod's imagePullSecrets, once each, as KubeVirt sets them", async (t) => {
   const pod = launcherPodFor(
     vmi({
-      domain: { resources: { requests: { memory: '128Mi' } }, firmware: { kernelBoot: { container: { image: 'k', kernelPath: '/vmlinuz', imagePullSecret: 'kernel-pull' } } } },
+      domain: {
+        resources: { requests: { memory: '128Mi' } },
+        firmware: { kernelBoot: { container: { image: 'k', kernelPath: '/vmlinuz', imagePullSecret: 'kernel-pull' } } },
+      },
       volumes: [
         { name: 'root', containerDisk: { image: 'a', imagePullSecret: 'disk-pull' } },
         { name: 'data', containerDisk: { image: 'b', imagePullSecret: 'disk-pull' } },

@@ -101,7 +101,10 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
  * a pod's pull secrets through them (the Node authorizer allows no others).
  */
 export function launcherPullSecrets(vmi: VirtualMachineInstance): V1LocalObjectReference[] {
-  const names = [...(vmi.spec.volumes ?? []).map((v) => v.containerDisk?.imagePullSecret), vmi.spec.domain?.firmware?.kernelBoot?.container?.imagePullSecret];
+  const names = [
+    ...(vmi.spec.volumes ?? []).map((v) => v.containerDisk?.imagePullSecret),
+    vmi.spec.domain?.firmware?.kernelBoot?.container?.imagePullSecret,
+  ];
   return [...new Set(names.filter((n): n is string => Boolean(n)))].map((name) => ({ name }));
 }
 

@@ -19,7 +19,8 @@ export function parseChallenge(header: string): Challenge | undefined {
   const params: Record<string, string> = {};
   const re = /([A-Za-z][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?\s*/gy;
   let p: RegExpExecArray | null;
-  while ((p = re.exec(m[2]!)) !== null && p[0] !== '') params[p[1]!.toLowerCase()] = p[2] !== undefined ? p[2].replace(/\\(.)/g, '$1') : p[3]!;
+  while ((p = re.exec(m[2]!)) !== null && p[0] !== '')
+    params[p[1]!.toLowerCase()] = p[2] !== undefined ? p[2].replace(/\\(.)/g, '$1') : p[3]!;
   return { scheme: m[1]!.toLowerCase(), params };
 }
 
@@ -62,18 +63,32 @@ export class TokenCache {
       return this.keep(key, basicAuthorization(cred), 24 * 3600);
     }
     if (challenge.scheme !== 'bearer' || !challenge.params.realm) {
-      throw new RegistryError('invalid response', `${registry} asked for ${challenge.scheme} authentication, which vkvm does not speak`, 401);
+      throw new RegistryError(
+        'invalid response',
+        `${registry} asked for ${challenge.scheme} authentication, which vkvm does not speak`,
+        401,
+      );
     }
     const realm = URL.canParse(challenge.params.realm) ? new URL(challenge.params.realm) : undefined;
-    if (!realm || (realm.protocol !== 'https:' && realm.protocol !== 'http:')) throw new RegistryError('invalid response', `${registry} named token service ${challenge.params.realm}`);
+    if (!realm || (realm.protocol !== 'https:' && realm.protocol !== 'http:'))
+      throw new RegistryError('invalid response', `${registry} named token service ${challenge.params.realm}`);
     if (challenge.params.service) realm.searchParams.set('service', challenge.params.service);
     realm.searchParams.append('scope', challenge.params.scope ?? scope);
-    const res = await this.http.get({ url: realm, headers: cred ? { authorization: basicAuthorization(cred) } : {}, idleTimeoutMs: this.idleTimeoutMs });
+    const res = await this.http.get({
+      url: realm,
+      headers: cred ? { authorization: basicAuthorization(cred) } : {},
+      idleTimeoutMs: this.idleTimeoutMs,
+    });
     const body = await readSmall(res.body, 1 << 20);
     if (res.status === 401 || res.status === 403) {
-      throw new RegistryError('unauthorized', `the token service of ${registry} refused ${cred ? `the credentials from ${cred.from}` : 'an anonymous token'} (${res.status})`, res.status);
+      throw new RegistryError(
+        'unauthorized',
+        `the token service of ${registry} refused ${cred ? `the credentials from ${cred.from}` : 'an anonymous token'} (${res.status})`,
+        res.status,
+      );
     }
-    if (res.status !== 200) throw new RegistryError('registry error', `the token service of ${registry} answered ${res.status}`, res.status);
+    if (res.status !== 200)
+      throw new RegistryError('registry error', `the token service of ${registry} answered ${res.status}`, res.status);
     let doc: { token?: string; access_token?: string; expires_in?: number };
     try {
       doc = JSON.parse(body.toString('utf8')) as typeof doc;

@@ -20,7 +20,8 @@ export class ImagePullError extends Error {
 }
 
 /** What went wrong talking to a registry, as the user should read it first. */
-export type RegistryProblem = 'unauthorized' | 'denied' | 'not found' | 'unreachable' | 'too many requests' | 'registry error' | 'invalid response';
+export type RegistryProblem =
+  'unauthorized' | 'denied' | 'not found' | 'unreachable' | 'too many requests' | 'registry error' | 'invalid response';
 
 export class RegistryError extends Error {
   readonly kind = 'RegistryError';

@@ -52,8 +52,10 @@ export class HttpClient {
       res.resume();
       if (hop >= MAX_REDIRECTS) throw new RegistryError('invalid response', `${req.url.host}: more than ${MAX_REDIRECTS} redirects`);
       const next = new URL(location, url);
-      if (next.protocol !== 'https:' && next.protocol !== 'http:') throw new RegistryError('invalid response', `${url.host} redirected to ${next.protocol} URL`);
-      if (url.protocol === 'https:' && next.protocol === 'http:') throw new RegistryError('invalid response', `${url.host} redirected from https to plain http (${next.host})`);
+      if (next.protocol !== 'https:' && next.protocol !== 'http:')
+        throw new RegistryError('invalid response', `${url.host} redirected to ${next.protocol} URL`);
+      if (url.protocol === 'https:' && next.protocol === 'http:')
+        throw new RegistryError('invalid response', `${url.host} redirected from https to plain http (${next.host})`);
       if (next.origin !== url.origin) {
         const { authorization: _dropped, ...rest } = headers;
         headers = rest;
@@ -70,7 +72,9 @@ export class HttpClient {
         res.on('error', () => undefined);
         resolve(res);
       });
-      req.setTimeout(idleTimeoutMs, () => req.destroy(Object.assign(new Error(`no data for ${Math.round(idleTimeoutMs / 1000)} s`), { code: 'ETIMEDOUT' })));
+      req.setTimeout(idleTimeoutMs, () =>
+        req.destroy(Object.assign(new Error(`no data for ${Math.round(idleTimeoutMs / 1000)} s`), { code: 'ETIMEDOUT' })),
+      );
       req.on('error', (err) => reject(unreachable(url, err)));
       req.end();
     });

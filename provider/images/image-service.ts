@@ -15,7 +15,15 @@ import { HttpClient } from './http.js';
 import type { DockerKeyring, RegistryCredential } from './keyring.js';
 import { extractFiles, type WantedFile } from './layers.js';
 import { parseManifest, selectPlatform, sha256Digest, type Descriptor } from './manifest.js';
-import { formatReference, manifestSelector, parseReference, repositoryOf, storeKey, type ImageReference, type PullPolicy } from './reference.js';
+import {
+  formatReference,
+  manifestSelector,
+  parseReference,
+  repositoryOf,
+  storeKey,
+  type ImageReference,
+  type PullPolicy,
+} from './reference.js';
 import { RegistryClient, type RegistryAccess } from './registry-client.js';
 import type { ImageRecord, ImageStore } from './store.js';
 
@@ -109,7 +117,8 @@ export class ImageService {
     if (req.policy !== 'Always') {
       const present = await this.present(ref);
       if (present) return asReady(present, false);
-      if (req.policy === 'Never') throw new ImagePullError('ErrImageNeverPull', `Container image "${req.image}" is not present with pull policy of Never`);
+      if (req.policy === 'Never')
+        throw new ImagePullError('ErrImageNeverPull', `Container image "${req.image}" is not present with pull policy of Never`);
     }
     req.onPulling?.();
     const creds = req.keyring?.lookup(repositoryOf(ref)) ?? [];
@@ -139,7 +148,11 @@ export class ImageService {
       } catch (err) {
         // Content that fails its digest is wrong whoever asks for it.
         if (!(err instanceof RegistryError)) throw err;
-        if (cred) log.warn({ image: formatReference(ref), secret: cred.from, err: err.message }, 'pull with this credential failed; trying the next');
+        if (cred)
+          log.warn(
+            { image: formatReference(ref), secret: cred.from, err: err.message },
+            'pull with this credential failed; trying the next',
+          );
         last = err;
       }
     }
@@ -161,7 +174,8 @@ export class ImageService {
     const client = new RegistryClient(ref, cred, this.access);
     const fetched = await client.manifest(manifestSelector(ref));
     const digest = sha256Digest(fetched.body);
-    if (ref.digest && digest !== ref.digest) throw new ImageContentError(`the registry sent a manifest with digest ${digest} for ${ref.digest}`);
+    if (ref.digest && digest !== ref.digest)
+      throw new ImageContentError(`the registry sent a manifest with digest ${digest} for ${ref.digest}`);
     if (fetched.digestHeader && fetched.digestHeader !== digest) {
       throw new ImageContentError(`the manifest's digest is ${digest}, not the ${fetched.digestHeader} the registry claims`);
     }
@@ -179,7 +193,8 @@ export class ImageService {
     }
     const blobs = [parsed.config, ...parsed.layers];
     const blobBytes = blobs.reduce((n, d) => n + d.size, 0);
-    if (blobBytes > this.o.maxImageBytes) throw new ImageContentError(`the image is ${blobBytes} bytes, more than the ${this.o.maxImageBytes} this node accepts`);
+    if (blobBytes > this.o.maxImageBytes)
+      throw new ImageContentError(`the image is ${blobBytes} bytes, more than the ${this.o.maxImageBytes} this node accepts`);
     // Settled all before failing: no download of this pull is still writing when its error is reported.
     const downloads = await Promise.allSettled(blobs.map((d) => this.blob(client, d, log)));
     const failed = downloads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -187,7 +202,11 @@ export class ImageService {
     // Manifests last: a manifest in the store means its blobs are there.
     for (const [d, body] of [...manifests].reverse()) await this.o.store.writeBlob(d, body);
     const manifestDigest = manifests[manifests.length - 1]![0];
-    const rec = await this.o.store.recordImage(ref, { digest, manifestDigest, sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0) });
+    const rec = await this.o.store.recordImage(ref, {
+      digest,
+      manifestDigest,
+      sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
+    });
     log.info({ image: rec.reference, digest, bytes: rec.sizeBytes, ms: Math.round(performance.now() - t0) }, 'image pulled');
     return asReady(rec, true);
   }
@@ -265,7 +284,10 @@ export class ImageService {
       if (!(err instanceof SpecError)) throw err;
       throw new ImageContentError(`${found[0]!.path}: ${err.causes.map((c) => c.message).join('; ')}`, { cause: err });
     }
-    this.o.log.info({ image: image.reference, files: found.map((f) => f.path), bytes: found.reduce((n, f) => n + f.sizeBytes, 0) }, 'files taken out of image');
+    this.o.log.info(
+      { image: image.reference, files: found.map((f) => f.path), bytes: found.reduce((n, f) => n + f.sizeBytes, 0) },
+      'files taken out of image',
+    );
     return Promise.all(temps.map((t, i) => store.publishFile(t, image.manifestDigest, wanted[i]!)));
   }
 

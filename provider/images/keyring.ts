@@ -42,7 +42,12 @@ function splitHost(url: URL): { parts: string[]; port: string } {
 
 /** filepath.Match for one host label: `*` and `?` never cross a dot (labels are matched one by one). */
 function globMatch(glob: string, label: string): boolean {
-  const re = new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  const re = new RegExp(
+    `^${glob
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.')}$`,
+  );
   return re.test(label);
 }
 
@@ -112,15 +117,21 @@ export function keyringFromSecrets(secrets: readonly PullSecret[]): DockerKeyrin
   const keyring = new DockerKeyring();
   for (const s of secrets) {
     const from = `${s.namespace}/${s.name}`;
-    const field = s.type === 'kubernetes.io/dockerconfigjson' ? '.dockerconfigjson' : s.type === 'kubernetes.io/dockercfg' ? '.dockercfg' : undefined;
+    const field =
+      s.type === 'kubernetes.io/dockerconfigjson' ? '.dockerconfigjson' : s.type === 'kubernetes.io/dockercfg' ? '.dockercfg' : undefined;
     const raw = field && s.data?.[field];
     if (!raw) continue;
     try {
-      const doc = JSON.parse(Buffer.from(raw, 'base64').toString('utf8')) as { auths?: Record<string, ConfigEntry> } & Record<string, ConfigEntry>;
+      const doc = JSON.parse(Buffer.from(raw, 'base64').toString('utf8')) as { auths?: Record<string, ConfigEntry> } & Record<
+        string,
+        ConfigEntry
+      >;
       const entries = field === '.dockerconfigjson' ? (doc.auths ?? {}) : doc;
       for (const [location, entry] of Object.entries(entries)) keyring.add(location, decodeEntry(entry ?? {}, from));
     } catch (err) {
-      throw new ImagePullError('ErrImagePull', `pull secret ${from} does not hold a valid ${field} document: ${(err as Error).message}`, { cause: err });
+      throw new ImagePullError('ErrImagePull', `pull secret ${from} does not hold a valid ${field} document: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   }
   return keyring;

@@ -6,7 +6,12 @@ import { extractFiles, type WantedFile } from './layers.js';
 import { readTar } from './tar.js';
 
 /** Writes each layer as a blob file (bottom first) and takes `wanted` out; returns what was found and the bytes written. */
-async function take(t: Test, layers: LayerFile[][], wanted: WantedFile[], opts: { compression?: Compression; format?: 'gnu' | 'posix'; maxBytes?: number } = {}) {
+async function take(
+  t: Test,
+  layers: LayerFile[][],
+  wanted: WantedFile[],
+  opts: { compression?: Compression; format?: 'gnu' | 'posix'; maxBytes?: number } = {},
+) {
   const dir = t.testdir();
   const blobs = layers.map((files, i) => {
     const path = join(dir, `layer${i}`);
@@ -36,33 +41,111 @@ t.test('layers apply bottom to top: an upper layer replaces, whiteouts and opaqu
     'the upper layer wins',
   );
   t.same(
-    (await take(t, [[{ path: 'disk/old.img', content: 'old' }], [{ path: 'disk/.wh.old.img' }, { path: 'disk/new.img', content: 'new' }]], [DISK])).found,
+    (
+      await take(
+        t,
+        [[{ path: 'disk/old.img', content: 'old' }], [{ path: 'disk/.wh.old.img' }, { path: 'disk/new.img', content: 'new' }]],
+        [DISK],
+      )
+    ).found,
     [{ path: '/disk/new.img', sizeBytes: 3 }],
     'a whited-out lower file does not count as a second disk',
   );
   t.same(
-    (await take(t, [[{ path: 'disk/a.img', content: 'a' }, { path: 'disk/b.img', content: 'b' }], [{ path: 'disk/.wh..wh..opq' }, { path: 'disk/c.img', content: 'c' }]], [DISK])).contents,
+    (
+      await take(
+        t,
+        [
+          [
+            { path: 'disk/a.img', content: 'a' },
+            { path: 'disk/b.img', content: 'b' },
+          ],
+          [{ path: 'disk/.wh..wh..opq' }, { path: 'disk/c.img', content: 'c' }],
+        ],
+        [DISK],
+      )
+    ).contents,
     ['c'],
     'an opaque /disk hides everything below it',
   );
-  await t.rejects(take(t, [[{ path: 'disk/disk.img', content: 'x' }], [{ path: '.wh.disk' }]], [DISK]), { message: 'the image has no file under /disk' }, 'a deleted /disk has nothing');
+  await t.rejects(
+    take(t, [[{ path: 'disk/disk.img', content: 'x' }], [{ path: '.wh.disk' }]], [DISK]),
+    { message: 'the image has no file under /disk' },
+    'a deleted /disk has nothing',
+  );
   t.same(
-    (await take(t, [[{ path: 'boot/vmlinuz', content: 'kernel' }, { path: 'boot/initrd', content: 'old initrd' }], [{ path: 'boot/initrd', content: 'initrd' }]], [{ path: '/boot/vmlinuz' }, { path: '/boot/initrd' }]))
-      .contents,
+    (
+      await take(
+        t,
+        [
+          [
+            { path: 'boot/vmlinuz', content: 'kernel' },
+            { path: 'boot/initrd', content: 'old initrd' },
+          ],
+          [{ path: 'boot/initrd', content: 'initrd' }],
+        ],
+        [{ path: '/boot/vmlinuz' }, { path: '/boot/initrd' }],
+      )
+    ).contents,
     ['kernel', 'initrd'],
     'several files by path, each from the topmost layer that has it',
   );
 });
 
 t.test("KubeVirt's rules refuse what is not exactly one regular file, naming what is there", async (t) => {
-  await t.rejects(take(t, [[{ path: 'disk/a.img', content: 'a' }], [{ path: 'disk/b.img', content: 'b' }]], [DISK]), { message: /more than one entry under \/disk \(b\.img, a\.img\)/ }, 'two files across layers');
-  await t.rejects(take(t, [[{ path: 'disk/a.img', content: 'a' }, { path: 'disk/b.img', content: 'b' }]], [DISK]), { message: /more than one entry under \/disk/ }, 'two files in one layer');
-  await t.rejects(take(t, [[{ path: 'etc/shadow', content: 's' }, { path: 'disk/disk.img', symlink: '/etc/shadow' }]], [DISK]), { message: '/disk/disk.img is a symbolic link (to /etc/shadow); the disk or kernel must be a regular file in the image' });
-  await t.rejects(take(t, [[{ path: 'data/real.img', content: 'r' }, { path: 'disk/disk.img', hardlink: 'data/real.img' }]], [DISK]), { message: /\/disk\/disk\.img is a hard link \(to \/data\/real\.img\)/ });
+  await t.rejects(
+    take(t, [[{ path: 'disk/a.img', content: 'a' }], [{ path: 'disk/b.img', content: 'b' }]], [DISK]),
+    { message: /more than one entry under \/disk \(b\.img, a\.img\)/ },
+    'two files across layers',
+  );
+  await t.rejects(
+    take(
+      t,
+      [
+        [
+          { path: 'disk/a.img', content: 'a' },
+          { path: 'disk/b.img', content: 'b' },
+        ],
+      ],
+      [DISK],
+    ),
+    { message: /more than one entry under \/disk/ },
+    'two files in one layer',
+  );
+  await t.rejects(
+    take(
+      t,
+      [
+        [
+          { path: 'etc/shadow', content: 's' },
+          { path: 'disk/disk.img', symlink: '/etc/shadow' },
+        ],
+      ],
+      [DISK],
+    ),
+    { message: '/disk/disk.img is a symbolic link (to /etc/shadow); the disk or kernel must be a regular file in the image' },
+  );
+  await t.rejects(
+    take(
+      t,
+      [
+        [
+          { path: 'data/real.img', content: 'r' },
+          { path: 'disk/disk.img', hardlink: 'data/real.img' },
+        ],
+      ],
+      [DISK],
+    ),
+    { message: /\/disk\/disk\.img is a hard link \(to \/data\/real\.img\)/ },
+  );
   await t.rejects(take(t, [[{ path: 'disk/sub', dir: true }]], [DISK]), { message: /\/disk\/sub is a directory/ });
   await t.rejects(take(t, [[{ path: 'other/file', content: 'x' }]], [DISK]), { message: 'the image has no file under /disk' });
-  await t.rejects(take(t, [[{ path: 'disk/disk.img', content: 'x' }]], [{ path: '/disk/other.img' }]), { message: 'the image has no file /disk/other.img' });
-  await t.rejects(take(t, [[{ path: 'disk/disk.img', content: 'x'.repeat(100) }]], [DISK], { maxBytes: 10 }), { message: /is 100 bytes, more than the 10/ });
+  await t.rejects(take(t, [[{ path: 'disk/disk.img', content: 'x' }]], [{ path: '/disk/other.img' }]), {
+    message: 'the image has no file /disk/other.img',
+  });
+  await t.rejects(take(t, [[{ path: 'disk/disk.img', content: 'x'.repeat(100) }]], [DISK], { maxBytes: 10 }), {
+    message: /is 100 bytes, more than the 10/,
+  });
 });
 
 t.test('a path longer than ustar holds comes through (GNU long names and PAX)', async (t) => {
@@ -87,9 +170,11 @@ t.test('sizes above 8 GiB use base-256 in the header', async (t) => {
   for (const b of header) sum += b;
   header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
   const entries = [];
-  for await (const { entry } of readTar((async function* () {
-    yield header;
-  })())) {
+  for await (const { entry } of readTar(
+    (async function* () {
+      yield header;
+    })(),
+  )) {
     entries.push(entry);
     break;
   }

@@ -83,10 +83,22 @@ function describe(q: Query): string {
  * regular files found to the `targets` the caller gave (same order), at most
  * `maxBytes` each. Errors name what is wrong in the image's terms.
  */
-export async function extractFiles(layers: readonly string[], wanted: readonly WantedFile[], targets: readonly string[], maxBytes: number): Promise<FoundFile[]> {
+export async function extractFiles(
+  layers: readonly string[],
+  wanted: readonly WantedFile[],
+  targets: readonly string[],
+  maxBytes: number,
+): Promise<FoundFile[]> {
   const queries: Query[] = wanted.map((w, i) => {
     const full = normalisePath('path' in w ? w.path : w.onlyIn);
-    const q: Query = { wanted: w, dir: 'path' in w ? posix.dirname(full).replace(/^\.$/, '') : full, names: new Set(), hidden: new Set(), closed: false, target: targets[i]! };
+    const q: Query = {
+      wanted: w,
+      dir: 'path' in w ? posix.dirname(full).replace(/^\.$/, '') : full,
+      names: new Set(),
+      hidden: new Set(),
+      closed: false,
+      target: targets[i]!,
+    };
     if ('path' in w) q.name = posix.basename(full);
     return q;
   });
@@ -97,8 +109,12 @@ export async function extractFiles(layers: readonly string[], wanted: readonly W
       await scanLayer(layers[layer]!, layer, open, maxBytes);
     }
     return queries.map((q) => {
-      if (!q.found && q.names.size) throw new ImageContentError(`/${q.dir}/${[...q.names][0]} is a directory; the disk must be a regular file in the image`);
-      if (!q.found) throw new ImageContentError(q.name !== undefined ? `the image has no file ${describe(q)}` : `the image has no file under /${q.dir}`);
+      if (!q.found && q.names.size)
+        throw new ImageContentError(`/${q.dir}/${[...q.names][0]} is a directory; the disk must be a regular file in the image`);
+      if (!q.found)
+        throw new ImageContentError(
+          q.name !== undefined ? `the image has no file ${describe(q)}` : `the image has no file under /${q.dir}`,
+        );
       return { path: `/${q.found.entry.path}`, sizeBytes: q.found.entry.size };
     });
   } catch (err) {
@@ -146,7 +162,8 @@ async function scanLayer(blobPath: string, layer: number, queries: Query[], maxB
       } else countName(q, base);
       q.found = { entry, layer };
       checkKind(entry);
-      if (entry.size > maxBytes) throw new ImageContentError(`${describe(q)} is ${entry.size} bytes, more than the ${maxBytes} this node accepts`);
+      if (entry.size > maxBytes)
+        throw new ImageContentError(`${describe(q)} is ${entry.size} bytes, more than the ${maxBytes} this node accepts`);
       await writeBody(body(), q.target);
     }
   }
@@ -161,13 +178,21 @@ function countName(q: Query, name: string): void {
   if (q.hidden.has(name) || q.names.has(name)) return;
   q.names.add(name);
   if (q.names.size > 1) {
-    throw new ImageContentError(`the image has more than one entry under /${q.dir} (${[...q.names].join(', ')}); KubeVirt boots a containerDisk with exactly one, or the one containerDisk.path names`);
+    throw new ImageContentError(
+      `the image has more than one entry under /${q.dir} (${[...q.names].join(', ')}); KubeVirt boots a containerDisk with exactly one, or the one containerDisk.path names`,
+    );
   }
 }
 
 function checkKind(entry: TarEntry): void {
-  const what = { symlink: `a symbolic link (to ${entry.linkname})`, hardlink: `a hard link (to /${entry.linkname})`, directory: 'a directory', other: 'not a regular file' } as const;
-  if (entry.type !== 'file') throw new ImageContentError(`/${entry.path} is ${what[entry.type]}; the disk or kernel must be a regular file in the image`);
+  const what = {
+    symlink: `a symbolic link (to ${entry.linkname})`,
+    hardlink: `a hard link (to /${entry.linkname})`,
+    directory: 'a directory',
+    other: 'not a regular file',
+  } as const;
+  if (entry.type !== 'file')
+    throw new ImageContentError(`/${entry.path} is ${what[entry.type]}; the disk or kernel must be a regular file in the image`);
 }
 
 async function writeBody(body: AsyncIterable<Buffer>, target: string): Promise<void> {

@@ -21,7 +21,9 @@ export const MEDIA_TYPES = {
 } as const;
 
 /** Every manifest type vkvm reads, for the Accept header: distribution refuses an index to a client that does not list it. */
-export const MANIFEST_ACCEPT = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerManifest].join(', ');
+export const MANIFEST_ACCEPT = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerManifest].join(
+  ', ',
+);
 
 const LAYER_TYPES = new Set<string>([MEDIA_TYPES.ociLayer, MEDIA_TYPES.ociLayerGzip, MEDIA_TYPES.ociLayerZstd, MEDIA_TYPES.dockerLayer]);
 const INDEX_TYPES = new Set<string>([MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList]);
@@ -57,7 +59,8 @@ function descriptor(raw: unknown, at: string): Descriptor {
   const d = raw as Partial<Descriptor> | null;
   if (typeof d !== 'object' || d === null) throw new ImageContentError(`${at} is not a descriptor`);
   if (typeof d.mediaType !== 'string' || !d.mediaType) throw new ImageContentError(`${at} has no mediaType`);
-  if (typeof d.digest !== 'string' || !SHA256_DIGEST.test(d.digest)) throw new ImageContentError(`${at} has digest ${JSON.stringify(d.digest)}; vkvm reads sha256 digests only`);
+  if (typeof d.digest !== 'string' || !SHA256_DIGEST.test(d.digest))
+    throw new ImageContentError(`${at} has digest ${JSON.stringify(d.digest)}; vkvm reads sha256 digests only`);
   if (!Number.isSafeInteger(d.size) || d.size! < 0) throw new ImageContentError(`${at} has no valid size`);
   return d as Descriptor;
 }
@@ -76,7 +79,9 @@ export function parseManifest(body: Buffer, contentType?: string): ParsedManifes
   }
   const declared = (contentType ?? '').split(';')[0]!.trim();
   if (doc?.schemaVersion === 1 || declared === MEDIA_TYPES.dockerSchema1 || declared === MEDIA_TYPES.dockerSchema1Signed) {
-    throw new ImageContentError('the image has a Docker schema1 manifest, which vkvm does not read (nor containerd by default): push it again with a current client');
+    throw new ImageContentError(
+      'the image has a Docker schema1 manifest, which vkvm does not read (nor containerd by default): push it again with a current client',
+    );
   }
   if (doc?.schemaVersion !== 2) throw new ImageContentError(`unknown manifest schemaVersion ${JSON.stringify(doc?.schemaVersion)}`);
   const mediaType = doc.mediaType ?? (Array.isArray(doc.manifests) ? MEDIA_TYPES.ociIndex : declared || MEDIA_TYPES.ociManifest);
@@ -88,13 +93,19 @@ export function parseManifest(body: Buffer, contentType?: string): ParsedManifes
   if (!Array.isArray(doc.layers)) throw new ImageContentError('the manifest lists no layers');
   const layers = doc.layers.map((l, i) => descriptor(l, `layers[${i}]`));
   const foreign = layers.find((l) => !LAYER_TYPES.has(l.mediaType));
-  if (foreign) throw new ImageContentError(`layer ${foreign.digest} has media type ${foreign.mediaType}, which vkvm cannot unpack (tar, tar+gzip or tar+zstd)`);
+  if (foreign)
+    throw new ImageContentError(
+      `layer ${foreign.digest} has media type ${foreign.mediaType}, which vkvm cannot unpack (tar, tar+gzip or tar+zstd)`,
+    );
   return { kind: 'manifest', mediaType, config: descriptor(doc.config, 'config'), layers };
 }
 
 /** An entry of an index that is not an image: BuildKit's attestation manifests (platform unknown/unknown). */
 function isAttestation(d: Descriptor): boolean {
-  return d.annotations?.['vnd.docker.reference.type'] === 'attestation-manifest' || (d.platform?.os === 'unknown' && d.platform.architecture === 'unknown');
+  return (
+    d.annotations?.['vnd.docker.reference.type'] === 'attestation-manifest' ||
+    (d.platform?.os === 'unknown' && d.platform.architecture === 'unknown')
+  );
 }
 
 const NODE_PLATFORM: Platform = { os: 'linux', architecture: 'amd64' };
@@ -108,6 +119,8 @@ export function selectPlatform(manifests: Descriptor[], want: Platform = NODE_PL
   const images = manifests.filter((d) => !isAttestation(d));
   const match = images.find((d) => d.platform?.os === want.os && d.platform.architecture === want.architecture);
   if (match) return match;
-  const have = images.map((d) => (d.platform ? [d.platform.os, d.platform.architecture, d.platform.variant].filter(Boolean).join('/') : 'unspecified'));
+  const have = images.map((d) =>
+    d.platform ? [d.platform.os, d.platform.architecture, d.platform.variant].filter(Boolean).join('/') : 'unspecified',
+  );
   throw new ImageContentError(`no ${want.os}/${want.architecture} image in the index (it has: ${have.join(', ') || 'nothing'})`);
 }

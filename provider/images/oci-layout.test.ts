@@ -20,28 +20,52 @@ t.test('an OCI layout, as a directory or a compressed tar, is imported under its
   const kernel = buildImage([{ tar: tarLayer([{ path: 'boot/vmlinuz', content: 'k' }]) }]);
   const layout = join(dir, 'layout');
   writeLayout(layout, [
-    { image: disk, index: buildIndex([{ image: arm, architecture: 'arm64' }, { image: disk, architecture: 'amd64' }]), extra: [arm], annotations: { 'io.containerd.image.name': 'localhost/vkvm/disk:v1' } },
+    {
+      image: disk,
+      index: buildIndex([
+        { image: arm, architecture: 'arm64' },
+        { image: disk, architecture: 'amd64' },
+      ]),
+      extra: [arm],
+      annotations: { 'io.containerd.image.name': 'localhost/vkvm/disk:v1' },
+    },
     { image: kernel, annotations: { 'org.opencontainers.image.ref.name': 'localhost/vkvm/kernel:v1' } },
   ]);
   const imported = await importLayout(layout, store, { maxImageBytes: MAX });
-  t.same(imported.map((r) => [r.reference, r.manifestDigest]), [['localhost/vkvm/disk:v1', disk.manifest.digest], ['localhost/vkvm/kernel:v1', kernel.manifest.digest]]);
+  t.same(
+    imported.map((r) => [r.reference, r.manifestDigest]),
+    [
+      ['localhost/vkvm/disk:v1', disk.manifest.digest],
+      ['localhost/vkvm/kernel:v1', kernel.manifest.digest],
+    ],
+  );
   const images = new ImageService({ store, maxParallelPulls: 1, maxImageBytes: MAX, log: pino({ level: 'silent' }) });
   t.teardown(() => images.close());
   const ready = await images.ensure({ image: 'localhost/vkvm/disk:v1', policy: 'Never' });
-  t.equal(readFileSync((await images.files(ready, [{ onlyIn: '/disk' }], { disk: true }))[0]!, 'utf8'), 'imported disk', 'Never: used from the store');
+  t.equal(
+    readFileSync((await images.files(ready, [{ onlyIn: '/disk' }], { disk: true }))[0]!, 'utf8'),
+    'imported disk',
+    'Never: used from the store',
+  );
 
   const archive = join(dir, 'layout.tar.zst');
   const tagOnly = join(dir, 'tagonly');
   writeLayout(tagOnly, [{ image: disk, annotations: { 'org.opencontainers.image.ref.name': 'latest' } }]);
   execFileSync('sh', ['-c', `tar -C ${tagOnly} -cf - . | zstd -q -o ${archive}`]);
-  await t.rejects(importLayout(archive, store, { maxImageBytes: MAX }), { message: /has no full reference as its name; give one with --name/ });
-  t.match(await importLayout(archive, store, { name: 'localhost/vkvm/test-guest', maxImageBytes: MAX }), [{ reference: 'localhost/vkvm/test-guest:latest' }]);
+  await t.rejects(importLayout(archive, store, { maxImageBytes: MAX }), {
+    message: /has no full reference as its name; give one with --name/,
+  });
+  t.match(await importLayout(archive, store, { name: 'localhost/vkvm/test-guest', maxImageBytes: MAX }), [
+    { reference: 'localhost/vkvm/test-guest:latest' },
+  ]);
 
   rmSync(join(tagOnly, 'blobs', 'sha256', disk.layers[0]!.digest.slice(7)));
   writeFileSync(join(tagOnly, 'blobs', 'sha256', disk.layers[0]!.digest.slice(7)), 'tampered');
   const fresh = new ImageStore(join(dir, 'fresh'));
   await fresh.init();
-  await t.rejects(importLayout(tagOnly, fresh, { name: 'localhost/x', maxImageBytes: MAX }), { message: /larger than the \d+ bytes|is \d+ bytes, not the|does not match its digest/ });
+  await t.rejects(importLayout(tagOnly, fresh, { name: 'localhost/x', maxImageBytes: MAX }), {
+    message: /larger than the \d+ bytes|is \d+ bytes, not the|does not match its digest/,
+  });
   t.same(await fresh.records(), [], 'a tampered layout imports nothing');
 });
 
@@ -57,8 +81,15 @@ t.test('rm removes names, then prune the content no name leads to', async (t) =>
     { image: b, annotations: { 'io.containerd.image.name': 'localhost/b:v1' } },
   ]);
   await importLayout(layout, store, { maxImageBytes: MAX });
-  t.same((await store.records()).map((r) => r.reference), ['localhost/a:v1', `localhost/a@${a.manifest.digest}`, 'localhost/b:v1', `localhost/b@${b.manifest.digest}`]);
-  t.same(await removeImage(store, 'localhost/a:v1'), ['localhost/a:v1', `localhost/a@${a.manifest.digest}`], 'the last tag takes the digest name with it');
+  t.same(
+    (await store.records()).map((r) => r.reference),
+    ['localhost/a:v1', `localhost/a@${a.manifest.digest}`, 'localhost/b:v1', `localhost/b@${b.manifest.digest}`],
+  );
+  t.same(
+    await removeImage(store, 'localhost/a:v1'),
+    ['localhost/a:v1', `localhost/a@${a.manifest.digest}`],
+    'the last tag takes the digest name with it',
+  );
   t.same(await pruneStore(store, { minAgeMs: 60_000 }), { blobs: 0, bytes: 0 }, 'fresh blobs stay (a pull may be writing them)');
   const pruned = await pruneStore(store, { minAgeMs: 0 });
   t.equal(pruned.blobs, 3, "a's manifest, config and layer");

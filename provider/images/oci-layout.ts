@@ -23,7 +23,11 @@ const LAYOUT_FILE = /^(oci-layout|index\.json|blobs\/sha256\/[a-f0-9]{64})$/;
  * Imports every image of the layout at `source`; `name` names the one image
  * of a layout whose index carries no usable name.
  */
-export async function importLayout(source: string, store: ImageStore, opts: { name?: string; maxImageBytes: number }): Promise<ImageRecord[]> {
+export async function importLayout(
+  source: string,
+  store: ImageStore,
+  opts: { name?: string; maxImageBytes: number },
+): Promise<ImageRecord[]> {
   if ((await stat(source)).isDirectory()) return importFrom(source, store, opts);
   const root = store.tempPath('layout');
   try {
@@ -56,7 +60,8 @@ async function readChecked(root: string, d: Pick<Descriptor, 'digest' | 'size'>)
   const data = await readFile(blobPath(root, d.digest)).catch(() => {
     throw new ImageContentError(`the layout lacks blob ${d.digest}`);
   });
-  if (sha256Digest(data) !== d.digest || data.length !== d.size) throw new ImageContentError(`blob ${d.digest} of the layout does not match its digest or size`);
+  if (sha256Digest(data) !== d.digest || data.length !== d.size)
+    throw new ImageContentError(`blob ${d.digest} of the layout does not match its digest or size`);
   return data;
 }
 
@@ -75,7 +80,8 @@ async function importFrom(root: string, store: ImageStore, opts: { name?: string
   if (!layout.imageLayoutVersion) throw new ImageContentError('not an OCI image layout (no oci-layout file)');
   const index = parseManifest(await readFile(join(root, 'index.json')).catch(() => Buffer.from('{}')));
   if (index.kind !== 'index') throw new ImageContentError('index.json is not an index');
-  if (opts.name && index.manifests.length !== 1) throw new ImageContentError(`--name names one image; the layout has ${index.manifests.length}`);
+  if (opts.name && index.manifests.length !== 1)
+    throw new ImageContentError(`--name names one image; the layout has ${index.manifests.length}`);
   const imported: ImageRecord[] = [];
   for (const entry of index.manifests) {
     const ref = nameOf(entry, opts.name);
@@ -91,7 +97,8 @@ async function importFrom(root: string, store: ImageStore, opts: { name?: string
     }
     const blobs = [parsed.config, ...parsed.layers];
     const blobBytes = blobs.reduce((n, d) => n + d.size, 0);
-    if (blobBytes > opts.maxImageBytes) throw new ImageContentError(`the image is ${blobBytes} bytes, more than the ${opts.maxImageBytes} this node accepts`);
+    if (blobBytes > opts.maxImageBytes)
+      throw new ImageContentError(`the image is ${blobBytes} bytes, more than the ${opts.maxImageBytes} this node accepts`);
     for (const d of blobs) {
       if (await store.hasBlob(d.digest, d.size)) continue;
       if (!(await stat(blobPath(root, d.digest)).catch(() => undefined))) throw new ImageContentError(`the layout lacks blob ${d.digest}`);
@@ -99,7 +106,13 @@ async function importFrom(root: string, store: ImageStore, opts: { name?: string
     }
     for (const [d, body] of [...manifests].reverse()) await store.writeBlob(d, body);
     const manifestDigest = manifests[manifests.length - 1]![0];
-    imported.push(await store.recordImage(ref, { digest: entry.digest, manifestDigest, sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0) }));
+    imported.push(
+      await store.recordImage(ref, {
+        digest: entry.digest,
+        manifestDigest,
+        sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
+      }),
+    );
   }
   return imported;
 }

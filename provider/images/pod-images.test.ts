@@ -20,9 +20,23 @@ async function setup(t: Test) {
   const images = new ImageService({ store, maxParallelPulls: 2, maxImageBytes: 1 << 30, log });
   t.teardown(() => images.close());
   const events: string[] = [];
-  const recorder: EventRecorder = { record: (_pod, type, reason, message) => void events.push(`${type} ${reason}: ${message}`), recordFor: () => undefined };
-  const secret = { type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(JSON.stringify({ auths: { [registry.host]: { username: 'alice', password: 'pw' } } })).toString('base64') } };
-  const podImages = new PodImages({ images, events: recorder, readSecret: async (namespace, name) => (name === 'pull' ? { namespace, name, ...secret } : undefined) });
+  const recorder: EventRecorder = {
+    record: (_pod, type, reason, message) => void events.push(`${type} ${reason}: ${message}`),
+    recordFor: () => undefined,
+  };
+  const secret = {
+    type: 'kubernetes.io/dockerconfigjson',
+    data: {
+      '.dockerconfigjson': Buffer.from(JSON.stringify({ auths: { [registry.host]: { username: 'alice', password: 'pw' } } })).toString(
+        'base64',
+      ),
+    },
+  };
+  const podImages = new PodImages({
+    images,
+    events: recorder,
+    readSecret: async (namespace, name) => (name === 'pull' ? { namespace, name, ...secret } : undefined),
+  });
   return { registry, store, podImages, events };
 }
 
@@ -49,7 +63,14 @@ const spec = (over: Partial<VmSpec>): VmSpec => ({
 t.test("registry sources become files in the store, marked; the kubelet's events; the pod's pull secrets", async (t) => {
   const { registry, store, podImages, events } = await setup(t);
   const disk = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'disk' }]) }]);
-  const kernel = buildImage([{ tar: tarLayer([{ path: 'boot/vmlinuz', content: 'kernel' }, { path: 'boot/initrd.img', content: 'initrd' }]) }]);
+  const kernel = buildImage([
+    {
+      tar: tarLayer([
+        { path: 'boot/vmlinuz', content: 'kernel' },
+        { path: 'boot/initrd.img', content: 'initrd' },
+      ]),
+    },
+  ]);
   registry.addImage('disk', 'v1', disk);
   registry.addImage('kernel', 'v1', kernel);
   const image = `${registry.host}/disk:v1`;
@@ -58,20 +79,35 @@ t.test("registry sources become files in the store, marked; the kubelet's events
       { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'registry', image, pullPolicy: 'IfNotPresent' } },
       { name: 'data', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 16 } },
     ],
-    kernelBoot: { kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img', cmdline: 'console=ttyS0', container: { image: `${registry.host}/kernel:v1`, pullPolicy: 'IfNotPresent' } },
+    kernelBoot: {
+      kernelPath: '/boot/vmlinuz',
+      initrdPath: '/boot/initrd.img',
+      cmdline: 'console=ttyS0',
+      container: { image: `${registry.host}/kernel:v1`, pullPolicy: 'IfNotPresent' },
+    },
   });
   const resolved = await podImages.resolve(pod(image, ['missing', 'pull']), wanted, log);
   t.match(resolved, {
     fromRegistry: true,
     imageID: `${registry.host}/disk@${disk.manifest.digest}`,
     spec: {
-      disks: [{ name: 'root', source: { kind: 'image', path: new RegExp(`^${store.root}/files/`), fromImageStore: true } }, { name: 'data', source: { kind: 'empty' } }],
+      disks: [
+        { name: 'root', source: { kind: 'image', path: new RegExp(`^${store.root}/files/`), fromImageStore: true } },
+        { name: 'data', source: { kind: 'empty' } },
+      ],
       kernelBoot: { cmdline: 'console=ttyS0', fromImageStore: true },
     },
   });
   t.notOk(resolved.spec.kernelBoot?.container, 'nothing left to pull');
   const root = resolved.spec.disks[0]!.source as { path: string };
-  t.same([readFileSync(root.path, 'utf8'), readFileSync(resolved.spec.kernelBoot!.kernelPath, 'utf8'), readFileSync(resolved.spec.kernelBoot!.initrdPath!, 'utf8')], ['disk', 'kernel', 'initrd']);
+  t.same(
+    [
+      readFileSync(root.path, 'utf8'),
+      readFileSync(resolved.spec.kernelBoot!.kernelPath, 'utf8'),
+      readFileSync(resolved.spec.kernelBoot!.initrdPath!, 'utf8'),
+    ],
+    ['disk', 'kernel', 'initrd'],
+  );
   t.match(events, [
     `Normal Pulling: Pulling image "${image}"`,
     new RegExp(`^Normal Pulled: Successfully pulled image "${image}" in \\d+\\.\\d{3}s\\. Image size: \\d+ bytes\\.$`),
@@ -81,8 +117,15 @@ t.test("registry sources become files in the store, marked; the kubelet's events
   events.length = 0;
   const seen = registry.requests.length;
   t.same(await podImages.resolve(pod(image, []), wanted, log), resolved, 'the same files again, from the store');
-  t.same(events, [`Normal Pulled: Container image "${image}" already present on machine`, `Normal Pulled: Container image "${registry.host}/kernel:v1" already present on machine`]);
+  t.same(events, [
+    `Normal Pulled: Container image "${image}" already present on machine`,
+    `Normal Pulled: Container image "${registry.host}/kernel:v1" already present on machine`,
+  ]);
   t.same(await podImages.resolveRunning(wanted), resolved.spec, 'a running VM’s spec comes from the store alone');
   t.equal(registry.requests.length, seen, 'no registry request once present');
-  t.same(await podImages.resolve(pod('vkvm/test-guest', []), spec({}), log), { spec: spec({}), fromRegistry: false }, 'a spec without registry images passes as it is');
+  t.same(
+    await podImages.resolve(pod('vkvm/test-guest', []), spec({}), log),
+    { spec: spec({}), fromRegistry: false },
+    'a spec without registry images passes as it is',
+  );
 });

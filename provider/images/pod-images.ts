@@ -69,7 +69,9 @@ export class PodImages {
         pod,
         'Normal',
         'Pulled',
-        image.pulled ? `Successfully pulled image "${w.image}" in ${s}s. Image size: ${image.sizeBytes} bytes.` : `Container image "${w.image}" already present on machine`,
+        image.pulled
+          ? `Successfully pulled image "${w.image}" in ${s}s. Image size: ${image.sizeBytes} bytes.`
+          : `Container image "${w.image}" already present on machine`,
       );
       ready.set(w.image, image);
     }
@@ -93,7 +95,11 @@ export class PodImages {
     const disks = await Promise.all(
       spec.disks.map(async (d): Promise<DiskSpec> => {
         if (d.source.kind !== 'registry') return d;
-        const [path] = await this.o.images.files(ready.get(d.source.image)!, [d.source.path ? { path: d.source.path } : { onlyIn: '/disk' }], { disk: true });
+        const [path] = await this.o.images.files(
+          ready.get(d.source.image)!,
+          [d.source.path ? { path: d.source.path } : { onlyIn: '/disk' }],
+          { disk: true },
+        );
         return { ...d, source: { kind: 'image', path: path!, fromImageStore: true } };
       }),
     );
@@ -132,7 +138,9 @@ export class PodImages {
 }
 
 /** readSecret for PodImagesOptions, over the node's client (the Node authorizer lets it read its pods' pull secrets). */
-export function secretReader(readNamespacedSecret: (req: { name: string; namespace: string }) => Promise<{ type?: string; data?: Record<string, string> }>) {
+export function secretReader(
+  readNamespacedSecret: (req: { name: string; namespace: string }) => Promise<{ type?: string; data?: Record<string, string> }>,
+) {
   return async (namespace: string, name: string): Promise<PullSecret | undefined> => {
     try {
       const s = await readNamespacedSecret({ name, namespace });

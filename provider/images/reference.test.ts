@@ -24,7 +24,11 @@ t.test('references are normalised as Docker and containerd do', async (t) => {
     cases.map(([raw]) => formatReference(parseReference(raw))),
     cases.map(([, want]) => want),
   );
-  t.same(parseReference(`quay.io/a/b:v1@${D}`), { domain: 'quay.io', path: 'a/b', tag: 'v1', digest: D }, 'tag and digest both kept; the digest is what is pulled');
+  t.same(
+    parseReference(`quay.io/a/b:v1@${D}`),
+    { domain: 'quay.io', path: 'a/b', tag: 'v1', digest: D },
+    'tag and digest both kept; the digest is what is pulled',
+  );
 });
 
 t.test('invalid names are InvalidImageName, saying why', async (t) => {
@@ -46,8 +50,12 @@ t.test('invalid names are InvalidImageName, saying why', async (t) => {
 });
 
 t.test("pull policy defaults to Kubernetes' (latest or no tag: Always)", async (t) => {
-  t.same(
-    ['busybox', 'busybox:latest', 'busybox:1.36', `busybox@${D}`, `busybox:latest@${D}`, 'NOT VALID'].map(defaultPullPolicy),
-    ['Always', 'Always', 'IfNotPresent', 'IfNotPresent', 'Always', 'IfNotPresent'],
-  );
+  t.same(['busybox', 'busybox:latest', 'busybox:1.36', `busybox@${D}`, `busybox:latest@${D}`, 'NOT VALID'].map(defaultPullPolicy), [
+    'Always',
+    'Always',
+    'IfNotPresent',
+    'IfNotPresent',
+    'Always',
+    'IfNotPresent',
+  ]);
 });

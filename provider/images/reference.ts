@@ -20,12 +20,14 @@ const LEGACY_DOCKER_HUB = 'index.docker.io';
 const MAX_NAME_LENGTH = 255;
 
 const PATH_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
-const DOMAIN = /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?$/;
+const DOMAIN =
+  /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?$/;
 const TAG = /^[\w][\w.-]{0,127}$/;
 const DIGEST = /^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$/;
 export const SHA256_DIGEST = /^sha256:[a-f0-9]{64}$/;
 
-const invalid = (raw: string, why: string) => new ImagePullError('InvalidImageName', `Failed to apply default image tag "${raw}": couldn't parse image name "${raw}": ${why}`);
+const invalid = (raw: string, why: string) =>
+  new ImagePullError('InvalidImageName', `Failed to apply default image tag "${raw}": couldn't parse image name "${raw}": ${why}`);
 
 /** Parses and normalises `raw`; throws an ImagePullError (InvalidImageName) saying what is wrong. */
 export function parseReference(raw: string): ImageReference {

@@ -70,7 +70,10 @@ export class RegistryClient {
     const length = Number(res.headers['content-length'] ?? 0);
     if (length > MAX_MANIFEST_BYTES) {
       res.body.destroy();
-      throw new RegistryError('invalid response', `the manifest of ${repositoryOf(this.ref)}:${selector} is ${length} bytes, more than the ${MAX_MANIFEST_BYTES} vkvm reads`);
+      throw new RegistryError(
+        'invalid response',
+        `the manifest of ${repositoryOf(this.ref)}:${selector} is ${length} bytes, more than the ${MAX_MANIFEST_BYTES} vkvm reads`,
+      );
     }
     const body = await readSmall(res.body, MAX_MANIFEST_BYTES);
     const digestHeader = res.headers['docker-content-digest'];
@@ -127,7 +130,9 @@ export class RegistryClient {
       case 401:
         throw new RegistryError(
           'unauthorized',
-          this.cred ? `${this.ref.domain} refused the credentials from pull secret ${this.cred.from} for ${repo}${detail}` : `${this.ref.domain} requires authentication for ${repo} and no pull secret matched it${detail}`,
+          this.cred
+            ? `${this.ref.domain} refused the credentials from pull secret ${this.cred.from} for ${repo}${detail}`
+            : `${this.ref.domain} requires authentication for ${repo} and no pull secret matched it${detail}`,
           401,
         );
       case 403:

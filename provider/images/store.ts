@@ -91,7 +91,12 @@ export class ImageStore {
    * Streams a blob into the store through sha256, counting bytes: more than
    * `size`, or a different digest or size at the end, and nothing is kept.
    */
-  async ingestBlob(digest: string, size: number, source: AsyncIterable<Buffer>, onBytes: (n: number) => void = () => undefined): Promise<void> {
+  async ingestBlob(
+    digest: string,
+    size: number,
+    source: AsyncIterable<Buffer>,
+    onBytes: (n: number) => void = () => undefined,
+  ): Promise<void> {
     const temp = this.tempPath(hex(digest));
     const hash = createHash('sha256');
     let bytes = 0;
@@ -162,7 +167,14 @@ export class ImageStore {
 
   async records(): Promise<ImageRecord[]> {
     const names = (await readdir(this.refsDir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'));
-    const recs = await Promise.all(names.map((n) => readFile(join(this.refsDir, n), 'utf8').then((s) => JSON.parse(s) as ImageRecord, () => undefined)));
+    const recs = await Promise.all(
+      names.map((n) =>
+        readFile(join(this.refsDir, n), 'utf8').then(
+          (s) => JSON.parse(s) as ImageRecord,
+          () => undefined,
+        ),
+      ),
+    );
     return recs.filter((r): r is ImageRecord => !!r).sort((a, b) => a.reference.localeCompare(b.reference));
   }
 

@@ -121,7 +121,15 @@ export function normalisePath(p: string): string {
   return p.replace(/^(\.?\/)+/, '').replace(/\/+$/, '');
 }
 
-const TYPES: Record<string, TarEntryType> = { '0': 'file', '\0': 'file', '': 'file', '7': 'file', '5': 'directory', '2': 'symlink', '1': 'hardlink' };
+const TYPES: Record<string, TarEntryType> = {
+  '0': 'file',
+  '\0': 'file',
+  '': 'file',
+  '7': 'file',
+  '5': 'directory',
+  '2': 'symlink',
+  '1': 'hardlink',
+};
 
 /**
  * Reads `source` entry by entry. Each yielded entry's `body` may be read,

@@ -160,15 +160,29 @@ t.test("with the default aliases the docs' demo image boots the built-in test gu
 
 t.test('OCI images: a containerDisk (its path, KubeVirt-defaulted pull policy) and a kernelBoot container the node pulls', async (t) => {
   const vmi = smokeWith((v) => {
-    Object.assign(v.spec.volumes![0]!.containerDisk!, { image: 'quay.io/containerdisks/fedora:41', path: '/disk/fedora.qcow2', imagePullSecret: 'pull' });
-    v.spec.domain.firmware = { kernelBoot: { kernelArgs: 'console=ttyS0', container: { image: 'registry.local/kernels/test:latest', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img' } } };
+    Object.assign(v.spec.volumes![0]!.containerDisk!, {
+      image: 'quay.io/containerdisks/fedora:41',
+      path: '/disk/fedora.qcow2',
+      imagePullSecret: 'pull',
+    });
+    v.spec.domain.firmware = {
+      kernelBoot: {
+        kernelArgs: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img' },
+      },
+    };
   });
   const { spec, unsupported } = ok(translateVmi(vmi, ctx()));
   t.same(
     { root: spec.disks[0]!.source, kernelBoot: spec.kernelBoot, unsupported },
     {
       root: { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', path: '/disk/fedora.qcow2', pullPolicy: 'IfNotPresent' },
-      kernelBoot: { kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img', cmdline: 'console=ttyS0', container: { image: 'registry.local/kernels/test:latest', pullPolicy: 'Always' } },
+      kernelBoot: {
+        kernelPath: '/boot/vmlinuz',
+        initrdPath: '/boot/initrd.img',
+        cmdline: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', pullPolicy: 'Always' },
+      },
       unsupported: [],
     },
     'paths inside the images; nothing is marked as from the image store (only the pull step may)',

@@ -120,7 +120,11 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     if (kb.kernelArgs) d.kernelBoot.cmdline = kb.kernelArgs;
     d.kernelBootOrigin = origin;
   } else {
-    d.report(`${C}.image`, 'FieldValueNotSupported', `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image, a host directory (/path or file:///path) or ${TEST_GUEST_IMAGE}`);
+    d.report(
+      `${C}.image`,
+      'FieldValueNotSupported',
+      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image, a host directory (/path or file:///path) or ${TEST_GUEST_IMAGE}`,
+    );
   }
 }
 

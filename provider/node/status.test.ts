@@ -112,7 +112,10 @@ t.test('lastTransitionTime is kept while a condition holds and moves when it fli
 t.test("the image store's images are node.status.images, for the scheduler's image locality", async (t) => {
   const images = [{ names: ['quay.io/a/disk:v1', 'quay.io/a/disk@sha256:aa'], sizeBytes: 100 }];
   t.same(deriveNodeStatus(config, facts({ images }), [], now).images, images);
-  t.ok(statusChanged(deriveNodeStatus(config, facts(), [], now), deriveNodeStatus(config, facts({ images }), [], now)), 'a new image is a change to report');
+  t.ok(
+    statusChanged(deriveNodeStatus(config, facts(), [], now), deriveNodeStatus(config, facts({ images }), [], now)),
+    'a new image is a change to report',
+  );
 });
 
 t.test('statusChanged ignores heartbeat times and key order only', async (t) => {

@@ -171,7 +171,13 @@ function backOff(lc: PodLifecycle, vm: VmObservation | undefined, nowMs: number,
   return { ...lc, state: { kind: 'BackingOff', untilMs: nowMs + delayMs, delayMs }, history: { ...lc.history, lastTermination } };
 }
 
-function imageMissing(lc: PodLifecycle, retrying: ImageBackOff | undefined, event: { message: string; reason?: ImagePullReason }, nowMs: number, policy: RestartBackoff): PodLifecycle {
+function imageMissing(
+  lc: PodLifecycle,
+  retrying: ImageBackOff | undefined,
+  event: { message: string; reason?: ImagePullReason },
+  nowMs: number,
+  policy: RestartBackoff,
+): PodLifecycle {
   const failures = (retrying?.failures ?? 0) + 1;
   const delayMs = Math.min(policy.initialMs * 2 ** (failures - 1), policy.maxMs);
   const pulled = event.reason ?? 'ErrImagePull';

@@ -19,7 +19,15 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { parseQuantity as parseKubeQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
-import { VM_SPEC_VERSION, type DiskSource, type DiskSpec, type ImagePullPolicy, type InterfaceBinding, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
+import {
+  VM_SPEC_VERSION,
+  type DiskSource,
+  type DiskSpec,
+  type ImagePullPolicy,
+  type InterfaceBinding,
+  type KernelBoot,
+  type VmSpec,
+} from '../../vmm/spec.js';
 import { defaultPullPolicy, PULL_POLICIES } from '../images/reference.js';
 import { derivedMac, domainName, parseImage, TEST_GUEST_IMAGE, type BootSource, type BuiltinImages } from '../vm-identity.js';
 
@@ -43,12 +51,21 @@ function parseQuantity(raw: string, path: string, causes: SpecCause[]): number |
 }
 
 /** A disk image's source; a registry image keeps the pull policy the API server defaulted (Kubernetes' default when absent). */
-function diskSource(source: Extract<BootSource, { kind: 'image' | 'url' | 'registry' }>, c: V1Container, at: string, causes: SpecCause[]): DiskSource {
+function diskSource(
+  source: Extract<BootSource, { kind: 'image' | 'url' | 'registry' }>,
+  c: V1Container,
+  at: string,
+  causes: SpecCause[],
+): DiskSource {
   if (source.kind === 'image') return { kind: 'image', path: source.path };
   if (source.kind === 'url') return { kind: 'url', url: source.url };
   const pullPolicy = (c.imagePullPolicy ?? defaultPullPolicy(source.image)) as ImagePullPolicy;
   if (!PULL_POLICIES.includes(pullPolicy)) {
-    causes.push({ path: `${at}.imagePullPolicy`, reason: 'FieldValueNotSupported', message: `${JSON.stringify(pullPolicy)} is not one of ${PULL_POLICIES.join(', ')}` });
+    causes.push({
+      path: `${at}.imagePullPolicy`,
+      reason: 'FieldValueNotSupported',
+      message: `${JSON.stringify(pullPolicy)} is not one of ${PULL_POLICIES.join(', ')}`,
+    });
   }
   return { kind: 'registry', image: source.image, pullPolicy };
 }

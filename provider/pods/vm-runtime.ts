@@ -143,7 +143,9 @@ export class VmRuntime {
       }
       // Users know their pod's or VMI's fields, not the VmSpec's.
       const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
-      return imageNotFound(thrown) ? { type: 'imageMissing', message: `Failed to prepare boot image "${image}": ${err.message}` } : { type: 'invalid', message: err.message, found: 'start' };
+      return imageNotFound(thrown)
+        ? { type: 'imageMissing', message: `Failed to prepare boot image "${image}": ${err.message}` }
+        : { type: 'invalid', message: err.message, found: 'start' };
     }
   }
 

@@ -20,7 +20,10 @@ export interface DockerRegistry {
   requestsSince(mark: number): string[];
 }
 
-export async function startDockerRegistry(t: Test, opts: { dir: string; auth?: { user: string; password: string } }): Promise<DockerRegistry> {
+export async function startDockerRegistry(
+  t: Test,
+  opts: { dir: string; auth?: { user: string; password: string } },
+): Promise<DockerRegistry> {
   mkdirSync(opts.dir, { recursive: true });
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
@@ -66,12 +69,10 @@ export async function startDockerRegistry(t: Test, opts: { dir: string; auth?: {
     await new Promise((r) => setTimeout(r, 100));
   }
   const requestsSince = (mark: number) =>
-    log
-      .slice(mark)
-      .flatMap((line) => {
-        // Access log lines: ... "GET /v2/app/manifests/v1 HTTP/1.1" 200 ...
-        const m = /"(GET|HEAD|PUT|POST|PATCH|DELETE) (\/v2\/[^ ]*) HTTP/.exec(line);
-        return m ? [`${m[1]} ${m[2]}`] : [];
-      });
+    log.slice(mark).flatMap((line) => {
+      // Access log lines: ... "GET /v2/app/manifests/v1 HTTP/1.1" 200 ...
+      const m = /"(GET|HEAD|PUT|POST|PATCH|DELETE) (\/v2\/[^ ]*) HTTP/.exec(line);
+      return m ? [`${m[1]} ${m[2]}`] : [];
+    });
   return { host, base, log, requestsSince };
 }

@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
 import { digestOf, imageBlobs, type Blob, type TestImage } from './oci.js';
 
-export type FakeAuth = { kind: 'none' } | { kind: 'basic'; user: string; password: string } | { kind: 'bearer'; user?: string; password?: string };
+export type FakeAuth =
+  { kind: 'none' } | { kind: 'basic'; user: string; password: string } | { kind: 'bearer'; user?: string; password?: string };
 
 interface Manifest {
   mediaType: string;
@@ -33,7 +34,10 @@ export interface FakeRegistry {
   holdBlobs(): { release: () => void };
 }
 
-async function listen(t: Test, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; base: string; host: string }> {
+async function listen(
+  t: Test,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; base: string; host: string }> {
   const server = createServer(handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(
@@ -58,7 +62,8 @@ export async function startFakeRegistry(t: Test, auth: FakeAuth = { kind: 'none'
   let hold: Promise<void> | undefined;
 
   const { base, host } = await listen(t, (req, res) => void handle(req, res));
-  const basicOk = (h: string | undefined, user?: string, password?: string) => h === `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  const basicOk = (h: string | undefined, user?: string, password?: string) =>
+    h === `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', base);
@@ -75,23 +80,40 @@ export async function startFakeRegistry(t: Test, auth: FakeAuth = { kind: 'none'
       (auth.kind === 'basic' && basicOk(authorization, auth.user, auth.password)) ||
       (auth.kind === 'bearer' && tokens.has((authorization ?? '').replace(/^Bearer /, '')));
     if (!authorized) {
-      const challenge = auth.kind === 'basic' ? 'Basic realm="fake"' : `Bearer realm="${base}/token",service="fake",scope="repository:${url.pathname.split('/').slice(2, -2).join('/')}:pull"`;
-      return void res.writeHead(401, { 'www-authenticate': challenge, 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] }));
+      const challenge =
+        auth.kind === 'basic'
+          ? 'Basic realm="fake"'
+          : `Bearer realm="${base}/token",service="fake",scope="repository:${url.pathname.split('/').slice(2, -2).join('/')}:pull"`;
+      return void res
+        .writeHead(401, { 'www-authenticate': challenge, 'content-type': 'application/json' })
+        .end(JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] }));
     }
     const m = /^\/v2\/(.+)\/(manifests|blobs)\/([^/]+)$/.exec(url.pathname);
     if (!m) return void res.writeHead(url.pathname === '/v2/' ? 200 : 404).end();
     const [, repo, kind, ref] = m as unknown as [string, string, string, string];
     if (kind === 'manifests') {
       const found = manifests.get(`${repo}:${ref}`);
-      if (!found) return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: 'manifest unknown' }] }));
+      if (!found)
+        return void res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: 'manifest unknown' }] }));
       // As distribution: an index only to a client that accepts one.
       if (found.mediaType.includes('index') || found.mediaType.includes('list')) {
         if (!(req.headers.accept ?? '').includes(found.mediaType)) return void res.writeHead(404).end();
       }
-      return void res.writeHead(200, { 'content-type': found.mediaType, 'docker-content-digest': digestLie ?? digestOf(found.data), 'content-length': found.data.length }).end(found.data);
+      return void res
+        .writeHead(200, {
+          'content-type': found.mediaType,
+          'docker-content-digest': digestLie ?? digestOf(found.data),
+          'content-length': found.data.length,
+        })
+        .end(found.data);
     }
     const data = blobs.get(ref);
-    if (!data) return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'BLOB_UNKNOWN', message: 'blob unknown' }] }));
+    if (!data)
+      return void res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ errors: [{ code: 'BLOB_UNKNOWN', message: 'blob unknown' }] }));
     if (redirect) return void res.writeHead(307, { location: `${redirect}${url.pathname}` }).end();
     await hold;
     const body = corrupted.has(ref) ? Buffer.from(data.map((b) => b ^ 0xff)) : data;

@@ -58,7 +58,11 @@ export function tarLayer(files: LayerFile[], format: 'gnu' | 'posix' = 'gnu'): B
       else writeFileSync(full, f.content ?? '');
       add(f.path);
     }
-    return execFileSync('tar', ['-C', dir, `--format=${format}`, '--owner=107', '--group=107', '--numeric-owner', '--no-recursion', '-cf', '-', ...order], { maxBuffer: 1 << 30 });
+    return execFileSync(
+      'tar',
+      ['-C', dir, `--format=${format}`, '--owner=107', '--group=107', '--numeric-owner', '--no-recursion', '-cf', '-', ...order],
+      { maxBuffer: 1 << 30 },
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -77,7 +81,10 @@ const LAYER_TYPES: Record<Compression, { oci: string; docker: string }> = {
 };
 
 /** An image of `layers` (bottom first), as an OCI or a Docker schema 2 manifest. */
-export function buildImage(layers: Array<{ tar: Buffer; compression?: Compression }>, opts: { docker?: boolean; architecture?: string } = {}): TestImage {
+export function buildImage(
+  layers: Array<{ tar: Buffer; compression?: Compression }>,
+  opts: { docker?: boolean; architecture?: string } = {},
+): TestImage {
   const kind = opts.docker ? 'docker' : 'oci';
   const layerBlobs = layers.map((l) => blob(LAYER_TYPES[l.compression ?? 'gzip'][kind], compress(l.tar, l.compression ?? 'gzip')));
   const config = blob(
@@ -102,7 +109,10 @@ export function buildImage(layers: Array<{ tar: Buffer; compression?: Compressio
 }
 
 /** An index (OCI) or manifest list (Docker) over images by platform; `attestation` adds a BuildKit attestation entry first. */
-export function buildIndex(entries: Array<{ image: TestImage; architecture: string }>, opts: { docker?: boolean; attestation?: TestImage } = {}): Blob {
+export function buildIndex(
+  entries: Array<{ image: TestImage; architecture: string }>,
+  opts: { docker?: boolean; attestation?: TestImage } = {},
+): Blob {
   const type = opts.docker ? 'application/vnd.docker.distribution.manifest.list.v2+json' : 'application/vnd.oci.image.index.v1+json';
   const manifests = [
     ...(opts.attestation
@@ -116,7 +126,12 @@ export function buildIndex(entries: Array<{ image: TestImage; architecture: stri
           },
         ]
       : []),
-    ...entries.map((e) => ({ mediaType: e.image.manifest.mediaType, digest: e.image.manifest.digest, size: e.image.manifest.size, platform: { os: 'linux', architecture: e.architecture } })),
+    ...entries.map((e) => ({
+      mediaType: e.image.manifest.mediaType,
+      digest: e.image.manifest.digest,
+      size: e.image.manifest.size,
+      platform: { os: 'linux', architecture: e.architecture },
+    })),
   ];
   return blob(type, Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: type, manifests })));
 }
@@ -129,7 +144,13 @@ export function imageBlobs(image: TestImage): Blob[] {
  * Pushes blobs and then manifests (children before the index that names
  * them) to `base` (http://host:port) as `repo:tag`; `auth` is user:password.
  */
-export async function pushImage(base: string, repo: string, tag: string, images: TestImage[], opts: { index?: Blob; auth?: string } = {}): Promise<string> {
+export async function pushImage(
+  base: string,
+  repo: string,
+  tag: string,
+  images: TestImage[],
+  opts: { index?: Blob; auth?: string } = {},
+): Promise<string> {
   const headers: Record<string, string> = opts.auth ? { authorization: `Basic ${Buffer.from(opts.auth).toString('base64')}` } : {};
   const ok = async (res: Response, what: string) => {
     if (!res.ok) throw new Error(`push ${what}: ${res.status} ${await res.text()}`);
@@ -141,10 +162,20 @@ export async function pushImage(base: string, repo: string, tag: string, images:
     await ok(start, `upload of ${b.digest}`);
     const location = new URL(start.headers.get('location')!, base);
     location.searchParams.set('digest', b.digest);
-    await ok(await fetch(location, { method: 'PUT', headers: { ...headers, 'content-type': 'application/octet-stream' }, body: b.data }), `blob ${b.digest}`);
+    await ok(
+      await fetch(location, { method: 'PUT', headers: { ...headers, 'content-type': 'application/octet-stream' }, body: b.data }),
+      `blob ${b.digest}`,
+    );
   }
   const put = async (m: Blob, ref: string) =>
-    ok(await fetch(`${base}/v2/${repo}/manifests/${ref}`, { method: 'PUT', headers: { ...headers, 'content-type': m.mediaType }, body: m.data }), `manifest ${ref}`);
+    ok(
+      await fetch(`${base}/v2/${repo}/manifests/${ref}`, {
+        method: 'PUT',
+        headers: { ...headers, 'content-type': m.mediaType },
+        body: m.data,
+      }),
+      `manifest ${ref}`,
+    );
   if (!opts.index) {
     await put(images[0]!.manifest, tag);
     return images[0]!.manifest.digest;
@@ -155,7 +186,10 @@ export async function pushImage(base: string, repo: string, tag: string, images:
 }
 
 /** Writes `images` as an OCI image layout in `dir` (oci-layout, index.json, blobs/sha256/), each named by `annotations`. */
-export function writeLayout(dir: string, images: Array<{ image: TestImage; index?: Blob; extra?: TestImage[]; annotations?: Record<string, string> }>): void {
+export function writeLayout(
+  dir: string,
+  images: Array<{ image: TestImage; index?: Blob; extra?: TestImage[]; annotations?: Record<string, string> }>,
+): void {
   mkdirSync(join(dir, 'blobs', 'sha256'), { recursive: true });
   writeFileSync(join(dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
   const put = (b: Blob) => writeFileSync(join(dir, 'blobs', 'sha256', b.digest.slice(7)), b.data);
@@ -165,5 +199,8 @@ export function writeLayout(dir: string, images: Array<{ image: TestImage; index
     put(top);
     return { mediaType: top.mediaType, digest: top.digest, size: top.size, ...(annotations ? { annotations } : {}) };
   });
-  writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }));
+  writeFileSync(
+    join(dir, 'index.json'),
+    JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }),
+  );
 }

@@ -245,8 +245,17 @@ export interface PodControllerEnv {
 export async function podControllerEnv(
   t: Test,
   before: (env: Omit<PodControllerEnv, 'controller' | 'settle' | 'advance'>) => void = () => {},
-  vmis: VmiSource = { onChange: () => {}, follow: () => {}, stop: async () => {}, specFor: async () => 'gone', read: async () => undefined },
-  images: PodControllerOptions['images'] = { resolve: async (_pod, spec) => ({ spec, fromRegistry: false }), resolveRunning: async (spec) => spec },
+  vmis: VmiSource = {
+    onChange: () => {},
+    follow: () => {},
+    stop: async () => {},
+    specFor: async () => 'gone',
+    read: async () => undefined,
+  },
+  images: PodControllerOptions['images'] = {
+    resolve: async (_pod, spec) => ({ spec, fromRegistry: false }),
+    resolveRunning: async (spec) => spec,
+  },
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);

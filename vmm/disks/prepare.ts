@@ -72,7 +72,9 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
     }
     case 'registry':
       // The node agent pulls registry images; one reaching here is a caller's bug, said in the field's terms.
-      throw new SpecError([{ path: `${at}.source`, reason: 'FieldValueInvalid', message: `image ${source.image} was not pulled by the node agent` }]);
+      throw new SpecError([
+        { path: `${at}.source`, reason: 'FieldValueInvalid', message: `image ${source.image} was not pulled by the node agent` },
+      ]);
     case 'empty':
       await createOnce(path, created, () => createEmptyDisk(path, source.sizeMiB));
       return { path, format: 'qcow2' };
