@@ -66,6 +66,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'host-image-dir': { type: 'string', multiple: true },
       'host-disk-dir': { type: 'string', multiple: true },
       'denied-host-dir': { type: 'string', multiple: true },
+      'image-store-dir': { type: 'string' },
       'download-max-bytes': { type: 'string' },
       'download-timeout-s': { type: 'string' },
       'download-idle-timeout-s': { type: 'string' },
@@ -123,6 +124,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       imageDirs: absolute('host-image-dir', values['host-image-dir']),
       hostDiskDirs: absolute('host-disk-dir', values['host-disk-dir']),
       deniedDirs: absolute('denied-host-dir', values['denied-host-dir']),
+      ...(values['image-store-dir'] ? { imageStoreDir: absolute('image-store-dir', [values['image-store-dir']])[0]! } : {}),
     },
     downloads,
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
@@ -145,6 +147,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   for (const d of a.hostFiles?.imageDirs ?? []) argv.push('--host-image-dir', d);
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
+  if (a.hostFiles?.imageStoreDir) argv.push('--image-store-dir', a.hostFiles.imageStoreDir);
   if (a.downloads) {
     argv.push('--download-max-bytes', String(a.downloads.maxBytes));
     argv.push('--download-timeout-s', String(Math.ceil(a.downloads.timeoutMs / 1000)));

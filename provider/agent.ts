@@ -26,6 +26,9 @@ import { ClusterVmiSource } from './pods/vmi-source.js';
 import { createPodInformer } from './pods/informer.js';
 import { kubePodApi } from './pods/pod-api.js';
 import { LauncherRegistry } from './launchers/registry.js';
+import { ImageService } from './images/image-service.js';
+import { PodImages, secretReader } from './images/pod-images.js';
+import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
@@ -52,6 +55,21 @@ async function clusterCaPem(clients: KubeClients): Promise<string> {
   throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
 }
 
+/** The image store, ready (what a crashed agent left half-written is gone), and the service that pulls into it. */
+async function startImageService(config: AgentConfig, rootLog: Logger): Promise<ImageService> {
+  const store = new ImageStore(config.imageStoreDir);
+  await store.init();
+  await store.clearIngest();
+  return new ImageService({
+    store,
+    insecureRegistries: config.insecureRegistries,
+    registryCaPems: await Promise.all(config.registryCaFiles.map((f) => readFile(f, 'utf8'))),
+    maxParallelPulls: config.maxParallelImagePulls,
+    maxImageBytes: config.imageDownloads.maxBytes,
+    log: rootLog.child({ component: 'images' }),
+  });
+}
+
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
   const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
@@ -59,6 +77,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     readHostFacts({
       stateDir: config.stateDir,
       imageCacheDir: config.imageCacheDir,
+      imageStoreDir: config.imageStoreDir,
       searchPath: config.searchPath,
       ...(config.internalIP ? { internalIP: config.internalIP } : {}),
       allowSoftwareEmulation: config.allowSoftwareEmulation,
@@ -117,6 +136,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     }
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
+    const events = createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' }));
+    const images = await startImageService(config, rootLog);
+    stops.push(() => images.close());
     // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
     const nodes = new ClusterInformer<V1Node>({
       clients,
@@ -159,7 +181,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
           // The built-in test guest's kernel and initrd are the node's own, public files.
           imageDirs: [...config.hostImageDirs, DEFAULT_GUEST_CACHE_DIR],
           hostDiskDirs: config.hostDiskDirs,
-          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir],
+          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir, config.imageStoreDir],
+          // Files the agent took out of registry images, named by specs it marked itself.
+          imageStoreDir: config.imageStoreDir,
         },
         downloads: config.imageDownloads,
         allowSoftwareEmulation: config.allowSoftwareEmulation,
@@ -176,7 +200,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       builtinImages: builtins.forPod,
-      events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
+      images: new PodImages({ images, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
     });

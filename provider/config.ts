@@ -27,6 +27,14 @@ export interface AgentConfig {
   runDir: string;
   /** Node-wide cache of downloaded VM images. */
   imageCacheDir: string;
+  /** The registry image store (provider/images/store.ts); default <stateDir>/images. */
+  imageStoreDir: string;
+  /** Registries besides loopback that may answer plain HTTP (host or host:port). */
+  insecureRegistries: string[];
+  /** PEM files of CAs trusted for registries besides the system's roots. */
+  registryCaFiles: string[];
+  /** Image pulls running at once; more wait their turn. */
+  maxParallelImagePulls: number;
   kubeletPort: number;
   kubeletBindAddress: string;
   /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
@@ -91,6 +99,10 @@ export interface AgentFlags {
   'state-dir'?: string;
   'run-dir'?: string;
   'image-cache-dir'?: string;
+  'image-store-dir'?: string;
+  'insecure-registry'?: string[];
+  'registry-ca-file'?: string[];
+  'max-parallel-image-pulls'?: string;
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
@@ -185,6 +197,14 @@ function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir
   });
 }
 
+/** host or host:port, as an image reference names a registry. */
+function registryHost(value: string): string {
+  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$/.test(value)) {
+    throw new ConfigError('--insecure-registry', `${JSON.stringify(value)} is not a registry host or host:port`);
+  }
+  return value;
+}
+
 /** `env` is the process environment; only PATH and KUBECONFIG are read. */
 export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBECONFIG?: string } = process.env): AgentConfig {
   const kubeconfig = kubeconfigPath(flags.kubeconfig, env);
@@ -205,6 +225,10 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
     runDir: flags['run-dir'] ?? '/run/vkvm',
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
+    imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
+    insecureRegistries: (flags['insecure-registry'] ?? []).map(registryHost),
+    registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),
+    maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
     healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../vmm/errors.js';
+import type { VmSpec } from '../vmm/spec.js';
 import { translateVmi } from './kubevirt/translate.js';
 import type { VirtualMachineInstance } from './kubevirt/types.js';
 import { translatePod } from './pods/translate.js';
@@ -99,7 +100,14 @@ const pod = fc.record({
 const bus = fc.constantFrom('virtio', 'sata', 'scsi', 'usb', 'ide', '');
 const volumeName = fc.constantFrom('root', 'data', 'cloudinit', 'x');
 const volume = fc.oneof(
-  fc.record({ name: volumeName, containerDisk: fc.record({ image: text, path: maybe(text) }, { requiredKeys: [] }) }),
+  // fromImageStore: what a user might try in order to claim the agent's trust.
+  fc.record({
+    name: volumeName,
+    containerDisk: fc.record(
+      { image: text, path: maybe(text), imagePullPolicy: maybe(text), fromImageStore: maybe(fc.boolean()) },
+      { requiredKeys: [] },
+    ),
+  }),
   fc.record({
     name: volumeName,
     hostDisk: fc.record(
@@ -171,9 +179,16 @@ const vmi = fc.record({
   ),
 });
 
-/** The translation's outcome is a spec, or a SpecError whose every cause names a field. */
+const claimsImageStore = (spec: VmSpec) =>
+  spec.disks.some((d) => 'fromImageStore' in d.source) || (spec.kernelBoot !== undefined && 'fromImageStore' in spec.kernelBoot);
+
+/**
+ * The translation's outcome is a spec, or a SpecError whose every cause names
+ * a field. A spec never claims a file of the image store: that marker is the
+ * pull step's alone.
+ */
 function wellFormed(result: unknown): boolean {
-  if (!(result instanceof SpecError)) return typeof result === 'object' && result !== null;
+  if (!(result instanceof SpecError)) return typeof result === 'object' && result !== null && !claimsImageStore(result as VmSpec);
   return (
     result.causes.length > 0 && result.causes.every((c) => typeof c.path === 'string' && c.path.length > 0 && typeof c.message === 'string')
   );

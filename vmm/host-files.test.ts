@@ -123,3 +123,77 @@ t.test('with no lists, no host file at all; PersistentVolume disks are the admin
     'a PV path passes as it is',
   );
 });
+
+t.test("the image store's files pass only with the agent's marker, and only inside the store", async (t) => {
+  const store = join(root, 'state', 'images');
+  mkdirSync(join(store, 'files', 'abc'), { recursive: true });
+  writeFileSync(join(store, 'files', 'abc', 'disk'), 'qcow2');
+  writeFileSync(join(store, 'files', 'abc', 'vmlinuz'), 'kernel');
+  symlinkSync(join(root, 'private', 'ca.key'), join(store, 'files', 'abc', 'planted'));
+  const withStore: HostFilePolicy = { ...policy, deniedDirs: [join(root, 'state')], imageStoreDir: store };
+  const disk = join(store, 'files', 'abc', 'disk');
+  const resolved = await resolveHostFiles(
+    spec([{ kind: 'image', path: disk, fromImageStore: true }], {
+      kernelPath: join(store, 'files', 'abc', 'vmlinuz'),
+      initrdPath: disk,
+      fromImageStore: true,
+    }),
+    withStore,
+  );
+  t.same(
+    [(resolved.disks[0]!.source as { path: string }).path, resolved.kernelBoot?.kernelPath],
+    [disk, join(store, 'files', 'abc', 'vmlinuz')],
+    'marked files inside the store pass',
+  );
+  const attempts: [string, VmSpec, HostFilePolicy, [string, string][]][] = [
+    [
+      'the marker on a file outside the store',
+      spec([{ kind: 'image', path: '/etc/shadow', fromImageStore: true }]),
+      withStore,
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'the marker on a symlink in the store that leads out',
+      spec([{ kind: 'image', path: join(store, 'files', 'abc', 'planted'), fromImageStore: true }]),
+      withStore,
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'the marker on a ../ escape',
+      spec([{ kind: 'image', path: `${store}/../../private/ca.key`, fromImageStore: true }]),
+      withStore,
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'the marker without a store in the policy',
+      spec([{ kind: 'image', path: disk, fromImageStore: true }]),
+      policy,
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a store file without the marker (inside a denied directory)',
+      spec([{ kind: 'image', path: disk }]),
+      { ...withStore, imageDirs: [root] },
+      [['disks[0].source.path', 'FieldValueForbidden']],
+    ],
+    [
+      'a kernel marked but outside the store',
+      spec([], { kernelPath: '/boot/vmlinuz', fromImageStore: true }),
+      withStore,
+      [['kernelBoot.kernelPath', 'FieldValueForbidden']],
+    ],
+    [
+      'a registry disk the agent did not pull',
+      spec([{ kind: 'registry', image: 'quay.io/a/b', pullPolicy: 'IfNotPresent' }]),
+      withStore,
+      [['disks[0].source', 'FieldValueForbidden']],
+    ],
+    [
+      'a kernel-boot image the agent did not pull',
+      spec([], { kernelPath: '/boot/vmlinuz', container: { image: 'quay.io/k', pullPolicy: 'Always' } }),
+      withStore,
+      [['kernelBoot.container', 'FieldValueForbidden']],
+    ],
+  ];
+  for (const [what, s, p, want] of attempts) t.same(await refusals(s, p), want, what);
+});

@@ -2,7 +2,7 @@
 // cause at once with its field path (as KubeVirt's admitters do), so a user
 // fixes a spec in one round. Pure: checks that need the host (does an image
 // file exist?) happen in disk preparation and raise the same SpecError.
-import { DISK_BUSES, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type InterfaceSpec, type VmSpec } from './spec.js';
+import { DISK_BUSES, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type ImagePullPolicy, type InterfaceSpec, type VmSpec } from './spec.js';
 import { SpecError, type SpecCause, type SpecCauseReason } from './errors.js';
 
 export const MIN_MEMORY_MIB = 32;
@@ -16,6 +16,7 @@ const MAC = /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/;
 /** Linux interface names: at most 15 bytes, no slash or whitespace. */
 const IFNAME = /^[^/\s:]{1,15}$/;
 const MACHINE_TYPE = /^[a-z0-9][a-z0-9._-]*$/;
+const PULL_POLICIES: readonly ImagePullPolicy[] = ['Always', 'IfNotPresent', 'Never'];
 
 type Report = (path: string, reason: SpecCauseReason, message: string) => void;
 
@@ -64,6 +65,10 @@ function checkBoot(spec: VmSpec, report: Report): void {
   else if (!isAbsolutePath(kernelBoot.kernelPath)) report('kernelBoot.kernelPath', 'FieldValueInvalid', 'must be an absolute host path');
   if (kernelBoot.initrdPath !== undefined && !isAbsolutePath(kernelBoot.initrdPath))
     report('kernelBoot.initrdPath', 'FieldValueInvalid', 'must be an absolute host path');
+  const c = kernelBoot.container;
+  if (c && (typeof c.image !== 'string' || !c.image)) report('kernelBoot.container.image', 'FieldValueRequired', 'must name an image');
+  if (c && !PULL_POLICIES.includes(c.pullPolicy))
+    report('kernelBoot.container.pullPolicy', 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
 }
 
 function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
@@ -76,6 +81,13 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
       if (source.kind === 'host' && source.createSizeMiB !== undefined && !isPositiveInt(source.createSizeMiB)) {
         report(`${at}.source.createSizeMiB`, 'FieldValueInvalid', 'must be a positive integer');
       }
+      return;
+    case 'registry':
+      if (typeof source.image !== 'string' || !source.image) report(`${at}.source.image`, 'FieldValueRequired', 'must name an image');
+      if (source.path !== undefined && !isAbsolutePath(source.path))
+        report(`${at}.source.path`, 'FieldValueInvalid', 'must be an absolute path inside the image');
+      if (!PULL_POLICIES.includes(source.pullPolicy))
+        report(`${at}.source.pullPolicy`, 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
       return;
     case 'url': {
       const protocol = URL.canParse(source.url) ? new URL(source.url).protocol : null;

@@ -111,6 +111,25 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
   ]);
 });
 
+t.test("the images' pull secrets are the pod's imagePullSecrets, once each, as KubeVirt sets them", async (t) => {
+  const pod = launcherPodFor(
+    vmi({
+      domain: {
+        resources: { requests: { memory: '128Mi' } },
+        firmware: { kernelBoot: { container: { image: 'k', kernelPath: '/vmlinuz', imagePullSecret: 'kernel-pull' } } },
+      },
+      volumes: [
+        { name: 'root', containerDisk: { image: 'a', imagePullSecret: 'disk-pull' } },
+        { name: 'data', containerDisk: { image: 'b', imagePullSecret: 'disk-pull' } },
+        { name: 'public', containerDisk: { image: 'c' } },
+      ],
+    }),
+    'kvm',
+  );
+  t.same(pod.spec?.imagePullSecrets, [{ name: 'disk-pull' }, { name: 'kernel-pull' }]);
+  t.notOk(launcherPodFor(vmi(), 'kvm').spec?.imagePullSecrets, 'none without pull secrets');
+});
+
 t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under TCG', async (t) => {
   const node = (name: string, labels: Record<string, string>): V1Node => ({
     metadata: { name, labels: { 'kubevirt.io/schedulable': 'true', ...labels } },

@@ -4,7 +4,7 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
-import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
+import type { V1LocalObjectReference, V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/agent-api.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
@@ -95,6 +95,19 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
   });
 }
 
+/**
+ * The pull secrets of the VMI's images (containerDisk and kernelBoot
+ * imagePullSecret), as KubeVirt puts them on its launcher pod: the node reads
+ * a pod's pull secrets through them (the Node authorizer allows no others).
+ */
+export function launcherPullSecrets(vmi: VirtualMachineInstance): V1LocalObjectReference[] {
+  const names = [
+    ...(vmi.spec.volumes ?? []).map((v) => v.containerDisk?.imagePullSecret),
+    vmi.spec.domain?.firmware?.kernelBoot?.container?.imagePullSecret,
+  ];
+  return [...new Set(names.filter((n): n is string => Boolean(n)))].map((name) => ({ name }));
+}
+
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
 export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
   const name = vmi.metadata.name!;
@@ -102,6 +115,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
   const volumes = launcherVolumes(vmi);
+  const pullSecrets = launcherPullSecrets(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -121,6 +135,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
       restartPolicy: 'Never',
       ...(volumes.length ? { volumes } : {}),
+      ...(pullSecrets.length ? { imagePullSecrets: pullSecrets } : {}),
       containers: [
         {
           name: 'compute',

@@ -2,10 +2,12 @@
 // the guest sees the device (disk or cdrom, bus, boot order, read-only), the
 // volume of the same name says where its bytes come from.
 //
-//   containerDisk          → an overlay on the image (host file, or an http(s)
-//                            image downloaded into the cache); a built-in
-//                            kernel-boot image (the test guest) becomes the
-//                            VM's kernel and initrd instead of a disk
+//   containerDisk          → an overlay on the image (pulled from its registry
+//                            by the node agent: `path` in it, else the one file
+//                            under /disk; or a host file, or an http(s) image
+//                            downloaded into the cache); a built-in kernel-boot
+//                            image (the test guest) becomes the VM's kernel and
+//                            initrd instead of a disk
 //   emptyDisk              → a new sparse disk of `capacity`, removed with the VM
 //   cloudInitNoCloud       → a NoCloud seed (cidata ISO) on the disk's device
 //   hostDisk               → the file itself, raw, kept after the VM; DiskOrCreate
@@ -20,7 +22,7 @@ import { join, posix } from 'node:path';
 import { parseQuantity } from '../kube/quantity.js';
 import type { DiskBus as VmDiskBus, DiskSource } from '../../vmm/spec.js';
 import { noCloudData, noCloudMetaData } from './cloud-init.js';
-import { IMAGE_FORMS, resolveImage } from './images.js';
+import { IMAGE_FORMS, pullPolicyOf, resolveImage } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
 import { DISK_BUSES, type Disk, type DiskBus, type Quantity, type Volume } from './types.js';
@@ -92,6 +94,15 @@ function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
       return { source: { kind: 'image', path: source.path }, field: `${at}.image` };
     case 'url':
       return { source: { kind: 'url', url: source.url }, field: `${at}.image` };
+    case 'registry': {
+      const path = volume.containerDisk?.path;
+      if (path && !isCleanAbsolutePath(path)) {
+        d.report(`${at}.path`, 'FieldValueInvalid', `${at}.path must be an absolute path to a file without relative components`);
+        return null;
+      }
+      const pullPolicy = pullPolicyOf(d, volume.containerDisk?.imagePullPolicy, image, `${at}.imagePullPolicy`);
+      return { source: { kind: 'registry', image: source.image, ...(path ? { path } : {}), pullPolicy }, field: `${at}.image` };
+    }
     case 'builtin': {
       const builtin = d.ctx.builtins[source.name];
       if (!builtin) {

@@ -158,6 +158,37 @@ t.test("with the default aliases the docs' demo image boots the built-in test gu
   });
 });
 
+t.test('OCI images: a containerDisk (its path, KubeVirt-defaulted pull policy) and a kernelBoot container the node pulls', async (t) => {
+  const vmi = smokeWith((v) => {
+    Object.assign(v.spec.volumes![0]!.containerDisk!, {
+      image: 'quay.io/containerdisks/fedora:41',
+      path: '/disk/fedora.qcow2',
+      imagePullSecret: 'pull',
+    });
+    v.spec.domain.firmware = {
+      kernelBoot: {
+        kernelArgs: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img' },
+      },
+    };
+  });
+  const { spec, unsupported } = ok(translateVmi(vmi, ctx()));
+  t.same(
+    { root: spec.disks[0]!.source, kernelBoot: spec.kernelBoot, unsupported },
+    {
+      root: { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', path: '/disk/fedora.qcow2', pullPolicy: 'IfNotPresent' },
+      kernelBoot: {
+        kernelPath: '/boot/vmlinuz',
+        initrdPath: '/boot/initrd.img',
+        cmdline: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', pullPolicy: 'Always' },
+      },
+      unsupported: [],
+    },
+    'paths inside the images; nothing is marked as from the image store (only the pull step may)',
+  );
+});
+
 t.test('every invalid field is named, at its KubeVirt path', async (t) => {
   const cases: Array<[string, (v: VirtualMachineInstance) => void, Array<[string, string]>, VmiTranslateContext?]> = [
     ['no memory', (v) => delete v.spec.domain.resources, [['spec.domain.resources.requests.memory', 'FieldValueRequired']]],
@@ -231,9 +262,14 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       [['spec.volumes[1].emptyDisk.capacity', 'FieldValueInvalid']],
     ],
     [
-      'an image vkvm cannot use',
-      (v) => (v.spec.volumes![0]!.containerDisk!.image = 'quay.io/containerdisks/fedora:40'),
-      [['spec.volumes[0].containerDisk.image', 'FieldValueNotSupported']],
+      'a containerDisk path that is not clean',
+      (v) => Object.assign(v.spec.volumes![0]!.containerDisk!, { image: 'quay.io/containerdisks/fedora:40', path: 'disk/../etc/shadow' }),
+      [['spec.volumes[0].containerDisk.path', 'FieldValueInvalid']],
+    ],
+    [
+      'an unknown pull policy',
+      (v) => Object.assign(v.spec.volumes![0]!.containerDisk!, { image: 'quay.io/containerdisks/fedora:40', imagePullPolicy: 'Sometimes' }),
+      [['spec.volumes[0].containerDisk.imagePullPolicy', 'FieldValueNotSupported']],
     ],
     [
       'two user-data sources',

@@ -23,9 +23,9 @@
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
-import { domainName, type BootSource } from '../vm-identity.js';
+import { domainName, TEST_GUEST_IMAGE, type BootSource } from '../vm-identity.js';
 import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
-import { IMAGE_FORMS, resolveImage } from './images.js';
+import { pullPolicyOf, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
@@ -75,7 +75,7 @@ function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
   return { kind: 'efi', secureBoot };
 }
 
-/** firmware.kernelBoot: a built-in image, or a host directory holding kernelPath and initrdPath. */
+/** firmware.kernelBoot: an OCI image (pulled by the node agent), a built-in image, or a host directory holding kernelPath and initrdPath. */
 function translateKernelBoot(d: Draft, domain: DomainSpec): void {
   const kb = domain.firmware?.kernelBoot;
   if (!kb) return;
@@ -105,6 +105,13 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     if (!builtin) return void d.report(`${C}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
     d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: cmdline(builtin.cmdline) };
     d.kernelBootOrigin = { ...origin, kernelPath: origin.image, initrdPath: origin.image };
+  } else if (source?.kind === 'registry') {
+    if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
+    const pullPolicy = pullPolicyOf(d, c.imagePullPolicy, c.image, `${C}.imagePullPolicy`);
+    d.kernelBoot = { kernelPath: c.kernelPath, container: { image: source.image, pullPolicy } };
+    if (c.initrdPath) d.kernelBoot.initrdPath = c.initrdPath;
+    if (kb.kernelArgs) d.kernelBoot.cmdline = kb.kernelArgs;
+    d.kernelBootOrigin = origin;
   } else if (source?.kind === 'image') {
     // A host directory stands in for the container image's root.
     if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
@@ -116,7 +123,7 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     d.report(
       `${C}.image`,
       'FieldValueNotSupported',
-      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give a host directory (/path or file:///path) or a built-in image (${IMAGE_FORMS})`,
+      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image, a host directory (/path or file:///path) or ${TEST_GUEST_IMAGE}`,
     );
   }
 }

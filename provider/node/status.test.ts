@@ -26,6 +26,7 @@ const facts = (over: Partial<HostFacts> = {}): HostFacts => ({
     { condition: 'KVMUsable', severity: 'soft', ok: false, reason: 'SoftwareEmulation', message: '' },
     { condition: 'IPForwarding', severity: 'soft', ok: false, reason: 'Disabled', message: '' },
   ],
+  images: [],
   ...over,
 });
 const config = resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'n1', 'memory-reserved-mib': '1024' });
@@ -106,6 +107,15 @@ t.test('lastTransitionTime is kept while a condition holds and moves when it fli
   const c = deriveConditions(facts(), prev, now);
   t.same(c.find((x) => x.type === 'Ready')!.lastTransitionTime, earlier);
   t.same(c.find((x) => x.type === 'MemoryPressure')!.lastTransitionTime, now);
+});
+
+t.test("the image store's images are node.status.images, for the scheduler's image locality", async (t) => {
+  const images = [{ names: ['quay.io/a/disk:v1', 'quay.io/a/disk@sha256:aa'], sizeBytes: 100 }];
+  t.same(deriveNodeStatus(config, facts({ images }), [], now).images, images);
+  t.ok(
+    statusChanged(deriveNodeStatus(config, facts(), [], now), deriveNodeStatus(config, facts({ images }), [], now)),
+    'a new image is a change to report',
+  );
 });
 
 t.test('statusChanged ignores heartbeat times and key order only', async (t) => {

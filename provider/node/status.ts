@@ -144,6 +144,8 @@ export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous
     conditions: deriveConditions(facts, previous, now),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: config.kubeletPort } },
+    // For the scheduler's image locality, as the kubelet reports them.
+    images: facts.images,
     nodeInfo: {
       architecture: facts.architecture,
       bootID: facts.bootID,

@@ -1,6 +1,8 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../../vmm/errors.js';
+import type { VmSpec } from '../../vmm/spec.js';
+import { ImagePullError } from '../images/errors.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { VmiSource } from './vmi-source.js';
 import { podControllerEnv, vmPod, type PodControllerEnv } from '../../test/helpers/pod-controller.js';
@@ -117,6 +119,69 @@ t.test(
       env.events.find((e) => e.reason === 'Failed'),
       { type: 'Warning', message: /Failed to prepare boot image "\/images\/disk.qcow2": .*does not exist/ },
       'a Failed event names the image',
+    );
+  },
+);
+
+t.test(
+  "registry pulls: the pull's reason (ErrImageNeverPull stays, ErrImagePull backs off), then the VM runs the pulled files and shows the image's digest",
+  async (t) => {
+    const unauthorized = new ImagePullError(
+      'ErrImagePull',
+      'Failed to pull image "quay.io/a/disk:v1": unauthorized: quay.io requires authentication',
+    );
+    const never = new ImagePullError('ErrImageNeverPull', 'Container image "quay.io/a/disk:v1" is not present with pull policy of Never');
+    let failure: ImagePullError | undefined = unauthorized;
+    const sent: VmSpec[] = [];
+    const images = {
+      resolve: async (_pod: V1Pod, spec: VmSpec) => {
+        if (failure) throw failure;
+        const disks = spec.disks.map((d) => ({
+          ...d,
+          source: { kind: 'image' as const, path: '/store/files/abc/disk', fromImageStore: true },
+        }));
+        return { spec: { ...spec, disks }, fromRegistry: true, imageID: 'quay.io/a/disk@sha256:abc' };
+      },
+      resolveRunning: async (spec: VmSpec) => spec,
+    };
+    const env = await podControllerEnv(t, undefined, undefined, images);
+    env.launchers.onSync = async (spec) => void sent.push(spec);
+    const pod = vmPod('reg');
+    pod.spec!.containers[0]!.image = 'quay.io/a/disk:v1';
+    env.pods.put(pod);
+    await env.settle();
+    const look = () => ({ reason: statusOf(env, 'reg').reason, message: waitingMessage(env, 'reg') });
+    const timeline = [look()];
+    await env.advance(10_000);
+    timeline.push(look());
+    failure = never;
+    await env.advance(20_000);
+    timeline.push(look());
+    failure = undefined;
+    await env.advance(40_000);
+    t.same(timeline, [
+      { reason: 'ErrImagePull', message: unauthorized.message },
+      { reason: 'ImagePullBackOff', message: unauthorized.message },
+      { reason: 'ErrImageNeverPull', message: never.message },
+    ]);
+    t.match(
+      env.pods.get('ns/reg')?.status?.containerStatuses?.[0],
+      { imageID: 'quay.io/a/disk@sha256:abc', state: { running: {} } },
+      'running, imageID the digest',
+    );
+    t.match(
+      sent,
+      [{ disks: [{ source: { kind: 'image', path: '/store/files/abc/disk', fromImageStore: true } }] }],
+      "the launcher got the store's file",
+    );
+    t.same(
+      env.events.filter((e) => e.reason === 'Failed').map((e) => e.message),
+      [unauthorized.message, unauthorized.message, never.message],
+      'each failure an event in the pull’s words',
+    );
+    t.notOk(
+      env.events.some((e) => e.message.startsWith('Preparing boot image')),
+      'a registry pull records its own Pulling/Pulled events',
     );
   },
 );

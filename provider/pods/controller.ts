@@ -37,7 +37,7 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { StatusWriter } from './status-writer.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { VmRuntime, type StartOutcome, type VmNetwork } from './vm-runtime.js';
+import { VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
@@ -53,6 +53,8 @@ export interface PodControllerOptions {
   hostIP: () => string;
   /** Resolves the built-in images a pod refers to (building the test guest on first use). */
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
+  /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
+  images: VmRuntimeOptions['images'];
   events: EventRecorder;
   metrics: AgentMetrics;
   log: Logger;
@@ -251,7 +253,7 @@ export class PodController {
   }
 
   /** What the runtime learnt on its way to the spec; a new place on the network shows in the status before the VM boots. */
-  private learnt(uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment'>>): void {
+  private learnt(uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>): void {
     const lc = this.lifecycles.get(uid);
     if (!lc) return;
     this.lifecycles.set(uid, { ...lc, ...context });

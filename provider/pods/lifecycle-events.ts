@@ -13,12 +13,8 @@ export function recordEntered(events: EventRecorder, pod: V1Pod, state: Lifecycl
     const vmi = vmiReferenceOf(pod);
     if (vmi) events.recordFor(vmi, 'Warning', 'SyncFailed', state.message);
   } else if (state.kind === 'ImageBackOff') {
-    events.record(
-      pod,
-      'Warning',
-      'Failed',
-      `Failed to prepare boot image "${pod.spec?.containers?.[0]?.image ?? ''}": ${state.error.message}`,
-    );
+    // The message names the image already: the pull's own words, or the missing boot image's.
+    events.record(pod, 'Warning', 'Failed', state.error.message);
   } else if (state.kind === 'BackingOff' && event.type === 'ended') {
     events.record(
       pod,

@@ -7,7 +7,8 @@
 //   Waiting, Running (launcher gone)       startBegan       Preparing
 //   ImageBackOff, once retryAtMs is due    startBegan       Preparing, retrying it
 //   Preparing                              started          Running
-//   Preparing                              imageMissing     ImageBackOff: ErrImagePull, then ImagePullBackOff;
+//   Preparing                              imageMissing     ImageBackOff: ErrImagePull, then ImagePullBackOff (or the
+//                                                           pull's own reason: ErrImageNeverPull, InvalidImageName);
 //                                                           retried after 10 s doubling to 5 min
 //   Preparing                              startFailed      the ImageBackOff it retried, else Waiting
 //   Running                                specSynced       Running, with the hash of the spec its launcher has
@@ -24,6 +25,7 @@
 // compare by identity to see a change).
 import type { V1Pod } from '@kubernetes/client-node';
 import { keyOfObject } from '../kube/informer.js';
+import type { ImageErrorReason, ImagePullReason } from '../images/errors.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import type { VmObservation } from './status.js';
 import type { VmiSpecResult } from './vmi-source.js';
@@ -40,7 +42,7 @@ export interface RestartBackoff {
 export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 };
 
 export interface ImageError {
-  reason: 'ErrImagePull' | 'ImagePullBackOff';
+  reason: ImageErrorReason;
   message: string;
 }
 
@@ -102,12 +104,15 @@ export interface PodLifecycle {
   /** Where the VM sits on the pod network, once attached. */
   readonly attachment?: VmAttachment;
   readonly vmi?: VmiContext;
+  /** The registry image the VM runs, as repository@digest (the container's imageID). */
+  readonly imageID?: string;
 }
 
 export type LifecycleEvent =
   | { type: 'startBegan' }
   | { type: 'started'; specHash: string }
-  | { type: 'imageMissing'; message: string }
+  /** `reason`: a registry pull's (provider/images/); a missing host file is an ErrImagePull. */
+  | { type: 'imageMissing'; message: string; reason?: ImagePullReason }
   | { type: 'startFailed' }
   | { type: 'specSynced'; specHash: string }
   | { type: 'launcherRunning' }
@@ -143,6 +148,7 @@ export function newLifecycle(pod: V1Pod): PodLifecycle {
         : {}),
       ...(stoppedAt ? { stoppedSeenAt: stoppedAt } : {}),
     },
+    ...(cs?.imageID?.includes('@sha256:') ? { imageID: cs.imageID } : {}),
   };
 }
 
@@ -168,13 +174,14 @@ function backOff(lc: PodLifecycle, vm: VmObservation | undefined, nowMs: number,
 function imageMissing(
   lc: PodLifecycle,
   retrying: ImageBackOff | undefined,
-  message: string,
+  event: { message: string; reason?: ImagePullReason },
   nowMs: number,
   policy: RestartBackoff,
 ): PodLifecycle {
   const failures = (retrying?.failures ?? 0) + 1;
   const delayMs = Math.min(policy.initialMs * 2 ** (failures - 1), policy.maxMs);
-  const error: ImageError = { reason: failures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message };
+  const pulled = event.reason ?? 'ErrImagePull';
+  const error: ImageError = { reason: pulled === 'ErrImagePull' && failures > 1 ? 'ImagePullBackOff' : pulled, message: event.message };
   return { ...lc, state: { kind: 'ImageBackOff', failures, error, retryAtMs: nowMs + delayMs } };
 }
 
@@ -204,7 +211,7 @@ export function transition(
     case 'started':
       return s.kind === 'Preparing' ? to(lc, { kind: 'Running', specHash: event.specHash }) : lc;
     case 'imageMissing':
-      return s.kind === 'Preparing' ? imageMissing(lc, s.retrying, event.message, nowMs, policy) : lc;
+      return s.kind === 'Preparing' ? imageMissing(lc, s.retrying, event, nowMs, policy) : lc;
     case 'startFailed':
       return s.kind === 'Preparing' ? to(lc, s.retrying ?? { kind: 'Waiting' }) : lc;
     case 'specSynced':

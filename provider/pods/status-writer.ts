@@ -73,6 +73,7 @@ export class StatusWriter {
       ...facts,
     };
     if (lc.attachment) input.podIP = lc.attachment.podIP;
+    if (lc.imageID) input.imageID = lc.imageID;
     if (vm) input.vm = vm;
     const status = derivePodStatus(input);
     if (sameStatus(current, status)) return;

@@ -86,9 +86,32 @@ t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; req
   });
 });
 
+t.test(
+  'an OCI reference is a registry disk the node pulls, with the pull policy the API server defaulted, else Kubernetes’ default',
+  async (t) => {
+    const source = (container: Record<string, unknown>) =>
+      (translatePod(pod(container), builtins) as { disks: Array<{ source: unknown }> }).disks[0]?.source;
+    t.same(
+      [
+        source({ image: 'quay.io/containerdisks/fedora:41', imagePullPolicy: 'Never' }),
+        source({ image: 'quay.io/containerdisks/fedora:41' }),
+        source({ image: 'registry.local:5000/disk' }),
+        source({ image: 'Not A Reference' }),
+      ],
+      [
+        { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', pullPolicy: 'Never' },
+        { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', pullPolicy: 'IfNotPresent' },
+        { kind: 'registry', image: 'registry.local:5000/disk', pullPolicy: 'Always' },
+        { kind: 'registry', image: 'Not A Reference', pullPolicy: 'IfNotPresent' },
+      ],
+      'an unparseable name is the pull’s to report (InvalidImageName), as the kubelet does',
+    );
+  },
+);
+
 t.test('every unrealizable field is named', async (t) => {
   const err = translatePod(
-    pod({ image: 'nginx:1.25', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }),
+    pod({ image: '', imagePullPolicy: 'Sometimes', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }),
     builtins,
   );
   t.ok(err instanceof SpecError);
@@ -113,6 +136,9 @@ t.test('every unrealizable field is named', async (t) => {
     },
     builtins,
   );
+  t.match(translatePod(pod({ image: 'quay.io/a/b:1', imagePullPolicy: 'Sometimes' }), builtins), {
+    causes: [{ path: 'spec.containers[0].imagePullPolicy', reason: 'FieldValueNotSupported' }],
+  });
   t.match(two, { causes: [{ path: 'spec.containers', message: /exactly one container/ }] });
   t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), {
     causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }],

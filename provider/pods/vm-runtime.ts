@@ -12,6 +12,8 @@ import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import type { BuiltinImages } from '../vm-identity.js';
+import { ImagePullError } from '../images/errors.js';
+import type { PodImages } from '../images/pod-images.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -28,8 +30,10 @@ export interface VmRuntimeOptions {
   vmis: Pick<VmiSource, 'specFor'>;
   /** Resolves the built-in images a pod refers to (building the test guest on first use). */
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
-  /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network. */
-  learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment'>>) => void;
+  /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
+  images: Pick<PodImages, 'resolve' | 'resolveRunning'>;
+  /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
+  learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
   log: Logger;
@@ -106,9 +110,12 @@ export class VmRuntime {
    */
   async start(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<StartOutcome> {
     const image = pod.spec?.containers?.[0]?.image ?? '';
-    this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
     const t0 = performance.now();
     try {
+      // Registry images are pulled first, with the kubelet's events; the launcher gets their files in the store.
+      const pulled = await this.o.images.resolve(pod, spec, this.o.log.child({ pod: lc.key, uid: lc.uid }));
+      if (pulled.imageID) this.o.learnt(lc.uid, { imageID: pulled.imageID });
+      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
       const live = await this.o.launchers.start(lc.uid, lc.attachment ? { netns: lc.attachment.netnsPath } : {}).then(
         (l) => {
           this.o.metrics.launcherStarts.inc({ result: 'success' });
@@ -119,16 +126,17 @@ export class VmRuntime {
           throw err;
         },
       );
-      const { state } = await live.client.syncVm(spec);
+      const { state } = await live.client.syncVm(pulled.spec);
       const ms = Math.round(performance.now() - t0);
       this.o.log.info({ pod: lc.key, uid: lc.uid, ms, qemuPid: state.qemuPid, restartCount: lc.history.restartCount }, 'VM started');
-      this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
+      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
       this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
       this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
       return { type: 'started', specHash: specHash(spec) };
     } catch (thrown) {
       await this.o.launchers.stop(lc.uid, 0);
       await this.o.launchers.remove(lc.uid);
+      if (thrown instanceof ImagePullError) return { type: 'imageMissing', reason: thrown.reason, message: thrown.message };
       if (!(thrown instanceof SpecError)) {
         this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(thrown as Error).message}`);
         throw thrown;
@@ -136,7 +144,7 @@ export class VmRuntime {
       // Users know their pod's or VMI's fields, not the VmSpec's.
       const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
       return imageNotFound(thrown)
-        ? { type: 'imageMissing', message: err.message }
+        ? { type: 'imageMissing', message: `Failed to prepare boot image "${image}": ${err.message}` }
         : { type: 'invalid', message: err.message, found: 'start' };
     }
   }
@@ -146,7 +154,8 @@ export class VmRuntime {
     const hash = specHash(spec);
     if (lc.state.kind === 'Running' && lc.state.specHash === hash) return hash;
     try {
-      await live.client.syncVm(spec);
+      // The files it was started with: a running VM is never a reason to ask a registry.
+      await live.client.syncVm(await this.o.images.resolveRunning(spec));
     } catch (err) {
       if (!(err instanceof PreconditionError)) throw err;
       // Pods are mostly immutable; a changed image or size takes effect only when the VM restarts.

@@ -17,6 +17,7 @@ import type { VmObservation } from './status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { removeCondition, setCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VirtualMachineInstanceStatus, VmiPhase } from '../kubevirt/types.js';
+import type { ImageErrorReason } from '../images/errors.js';
 
 export interface NodeVmiStatusInput {
   current: VirtualMachineInstanceStatus;
@@ -25,7 +26,7 @@ export interface NodeVmiStatusInput {
   /** Why the VM cannot run: the VMI fails (message names the fields). */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
   /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
-  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
+  imageError?: { reason: ImageErrorReason; message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
   /** Where the VM sits on the pod network. */
@@ -51,7 +52,7 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
 };
 
 /** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
-const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff']);
+const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
 
 /** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
 function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>): VmiPhase | undefined {

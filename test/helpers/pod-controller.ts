@@ -10,7 +10,7 @@ import type { EventRecorder, EventType } from '../../provider/kube/events.js';
 import { keyOfObject } from '../../provider/kube/informer.js';
 import type { LauncherView, Launchers, LiveLauncher, VmControl } from '../../provider/launchers/registry.js';
 import { createAgentMetrics } from '../../provider/metrics.js';
-import { PodController, type PodInformer } from '../../provider/pods/controller.js';
+import { PodController, type PodControllerOptions, type PodInformer } from '../../provider/pods/controller.js';
 import type { PodApi } from '../../provider/pods/pod-api.js';
 import type { VmNetwork } from '../../provider/pods/vm-runtime.js';
 import type { VmiSource } from '../../provider/pods/vmi-source.js';
@@ -252,6 +252,10 @@ export async function podControllerEnv(
     specFor: async () => 'gone',
     read: async () => undefined,
   },
+  images: PodControllerOptions['images'] = {
+    resolve: async (_pod, spec) => ({ spec, fromRegistry: false }),
+    resolveRunning: async (spec) => spec,
+  },
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
@@ -289,6 +293,7 @@ export async function podControllerEnv(
     api: pods.api,
     hostIP: () => '192.0.2.10',
     builtinImages: async () => ({}),
+    images,
     events: recorder,
     metrics,
     log: pino({ level: 'silent' }),

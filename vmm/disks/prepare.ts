@@ -70,6 +70,11 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
       await createOnce(path, created, () => createOverlay(base, format, path));
       return { path, format: 'qcow2' };
     }
+    case 'registry':
+      // The node agent pulls registry images; one reaching here is a caller's bug, said in the field's terms.
+      throw new SpecError([
+        { path: `${at}.source`, reason: 'FieldValueInvalid', message: `image ${source.image} was not pulled by the node agent` },
+      ]);
     case 'empty':
       await createOnce(path, created, () => createEmptyDisk(path, source.sizeMiB));
       return { path, format: 'qcow2' };
@@ -144,7 +149,7 @@ async function giveToQemu(dirs: DiskDirs, disks: PreparedDisk[]): Promise<void> 
 
 /** Removes the files prepareDisks made for this VM; host paths and the image cache are left alone. Idempotent. */
 export async function removePreparedDisks(spec: VmSpec, dirs: DiskDirs): Promise<void> {
-  const owned = spec.disks.filter((disk) => disk.source.kind !== 'host');
+  const owned = spec.disks.filter((disk) => disk.source.kind !== 'host' && disk.source.kind !== 'registry');
   await Promise.all(owned.map((disk) => rm(vmFile(dirs, disk), { force: true })));
 }
 
