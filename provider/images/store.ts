@@ -16,7 +16,10 @@
 // always holds complete, verified content, and the agent and `vkvm images`
 // may work on one store at once.
 import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { join } from 'node:path';
 import { ImageContentError } from './errors.js';
 import type { WantedFile } from './layers.js';
@@ -112,25 +115,28 @@ export class ImageStore {
     const temp = this.tempPath(hex(digest));
     const hash = createHash('sha256');
     let bytes = 0;
-    const fh = await open(temp, 'wx', 0o600);
-    try {
-      for await (const chunk of source) {
+    const meter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
         bytes += chunk.length;
-        if (bytes > size) throw new ImageContentError(`blob ${digest} is larger than the ${size} bytes its descriptor says`);
+        if (bytes > size) return done(new ImageContentError(`blob ${digest} is larger than the ${size} bytes its descriptor says`));
         hash.update(chunk);
-        await fh.write(chunk);
         onBytes(bytes);
-      }
+        done(null, chunk);
+      },
+    });
+    try {
+      // A write stream batches the body's many small chunks into few writes.
+      await pipeline(source, meter, createWriteStream(temp, { flags: 'wx', mode: 0o600, highWaterMark: 1 << 20 }));
       const got = `sha256:${hash.digest('hex')}`;
       if (bytes !== size) throw new ImageContentError(`blob ${digest} is ${bytes} bytes, not the ${size} its descriptor says`);
       if (got !== digest) throw new ImageContentError(`blob ${digest} does not match its digest (its content is ${got})`);
-      await fh.sync();
+      // fsync flushes the file, whichever descriptor asks.
+      const fh = await open(temp, 'r');
+      await fh.sync().finally(() => fh.close());
     } catch (err) {
-      await fh.close();
       await rm(temp, { force: true });
       throw err;
     }
-    await fh.close();
     await rename(temp, this.blobPath(digest));
   }
 
