@@ -116,6 +116,7 @@ export class ImageGc {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
+  private stopped = false;
   private readonly now: () => number;
   private readonly fsUsage: (path: string) => Promise<FsUsage>;
 
@@ -132,6 +133,7 @@ export class ImageGc {
 
   /** Runs a pass now, or once more after the one under way; never two at once. */
   kick(): void {
+    if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
@@ -155,6 +157,7 @@ export class ImageGc {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
     this.again = false;
     await this.running;
