@@ -343,3 +343,32 @@ t.test('KEP-2535: an image anyone may pull becomes every pod’s once the regist
   t.match(await images.ensure({ image: `${registry.host}/preloaded:v1`, policy: 'Never' }), { pulled: false }, 'pulled by hand: preloaded');
   t.equal(heads(), 1);
 });
+
+t.test("a layer of another repository's secret-pulled image is downloaded again, never taken from the store by digest", async (t) => {
+  const { registry, images, ensure } = await setup(t, { kind: 'basic', user: 'alice', password: 'pw' });
+  const secretLayer = tarLayer([{ path: 'disk/disk.img', content: 'tenant A secret disk' }]);
+  const image = buildImage([{ tar: secretLayer }]);
+  registry.addImage('private', 'v1', image);
+  await ensure('private:v1', { keyring: keyring(registry.host, ['alice', 'pw']) });
+  const layer = image.layers[0]!;
+
+  // Another registry (a tenant's own) serves a manifest naming that layer, but not its bytes.
+  const theirs = await startFakeRegistry(t);
+  theirs.addImage('lure', 'v1', buildImage([{ tar: secretLayer }]));
+  theirs.corrupt(layer.digest);
+  await t.rejects(
+    images.ensure({ image: `${theirs.host}/lure:v1`, policy: 'IfNotPresent' }),
+    { reason: 'ErrImagePull', message: new RegExp(`blob ${layer.digest} does not match its digest`) },
+    'the layer is fetched from their registry, which does not have it',
+  );
+
+  // The same repository's other images share it without a second download.
+  const sibling = buildImage([{ tar: secretLayer }, { tar: tarLayer([{ path: 'data/more', content: 'x' }]) }]);
+  registry.addImage('private', 'v2', sibling);
+  await ensure('private:v2', { keyring: keyring(registry.host, ['alice', 'pw']) });
+  t.same(
+    gets(registry, 'blobs').filter((l) => l.endsWith(layer.digest)),
+    [`GET /v2/private/blobs/${layer.digest}`],
+    'one download of the layer for both images of the repository',
+  );
+});

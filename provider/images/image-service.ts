@@ -16,8 +16,10 @@ import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import { TokenCache } from './auth.js';
 import { ImageContentError, ImagePullError, RegistryError } from './errors.js';
 import { HttpClient } from './http.js';
+import { reusableBlobs } from './inventory.js';
 import type { DockerKeyring, RegistryCredential } from './keyring.js';
 import { extractFiles, type WantedFile } from './layers.js';
+import { Limit } from './limit.js';
 import { parseManifest, selectPlatform, sha256Digest, type Descriptor } from './manifest.js';
 import { mayUseLocally, withAccepted } from './pull-access.js';
 import {
@@ -83,23 +85,6 @@ const PROGRESS_MIN_BYTES = 64 * 2 ** 20;
 const PROGRESS_EVERY_MS = 10_000;
 const MAX_INDEX_DEPTH = 2;
 
-/** Runs at most `n` tasks at once, in arrival order. */
-class Limit {
-  private running = 0;
-  private readonly waiting: Array<() => void> = [];
-  constructor(private readonly n: number) {}
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.running >= this.n) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.running++;
-    try {
-      return await task();
-    } finally {
-      this.running--;
-      this.waiting.shift()?.();
-    }
-  }
-}
-
 const asReady = (rec: ImageRecord, pulled: boolean): ReadyImage => ({ ...rec, imageID: `${rec.repository}@${rec.digest}`, pulled });
 
 export class ImageService {
@@ -107,7 +92,7 @@ export class ImageService {
   private readonly limit: Limit;
   /** Pulls under way, by store key and credential. */
   private readonly pulls = new Map<string, Promise<ReadyImage>>();
-  /** Blob downloads under way, by digest. */
+  /** Blob downloads under way, by repository and digest. */
   private readonly blobs = new Map<string, Promise<void>>();
   /** Extractions under way, by manifest digest and wanted files. */
   private readonly extractions = new Map<string, Promise<string[]>>();
@@ -283,8 +268,10 @@ export class ImageService {
     for (const d of held) this.pulling.set(d, (this.pulling.get(d) ?? 0) + 1);
     let rec: ImageRecord;
     try {
+      const present = await Promise.all(blobs.map((d) => this.o.store.hasBlob(d.digest, d.size)));
+      const reusable = present.some(Boolean) ? await reusableBlobs(this.o.store, repositoryOf(ref)) : new Set<string>();
       // Settled all before failing: no download of this pull is still writing when its error is reported.
-      const downloads = await Promise.allSettled(blobs.map((d) => this.blob(client, d, log)));
+      const downloads = await Promise.allSettled(blobs.map((d) => this.blob(client, repositoryOf(ref), d, reusable.has(d.digest), log)));
       const failed = downloads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
       // Manifests last: a manifest in the store means its blobs are there.
@@ -307,10 +294,15 @@ export class ImageService {
     return asReady(rec, true);
   }
 
-  /** One blob into the store, unless it is there; a download another pull started is joined, and redone if it failed. */
-  private async blob(client: RegistryClient, d: Descriptor, log: Logger): Promise<void> {
-    if (await this.o.store.hasBlob(d.digest, d.size)) return;
-    const running = this.blobs.get(d.digest);
+  /**
+   * One blob into the store, unless it is there and `mayReuse` (inventory.ts:
+   * reusableBlobs); a download of the same repository's blob another pull
+   * started is joined, and redone if it failed.
+   */
+  private async blob(client: RegistryClient, repository: string, d: Descriptor, mayReuse: boolean, log: Logger): Promise<void> {
+    if (mayReuse && (await this.o.store.hasBlob(d.digest, d.size))) return;
+    const key = `${repository}|${d.digest}`;
+    const running = this.blobs.get(key);
     if (running) {
       try {
         return await running;
@@ -319,9 +311,9 @@ export class ImageService {
       }
     }
     const pending: Promise<void> = this.download(client, d, log).finally(() => {
-      if (this.blobs.get(d.digest) === pending) this.blobs.delete(d.digest);
+      if (this.blobs.get(key) === pending) this.blobs.delete(key);
     });
-    this.blobs.set(d.digest, pending);
+    this.blobs.set(key, pending);
     return pending;
   }
 

@@ -2,7 +2,8 @@
 // whatever tags name it) with the parts it holds on disk — its index and
 // manifest, config and layers, and the directory of files taken out of it —
 // and their sizes, so that what removing an image frees can be counted with
-// shared parts counted once. Also the store's size on disk, for its metrics.
+// shared parts counted once. Also the store's size on disk, for its metrics,
+// and which blobs a pull may take from the store rather than download.
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseManifest, type ParsedManifest } from './manifest.js';
@@ -102,4 +103,23 @@ export async function readInventory(store: ImageStore): Promise<Inventory> {
   }
   const sum = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
   return { images: [...byId.values()], storeBytes: sum(blobSizes) + sum(filesSizes) };
+}
+
+/**
+ * The blobs a pull from `repository` may take from the store instead of
+ * downloading: those of images any pod may use (preloaded, or pulled without
+ * credentials) and those of the same repository, whose registry lets whoever
+ * reads the manifest read them. Any other blob is downloaded again even when
+ * present: knowing the digest of another tenant's private layer, and serving
+ * a manifest naming it from a registry of one's own, must not be enough to
+ * get its content.
+ */
+export async function reusableBlobs(store: ImageStore, repository: string): Promise<Set<string>> {
+  const reusable = new Set<string>();
+  const cache = new Map<string, ParsedManifest | undefined>();
+  for (const rec of await store.records()) {
+    if (rec.access && !rec.access.anonymous && rec.repository !== repository) continue;
+    for (const digest of await blobsOf(store, rec, cache)) reusable.add(digest);
+  }
+  return reusable;
 }
