@@ -34,7 +34,8 @@ import {
   type TestNamespace,
 } from './framework/index.js';
 
-const NODE = 'vkvm-e2e-image-store';
+// Short: the state dir's path, and so each launcher's socket path, is built from it.
+const NODE = 'vkvm-e2e-imgst';
 const RUN_DEADLINE_MS = 180_000;
 
 /** A pod booting `image` on this test's node; a disk that boots nothing needs little memory. */
@@ -60,8 +61,8 @@ function smallFilesystem(t: Test, mib: number): string {
   execFileSync('mkfs.ext4', ['-q', '-m', '0', image]);
   execFileSync('mount', ['-o', 'loop', image, dir]);
   t.teardown(() => {
-    spawnSync('umount', [dir]);
-    rmSync(dir, { recursive: true, force: true });
+    // Lazy: the mount goes as soon as nothing holds it (the loop device with it), whatever still did at this moment.
+    if (spawnSync('umount', ['-l', dir]).status === 0) rmSync(dir, { recursive: true, force: true });
     rmSync(image, { force: true });
   });
   return dir;
