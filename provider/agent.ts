@@ -26,7 +26,9 @@ import { ClusterVmiSource } from './pods/vmi-source.js';
 import { createPodInformer } from './pods/informer.js';
 import { kubePodApi } from './pods/pod-api.js';
 import { LauncherRegistry } from './launchers/registry.js';
+import { ImageGc } from './images/image-gc.js';
 import { ImageService } from './images/image-service.js';
+import { PinStore } from './images/pins.js';
 import { PodImages, secretReader } from './images/pod-images.js';
 import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
@@ -55,19 +57,27 @@ async function clusterCaPem(clients: KubeClients): Promise<string> {
   throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
 }
 
-/** The image store, ready (what a crashed agent left half-written is gone), and the service that pulls into it. */
-async function startImageService(config: AgentConfig, rootLog: Logger): Promise<ImageService> {
+/**
+ * The image store, ready (what a crashed agent left half-written is gone),
+ * the service that pulls into it, and its pins; `onPulled` after each pull.
+ */
+async function startImageService(config: AgentConfig, rootLog: Logger, onPulled: () => void) {
   const store = new ImageStore(config.imageStoreDir);
   await store.init();
   await store.clearIngest();
-  return new ImageService({
+  const images = new ImageService({
     store,
+    addresses: config.imageDownloads,
+    localRegistries: config.localRegistries,
+    verifyPullCredentials: true,
+    onPulled,
     insecureRegistries: config.insecureRegistries,
     registryCaPems: await Promise.all(config.registryCaFiles.map((f) => readFile(f, 'utf8'))),
     maxParallelPulls: config.maxParallelImagePulls,
     maxImageBytes: config.imageDownloads.maxBytes,
     log: rootLog.child({ component: 'images' }),
   });
+  return { store, images, pins: new PinStore(store.pinsDir) };
 }
 
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
@@ -137,7 +147,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     const events = createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' }));
-    const images = await startImageService(config, rootLog);
+    let gc: ImageGc | undefined;
+    const { store, images, pins } = await startImageService(config, rootLog, () => gc?.kick());
     stops.push(() => images.close());
     // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
     const nodes = new ClusterInformer<V1Node>({
@@ -200,7 +211,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       builtinImages: builtins.forPod,
-      images: new PodImages({ images, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
@@ -208,6 +219,20 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const podController = pods;
     stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
     await pods.start();
+    // After the pod cache synced: a pod's pins hold until it is neither there nor has a VM.
+    const collector = new ImageGc({
+      store,
+      pins,
+      alive: (uid) => launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid),
+      inUse: () => images.inUse(),
+      policy: config.imageGc,
+      periodMs: config.imageGcPeriodMs,
+      metrics: agentMetrics,
+      log: rootLog.child({ component: 'image-gc' }),
+    });
+    gc = collector;
+    collector.start();
+    stops.push(() => collector.stop());
 
     const certs = new ServingCertManager(
       clients,

@@ -72,3 +72,49 @@ t.test('streaming session caps and idle timeout: defaults, flags, and bad values
     });
   }
 });
+
+t.test("image garbage collection: the kubelet's defaults, flags, and bad values naming the flag", async (t) => {
+  t.match(resolveAgentConfig({ kubeconfig: '/k' }), {
+    imageGc: { highThresholdPercent: 85, lowThresholdPercent: 80, minAgeMs: 120_000 },
+    imageGcPeriodMs: 300_000,
+  });
+  t.match(
+    resolveAgentConfig({
+      kubeconfig: '/k',
+      'image-gc-high-threshold': '100',
+      'image-gc-low-threshold': '50',
+      'image-minimum-gc-age': '0s',
+    }).imageGc,
+    { highThresholdPercent: 100, lowThresholdPercent: 50, minAgeMs: 0 },
+  );
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'image-gc-high-threshold': '101' }), {
+    field: '--image-gc-high-threshold',
+    message: /must be an integer in \[0, 100\]/,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'image-gc-low-threshold': '85' }), {
+    field: '--image-gc-low-threshold',
+    message: /must be below --image-gc-high-threshold \(85\), got 85/,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'image-minimum-gc-age': 'soon' }), {
+    field: '--image-minimum-gc-age',
+    message: /must be a duration such as 2m/,
+  });
+});
+
+t.test("local registries: Docker's loopback default, the operator's, each with its port", async (t) => {
+  t.same(resolveAgentConfig({ kubeconfig: '/k', 'local-registry': ['registry.node:5443', '[::1]:5001'] }).localRegistries, [
+    'localhost:5000',
+    '127.0.0.1:5000',
+    '[::1]:5000',
+    'registry.node:5443',
+    '[::1]:5001',
+  ]);
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'local-registry': ['127.0.0.1'] }), {
+    field: '--local-registry',
+    message: /needs a port: HOST:PORT/,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'local-registry': ['http://x:1'] }), {
+    field: '--local-registry',
+    message: /is not a registry host/,
+  });
+});

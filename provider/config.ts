@@ -9,6 +9,7 @@ import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/host.js';
 import { parseDuration } from './duration.js';
+import { DEFAULT_IMAGE_GC_PERIOD_MS, DEFAULT_IMAGE_GC_POLICY, type ImageGcPolicy } from './images/image-gc.js';
 import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './kubelet-api/streaming/idle-timer.js';
 
@@ -35,6 +36,12 @@ export interface AgentConfig {
   registryCaFiles: string[];
   /** Image pulls running at once; more wait their turn. */
   maxParallelImagePulls: number;
+  /** Registries (host:port) that may be on this node itself (loopback, its own addresses); no other registry request may reach it. */
+  localRegistries: string[];
+  /** When the image store is garbage-collected (the kubelet's thresholds and minimum age). */
+  imageGc: ImageGcPolicy;
+  /** How often garbage collection looks at the disk besides after each pull (the kubelet's ImageGCPeriod). */
+  imageGcPeriodMs: number;
   kubeletPort: number;
   kubeletBindAddress: string;
   /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
@@ -103,6 +110,10 @@ export interface AgentFlags {
   'insecure-registry'?: string[];
   'registry-ca-file'?: string[];
   'max-parallel-image-pulls'?: string;
+  'local-registry'?: string[];
+  'image-gc-high-threshold'?: string;
+  'image-gc-low-threshold'?: string;
+  'image-minimum-gc-age'?: string;
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
@@ -198,11 +209,42 @@ function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir
 }
 
 /** host or host:port, as an image reference names a registry. */
-function registryHost(value: string): string {
+function registryHost(value: string, flag = '--insecure-registry'): string {
   if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$/.test(value)) {
-    throw new ConfigError('--insecure-registry', `${JSON.stringify(value)} is not a registry host or host:port`);
+    throw new ConfigError(flag, `${JSON.stringify(value)} is not a registry host or host:port`);
   }
   return value;
+}
+
+/** host:port of a registry on this node; the port is required, so one listing cannot open every service of a host. */
+function localRegistry(value: string): string {
+  registryHost(value, '--local-registry');
+  if (!/:\d{1,5}$/.test(value)) throw new ConfigError('--local-registry', `${JSON.stringify(value)} needs a port: HOST:PORT`);
+  return value;
+}
+
+/**
+ * Docker's conventional local registry (`registry:2` and Debian's
+ * docker-registry listen on :5000), reachable on loopback without a flag;
+ * any other registry on the node must be listed with --local-registry.
+ */
+export const DEFAULT_LOCAL_REGISTRIES = ['localhost:5000', '127.0.0.1:5000', '[::1]:5000'];
+
+function imageGcPolicy(flags: AgentFlags): ImageGcPolicy {
+  const high = int(flags, 'image-gc-high-threshold', DEFAULT_IMAGE_GC_POLICY.highThresholdPercent, 0, 100);
+  const low = int(flags, 'image-gc-low-threshold', DEFAULT_IMAGE_GC_POLICY.lowThresholdPercent, 0, 100);
+  if (low >= high) {
+    throw new ConfigError(
+      '--image-gc-low-threshold',
+      `must be below --image-gc-high-threshold (${high}), got ${low}; set the high threshold to 100 to turn garbage collection off`,
+    );
+  }
+  const raw = flags['image-minimum-gc-age'];
+  const minAgeMs = raw === undefined ? DEFAULT_IMAGE_GC_POLICY.minAgeMs : raw === '0' ? 0 : parseDuration(raw);
+  if (minAgeMs === undefined || minAgeMs > MAX_TIMEOUT_H * 3_600_000) {
+    throw new ConfigError('--image-minimum-gc-age', `must be a duration such as 2m, 90s or 0s, got ${JSON.stringify(raw)}`);
+  }
+  return { highThresholdPercent: high, lowThresholdPercent: low, minAgeMs };
 }
 
 /** `env` is the process environment; only PATH and KUBECONFIG are read. */
@@ -226,9 +268,12 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     runDir: flags['run-dir'] ?? '/run/vkvm',
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
     imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
-    insecureRegistries: (flags['insecure-registry'] ?? []).map(registryHost),
+    insecureRegistries: (flags['insecure-registry'] ?? []).map((r) => registryHost(r)),
     registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),
     maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),
+    localRegistries: [...DEFAULT_LOCAL_REGISTRIES, ...(flags['local-registry'] ?? []).map((r) => localRegistry(r))],
+    imageGc: imageGcPolicy(flags),
+    imageGcPeriodMs: DEFAULT_IMAGE_GC_PERIOD_MS,
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
     healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),

@@ -18,6 +18,14 @@ export interface AgentMetrics {
   streamingSessions: Gauge<'endpoint'>;
   /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
   streamingSessionsRefused: Counter<'limit' | 'endpoint'>;
+  /** The image store on disk (blobs and taken-out files), images in it, and how full its filesystem is; set by each GC pass. */
+  imageStoreBytes: Gauge;
+  imageStoreImages: Gauge;
+  imageFsUsageRatio: Gauge;
+  /** Image GC passes by result (below-threshold, freed, insufficient, error), images removed, bytes freed. */
+  imageGcRuns: Counter<'result'>;
+  imagesGarbageCollected: Counter;
+  imageGcFreedBytes: Counter;
 }
 
 /**
@@ -61,6 +69,33 @@ export function createAgentMetrics(): AgentMetrics {
       name: 'vkvm_streaming_sessions_refused_total',
       help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log).',
       labelNames: ['limit', 'endpoint'] as const,
+      registers,
+    }),
+    imageStoreBytes: new Gauge({
+      name: 'vkvm_image_store_bytes',
+      help: 'Bytes of the image store on disk: blobs and the files taken out of images.',
+      registers,
+    }),
+    imageStoreImages: new Gauge({ name: 'vkvm_image_store_images', help: 'Images (repository@digest) in the image store.', registers }),
+    imageFsUsageRatio: new Gauge({
+      name: 'vkvm_image_filesystem_usage_ratio',
+      help: 'How full the filesystem holding the image store is (0-1), as image garbage collection sees it.',
+      registers,
+    }),
+    imageGcRuns: new Counter({
+      name: 'vkvm_image_gc_runs_total',
+      help: 'Image garbage collection passes by result (below-threshold, freed, insufficient, error).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    imagesGarbageCollected: new Counter({
+      name: 'vkvm_image_garbage_collected_total',
+      help: 'Images removed by image garbage collection.',
+      registers,
+    }),
+    imageGcFreedBytes: new Counter({
+      name: 'vkvm_image_gc_freed_bytes_total',
+      help: 'Bytes image garbage collection freed on the filesystem holding the image store.',
       registers,
     }),
   };

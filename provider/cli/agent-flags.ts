@@ -11,6 +11,10 @@ export const AGENT_OPTIONS = {
   'insecure-registry': { type: 'string', multiple: true },
   'registry-ca-file': { type: 'string', multiple: true },
   'max-parallel-image-pulls': { type: 'string' },
+  'local-registry': { type: 'string', multiple: true },
+  'image-gc-high-threshold': { type: 'string' },
+  'image-gc-low-threshold': { type: 'string' },
+  'image-minimum-gc-age': { type: 'string' },
   'kubelet-port': { type: 'string' },
   'kubelet-bind-address': { type: 'string' },
   'healthz-port': { type: 'string' },
@@ -50,6 +54,12 @@ export const AGENT_HELP = `Node agent flags:
                                registries always may)
   --registry-ca-file FILE      a PEM CA trusted for registries besides the system's (repeatable)
   --max-parallel-image-pulls N image pulls at once (default 3)
+  --local-registry HOST:PORT   a registry on this node (loopback or its own address) pods may pull
+                               from (repeatable; localhost:5000 and 127.0.0.1:5000 always may)
+  --image-gc-high-threshold N  image store filesystem use (%) that starts image garbage collection
+                               (default 85; 100 turns it off)
+  --image-gc-low-threshold N   use (%) garbage collection frees down to (default 80)
+  --image-minimum-gc-age D     images pulled more recently are never collected (default 2m)
   --run-dir DIR                launcher sockets (default /run/vkvm)
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)

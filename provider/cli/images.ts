@@ -4,13 +4,15 @@
 // pulled ahead of time or imported on an offline node.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../config.js';
+import { DEFAULT_DOWNLOAD_POLICY } from '../../vmm/disks/download-policy.js';
+import { ConfigError, DEFAULT_LOCAL_REGISTRIES } from '../config.js';
 import { ImageService } from '../images/image-service.js';
 import { DockerKeyring } from '../images/keyring.js';
 import { importLayout } from '../images/oci-layout.js';
-import { parseReference } from '../images/reference.js';
+import { pinnedImages, PinStore } from '../images/pins.js';
+import { parseReference, storeKey } from '../images/reference.js';
 import { pruneStore, removeImage } from '../images/remove.js';
-import { ImageStore, type ImageRecord } from '../images/store.js';
+import { imageIdOf, ImageStore, type ImageRecord } from '../images/store.js';
 import { createRootLogger } from '../log.js';
 
 export const IMAGES_HELP = `Usage: vkvm images <ls|pull|rm|import> [flags] [args]
@@ -20,7 +22,8 @@ was pulled or imported here. Run as root, on the node.
 
   ls                       list images: reference, digest, size, when pulled
   pull IMAGE               pull (always asking the registry) into the store
-  rm IMAGE...              remove images, then the content no image refers to
+  rm IMAGE...              remove images, then the content no image refers to; an image
+                           a pod on this node uses is refused
   import PATH              load an OCI image layout (a directory, or a tar of
                            one, gzip or zstd compressed or not), as ctr images import
 
@@ -117,11 +120,12 @@ async function pull(
   values: { creds?: string; 'insecure-registry'?: string[]; 'registry-ca-file'?: string[] },
   maxImageBytes: number,
 ): Promise<number> {
+  const ref = parseReference(image);
   const keyring = new DockerKeyring();
   if (values.creds) {
     const colon = values.creds.indexOf(':');
     if (colon < 0) throw new ConfigError('--creds', 'want USER:PASSWORD');
-    keyring.add(parseReference(image).domain, {
+    keyring.add(ref.domain, {
       username: values.creds.slice(0, colon),
       password: values.creds.slice(colon + 1),
       from: '--creds',
@@ -129,6 +133,10 @@ async function pull(
   }
   const images = new ImageService({
     store,
+    // The operator's own pull: the registry typed may be on this node; where it redirects is checked as for the agent.
+    addresses: DEFAULT_DOWNLOAD_POLICY,
+    localRegistries: [...DEFAULT_LOCAL_REGISTRIES, ref.domain],
+    verifyPullCredentials: false,
     insecureRegistries: values['insecure-registry'] ?? [],
     registryCaPems: await Promise.all((values['registry-ca-file'] ?? []).map((f) => readFile(f, 'utf8'))),
     maxParallelPulls: 1,
@@ -150,7 +158,17 @@ async function pull(
 
 async function rm(store: ImageStore, images: string[]): Promise<number> {
   let missing = 0;
+  const pins = new PinStore(store.pinsDir);
   for (const image of images) {
+    const rec = await store.record(storeKey(parseReference(image)));
+    const users = rec && pinnedImages(await pins.list(), await store.records()).get(imageIdOf(rec));
+    if (users) {
+      process.stderr.write(
+        `vkvm: ${image} is in use by pod ${users.join(', ')} on this node; it is kept until ${users.length > 1 ? 'those pods are' : 'that pod is'} gone\n`,
+      );
+      missing++;
+      continue;
+    }
     const removed = await removeImage(store, image);
     if (!removed.length) {
       process.stderr.write(`vkvm: no image ${image} in the store\n`);

@@ -57,7 +57,14 @@ export class TokenCache {
    * challenge without credentials, or a token service refusing them, is
    * `unauthorized`.
    */
-  async answer(key: string, challenge: Challenge, cred: RegistryCredential | undefined, scope: string, registry: string): Promise<string> {
+  async answer(
+    key: string,
+    challenge: Challenge,
+    cred: RegistryCredential | undefined,
+    scope: string,
+    registry: string,
+    nodeLocalHosts: readonly string[] = [],
+  ): Promise<string> {
     if (challenge.scheme === 'basic') {
       if (!cred) throw new RegistryError('unauthorized', `${registry} requires authentication and no pull secret matched it`, 401);
       return this.keep(key, basicAuthorization(cred), 24 * 3600);
@@ -78,6 +85,7 @@ export class TokenCache {
       url: realm,
       headers: cred ? { authorization: basicAuthorization(cred) } : {},
       idleTimeoutMs: this.idleTimeoutMs,
+      nodeLocalHosts,
     });
     const body = await readSmall(res.body, 1 << 20);
     if (res.status === 401 || res.status === 403) {

@@ -21,7 +21,15 @@ export class ImagePullError extends Error {
 
 /** What went wrong talking to a registry, as the user should read it first. */
 export type RegistryProblem =
-  'unauthorized' | 'denied' | 'not found' | 'unreachable' | 'too many requests' | 'registry error' | 'invalid response';
+  | 'unauthorized'
+  | 'denied'
+  | 'not found'
+  | 'unreachable'
+  /** The node's address policy refuses where the request would lead (http.ts). */
+  | 'refused'
+  | 'too many requests'
+  | 'registry error'
+  | 'invalid response';
 
 export class RegistryError extends Error {
   readonly kind = 'RegistryError';

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
-import { startBlobStorage, startFakeRegistry, type FakeAuth, type FakeRegistry } from '../../test/helpers/fake-registry.js';
+import { LOOPBACK_PULLS, startBlobStorage, startFakeRegistry, type FakeAuth, type FakeRegistry } from '../../test/helpers/fake-registry.js';
 import { buildImage, buildIndex, imageBlobs, tarLayer, type TestImage } from '../../test/helpers/oci.js';
 import { ImageService, type PullRequest } from './image-service.js';
 import { DockerKeyring } from './keyring.js';
@@ -21,7 +21,7 @@ async function setup(t: Test, auth: FakeAuth = { kind: 'none' }, opts: { maxImag
   const scratch = t.testdir();
   const store = new ImageStore(join(scratch, 'images'));
   await store.init();
-  const images = new ImageService({ store, maxParallelPulls: 2, maxImageBytes: opts.maxImageBytes ?? 1 << 30, log });
+  const images = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 2, maxImageBytes: opts.maxImageBytes ?? 1 << 30, log });
   t.teardown(() => images.close());
   const ensure = (image: string, over: Partial<PullRequest> = {}) =>
     images.ensure({ image: `${registry.host}/${image}`, policy: 'IfNotPresent', ...over });
@@ -276,4 +276,99 @@ t.test('images larger than the node accepts are refused before downloading', asy
   registry.addImage('big', 'v1', diskImage('x'.repeat(4096)));
   await t.rejects(ensure('big:v1'), { message: /more than the 100 this node accepts/ });
   t.same(gets(registry, 'blobs'), []);
+});
+
+t.test("KEP-2535: an image pulled with a secret is another pod's only with credentials the registry accepts", async (t) => {
+  const { registry, ensure, store } = await setup(t, { kind: 'basic', user: 'alice', password: 'pw' });
+  const image = diskImage('private disk');
+  registry.addImage('private', 'v1', image);
+  const ring = (from: string, password: string) => {
+    const k = new DockerKeyring();
+    k.add(registry.host, { username: 'alice', password, from });
+    return k;
+  };
+  const pulled = await ensure('private:v1', { keyring: ring('team-a/pull', 'pw') });
+  t.match((await store.record(pulled.reference))?.access, { anonymous: false, credentials: [{ from: 'team-a/pull' }] });
+  const heads = () => registry.requests.filter((r) => r.line.startsWith('HEAD')).map((r) => r.line);
+
+  t.match(
+    await ensure('private:v1', { keyring: ring('team-b/copy', 'pw') }),
+    { pulled: false },
+    'the same credentials in another secret: used as is',
+  );
+  t.same(heads(), [], 'without asking the registry');
+
+  await t.rejects(ensure('private:v1'), {
+    reason: 'ErrImagePull',
+    message: `Failed to pull image "${registry.host}/private:v1": the node holds it for the pull credentials it was pulled with, and the registry did not accept this pod's: unauthorized: ${registry.host} requires authentication and no pull secret matched it`,
+  });
+  await t.rejects(ensure('private:v1', { keyring: ring('team-b/wrong', 'guess') }), {
+    reason: 'ErrImagePull',
+    message: /did not accept this pod's: unauthorized: 127\.0\.0\.1:\d+ refused the credentials from pull secret team-b\/wrong/,
+  });
+  // No credentials: one HEAD; the wrong ones: a HEAD, then its answer to the Basic challenge.
+  t.same(heads(), Array(3).fill(`HEAD /v2/private/manifests/${image.manifest.digest}`), 'the registry is asked for the manifest by digest');
+  await t.rejects(ensure('private:v1', { policy: 'Never' }), {
+    reason: 'ErrImageNeverPull',
+    message: /is present, but was pulled with credentials this pod does not have/,
+  });
+  t.match(await ensure('private:v1', { alreadyAuthorized: true }), { pulled: false }, "a running VM's spec re-sent is not checked again");
+  t.same(heads().length, 3, 'Never and a running VM never ask the registry');
+});
+
+t.test('KEP-2535: an image anyone may pull becomes every pod’s once the registry says so; preloaded images are every pod’s', async (t) => {
+  const { registry, images, store, ensure } = await setup(t);
+  const image = diskImage('public disk');
+  registry.addImage('public', 'v1', image);
+  await ensure('public:v1', { keyring: keyring(registry.host, ['alice', 'pw']) });
+  const heads = () => registry.requests.filter((r) => r.line.startsWith('HEAD')).length;
+  t.match(await ensure('public:v1'), { pulled: false }, 'a pod without credentials, after the registry let it read the manifest');
+  t.equal(heads(), 1);
+  t.match(await ensure('public:v1'), { pulled: false });
+  t.equal(heads(), 1, 'recorded: the next pod is not checked');
+  t.match((await store.record(`${registry.host}/public:v1`))?.access, { anonymous: true });
+
+  const preloaded = diskImage('preloaded disk');
+  registry.addImage('preloaded', 'v1', preloaded);
+  const byHand = new ImageService({
+    store,
+    ...LOOPBACK_PULLS,
+    verifyPullCredentials: false,
+    maxParallelPulls: 1,
+    maxImageBytes: 1 << 30,
+    log,
+  });
+  t.teardown(() => byHand.close());
+  await byHand.ensure({ image: `${registry.host}/preloaded:v1`, policy: 'Always', keyring: keyring(registry.host, ['alice', 'pw']) });
+  t.match(await images.ensure({ image: `${registry.host}/preloaded:v1`, policy: 'Never' }), { pulled: false }, 'pulled by hand: preloaded');
+  t.equal(heads(), 1);
+});
+
+t.test("a layer of another repository's secret-pulled image is downloaded again, never taken from the store by digest", async (t) => {
+  const { registry, images, ensure } = await setup(t, { kind: 'basic', user: 'alice', password: 'pw' });
+  const secretLayer = tarLayer([{ path: 'disk/disk.img', content: 'tenant A secret disk' }]);
+  const image = buildImage([{ tar: secretLayer }]);
+  registry.addImage('private', 'v1', image);
+  await ensure('private:v1', { keyring: keyring(registry.host, ['alice', 'pw']) });
+  const layer = image.layers[0]!;
+
+  // Another registry (a tenant's own) serves a manifest naming that layer, but not its bytes.
+  const theirs = await startFakeRegistry(t);
+  theirs.addImage('lure', 'v1', buildImage([{ tar: secretLayer }]));
+  theirs.corrupt(layer.digest);
+  await t.rejects(
+    images.ensure({ image: `${theirs.host}/lure:v1`, policy: 'IfNotPresent' }),
+    { reason: 'ErrImagePull', message: new RegExp(`blob ${layer.digest} does not match its digest`) },
+    'the layer is fetched from their registry, which does not have it',
+  );
+
+  // The same repository's other images share it without a second download.
+  const sibling = buildImage([{ tar: secretLayer }, { tar: tarLayer([{ path: 'data/more', content: 'x' }]) }]);
+  registry.addImage('private', 'v2', sibling);
+  await ensure('private:v2', { keyring: keyring(registry.host, ['alice', 'pw']) });
+  t.same(
+    gets(registry, 'blobs').filter((l) => l.endsWith(layer.digest)),
+    [`GET /v2/private/blobs/${layer.digest}`],
+    'one download of the layer for both images of the repository',
+  );
 });

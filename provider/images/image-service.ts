@@ -5,16 +5,23 @@
 // picks this node's platform, and fetches every blob it does not have, each
 // verified before it is stored. Concurrent pulls of one image share one
 // download (and of one blob, across images); at most `maxParallelPulls` run
-// at once. Credentials are tried in the keyring's order until one works.
+// at once. Credentials are tried in the keyring's order until one works, and
+// the one that did is recorded with the image: another pod gets an image
+// already here only with credentials the registry accepted for it, or after
+// the registry accepts its own (KEP-2535; pull-access.ts).
 import type { Logger } from '../log.js';
 import { SpecError } from '../../vmm/errors.js';
 import { baseFormat } from '../../vmm/disks/base-image.js';
+import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import { TokenCache } from './auth.js';
 import { ImageContentError, ImagePullError, RegistryError } from './errors.js';
 import { HttpClient } from './http.js';
+import { reusableBlobs } from './inventory.js';
 import type { DockerKeyring, RegistryCredential } from './keyring.js';
 import { extractFiles, type WantedFile } from './layers.js';
+import { Limit } from './limit.js';
 import { parseManifest, selectPlatform, sha256Digest, type Descriptor } from './manifest.js';
+import { mayUseLocally, withAccepted } from './pull-access.js';
 import {
   formatReference,
   manifestSelector,
@@ -25,10 +32,22 @@ import {
   type PullPolicy,
 } from './reference.js';
 import { RegistryClient, type RegistryAccess } from './registry-client.js';
-import type { ImageRecord, ImageStore } from './store.js';
+import { imageIdOf, type ImageRecord, type ImageStore } from './store.js';
 
 export interface ImageServiceOptions {
   store: ImageStore;
+  /** Where registry requests may lead: the node's download policy, as for image URLs. */
+  addresses: DownloadPolicy;
+  /** Registries (host:port) that may be on this node itself: the operator's local registries. */
+  localRegistries: readonly string[];
+  /**
+   * Record which credentials pulled each image and check other pods' before
+   * handing it to them (the agent). Off for `vkvm images pull`: what the
+   * operator pulls by hand is preloaded, every pod's.
+   */
+  verifyPullCredentials: boolean;
+  /** Called after every pull that stored an image (garbage collection looks at the disk then). */
+  onPulled?: () => void;
   /** Registries besides loopback that may answer plain HTTP (host or host:port). */
   insecureRegistries?: readonly string[];
   /** PEM certificates trusted for registries besides the system's roots. */
@@ -48,6 +67,8 @@ export interface PullRequest {
   keyring?: DockerKeyring;
   /** Called once the policy has decided to ask the registry (the kubelet's Pulling event). */
   onPulling?: () => void;
+  /** A VM already running this image asks again (its spec re-sent): its credentials were checked when it started. */
+  alreadyAuthorized?: boolean;
   log?: Logger;
 }
 
@@ -64,23 +85,6 @@ const PROGRESS_MIN_BYTES = 64 * 2 ** 20;
 const PROGRESS_EVERY_MS = 10_000;
 const MAX_INDEX_DEPTH = 2;
 
-/** Runs at most `n` tasks at once, in arrival order. */
-class Limit {
-  private running = 0;
-  private readonly waiting: Array<() => void> = [];
-  constructor(private readonly n: number) {}
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.running >= this.n) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.running++;
-    try {
-      return await task();
-    } finally {
-      this.running--;
-      this.waiting.shift()?.();
-    }
-  }
-}
-
 const asReady = (rec: ImageRecord, pulled: boolean): ReadyImage => ({ ...rec, imageID: `${rec.repository}@${rec.digest}`, pulled });
 
 export class ImageService {
@@ -88,16 +92,31 @@ export class ImageService {
   private readonly limit: Limit;
   /** Pulls under way, by store key and credential. */
   private readonly pulls = new Map<string, Promise<ReadyImage>>();
-  /** Blob downloads under way, by digest. */
+  /** Blob downloads under way, by repository and digest. */
   private readonly blobs = new Map<string, Promise<void>>();
   /** Extractions under way, by manifest digest and wanted files. */
   private readonly extractions = new Map<string, Promise<string[]>>();
+  /** The blobs of pulls under way, with how many pulls want each. */
+  private readonly pulling = new Map<string, number>();
+  /** Access updates under way, by image: each waits for the one before. */
+  private readonly accessUpdates = new Map<string, Promise<unknown>>();
 
   constructor(private readonly o: ImageServiceOptions) {
-    const http = new HttpClient(o.registryCaPems ?? []);
+    const http = new HttpClient(o.addresses, o.registryCaPems ?? []);
     const idleTimeoutMs = o.idleTimeoutMs ?? 60_000;
-    this.access = { http, tokens: new TokenCache(http, idleTimeoutMs), insecureRegistries: o.insecureRegistries ?? [], idleTimeoutMs };
+    this.access = {
+      http,
+      tokens: new TokenCache(http, idleTimeoutMs),
+      insecureRegistries: o.insecureRegistries ?? [],
+      localRegistries: o.localRegistries,
+      idleTimeoutMs,
+    };
     this.limit = new Limit(o.maxParallelPulls);
+  }
+
+  /** Blobs and manifests pulls in this process are writing or about to: not garbage, whatever their age. */
+  inUse(): ReadonlySet<string> {
+    return new Set(this.pulling.keys());
   }
 
   /**
@@ -114,19 +133,69 @@ export class ImageService {
       if (err instanceof ImagePullError) throw err;
       throw new ImagePullError('InvalidImageName', (err as Error).message, { cause: err });
     }
+    const creds = req.keyring?.lookup(repositoryOf(ref)) ?? [];
     if (req.policy !== 'Always') {
       const present = await this.present(ref);
-      if (present) return asReady(present, false);
+      if (present) {
+        if (this.o.verifyPullCredentials && !req.alreadyAuthorized) await this.authorize(ref, present, creds, req);
+        return asReady(present, false);
+      }
       if (req.policy === 'Never')
         throw new ImagePullError('ErrImageNeverPull', `Container image "${req.image}" is not present with pull policy of Never`);
     }
     req.onPulling?.();
-    const creds = req.keyring?.lookup(repositoryOf(ref)) ?? [];
     try {
       return await this.pullWithAny(ref, creds, req.log ?? this.o.log);
     } catch (err) {
       throw new ImagePullError('ErrImagePull', `Failed to pull image "${req.image}": ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  /**
+   * KEP-2535: an image here that was pulled with credentials the pod does
+   * not present is the pod's only once the registry accepts the pod's own
+   * (a HEAD of the manifest by digest, anonymous when it has none); Never
+   * cannot ask, so it fails. What the registry accepts is recorded.
+   */
+  private async authorize(ref: ImageReference, rec: ImageRecord, creds: RegistryCredential[], req: PullRequest): Promise<void> {
+    if (mayUseLocally(rec.access, creds)) return;
+    if (req.policy === 'Never') {
+      throw new ImagePullError(
+        'ErrImageNeverPull',
+        `Container image "${req.image}" is present, but was pulled with credentials this pod does not have, and pull policy Never does not let the node check the pod's own with the registry`,
+      );
+    }
+    let last: unknown;
+    for (const cred of creds.length ? creds : [undefined]) {
+      try {
+        await new RegistryClient(ref, cred, this.access).checkManifest(rec.digest);
+        await this.accepted(imageIdOf(rec), cred);
+        (req.log ?? this.o.log).info({ image: imageIdOf(rec), secret: cred?.from ?? 'none' }, 'pull credentials checked with the registry');
+        return;
+      } catch (err) {
+        if (!(err instanceof RegistryError)) throw err;
+        last = err;
+      }
+    }
+    throw new ImagePullError(
+      'ErrImagePull',
+      `Failed to pull image "${req.image}": the node holds it for the pull credentials it was pulled with, and the registry did not accept this pod's: ${(last as Error).message}`,
+      { cause: last },
+    );
+  }
+
+  /** Records that the registry let `cred` (undefined: anyone) read the image; one update at a time per image. */
+  private accepted(imageId: string, cred: RegistryCredential | undefined): Promise<unknown> {
+    const next = (this.accessUpdates.get(imageId) ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => this.o.store.updateImage(imageId, (r) => ({ ...r, access: withAccepted(r.access, cred) })));
+    this.accessUpdates.set(imageId, next);
+    void next
+      .finally(() => {
+        if (this.accessUpdates.get(imageId) === next) this.accessUpdates.delete(imageId);
+      })
+      .catch(() => undefined);
+    return next;
   }
 
   /** What the store has for `ref`, when all its blobs are there. */
@@ -195,26 +264,45 @@ export class ImageService {
     const blobBytes = blobs.reduce((n, d) => n + d.size, 0);
     if (blobBytes > this.o.maxImageBytes)
       throw new ImageContentError(`the image is ${blobBytes} bytes, more than the ${this.o.maxImageBytes} this node accepts`);
-    // Settled all before failing: no download of this pull is still writing when its error is reported.
-    const downloads = await Promise.allSettled(blobs.map((d) => this.blob(client, d, log)));
-    const failed = downloads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
-    // Manifests last: a manifest in the store means its blobs are there.
-    for (const [d, body] of [...manifests].reverse()) await this.o.store.writeBlob(d, body);
-    const manifestDigest = manifests[manifests.length - 1]![0];
-    const rec = await this.o.store.recordImage(ref, {
-      digest,
-      manifestDigest,
-      sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
-    });
+    const held = [...blobs.map((d) => d.digest), ...manifests.map(([d]) => d)];
+    for (const d of held) this.pulling.set(d, (this.pulling.get(d) ?? 0) + 1);
+    let rec: ImageRecord;
+    try {
+      const present = await Promise.all(blobs.map((d) => this.o.store.hasBlob(d.digest, d.size)));
+      const reusable = present.some(Boolean) ? await reusableBlobs(this.o.store, repositoryOf(ref)) : new Set<string>();
+      // Settled all before failing: no download of this pull is still writing when its error is reported.
+      const downloads = await Promise.allSettled(blobs.map((d) => this.blob(client, repositoryOf(ref), d, reusable.has(d.digest), log)));
+      const failed = downloads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      // Manifests last: a manifest in the store means its blobs are there.
+      for (const [d, body] of [...manifests].reverse()) await this.o.store.writeBlob(d, body);
+      rec = await this.o.store.recordImage(ref, {
+        digest,
+        manifestDigest: manifests[manifests.length - 1]![0],
+        sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
+        ...(this.o.verifyPullCredentials ? { access: withAccepted(undefined, cred) } : {}),
+      });
+    } finally {
+      for (const d of held) {
+        const left = this.pulling.get(d)! - 1;
+        if (left) this.pulling.set(d, left);
+        else this.pulling.delete(d);
+      }
+    }
     log.info({ image: rec.reference, digest, bytes: rec.sizeBytes, ms: Math.round(performance.now() - t0) }, 'image pulled');
+    this.o.onPulled?.();
     return asReady(rec, true);
   }
 
-  /** One blob into the store, unless it is there; a download another pull started is joined, and redone if it failed. */
-  private async blob(client: RegistryClient, d: Descriptor, log: Logger): Promise<void> {
-    if (await this.o.store.hasBlob(d.digest, d.size)) return;
-    const running = this.blobs.get(d.digest);
+  /**
+   * One blob into the store, unless it is there and `mayReuse` (inventory.ts:
+   * reusableBlobs); a download of the same repository's blob another pull
+   * started is joined, and redone if it failed.
+   */
+  private async blob(client: RegistryClient, repository: string, d: Descriptor, mayReuse: boolean, log: Logger): Promise<void> {
+    if (mayReuse && (await this.o.store.hasBlob(d.digest, d.size))) return;
+    const key = `${repository}|${d.digest}`;
+    const running = this.blobs.get(key);
     if (running) {
       try {
         return await running;
@@ -223,9 +311,9 @@ export class ImageService {
       }
     }
     const pending: Promise<void> = this.download(client, d, log).finally(() => {
-      if (this.blobs.get(d.digest) === pending) this.blobs.delete(d.digest);
+      if (this.blobs.get(key) === pending) this.blobs.delete(key);
     });
-    this.blobs.set(d.digest, pending);
+    this.blobs.set(key, pending);
     return pending;
   }
 

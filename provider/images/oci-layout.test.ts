@@ -3,6 +3,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import t from 'tap';
+import { LOOPBACK_PULLS } from '../../test/helpers/fake-registry.js';
 import { buildImage, buildIndex, tarLayer, writeLayout } from '../../test/helpers/oci.js';
 import { ImageService } from './image-service.js';
 import { importLayout } from './oci-layout.js';
@@ -39,7 +40,7 @@ t.test('an OCI layout, as a directory or a compressed tar, is imported under its
       ['localhost/vkvm/kernel:v1', kernel.manifest.digest],
     ],
   );
-  const images = new ImageService({ store, maxParallelPulls: 1, maxImageBytes: MAX, log: pino({ level: 'silent' }) });
+  const images = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 1, maxImageBytes: MAX, log: pino({ level: 'silent' }) });
   t.teardown(() => images.close());
   const ready = await images.ensure({ image: 'localhost/vkvm/disk:v1', policy: 'Never' });
   t.equal(

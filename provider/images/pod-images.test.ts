@@ -3,11 +3,12 @@ import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
-import { startFakeRegistry } from '../../test/helpers/fake-registry.js';
+import { LOOPBACK_PULLS, startFakeRegistry } from '../../test/helpers/fake-registry.js';
 import { buildImage, tarLayer } from '../../test/helpers/oci.js';
 import type { EventRecorder } from '../kube/events.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../../vmm/spec.js';
 import { ImageService } from './image-service.js';
+import { PinStore } from './pins.js';
 import { PodImages } from './pod-images.js';
 import { ImageStore } from './store.js';
 
@@ -17,7 +18,7 @@ async function setup(t: Test) {
   const registry = await startFakeRegistry(t, { kind: 'basic', user: 'alice', password: 'pw' });
   const store = new ImageStore(join(t.testdir(), 'images'));
   await store.init();
-  const images = new ImageService({ store, maxParallelPulls: 2, maxImageBytes: 1 << 30, log });
+  const images = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 2, maxImageBytes: 1 << 30, log });
   t.teardown(() => images.close());
   const events: string[] = [];
   const recorder: EventRecorder = {
@@ -32,12 +33,14 @@ async function setup(t: Test) {
       ),
     },
   };
+  const pins = new PinStore(store.pinsDir);
   const podImages = new PodImages({
     images,
+    pins,
     events: recorder,
     readSecret: async (namespace, name) => (name === 'pull' ? { namespace, name, ...secret } : undefined),
   });
-  return { registry, store, podImages, events };
+  return { registry, store, pins, podImages, events };
 }
 
 const pod = (image: string, secrets: string[]): V1Pod => ({
@@ -61,7 +64,7 @@ const spec = (over: Partial<VmSpec>): VmSpec => ({
 });
 
 t.test("registry sources become files in the store, marked; the kubelet's events; the pod's pull secrets", async (t) => {
-  const { registry, store, podImages, events } = await setup(t);
+  const { registry, store, pins, podImages, events } = await setup(t);
   const disk = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'disk' }]) }]);
   const kernel = buildImage([
     {
@@ -114,15 +117,37 @@ t.test("registry sources become files in the store, marked; the kubelet's events
     `Normal Pulling: Pulling image "${registry.host}/kernel:v1"`,
     /^Normal Pulled: Successfully pulled/,
   ]);
+  t.same(
+    await pins.list(),
+    [
+      {
+        uid: 'u',
+        pod: 'ns/vm',
+        references: [image, `${registry.host}/kernel:v1`],
+        imageIds: [`${registry.host}/disk@${disk.manifest.digest}`, `${registry.host}/kernel@${kernel.manifest.digest}`],
+      },
+    ],
+    'the pod pins what it named and what that resolved to',
+  );
   events.length = 0;
   const seen = registry.requests.length;
-  t.same(await podImages.resolve(pod(image, []), wanted, log), resolved, 'the same files again, from the store');
+  t.same(await podImages.resolve(pod(image, ['pull']), wanted, log), resolved, 'the same files again, from the store');
   t.same(events, [
     `Normal Pulled: Container image "${image}" already present on machine`,
     `Normal Pulled: Container image "${registry.host}/kernel:v1" already present on machine`,
   ]);
   t.same(await podImages.resolveRunning(wanted), resolved.spec, 'a running VM’s spec comes from the store alone');
-  t.equal(registry.requests.length, seen, 'no registry request once present');
+  t.equal(registry.requests.length, seen, 'no registry request once present, for the credentials that pulled it');
+  await t.rejects(
+    podImages.resolve(pod(image, []), wanted, log),
+    { reason: 'ErrImagePull', message: /did not accept this pod's: unauthorized: / },
+    'a pod without the credentials is not handed the image the node holds',
+  );
+  t.same(
+    registry.requests.slice(seen).map((r) => r.line),
+    [`HEAD /v2/disk/manifests/${disk.manifest.digest}`],
+    'the registry was asked, with the pod’s own (no) credentials, for the manifest by digest',
+  );
   t.same(
     await podImages.resolve(pod('vkvm/test-guest', []), spec({}), log),
     { spec: spec({}), fromRegistry: false },

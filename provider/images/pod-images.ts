@@ -5,6 +5,8 @@
 // image store, and the spec the launcher gets names those files, marked
 // `fromImageStore` — the one place that marker is ever set. Events are the
 // kubelet's: Pulling, Pulled (with duration and size, or "already present").
+// The pod pins its images before anything is pulled (pins.ts), so garbage
+// collection leaves them alone from then until the pod is gone.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { EventRecorder } from '../kube/events.js';
 import { isNotFound } from '../kube/errors.js';
@@ -12,9 +14,11 @@ import type { Logger } from '../log.js';
 import type { DiskSpec, ImagePullPolicy, KernelBoot, VmSpec } from '../../vmm/spec.js';
 import type { ImageService, ReadyImage } from './image-service.js';
 import { keyringFromSecrets, type DockerKeyring, type PullSecret } from './keyring.js';
+import type { PinStore } from './pins.js';
 
 export interface PodImagesOptions {
   images: ImageService;
+  pins: Pick<PinStore, 'pin'>;
   /** A Secret of the pod's namespace, undefined when it does not exist. */
   readSecret: (namespace: string, name: string) => Promise<PullSecret | undefined>;
   events: EventRecorder;
@@ -53,6 +57,12 @@ export class PodImages {
   async resolve(pod: V1Pod, spec: VmSpec, log: Logger): Promise<ResolvedSpec> {
     const wanted = registryImages(spec);
     if (!wanted.length) return { spec, fromRegistry: false };
+    const pin = {
+      uid: pod.metadata?.uid ?? '',
+      pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+      references: wanted.map((w) => w.image),
+    };
+    await this.o.pins.pin({ ...pin, imageIds: [] });
     const keyring = await this.keyringOf(pod, log);
     const ready = new Map<string, ReadyImage>();
     for (const w of wanted) {
@@ -75,6 +85,7 @@ export class PodImages {
       );
       ready.set(w.image, image);
     }
+    await this.o.pins.pin({ ...pin, imageIds: [...ready.values()].map((i) => i.imageID) });
     const own = ready.get(pod.spec?.containers?.[0]?.image ?? '') ?? [...ready.values()][0];
     return { spec: await this.withStoreFiles(spec, ready), fromRegistry: true, ...(own ? { imageID: own.imageID } : {}) };
   }
@@ -87,7 +98,7 @@ export class PodImages {
     const wanted = registryImages(spec);
     if (!wanted.length) return spec;
     const ready = new Map<string, ReadyImage>();
-    for (const w of wanted) ready.set(w.image, await this.o.images.ensure({ image: w.image, policy: 'Never' }));
+    for (const w of wanted) ready.set(w.image, await this.o.images.ensure({ image: w.image, policy: 'Never', alreadyAuthorized: true }));
     return this.withStoreFiles(spec, ready);
   }
 

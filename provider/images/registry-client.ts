@@ -3,6 +3,8 @@
 // for registries on loopback (127.0.0.0/8, ::1, localhost — as Docker allows
 // by default) and those the operator lists, which may answer plain HTTP: for
 // them HTTPS is tried first and HTTP used when TLS fails, as Docker does.
+// Where requests may lead is the node's address policy (http.ts): a registry
+// on the node itself only when the operator lists it as a local registry.
 import ipaddr from 'ipaddr.js';
 import { readSmall, TokenCache, parseChallenge } from './auth.js';
 import { RegistryError } from './errors.js';
@@ -16,6 +18,8 @@ export interface RegistryAccess {
   tokens: TokenCache;
   /** Registries (host or host:port) the operator lets answer plain HTTP; loopback always may. */
   insecureRegistries: readonly string[];
+  /** Registries (host:port, as references name them) that may be on this node: its loopback or its own addresses. */
+  localRegistries: readonly string[];
   /** A request fails after this long without a byte. */
   idleTimeoutMs: number;
 }
@@ -52,6 +56,8 @@ export class RegistryClient {
   private readonly host: string;
   private readonly scope: string;
   private readonly authKey: string;
+  /** The registry's own host when the operator lists it as local; its token service and redirects get no such leave. */
+  private readonly nodeLocalHosts: readonly string[];
 
   constructor(
     private readonly ref: ImageReference,
@@ -61,6 +67,7 @@ export class RegistryClient {
     this.host = apiHost(ref.domain);
     this.scope = `repository:${ref.path}:pull`;
     this.authKey = `${this.host}|${this.scope}|${cred ? `${cred.from}|${cred.username}` : 'anonymous'}`;
+    this.nodeLocalHosts = access.localRegistries.includes(ref.domain) ? [this.host] : [];
   }
 
   /** The manifest or index `selector` (a tag or digest) names, at most MAX_MANIFEST_BYTES. */
@@ -81,6 +88,17 @@ export class RegistryClient {
     return { body, ...(contentType ? { contentType } : {}), ...(typeof digestHeader === 'string' ? { digestHeader } : {}) };
   }
 
+  /**
+   * Whether the registry lets this client's credential read the manifest
+   * `digest` names (a HEAD: nothing is downloaded). A refusal or an error
+   * is thrown as for a pull.
+   */
+  async checkManifest(digest: string): Promise<void> {
+    const res = await this.request(`manifests/${digest}`, MANIFEST_ACCEPT, 'HEAD');
+    await this.check(res, `manifest ${digest}`);
+    res.body.resume();
+  }
+
   /** A blob's bytes as a stream; the caller verifies them. */
   async blob(digest: string): Promise<HttpResponse> {
     const res = await this.request(`blobs/${digest}`);
@@ -88,18 +106,26 @@ export class RegistryClient {
     return res;
   }
 
-  private async request(path: string, accept?: string): Promise<HttpResponse> {
+  private async request(path: string, accept?: string, method: 'GET' | 'HEAD' = 'GET'): Promise<HttpResponse> {
     const url = await this.url(path);
     const headers: Record<string, string> = { 'user-agent': 'vkvm', ...(accept ? { accept } : {}) };
     const cached = this.access.tokens.cached(this.authKey);
     if (cached) headers.authorization = cached;
-    const res = await this.access.http.get({ url, headers, idleTimeoutMs: this.access.idleTimeoutMs });
+    const req = { url, method, headers, idleTimeoutMs: this.access.idleTimeoutMs, nodeLocalHosts: this.nodeLocalHosts };
+    const res = await this.access.http.get(req);
     if (res.status !== 401) return res;
     const challenge = parseChallenge(String(res.headers['www-authenticate'] ?? ''));
     res.body.resume();
     if (!challenge) throw new RegistryError('unauthorized', `${this.ref.domain} answered 401 without saying how to authenticate`, 401);
-    headers.authorization = await this.access.tokens.answer(this.authKey, challenge, this.cred, this.scope, this.ref.domain);
-    return this.access.http.get({ url, headers, idleTimeoutMs: this.access.idleTimeoutMs });
+    headers.authorization = await this.access.tokens.answer(
+      this.authKey,
+      challenge,
+      this.cred,
+      this.scope,
+      this.ref.domain,
+      this.nodeLocalHosts,
+    );
+    return this.access.http.get(req);
   }
 
   /** The base URL's scheme: https, or http for a loopback or listed registry whose TLS handshake failed. */
@@ -108,7 +134,11 @@ export class RegistryClient {
     if (!plainHttpAllowed(this.ref.domain, this.access.insecureRegistries)) return https;
     if (plainHttpHosts.has(this.host)) return new URL(`http://${this.host}/v2/${this.ref.path}/${path}`);
     try {
-      const probe = await this.access.http.get({ url: new URL(`https://${this.host}/v2/`), idleTimeoutMs: this.access.idleTimeoutMs });
+      const probe = await this.access.http.get({
+        url: new URL(`https://${this.host}/v2/`),
+        idleTimeoutMs: this.access.idleTimeoutMs,
+        nodeLocalHosts: this.nodeLocalHosts,
+      });
       probe.body.resume();
       return https;
     } catch (err) {

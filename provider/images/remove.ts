@@ -6,7 +6,8 @@
 // CLI prunes) writes its blobs before its reference.
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseManifest } from './manifest.js';
+import { blobsOf } from './inventory.js';
+import type { ParsedManifest } from './manifest.js';
 import { parseReference, storeKey } from './reference.js';
 import type { ImageStore } from './store.js';
 
@@ -32,26 +33,22 @@ export async function removeImage(store: ImageStore, image: string): Promise<str
 /** Blobs some reference leads to. */
 async function referencedBlobs(store: ImageStore): Promise<Set<string>> {
   const keep = new Set<string>();
-  const visit = async (digest: string, depth: number): Promise<void> => {
-    if (keep.has(digest) || depth > 3) return;
-    keep.add(digest);
-    const parsed = await store.readBlob(digest).then(
-      (b) => parseManifest(b),
-      () => undefined,
-    );
-    if (parsed?.kind === 'index') for (const m of parsed.manifests) await visit(m.digest, depth + 1);
-    if (parsed?.kind === 'manifest') for (const d of [parsed.config, ...parsed.layers]) keep.add(d.digest);
-  };
-  for (const rec of await store.records()) {
-    await visit(rec.digest, 0);
-    await visit(rec.manifestDigest, 0);
-  }
+  const cache = new Map<string, ParsedManifest | undefined>();
+  for (const rec of await store.records()) for (const digest of await blobsOf(store, rec, cache)) keep.add(digest);
   return keep;
 }
 
-/** Deletes the blobs and taken-out files no reference leads to; returns how many blobs and bytes went. */
-export async function pruneStore(store: ImageStore, opts: { minAgeMs: number; now?: number }): Promise<{ blobs: number; bytes: number }> {
+/**
+ * Deletes the blobs and taken-out files no reference leads to; returns how
+ * many blobs and bytes went. `inUse`: blobs kept whatever their age (those
+ * of pulls under way in this process).
+ */
+export async function pruneStore(
+  store: ImageStore,
+  opts: { minAgeMs: number; now?: number; inUse?: ReadonlySet<string> },
+): Promise<{ blobs: number; bytes: number }> {
   const keep = await referencedBlobs(store);
+  for (const digest of opts.inUse ?? []) keep.add(digest);
   const now = opts.now ?? Date.now();
   let blobs = 0;
   let bytes = 0;

@@ -10,16 +10,21 @@
 //                                 QEMU (each its own uid) reads them as the
 //                                 base under its own overlay
 //   <root>/ingest/                downloads and extractions under way
+//   <root>/pins/<pod uid>.json    the images a pod on this node uses (pins.ts)
 //
 // Everything lands by rename from ingest/, so a path in blobs/ or files/
 // always holds complete, verified content, and the agent and `vkvm images`
 // may work on one store at once.
 import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { join } from 'node:path';
 import { ImageContentError } from './errors.js';
 import type { WantedFile } from './layers.js';
 import { sha256Digest } from './manifest.js';
+import { mergeAccess, type ImageAccess } from './pull-access.js';
 import { repositoryOf, storeKey, type ImageReference } from './reference.js';
 
 export interface ImageRecord {
@@ -33,7 +38,14 @@ export interface ImageRecord {
   /** Manifests, config and layers as stored (layers compressed). */
   sizeBytes: number;
   pulledAtMs: number;
+  /** When a pod last stopped using it (garbage collection takes the least recently used first). */
+  lastUsedMs?: number;
+  /** The credentials the registry accepted for it, when the agent pulled it; none: preloaded (pull-access.ts). */
+  access?: ImageAccess;
 }
+
+/** repository@digest: one image of one repository, whatever names it (the kubelet's imageID). */
+export const imageIdOf = (rec: Pick<ImageRecord, 'repository' | 'digest'>) => `${rec.repository}@${rec.digest}`;
 
 const hex = (digest: string) => digest.slice('sha256:'.length);
 const hashOf = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -50,12 +62,15 @@ export class ImageStore {
   private get ingestDir() {
     return join(this.root, 'ingest');
   }
+  get pinsDir() {
+    return join(this.root, 'pins');
+  }
 
   /** Creates the layout; the root and files/ are traversable (QEMU reaches its base images through them), the rest root's. */
   async init(): Promise<void> {
     await mkdir(this.root, { recursive: true });
     await chmod(this.root, 0o711);
-    for (const dir of [this.blobsDir, this.refsDir, this.ingestDir]) await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const dir of [this.blobsDir, this.refsDir, this.ingestDir, this.pinsDir]) await mkdir(dir, { recursive: true, mode: 0o700 });
     await chmod(join(this.root, 'blobs'), 0o700);
     await mkdir(join(this.root, 'files'), { recursive: true, mode: 0o711 });
   }
@@ -100,25 +115,28 @@ export class ImageStore {
     const temp = this.tempPath(hex(digest));
     const hash = createHash('sha256');
     let bytes = 0;
-    const fh = await open(temp, 'wx', 0o600);
-    try {
-      for await (const chunk of source) {
+    const meter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
         bytes += chunk.length;
-        if (bytes > size) throw new ImageContentError(`blob ${digest} is larger than the ${size} bytes its descriptor says`);
+        if (bytes > size) return done(new ImageContentError(`blob ${digest} is larger than the ${size} bytes its descriptor says`));
         hash.update(chunk);
-        await fh.write(chunk);
         onBytes(bytes);
-      }
+        done(null, chunk);
+      },
+    });
+    try {
+      // A write stream batches the body's many small chunks into few writes.
+      await pipeline(source, meter, createWriteStream(temp, { flags: 'wx', mode: 0o600, highWaterMark: 1 << 20 }));
       const got = `sha256:${hash.digest('hex')}`;
       if (bytes !== size) throw new ImageContentError(`blob ${digest} is ${bytes} bytes, not the ${size} its descriptor says`);
       if (got !== digest) throw new ImageContentError(`blob ${digest} does not match its digest (its content is ${got})`);
-      await fh.sync();
+      // fsync flushes the file, whichever descriptor asks.
+      const fh = await open(temp, 'r');
+      await fh.sync().finally(() => fh.close());
     } catch (err) {
-      await fh.close();
       await rm(temp, { force: true });
       throw err;
     }
-    await fh.close();
     await rename(temp, this.blobPath(digest));
   }
 
@@ -144,12 +162,40 @@ export class ImageStore {
     }
   }
 
-  /** Records an image under its reference and, named by tag, under repository@digest too (as containerd records both). */
-  async recordImage(ref: ImageReference, image: Pick<ImageRecord, 'digest' | 'manifestDigest' | 'sizeBytes'>): Promise<ImageRecord> {
-    const rec: ImageRecord = { reference: storeKey(ref), repository: repositoryOf(ref), ...image, pulledAtMs: Date.now() };
-    await this.putRecord(rec);
-    if (!ref.digest) await this.putRecord({ ...rec, reference: `${rec.repository}@${rec.digest}` });
-    return rec;
+  /**
+   * Records an image under its reference and, named by tag, under
+   * repository@digest too (as containerd records both). What a name already
+   * knew of the same digest (its access, its last use) is kept: a pull
+   * without credentials never makes a secret-pulled image preloaded.
+   */
+  async recordImage(
+    ref: ImageReference,
+    image: Pick<ImageRecord, 'digest' | 'manifestDigest' | 'sizeBytes' | 'access'>,
+  ): Promise<ImageRecord> {
+    const base: ImageRecord = { reference: storeKey(ref), repository: repositoryOf(ref), ...image, pulledAtMs: Date.now() };
+    const names = [base.reference, ...(ref.digest ? [] : [imageIdOf(base)])];
+    const written: ImageRecord[] = [];
+    for (const reference of names) {
+      const old = await this.record(reference);
+      const same = old?.digest === base.digest ? old : undefined;
+      const access = mergeAccess(same?.access, image.access);
+      const rec: ImageRecord = {
+        ...base,
+        reference,
+        ...(same?.lastUsedMs !== undefined ? { lastUsedMs: same.lastUsedMs } : {}),
+        ...(access ? { access } : {}),
+      };
+      await this.putRecord(rec);
+      written.push(rec);
+    }
+    return written[0]!;
+  }
+
+  /** Rewrites every name of one image (repository@digest); returns how many there were. */
+  async updateImage(imageId: string, change: (rec: ImageRecord) => ImageRecord): Promise<number> {
+    const names = (await this.records()).filter((r) => imageIdOf(r) === imageId);
+    for (const rec of names) await this.putRecord(change(rec));
+    return names.length;
   }
 
   async putRecord(rec: ImageRecord): Promise<void> {

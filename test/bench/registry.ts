@@ -1,10 +1,11 @@
 // Every benchmark `npm run bench` knows, in the order a full run takes them.
 // A new group is a module exporting Benchmark[] named "<group>.<name>", added here.
 import type { Benchmark } from './bench.js';
+import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { POD_BENCHMARKS } from './pods.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...IMAGE_BENCHMARKS];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one

@@ -5,7 +5,7 @@
 // and broken ones. Pods and VMIs run them by tag and by digest; pull secrets,
 // pull policies, shared pulls, a corrupted blob and KubeVirt's rules for the
 // disk inside the image are reported as the kubelet would report them.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ import { startControllers } from '../../provider/controllers/cluster-controllers
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { ensureTestGuest, GUEST_CMDLINE } from '../../vmm/guest/build.js';
 import { startDockerRegistry } from '../helpers/docker-registry.js';
-import { buildImage, pushImage, tarLayer, type TestImage } from '../helpers/oci.js';
+import { buildImage, dockerConfigJson, pushImage, qcow2Image, tarLayer } from '../helpers/oci.js';
 import {
   CLI,
   condition,
@@ -76,20 +76,6 @@ function registryVmi(name: string, disk: { image: string; imagePullSecret?: stri
   };
 }
 
-/** A containerDisk as quay.io/containerdisks ship them: one gzip layer, /disk/disk.img a qcow2 (an empty one: QEMU runs it, nothing boots). */
-function qcow2Image(dir: string, extraLayers: Buffer[] = []): TestImage {
-  const file = join(dir, `disk-${randomBytes(4).toString('hex')}.qcow2`);
-  // A size of its own makes each image's layer unique, so no test finds its blobs already on the node.
-  execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', file, `${16 + Math.floor(Math.random() * 4096)}M`]);
-  return buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: readFileSync(file) }]) }, ...extraLayers.map((tar) => ({ tar }))]);
-}
-
-const dockerConfig = (host: string, user: string, password: string) => ({
-  '.dockerconfigjson': Buffer.from(
-    JSON.stringify({ auths: { [host]: { auth: Buffer.from(`${user}:${password}`).toString('base64') } } }),
-  ).toString('base64'),
-});
-
 t.test('pods and VMIs run images from a registry, as the kubelet pulls them', async (t) => {
   const dir = t.testdir();
   const open = await startDockerRegistry(t, { dir: join(dir, 'open') });
@@ -127,7 +113,11 @@ t.test('pods and VMIs run images from a registry, as the kubelet pulls them', as
   await installClusterManifests(cluster.kubeconfigPath);
   const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
   t.teardown(() => controllers.stop());
-  const agent = await startAgent(t, cluster, { nodeName: NODE });
+  // The registries run on this node's loopback: the operator lists them, as an operator would a registry on the node.
+  const agent = await startAgent(t, cluster, {
+    nodeName: NODE,
+    extraArgs: [`--local-registry=${open.host}`, `--local-registry=${locked.host}`],
+  });
   const ns = await testNamespace(t, cluster, NS);
   const kv = kubevirtIn(ns);
   const core = cluster.clients.core;
@@ -137,7 +127,7 @@ t.test('pods and VMIs run images from a registry, as the kubelet pulls them', as
   ] as const) {
     await core.createNamespacedSecret({
       namespace: NS,
-      body: { metadata: { name }, type: 'kubernetes.io/dockerconfigjson', data: dockerConfig(locked.host, 'alice', password) },
+      body: { metadata: { name }, type: 'kubernetes.io/dockerconfigjson', data: dockerConfigJson(locked.host, 'alice', password) },
     });
   }
 

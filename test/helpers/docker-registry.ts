@@ -20,8 +20,9 @@ export interface DockerRegistry {
   requestsSince(mark: number): string[];
 }
 
+/** `t`: a tap test, or whatever else runs teardowns (the bench's context). */
 export async function startDockerRegistry(
-  t: Test,
+  t: Pick<Test, 'teardown'>,
   opts: { dir: string; auth?: { user: string; password: string } },
 ): Promise<DockerRegistry> {
   mkdirSync(opts.dir, { recursive: true });

@@ -6,7 +6,19 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { DEFAULT_DOWNLOAD_POLICY } from '../../vmm/disks/download-policy.js';
 import { digestOf, imageBlobs, type Blob, type TestImage } from './oci.js';
+
+/**
+ * ImageService options letting pulls reach test servers anywhere on
+ * loopback (the operator's exception, as --image-download-allow 127.0.0.0/8),
+ * with the agent's pull-credential checks.
+ */
+export const LOOPBACK_PULLS = {
+  addresses: { ...DEFAULT_DOWNLOAD_POLICY, allowedCidrs: ['127.0.0.0/8'] },
+  localRegistries: [],
+  verifyPullCredentials: true,
+} as const;
 
 export type FakeAuth =
   { kind: 'none' } | { kind: 'basic'; user: string; password: string } | { kind: 'bearer'; user?: string; password?: string };

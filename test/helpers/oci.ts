@@ -4,8 +4,8 @@
 // indexes in OCI or Docker schema 2 form, and a pusher speaking the
 // distribution API (monolithic blob uploads, then the manifest).
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { linkSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -204,3 +204,22 @@ export function writeLayout(
     JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }),
   );
 }
+
+/**
+ * A containerDisk as quay.io/containerdisks ship them: one gzip layer,
+ * /disk/disk.img a qcow2 (empty: QEMU runs it, nothing boots), then
+ * `extraLayers`. Its own virtual size makes each image's layer unique, so no
+ * test finds its blobs already on the node.
+ */
+export function qcow2Image(dir: string, extraLayers: Buffer[] = []): TestImage {
+  const file = join(dir, `disk-${randomBytes(4).toString('hex')}.qcow2`);
+  execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', file, `${16 + Math.floor(Math.random() * 4096)}M`]);
+  return buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: readFileSync(file) }]) }, ...extraLayers.map((tar) => ({ tar }))]);
+}
+
+/** The data of a kubernetes.io/dockerconfigjson Secret holding one registry's credentials. */
+export const dockerConfigJson = (host: string, user: string, password: string) => ({
+  '.dockerconfigjson': Buffer.from(
+    JSON.stringify({ auths: { [host]: { auth: Buffer.from(`${user}:${password}`).toString('base64') } } }),
+  ).toString('base64'),
+});

@@ -12,6 +12,7 @@ import { packageRoot } from '../../provider/package-root.js';
 import { DockerKeyring } from '../../provider/images/keyring.js';
 import { ImageStore } from '../../provider/images/store.js';
 import { startDockerRegistry } from '../helpers/docker-registry.js';
+import { LOOPBACK_PULLS } from '../helpers/fake-registry.js';
 import { buildImage, buildIndex, pushImage, tarLayer } from '../helpers/oci.js';
 
 const log = pino({ level: 'silent' });
@@ -20,7 +21,7 @@ const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 async function service(t: Test, dir: string) {
   const store = new ImageStore(join(dir, 'store'));
   await store.init();
-  const images = new ImageService({ store, maxParallelPulls: 3, maxImageBytes: 1 << 30, log });
+  const images = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 3, maxImageBytes: 1 << 30, log });
   t.teardown(() => images.close());
   return images;
 }

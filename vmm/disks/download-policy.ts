@@ -1,7 +1,8 @@
-// Where an image URL may lead. Downloads run as root on the node, so a URL
-// naming the node itself (loopback, its own addresses), a link-local service
-// (cloud metadata at 169.254.169.254) or the cluster's service range would
-// turn a node-local secret into a disk the guest can read. Every address is
+// Where an image URL, or a registry request (provider/images/http.ts), may
+// lead. Downloads run as root on the node, so a URL naming the node itself
+// (loopback, its own addresses), a link-local service (cloud metadata at
+// 169.254.169.254) or the cluster's service range would turn a node-local
+// secret into a disk the guest can read. Every address is
 // checked after DNS resolution and again on every redirect, and the
 // connection goes to the address that was checked (no second lookup).
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
@@ -63,13 +64,23 @@ function nodeAddresses(): Parsed[] {
   );
 }
 
+/** Exceptions one request may carry besides the policy's. */
+export interface AddressExceptions {
+  /**
+   * The node's own addresses and loopback are allowed: the operator named
+   * this server as one on the node (a local registry). Link-local and the
+   * other ranges stay refused.
+   */
+  nodeLocal?: boolean;
+}
+
 /** Why `address` may not be downloaded from, or undefined when it may. */
-export function refusalOf(address: string, policy: DownloadPolicy): string | undefined {
+export function refusalOf(address: string, policy: DownloadPolicy, except: AddressExceptions = {}): string | undefined {
   const ip = parse(address);
   if (policy.allowedCidrs.some((c) => inCidr(ip, c))) return undefined;
-  if (nodeAddresses().some((own) => own.kind() === ip.kind() && own.toNormalizedString() === ip.toNormalizedString())) {
-    return `${address} is an address of this node`;
-  }
+  const own = nodeAddresses().some((a) => a.kind() === ip.kind() && a.toNormalizedString() === ip.toNormalizedString());
+  if (own && !except.nodeLocal) return `${address} is an address of this node`;
+  if (except.nodeLocal && (own || ip.range() === 'loopback')) return undefined;
   const range = DENIED_RANGES[ip.range()];
   if (range) return `${address} is ${range}`;
   const denied = policy.deniedCidrs.find((c) => inCidr(ip, c));
@@ -85,11 +96,11 @@ export class AddressRefusedError extends Error {
  * when any of its addresses is refused (a name answering both a public and a
  * loopback address would otherwise connect to either).
  */
-export function guardedLookup(policy: DownloadPolicy): LookupFunction {
+export function guardedLookup(policy: DownloadPolicy, except: AddressExceptions = {}): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
       if (err) return callback(err, '');
-      const refused = addresses.map((a) => refusalOf(a.address, policy)).find(Boolean);
+      const refused = addresses.map((a) => refusalOf(a.address, policy, except)).find(Boolean);
       if (refused) return callback(new AddressRefusedError(`${hostname}: ${refused}`), '');
       if (options.all) return callback(null, addresses);
       const first = addresses[0]!;
