@@ -32,6 +32,7 @@ import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
+import { downloadBase } from '../vmm/disks/base-image.js';
 import { DEFAULT_GUEST_CACHE_DIR } from '../vmm/guest/build.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -201,6 +202,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       hostIP: () => facts.internalIP!,
       builtinImages: builtins.forPod,
       images: new PodImages({ images, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      // The agent fetches a URL image into the cache the launchers read, under the same policy.
+      downloadImage: async (url, at, log) => void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log)),
+      // Pulls and downloads share the bound the operator sets for image pulls.
+      maxParallelPreparations: config.maxParallelImagePulls,
       events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

@@ -49,7 +49,7 @@ export const AGENT_HELP = `Node agent flags:
   --insecure-registry HOST[:PORT]  a registry that may answer plain HTTP (repeatable; loopback
                                registries always may)
   --registry-ca-file FILE      a PEM CA trusted for registries besides the system's (repeatable)
-  --max-parallel-image-pulls N image pulls at once (default 3)
+  --max-parallel-image-pulls N image pulls and URL downloads at once (default 3)
   --run-dir DIR                launcher sockets (default /run/vkvm)
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)

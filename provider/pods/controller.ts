@@ -27,7 +27,6 @@ import {
   DEFAULT_RESTART_BACKOFF,
   newLifecycle,
   transition,
-  waitMs,
   type LifecycleEvent,
   type PodLifecycle,
   type RestartBackoff,
@@ -37,7 +36,8 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { StatusWriter } from './status-writer.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { VmStarts } from './vm-starts.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
@@ -55,6 +55,10 @@ export interface PodControllerOptions {
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
   images: VmRuntimeOptions['images'];
+  /** Downloads a URL image into the node's image cache before its launcher starts. */
+  downloadImage: VmRuntimeOptions['downloadImage'];
+  /** Starts fetching images (pulls, downloads) at once, beside the sync workers; the others wait their turn. */
+  maxParallelPreparations?: number;
   events: EventRecorder;
   metrics: AgentMetrics;
   log: Logger;
@@ -77,6 +81,7 @@ export class PodController {
   private readonly podSync: KeyQueue;
   private readonly statusSync: KeyQueue;
   private readonly runtime: VmRuntime;
+  private readonly starts: VmStarts;
   private readonly status: StatusWriter;
   private readonly clock: Clock;
   private readonly backoff: RestartBackoff;
@@ -99,6 +104,16 @@ export class PodController {
     });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
+    this.starts = new VmStarts({
+      runtime: this.runtime,
+      apply: (pod, event) => this.apply(pod, event),
+      sync: (key) => this.podSync.add(key),
+      syncAfter: (key, delayMs) => this.podSync.addAfter(key, delayMs),
+      lifecycle: (uid) => this.lifecycles.get(uid),
+      forgetLauncher: (uid) => o.launchers.forget(uid),
+      maxParallelPreparations: o.maxParallelPreparations ?? 3,
+      clock,
+    });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
@@ -184,10 +199,10 @@ export class PodController {
     this.o.launchers.close();
   }
 
-  /** Resolves once no sync is queued or running and no deletion is under way (tests). */
+  /** Resolves once no sync is queued or running and no deletion or preparation is under way (tests). */
   async idle(): Promise<void> {
-    while (!this.podSync.isIdle() || !this.statusSync.isIdle() || this.deletions.size > 0) {
-      await Promise.all([this.podSync.idle(), this.statusSync.idle(), ...this.deletions.values()]);
+    while (!this.podSync.isIdle() || !this.statusSync.isIdle() || this.deletions.size > 0 || !this.starts.isIdle()) {
+      await Promise.all([this.podSync.idle(), this.statusSync.idle(), this.starts.idle(), ...this.deletions.values()]);
     }
   }
 
@@ -300,14 +315,16 @@ export class PodController {
     switch (current?.state.kind) {
       case 'Running':
         // A launcher that vanished under a running VM leaves nothing to keep: start anew.
-        return view?.live ? this.keepRunning(pod, current, view, spec) : this.startVm(pod, spec);
+        return view?.live ? this.keepRunning(pod, current, view, spec) : this.starts.start(pod, spec);
       case 'Waiting':
       case 'ImageBackOff':
-        return this.startVm(pod, spec);
+        return this.starts.start(pod, spec);
+      case 'Preparing':
+        return this.starts.carryOn(pod, current, spec);
       case 'BackingOff':
-        return this.restartVm(pod, spec);
+        return this.starts.restart(pod, spec);
       default:
-      // Finished stays so; Preparing, Invalid and Terminating were dealt with above.
+      // Finished stays so; Invalid and Terminating were dealt with above.
     }
   }
 
@@ -333,33 +350,6 @@ export class PodController {
   private async keepRunning(pod: V1Pod, lc: PodLifecycle, live: LiveLauncher<VmControl>, spec: VmSpec): Promise<void> {
     const specHash = await this.runtime.keepInSync(pod, lc, live, spec);
     await this.runtime.reconcilePause(this.apply(pod, { type: 'specSynced', specHash }) ?? lc, live);
-  }
-
-  /** Restarts a stopped VM once its back-off is over; until then the pod syncs again when it is. */
-  private async restartVm(pod: V1Pod, spec: VmSpec): Promise<void> {
-    const next = this.apply(pod, { type: 'restart' });
-    if (!next) return;
-    if (next.state.kind === 'BackingOff') return this.podSync.addAfter(next.key, waitMs(next.state, this.clock.now()));
-    this.o.launchers.forget(next.uid);
-    return this.startVm(pod, spec);
-  }
-
-  /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
-  private async startVm(pod: V1Pod, spec: VmSpec): Promise<void> {
-    const preparing = this.apply(pod, { type: 'startBegan' });
-    if (preparing?.state.kind !== 'Preparing') {
-      if (preparing?.state.kind === 'ImageBackOff') this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
-      return;
-    }
-    let outcome: StartOutcome;
-    try {
-      outcome = await this.runtime.start(pod, preparing, spec);
-    } catch (err) {
-      this.apply(pod, { type: 'startFailed' });
-      throw err;
-    }
-    const after = this.apply(pod, outcome);
-    if (after?.state.kind === 'ImageBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
   }
 
   /**
@@ -394,6 +384,7 @@ export class PodController {
   }
 
   private async removeVm(uid: string, graceS: number): Promise<void> {
+    this.starts.forget(uid);
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);

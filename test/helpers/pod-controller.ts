@@ -256,6 +256,7 @@ export async function podControllerEnv(
     resolve: async (_pod, spec) => ({ spec, fromRegistry: false }),
     resolveRunning: async (spec) => spec,
   },
+  downloadImage: PodControllerOptions['downloadImage'] = async () => {},
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
@@ -294,6 +295,7 @@ export async function podControllerEnv(
     hostIP: () => '192.0.2.10',
     builtinImages: async () => ({}),
     images,
+    downloadImage,
     events: recorder,
     metrics,
     log: pino({ level: 'silent' }),
