@@ -11,7 +11,7 @@
 // removed only after the pod list is synced.
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
-import { systemClock, type Clock } from '../clock.js';
+import { every, systemClock, type Clock } from '../clock.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
 import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
@@ -21,6 +21,7 @@ import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { BuiltinImages } from '../vm-identity.js';
+import type { PressureCondition } from '../node/status.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import {
@@ -31,10 +32,13 @@ import {
   type PodLifecycle,
   type RestartBackoff,
 } from './lifecycle.js';
+import { admissionRefusal } from './admission.js';
 import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
+import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
 import { StatusWriter } from './status-writer.js';
+import { dirUsageBytes, STORAGE_CHECK_INTERVAL_MS, StorageEviction } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 import { VmStarts } from './vm-starts.js';
@@ -64,12 +68,18 @@ export interface PodControllerOptions {
   log: Logger;
   clock?: Clock;
   restartBackoff?: RestartBackoff;
+  /** Bytes a VM's directory takes on disk (storage-eviction.ts's dirUsageBytes; a fake in unit tests). */
+  usageBytes?: (dir: string) => Promise<number>;
+  /** The pressure conditions the node is under now, which refuse new pods (provider/node/status.ts); none when absent. */
+  nodePressure?: () => readonly PressureCondition[];
   /** Concurrent pod syncs; one pod never syncs twice at once. */
   workers?: number;
 }
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 const ORPHAN_SWEEP_MS = 30_000;
+/** The kubelet's grace period for an eviction that cannot wait (immediateEvictionGracePeriodSeconds). */
+const EVICTION_GRACE_PERIOD_S = 1;
 /** How soon a VM waiting for the node's pod range tries again. */
 const NETWORK_RETRY_MS = 1_000;
 
@@ -82,6 +92,8 @@ export class PodController {
   private readonly statusSync: KeyQueue;
   private readonly runtime: VmRuntime;
   private readonly starts: VmStarts;
+  private readonly storage: StorageEviction;
+  private readonly orphanSweep: OrphanSweepOptions;
   private readonly status: StatusWriter;
   private readonly clock: Clock;
   private readonly backoff: RestartBackoff;
@@ -90,8 +102,8 @@ export class PodController {
   /** Pod deletions under way, by pod UID. */
   private readonly deletions = new Map<string, Promise<void>>();
   private started = false;
-  private sweeping: Promise<void> | undefined;
-  private cancelSweep: (() => void) | undefined;
+  /** Stop the periodic repair (launchers unreachable at start-up, orphans no event pointed at) and the storage check. */
+  private readonly stopPeriodic: Array<() => Promise<void>> = [];
 
   constructor(private readonly o: PodControllerOptions) {
     const clock = (this.clock = o.clock ?? systemClock);
@@ -115,6 +127,20 @@ export class PodController {
       clock,
     });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
+    this.orphanSweep = {
+      pods: () => o.pods.list(),
+      launchers: o.launchers,
+      network: o.network,
+      known: (uid) => this.lifecycles.has(uid),
+      removeVm: (uid) => this.removeVm(uid, 0),
+      log: o.log,
+    };
+    this.storage = new StorageEviction({
+      running: () => this.runningVms(),
+      usageBytes: o.usageBytes ?? dirUsageBytes,
+      evict: (pod, message) => this.evict(pod, message),
+      log: o.log,
+    });
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
@@ -128,55 +154,15 @@ export class PodController {
     // Their launchers' events reach the pod from now on; the first sync takes the VM as it is, never restarts it.
     for (const pod of this.o.pods.list()) if (found.includes(pod.metadata?.uid ?? '')) this.lifecycleOf(pod);
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
-    await this.removeOrphans();
+    await removeOrphans(this.orphanSweep);
     this.started = true;
     this.o.vmis.follow(this.o.pods.list());
     for (const pod of this.o.pods.list()) this.onPodKey(keyOfObject(pod));
-    this.scheduleSweep();
+    this.stopPeriodic.push(
+      every(this.clock, ORPHAN_SWEEP_MS, () => sweepOrphans(this.orphanSweep)),
+      every(this.clock, STORAGE_CHECK_INTERVAL_MS, () => this.storage.checkOnce()),
+    );
     this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
-  }
-
-  /**
-   * VMs whose pod UID is not in the synced pod cache: the pod was deleted
-   * while the agent was down or before its key was ever synced. Only called
-   * with a synced cache, so a missing UID really is gone.
-   */
-  private async removeOrphans(): Promise<void> {
-    const podUIDs = new Set(this.o.pods.list().map((p) => p.metadata?.uid));
-    for (const uid of this.o.launchers.uids()) {
-      if (podUIDs.has(uid)) continue;
-      this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
-      await this.removeVm(uid, 0).catch((err: unknown) =>
-        this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'),
-      );
-    }
-    // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
-    const inUse = (uid: string) =>
-      !!this.o.launchers.get(uid) || this.lifecycles.has(uid) || this.o.pods.list().some((p) => p.metadata?.uid === uid);
-    await this.o.network
-      .retainOnly(inUse)
-      .catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
-  }
-
-  /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
-  private scheduleSweep(): void {
-    this.cancelSweep = this.clock.after(ORPHAN_SWEEP_MS, () => {
-      this.sweeping = this.sweepOnce().finally(() => {
-        this.sweeping = undefined;
-        if (this.started) this.scheduleSweep();
-      });
-    });
-  }
-
-  private async sweepOnce(): Promise<void> {
-    try {
-      await this.o.launchers.discover();
-      await this.removeOrphans();
-    } catch (err) {
-      this.o.log.warn({ err }, 'orphan sweep failed');
-    }
-    // Also repairs the bridge, NAT rules and DHCP server if something removed them.
-    await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network repair failed'));
   }
 
   /**
@@ -186,8 +172,7 @@ export class PodController {
    */
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
-    this.cancelSweep?.();
-    await this.sweeping;
+    await Promise.all(this.stopPeriodic.map((stop) => stop()));
     this.podSync.stop();
     this.statusSync.stop();
     await Promise.all([this.o.pods.stop(), this.o.vmis.stop()]);
@@ -302,6 +287,10 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
+    // The node's admission comes before anything is made for the pod (its address, its network, its VM).
+    const refusal = lc.admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
+    if (refusal) this.apply(pod, { type: 'evicted', message: refusal });
+    if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     const spec = await this.runtime.desiredSpec(pod, lc);
     if (spec === 'gone') return;
@@ -381,6 +370,26 @@ export class PodController {
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
+  }
+
+  /** The running VMs, for the storage check. */
+  private runningVms(): Array<{ pod: V1Pod; dir: string }> {
+    return [...this.lifecycles.values()].flatMap((lc) => {
+      const pod = this.o.pods.get(lc.key);
+      const view = this.o.launchers.get(lc.uid);
+      return lc.state.kind === 'Running' && view?.live && pod?.metadata?.uid === lc.uid ? [{ pod, dir: view.dir }] : [];
+    });
+  }
+
+  /** The VM used more disk than its pod may: Evicted, and the sync stops it. */
+  private evict(pod: V1Pod, message: string): void {
+    const lc = this.apply(pod, { type: 'evicted', message });
+    if (lc?.state.kind === 'Evicted') this.podSync.add(lc.key);
+  }
+
+  /** An evicted pod's VM is stopped at once, as the kubelet kills an evicted pod's containers; its files stay until the pod goes. */
+  private async stopEvicted(uid: string): Promise<void> {
+    if (this.o.launchers.get(uid)?.live) await this.o.launchers.stop(uid, EVICTION_GRACE_PERIOD_S);
   }
 
   private async removeVm(uid: string, graceS: number): Promise<void> {

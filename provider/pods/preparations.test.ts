@@ -53,7 +53,7 @@ t.test(
       },
       resolveRunning: async (spec: VmSpec) => spec,
     };
-    const env = await podControllerEnv(t, undefined, undefined, images, (url) => downloads.wait(url));
+    const env = await podControllerEnv(t, undefined, undefined, images, { downloadImage: (url) => downloads.wait(url) });
     env.pods.put(vmPod('old'));
     await env.settle();
     // Ten slow registry images and two slow URLs: more than the 8 sync workers, and than the 3 preparation slots.

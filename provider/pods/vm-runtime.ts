@@ -17,6 +17,7 @@ import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
@@ -82,7 +83,12 @@ export class VmRuntime {
    */
   async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
     const spec = await this.specFor(pod, lc);
-    return spec === 'gone' || spec instanceof SpecError ? spec : this.attachNetwork(pod, lc, spec);
+    if (spec === 'gone' || spec instanceof SpecError) return spec;
+    // Checked before the pod gets anything of the node: an address, a network, a disk.
+    const field = vmiOwner(pod)
+      ? 'spec.domain.resources.limits.ephemeral-storage'
+      : 'spec.containers[0].resources.limits.ephemeral-storage';
+    return disksOverLimit(pod, spec, field) ?? this.attachNetwork(pod, lc, spec);
   }
 
   private async specFor(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone'> {
