@@ -18,6 +18,10 @@ export interface AgentMetrics {
   streamingSessions: Gauge<'endpoint'>;
   /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
   streamingSessionsRefused: Counter<'limit' | 'endpoint'>;
+  /** Image pulls and downloads of VM starts under way or waiting their turn, beside the sync workers. Set, not incremented. */
+  vmPreparations: Gauge;
+  /** Pods failed with reason Evicted, by cause: the node's admission under pressure, or ephemeral storage over the limit. */
+  podEvictions: Counter<'cause'>;
 }
 
 /**
@@ -61,6 +65,17 @@ export function createAgentMetrics(): AgentMetrics {
       name: 'vkvm_streaming_sessions_refused_total',
       help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log).',
       labelNames: ['limit', 'endpoint'] as const,
+      registers,
+    }),
+    vmPreparations: new Gauge({
+      name: 'vkvm_vm_preparations',
+      help: 'Image pulls and URL downloads of VM starts under way or waiting their turn.',
+      registers,
+    }),
+    podEvictions: new Counter({
+      name: 'vkvm_pod_evictions_total',
+      help: 'Pods failed with reason Evicted, by cause (admission: refused under node pressure; ephemeral-storage: over the limit).',
+      labelNames: ['cause'] as const,
       registers,
     }),
   };

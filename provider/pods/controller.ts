@@ -125,6 +125,7 @@ export class PodController {
       forgetLauncher: (uid) => o.launchers.forget(uid),
       maxParallelPreparations: o.maxParallelPreparations ?? 3,
       clock,
+      metrics: o.metrics,
     });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
     this.orphanSweep = {
@@ -289,7 +290,9 @@ export class PodController {
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
     // The node's admission comes before anything is made for the pod (its address, its network, its VM).
     const refusal = lc.admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
-    if (refusal) this.apply(pod, { type: 'evicted', message: refusal });
+    if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal })) {
+      this.o.metrics.podEvictions.inc({ cause: 'admission' });
+    }
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     const spec = await this.runtime.desiredSpec(pod, lc);
@@ -384,7 +387,9 @@ export class PodController {
   /** The VM used more disk than its pod may: Evicted, and the sync stops it. */
   private evict(pod: V1Pod, message: string): void {
     const lc = this.apply(pod, { type: 'evicted', message });
-    if (lc?.state.kind === 'Evicted') this.podSync.add(lc.key);
+    if (lc?.state.kind !== 'Evicted') return;
+    this.o.metrics.podEvictions.inc({ cause: 'ephemeral-storage' });
+    this.podSync.add(lc.key);
   }
 
   /** An evicted pod's VM is stopped at once, as the kubelet kills an evicted pod's containers; its files stay until the pod goes. */

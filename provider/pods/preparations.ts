@@ -21,6 +21,8 @@ export interface PreparationsOptions {
   maxParallel: number;
   /** A preparation settled; must not block (it queues the pod's sync). */
   onSettled: (uid: string) => void;
+  /** How many run or wait, after every change (a metric). */
+  observe?: (inFlight: number) => void;
 }
 
 export class Preparations<T> {
@@ -57,8 +59,12 @@ export class Preparations<T> {
         fresh.result = result;
         this.o.onSettled(uid);
       })
-      .finally(() => this.running.delete(run));
+      .finally(() => {
+        this.running.delete(run);
+        this.o.observe?.(this.running.size);
+      });
     this.running.add(run);
+    this.o.observe?.(this.running.size);
     return 'pending';
   }
 

@@ -5,6 +5,7 @@
 // Preparing polls for it, and its end queues the pod's sync again.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
+import type { AgentMetrics } from '../metrics.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { waitMs, type LifecycleEvent, type PodLifecycle } from './lifecycle.js';
 import { Preparations } from './preparations.js';
@@ -24,6 +25,7 @@ export interface VmStartsOptions {
   forgetLauncher: (uid: string) => void;
   maxParallelPreparations: number;
   clock: Clock;
+  metrics: Pick<AgentMetrics, 'vmPreparations'>;
 }
 
 export class VmStarts {
@@ -32,6 +34,7 @@ export class VmStarts {
   constructor(private readonly o: VmStartsOptions) {
     this.preparations = new Preparations({
       maxParallel: o.maxParallelPreparations,
+      observe: (n) => o.metrics.vmPreparations.set(n),
       onSettled: (uid) => {
         const lc = o.lifecycle(uid);
         if (lc) o.sync(lc.key);
