@@ -38,7 +38,7 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
 import { StatusWriter } from './status-writer.js';
-import { dirUsageBytes, STORAGE_CHECK_INTERVAL_MS, StorageEviction } from './storage-eviction.js';
+import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 import { VmStarts } from './vm-starts.js';
@@ -92,7 +92,7 @@ export class PodController {
   private readonly statusSync: KeyQueue;
   private readonly runtime: VmRuntime;
   private readonly starts: VmStarts;
-  private readonly storage: StorageEviction;
+  private readonly storage: StorageEvictionOptions;
   private readonly orphanSweep: OrphanSweepOptions;
   private readonly status: StatusWriter;
   private readonly clock: Clock;
@@ -136,12 +136,17 @@ export class PodController {
       removeVm: (uid) => this.removeVm(uid, 0),
       log: o.log,
     };
-    this.storage = new StorageEviction({
-      running: () => this.runningVms(),
+    this.storage = {
+      running: () =>
+        runningVms(
+          this.lifecycles.values(),
+          (key) => o.pods.get(key),
+          (uid) => o.launchers.get(uid),
+        ),
       usageBytes: o.usageBytes ?? dirUsageBytes,
       evict: (pod, message) => this.evict(pod, message),
       log: o.log,
-    });
+    };
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
@@ -161,7 +166,7 @@ export class PodController {
     for (const pod of this.o.pods.list()) this.onPodKey(keyOfObject(pod));
     this.stopPeriodic.push(
       every(this.clock, ORPHAN_SWEEP_MS, () => sweepOrphans(this.orphanSweep)),
-      every(this.clock, STORAGE_CHECK_INTERVAL_MS, () => this.storage.checkOnce()),
+      every(this.clock, STORAGE_CHECK_INTERVAL_MS, () => evictOverLimit(this.storage)),
     );
     this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
   }
@@ -288,8 +293,10 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
-    // The node's admission comes before anything is made for the pod (its address, its network, its VM).
-    const refusal = lc.admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
+    // The node's admission comes before anything is made for the pod (its address, its network, its VM); a VM found
+    // running after an agent restart was admitted by an earlier agent.
+    const admitted = lc.admitted || !!this.o.launchers.get(uid);
+    const refusal = admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
     if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal })) {
       this.o.metrics.podEvictions.inc({ cause: 'admission' });
     }
@@ -373,15 +380,6 @@ export class PodController {
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
-  }
-
-  /** The running VMs, for the storage check. */
-  private runningVms(): Array<{ pod: V1Pod; dir: string }> {
-    return [...this.lifecycles.values()].flatMap((lc) => {
-      const pod = this.o.pods.get(lc.key);
-      const view = this.o.launchers.get(lc.uid);
-      return lc.state.kind === 'Running' && view?.live && pod?.metadata?.uid === lc.uid ? [{ pod, dir: view.dir }] : [];
-    });
   }
 
   /** The VM used more disk than its pod may: Evicted, and the sync stops it. */

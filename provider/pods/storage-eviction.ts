@@ -9,8 +9,10 @@
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import type { LauncherView } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import { ephemeralStorageLimit } from './ephemeral-storage.js';
+import type { PodLifecycle } from './lifecycle.js';
 
 /** The kubelet's eviction monitoring interval. */
 export const STORAGE_CHECK_INTERVAL_MS = 10_000;
@@ -40,28 +42,36 @@ export async function dirUsageBytes(dir: string): Promise<number> {
   return sizes.reduce((sum, n) => sum + n, 0);
 }
 
+/** The pods whose VM runs, with the VM's directory: what the storage check looks at. */
+export function runningVms(
+  lifecycles: Iterable<PodLifecycle>,
+  podOf: (key: string) => V1Pod | undefined,
+  launcherOf: (uid: string) => LauncherView<unknown> | undefined,
+): Array<{ pod: V1Pod; dir: string }> {
+  return [...lifecycles].flatMap((lc) => {
+    const pod = podOf(lc.key);
+    const view = launcherOf(lc.uid);
+    return lc.state.kind === 'Running' && view?.live && pod?.metadata?.uid === lc.uid ? [{ pod, dir: view.dir }] : [];
+  });
+}
+
 const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)}Mi`;
 
-/** Checks the running VMs' disk use against their pods' limits (its owner runs checkOnce every STORAGE_CHECK_INTERVAL_MS). */
-export class StorageEviction {
-  constructor(private readonly o: StorageEvictionOptions) {}
-
-  /** One pass over the running VMs with a limit; a VM it cannot measure is logged and checked again next time. */
-  async checkOnce(): Promise<void> {
-    for (const { pod, dir } of this.o.running()) {
-      const limit = ephemeralStorageLimit(pod);
-      if (!limit) continue;
-      try {
-        const used = await this.o.usageBytes(dir);
-        if (used <= limit.bytes) continue;
-        this.o.evict(
-          pod,
-          `Pod ephemeral local storage usage exceeds the total limit of containers ${limit.quantity}. ` +
-            `The VM's disks and logs use ${mib(used)}.`,
-        );
-      } catch (err) {
-        this.o.log.warn({ err, pod: `${pod.metadata?.namespace}/${pod.metadata?.name}` }, 'could not measure the disk a VM uses');
-      }
+/** One pass over the running VMs with a limit (its owner runs it every STORAGE_CHECK_INTERVAL_MS); a VM it cannot measure is logged and checked again next time. */
+export async function evictOverLimit(o: StorageEvictionOptions): Promise<void> {
+  for (const { pod, dir } of o.running()) {
+    const limit = ephemeralStorageLimit(pod);
+    if (!limit) continue;
+    try {
+      const used = await o.usageBytes(dir);
+      if (used <= limit.bytes) continue;
+      o.evict(
+        pod,
+        `Pod ephemeral local storage usage exceeds the total limit of containers ${limit.quantity}. ` +
+          `The VM's disks and logs use ${mib(used)}.`,
+      );
+    } catch (err) {
+      o.log.warn({ err, pod: `${pod.metadata?.namespace}/${pod.metadata?.name}` }, 'could not measure the disk a VM uses');
     }
   }
 }

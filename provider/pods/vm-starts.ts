@@ -45,7 +45,11 @@ export class VmStarts {
   /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
   async start(pod: V1Pod, spec: VmSpec): Promise<void> {
     const preparing = this.o.apply(pod, { type: 'startBegan' });
-    if (preparing?.state.kind === 'Preparing') return this.carryOn(pod, preparing, spec);
+    if (preparing?.state.kind === 'Preparing') {
+      // A new attempt: what an earlier one prepared and never used (it went Invalid meanwhile) may be stale.
+      this.preparations.forget(preparing.uid);
+      return this.carryOn(pod, preparing, spec);
+    }
     if (preparing?.state.kind === 'ImageBackOff') this.o.syncAfter(preparing.key, waitMs(preparing.state, this.o.clock.now()));
   }
 
