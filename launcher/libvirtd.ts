@@ -13,13 +13,15 @@
 //
 // Private directories are bind-mounted over /run/libvirt, /var/lib/libvirt,
 // /var/log/libvirt and /etc/libvirt, so domains, sockets and configs never
-// meet the host's or another launcher's. /var/cache/libvirt stays shared: the
+// meet the host's or another launcher's; the directories that hold the node's
+// and other VMs' files are hidden (filesystem-view.ts). /var/cache/libvirt stays shared: the
 // QEMU capabilities cache turns a ~4.7 s probe into nothing after the first VM.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
+import { viewArgs, type ViewEntry } from './filesystem-view.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
@@ -73,10 +75,19 @@ export interface QemuIdentity {
 }
 
 // PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order;
-// "$5" is the libvirtd binary, "$6" the CPU it is pinned to. Its default pid
-// file, /run/libvirtd.pid, is host-wide and locked: a second daemon would
-// refuse to start. `wait` reaps every child (QEMU included) and returns when
-// libvirtd exits, which ends the namespace.
+// "$5" is the libvirtd binary, "$6" the CPU it is pinned to; the rest is the
+// filesystem view (filesystem-view.ts), `op:path` entries, parents first. Its
+// default pid file, /run/libvirtd.pid, is host-wide and locked: a second
+// daemon would refuse to start. `wait` reaps every child (QEMU included) and
+// returns when libvirtd exits, which ends the namespace.
+//
+// The view: every kept directory is bound aside first (under a staging tmpfs
+// on /run/libvirt, which the private run dir covers afterwards), since one
+// under a hidden directory is out of reach once that is covered; then each
+// hidden directory is covered with an empty tmpfs and each kept one bound
+// back in place (read-only ones remounted so); last the hidden tmpfs are made
+// read-only. mount --no-canonicalize: the paths are used as given, never
+// resolved again through what the view has already covered.
 //
 // Why pin libvirtd: libvirt keys its shared QEMU capabilities cache on the
 // CPUID of the CPU the daemon happens to run on. Where CPUs report different
@@ -84,12 +95,32 @@ export interface QemuIdentity {
 // wrote the cache re-probes QEMU (~1.3 s per VM start). Every launcher pins
 // its daemon to the same CPU, so the cache stays valid. QEMU is not affected:
 // libvirt sets its affinity to all host CPUs when the domain names none.
-const INIT_SCRIPT = `set -e
-mount --bind "$1" ${MOUNTS[0].target}
-mount --bind "$2" ${MOUNTS[1].target}
-mount --bind "$3" ${MOUNTS[2].target}
-mount --bind "$4" ${MOUNTS[3].target}
-taskset -c "$6" "$5" --config ${MOUNTS[3].target}/libvirtd.conf --pid-file ${MOUNTS[0].target}/libvirtd.pid &
+export const NAMESPACE_INIT_SCRIPT = `set -e
+run=$1 lib=$2 log=$3 etc=$4 libvirtd=$5 cpu=$6
+shift 6
+mount -t tmpfs -o mode=0700 vkvm-stage ${MOUNTS[0].target}
+i=0
+for e in "$@"; do
+  case $e in keep-*) i=$((i + 1)); mkdir ${MOUNTS[0].target}/$i; mount --no-canonicalize --bind "\${e#*:}" ${MOUNTS[0].target}/$i;; esac
+done
+i=0
+for e in "$@"; do
+  p=\${e#*:}
+  case $e in
+    hide:*) mount -t tmpfs -o mode=0755,size=64k vkvm-hidden "$p";;
+    keep-*) i=$((i + 1)); mkdir -p "$p"; mount --no-canonicalize --bind ${MOUNTS[0].target}/$i "$p";;
+  esac
+  case $e in keep-ro:*) mount --no-canonicalize -o remount,bind,ro "$p";; esac
+done
+umount -l ${MOUNTS[0].target}
+for e in "$@"; do
+  case $e in hide:*) mount --no-canonicalize -o remount,ro "\${e#hide:}";; esac
+done
+mount --bind "$run" ${MOUNTS[0].target}
+mount --bind "$lib" ${MOUNTS[1].target}
+mount --bind "$log" ${MOUNTS[2].target}
+mount --bind "$etc" ${MOUNTS[3].target}
+taskset -c "$cpu" "$libvirtd" --config ${MOUNTS[3].target}/libvirtd.conf --pid-file ${MOUNTS[0].target}/libvirtd.pid &
 wait "$!"
 `;
 
@@ -101,6 +132,8 @@ export interface LibvirtdOptions {
   netns?: string;
   /** Who QEMU runs as. */
   qemu: QemuIdentity;
+  /** What libvirtd and QEMU see of the host (filesystem-view.ts); the host's whole filesystem when absent. */
+  view?: ViewEntry[];
   startTimeoutMs?: number;
 }
 
@@ -226,11 +259,12 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         '--',
         '/bin/sh',
         '-c',
-        INIT_SCRIPT,
+        NAMESPACE_INIT_SCRIPT,
         'vkvm-ns-init',
         ...dirs,
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
+        ...viewArgs(opts.view ?? []),
       ],
       { stdio: ['ignore', out, out] },
     );

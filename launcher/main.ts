@@ -14,6 +14,7 @@ import { parseLauncherArgs, type LauncherArgs } from './args.js';
 import { Cgroup } from './cgroup.js';
 import { ConsoleLog } from './console/log-file.js';
 import { DomainDriver } from './domain-driver.js';
+import { existingEntries, planFilesystemView } from './filesystem-view.js';
 import { qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
 import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
@@ -52,6 +53,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       dir: path.join(args.runDir, 'libvirt'),
       libvirtdPath: args.libvirtd,
       qemu: qemuUser,
+      view: await existingEntries(planFilesystemView({ vmDir: args.runDir, imageCacheDir: args.imageCacheDir, hostFiles: args.hostFiles })),
       ...(args.netns ? { netns: args.netns } : {}),
     });
   } catch (err) {

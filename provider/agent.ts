@@ -13,7 +13,7 @@ import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
-import { deriveLabels, deriveNodeStatus } from './node/status.js';
+import { deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
 import { kubeAuthBackend } from './kubelet-api/kube-auth-backend.js';
 import { strategicMerge } from './kube/client.js';
@@ -34,6 +34,7 @@ import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
+import { downloadBase } from '../vmm/disks/base-image.js';
 import { DEFAULT_GUEST_CACHE_DIR } from '../vmm/guest/build.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -83,7 +84,7 @@ async function startImageService(config: AgentConfig, rootLog: Logger, onPulled:
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
   const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
-  const readFacts = () =>
+  const readFreshFacts = () =>
     readHostFacts({
       stateDir: config.stateDir,
       imageCacheDir: config.imageCacheDir,
@@ -92,7 +93,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       ...(config.internalIP ? { internalIP: config.internalIP } : {}),
       allowSoftwareEmulation: config.allowSoftwareEmulation,
     });
-  const facts = await readFacts();
+  // The latest facts, also for the pod controller's admission (pressure conditions), refreshed with node status.
+  let latestFacts = await readFreshFacts();
+  const facts = latestFacts;
+  const readFacts = async () => (latestFacts = await readFreshFacts());
   if (!facts.internalIP) throw new Error('no InternalIP: pass --internal-ip or give the host a default route');
   log.info(
     { accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP },
@@ -212,6 +216,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       hostIP: () => facts.internalIP!,
       builtinImages: builtins.forPod,
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      // The agent fetches a URL image into the cache the launchers read, under the same policy.
+      downloadImage: async (url, at, log) => void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log)),
+      // Pulls and downloads share the bound the operator sets for image pulls.
+      maxParallelPreparations: config.maxParallelImagePulls,
+      nodePressure: () => pressureConditions(latestFacts),
       events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

@@ -15,3 +15,28 @@ export const systemClock: Clock = {
     return () => clearTimeout(timer);
   },
 };
+
+/**
+ * Runs `fn` every `intervalMs`, each run timed from the end of the last, so
+ * runs never overlap; `fn` handles its own errors. The function returned
+ * stops it, resolving once a run under way is over.
+ */
+export function every(clock: Clock, intervalMs: number, fn: () => Promise<void>): () => Promise<void> {
+  let cancel: (() => void) | undefined;
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  const schedule = () => {
+    cancel = clock.after(intervalMs, () => {
+      running = fn().finally(() => {
+        running = undefined;
+        if (!stopped) schedule();
+      });
+    });
+  };
+  schedule();
+  return async () => {
+    stopped = true;
+    cancel?.();
+    await running;
+  };
+}

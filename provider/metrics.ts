@@ -26,6 +26,10 @@ export interface AgentMetrics {
   imageGcRuns: Counter<'result'>;
   imagesGarbageCollected: Counter;
   imageGcFreedBytes: Counter;
+  /** Image pulls and downloads of VM starts under way or waiting their turn, beside the sync workers. Set, not incremented. */
+  vmPreparations: Gauge;
+  /** Pods failed with reason Evicted, by cause: the node's admission under pressure, or ephemeral storage over the limit. */
+  podEvictions: Counter<'cause'>;
 }
 
 /**
@@ -96,6 +100,17 @@ export function createAgentMetrics(): AgentMetrics {
     imageGcFreedBytes: new Counter({
       name: 'vkvm_image_gc_freed_bytes_total',
       help: 'Bytes image garbage collection freed on the filesystem holding the image store.',
+      registers,
+    }),
+    vmPreparations: new Gauge({
+      name: 'vkvm_vm_preparations',
+      help: 'Image pulls and URL downloads of VM starts under way or waiting their turn.',
+      registers,
+    }),
+    podEvictions: new Counter({
+      name: 'vkvm_pod_evictions_total',
+      help: 'Pods failed with reason Evicted, by cause (admission: refused under node pressure; ephemeral-storage: over the limit).',
+      labelNames: ['cause'] as const,
       registers,
     }),
   };

@@ -25,8 +25,8 @@ const memory = object(
   { preserveUnknown: true, description: PRESERVED },
 );
 
-/** vkvm reads the cpu and memory of a resource list. */
-const computeResources = () => reading({ cpu: true, memory: true }, resourceList());
+/** vkvm reads the cpu, memory and ephemeral-storage of a resource list. */
+const computeResources = () => reading({ cpu: true, memory: true, 'ephemeral-storage': true }, resourceList());
 
 const resources = object(
   { requests: computeResources(), limits: computeResources() },

@@ -53,7 +53,7 @@ export const AGENT_HELP = `Node agent flags:
   --insecure-registry HOST[:PORT]  a registry that may answer plain HTTP (repeatable; loopback
                                registries always may)
   --registry-ca-file FILE      a PEM CA trusted for registries besides the system's (repeatable)
-  --max-parallel-image-pulls N image pulls at once (default 3)
+  --max-parallel-image-pulls N image pulls and URL downloads at once (default 3)
   --local-registry HOST:PORT   a registry on this node (loopback or its own address) pods may pull
                                from (repeatable; localhost:5000 and 127.0.0.1:5000 always may)
   --image-gc-high-threshold N  image store filesystem use (%) that starts image garbage collection

@@ -194,3 +194,46 @@ t.test('the launcher pod of a VMI is found by its created-by label, live pods be
   t.equal(launcherPodOf(vmi(), pods)?.metadata?.name, 'new');
   t.equal(launcherPodOf(vmi(), [pods[0]!]), undefined, 'another VMI’s pod is not this one’s');
 });
+
+t.test(
+  "the launcher pod's ephemeral-storage request charges the VMI's emptyDisk and DiskOrCreate capacities, capped at its limit",
+  async (t) => {
+    const withDisks = (resources: object) =>
+      launcherPodFor(
+        vmi({
+          domain: { resources },
+          volumes: [
+            { name: 'root', containerDisk: { image: 'quay.io/containerdisks/fedora:40' } },
+            { name: 'scratch', emptyDisk: { capacity: '64Mi' } },
+            { name: 'made', hostDisk: { path: '/disks/a.img', type: 'DiskOrCreate', capacity: '32Mi' } },
+            { name: 'existing', hostDisk: { path: '/disks/b.img', type: 'Disk' } },
+          ],
+        }),
+        'kvm',
+      ).spec?.containers?.[0]?.resources;
+    const memory = launcherPodFor(vmi(), 'kvm').spec!.containers[0]!.resources!.requests!.memory;
+    t.same(
+      {
+        noneAsked: launcherPodFor(vmi(), 'kvm').spec?.containers?.[0]?.resources?.requests?.['ephemeral-storage'],
+        disksOnly: withDisks({ requests: { memory: '128Mi' } }),
+        withRequestAndLimit: withDisks({
+          requests: { memory: '128Mi', 'ephemeral-storage': '100Mi' },
+          limits: { 'ephemeral-storage': '1Gi' },
+        }),
+        limitBelowDisks: withDisks({ requests: { memory: '128Mi' }, limits: { 'ephemeral-storage': '64Mi' } }),
+      },
+      {
+        noneAsked: undefined,
+        disksOnly: { requests: { memory: memory, cpu: '100m', 'ephemeral-storage': '96Mi' } },
+        withRequestAndLimit: {
+          requests: { memory: memory, cpu: '100m', 'ephemeral-storage': '196Mi' },
+          limits: { 'ephemeral-storage': '1Gi' },
+        },
+        limitBelowDisks: {
+          requests: { memory: memory, cpu: '100m', 'ephemeral-storage': '64Mi' },
+          limits: { 'ephemeral-storage': '64Mi' },
+        },
+      },
+    );
+  },
+);

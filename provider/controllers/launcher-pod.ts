@@ -69,6 +69,29 @@ export function launcherAccelerator(vmi: VirtualMachineInstance, nodes: readonly
   return nodes.some((n) => fits(n) && n.metadata?.labels?.[VIRTUALIZATION_LABEL] === 'tcg') ? 'tcg' : 'kvm';
 }
 
+/**
+ * The launcher pod's ephemeral storage: the VMI's request plus the disks the
+ * node gives the VM at full size (emptyDisk and DiskOrCreate hostDisk
+ * capacities), so the scheduler charges them; the request never exceeds the
+ * VMI's limit, which the pod carries, and a VMI whose disks exceed it is
+ * refused by the node (provider/pods/ephemeral-storage.ts), naming the limit.
+ */
+export function launcherEphemeralStorage(vmi: VirtualMachineInstance): { request?: string; limit?: string } {
+  const q = (v: unknown): number => (v == null || v === '' ? 0 : (parseQuantity(String(v)) ?? 0));
+  const resources = vmi.spec.domain?.resources ?? {};
+  const limitRaw = resources.limits?.['ephemeral-storage'];
+  const disksBytes = (vmi.spec.volumes ?? []).reduce(
+    (sum, v) => sum + q(v.emptyDisk?.capacity) + (v.hostDisk?.type === 'DiskOrCreate' ? q(v.hostDisk.capacity) : 0),
+    0,
+  );
+  const wanted = q(resources.requests?.['ephemeral-storage']) + disksBytes;
+  const requestBytes = limitRaw != null && limitRaw !== '' ? Math.min(wanted, q(limitRaw)) : wanted;
+  return {
+    ...(requestBytes > 0 ? { request: `${Math.ceil(requestBytes / MIB)}Mi` } : {}),
+    ...(limitRaw != null && limitRaw !== '' ? { limit: String(limitRaw) } : {}),
+  };
+}
+
 /** The first containerDisk image, or the default. */
 export function launcherImage(vmi: VirtualMachineInstance): string {
   return vmi.spec.volumes?.find((v) => v.containerDisk?.image)?.containerDisk?.image ?? DEFAULT_LAUNCHER_IMAGE;
@@ -116,6 +139,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
   const volumes = launcherVolumes(vmi);
   const pullSecrets = launcherPullSecrets(vmi);
+  const storage = launcherEphemeralStorage(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -144,7 +168,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
             requests: {
               memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`,
               cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST,
+              ...(storage.request ? { 'ephemeral-storage': storage.request } : {}),
             },
+            ...(storage.limit ? { limits: { 'ephemeral-storage': storage.limit } } : {}),
           },
         },
       ],

@@ -1,6 +1,6 @@
 // Reads the facts about this host that node status is derived from. All I/O
 // for node status lives here; status.ts is pure.
-import { readFile, statfs, mkdir } from 'node:fs/promises';
+import { readFile, stat, statfs, mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import si from 'systeminformation';
 import { probeHostCaps, type HostCaps } from '../../vmm/probe/virtualization.js';
@@ -9,15 +9,27 @@ import { readPreflightFacts } from '../preflight/facts.js';
 import { readNodeImages, type NodeImage } from '../images/node-images.js';
 import { ImageStore } from '../images/store.js';
 
+/** One filesystem's space and inodes, as the kubelet's eviction signals read them. */
+export interface FsFacts {
+  /** The directory it was read at, for messages. */
+  dir: string;
+  totalBytes: number;
+  /** What an unprivileged writer may still use (statfs bavail). */
+  availableBytes: number;
+  inodes: number;
+  inodesFree: number;
+}
+
 export interface HostFacts {
   hostname: string;
   internalIP: string | null;
   cpuCount: number;
   memoryTotalBytes: number;
   memoryAvailableBytes: number;
-  /** Filesystem holding the state dir (VM disks live there). */
-  diskTotalBytes: number;
-  diskAvailableBytes: number;
+  /** The filesystem of the state dir, where VM disks, overlays and console logs live: the kubelet's nodefs. */
+  nodeFs: FsFacts;
+  /** The filesystems of the image store and the URL image cache, one when they share it: the kubelet's imagefs. */
+  imageFs: FsFacts[];
   pidMax: number;
   pidsInUse: number;
   kernelVersion: string;
@@ -57,14 +69,36 @@ export interface HostFactsOptions {
   imageStoreDir: string;
 }
 
+type FsOnDevice = FsFacts & { dev: number };
+const withoutDev = ({ dev: _, ...f }: FsOnDevice): FsFacts => f;
+
+async function readFs(dir: string): Promise<FsOnDevice> {
+  await mkdir(dir, { recursive: true });
+  const [fs, st] = await Promise.all([statfs(dir), stat(dir)]);
+  return {
+    dir,
+    dev: st.dev,
+    totalBytes: fs.blocks * fs.bsize,
+    availableBytes: fs.bavail * fs.bsize,
+    inodes: fs.files,
+    inodesFree: fs.ffree,
+  };
+}
+
+/** The image store's and the cache's filesystems, each once. */
+async function readImageFs(dirs: string[]): Promise<FsFacts[]> {
+  const all = await Promise.all(dirs.map(readFs));
+  return all.filter((f, i) => all.findIndex((o) => o.dev === f.dev) === i).map(withoutDev);
+}
+
 export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> {
-  await mkdir(opts.stateDir, { recursive: true });
-  const [cpu, mem, os, iface, fs, pidMax, pidsInUse, machineID, bootID, virtualization, images] = await Promise.all([
+  const [cpu, mem, os, iface, nodeFs, imageFs, pidMax, pidsInUse, machineID, bootID, virtualization, images] = await Promise.all([
     si.cpu(),
     si.mem(),
     si.osInfo(),
     opts.internalIP ? Promise.resolve(null) : si.networkInterfaces('default'),
-    statfs(opts.stateDir),
+    readFs(opts.stateDir),
+    readImageFs([opts.imageStoreDir, opts.imageCacheDir]),
     readTrimmed('/proc/sys/kernel/pid_max').then(Number),
     countPids(),
     readTrimmed('/etc/machine-id').catch(() => ''),
@@ -82,8 +116,8 @@ export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> 
     cpuCount: cpu.cores,
     memoryTotalBytes: mem.total,
     memoryAvailableBytes: mem.available,
-    diskTotalBytes: fs.blocks * fs.bsize,
-    diskAvailableBytes: fs.bavail * fs.bsize,
+    nodeFs: withoutDev(nodeFs),
+    imageFs,
     pidMax,
     pidsInUse,
     kernelVersion: os.kernel,

@@ -2,17 +2,25 @@ import t from 'tap';
 import { resolveAgentConfig } from '../config.js';
 import type { HostFacts } from './host-facts.js';
 import type { PreflightCheck } from '../preflight/checks.js';
-import { deriveConditions, deriveLabels, deriveNodeStatus, statusChanged } from './status.js';
+import { deriveConditions, deriveLabels, deriveNodeStatus, pressureConditions, statusChanged } from './status.js';
 
 const GiB = 1024 ** 3;
+/** A 100 GiB filesystem at `dir` with `freePct` of its space and inodes free. */
+const fs = (dir: string, freePct: number, inodesFreePct = freePct) => ({
+  dir,
+  totalBytes: 100 * GiB,
+  availableBytes: freePct * GiB,
+  inodes: 1000,
+  inodesFree: inodesFreePct * 10,
+});
 const facts = (over: Partial<HostFacts> = {}): HostFacts => ({
   hostname: 'h1',
   internalIP: '192.0.2.2',
   cpuCount: 4,
   memoryTotalBytes: 16 * GiB,
   memoryAvailableBytes: 8 * GiB,
-  diskTotalBytes: 100 * GiB,
-  diskAvailableBytes: 50 * GiB,
+  nodeFs: fs('/var/lib/vkvm', 50),
+  imageFs: [fs('/var/lib/vkvm/images', 50)],
   pidMax: 4_000_000,
   pidsInUse: 500,
   kernelVersion: '6.1.0',
@@ -52,6 +60,11 @@ t.test('a healthy TCG host is Ready, reports software emulation and no KVM devic
   );
   t.same(s.capacity, { cpu: '4', memory: `${16 * 1024 * 1024}Ki`, 'ephemeral-storage': `${100 * 1024 * 1024}Ki`, pods: '110' });
   t.equal(s.allocatable!.memory, `${15 * 1024 * 1024}Ki`, 'reserved memory is kept back from allocatable');
+  t.equal(
+    s.allocatable!['ephemeral-storage'],
+    `${90 * 1024 * 1024}Ki`,
+    "the state filesystem's capacity less the 10% hard eviction threshold, as the kubelet's",
+  );
   t.same(s.addresses, [
     { type: 'InternalIP', address: '192.0.2.2' },
     { type: 'Hostname', address: 'h1' },
@@ -72,7 +85,11 @@ t.test('KVM hosts advertise the KVM device resource', async (t) => {
 });
 
 t.test('pressure conditions follow host facts; no address means NotReady', async (t) => {
-  const c = deriveConditions(facts({ memoryAvailableBytes: 10, diskAvailableBytes: 1, pidsInUse: 3_900_000, internalIP: null }), [], now);
+  const c = deriveConditions(
+    facts({ memoryAvailableBytes: 10, nodeFs: fs('/var/lib/vkvm', 1), pidsInUse: 3_900_000, internalIP: null }),
+    [],
+    now,
+  );
   t.match(byType(c), {
     MemoryPressure: 'True/KubeletHasInsufficientMemory',
     DiskPressure: 'True/KubeletHasDiskPressure',
@@ -81,6 +98,47 @@ t.test('pressure conditions follow host facts; no address means NotReady', async
     Ready: 'False/KubeletNotReady',
   });
 });
+
+t.test(
+  "DiskPressure follows the kubelet's evictionHard defaults on the state filesystem (nodefs) and the image filesystems (imagefs)",
+  async (t) => {
+    const cases = {
+      healthy: facts(),
+      nodefsAt11: facts({ nodeFs: fs('/var/lib/vkvm', 11) }),
+      nodefsAt9: facts({ nodeFs: fs('/var/lib/vkvm', 9) }),
+      imagefsAt16: facts({ imageFs: [fs('/var/lib/vkvm/images', 16)] }),
+      imagefsAt14: facts({ imageFs: [fs('/var/lib/vkvm/images', 50), fs('/var/cache/vkvm/images', 14)] }),
+      inodesAt4: facts({ nodeFs: fs('/var/lib/vkvm', 50, 4) }),
+    };
+    const seen = Object.fromEntries(
+      Object.entries(cases).map(([name, f]) => {
+        const c = deriveConditions(f, [], now).find((x) => x.type === 'DiskPressure')!;
+        return [name, { status: c.status, message: c.message, refuses: pressureConditions(f) }];
+      }),
+    );
+    const none = { status: 'False', message: 'vkvm has no disk pressure', refuses: [] };
+    t.same(seen, {
+      healthy: none,
+      nodefsAt11: none,
+      nodefsAt9: {
+        status: 'True',
+        message: 'the state filesystem (/var/lib/vkvm) has less than 10% of its space free',
+        refuses: ['DiskPressure'],
+      },
+      imagefsAt16: none,
+      imagefsAt14: {
+        status: 'True',
+        message: 'the image filesystem (/var/cache/vkvm/images) has less than 15% of its space free',
+        refuses: ['DiskPressure'],
+      },
+      inodesAt4: {
+        status: 'True',
+        message: 'the state filesystem (/var/lib/vkvm) has less than 5% of its inodes free',
+        refuses: ['DiskPressure'],
+      },
+    });
+  },
+);
 
 t.test('a failed hard preflight check makes the node NotReady and names the check', async (t) => {
   const missing: PreflightCheck = {

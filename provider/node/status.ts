@@ -2,14 +2,24 @@
 // node's conditions, capacity or labels; the controller only diffs and patches.
 import type { V1NodeCondition, V1NodeStatus } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config.js';
-import type { HostFacts } from './host-facts.js';
+import type { FsFacts, HostFacts } from './host-facts.js';
 
 export const VKVM_VERSION = '0.1.0';
 
-/** Eviction-style thresholds, as the kubelet's defaults. */
+/**
+ * Eviction-style thresholds, as the kubelet's evictionHard defaults:
+ * memory.available<100Mi, nodefs.available<10%, imagefs.available<15%,
+ * nodefs.inodesFree<5%, imagefs.inodesFree<5%.
+ */
 export const MEMORY_PRESSURE_BELOW_BYTES = 100 * 1024 * 1024;
-export const DISK_PRESSURE_BELOW_FRACTION = 0.1;
+export const NODEFS_AVAILABLE_BELOW_FRACTION = 0.1;
+export const IMAGEFS_AVAILABLE_BELOW_FRACTION = 0.15;
+export const INODES_FREE_BELOW_FRACTION = 0.05;
 export const PID_PRESSURE_ABOVE_FRACTION = 0.9;
+
+/** The node conditions under which the kubelet refuses new pods (its eviction manager's admission). */
+export const PRESSURE_CONDITIONS = ['MemoryPressure', 'DiskPressure', 'PIDPressure'] as const;
+export type PressureCondition = (typeof PRESSURE_CONDITIONS)[number];
 
 export const KVM_DEVICE_RESOURCE = 'devices.kubevirt.io/kvm';
 /** KubeVirt's device plugin advertises this many KVM "devices" per host. */
@@ -21,11 +31,32 @@ export const HARDWARE_VIRTUALIZATION_CONDITION = 'HardwareVirtualization';
 type ConditionValue = { status: 'True' | 'False' | 'Unknown'; reason: string; message: string };
 
 /** One condition as an ordered list of (predicate, value); the first match wins, the last entry is the fallback. */
-type ConditionRule = { type: string; cases: Array<[(f: HostFacts) => boolean, ConditionValue]> };
+type ConditionRule = {
+  type: string;
+  cases: Array<[(f: HostFacts) => boolean, ConditionValue | ((f: HostFacts) => ConditionValue)]>;
+};
 
 const always = () => true;
 const memoryLow = (f: HostFacts) => f.memoryAvailableBytes < MEMORY_PRESSURE_BELOW_BYTES;
-const diskLow = (f: HostFacts) => f.diskAvailableBytes < f.diskTotalBytes * DISK_PRESSURE_BELOW_FRACTION;
+
+/** Why a filesystem is short of space or inodes, below the fraction given for space; undefined when it is not. */
+function shortOf(fs: FsFacts, name: string, availableBelow: number): string | undefined {
+  const pct = (f: number) => `${Math.round(f * 100)}%`;
+  if (fs.availableBytes < fs.totalBytes * availableBelow)
+    return `${name} (${fs.dir}) has less than ${pct(availableBelow)} of its space free`;
+  if (fs.inodes > 0 && fs.inodesFree < fs.inodes * INODES_FREE_BELOW_FRACTION)
+    return `${name} (${fs.dir}) has less than ${pct(INODES_FREE_BELOW_FRACTION)} of its inodes free`;
+  return undefined;
+}
+
+/** The filesystems short of space or inodes: the state filesystem (nodefs) first, then the image filesystems. */
+function diskShortages(f: HostFacts): string[] {
+  return [
+    shortOf(f.nodeFs, 'the state filesystem', NODEFS_AVAILABLE_BELOW_FRACTION),
+    ...f.imageFs.map((fs) => shortOf(fs, 'the image filesystem', IMAGEFS_AVAILABLE_BELOW_FRACTION)),
+  ].filter((m): m is string => m !== undefined);
+}
+const diskLow = (f: HostFacts) => diskShortages(f).length > 0;
 const pidsHigh = (f: HostFacts) => f.pidsInUse > f.pidMax * PID_PRESSURE_ABOVE_FRACTION;
 const noAddress = (f: HostFacts) => f.internalIP === null;
 const hardPreflightFailed = (f: HostFacts) => f.preflight.some((c) => !c.ok && c.severity === 'hard');
@@ -41,7 +72,7 @@ const RULES: ConditionRule[] = [
   {
     type: 'DiskPressure',
     cases: [
-      [diskLow, { status: 'True', reason: 'KubeletHasDiskPressure', message: 'less than 10% of the state filesystem is free' }],
+      [diskLow, (f) => ({ status: 'True', reason: 'KubeletHasDiskPressure', message: diskShortages(f).join('; ') })],
       [always, { status: 'False', reason: 'KubeletHasNoDiskPressure', message: 'vkvm has no disk pressure' }],
     ],
   },
@@ -93,7 +124,7 @@ export function deriveConditions(facts: HostFacts, previous: V1NodeCondition[], 
   const values = RULES.map(({ type, cases }) => {
     const match = cases.find(([pred]) => pred(facts));
     if (!match) throw new Error(`condition ${type} has no fallback`);
-    const value = { type, ...match[1] };
+    const value = { type, ...(typeof match[1] === 'function' ? match[1](facts) : match[1]) };
     if (type === HARDWARE_VIRTUALIZATION_CONDITION) value.message = facts.virtualization.reason;
     return value;
   });
@@ -107,6 +138,12 @@ export function deriveConditions(facts: HostFacts, previous: V1NodeCondition[], 
       lastTransitionTime: unchanged && prev.lastTransitionTime ? prev.lastTransitionTime : now,
     };
   });
+}
+
+/** The pressure conditions the node is under, by these facts: what the kubelet's admission refuses new pods on. */
+export function pressureConditions(facts: HostFacts): PressureCondition[] {
+  const statuses = deriveConditions(facts, [], new Date(0));
+  return PRESSURE_CONDITIONS.filter((type) => statuses.some((c) => c.type === type && c.status === 'True'));
 }
 
 export function deriveLabels(config: AgentConfig, facts: HostFacts): Record<string, string> {
@@ -128,13 +165,15 @@ export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous
   const capacity: Record<string, string> = {
     cpu: String(facts.cpuCount),
     memory: ki(facts.memoryTotalBytes),
-    'ephemeral-storage': ki(facts.diskTotalBytes),
+    'ephemeral-storage': ki(facts.nodeFs.totalBytes),
     pods: String(config.maxPods),
   };
   if (facts.virtualization.accelerator === 'kvm') capacity[KVM_DEVICE_RESOURCE] = String(KVM_DEVICE_COUNT);
   const allocatable = {
     ...capacity,
     memory: ki(Math.max(0, facts.memoryTotalBytes - config.memoryReservedMiB * 1024 * 1024)),
+    // As the kubelet: capacity less the hard eviction threshold, the part pods can never have.
+    'ephemeral-storage': ki(facts.nodeFs.totalBytes * (1 - NODEFS_AVAILABLE_BELOW_FRACTION)),
   };
   const addresses = [{ type: 'Hostname', address: facts.hostname }];
   if (facts.internalIP) addresses.unshift({ type: 'InternalIP', address: facts.internalIP });

@@ -11,7 +11,7 @@
 // removed only after the pod list is synced.
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
-import { systemClock, type Clock } from '../clock.js';
+import { every, systemClock, type Clock } from '../clock.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
 import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
@@ -21,23 +21,27 @@ import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { BuiltinImages } from '../vm-identity.js';
+import type { PressureCondition } from '../node/status.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import {
   DEFAULT_RESTART_BACKOFF,
   newLifecycle,
   transition,
-  waitMs,
   type LifecycleEvent,
   type PodLifecycle,
   type RestartBackoff,
 } from './lifecycle.js';
+import { admissionRefusal } from './admission.js';
 import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
+import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
 import { StatusWriter } from './status-writer.js';
+import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { VmStarts } from './vm-starts.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
@@ -55,17 +59,27 @@ export interface PodControllerOptions {
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
   images: VmRuntimeOptions['images'];
+  /** Downloads a URL image into the node's image cache before its launcher starts. */
+  downloadImage: VmRuntimeOptions['downloadImage'];
+  /** Starts fetching images (pulls, downloads) at once, beside the sync workers; the others wait their turn. */
+  maxParallelPreparations?: number;
   events: EventRecorder;
   metrics: AgentMetrics;
   log: Logger;
   clock?: Clock;
   restartBackoff?: RestartBackoff;
+  /** Bytes a VM's directory takes on disk (storage-eviction.ts's dirUsageBytes; a fake in unit tests). */
+  usageBytes?: (dir: string) => Promise<number>;
+  /** The pressure conditions the node is under now, which refuse new pods (provider/node/status.ts); none when absent. */
+  nodePressure?: () => readonly PressureCondition[];
   /** Concurrent pod syncs; one pod never syncs twice at once. */
   workers?: number;
 }
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 const ORPHAN_SWEEP_MS = 30_000;
+/** The kubelet's grace period for an eviction that cannot wait (immediateEvictionGracePeriodSeconds). */
+const EVICTION_GRACE_PERIOD_S = 1;
 /** How soon a VM waiting for the node's pod range tries again. */
 const NETWORK_RETRY_MS = 1_000;
 
@@ -77,6 +91,9 @@ export class PodController {
   private readonly podSync: KeyQueue;
   private readonly statusSync: KeyQueue;
   private readonly runtime: VmRuntime;
+  private readonly starts: VmStarts;
+  private readonly storage: StorageEvictionOptions;
+  private readonly orphanSweep: OrphanSweepOptions;
   private readonly status: StatusWriter;
   private readonly clock: Clock;
   private readonly backoff: RestartBackoff;
@@ -85,8 +102,8 @@ export class PodController {
   /** Pod deletions under way, by pod UID. */
   private readonly deletions = new Map<string, Promise<void>>();
   private started = false;
-  private sweeping: Promise<void> | undefined;
-  private cancelSweep: (() => void) | undefined;
+  /** Stop the periodic repair (launchers unreachable at start-up, orphans no event pointed at) and the storage check. */
+  private readonly stopPeriodic: Array<() => Promise<void>> = [];
 
   constructor(private readonly o: PodControllerOptions) {
     const clock = (this.clock = o.clock ?? systemClock);
@@ -99,7 +116,37 @@ export class PodController {
     });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
+    this.starts = new VmStarts({
+      runtime: this.runtime,
+      apply: (pod, event) => this.apply(pod, event),
+      sync: (key) => this.podSync.add(key),
+      syncAfter: (key, delayMs) => this.podSync.addAfter(key, delayMs),
+      lifecycle: (uid) => this.lifecycles.get(uid),
+      forgetLauncher: (uid) => o.launchers.forget(uid),
+      maxParallelPreparations: o.maxParallelPreparations ?? 3,
+      clock,
+      metrics: o.metrics,
+    });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
+    this.orphanSweep = {
+      pods: () => o.pods.list(),
+      launchers: o.launchers,
+      network: o.network,
+      known: (uid) => this.lifecycles.has(uid),
+      removeVm: (uid) => this.removeVm(uid, 0),
+      log: o.log,
+    };
+    this.storage = {
+      running: () =>
+        runningVms(
+          this.lifecycles.values(),
+          (key) => o.pods.get(key),
+          (uid) => o.launchers.get(uid),
+        ),
+      usageBytes: o.usageBytes ?? dirUsageBytes,
+      evict: (pod, message) => this.evict(pod, message),
+      log: o.log,
+    };
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
@@ -113,55 +160,15 @@ export class PodController {
     // Their launchers' events reach the pod from now on; the first sync takes the VM as it is, never restarts it.
     for (const pod of this.o.pods.list()) if (found.includes(pod.metadata?.uid ?? '')) this.lifecycleOf(pod);
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
-    await this.removeOrphans();
+    await removeOrphans(this.orphanSweep);
     this.started = true;
     this.o.vmis.follow(this.o.pods.list());
     for (const pod of this.o.pods.list()) this.onPodKey(keyOfObject(pod));
-    this.scheduleSweep();
+    this.stopPeriodic.push(
+      every(this.clock, ORPHAN_SWEEP_MS, () => sweepOrphans(this.orphanSweep)),
+      every(this.clock, STORAGE_CHECK_INTERVAL_MS, () => evictOverLimit(this.storage)),
+    );
     this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
-  }
-
-  /**
-   * VMs whose pod UID is not in the synced pod cache: the pod was deleted
-   * while the agent was down or before its key was ever synced. Only called
-   * with a synced cache, so a missing UID really is gone.
-   */
-  private async removeOrphans(): Promise<void> {
-    const podUIDs = new Set(this.o.pods.list().map((p) => p.metadata?.uid));
-    for (const uid of this.o.launchers.uids()) {
-      if (podUIDs.has(uid)) continue;
-      this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
-      await this.removeVm(uid, 0).catch((err: unknown) =>
-        this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'),
-      );
-    }
-    // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
-    const inUse = (uid: string) =>
-      !!this.o.launchers.get(uid) || this.lifecycles.has(uid) || this.o.pods.list().some((p) => p.metadata?.uid === uid);
-    await this.o.network
-      .retainOnly(inUse)
-      .catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
-  }
-
-  /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
-  private scheduleSweep(): void {
-    this.cancelSweep = this.clock.after(ORPHAN_SWEEP_MS, () => {
-      this.sweeping = this.sweepOnce().finally(() => {
-        this.sweeping = undefined;
-        if (this.started) this.scheduleSweep();
-      });
-    });
-  }
-
-  private async sweepOnce(): Promise<void> {
-    try {
-      await this.o.launchers.discover();
-      await this.removeOrphans();
-    } catch (err) {
-      this.o.log.warn({ err }, 'orphan sweep failed');
-    }
-    // Also repairs the bridge, NAT rules and DHCP server if something removed them.
-    await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network repair failed'));
   }
 
   /**
@@ -171,8 +178,7 @@ export class PodController {
    */
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
-    this.cancelSweep?.();
-    await this.sweeping;
+    await Promise.all(this.stopPeriodic.map((stop) => stop()));
     this.podSync.stop();
     this.statusSync.stop();
     await Promise.all([this.o.pods.stop(), this.o.vmis.stop()]);
@@ -184,10 +190,10 @@ export class PodController {
     this.o.launchers.close();
   }
 
-  /** Resolves once no sync is queued or running and no deletion is under way (tests). */
+  /** Resolves once no sync is queued or running and no deletion or preparation is under way (tests). */
   async idle(): Promise<void> {
-    while (!this.podSync.isIdle() || !this.statusSync.isIdle() || this.deletions.size > 0) {
-      await Promise.all([this.podSync.idle(), this.statusSync.idle(), ...this.deletions.values()]);
+    while (!this.podSync.isIdle() || !this.statusSync.isIdle() || this.deletions.size > 0 || !this.starts.isIdle()) {
+      await Promise.all([this.podSync.idle(), this.statusSync.idle(), this.starts.idle(), ...this.deletions.values()]);
     }
   }
 
@@ -287,6 +293,14 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
+    // The node's admission comes before anything is made for the pod (its address, its network, its VM); a VM found
+    // running after an agent restart was admitted by an earlier agent.
+    const admitted = lc.admitted || !!this.o.launchers.get(uid);
+    const refusal = admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
+    if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal })) {
+      this.o.metrics.podEvictions.inc({ cause: 'admission' });
+    }
+    if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     const spec = await this.runtime.desiredSpec(pod, lc);
     if (spec === 'gone') return;
@@ -300,14 +314,16 @@ export class PodController {
     switch (current?.state.kind) {
       case 'Running':
         // A launcher that vanished under a running VM leaves nothing to keep: start anew.
-        return view?.live ? this.keepRunning(pod, current, view, spec) : this.startVm(pod, spec);
+        return view?.live ? this.keepRunning(pod, current, view, spec) : this.starts.start(pod, spec);
       case 'Waiting':
       case 'ImageBackOff':
-        return this.startVm(pod, spec);
+        return this.starts.start(pod, spec);
+      case 'Preparing':
+        return this.starts.carryOn(pod, current, spec);
       case 'BackingOff':
-        return this.restartVm(pod, spec);
+        return this.starts.restart(pod, spec);
       default:
-      // Finished stays so; Preparing, Invalid and Terminating were dealt with above.
+      // Finished stays so; Invalid and Terminating were dealt with above.
     }
   }
 
@@ -333,33 +349,6 @@ export class PodController {
   private async keepRunning(pod: V1Pod, lc: PodLifecycle, live: LiveLauncher<VmControl>, spec: VmSpec): Promise<void> {
     const specHash = await this.runtime.keepInSync(pod, lc, live, spec);
     await this.runtime.reconcilePause(this.apply(pod, { type: 'specSynced', specHash }) ?? lc, live);
-  }
-
-  /** Restarts a stopped VM once its back-off is over; until then the pod syncs again when it is. */
-  private async restartVm(pod: V1Pod, spec: VmSpec): Promise<void> {
-    const next = this.apply(pod, { type: 'restart' });
-    if (!next) return;
-    if (next.state.kind === 'BackingOff') return this.podSync.addAfter(next.key, waitMs(next.state, this.clock.now()));
-    this.o.launchers.forget(next.uid);
-    return this.startVm(pod, spec);
-  }
-
-  /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
-  private async startVm(pod: V1Pod, spec: VmSpec): Promise<void> {
-    const preparing = this.apply(pod, { type: 'startBegan' });
-    if (preparing?.state.kind !== 'Preparing') {
-      if (preparing?.state.kind === 'ImageBackOff') this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
-      return;
-    }
-    let outcome: StartOutcome;
-    try {
-      outcome = await this.runtime.start(pod, preparing, spec);
-    } catch (err) {
-      this.apply(pod, { type: 'startFailed' });
-      throw err;
-    }
-    const after = this.apply(pod, outcome);
-    if (after?.state.kind === 'ImageBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
   }
 
   /**
@@ -393,7 +382,21 @@ export class PodController {
     }
   }
 
+  /** The VM used more disk than its pod may: Evicted, and the sync stops it. */
+  private evict(pod: V1Pod, message: string): void {
+    const lc = this.apply(pod, { type: 'evicted', message });
+    if (lc?.state.kind !== 'Evicted') return;
+    this.o.metrics.podEvictions.inc({ cause: 'ephemeral-storage' });
+    this.podSync.add(lc.key);
+  }
+
+  /** An evicted pod's VM is stopped at once, as the kubelet kills an evicted pod's containers; its files stay until the pod goes. */
+  private async stopEvicted(uid: string): Promise<void> {
+    if (this.o.launchers.get(uid)?.live) await this.o.launchers.stop(uid, EVICTION_GRACE_PERIOD_S);
+  }
+
   private async removeVm(uid: string, graceS: number): Promise<void> {
+    this.starts.forget(uid);
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);

@@ -12,6 +12,11 @@ export function recordEntered(events: EventRecorder, pod: V1Pod, state: Lifecycl
     // A launcher pod's VMI too: KubeVirt users look there.
     const vmi = vmiReferenceOf(pod);
     if (vmi) events.recordFor(vmi, 'Warning', 'SyncFailed', state.message);
+  } else if (state.kind === 'Evicted') {
+    // The kubelet's eviction event: reason Evicted, its message.
+    events.record(pod, 'Warning', 'Evicted', state.message);
+    const vmi = vmiReferenceOf(pod);
+    if (vmi) events.recordFor(vmi, 'Warning', 'Evicted', state.message);
   } else if (state.kind === 'ImageBackOff') {
     // The message names the image already: the pull's own words, or the missing boot image's.
     events.record(pod, 'Warning', 'Failed', state.error.message);

@@ -19,10 +19,16 @@
 //   any but Preparing, Terminating         launcherRunning  Running (a launcher adopted, or found running)
 //   any but Terminating                    invalid          Invalid
 //   Invalid, found in translation          valid            Waiting (what the node found starting it stays)
+//   any but Terminating                    evicted          Evicted: refused by the node's admission (under disk
+//                                                           pressure), or its disks outgrew its ephemeral-storage
+//                                                           limit; final, whatever the restart policy
 //   any                                    deleting         Terminating
 //
 // Any other pair leaves the lifecycle as it is (the same object: callers
-// compare by identity to see a change).
+// compare by identity to see a change); an Evicted lifecycle moves only to
+// Terminating. A pod is admitted (`admitted`) from its first start on, or
+// once a launcher of it is found running; the node's admission judges only
+// pods not admitted yet, as the kubelet's judges only new pods.
 import type { V1Pod } from '@kubernetes/client-node';
 import { keyOfObject } from '../kube/informer.js';
 import type { ImageErrorReason, ImagePullReason } from '../images/errors.js';
@@ -76,6 +82,8 @@ export type LifecycleState =
   | { kind: 'Invalid'; message: string; found: InvalidFound }
   /** The run ended and restartPolicy leaves it ended. */
   | { kind: 'Finished' }
+  /** The kubelet's reason Evicted: the node refused the pod, or stopped its VM for the disk it used; final. */
+  | { kind: 'Evicted'; message: string }
   | Terminating;
 
 /** The pod is being deleted; until it is gone its status still shows what it was (Invalid, ImageBackOff, ...). */
@@ -106,6 +114,8 @@ export interface PodLifecycle {
   readonly vmi?: VmiContext;
   /** The registry image the VM runs, as repository@digest (the container's imageID). */
   readonly imageID?: string;
+  /** The node admitted the pod: a start began, or a launcher of it was found running. */
+  readonly admitted: boolean;
 }
 
 export type LifecycleEvent =
@@ -123,6 +133,8 @@ export type LifecycleEvent =
   | { type: 'restart' }
   | { type: 'invalid'; message: string; found: InvalidFound }
   | { type: 'valid' }
+  /** `message`: the pod status's, as the kubelet words it. */
+  | { type: 'evicted'; message: string }
   | { type: 'deleting' };
 
 /** A pod first seen by this agent; after a restart its status is the only memory of earlier runs. */
@@ -149,6 +161,8 @@ export function newLifecycle(pod: V1Pod): PodLifecycle {
       ...(stoppedAt ? { stoppedSeenAt: stoppedAt } : {}),
     },
     ...(cs?.imageID?.includes('@sha256:') ? { imageID: cs.imageID } : {}),
+    // An earlier agent started it: it ran, or a start of it is under way or backing off.
+    admitted: pod.status?.phase === 'Running' || (cs?.restartCount ?? 0) > 0 || !!cs?.state?.running || !!cs?.lastState?.terminated,
   };
 }
 
@@ -195,9 +209,12 @@ export function transition(
 ): PodLifecycle {
   const s = lc.state;
   if (s.kind === 'Terminating') return lc;
+  if (s.kind === 'Evicted' && event.type !== 'deleting') return lc;
   switch (event.type) {
     case 'deleting':
       return to(lc, { kind: 'Terminating', was: s });
+    case 'evicted':
+      return to(lc, { kind: 'Evicted', message: event.message });
     case 'invalid':
       return s.kind === 'Invalid' && s.message === event.message
         ? lc
@@ -205,7 +222,7 @@ export function transition(
     case 'valid':
       return s.kind === 'Invalid' && s.found === 'translation' ? to(lc, { kind: 'Waiting' }) : lc;
     case 'startBegan':
-      if (s.kind === 'Waiting' || s.kind === 'Running') return to(lc, { kind: 'Preparing' });
+      if (s.kind === 'Waiting' || s.kind === 'Running') return { ...lc, admitted: true, state: { kind: 'Preparing' } };
       if (s.kind === 'ImageBackOff' && nowMs >= s.retryAtMs) return to(lc, { kind: 'Preparing', retrying: s });
       return lc;
     case 'started':
@@ -217,7 +234,7 @@ export function transition(
     case 'specSynced':
       return s.kind === 'Running' && s.specHash !== event.specHash ? to(lc, { kind: 'Running', specHash: event.specHash }) : lc;
     case 'launcherRunning':
-      return s.kind === 'Running' || s.kind === 'Preparing' ? lc : to(lc, { kind: 'Running' });
+      return s.kind === 'Running' || s.kind === 'Preparing' ? lc : { ...lc, admitted: true, state: { kind: 'Running' } };
     case 'stopSeen':
       return lc.history.stoppedSeenAt ? lc : { ...lc, history: { ...lc.history, stoppedSeenAt: new Date(nowMs) } };
     case 'ended':

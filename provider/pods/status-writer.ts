@@ -27,12 +27,14 @@ export interface StatusWriterOptions {
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
-type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'imageError' | 'preparing' | 'backoff'>;
+type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'evicted' | 'imageError' | 'preparing' | 'backoff'>;
 
 function factsOf(s: LifecycleState): LifecycleFacts {
   switch (s.kind) {
     case 'Invalid':
       return { invalid: { reason: 'InvalidVMSpec', message: s.message } };
+    case 'Evicted':
+      return { evicted: { message: s.message } };
     case 'ImageBackOff':
       return { imageError: s.error };
     case 'Preparing':
@@ -110,6 +112,7 @@ export class StatusWriter {
       nodeName: pod.spec?.nodeName ?? '',
       ...(settled ? { vm: settled } : {}),
       ...(facts.invalid ? { invalid: facts.invalid } : {}),
+      ...(facts.evicted ? { evicted: facts.evicted } : {}),
       ...(facts.imageError ? { imageError: facts.imageError } : {}),
       ...(lc.attachment ? { attachment: lc.attachment } : {}),
       unsupported: lc.vmi?.unsupported ?? [],

@@ -32,6 +32,8 @@ export interface PodStatusInput {
   podIP?: string;
   /** The pod cannot be realized as written (SpecError): terminal. */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
+  /** The node refused the pod, or stopped its VM for the disk it used (the kubelet's Evicted): terminal. */
+  evicted?: { message: string };
   /** The boot image could not be fetched or found. */
   imageError?: { reason: ImageErrorReason; message: string };
   /** The registry image the VM runs, as repository@digest; the container's image otherwise. */
@@ -88,6 +90,22 @@ const ROWS: Row[] = [
     state: (i) => waiting('InvalidVMSpec', i.invalid!.message),
     ready: () => false,
     podReason: (i) => ({ reason: i.invalid!.reason, message: i.invalid!.message }),
+  },
+  {
+    when: (i) => Boolean(i.evicted),
+    phase: () => 'Failed',
+    // 137: the VM was killed, as a container's exit code says (128 + SIGKILL).
+    state: (i) => ({
+      terminated: {
+        exitCode: 137,
+        reason: 'Evicted',
+        message: i.evicted!.message,
+        ...(i.vm?.startedAt ? { startedAt: i.vm.startedAt } : {}),
+        finishedAt: i.vm?.finishedAt ?? i.now,
+      },
+    }),
+    ready: () => false,
+    podReason: (i) => ({ reason: 'Evicted', message: i.evicted!.message }),
   },
   {
     // Pulls are retried with back-off whatever the restart policy, as the kubelet does: not final.

@@ -9,6 +9,7 @@
 //          any other OCI reference           a containerDisk image: the node agent pulls it (imagePullPolicy,
 //                                            imagePullSecrets) and boots the one file under /disk
 //   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
+//              ephemeral-storage limit → what the VM's disks may take (provider/pods/ephemeral-storage.ts),
 //              memory → guest RAM (requests, which the API server defaults to limits; default 512Mi)
 //   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
 //              kernel hands to init as environment); disk images: not supported (use user-data)

@@ -13,10 +13,11 @@ import type { AgentMetrics } from '../metrics.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import type { BuiltinImages } from '../vm-identity.js';
 import { ImagePullError } from '../images/errors.js';
-import type { PodImages } from '../images/pod-images.js';
+import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
@@ -32,6 +33,11 @@ export interface VmRuntimeOptions {
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
   images: Pick<PodImages, 'resolve' | 'resolveRunning'>;
+  /**
+   * Downloads a URL image into the node's image cache (vmm/disks/base-image.ts), where the launcher
+   * finds it; a refusal the user can fix is a SpecError at `at`.
+   */
+  downloadImage: (url: string, at: string, log: Logger) => Promise<void>;
   /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
@@ -42,7 +48,24 @@ export interface VmRuntimeOptions {
 /** What a start came to; other failures are thrown. */
 export type StartOutcome = Extract<LifecycleEvent, { type: 'started' | 'imageMissing' | 'invalid' }>;
 
-function specHash(spec: VmSpec): string {
+/** A start's images in place, for its launcher: registry images' files in the store, URL images in the cache. */
+export interface PreparedSpec {
+  resolved: ResolvedSpec;
+  /** The Pulling event is recorded already (a pull's, or a download's). */
+  pullingRecorded: boolean;
+}
+
+/** What preparing a start came to: the spec ready for its launcher, or an outcome that ends the attempt. */
+export type Prepared = ({ type: 'prepared' } & PreparedSpec) | Extract<StartOutcome, { type: 'imageMissing' | 'invalid' }>;
+
+/** Whether a start has anything to fetch before its launcher starts: a registry image or a URL. */
+export function needsPreparation(spec: VmSpec): boolean {
+  return !!spec.kernelBoot?.container || spec.disks.some((d) => d.source.kind === 'registry' || d.source.kind === 'url');
+}
+
+const imageOf = (pod: V1Pod): string => pod.spec?.containers?.[0]?.image ?? '';
+
+export function specHash(spec: VmSpec): string {
   return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
 }
 
@@ -60,7 +83,12 @@ export class VmRuntime {
    */
   async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
     const spec = await this.specFor(pod, lc);
-    return spec === 'gone' || spec instanceof SpecError ? spec : this.attachNetwork(pod, lc, spec);
+    if (spec === 'gone' || spec instanceof SpecError) return spec;
+    // Checked before the pod gets anything of the node: an address, a network, a disk.
+    const field = vmiOwner(pod)
+      ? 'spec.domain.resources.limits.ephemeral-storage'
+      : 'spec.containers[0].resources.limits.ephemeral-storage';
+    return disksOverLimit(pod, spec, field) ?? this.attachNetwork(pod, lc, spec);
   }
 
   private async specFor(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone'> {
@@ -103,19 +131,38 @@ export class VmRuntime {
   }
 
   /**
-   * Starts the pod's VM: its launcher, then the launcher's idempotent sync.
-   * Nothing of a failed start stays behind (no launcher, no QEMU, no
-   * overlay); a missing image and an invalid spec are outcomes, other
-   * failures are thrown.
+   * The slow part of a start, run off the sync workers (preparations.ts):
+   * registry images pulled into the store, URL images downloaded into the
+   * node's image cache (where the launcher then finds them). A missing image
+   * and an invalid spec are outcomes; other failures are thrown.
    */
-  async start(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<StartOutcome> {
-    const image = pod.spec?.containers?.[0]?.image ?? '';
+  async prepare(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<Prepared> {
+    const log = this.o.log.child({ pod: lc.key, uid: lc.uid });
+    try {
+      // Registry images are pulled with the kubelet's events; the launcher gets their files in the store.
+      const resolved = await this.o.images.resolve(pod, spec, log);
+      if (resolved.imageID) this.o.learnt(lc.uid, { imageID: resolved.imageID });
+      const urls = spec.disks.flatMap((d, i) => (d.source.kind === 'url' ? [{ url: d.source.url, at: `disks[${i}].source.url` }] : []));
+      if (urls.length) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${imageOf(pod)}"`);
+      for (const { url, at } of urls) await this.o.downloadImage(url, at, log);
+      return { type: 'prepared', resolved, pullingRecorded: resolved.fromRegistry || urls.length > 0 };
+    } catch (thrown) {
+      return this.failedStart(pod, lc, spec, thrown);
+    }
+  }
+
+  /**
+   * Starts the pod's VM from its prepared spec: its launcher, then the
+   * launcher's idempotent sync. Nothing of a failed start stays behind (no
+   * launcher, no QEMU, no overlay); a missing image and an invalid spec are
+   * outcomes, other failures are thrown.
+   */
+  async start(pod: V1Pod, lc: PodLifecycle, spec: VmSpec, prepared: PreparedSpec): Promise<StartOutcome> {
+    const image = imageOf(pod);
+    const { resolved } = prepared;
     const t0 = performance.now();
     try {
-      // Registry images are pulled first, with the kubelet's events; the launcher gets their files in the store.
-      const pulled = await this.o.images.resolve(pod, spec, this.o.log.child({ pod: lc.key, uid: lc.uid }));
-      if (pulled.imageID) this.o.learnt(lc.uid, { imageID: pulled.imageID });
-      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
+      if (!prepared.pullingRecorded) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
       const live = await this.o.launchers.start(lc.uid, lc.attachment ? { netns: lc.attachment.netnsPath } : {}).then(
         (l) => {
           this.o.metrics.launcherStarts.inc({ result: 'success' });
@@ -126,27 +173,37 @@ export class VmRuntime {
           throw err;
         },
       );
-      const { state } = await live.client.syncVm(pulled.spec);
+      const { state } = await live.client.syncVm(resolved.spec);
       const ms = Math.round(performance.now() - t0);
       this.o.log.info({ pod: lc.key, uid: lc.uid, ms, qemuPid: state.qemuPid, restartCount: lc.history.restartCount }, 'VM started');
-      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
+      if (!resolved.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
       this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
       this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
       return { type: 'started', specHash: specHash(spec) };
     } catch (thrown) {
       await this.o.launchers.stop(lc.uid, 0);
       await this.o.launchers.remove(lc.uid);
-      if (thrown instanceof ImagePullError) return { type: 'imageMissing', reason: thrown.reason, message: thrown.message };
-      if (!(thrown instanceof SpecError)) {
-        this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(thrown as Error).message}`);
-        throw thrown;
-      }
-      // Users know their pod's or VMI's fields, not the VmSpec's.
-      const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
-      return imageNotFound(thrown)
-        ? { type: 'imageMissing', message: `Failed to prepare boot image "${image}": ${err.message}` }
-        : { type: 'invalid', message: err.message, found: 'start' };
+      return this.failedStart(pod, lc, spec, thrown);
     }
+  }
+
+  /** What a failed start or preparation comes to: a missing image, an invalid spec at the user's fields, or the error thrown on. */
+  private failedStart(
+    pod: V1Pod,
+    lc: PodLifecycle,
+    spec: VmSpec,
+    thrown: unknown,
+  ): Extract<StartOutcome, { type: 'imageMissing' | 'invalid' }> {
+    if (thrown instanceof ImagePullError) return { type: 'imageMissing', reason: thrown.reason, message: thrown.message };
+    if (!(thrown instanceof SpecError)) {
+      this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(thrown as Error).message}`);
+      throw thrown;
+    }
+    // Users know their pod's or VMI's fields, not the VmSpec's.
+    const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
+    return imageNotFound(thrown)
+      ? { type: 'imageMissing', message: `Failed to prepare boot image "${imageOf(pod)}": ${err.message}` }
+      : { type: 'invalid', message: err.message, found: 'start' };
   }
 
   /** Syncs a running VM's spec when it changed since the last sync; returns the hash of the spec synced. */

@@ -6,7 +6,7 @@
 //   conditions   Ready; Paused (only while paused, reason PausedByUser when a
 //                user paused it); AgentConnected (only while the guest agent
 //                is connected); Synchronized False while the node cannot run
-//                the VM (reason InvalidVMSpec naming the fields, or
+//                the VM (reason InvalidVMSpec naming the fields, Evicted, or
 //                ErrImagePull / ImagePullBackOff, which the VM's printable
 //                status reads, as virt-handler reports them); vkvm's
 //                UnsupportedFields
@@ -25,6 +25,8 @@ export interface NodeVmiStatusInput {
   vm?: VmObservation;
   /** Why the VM cannot run: the VMI fails (message names the fields). */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
+  /** The node refused its launcher pod, or stopped the VM for the disk it used: the VMI fails. */
+  evicted?: { message: string };
   /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
   imageError?: { reason: ImageErrorReason; message: string };
   /** KubeVirt fields the VM runs without. */
@@ -52,10 +54,20 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
 };
 
 /** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
-const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
+const NODE_SYNC_REASONS = new Set([
+  'InvalidVMSpec',
+  'Evicted',
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'ErrImageNeverPull',
+  'InvalidImageName',
+]);
 
 /** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
-function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>): VmiPhase | undefined {
+function vmiPhaseOf(
+  vm: VmObservation | undefined,
+  trouble: { invalid?: { reason: string }; imageError?: NodeVmiStatusInput['imageError'] },
+): VmiPhase | undefined {
   if (trouble.invalid) return 'Failed';
   // A pull is retried: the VMI waits, whatever the failed attempt's launcher reported.
   if (trouble.imageError) return undefined;
@@ -68,12 +80,15 @@ export function nodeVmiStatus({
   current,
   nodeName,
   vm,
-  invalid,
+  invalid: invalidSpec,
+  evicted,
   imageError,
   unsupported,
   attachment,
   now,
 }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
+  // An eviction fails the VMI as an invalid spec does, with its own reason.
+  const invalid = invalidSpec ?? (evicted ? { reason: 'Evicted' as const, message: evicted.message } : undefined);
   const phase = vmiPhaseOf(vm, { invalid, imageError });
   const ready = vm?.phase === 'Running' && vm.guestReady;
   let conditions = setCondition(

@@ -202,7 +202,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
   });
 
   await t.test(
-    "guest memory is the request the scheduler charged; two VMs' QEMUs are two uids that cannot open each other's disks",
+    "guest memory is the request the scheduler charged; two VMs' QEMUs are two uids that cannot open each other's disks, and see neither the other's files nor the state dir",
     async (t) => {
       const withSeed = { annotations: { 'vkvm.io/user-data': '#cloud-config\npassword: tenant-secret\n' } };
       await tenant.core.createNamespacedPod({
@@ -236,6 +236,36 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
         { seedExists: existsSync(seedOfB), status: attempt.status, stderr: attempt.stderr },
         { seedExists: true, status: 1, stderr: /Permission denied/ },
         "another VM's QEMU cannot read it",
+      );
+      // As the first VM's QEMU would after an escape: its uid, in its mount namespace. What its uid alone could read on
+      // the host (the agent's world-readable log in the state dir) is not even there; nor is another VM's directory.
+      const [pidOfA] = qemuPidsOf(small.metadata!.uid!);
+      const asQemuOfA = (cmd: string[], inItsView: boolean) =>
+        spawnSync(
+          'nsenter',
+          [...(inItsView ? [`--mount=/proc/${pidOfA}/ns/mnt`] : []), '--setuid', String(a.uid), '--setgid', String(a.gid), '--', ...cmd],
+          { encoding: 'utf8' },
+        );
+      const agentLog = join(agent.stateDir, 'agent.log');
+      const host = asQemuOfA(['cat', agentLog], false);
+      const inView = {
+        vms: asQemuOfA(['ls', '-A', join(agent.stateDir, 'vms')], true).stdout.trim(),
+        agentLog: asQemuOfA(['cat', agentLog], true).stderr,
+        seedOfB: asQemuOfA(['cat', seedOfB], true).stderr,
+        pki: asQemuOfA(['ls', join(agent.stateDir, 'pki')], true).stderr,
+      };
+      t.match(
+        { hostReadsAgentLog: host.status === 0 && host.stdout.length > 0, inView },
+        {
+          hostReadsAgentLog: true,
+          inView: {
+            vms: small.metadata!.uid!,
+            agentLog: /No such file or directory/,
+            seedOfB: /No such file or directory/,
+            pki: /No such file or directory/,
+          },
+        },
+        "in its own mount namespace QEMU sees its VM's directory and nothing else of the state dir",
       );
       for (const name of ['small', 'other'])
         await tenant.core.deleteNamespacedPod({ name, namespace: NS, body: { gracePeriodSeconds: 0 } });

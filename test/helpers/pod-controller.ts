@@ -240,7 +240,8 @@ export interface PodControllerEnv {
 
 /**
  * A controller over fakes; `before` sets up what an earlier agent left (pods,
- * launchers) before it starts; `vmis`: the VMIs of launcher pods (none by default).
+ * launchers) before it starts; `vmis`: the VMIs of launcher pods (none by default);
+ * `images`: registry pulls (none by default).
  */
 export async function podControllerEnv(
   t: Test,
@@ -256,6 +257,8 @@ export async function podControllerEnv(
     resolve: async (_pod, spec) => ({ spec, fromRegistry: false }),
     resolveRunning: async (spec) => spec,
   },
+  /** The node's side: downloads (none by default), pressure conditions (none), the disk VMs use (0). */
+  node: Partial<Pick<PodControllerOptions, 'downloadImage' | 'nodePressure' | 'usageBytes'>> = {},
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
@@ -294,6 +297,9 @@ export async function podControllerEnv(
     hostIP: () => '192.0.2.10',
     builtinImages: async () => ({}),
     images,
+    downloadImage: async () => {},
+    usageBytes: async () => 0,
+    ...node,
     events: recorder,
     metrics,
     log: pino({ level: 'silent' }),

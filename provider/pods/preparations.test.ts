@@ -1,0 +1,145 @@
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { VmSpec } from '../../vmm/spec.js';
+import { podControllerEnv, vmPod, type PodControllerEnv } from '../../test/helpers/pod-controller.js';
+import { Preparations } from './preparations.js';
+
+/** Waits until `ready` holds, letting promises run; the fakes never wait on time. */
+async function until(what: string, ready: () => boolean): Promise<void> {
+  for (let i = 0; i < 5000; i++) {
+    if (ready()) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`never came true: ${what}`);
+}
+
+/** A promise per key that the test settles. */
+function gates() {
+  const open = new Map<string, () => void>();
+  return {
+    wait: (key: string) => new Promise<void>((resolve) => open.set(key, resolve)),
+    started: () => [...open.keys()],
+    releaseAll: () => {
+      for (const release of open.values()) release();
+    },
+  };
+}
+
+const phaseOf = (env: PodControllerEnv, name: string) => {
+  const s = env.pods.get(`ns/${name}`)?.status;
+  return s
+    ? `${s.phase}/${s.containerStatuses?.[0]?.state?.waiting?.reason ?? Object.keys(s.containerStatuses?.[0]?.state ?? {})[0]}`
+    : 'none';
+};
+
+const deleting = (env: PodControllerEnv, name: string) =>
+  env.pods.update(`ns/${name}`, (p) => ({
+    ...p,
+    metadata: { ...p.metadata, deletionTimestamp: new Date(env.clock.now()), deletionGracePeriodSeconds: 0 },
+  }));
+
+t.test(
+  'pulls and downloads run off the sync workers: with more slow ones than workers, another pod starts and deletions go through',
+  async (t) => {
+    const pulls = gates();
+    const downloads = gates();
+    const images = {
+      resolve: async (_pod: V1Pod, spec: VmSpec) => {
+        const disk = spec.disks[0]!.source;
+        if (disk.kind !== 'registry') return { spec, fromRegistry: false };
+        await pulls.wait(disk.image);
+        const disks = spec.disks.map((d) => ({ ...d, source: { kind: 'image' as const, path: '/store/disk', fromImageStore: true } }));
+        return { spec: { ...spec, disks }, fromRegistry: true };
+      },
+      resolveRunning: async (spec: VmSpec) => spec,
+    };
+    const env = await podControllerEnv(t, undefined, undefined, images, { downloadImage: (url) => downloads.wait(url) });
+    env.pods.put(vmPod('old'));
+    await env.settle();
+    // Ten slow registry images and two slow URLs: more than the 8 sync workers, and than the 3 preparation slots.
+    const slow = [...Array(10).keys()].map((i) => `slow-${i}`);
+    for (const [i, name] of slow.entries()) {
+      const pod = vmPod(name);
+      pod.spec!.containers[0]!.image = `quay.io/slow/disk:v${i}`;
+      env.pods.put(pod);
+    }
+    for (const name of ['url-0', 'url-1']) {
+      const pod = vmPod(name);
+      pod.spec!.containers[0]!.image = `https://images.example/${name}.qcow2`;
+      env.pods.put(pod);
+    }
+    await until('three preparations run', () => pulls.started().length + downloads.started().length === 3);
+
+    env.pods.put(vmPod('quick'));
+    deleting(env, 'old');
+    // One whose pull runs, one still waiting for a slot.
+    deleting(env, 'slow-0');
+    deleting(env, 'slow-9');
+    await until('quick runs and the three deletions are done', () => env.launchers.running('uid-quick') && env.pods.deleted.length === 3);
+    const meanwhile = {
+      quick: phaseOf(env, 'quick'),
+      deleted: env.pods.deleted.map((d) => d.name).sort(),
+      slow: phaseOf(env, 'slow-1'),
+      url: phaseOf(env, 'url-1'),
+      fetching: pulls.started().length + downloads.started().length,
+    };
+
+    // The fetches end, one slot at a time: every pod left runs, the deleted ones never start.
+    for (let round = 0; round < 12; round++) {
+      pulls.releaseAll();
+      downloads.releaseAll();
+      await new Promise((r) => setImmediate(r));
+    }
+    const left = [...slow.slice(1, 9), 'url-0', 'url-1'];
+    await until('the others run', () => left.every((name) => env.launchers.running(`uid-${name}`)));
+    await env.settle();
+    t.same(
+      {
+        meanwhile,
+        after: {
+          running: left.filter((name) => env.launchers.running(`uid-${name}`)),
+          startsOfDeleted: ['slow-0', 'slow-9'].map((name) => env.launchers.starts.get(`uid-${name}`)),
+          pulled: pulls.started().sort(),
+        },
+      },
+      {
+        meanwhile: {
+          quick: 'Running/running',
+          deleted: ['old', 'slow-0', 'slow-9'],
+          slow: 'Pending/ContainerCreating',
+          url: 'Pending/ContainerCreating',
+          fetching: 3,
+        },
+        after: {
+          running: left,
+          startsOfDeleted: [undefined, undefined],
+          // slow-9 was deleted before its turn: its pull never ran.
+          pulled: slow.slice(0, 9).map((_, i) => `quay.io/slow/disk:v${i}`),
+        },
+      },
+    );
+  },
+);
+
+t.test('a preparation runs once per spec; a changed spec begins anew and the old result is dropped', async (t) => {
+  const settled: string[] = [];
+  const preps = new Preparations<string>({ maxParallel: 1, onSettled: (uid) => settled.push(uid) });
+  let release!: (v: string) => void;
+  const first = preps.poll('a', 'spec-1', () => new Promise((r) => (release = r)));
+  const again = preps.poll('a', 'spec-1', async () => 'never run');
+  const changed = preps.poll('a', 'spec-2', async () => 'for spec 2');
+  release('for spec 1');
+  await preps.idle();
+  t.same(
+    {
+      first,
+      again,
+      changed,
+      settled,
+      result: preps.poll('a', 'spec-2', async () => 'x'),
+      next: preps.poll('a', 'spec-2', async () => 'x'),
+    },
+    { first: 'pending', again: 'pending', changed: 'pending', settled: ['a'], result: { ok: true, value: 'for spec 2' }, next: 'pending' },
+  );
+  await preps.idle();
+});
