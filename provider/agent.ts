@@ -72,7 +72,7 @@ async function startImageService(config: AgentConfig, rootLog: Logger): Promise<
 
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
-  const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
+  const clients = makeClients(loadKubeConfig(config.kubeconfigPath), { watchProgressDeadlineMs: config.watchProgressDeadlineMs });
   const readFacts = () =>
     readHostFacts({
       stateDir: config.stateDir,
