@@ -64,9 +64,15 @@ t.test(
   async (t) => {
     const startedAt = new Date(1_000);
     const finishedAt = new Date(61_000);
+    // Why the run ended stays with it, across a restart and an agent restart (which reads it back from the status).
+    const ended = { reason: 'Error', exitCode: 1, message: 'QEMU exited unexpectedly' };
     const backingOff = transition(
       at({ kind: 'Running' }),
-      { type: 'ended', vm: { phase: 'Failed', startedAt, finishedAt, guestReady: false, restartCount: 0 }, restartPolicy: 'Always' },
+      {
+        type: 'ended',
+        vm: { phase: 'Failed', message: 'QEMU exited unexpectedly', startedAt, finishedAt, guestReady: false, restartCount: 0 },
+        restartPolicy: 'Always',
+      },
       70_000,
     );
     const restarted = transition(transition(backingOff, { type: 'stopSeen' }, 70_000), { type: 'restart' }, 80_000);
@@ -80,7 +86,7 @@ t.test(
             imageID: '',
             ready: false,
             restartCount: 4,
-            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt, finishedAt } },
+            lastState: { terminated: { exitCode: 1, reason: 'Error', message: 'QEMU exited unexpectedly', startedAt, finishedAt } },
           },
         ],
       },
@@ -88,9 +94,9 @@ t.test(
     t.same(
       { backingOff: backingOff.history, restarted: restarted.history, seen: seen.history },
       {
-        backingOff: { restartCount: 0, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-        restarted: { restartCount: 1, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-        seen: { restartCount: 4, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
+        backingOff: { restartCount: 0, lastTermination: { ...ended, startedAt, finishedAt } },
+        restarted: { restartCount: 1, lastTermination: { ...ended, startedAt, finishedAt } },
+        seen: { restartCount: 4, lastTermination: { ...ended, startedAt, finishedAt } },
       },
     );
   },

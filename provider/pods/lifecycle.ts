@@ -141,6 +141,7 @@ export function newLifecycle(pod: V1Pod): PodLifecycle {
             lastTermination: {
               reason: last.reason ?? 'Error',
               exitCode: last.exitCode,
+              ...(last.message ? { message: last.message } : {}),
               finishedAt: last.finishedAt,
               ...(last.startedAt ? { startedAt: last.startedAt } : {}),
             },
@@ -165,6 +166,7 @@ function backOff(lc: PodLifecycle, vm: VmObservation | undefined, nowMs: number,
   const lastTermination = {
     reason: vm?.phase === 'Succeeded' ? 'Completed' : 'Error',
     exitCode: vm?.phase === 'Succeeded' ? 0 : 1,
+    ...(vm?.message ? { message: vm.message } : {}),
     finishedAt: vm?.finishedAt ?? new Date(nowMs),
     ...(vm?.startedAt ? { startedAt: vm.startedAt } : {}),
   };

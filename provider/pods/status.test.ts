@@ -81,7 +81,7 @@ t.test('container status carries the domain uuid, restart count and last termina
         guestReady: true,
         restartCount: 1,
         domainUUID: 'abc',
-        lastTermination: { reason: 'Completed', exitCode: 0, finishedAt: started },
+        lastTermination: { reason: 'Completed', exitCode: 0, message: 'the guest powered off', finishedAt: started },
       },
     }),
   );
@@ -93,7 +93,7 @@ t.test('container status carries the domain uuid, restart count and last termina
         containerID: 'vkvm://abc',
         restartCount: 1,
         image: 'vkvm/test-guest',
-        lastState: { terminated: { reason: 'Completed', exitCode: 0 } },
+        lastState: { terminated: { reason: 'Completed', exitCode: 0, message: 'the guest powered off' } },
       },
     ],
   });

@@ -22,7 +22,8 @@ export interface VmObservation {
   guestOsInfo?: GuestOsInfo;
   restartCount: number;
   /** The previous run's end, shown as lastState after a restart. */
-  lastTermination?: { reason: string; exitCode: number; startedAt?: Date; finishedAt: Date };
+  /** `message` says why it ended (the launcher died, QEMU failed...), as the terminated state did while it was current. */
+  lastTermination?: { reason: string; exitCode: number; message?: string; startedAt?: Date; finishedAt: Date };
 }
 
 export interface PodStatusInput {
@@ -162,6 +163,7 @@ export function derivePodStatus(i: PodStatusInput): V1PodStatus {
             terminated: {
               exitCode: i.vm.lastTermination.exitCode,
               reason: i.vm.lastTermination.reason,
+              ...(i.vm.lastTermination.message ? { message: i.vm.lastTermination.message } : {}),
               finishedAt: i.vm.lastTermination.finishedAt,
               ...(i.vm.lastTermination.startedAt ? { startedAt: i.vm.lastTermination.startedAt } : {}),
             },
