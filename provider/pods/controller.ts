@@ -37,7 +37,7 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { StatusWriter } from './status-writer.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { NetworkSetupError, VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
@@ -288,7 +288,13 @@ export class PodController {
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
 
-    const spec = await this.runtime.desiredSpec(pod, lc);
+    // A failed start's back-off holds the next attempt, its network included.
+    if (lc.state.kind === 'StartBackOff' && waitMs(lc.state, this.clock.now()) > 0)
+      return this.podSync.addAfter(key, waitMs(lc.state, this.clock.now()));
+    const spec = await this.runtime.desiredSpec(pod, lc).catch((err: unknown) => {
+      if (err instanceof NetworkSetupError) this.startFailed(pod, err);
+      throw err;
+    });
     if (spec === 'gone') return;
     if (spec === 'waiting') return this.podSync.addAfter(key, NETWORK_RETRY_MS * (1 + Math.random()));
     if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message, found: 'translation' });
@@ -303,6 +309,7 @@ export class PodController {
         return view?.live ? this.keepRunning(pod, current, view, spec) : this.startVm(pod, spec);
       case 'Waiting':
       case 'ImageBackOff':
+      case 'StartBackOff':
         return this.startVm(pod, spec);
       case 'BackingOff':
         return this.restartVm(pod, spec);
@@ -344,22 +351,32 @@ export class PodController {
     return this.startVm(pod, spec);
   }
 
-  /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
+  /**
+   * Starts the VM, unless the back-off of a failed pull or start holds it: then the pod syncs again when that is
+   * over. Not sooner: a failed start changes its launcher, whose events would otherwise start it again at once.
+   */
   private async startVm(pod: V1Pod, spec: VmSpec): Promise<void> {
     const preparing = this.apply(pod, { type: 'startBegan' });
     if (preparing?.state.kind !== 'Preparing') {
-      if (preparing?.state.kind === 'ImageBackOff') this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
+      if (preparing?.state.kind === 'ImageBackOff' || preparing?.state.kind === 'StartBackOff')
+        this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
       return;
     }
     let outcome: StartOutcome;
     try {
       outcome = await this.runtime.start(pod, preparing, spec);
     } catch (err) {
-      this.apply(pod, { type: 'startFailed' });
+      this.startFailed(pod, err as Error);
       throw err;
     }
     const after = this.apply(pod, outcome);
     if (after?.state.kind === 'ImageBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
+  }
+
+  /** A start failed, in its launcher or before: the pod syncs again when its back-off is over (the queue's retries find it held). */
+  private startFailed(pod: V1Pod, err: Error): void {
+    const after = this.apply(pod, { type: 'startFailed', message: err.message });
+    if (after?.state.kind === 'StartBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
   }
 
   /**

@@ -42,6 +42,11 @@ t.test('the ordered table', async (t) => {
       { phase: 'Pending', state: 'waiting', reason: 'ImagePullBackOff' },
     ],
     [
+      'a start that failed, Never (a VMI launcher pod): CreateContainerError, retried, not final',
+      base({ pod: pod('Never'), startError: { message: 'no space left on device' } }),
+      { phase: 'Pending', state: 'waiting', reason: 'CreateContainerError' },
+    ],
+    [
       'a launcher exiting during its start is not the end of the pod (Never)',
       base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, preparing: true }),
       { phase: 'Pending', reason: 'ContainerCreating' },

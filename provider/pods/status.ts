@@ -37,6 +37,8 @@ export interface PodStatusInput {
   imageError?: { reason: ImageErrorReason; message: string };
   /** The registry image the VM runs, as repository@digest; the container's image otherwise. */
   imageID?: string;
+  /** The last start failed for another reason than its image; retried with back-off. */
+  startError?: { message: string };
   /** Disks are being prepared / image being pulled. */
   preparing?: boolean;
   /** Waiting out a restart backoff after the VM stopped. */
@@ -95,6 +97,13 @@ const ROWS: Row[] = [
     when: (i) => Boolean(i.imageError) && !i.pod.metadata?.deletionTimestamp,
     phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
     state: (i) => waiting(i.imageError!.reason, i.imageError!.message),
+    ready: () => false,
+  },
+  {
+    // The kubelet's reason for a container it could not create; retried, so not final either.
+    when: (i) => Boolean(i.startError) && !i.pod.metadata?.deletionTimestamp,
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
+    state: (i) => waiting('CreateContainerError', i.startError!.message),
     ready: () => false,
   },
   {

@@ -27,6 +27,8 @@ export interface NodeVmiStatusInput {
   invalid?: { reason: 'InvalidVMSpec'; message: string };
   /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
   imageError?: { reason: ImageErrorReason; message: string };
+  /** Its last start failed for another reason: the VMI waits, retried with back-off. */
+  startError?: { message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
   /** Where the VM sits on the pod network. */
@@ -52,13 +54,23 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
 };
 
 /** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
-const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
+const NODE_SYNC_REASONS = new Set([
+  'InvalidVMSpec',
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'ErrImageNeverPull',
+  'InvalidImageName',
+  'CreateContainerError',
+]);
 
 /** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
-function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>): VmiPhase | undefined {
+function vmiPhaseOf(
+  vm: VmObservation | undefined,
+  trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError' | 'startError'>,
+): VmiPhase | undefined {
   if (trouble.invalid) return 'Failed';
-  // A pull is retried: the VMI waits, whatever the failed attempt's launcher reported.
-  if (trouble.imageError) return undefined;
+  // A pull or start is retried: the VMI waits, whatever the failed attempt's launcher reported.
+  if (trouble.imageError || trouble.startError) return undefined;
   if (vm?.phase === 'Running' || vm?.phase === 'Paused') return 'Running';
   if (vm?.phase === 'Succeeded' || vm?.phase === 'Failed') return vm.phase;
   return undefined;
@@ -70,11 +82,12 @@ export function nodeVmiStatus({
   vm,
   invalid,
   imageError,
+  startError,
   unsupported,
   attachment,
   now,
 }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
-  const phase = vmiPhaseOf(vm, { invalid, imageError });
+  const phase = vmiPhaseOf(vm, { invalid, imageError, startError });
   const ready = vm?.phase === 'Running' && vm.guestReady;
   let conditions = setCondition(
     current.conditions,
@@ -105,7 +118,7 @@ export function nodeVmiStatus({
         now,
       )
     : removeCondition(conditions, 'UnsupportedFields');
-  const notSynced = invalid ?? imageError;
+  const notSynced = invalid ?? imageError ?? (startError && { reason: 'CreateContainerError', message: startError.message });
   if (notSynced) {
     conditions = setCondition(
       conditions,
