@@ -37,7 +37,7 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { StatusWriter } from './status-writer.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { NetworkSetupError, VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { NetworkSetupError, VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
@@ -289,10 +289,9 @@ export class PodController {
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
 
     // A failed start's back-off holds the next attempt, its network included.
-    if (lc.state.kind === 'StartBackOff' && waitMs(lc.state, this.clock.now()) > 0)
-      return this.podSync.addAfter(key, waitMs(lc.state, this.clock.now()));
+    if (lc.state.kind === 'StartBackOff' && waitMs(lc.state, this.clock.now()) > 0) return this.syncWhenDue(lc);
     const spec = await this.runtime.desiredSpec(pod, lc).catch((err: unknown) => {
-      if (err instanceof NetworkSetupError) this.startFailed(pod, err);
+      if (err instanceof NetworkSetupError) this.syncWhenDue(this.apply(pod, { type: 'startFailed', message: err.message }));
       throw err;
     });
     if (spec === 'gone') return;
@@ -351,32 +350,21 @@ export class PodController {
     return this.startVm(pod, spec);
   }
 
-  /**
-   * Starts the VM, unless the back-off of a failed pull or start holds it: then the pod syncs again when that is
-   * over. Not sooner: a failed start changes its launcher, whose events would otherwise start it again at once.
-   */
+  /** Starts the VM unless a back-off holds it. A failure holds the next start: its launcher's events would start it at once. */
   private async startVm(pod: V1Pod, spec: VmSpec): Promise<void> {
     const preparing = this.apply(pod, { type: 'startBegan' });
-    if (preparing?.state.kind !== 'Preparing') {
-      if (preparing?.state.kind === 'ImageBackOff' || preparing?.state.kind === 'StartBackOff')
-        this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
-      return;
-    }
-    let outcome: StartOutcome;
-    try {
-      outcome = await this.runtime.start(pod, preparing, spec);
-    } catch (err) {
-      this.startFailed(pod, err as Error);
+    if (preparing?.state.kind !== 'Preparing') return this.syncWhenDue(preparing);
+    const outcome = await this.runtime.start(pod, preparing, spec).catch((err: unknown) => {
+      this.syncWhenDue(this.apply(pod, { type: 'startFailed', message: (err as Error).message }));
       throw err;
-    }
-    const after = this.apply(pod, outcome);
-    if (after?.state.kind === 'ImageBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
+    });
+    this.syncWhenDue(this.apply(pod, outcome));
   }
 
-  /** A start failed, in its launcher or before: the pod syncs again when its back-off is over (the queue's retries find it held). */
-  private startFailed(pod: V1Pod, err: Error): void {
-    const after = this.apply(pod, { type: 'startFailed', message: err.message });
-    if (after?.state.kind === 'StartBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
+  /** A pull's or start's back-off holds the pod: it syncs again when that is over (the queue's retries find it held). */
+  private syncWhenDue(lc: PodLifecycle | undefined): void {
+    if (lc?.state.kind === 'ImageBackOff' || lc?.state.kind === 'StartBackOff')
+      this.podSync.addAfter(lc.key, waitMs(lc.state, this.clock.now()));
   }
 
   /**
