@@ -19,6 +19,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { constants } from 'node:os';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
 import { viewArgs, type ViewEntry } from './filesystem-view.js';
@@ -188,6 +189,13 @@ export async function lookupUser(name: string): Promise<{ uid: number; gid: numb
     if (f[0] === name && f[2] && f[3]) return { uid: Number(f[2]), gid: Number(f[3]) };
   }
   throw new Error(`user ${name} does not exist (deploy/setup.sh creates it)`);
+}
+
+/** How the daemon ended, in words. Its namespace's init shell passes a signal on as exit code 128 + its number. */
+export function describeExit(e: ExitInfo): string {
+  const number = e.code !== null && e.code > 128 ? e.code - 128 : undefined;
+  const signal = e.signal ?? Object.entries(constants.signals).find(([, n]) => n === number)?.[0];
+  return signal ? `was killed by ${signal}` : `exited with code ${e.code}`;
 }
 
 function exitOf(child: ChildProcess): Promise<ExitInfo> {

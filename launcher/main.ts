@@ -15,7 +15,7 @@ import { Cgroup } from './cgroup.js';
 import { ConsoleLog } from './console/log-file.js';
 import { DomainDriver } from './domain-driver.js';
 import { existingEntries, planFilesystemView } from './filesystem-view.js';
-import { qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
+import { describeExit, qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
 import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
 import { bindVmm } from './vmm.js';
@@ -155,7 +155,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   void libvirtd.exited.then((e) => {
     libvirtdAlive = false;
     if (stopping) return;
-    manager.libvirtdExited(`libvirtd exited (code ${e.code}, signal ${e.signal}); QEMU went with it`);
+    manager.libvirtdExited(`libvirtd ${describeExit(e)}; QEMU went with it`);
     log.error({ exit: e }, 'libvirtd exited');
     exitOnce(1);
   });

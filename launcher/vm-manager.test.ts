@@ -67,7 +67,9 @@ class FakeLibvirt implements DomainOps {
     this.pressPowerButton();
   }
 
+  destroyCalls = 0;
   async destroy(): Promise<void> {
+    this.destroyCalls++;
     this.domainState = 'shutoff';
   }
 
@@ -155,4 +157,28 @@ t.test('the launcher exiting while a refresh still reads the domain leaves the f
     [],
     'a VM that ran is never reported Pending again',
   );
+});
+
+t.test('a Kill during a graceful shutdown destroys the VM at once instead of waiting out the grace period', async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  await manager.sync(JSON.stringify(spec));
+  // A guest that ignores the power button: the shutdown would wait its whole hour.
+  const shutdown = manager.shutdown(3600);
+  await libvirt.powerButtonPressed;
+  const kill = manager.kill();
+  await settled();
+  const destroyedAtOnce = libvirt.destroyCalls;
+  // libvirt confirms the destroy (and, had nothing destroyed the domain, the guest finally goes: neither call hangs).
+  libvirt.domainState = 'shutoff';
+  manager.onLifecycle({ type: 'Stopped', detail: 'Destroyed' });
+  t.match(
+    { destroyedAtOnce, kill: await kill, shutdown: await shutdown },
+    {
+      destroyedAtOnce: 1,
+      kill: { phase: 'Succeeded', reason: 'Killed' },
+      shutdown: { phase: 'Succeeded', reason: 'Killed' },
+    },
+    'the Kill supersedes the shutdown: one destroy before anything else happened, and both calls end with the VM Killed',
+  );
+  await manager.close(); // as the launcher does after a Kill: its console connection goes with it
 });

@@ -71,6 +71,8 @@ const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
 const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
+const KILL = Symbol('kill');
+const KILLED: Cause = { reason: 'Killed', message: 'destroyed on request' };
 
 function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
   return new SpecError([{ path, reason, message }]);
@@ -91,6 +93,9 @@ export class VmManager {
   /** After close() the domain is gone on purpose; the last state stays the final one. */
   private closing = false;
   private state: VmState;
+  private requestKill!: () => void;
+  /** Resolved by the first kill(): a shutdown waiting out its grace period destroys at once instead. */
+  private readonly killRequested = new Promise<typeof KILL>((resolve) => (this.requestKill = () => resolve(KILL)));
 
   constructor(private readonly o: VmManagerOptions) {
     this.domainUuid = o.uid;
@@ -168,25 +173,30 @@ export class VmManager {
     });
   }
 
-  /** ACPI power-off, destroy after the grace period. Resolves with the final state. */
+  /** ACPI power-off, destroy after the grace period, or at once when a Kill comes meanwhile. Resolves with the final state. */
   shutdown(gracePeriodS: number): Promise<VmState> {
     return this.ops.run(async () => {
       if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
       await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
-        return await stopped;
+        const outcome = await Promise.race([stopped, this.killRequested]);
+        if (outcome !== KILL) return outcome;
       } catch {
         this.o.log.info({ gracePeriodS }, 'guest still up after the grace period; destroying');
         return this.destroy({ reason: 'GracePeriodExpired', message: `the guest did not power off within ${gracePeriodS} s` });
       }
+      this.o.log.info({ gracePeriodS }, 'killed during its grace period; destroying');
+      return this.destroy(KILLED);
     });
   }
 
+  /** Destroys the VM. Does not wait for a graceful shutdown under way: it cuts that short (a force delete). */
   kill(): Promise<VmState> {
+    this.requestKill();
     return this.ops.run(async () => {
       if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
-      return this.destroy({ reason: 'Killed', message: 'destroyed on request' });
+      return this.destroy(KILLED);
     });
   }
 

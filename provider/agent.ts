@@ -83,7 +83,7 @@ async function startImageService(config: AgentConfig, rootLog: Logger, onPulled:
 
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
-  const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
+  const clients = makeClients(loadKubeConfig(config.kubeconfigPath), { watchProgressDeadlineMs: config.watchProgressDeadlineMs });
   const readFreshFacts = () =>
     readHostFacts({
       stateDir: config.stateDir,

@@ -118,3 +118,16 @@ t.test("local registries: Docker's loopback default, the operator's, each with i
     message: /is not a registry host/,
   });
 });
+
+t.test('the watch progress deadline: two bookmark periods by default, a duration flag, bad values naming the flag', async (t) => {
+  t.same(
+    [resolveAgentConfig({ kubeconfig: '/k' }), resolveAgentConfig({ kubeconfig: '/k', 'watch-progress-deadline': '15s' })].map(
+      (c) => c.watchProgressDeadlineMs,
+    ),
+    [120_000, 15_000],
+  );
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'watch-progress-deadline': '10' }), {
+    field: '--watch-progress-deadline',
+    message: /must be a duration/,
+  });
+});

@@ -5,6 +5,7 @@ import { isAbsolute, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
 import { kubeconfigPath } from './kube/kubeconfig-path.js';
+import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './kube/progress-watch.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { INTERFACE_NAME } from './network/host.js';
@@ -83,6 +84,8 @@ export interface AgentConfig {
   sessionLimits: SessionLimits;
   /** An exec/attach console session without traffic for this long is closed. */
   streamingIdleTimeoutMs: number;
+  /** A watch silent this long is taken for a half-open connection and started again. */
+  watchProgressDeadlineMs: number;
   logLevel: string;
 }
 
@@ -138,6 +141,7 @@ export interface AgentFlags {
   'max-streaming-sessions'?: string;
   'max-streaming-sessions-per-user'?: string;
   'streaming-connection-idle-timeout'?: string;
+  'watch-progress-deadline'?: string;
   'log-level'?: string;
 }
 
@@ -308,6 +312,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
       perUser: int(flags, 'max-streaming-sessions-per-user', DEFAULT_SESSION_LIMITS.perUser, 1, 1_000_000),
     },
     streamingIdleTimeoutMs: duration(flags, 'streaming-connection-idle-timeout', DEFAULT_IDLE_TIMEOUT_MS),
+    watchProgressDeadlineMs: duration(flags, 'watch-progress-deadline', DEFAULT_WATCH_PROGRESS_DEADLINE_MS),
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;

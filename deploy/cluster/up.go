@@ -52,6 +52,9 @@ type component struct {
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan error
+	// startedAt and restarts pace restarts after an exit (restartDelay).
+	startedAt time.Time
+	restarts  int
 }
 
 func parseUp(args []string) (*upConfig, error) {
@@ -199,17 +202,53 @@ func up(cfg *upConfig) error {
 	// The one line callers wait for; keep its shape stable.
 	fmt.Printf("vkvm-cluster: ready kubeconfig=%s\n", filepath.Join(cfg.stateDir, "kubeconfig"))
 
-	exited := make(chan string, len(started))
+	// A component that exits is started again, as the kubelet restarts a static pod: an apiserver that crashed
+	// must not take etcd, the other components and (under vkvm up) the node's VMs down with it.
+	type exit struct {
+		c   *component
+		err error
+	}
+	exited := make(chan exit, len(started))
+	watch := func(c *component) {
+		// The exit stays in c.exited for stopAll.
+		go func(done chan error) { err := <-done; done <- err; exited <- exit{c, err} }(c.exited)
+	}
 	for _, c := range started {
-		go func(c *component) { err := <-c.exited; c.exited <- err; exited <- c.name }(c)
+		watch(c)
 	}
-	select {
-	case <-ctx.Done():
-		logf("stopping")
-		return nil
-	case name := <-exited:
-		return fmt.Errorf("%s exited unexpectedly\n--- last lines of its log ---\n%s", name, tail(filepath.Join(logsDir, name+".log"), 40))
+	for {
+		select {
+		case <-ctx.Done():
+			logf("stopping")
+			return nil
+		case e := <-exited:
+			delay := e.c.restartDelay()
+			logf("%s exited (%v); starting it again in %s\n--- last lines of its log ---\n%s", e.c.name, e.err, delay, tail(e.c.logPath, 20))
+			select {
+			case <-ctx.Done():
+				logf("stopping")
+				return nil
+			case <-time.After(delay):
+			}
+			if err := e.c.start(self); err != nil {
+				return fmt.Errorf("starting %s again: %w", e.c.name, err)
+			}
+			logf("started %s again (pid %d)", e.c.name, e.c.cmd.Process.Pid)
+			watch(e.c)
+		}
 	}
+}
+
+// restartDelay is how long to wait before starting an exited component
+// again: 1 s, doubling with each exit to 30 s, back to 1 s after a run of a
+// minute or more.
+func (c *component) restartDelay() time.Duration {
+	if time.Since(c.startedAt) >= time.Minute {
+		c.restarts = 0
+	}
+	delay := time.Second << min(c.restarts, 5)
+	c.restarts++
+	return min(delay, 30*time.Second)
 }
 
 func controlPlane(cfg *upConfig, p *pki) []*component {
@@ -343,8 +382,10 @@ func (c *component) start(self string) error {
 		logFile.Close()
 		return err
 	}
-	c.exited = make(chan error, 1)
-	go func() { c.exited <- c.cmd.Wait(); logFile.Close() }()
+	c.startedAt = time.Now()
+	cmd, exited := c.cmd, make(chan error, 1)
+	c.exited = exited
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
 	return nil
 }
 

@@ -39,6 +39,7 @@ export const AGENT_OPTIONS = {
   'max-streaming-sessions': { type: 'string' },
   'max-streaming-sessions-per-user': { type: 'string' },
   'streaming-connection-idle-timeout': { type: 'string' },
+  'watch-progress-deadline': { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
@@ -96,5 +97,9 @@ export const AGENT_HELP = `Node agent flags:
   --streaming-connection-idle-timeout DURATION
                                close an exec/attach console session after this long
                                without traffic (default 4h, as the kubelet)
+  --watch-progress-deadline DURATION
+                               watch the API server again when a watch delivered nothing,
+                               not even a bookmark (sent every minute), for this long: a
+                               half-open connection (default 2m)
   --log-level LEVEL            trace|debug|info|warn|error (default info)
 `;

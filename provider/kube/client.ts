@@ -12,6 +12,7 @@ import {
   AuthorizationV1Api,
   setHeaderOptions,
 } from '@kubernetes/client-node';
+import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './progress-watch.js';
 
 export interface KubeClients {
   kc: KubeConfig;
@@ -22,6 +23,8 @@ export interface KubeClients {
   authz: AuthorizationV1Api;
   objects: KubernetesObjectApi;
   custom: CustomObjectsApi;
+  /** A watch silent this long is taken for a half-open connection and started again (progress-watch.ts). */
+  watchProgressDeadlineMs: number;
 }
 
 export function loadKubeConfig(path: string): KubeConfig {
@@ -30,7 +33,7 @@ export function loadKubeConfig(path: string): KubeConfig {
   return kc;
 }
 
-export function makeClients(kc: KubeConfig): KubeClients {
+export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: number } = {}): KubeClients {
   return {
     kc,
     core: kc.makeApiClient(CoreV1Api),
@@ -40,6 +43,7 @@ export function makeClients(kc: KubeConfig): KubeClients {
     authz: kc.makeApiClient(AuthorizationV1Api),
     objects: KubernetesObjectApi.makeApiClient(kc),
     custom: kc.makeApiClient(CustomObjectsApi),
+    watchProgressDeadlineMs: opts.watchProgressDeadlineMs ?? DEFAULT_WATCH_PROGRESS_DEADLINE_MS,
   };
 }
 

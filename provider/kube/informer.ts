@@ -1,11 +1,14 @@
 // A list-then-watch cache (the node's pods, VMs, VMIs, launcher pods):
 // handlers only enqueue keys; client-node's ListWatch re-lists on 410 by
 // itself but stops on any other error, so this restarts it with capped
-// backoff, and a restarted apiserver only delays its owner. stop() is final.
-import { ListWatch, Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+// backoff, and a restarted apiserver only delays its owner. A watch gone
+// silent (half-open) ends as an error too (progress-watch.ts), and is
+// restarted from its last resource version. stop() is final.
+import { ListWatch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { KubeClients } from './client.js';
 import type { Logger } from '../log.js';
 import { isNotFound } from './errors.js';
+import { ProgressWatch } from './progress-watch.js';
 
 export const objectKey = (namespace: string, name: string): string => `${namespace}/${name}`;
 /** What the cache needs of an object; VM and VMI metadata carry timestamps as strings, not Dates. */
@@ -41,7 +44,8 @@ export class ClusterInformer<T extends CachedObject> {
 
   constructor(private readonly o: ClusterInformerOptions<T>) {
     const list = o.list as unknown as () => Promise<KubernetesListObject<KubernetesObject>>;
-    this.lw = new ListWatch<KubernetesObject>(o.path, new Watch(o.clients.kc), list, false, o.labelSelector, o.fieldSelector);
+    const watch = new ProgressWatch(o.clients.kc, o.clients.watchProgressDeadlineMs);
+    this.lw = new ListWatch<KubernetesObject>(o.path, watch, list, false, o.labelSelector, o.fieldSelector);
     this.lw.on('error', (err: unknown) => this.restartLater(err));
   }
 

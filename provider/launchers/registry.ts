@@ -257,6 +257,8 @@ export class LauncherRegistry implements Launchers {
     if (entry?.view.live) entry.view.client.close();
     this.entries.delete(uid);
     await removeCgroupOf(uid);
+    // A launcher removes its socket when it exits, but not when it is killed.
+    await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
     await rm(this.dirOf(uid), { recursive: true, force: true });
     this.qemuUids.release(uid);
   }

@@ -124,6 +124,48 @@ t.test(
 );
 
 t.test(
+  'a start that fails (the node out of disk) shows CreateContainerError and is tried again only when its back-off is over, however often the pod changes',
+  async (t) => {
+    const env = await podControllerEnv(t);
+    env.launchers.onSync = async () => {
+      throw new Error("ENOSPC: no space left on device, write '/var/lib/vkvm/vms/uid-full/launcher.json'");
+    };
+    const look = () => ({ reason: statusOf(env, 'full').reason, starts: env.launchers.starts.get('uid-full') });
+    env.pods.put(vmPod('full'));
+    await env.settle();
+    const timeline = [look()];
+    for (let i = 0; i < 3; i++) touch(env, 'full', i);
+    await env.settle();
+    await env.advance(9_999);
+    timeline.push(look());
+    await env.advance(1);
+    timeline.push(look());
+    touch(env, 'full', 3);
+    await env.advance(19_999);
+    timeline.push(look());
+    env.launchers.onSync = async () => {};
+    await env.advance(1);
+    timeline.push(look());
+    t.same(
+      timeline,
+      [
+        { reason: 'CreateContainerError', starts: 1 },
+        { reason: 'CreateContainerError', starts: 1 },
+        { reason: 'CreateContainerError', starts: 2 },
+        { reason: 'CreateContainerError', starts: 2 },
+        { reason: undefined, starts: 3 },
+      ],
+      'started at 0 s, 10 s and 30 s only; once there is room, the VM runs',
+    );
+    t.match(
+      { message: waitingMessage(env, 'full') ?? '', event: env.events.find((e) => e.reason === 'Failed') },
+      { message: '', event: { type: 'Warning', message: /^Failed to start VM: ENOSPC: no space left on device/ } },
+      'while it failed, the waiting message and a Failed event said why (the message is gone now that it runs)',
+    );
+  },
+);
+
+t.test(
   "registry pulls: the pull's reason (ErrImageNeverPull stays, ErrImagePull backs off), then the VM runs the pulled files and shows the image's digest",
   async (t) => {
     const unauthorized = new ImagePullError(

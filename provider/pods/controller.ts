@@ -40,7 +40,7 @@ import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.
 import { StatusWriter } from './status-writer.js';
 import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
-import { VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
+import { NetworkSetupError, VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 import { VmStarts } from './vm-starts.js';
 
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
@@ -293,8 +293,7 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
-    // The node's admission comes before anything is made for the pod (its address, its network, its VM); a VM found
-    // running after an agent restart was admitted by an earlier agent.
+    // Admission precedes anything made for the pod; a VM found running after an agent restart was admitted before.
     const admitted = lc.admitted || !!this.o.launchers.get(uid);
     const refusal = admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
     if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal })) {
@@ -302,7 +301,11 @@ export class PodController {
     }
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
-    const spec = await this.runtime.desiredSpec(pod, lc);
+    if (this.starts.heldByBackOff(lc)) return;
+    const spec = await this.runtime.desiredSpec(pod, lc).catch((err: unknown) => {
+      if (err instanceof NetworkSetupError) this.starts.syncWhenDue(this.apply(pod, { type: 'startFailed', message: err.message }));
+      throw err;
+    });
     if (spec === 'gone') return;
     if (spec === 'waiting') return this.podSync.addAfter(key, NETWORK_RETRY_MS * (1 + Math.random()));
     if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message, found: 'translation' });
@@ -317,6 +320,7 @@ export class PodController {
         return view?.live ? this.keepRunning(pod, current, view, spec) : this.starts.start(pod, spec);
       case 'Waiting':
       case 'ImageBackOff':
+      case 'StartBackOff':
         return this.starts.start(pod, spec);
       case 'Preparing':
         return this.starts.carryOn(pod, current, spec);

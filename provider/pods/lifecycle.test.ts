@@ -5,6 +5,8 @@ import { newLifecycle, transition, type LifecycleEvent, type LifecycleState, typ
 const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u1' }, spec: { containers: [{ name: 'vm' }] } };
 const at = (state: LifecycleState): PodLifecycle => ({ ...newLifecycle(pod), state });
 const imageBackOff = { kind: 'ImageBackOff', failures: 1, error: { reason: 'ErrImagePull', message: 'm' }, retryAtMs: 10_000 } as const;
+const startBackOff = { kind: 'StartBackOff', failures: 1, message: 'no space left on device', retryAtMs: 10_000 } as const;
+const startFailed = { type: 'startFailed', message: 'no space left on device' } as const;
 const ended = (phase: 'Succeeded' | 'Failed', restartPolicy: string): LifecycleEvent => ({
   type: 'ended',
   vm: { phase, guestReady: false, restartCount: 0 },
@@ -18,7 +20,13 @@ t.test('the transition table, guards included', async (t) => {
     ['a missing image backs off', { kind: 'Preparing' }, { type: 'imageMissing', message: 'm' }, 0],
     ['an image back-off holds the next pull', imageBackOff, { type: 'startBegan' }, 9_999],
     ['and lets it go when due', imageBackOff, { type: 'startBegan' }, 10_000],
-    ['a failed retry goes back to its back-off', { kind: 'Preparing', retrying: imageBackOff }, { type: 'startFailed' }, 0],
+    ['a failed start backs off', { kind: 'Preparing' }, startFailed, 0],
+    ['a start back-off holds the next attempt', startBackOff, { type: 'startBegan' }, 9_999],
+    ['and lets it go when due', startBackOff, { type: 'startBegan' }, 10_000],
+    ['a pull retried that fails to start backs off too', { kind: 'Preparing', retrying: imageBackOff }, startFailed, 0],
+    ['a network that fails before the launcher backs off as well', { kind: 'Waiting' }, startFailed, 0],
+    ['a failure while held changes nothing', startBackOff, startFailed, 9_999],
+    ['a running VM is no start that failed', { kind: 'Running' }, startFailed, 0],
     ['a power-off under Always backs off', { kind: 'Running' }, ended('Succeeded', 'Always'), 0],
     ['a power-off under OnFailure is final', { kind: 'Running' }, ended('Succeeded', 'OnFailure'), 0],
     ['a crash under OnFailure backs off', { kind: 'Running' }, ended('Failed', 'OnFailure'), 0],
@@ -41,7 +49,13 @@ t.test('the transition table, guards included', async (t) => {
       ['a missing image backs off', 'ImageBackOff'],
       ['an image back-off holds the next pull', 'ImageBackOff'],
       ['and lets it go when due', 'Preparing'],
-      ['a failed retry goes back to its back-off', 'ImageBackOff'],
+      ['a failed start backs off', 'StartBackOff'],
+      ['a start back-off holds the next attempt', 'StartBackOff'],
+      ['and lets it go when due', 'Preparing'],
+      ['a pull retried that fails to start backs off too', 'StartBackOff'],
+      ['a network that fails before the launcher backs off as well', 'StartBackOff'],
+      ['a failure while held changes nothing', 'StartBackOff'],
+      ['a running VM is no start that failed', 'Running'],
       ['a power-off under Always backs off', 'BackingOff'],
       ['a power-off under OnFailure is final', 'Finished'],
       ['a crash under OnFailure backs off', 'BackingOff'],
@@ -64,9 +78,15 @@ t.test(
   async (t) => {
     const startedAt = new Date(1_000);
     const finishedAt = new Date(61_000);
+    // Why the run ended stays with it, across a restart and an agent restart (which reads it back from the status).
+    const ended = { reason: 'Error', exitCode: 1, message: 'QEMU exited unexpectedly' };
     const backingOff = transition(
       at({ kind: 'Running' }),
-      { type: 'ended', vm: { phase: 'Failed', startedAt, finishedAt, guestReady: false, restartCount: 0 }, restartPolicy: 'Always' },
+      {
+        type: 'ended',
+        vm: { phase: 'Failed', message: 'QEMU exited unexpectedly', startedAt, finishedAt, guestReady: false, restartCount: 0 },
+        restartPolicy: 'Always',
+      },
       70_000,
     );
     const restarted = transition(transition(backingOff, { type: 'stopSeen' }, 70_000), { type: 'restart' }, 80_000);
@@ -80,7 +100,7 @@ t.test(
             imageID: '',
             ready: false,
             restartCount: 4,
-            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt, finishedAt } },
+            lastState: { terminated: { exitCode: 1, reason: 'Error', message: 'QEMU exited unexpectedly', startedAt, finishedAt } },
           },
         ],
       },
@@ -88,10 +108,24 @@ t.test(
     t.same(
       { backingOff: backingOff.history, restarted: restarted.history, seen: seen.history },
       {
-        backingOff: { restartCount: 0, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-        restarted: { restartCount: 1, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
-        seen: { restartCount: 4, lastTermination: { reason: 'Error', exitCode: 1, startedAt, finishedAt } },
+        backingOff: { restartCount: 0, lastTermination: { ...ended, startedAt, finishedAt } },
+        restarted: { restartCount: 1, lastTermination: { ...ended, startedAt, finishedAt } },
+        seen: { restartCount: 4, lastTermination: { ...ended, startedAt, finishedAt } },
       },
     );
   },
 );
+
+t.test('failed starts back off 10 s, doubling, counted across retries; the message is kept', async (t) => {
+  const first = transition(at({ kind: 'Preparing' }), startFailed, 0);
+  const retried = transition(first, { type: 'startBegan' }, 10_000);
+  const second = transition(retried, { type: 'startFailed', message: 'still full' }, 10_000);
+  t.same(
+    [first.state, retried.state.kind, second.state],
+    [
+      { kind: 'StartBackOff', failures: 1, message: 'no space left on device', retryAtMs: 10_000 },
+      'Preparing',
+      { kind: 'StartBackOff', failures: 2, message: 'still full', retryAtMs: 30_000 },
+    ],
+  );
+});

@@ -10,7 +10,10 @@
 //   Preparing                              imageMissing     ImageBackOff: ErrImagePull, then ImagePullBackOff (or the
 //                                                           pull's own reason: ErrImageNeverPull, InvalidImageName);
 //                                                           retried after 10 s doubling to 5 min
-//   Preparing                              startFailed      the ImageBackOff it retried, else Waiting
+//   Preparing; Waiting or a due back-off   startFailed      StartBackOff: CreateContainerError with the failure's message
+//     (the network failed before a start)                   (the node's disk full, a launcher that could not start);
+//                                                           retried after 10 s doubling to 5 min, failed pulls counted in
+//   StartBackOff, once retryAtMs is due    startBegan       Preparing, retrying it
 //   Running                                specSynced       Running, with the hash of the spec its launcher has
 //   any but Terminating                    stopSeen         the same; the history notes when the stop was first seen
 //   Waiting, Running                       ended            BackingOff (10 s doubling to 5 min, from 10 s again
@@ -61,19 +64,30 @@ export interface ImageBackOff {
   retryAtMs: number;
 }
 
+/** A start failed for another reason than its image; its launcher is gone, and the next attempt waits. */
+export interface StartBackOff {
+  kind: 'StartBackOff';
+  /** Failed attempts in a row. */
+  failures: number;
+  message: string;
+  /** No new attempt before this time, however often the pod or its launcher's directory changes. */
+  retryAtMs: number;
+}
+
 /** Where an invalid spec was found: translating the pod or VMI, or by the launcher when it started the VM. */
 export type InvalidFound = 'translation' | 'start';
 
 export type LifecycleState =
   /** No run under way: the next sync starts one (a new pod, after a failed start, after a restart's back-off). */
   | { kind: 'Waiting' }
-  /** A start is under way: launcher, disks, boot. A retried pull still shows its last failure meanwhile. */
-  | { kind: 'Preparing'; retrying?: ImageBackOff }
+  /** A start is under way: launcher, disks, boot. A retried pull or start still shows its last failure meanwhile. */
+  | { kind: 'Preparing'; retrying?: ImageBackOff | StartBackOff }
   /** A launcher holds this run; its VM may have stopped since, which the next sync sees. */
   | { kind: 'Running'; specHash?: string }
   /** The run ended and restartPolicy brings it back, after `delayMs`. */
   | { kind: 'BackingOff'; untilMs: number; delayMs: number }
   | ImageBackOff
+  | StartBackOff
   /** The pod cannot be realized as written; the message names the fields. */
   /**
    * Where it was found matters: a spec that translates again may have been fixed (a VMI's Secret, say), but
@@ -123,7 +137,7 @@ export type LifecycleEvent =
   | { type: 'started'; specHash: string }
   /** `reason`: a registry pull's (provider/images/); a missing host file is an ErrImagePull. */
   | { type: 'imageMissing'; message: string; reason?: ImagePullReason }
-  | { type: 'startFailed' }
+  | { type: 'startFailed'; message: string }
   | { type: 'specSynced'; specHash: string }
   | { type: 'launcherRunning' }
   /** The VM's run is over: seen first (the launcher may still be exiting) ... */
@@ -153,6 +167,7 @@ export function newLifecycle(pod: V1Pod): PodLifecycle {
             lastTermination: {
               reason: last.reason ?? 'Error',
               exitCode: last.exitCode,
+              ...(last.message ? { message: last.message } : {}),
               finishedAt: last.finishedAt,
               ...(last.startedAt ? { startedAt: last.startedAt } : {}),
             },
@@ -179,6 +194,7 @@ function backOff(lc: PodLifecycle, vm: VmObservation | undefined, nowMs: number,
   const lastTermination = {
     reason: vm?.phase === 'Succeeded' ? 'Completed' : 'Error',
     exitCode: vm?.phase === 'Succeeded' ? 0 : 1,
+    ...(vm?.message ? { message: vm.message } : {}),
     finishedAt: vm?.finishedAt ?? new Date(nowMs),
     ...(vm?.startedAt ? { startedAt: vm.startedAt } : {}),
   };
@@ -223,14 +239,25 @@ export function transition(
       return s.kind === 'Invalid' && s.found === 'translation' ? to(lc, { kind: 'Waiting' }) : lc;
     case 'startBegan':
       if (s.kind === 'Waiting' || s.kind === 'Running') return { ...lc, admitted: true, state: { kind: 'Preparing' } };
-      if (s.kind === 'ImageBackOff' && nowMs >= s.retryAtMs) return to(lc, { kind: 'Preparing', retrying: s });
+      if ((s.kind === 'ImageBackOff' || s.kind === 'StartBackOff') && nowMs >= s.retryAtMs)
+        return { ...to(lc, { kind: 'Preparing', retrying: s }), admitted: true };
       return lc;
     case 'started':
       return s.kind === 'Preparing' ? to(lc, { kind: 'Running', specHash: event.specHash }) : lc;
     case 'imageMissing':
-      return s.kind === 'Preparing' ? imageMissing(lc, s.retrying, event, nowMs, policy) : lc;
-    case 'startFailed':
-      return s.kind === 'Preparing' ? to(lc, s.retrying ?? { kind: 'Waiting' }) : lc;
+      return s.kind === 'Preparing'
+        ? imageMissing(lc, s.retrying?.kind === 'ImageBackOff' ? s.retrying : undefined, event, nowMs, policy)
+        : lc;
+    case 'startFailed': {
+      // In its launcher (Preparing), or before it, setting up the network (Waiting, or a back-off that is due).
+      let previous: ImageBackOff | StartBackOff | undefined;
+      if (s.kind === 'Preparing') previous = s.retrying;
+      else if ((s.kind === 'ImageBackOff' || s.kind === 'StartBackOff') && nowMs >= s.retryAtMs) previous = s;
+      else if (s.kind !== 'Waiting') return lc;
+      const failures = (previous?.failures ?? 0) + 1;
+      const delayMs = Math.min(policy.initialMs * 2 ** (failures - 1), policy.maxMs);
+      return to(lc, { kind: 'StartBackOff', failures, message: event.message, retryAtMs: nowMs + delayMs });
+    }
     case 'specSynced':
       return s.kind === 'Running' && s.specHash !== event.specHash ? to(lc, { kind: 'Running', specHash: event.specHash }) : lc;
     case 'launcherRunning':
@@ -251,6 +278,6 @@ export function transition(
 /** How long until a back-off lets the next attempt run; 0 when it may run now. */
 export function waitMs(state: LifecycleState, nowMs: number): number {
   if (state.kind === 'BackingOff') return Math.max(0, state.untilMs - nowMs);
-  if (state.kind === 'ImageBackOff') return Math.max(0, state.retryAtMs - nowMs);
+  if (state.kind === 'ImageBackOff' || state.kind === 'StartBackOff') return Math.max(0, state.retryAtMs - nowMs);
   return 0;
 }

@@ -9,7 +9,7 @@ import type { Clock } from '../clock.js';
 import { isNotFound } from '../kube/errors.js';
 import { statusPatch } from '../kube/status-patch.js';
 import type { LauncherView } from '../launchers/registry.js';
-import type { LifecycleState, PodLifecycle } from './lifecycle.js';
+import type { ImageBackOff, LifecycleState, PodLifecycle, StartBackOff } from './lifecycle.js';
 import { observeVm } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
@@ -27,7 +27,12 @@ export interface StatusWriterOptions {
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
-type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'evicted' | 'imageError' | 'preparing' | 'backoff'>;
+type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'evicted' | 'imageError' | 'startError' | 'preparing' | 'backoff'>;
+
+/** The failure a back-off waits on, shown meanwhile and while its retry is under way. */
+function failureOf(s: ImageBackOff | StartBackOff): Pick<LifecycleFacts, 'imageError' | 'startError'> {
+  return s.kind === 'ImageBackOff' ? { imageError: s.error } : { startError: { message: s.message } };
+}
 
 function factsOf(s: LifecycleState): LifecycleFacts {
   switch (s.kind) {
@@ -36,9 +41,10 @@ function factsOf(s: LifecycleState): LifecycleFacts {
     case 'Evicted':
       return { evicted: { message: s.message } };
     case 'ImageBackOff':
-      return { imageError: s.error };
+    case 'StartBackOff':
+      return failureOf(s);
     case 'Preparing':
-      return { preparing: true, ...(s.retrying ? { imageError: s.retrying.error } : {}) };
+      return { preparing: true, ...(s.retrying ? failureOf(s.retrying) : {}) };
     case 'BackingOff':
       return { backoff: { message: `back-off ${Math.round(s.delayMs / 1000)}s restarting stopped VM` } };
     case 'Terminating':
@@ -114,6 +120,7 @@ export class StatusWriter {
       ...(facts.invalid ? { invalid: facts.invalid } : {}),
       ...(facts.evicted ? { evicted: facts.evicted } : {}),
       ...(facts.imageError ? { imageError: facts.imageError } : {}),
+      ...(facts.startError ? { startError: facts.startError } : {}),
       ...(lc.attachment ? { attachment: lc.attachment } : {}),
       unsupported: lc.vmi?.unsupported ?? [],
       // Whole seconds, as Kubernetes writes times.

@@ -42,6 +42,11 @@ t.test('the ordered table', async (t) => {
       { phase: 'Pending', state: 'waiting', reason: 'ImagePullBackOff' },
     ],
     [
+      'a start that failed, Never (a VMI launcher pod): CreateContainerError, retried, not final',
+      base({ pod: pod('Never'), startError: { message: 'no space left on device' } }),
+      { phase: 'Pending', state: 'waiting', reason: 'CreateContainerError' },
+    ],
+    [
       'a launcher exiting during its start is not the end of the pod (Never)',
       base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, preparing: true }),
       { phase: 'Pending', reason: 'ContainerCreating' },
@@ -81,7 +86,7 @@ t.test('container status carries the domain uuid, restart count and last termina
         guestReady: true,
         restartCount: 1,
         domainUUID: 'abc',
-        lastTermination: { reason: 'Completed', exitCode: 0, finishedAt: started },
+        lastTermination: { reason: 'Completed', exitCode: 0, message: 'the guest powered off', finishedAt: started },
       },
     }),
   );
@@ -93,7 +98,7 @@ t.test('container status carries the domain uuid, restart count and last termina
         containerID: 'vkvm://abc',
         restartCount: 1,
         image: 'vkvm/test-guest',
-        lastState: { terminated: { reason: 'Completed', exitCode: 0 } },
+        lastState: { terminated: { reason: 'Completed', exitCode: 0, message: 'the guest powered off' } },
       },
     ],
   });

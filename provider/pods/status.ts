@@ -22,7 +22,8 @@ export interface VmObservation {
   guestOsInfo?: GuestOsInfo;
   restartCount: number;
   /** The previous run's end, shown as lastState after a restart. */
-  lastTermination?: { reason: string; exitCode: number; startedAt?: Date; finishedAt: Date };
+  /** `message` says why it ended (the launcher died, QEMU failed...), as the terminated state did while it was current. */
+  lastTermination?: { reason: string; exitCode: number; message?: string; startedAt?: Date; finishedAt: Date };
 }
 
 export interface PodStatusInput {
@@ -38,6 +39,8 @@ export interface PodStatusInput {
   imageError?: { reason: ImageErrorReason; message: string };
   /** The registry image the VM runs, as repository@digest; the container's image otherwise. */
   imageID?: string;
+  /** The last start failed for another reason than its image; retried with back-off. */
+  startError?: { message: string };
   /** Disks are being prepared / image being pulled. */
   preparing?: boolean;
   /** Waiting out a restart backoff after the VM stopped. */
@@ -115,6 +118,13 @@ const ROWS: Row[] = [
     ready: () => false,
   },
   {
+    // The kubelet's reason for a container it could not create; retried, so not final either.
+    when: (i) => Boolean(i.startError) && !i.pod.metadata?.deletionTimestamp,
+    phase: (i) => (i.vm?.restartCount ? 'Running' : 'Pending'),
+    state: (i) => waiting('CreateContainerError', i.startError!.message),
+    ready: () => false,
+  },
+  {
     when: final,
     phase: (i) => (i.vm?.phase === 'Succeeded' ? 'Succeeded' : 'Failed'),
     state: terminated,
@@ -180,6 +190,7 @@ export function derivePodStatus(i: PodStatusInput): V1PodStatus {
             terminated: {
               exitCode: i.vm.lastTermination.exitCode,
               reason: i.vm.lastTermination.reason,
+              ...(i.vm.lastTermination.message ? { message: i.vm.lastTermination.message } : {}),
               finishedAt: i.vm.lastTermination.finishedAt,
               ...(i.vm.lastTermination.startedAt ? { startedAt: i.vm.lastTermination.startedAt } : {}),
             },

@@ -45,6 +45,11 @@ export interface VmRuntimeOptions {
   log: Logger;
 }
 
+/** The VM's network could not be set up (the node's disk full, a failing command): its start failed before its launcher. */
+export class NetworkSetupError extends Error {
+  readonly kind = 'NetworkSetup';
+}
+
 /** What a start came to; other failures are thrown. */
 export type StartOutcome = Extract<LifecycleEvent, { type: 'started' | 'imageMissing' | 'invalid' }>;
 
@@ -124,9 +129,10 @@ export class VmRuntime {
     } catch (err) {
       if (err instanceof SpecError) return err;
       if (err instanceof NetworkNotReadyError) return 'waiting';
-      // The kubelet's reason when CNI fails; retried with the queue's back-off.
-      this.o.events.record(pod, 'Warning', 'FailedCreatePodSandBox', `Failed to set up the VM's pod network: ${(err as Error).message}`);
-      throw err;
+      // The kubelet's reason when CNI fails; the pod controller retries it as a failed start.
+      const failed = new NetworkSetupError(`Failed to set up the VM's pod network: ${(err as Error).message}`, { cause: err });
+      this.o.events.record(pod, 'Warning', 'FailedCreatePodSandBox', failed.message);
+      throw failed;
     }
   }
 

@@ -42,7 +42,7 @@ export class VmStarts {
     });
   }
 
-  /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
+  /** Starts the VM, unless a pull's or a start's back-off holds it: then the pod syncs again when that is over. */
   async start(pod: V1Pod, spec: VmSpec): Promise<void> {
     const preparing = this.o.apply(pod, { type: 'startBegan' });
     if (preparing?.state.kind === 'Preparing') {
@@ -50,7 +50,7 @@ export class VmStarts {
       this.preparations.forget(preparing.uid);
       return this.carryOn(pod, preparing, spec);
     }
-    if (preparing?.state.kind === 'ImageBackOff') this.o.syncAfter(preparing.key, waitMs(preparing.state, this.o.clock.now()));
+    this.syncWhenDue(preparing);
   }
 
   /** Restarts a stopped VM once its back-off is over; until then the pod syncs again when it is. */
@@ -72,21 +72,35 @@ export class VmStarts {
     if (needsPreparation(spec)) {
       const polled = this.preparations.poll(lc.uid, specHash(spec), () => this.o.runtime.prepare(pod, lc, spec));
       if (polled === 'pending') return;
-      if (!polled.ok) {
-        this.o.apply(pod, { type: 'startFailed' });
-        throw polled.error;
-      }
+      if (!polled.ok) this.failed(pod, polled.error);
       prepared = polled.value;
     }
     let outcome: StartOutcome;
     try {
       outcome = prepared.type === 'prepared' ? await this.o.runtime.start(pod, lc, spec, prepared) : prepared;
     } catch (err) {
-      this.o.apply(pod, { type: 'startFailed' });
-      throw err;
+      this.failed(pod, err);
     }
-    const after = this.o.apply(pod, outcome);
-    if (after?.state.kind === 'ImageBackOff') this.o.syncAfter(after.key, waitMs(after.state, this.o.clock.now()));
+    this.syncWhenDue(this.o.apply(pod, outcome));
+  }
+
+  /** A failed start backs off: its launcher's events would otherwise start it again at once. */
+  private failed(pod: V1Pod, err: unknown): never {
+    this.syncWhenDue(this.o.apply(pod, { type: 'startFailed', message: (err as Error).message }));
+    throw err;
+  }
+
+  /** A failed start's back-off holds the next attempt, its network included: the pod syncs again when it is over. */
+  heldByBackOff(lc: PodLifecycle): boolean {
+    if (lc.state.kind !== 'StartBackOff' || waitMs(lc.state, this.o.clock.now()) === 0) return false;
+    this.syncWhenDue(lc);
+    return true;
+  }
+
+  /** A pull's or start's back-off holds the pod: it syncs again when that is over (the queue's retries find it held). */
+  syncWhenDue(lc: PodLifecycle | undefined): void {
+    if (lc?.state.kind === 'ImageBackOff' || lc?.state.kind === 'StartBackOff')
+      this.o.syncAfter(lc.key, waitMs(lc.state, this.o.clock.now()));
   }
 
   /** The pod's VM is being removed: a preparation of it is no longer wanted. */

@@ -117,3 +117,18 @@ t.test('an image the node cannot get: Synchronized False with the pull reason, p
     "the cluster controller's Synchronized reason is not the node's to clear",
   );
 });
+
+t.test(
+  'a start that failed (the node out of disk): Synchronized False, CreateContainerError; the VMI waits; cleared once it runs',
+  async (t) => {
+    const s = nodeVmiStatus(input({ startError: { message: 'ENOSPC: no space left on device' }, vm: { ...running, phase: 'Failed' } }));
+    t.match(s, {
+      phase: 'Scheduled',
+      conditions: [{ type: 'Synchronized', status: 'False', reason: 'CreateContainerError', message: /no space left/ }],
+    });
+    t.notOk(
+      nodeVmiStatus(input({ current: s, vm: running })).conditions?.some((c) => c.type === 'Synchronized'),
+      'gone once the VM runs',
+    );
+  },
+);

@@ -29,6 +29,8 @@ export interface NodeVmiStatusInput {
   evicted?: { message: string };
   /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
   imageError?: { reason: ImageErrorReason; message: string };
+  /** Its last start failed for another reason: the VMI waits, retried with back-off. */
+  startError?: { message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
   /** Where the VM sits on the pod network. */
@@ -61,16 +63,17 @@ const NODE_SYNC_REASONS = new Set([
   'ImagePullBackOff',
   'ErrImageNeverPull',
   'InvalidImageName',
+  'CreateContainerError',
 ]);
 
 /** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
 function vmiPhaseOf(
   vm: VmObservation | undefined,
-  trouble: { invalid?: { reason: string }; imageError?: NodeVmiStatusInput['imageError'] },
+  trouble: Pick<NodeVmiStatusInput, 'imageError' | 'startError'> & { invalid?: { reason: string } },
 ): VmiPhase | undefined {
   if (trouble.invalid) return 'Failed';
-  // A pull is retried: the VMI waits, whatever the failed attempt's launcher reported.
-  if (trouble.imageError) return undefined;
+  // A pull or start is retried: the VMI waits, whatever the failed attempt's launcher reported.
+  if (trouble.imageError || trouble.startError) return undefined;
   if (vm?.phase === 'Running' || vm?.phase === 'Paused') return 'Running';
   if (vm?.phase === 'Succeeded' || vm?.phase === 'Failed') return vm.phase;
   return undefined;
@@ -83,13 +86,14 @@ export function nodeVmiStatus({
   invalid: invalidSpec,
   evicted,
   imageError,
+  startError,
   unsupported,
   attachment,
   now,
 }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
   // An eviction fails the VMI as an invalid spec does, with its own reason.
   const invalid = invalidSpec ?? (evicted ? { reason: 'Evicted' as const, message: evicted.message } : undefined);
-  const phase = vmiPhaseOf(vm, { invalid, imageError });
+  const phase = vmiPhaseOf(vm, { invalid, imageError, startError });
   const ready = vm?.phase === 'Running' && vm.guestReady;
   let conditions = setCondition(
     current.conditions,
@@ -120,7 +124,7 @@ export function nodeVmiStatus({
         now,
       )
     : removeCondition(conditions, 'UnsupportedFields');
-  const notSynced = invalid ?? imageError;
+  const notSynced = invalid ?? imageError ?? (startError && { reason: 'CreateContainerError', message: startError.message });
   if (notSynced) {
     conditions = setCondition(
       conditions,

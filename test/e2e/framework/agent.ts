@@ -66,6 +66,8 @@ export async function startAgent(
   const output: string[] = [];
   // Kept beside the agent's state for reading after a failure.
   const logFile = createWriteStream(join(stateDir, 'agent.log'), { flags: 'a' });
+  // Best effort: a test may fill the state dir's filesystem; the lines stay in `output`.
+  logFile.on('error', () => {});
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
   );
