@@ -217,7 +217,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       builtinImages: builtins.forPod,
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
-      downloadImage: async (url, at, log) => void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log)),
+      downloadImage: async (url, at, log, signal) =>
+        void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log, signal)),
       // Pulls and downloads share the bound the operator sets for image pulls.
       maxParallelPreparations: config.maxParallelImagePulls,
       nodePressure: () => pressureConditions(latestFacts),

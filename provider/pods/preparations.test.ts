@@ -108,7 +108,8 @@ t.test(
           deleted: ['old', 'slow-0', 'slow-9'],
           slow: 'Pending/ContainerCreating',
           url: 'Pending/ContainerCreating',
-          fetching: 3,
+          // slow-0's deletion aborted its pull and gave its slot to the next in line.
+          fetching: 4,
         },
         after: {
           running: left,
@@ -142,4 +143,27 @@ t.test('a preparation runs once per spec; a changed spec begins anew and the old
     { first: 'pending', again: 'pending', changed: 'pending', settled: ['a'], result: { ok: true, value: 'for spec 2' }, next: 'pending' },
   );
   await preps.idle();
+});
+
+t.test('a forgotten preparation is aborted and frees its slot at once, even if its work ignores the signal', async (t) => {
+  const preps = new Preparations<string>({ maxParallel: 1, onSettled: () => undefined });
+  let signalOfDeleted: AbortSignal | undefined;
+  // Never settles by itself: only the abort can free the one slot.
+  preps.poll('deleted', 'spec', (signal) => {
+    signalOfDeleted = signal;
+    return new Promise<string>(() => undefined);
+  });
+  let ranNext = false;
+  preps.poll('next', 'spec', async () => {
+    ranNext = true;
+    return 'next prepared';
+  });
+  await new Promise((r) => setImmediate(r));
+  const before = { ranNext, aborted: signalOfDeleted?.aborted };
+  preps.forget('deleted');
+  await preps.idle();
+  t.same(
+    { before, after: { ranNext, aborted: signalOfDeleted?.aborted }, next: preps.poll('next', 'spec', async () => 'again') },
+    { before: { ranNext: false, aborted: false }, after: { ranNext: true, aborted: true }, next: { ok: true, value: 'next prepared' } },
+  );
 });
