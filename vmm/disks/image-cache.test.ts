@@ -35,11 +35,11 @@ t.test('a download nobody wants any more is aborted and leaves nothing; one stil
   const b = cachedImage(url, cacheDir, policy, log, second.signal);
   while (open.length === 0) await new Promise((r) => setTimeout(r, 5));
   first.abort(new Error('pod a deleted'));
-  const firstGaveUp = (await rejection(a)).message;
+  const firstGaveUp = ((await rejection(a)) as Error).message;
   await new Promise((r) => setTimeout(r, 50));
   const afterFirst = { closed, inFlight: downloadsInFlight().size, requests: open.length };
   second.abort(new Error('pod b deleted'));
-  const secondGaveUp = (await rejection(b)).message;
+  const secondGaveUp = ((await rejection(b)) as Error).message;
   while (downloadsInFlight().size > 0 || closed === 0) await new Promise((r) => setTimeout(r, 5));
   t.same(
     { firstGaveUp, afterFirst, secondGaveUp, closed, left: await readdir(cacheDir) },
