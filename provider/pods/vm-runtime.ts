@@ -14,6 +14,7 @@ import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js
 import type { BuiltinImages } from '../vm-identity.js';
 import { ImagePullError } from '../images/errors.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
+import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -39,6 +40,8 @@ export interface VmRuntimeOptions {
    */
   downloadImage: (url: string, at: string, log: Logger, signal?: AbortSignal) => Promise<void>;
   /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
+  /** Notes the URLs each pod's VM uses, which pins them in the image cache (url-cache-gc.ts). */
+  urlImages?: Pick<UrlImagesInUse, 'note'>;
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
@@ -84,6 +87,7 @@ export class VmRuntime {
   async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
     const spec = await this.specFor(pod, lc);
     if (spec === 'gone' || spec instanceof SpecError) return spec;
+    this.o.urlImages?.note(lc.uid, spec);
     // Checked before the pod gets anything of the node: an address, a network, a disk.
     const field = vmiOwner(pod)
       ? 'spec.domain.resources.limits.ephemeral-storage'
