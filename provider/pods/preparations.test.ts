@@ -2,6 +2,8 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VmSpec } from '../../vmm/spec.js';
 import { podControllerEnv, vmPod, type PodControllerEnv } from '../../test/helpers/pod-controller.js';
+import { imageCachePath } from '../../vmm/disks/image-cache.js';
+import { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { Preparations } from './preparations.js';
 
 /** Waits until `ready` holds, letting promises run; the fakes never wait on time. */
@@ -165,5 +167,23 @@ t.test('a forgotten preparation is aborted and frees its slot at once, even if i
   t.same(
     { before, after: { ranNext, aborted: signalOfDeleted?.aborted }, next: preps.poll('next', 'spec', async () => 'again') },
     { before: { ranNext: false, aborted: false }, after: { ranNext: true, aborted: true }, next: { ok: true, value: 'next prepared' } },
+  );
+});
+
+t.test('a pod naming a URL pins its cache entry while it is on the node; deleted, it no longer does', async (t) => {
+  const urlImages = new UrlImagesInUse();
+  const env = await podControllerEnv(t, undefined, undefined, undefined, { urlImages });
+  const pod = vmPod('url');
+  pod.spec!.containers[0]!.image = 'https://images.example/pinned.qcow2';
+  env.pods.put(pod);
+  await env.settle();
+  const onNode = (uid: string) => env.pods.get('ns/url')?.metadata?.uid === uid || env.launchers.running(uid);
+  const whileThere = [...urlImages.cachePaths('/cache', onNode)];
+  deleting(env, 'url');
+  await until('the pod is deleted', () => env.pods.deleted.length === 1);
+  await env.settle();
+  t.same(
+    { whileThere, afterDeletion: [...urlImages.cachePaths('/cache', onNode)] },
+    { whileThere: [imageCachePath('/cache', 'https://images.example/pinned.qcow2')], afterDeletion: [] },
   );
 });
