@@ -209,6 +209,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       rootLog.child({ component: 'launchers' }),
     );
     const urlImages = new UrlImagesInUse();
+    let cacheGc: UrlCacheGc | undefined;
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -220,8 +221,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       urlImages,
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
-      downloadImage: async (url, at, log, signal) =>
-        void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log, signal)),
+      downloadImage: async (url, at, log, signal) => {
+        await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log, signal);
+        cacheGc?.kick();
+      },
       // Pulls and downloads share the bound the operator sets for image pulls.
       maxParallelPreparations: config.maxParallelImagePulls,
       nodePressure: () => pressureConditions(latestFacts),
@@ -248,7 +251,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     collector.start();
     stops.push(() => collector.stop());
     // The URL image cache, on the same policy: pinned by the URLs of pods on the node and downloads under way.
-    const cacheGc = new UrlCacheGc({
+    const cacheCollector = new UrlCacheGc({
       dir: config.imageCacheDir,
       inUse: () => urlImages.cachePaths(config.imageCacheDir, alive),
       policy: config.imageGc,
@@ -256,8 +259,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       metrics: agentMetrics,
       log: rootLog.child({ component: 'image-cache-gc' }),
     });
-    cacheGc.start();
-    stops.push(() => cacheGc.stop());
+    cacheGc = cacheCollector;
+    cacheCollector.start();
+    stops.push(() => cacheCollector.stop());
 
     const certs = new ServingCertManager(
       clients,

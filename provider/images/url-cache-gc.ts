@@ -95,6 +95,11 @@ export class UrlCacheGc {
     this.loop.start();
   }
 
+  /** Runs a pass now, or once more after the one under way (a download is what fills the cache). */
+  kick(): void {
+    this.loop.kick();
+  }
+
   stop(): Promise<void> {
     return this.loop.stop();
   }
