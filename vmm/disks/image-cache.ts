@@ -35,25 +35,24 @@ export function downloadsInFlight(): ReadonlySet<string> {
 /** The cached copy of `url`, downloaded first if missing; `signal` withdraws this caller's interest. */
 export function cachedImage(url: string, cacheDir: string, policy: DownloadPolicy, log: Log, signal?: AbortSignal): Promise<string> {
   const path = imageCachePath(cacheDir, url);
-  let entry = inflight.get(path);
-  if (!entry) {
+  let shared = inflight.get(path);
+  // One aborted (its last caller gone) but not yet unwound is no use to a new caller: it starts afresh.
+  if (!shared || shared.cancel.signal.aborted) {
     const cancel = new AbortController();
-    const created: Inflight = {
-      done: fetchIntoCache(url, path, cacheDir, policy, log, cancel.signal).finally(() => inflight.delete(path)),
-      wanted: 0,
-      cancel,
-    };
-    entry = created;
-    inflight.set(path, entry);
+    const done: Promise<string> = fetchIntoCache(url, path, cacheDir, policy, log, cancel.signal).finally(() => {
+      if (inflight.get(path)?.done === done) inflight.delete(path);
+    });
+    shared = { done, wanted: 0, cancel };
+    inflight.set(path, shared);
   }
-  const shared = entry;
-  shared.wanted++;
-  if (!signal) return shared.done;
-  if (signal.aborted) return withdraw(shared, signal);
+  const joined = shared;
+  joined.wanted++;
+  if (!signal) return joined.done;
+  if (signal.aborted) return withdraw(joined, signal);
   return new Promise<string>((resolve, reject) => {
-    const onAbort = () => withdraw(shared, signal).catch(reject);
+    const onAbort = () => withdraw(joined, signal).catch(reject);
     signal.addEventListener('abort', onAbort, { once: true });
-    shared.done.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    joined.done.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
