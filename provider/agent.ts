@@ -27,6 +27,7 @@ import { createPodInformer } from './pods/informer.js';
 import { kubePodApi } from './pods/pod-api.js';
 import { LauncherRegistry } from './launchers/registry.js';
 import { ImageGc } from './images/image-gc.js';
+import { UrlCacheGc, UrlImagesInUse } from './images/url-cache-gc.js';
 import { ImageService } from './images/image-service.js';
 import { PinStore } from './images/pins.js';
 import { PodImages, secretReader } from './images/pod-images.js';
@@ -207,6 +208,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       },
       rootLog.child({ component: 'launchers' }),
     );
+    const urlImages = new UrlImagesInUse();
+    let cacheGc: UrlCacheGc | undefined;
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -215,9 +218,13 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       builtinImages: builtins.forPod,
+      urlImages,
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
-      downloadImage: async (url, at, log) => void (await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log)),
+      downloadImage: async (url, at, log, signal) => {
+        await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log, signal);
+        cacheGc?.kick();
+      },
       // Pulls and downloads share the bound the operator sets for image pulls.
       maxParallelPreparations: config.maxParallelImagePulls,
       nodePressure: () => pressureConditions(latestFacts),
@@ -229,10 +236,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
     await pods.start();
     // After the pod cache synced: a pod's pins hold until it is neither there nor has a VM.
+    const alive = (uid: string) => launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid);
     const collector = new ImageGc({
       store,
       pins,
-      alive: (uid) => launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid),
+      alive,
       inUse: () => images.inUse(),
       policy: config.imageGc,
       periodMs: config.imageGcPeriodMs,
@@ -242,6 +250,18 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     gc = collector;
     collector.start();
     stops.push(() => collector.stop());
+    // The URL image cache, on the same policy: pinned by the URLs of pods on the node and downloads under way.
+    const cacheCollector = new UrlCacheGc({
+      dir: config.imageCacheDir,
+      inUse: () => urlImages.cachePaths(config.imageCacheDir, alive),
+      policy: config.imageGc,
+      periodMs: config.imageGcPeriodMs,
+      metrics: agentMetrics,
+      log: rootLog.child({ component: 'image-cache-gc' }),
+    });
+    cacheGc = cacheCollector;
+    cacheCollector.start();
+    stops.push(() => cacheCollector.stop());
 
     const certs = new ServingCertManager(
       clients,

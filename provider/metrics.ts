@@ -26,6 +26,12 @@ export interface AgentMetrics {
   imageGcRuns: Counter<'result'>;
   imagesGarbageCollected: Counter;
   imageGcFreedBytes: Counter;
+  /** The URL image cache: its bytes and entries (set by each of its GC passes), passes by result, entries removed, bytes freed. */
+  imageCacheBytes: Gauge;
+  imageCacheEntries: Gauge;
+  imageCacheGcRuns: Counter<'result'>;
+  imageCacheGarbageCollected: Counter;
+  imageCacheGcFreedBytes: Counter;
   /** Image pulls and downloads of VM starts under way or waiting their turn, beside the sync workers. Set, not incremented. */
   vmPreparations: Gauge;
   /** Pods failed with reason Evicted, by cause: the node's admission under pressure, or ephemeral storage over the limit. */
@@ -100,6 +106,24 @@ export function createAgentMetrics(): AgentMetrics {
     imageGcFreedBytes: new Counter({
       name: 'vkvm_image_gc_freed_bytes_total',
       help: 'Bytes image garbage collection freed on the filesystem holding the image store.',
+      registers,
+    }),
+    imageCacheBytes: new Gauge({ name: 'vkvm_image_cache_bytes', help: 'Bytes of downloaded URL images in the image cache.', registers }),
+    imageCacheEntries: new Gauge({ name: 'vkvm_image_cache_entries', help: 'Downloaded URL images in the image cache.', registers }),
+    imageCacheGcRuns: new Counter({
+      name: 'vkvm_image_cache_gc_runs_total',
+      help: 'URL image cache garbage collection passes by result (below-threshold, freed, insufficient, error).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    imageCacheGarbageCollected: new Counter({
+      name: 'vkvm_image_cache_garbage_collected_total',
+      help: 'Downloaded URL images removed by garbage collection.',
+      registers,
+    }),
+    imageCacheGcFreedBytes: new Counter({
+      name: 'vkvm_image_cache_gc_freed_bytes_total',
+      help: 'Bytes URL image cache garbage collection freed (entries removed and partial downloads of dead processes).',
       registers,
     }),
     vmPreparations: new Gauge({

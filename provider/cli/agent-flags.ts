@@ -57,7 +57,7 @@ export const AGENT_HELP = `Node agent flags:
   --max-parallel-image-pulls N image pulls and URL downloads at once (default 3)
   --local-registry HOST:PORT   a registry on this node (loopback or its own address) pods may pull
                                from (repeatable; localhost:5000 and 127.0.0.1:5000 always may)
-  --image-gc-high-threshold N  image store filesystem use (%) that starts image garbage collection
+  --image-gc-high-threshold N  image store (and URL image cache) filesystem use (%) that starts their GC
                                (default 85; 100 turns it off)
   --image-gc-low-threshold N   use (%) garbage collection frees down to (default 80)
   --image-minimum-gc-age D     images pulled more recently are never collected (default 2m)

@@ -10,6 +10,7 @@
 import { statfs } from 'node:fs/promises';
 import type { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
+import { GcLoop } from './gc-loop.js';
 import { readInventory, type StoredImage } from './inventory.js';
 import { pinnedImages, type PinStore } from './pins.js';
 import { pruneStore, removeImage } from './remove.js';
@@ -107,60 +108,33 @@ export interface ImageGcOptions {
 
 export type GcResult = 'below-threshold' | 'freed' | 'insufficient';
 
-async function statfsUsage(path: string): Promise<FsUsage> {
+export async function statfsUsage(path: string): Promise<FsUsage> {
   const s = await statfs(path);
   return { capacityBytes: s.blocks * s.bsize, availableBytes: s.bavail * s.bsize };
 }
 
 export class ImageGc {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
+  private readonly loop: GcLoop;
   private readonly now: () => number;
   private readonly fsUsage: (path: string) => Promise<FsUsage>;
 
   constructor(private readonly o: ImageGcOptions) {
     this.now = o.now ?? Date.now;
     this.fsUsage = o.fsUsage ?? statfsUsage;
+    this.loop = new GcLoop({ periodMs: o.periodMs, pass: () => this.runOnce(), runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
   }
 
   start(): void {
-    this.timer = setInterval(() => this.kick(), this.o.periodMs);
-    this.timer.unref();
-    this.kick();
+    this.loop.start();
   }
 
   /** Runs a pass now, or once more after the one under way; never two at once. */
   kick(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.runOnce().then(
-      (result) => {
-        this.o.metrics.imageGcRuns.inc({ result });
-      },
-      (err: unknown) => {
-        this.o.metrics.imageGcRuns.inc({ result: 'error' });
-        this.o.log.warn({ err }, 'image garbage collection failed; the next pass retries');
-      },
-    );
-    void this.running.finally(() => {
-      this.running = undefined;
-      if (this.again) {
-        this.again = false;
-        this.kick();
-      }
-    });
+    this.loop.kick();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    this.again = false;
-    await this.running;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass: release the pins of pods gone, then collect if the filesystem is past its high threshold. */

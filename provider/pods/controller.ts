@@ -61,6 +61,7 @@ export interface PodControllerOptions {
   images: VmRuntimeOptions['images'];
   /** Downloads a URL image into the node's image cache before its launcher starts. */
   downloadImage: VmRuntimeOptions['downloadImage'];
+  urlImages?: VmRuntimeOptions['urlImages'];
   /** Starts fetching images (pulls, downloads) at once, beside the sync workers; the others wait their turn. */
   maxParallelPreparations?: number;
   events: EventRecorder;

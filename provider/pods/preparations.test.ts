@@ -2,6 +2,8 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VmSpec } from '../../vmm/spec.js';
 import { podControllerEnv, vmPod, type PodControllerEnv } from '../../test/helpers/pod-controller.js';
+import { imageCachePath } from '../../vmm/disks/image-cache.js';
+import { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { Preparations } from './preparations.js';
 
 /** Waits until `ready` holds, letting promises run; the fakes never wait on time. */
@@ -108,7 +110,8 @@ t.test(
           deleted: ['old', 'slow-0', 'slow-9'],
           slow: 'Pending/ContainerCreating',
           url: 'Pending/ContainerCreating',
-          fetching: 3,
+          // slow-0's deletion aborted its pull and gave its slot to the next in line.
+          fetching: 4,
         },
         after: {
           running: left,
@@ -142,4 +145,45 @@ t.test('a preparation runs once per spec; a changed spec begins anew and the old
     { first: 'pending', again: 'pending', changed: 'pending', settled: ['a'], result: { ok: true, value: 'for spec 2' }, next: 'pending' },
   );
   await preps.idle();
+});
+
+t.test('a forgotten preparation is aborted and frees its slot at once, even if its work ignores the signal', async (t) => {
+  const preps = new Preparations<string>({ maxParallel: 1, onSettled: () => undefined });
+  let signalOfDeleted: AbortSignal | undefined;
+  // Never settles by itself: only the abort can free the one slot.
+  preps.poll('deleted', 'spec', (signal) => {
+    signalOfDeleted = signal;
+    return new Promise<string>(() => undefined);
+  });
+  let ranNext = false;
+  preps.poll('next', 'spec', async () => {
+    ranNext = true;
+    return 'next prepared';
+  });
+  await new Promise((r) => setImmediate(r));
+  const before = { ranNext, aborted: signalOfDeleted?.aborted };
+  preps.forget('deleted');
+  await preps.idle();
+  t.same(
+    { before, after: { ranNext, aborted: signalOfDeleted?.aborted }, next: preps.poll('next', 'spec', async () => 'again') },
+    { before: { ranNext: false, aborted: false }, after: { ranNext: true, aborted: true }, next: { ok: true, value: 'next prepared' } },
+  );
+});
+
+t.test('a pod naming a URL pins its cache entry while it is on the node; deleted, it no longer does', async (t) => {
+  const urlImages = new UrlImagesInUse();
+  const env = await podControllerEnv(t, undefined, undefined, undefined, { urlImages });
+  const pod = vmPod('url');
+  pod.spec!.containers[0]!.image = 'https://images.example/pinned.qcow2';
+  env.pods.put(pod);
+  await env.settle();
+  const onNode = (uid: string) => env.pods.get('ns/url')?.metadata?.uid === uid || env.launchers.running(uid);
+  const whileThere = [...urlImages.cachePaths('/cache', onNode)];
+  deleting(env, 'url');
+  await until('the pod is deleted', () => env.pods.deleted.length === 1);
+  await env.settle();
+  t.same(
+    { whileThere, afterDeletion: [...urlImages.cachePaths('/cache', onNode)] },
+    { whileThere: [imageCachePath('/cache', 'https://images.example/pinned.qcow2')], afterDeletion: [] },
+  );
 });

@@ -15,6 +15,8 @@ interface Job<T> {
   /** What was being prepared (a spec's hash): a changed spec starts over. */
   forSpec: string;
   result?: PreparationResult<T>;
+  /** Aborted when the preparation is no longer wanted: its slot frees at once. */
+  abort: AbortController;
 }
 
 export interface PreparationsOptions {
@@ -38,17 +40,17 @@ export class Preparations<T> {
    * when none was under way for that spec), its result once settled. A
    * result is handed out once; the next poll begins anew.
    */
-  poll(uid: string, forSpec: string, prepare: () => Promise<T>): 'pending' | PreparationResult<T> {
+  poll(uid: string, forSpec: string, prepare: (signal: AbortSignal) => Promise<T>): 'pending' | PreparationResult<T> {
     const job = this.jobs.get(uid);
     if (job?.forSpec === forSpec) {
       if (!job.result) return 'pending';
       this.jobs.delete(uid);
       return job.result;
     }
-    const fresh: Job<T> = { forSpec };
+    job?.abort.abort(new Error("the pod's spec changed"));
+    const fresh: Job<T> = { forSpec, abort: new AbortController() };
     this.jobs.set(uid, fresh);
-    // One forgotten while it waited for a slot never runs.
-    const run = this.inSlot(() => (this.jobs.get(uid) === fresh ? prepare() : Promise.reject(new Error('no longer wanted'))))
+    const run = this.inSlot(fresh.abort.signal, prepare)
       .then(
         (value): PreparationResult<T> => ({ ok: true, value }),
         (error: unknown): PreparationResult<T> => ({ ok: false, error }),
@@ -69,11 +71,12 @@ export class Preparations<T> {
   }
 
   /**
-   * The pod's preparation is no longer wanted (its pod is being deleted). One
-   * already running is left to finish (a download or pull may be shared with
-   * other pods, and leaves nothing of this pod's behind); its result is dropped.
+   * The pod's preparation is no longer wanted (its pod is being deleted): it
+   * is aborted and its slot frees at once. A download shared with other pods
+   * goes on for them (image-cache.ts); one nobody else wants is stopped.
    */
   forget(uid: string): void {
+    this.jobs.get(uid)?.abort.abort(new Error('the pod is being deleted'));
     this.jobs.delete(uid);
   }
 
@@ -86,11 +89,18 @@ export class Preparations<T> {
     return this.running.size === 0;
   }
 
-  private async inSlot(prepare: () => Promise<T>): Promise<T> {
+  private async inSlot(signal: AbortSignal, prepare: (signal: AbortSignal) => Promise<T>): Promise<T> {
     if (this.slotsInUse >= this.o.maxParallel) await new Promise<void>((resolve) => this.waiting.push(resolve));
     this.slotsInUse++;
     try {
-      return await prepare();
+      // One aborted while it waited never runs; one aborted while running gives up its slot
+      // even if what it awaits (a registry pull) does not heed the signal.
+      signal.throwIfAborted();
+      const aborted = new Promise<never>((_, reject) =>
+        signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }),
+      );
+      aborted.catch(() => undefined);
+      return await Promise.race([prepare(signal), aborted]);
     } finally {
       this.slotsInUse--;
       this.waiting.shift()?.();

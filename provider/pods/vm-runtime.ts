@@ -14,6 +14,7 @@ import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js
 import type { BuiltinImages } from '../vm-identity.js';
 import { ImagePullError } from '../images/errors.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
+import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -37,8 +38,10 @@ export interface VmRuntimeOptions {
    * Downloads a URL image into the node's image cache (vmm/disks/base-image.ts), where the launcher
    * finds it; a refusal the user can fix is a SpecError at `at`.
    */
-  downloadImage: (url: string, at: string, log: Logger) => Promise<void>;
+  downloadImage: (url: string, at: string, log: Logger, signal?: AbortSignal) => Promise<void>;
   /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
+  /** Notes the URLs each pod's VM uses, which pins them in the image cache (url-cache-gc.ts). */
+  urlImages?: Pick<UrlImagesInUse, 'note'>;
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
@@ -89,6 +92,7 @@ export class VmRuntime {
   async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
     const spec = await this.specFor(pod, lc);
     if (spec === 'gone' || spec instanceof SpecError) return spec;
+    this.o.urlImages?.note(lc.uid, spec);
     // Checked before the pod gets anything of the node: an address, a network, a disk.
     const field = vmiOwner(pod)
       ? 'spec.domain.resources.limits.ephemeral-storage'
@@ -142,7 +146,7 @@ export class VmRuntime {
    * node's image cache (where the launcher then finds them). A missing image
    * and an invalid spec are outcomes; other failures are thrown.
    */
-  async prepare(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<Prepared> {
+  async prepare(pod: V1Pod, lc: PodLifecycle, spec: VmSpec, signal?: AbortSignal): Promise<Prepared> {
     const log = this.o.log.child({ pod: lc.key, uid: lc.uid });
     try {
       // Registry images are pulled with the kubelet's events; the launcher gets their files in the store.
@@ -150,7 +154,7 @@ export class VmRuntime {
       if (resolved.imageID) this.o.learnt(lc.uid, { imageID: resolved.imageID });
       const urls = spec.disks.flatMap((d, i) => (d.source.kind === 'url' ? [{ url: d.source.url, at: `disks[${i}].source.url` }] : []));
       if (urls.length) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${imageOf(pod)}"`);
-      for (const { url, at } of urls) await this.o.downloadImage(url, at, log);
+      for (const { url, at } of urls) await this.o.downloadImage(url, at, log, signal);
       return { type: 'prepared', resolved, pullingRecorded: resolved.fromRegistry || urls.length > 0 };
     } catch (thrown) {
       return this.failedStart(pod, lc, spec, thrown);

@@ -70,7 +70,7 @@ export class VmStarts {
   async carryOn(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<void> {
     let prepared: Prepared = { type: 'prepared', resolved: { spec, fromRegistry: false }, pullingRecorded: false };
     if (needsPreparation(spec)) {
-      const polled = this.preparations.poll(lc.uid, specHash(spec), () => this.o.runtime.prepare(pod, lc, spec));
+      const polled = this.preparations.poll(lc.uid, specHash(spec), (signal) => this.o.runtime.prepare(pod, lc, spec, signal));
       if (polled === 'pending') return;
       if (!polled.ok) this.failed(pod, polled.error);
       prepared = polled.value;

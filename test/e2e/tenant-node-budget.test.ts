@@ -71,11 +71,16 @@ t.test("a tenant is held to the node's budget", async (t) => {
 
   // An image server the operator allowed that sends one byte every quarter second, forever.
   const requests: string[] = [];
+  // Downloads whose connection the agent closed.
+  const closed: string[] = [];
   const trickle = createServer((req, res) => {
     requests.push(req.url ?? '');
     res.writeHead(200, { 'content-type': 'application/octet-stream' });
     const timer = setInterval(() => res.write('x'), 250);
-    res.on('close', () => clearInterval(timer));
+    res.on('close', () => {
+      clearInterval(timer);
+      closed.push(req.url ?? '');
+    });
   });
   await new Promise<void>((resolve) => trickle.listen(0, '127.0.0.2', resolve));
   t.teardown(
@@ -112,15 +117,28 @@ t.test("a tenant is held to the node's budget", async (t) => {
     for (const name of [downloading, queued]) await tenant.core.deleteNamespacedPod({ name, namespace: NS });
     for (const name of [downloading, queued]) await waitForGone(pods(tenant, NS, { name }), { deadlineMs: 60_000 });
     const stillSlow = slow.filter((name) => name !== downloading && name !== queued);
-    const waiting = await tenant.core.readNamespacedPod({ name: stillSlow[0]!, namespace: NS });
+    // The deleted pod's download was aborted: its slot went to the next in line.
+    await poll(
+      'a fourth download begun',
+      async () => requests.length,
+      (n) => n >= 4,
+      { deadlineMs: 60_000 },
+    );
+    const waiting = await tenant.core.readNamespacedPod({ name: stillSlow.at(-1)!, namespace: NS });
     t.match(
       {
         quick: quick.status?.phase,
         slow: { phase: waiting.status?.phase, state: waiting.status?.containerStatuses?.[0]?.state },
         downloads: requests.length,
+        closed: closed.join(' '),
       },
-      { quick: 'Running', slow: { phase: 'Pending', state: { waiting: { reason: 'ContainerCreating' } } }, downloads: 3 },
-      'the quick pod runs and the deleted ones are gone while the slow ones still download, three at a time',
+      {
+        quick: 'Running',
+        slow: { phase: 'Pending', state: { waiting: { reason: 'ContainerCreating' } } },
+        downloads: 4,
+        closed: new RegExp(`^/${downloading}\\.img$`),
+      },
+      'the quick pod runs, the deleted ones are gone and the deleted download stopped while the slow ones still download, three at a time',
     );
     for (const name of ['quick', ...stillSlow])
       await tenant.core.deleteNamespacedPod({ name, namespace: NS, body: { gracePeriodSeconds: 0 } });

@@ -28,9 +28,16 @@ export async function baseFormat(path: string, at: string): Promise<DiskFormat> 
 }
 
 /** The cached copy of `url`; a download the server refused for good becomes a SpecError at `at`. */
-export async function downloadBase(url: string, at: string, cacheDir: string, policy: DownloadPolicy, log: Log): Promise<string> {
+export async function downloadBase(
+  url: string,
+  at: string,
+  cacheDir: string,
+  policy: DownloadPolicy,
+  log: Log,
+  signal?: AbortSignal,
+): Promise<string> {
   try {
-    return await cachedImage(url, cacheDir, policy, log);
+    return await cachedImage(url, cacheDir, policy, log, signal);
   } catch (err) {
     if (err instanceof DownloadError && err.permanent)
       throw new SpecError([{ path: at, reason: err.permanent, message: err.message }], { cause: err });

@@ -50,13 +50,13 @@ async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal):
   }
 }
 
-/** Downloads `url` into `dest` (which must not exist) and returns the byte count. */
-export async function downloadToFile(url: string, dest: string, policy: DownloadPolicy, log: Log): Promise<number> {
+/** Downloads `url` into `dest` (which must not exist) and returns the byte count; `cancel` stops it (nobody wants it any more). */
+export async function downloadToFile(url: string, dest: string, policy: DownloadPolicy, log: Log, cancel?: AbortSignal): Promise<number> {
   const shownUrl = redactUrl(url);
   const capMiB = Math.floor(policy.maxBytes / 2 ** 20);
   const idle = new AbortController();
   let idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
-  const signal = AbortSignal.any([AbortSignal.timeout(policy.timeoutMs), idle.signal]);
+  const signal = AbortSignal.any([AbortSignal.timeout(policy.timeoutMs), idle.signal, ...(cancel ? [cancel] : [])]);
   const fail = (err: unknown): never => {
     if (err instanceof DownloadError) throw err;
     if (err instanceof AddressRefusedError) {
@@ -65,11 +65,13 @@ export async function downloadToFile(url: string, dest: string, policy: Download
         permanent: 'FieldValueForbidden',
       });
     }
-    const why = idle.signal.aborted
-      ? `no data for ${policy.idleTimeoutMs / 1000} s`
-      : signal.aborted
-        ? `not done within ${policy.timeoutMs / 1000} s`
-        : (err as Error).message;
+    const why = cancel?.aborted
+      ? 'cancelled: no pod wants it any more'
+      : idle.signal.aborted
+        ? `no data for ${policy.idleTimeoutMs / 1000} s`
+        : signal.aborted
+          ? `not done within ${policy.timeoutMs / 1000} s`
+          : (err as Error).message;
     throw new DownloadError(shownUrl, why, undefined, { cause: err });
   };
   try {

@@ -1,0 +1,63 @@
+// The schedule of a garbage collector (the image store's, the URL image
+// cache's): a pass every period and whenever kicked (after a pull or a
+// download), never two at once; a kick during a pass runs one more after it.
+import type { Counter } from 'prom-client';
+import type { Logger } from '../log.js';
+
+export interface GcLoopOptions {
+  periodMs: number;
+  /** Runs at start too, unless false (the URL cache's pins are known only once pods have synced). */
+  passAtStart?: boolean;
+  pass: () => Promise<string>;
+  /** Passes by result ('error' for a failed one). */
+  runs: Counter<'result'>;
+  log: Logger;
+  what: string;
+}
+
+export class GcLoop {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+
+  constructor(private readonly o: GcLoopOptions) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.kick(), this.o.periodMs);
+    this.timer.unref();
+    if (this.o.passAtStart !== false) this.kick();
+  }
+
+  /** Runs a pass now, or once more after the one under way. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.o.pass().then(
+      (result) => {
+        this.o.runs.inc({ result });
+      },
+      (err: unknown) => {
+        this.o.runs.inc({ result: 'error' });
+        this.o.log.warn({ err }, `${this.o.what} garbage collection failed; the next pass retries`);
+      },
+    );
+    void this.running.finally(() => {
+      this.running = undefined;
+      if (this.again) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.again = false;
+    await this.running;
+  }
+}
