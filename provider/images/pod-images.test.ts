@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { LOOPBACK_PULLS, startFakeRegistry } from '../../test/helpers/fake-registry.js';
 import { buildImage, tarLayer } from '../../test/helpers/oci.js';
 import type { EventRecorder } from '../kube/events.js';
-import { VM_SPEC_VERSION, type VmSpec } from '../../vmm/spec.js';
+import { testSpec } from '../../vmm/testing/specs.js';
 import { ImageService } from './image-service.js';
 import { PinStore } from './pins.js';
 import { PodImages } from './pod-images.js';
@@ -48,20 +48,7 @@ const pod = (image: string, secrets: string[]): V1Pod => ({
   spec: { imagePullSecrets: secrets.map((name) => ({ name })), containers: [{ name: 'compute', image }] },
 });
 
-const spec = (over: Partial<VmSpec>): VmSpec => ({
-  version: VM_SPEC_VERSION,
-  uid: '6f1c2a4e-0000-4000-8000-000000000001',
-  name: 'ns_vm',
-  cpu: { sockets: 1, cores: 1, threads: 1 },
-  memoryMiB: 64,
-  firmware: { kind: 'bios' },
-  disks: [],
-  interfaces: [],
-  guestAgent: false,
-  acpi: true,
-  labels: {},
-  ...over,
-});
+const spec = testSpec;
 
 t.test("registry sources become files in the store, marked; the kubelet's events; the pod's pull secrets", async (t) => {
   const { registry, store, pins, podImages, events } = await setup(t);
