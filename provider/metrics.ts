@@ -127,7 +127,7 @@ export function createAgentMetrics(): AgentMetrics {
       registers,
     }),
     vmPreparations: new Gauge({
-      name: 'vkvm_vm_preparations',
+      name: 'vkvm_start_preparations',
       help: 'Image pulls and URL downloads of VM starts under way or waiting their turn.',
       registers,
     }),
