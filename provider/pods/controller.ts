@@ -297,9 +297,8 @@ export class PodController {
     // Admission precedes anything made for the pod; a VM found running after an agent restart was admitted before.
     const admitted = lc.admitted || !!this.o.launchers.get(uid);
     const refusal = admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
-    if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal })) {
+    if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal }))
       this.o.metrics.podEvictions.inc({ cause: 'admission' });
-    }
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     if (this.starts.heldByBackOff(lc)) return;
