@@ -53,6 +53,29 @@ t.test('#cloud-config: fqdn stands in for hostname; a block scalar command is na
   });
 });
 
+t.test('meta-data keys are read from YAML and from JSON (as KubeVirt writes it)', async (t) => {
+  const dir = t.testdir();
+  writeFileSync(join(dir, 'meta-data-script'), files.get('/bin/vkvm-meta-data')!);
+  const read = (doc: string, key: string) => {
+    writeFileSync(join(dir, 'meta-data'), doc);
+    return execFileSync('busybox', ['sh', join(dir, 'meta-data-script'), key, join(dir, 'meta-data')], { encoding: 'utf8' });
+  };
+  const yaml = 'instance-id: iid-1\nlocal-hostname: "web-1"\n';
+  const json = '{"instance-id":"b836436e-b413-42da-96a8-f32cae92248d","local-hostname":"bios-vmi"}';
+  const pretty = JSON.stringify({ 'local-hostname': 'pretty', 'instance-id': 'iid-3' }, null, 2);
+  t.same(
+    [
+      read(yaml, 'instance-id'),
+      read(yaml, 'local-hostname'),
+      read(json, 'instance-id'),
+      read(json, 'local-hostname'),
+      read(pretty, 'local-hostname'),
+      read(yaml, 'absent'),
+    ],
+    ['iid-1\n', 'web-1\n', 'b836436e-b413-42da-96a8-f32cae92248d\n', 'bios-vmi\n', 'pretty\n', ''],
+  );
+});
+
 t.test('the NoCloud step loads the modules it is given and reports as cloud-init does', async (t) => {
   const script = files.get('/bin/vkvm-nocloud')!;
   t.match(script, /^#!\/bin\/sh\n/);

@@ -92,9 +92,7 @@ done
 umount $seed
 errors=
 
-meta() {
-  sed -n "s/^[[:space:]]*$1[[:space:]]*:[[:space:]]*//p" $run/meta-data 2>/dev/null | head -n 1 | sed "s/^[\"']//; s/[\"',]*$//"
-}
+meta() { /bin/vkvm-meta-data "$1" $run/meta-data 2>/dev/null; }
 iid=$(meta instance-id)
 [ -n "$iid" ] && echo "$iid" >$run/.instance-id
 host=$(meta local-hostname)
@@ -140,10 +138,17 @@ fi
 echo "@FINISHED@ $(date -R). Datasource $ds.  Up $(cut -d' ' -f1 /proc/uptime) seconds" >/dev/ttyS0
 `;
 
+/** Prints one top-level key of meta-data, YAML (key: value) or JSON (as KubeVirt writes it), unquoted. */
+const META_DATA_SCRIPT = String.raw`#!/bin/sh
+# vkvm-meta-data KEY FILE (vmm/guest/nocloud.ts)
+tr ',{}' '\n\n\n' <"$2" | sed -n "s/^[[:space:]]*[\"']\{0,1\}$1[\"']\{0,1\}[[:space:]]*:[[:space:]]*//p" | head -n 1 | sed "s/^[\"']//; s/[\"'[:space:]]*$//"
+`;
+
 /** The guest files of the NoCloud step, keyed by guest path; `modules` in load order. */
 export function renderNoCloudFiles(modules: readonly string[]): Map<string, string> {
   return new Map([
     ['/bin/vkvm-nocloud', NOCLOUD_SCRIPT.replace('@MODULES@', modules.join(' ')).replace('@FINISHED@', CLOUD_INIT_FINISHED)],
+    ['/bin/vkvm-meta-data', META_DATA_SCRIPT],
     ['/etc/vkvm-cloud-config.awk', CLOUD_CONFIG_AWK.trimStart()],
   ]);
 }
