@@ -102,37 +102,43 @@ t.test('containerDisks boot through their firmware and boot loader, and their cl
     return pid === undefined ? [] : argvOf(pid);
   };
 
-  await t.test('a VMI with BIOS: SeaBIOS runs syslinux from the disk; a user-data script runs, on the meta-data hostname', async (t) => {
-    const userData = '#!/bin/sh\necho "vkvm-e2e: user-data script ran on $(hostname)"\n';
-    await apply({
-      apiVersion: 'kubevirt.io/v1',
-      kind: 'VirtualMachineInstance',
-      metadata: { name: 'bios-vmi' },
-      spec: bootDiskSpec(image, userData, { disk: { bus: 'virtio' } }),
-    });
-    const vmi = await waitFor(virtualMachineInstances(tenant, NS, { name: 'bios-vmi' }), (v) => v.status?.phase === 'Running', {
-      what: 'Running',
-      deadlineMs: BOOT_DEADLINE_MS,
-    });
-    const console = await consoleWith('bios-vmi', CLOUD_INIT_FINISHED);
-    const at = (s: string) => console.indexOf(s);
-    t.ok(
-      at('SYSLINUX 6.04') >= 0 && at('SYSLINUX 6.04') < at(disk.bootMarker),
-      "syslinux, from the disk's boot sector, before the kernel's userspace",
-    );
-    t.ok(
-      at(disk.bootMarker) < at('vkvm-e2e: user-data script ran on bios-vmi'),
-      'the user-data script ran after boot, as the meta-data hostname',
-    );
-    t.match(console, `${CLOUD_INIT_FINISHED} `, "cloud-init's final message");
-    t.match(console, /Datasource DataSourceNoCloud \[seed=\/dev\/vdb\]/, 'the seed was read from the second virtio disk');
-    const argv = qemuArgv(vmi);
-    t.same(
-      { kernel: argv.includes('-kernel'), pflash: argv.some((a) => a.includes('pflash')) },
-      { kernel: false, pflash: false },
-      'QEMU boots no kernel of its own and has no UEFI flash: the disk boots through SeaBIOS',
-    );
-  });
+  await t.test(
+    'a VMI with BIOS on serial: SeaBIOS runs syslinux from the disk; a user-data script runs, on the meta-data hostname',
+    async (t) => {
+      const userData = '#!/bin/sh\necho "vkvm-e2e: user-data script ran on $(hostname)"\n';
+      await apply({
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'VirtualMachineInstance',
+        metadata: { name: 'bios-vmi' },
+        // useSerial: SeaBIOS's own output on the console, which has no screen.
+        spec: bootDiskSpec(image, userData, { disk: { bus: 'virtio' } }, { firmware: { bootloader: { bios: { useSerial: true } } } }),
+      });
+      const vmi = await waitFor(virtualMachineInstances(tenant, NS, { name: 'bios-vmi' }), (v) => v.status?.phase === 'Running', {
+        what: 'Running',
+        deadlineMs: BOOT_DEADLINE_MS,
+      });
+      const console = await consoleWith('bios-vmi', CLOUD_INIT_FINISHED);
+      const at = (s: string) => console.indexOf(s);
+      t.equal(condition(vmi, 'UnsupportedFields'), undefined, 'every field is realized, bios.useSerial too');
+      t.ok(at('SeaBIOS (version') >= 0 && at('SeaBIOS (version') < at('SYSLINUX 6.04'), 'SeaBIOS on the console (bios.useSerial), then');
+      t.ok(
+        at('SYSLINUX 6.04') >= 0 && at('SYSLINUX 6.04') < at(disk.bootMarker),
+        "syslinux, from the disk's boot sector, before the kernel's userspace",
+      );
+      t.ok(
+        at(disk.bootMarker) < at('vkvm-e2e: user-data script ran on bios-vmi'),
+        'the user-data script ran after boot, as the meta-data hostname',
+      );
+      t.match(console, `${CLOUD_INIT_FINISHED} `, "cloud-init's final message");
+      t.match(console, /Datasource DataSourceNoCloud \[seed=\/dev\/vdb\]/, 'the seed was read from the second virtio disk');
+      const argv = qemuArgv(vmi);
+      t.same(
+        { kernel: argv.includes('-kernel'), pflash: argv.some((a) => a.includes('pflash')) },
+        { kernel: false, pflash: false },
+        'QEMU boots no kernel of its own and has no UEFI flash: the disk boots through SeaBIOS',
+      );
+    },
+  );
 
   await t.test(
     'a VM with UEFI (efi, secureBoot false): OVMF runs systemd-boot from the disk; #cloud-config sets the hostname and runs runcmd',
