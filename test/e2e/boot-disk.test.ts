@@ -75,7 +75,8 @@ t.test('containerDisks boot through their firmware and boot loader, and their cl
   await installClusterManifests(cluster.kubeconfigPath);
   const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
   t.teardown(() => controllers.stop());
-  await startAgent(t, cluster, { nodeName: NODE });
+  // The registry is on this node's loopback: the operator lists it, as registries there are refused otherwise.
+  await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--local-registry=${registry.host}`] });
   await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);
   const kubectl = await kubectlAs(t, cluster, tenant);
