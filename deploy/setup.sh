@@ -21,6 +21,8 @@ packages=(
   systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests
   zstd  # zstd-compressed image layers
   docker-registry apache2-utils skopeo  # the tests' real OCI registry, its htpasswd (bcrypt) files, and OCI layouts
+  syslinux syslinux-common systemd-boot-efi dosfstools mtools  # the test guest's bootable disk (BIOS and UEFI boot loaders, its FAT partition)
+  ovmf  # UEFI firmware for firmware.bootloader.efi
 )
 missing=()
 for p in "${packages[@]}"; do

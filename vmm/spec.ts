@@ -67,7 +67,8 @@ export interface KernelBoot {
   fromImageStore?: boolean;
 }
 
-export type Firmware = { kind: 'bios' } | { kind: 'efi'; secureBoot?: boolean };
+/** BIOS (SeaBIOS; `useSerial` prints its output on the serial console, which has no screen) or UEFI (OVMF). */
+export type Firmware = { kind: 'bios'; useSerial?: boolean } | { kind: 'efi'; secureBoot?: boolean };
 
 export type CpuModel = 'host-model' | 'host-passthrough' | { named: string };
 

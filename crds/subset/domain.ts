@@ -64,7 +64,7 @@ const firmware = object(
     uuid: string('SMBIOS UUID of the guest.'),
     bootloader: object(
       {
-        bios: object({ useSerial: unsupported(boolean()) }, { preserveUnknown: true }),
+        bios: object({ useSerial: boolean() }, { preserveUnknown: true }),
         efi,
       },
       { preserveUnknown: true },

@@ -541,6 +541,16 @@ t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the te
     kernelBoot: undefined,
     unsupported: [],
   });
+  t.same(fw({ firmware: { bootloader: { bios: { useSerial: true } } } }), {
+    firmware: { kind: 'bios', useSerial: true },
+    kernelBoot: undefined,
+    unsupported: [],
+  });
+  t.same(
+    fw({ firmware: { bootloader: { bios: { useSerial: false } } } }).firmware,
+    { kind: 'bios' },
+    'bios.useSerial false is the default',
+  );
   t.same(
     fw({ firmware: { kernelBoot: { kernelArgs: 'loglevel=3', container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } } } }),
     {

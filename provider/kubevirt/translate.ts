@@ -5,7 +5,8 @@
 //
 // KubeVirt semantics followed (file names are in kubevirt/kubevirt):
 //   compute   see compute.ts
-//   firmware  bios unless bootloader.efi; efi.secureBoot defaults to true and
+//   firmware  bios (bios.useSerial: its output on serial) unless
+//             bootloader.efi; efi.secureBoot defaults to true and
 //             needs features.smm (vmi-create-admitter); kernelBoot boots the
 //             container's kernel/initrd with kernelArgs
 //   devices   see storage.ts and network.ts; every VM gets the guest agent
@@ -61,7 +62,7 @@ function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
   const smmOn = smm != null && smm.enabled !== false;
   if (!bootloader?.efi) {
     if (smmOn) d.unsupported.push('spec.domain.features.smm'); // vkvm turns SMM on for secure boot only
-    return { kind: 'bios' };
+    return bootloader?.bios?.useSerial ? { kind: 'bios', useSerial: true } : { kind: 'bios' };
   }
   const secureBoot = bootloader.efi.secureBoot ?? true;
   if (secureBoot && !smmOn) {

@@ -15,6 +15,7 @@ export interface OsDraft {
   kernel?: string;
   initrd?: string;
   cmdline?: string;
+  bios?: { $: { useserial: 'yes' } };
 }
 
 export interface FeaturesDraft {

@@ -23,6 +23,12 @@ const cases: { name: string; spec: Partial<VmSpec>; want: object }[] = [
     },
   },
   {
+    name: "BIOS output on the serial console when asked (KubeVirt's bios.useSerial)",
+    spec: { firmware: { kind: 'bios', useSerial: true } },
+    want: { type: hvm('q35'), bios: { $: { useserial: 'yes' } } },
+  },
+  { name: 'BIOS output stays off serial by default', spec: { firmware: { kind: 'bios', useSerial: false } }, want: { type: hvm('q35') } },
+  {
     name: 'direct kernel boot with initrd and cmdline',
     spec: { kernelBoot: { kernelPath: '/k/vmlinuz', initrdPath: '/k/initrd', cmdline: 'console=ttyS0' } },
     want: { type: hvm('q35'), kernel: '/k/vmlinuz', initrd: '/k/initrd', cmdline: 'console=ttyS0' },

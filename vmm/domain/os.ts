@@ -16,6 +16,8 @@ export const configureOs: DomainBuilder = (spec, _host, _runtime, draft) => {
       ? { feature: [{ $: { enabled: 'yes', name: 'secure-boot' } }, { $: { enabled: 'yes', name: 'enrolled-keys' } }] }
       : { feature: [{ $: { enabled: 'no', name: 'secure-boot' } }] };
   }
+  // SeaBIOS writes to a screen; a VM without one shows its output only on serial, and only when asked.
+  if (spec.firmware.kind === 'bios' && spec.firmware.useSerial) os.bios = { $: { useserial: 'yes' } };
   if (spec.kernelBoot) {
     os.kernel = spec.kernelBoot.kernelPath;
     if (spec.kernelBoot.initrdPath) os.initrd = spec.kernelBoot.initrdPath;

@@ -14,11 +14,11 @@
 // input (kernel version, package versions, sizes/mtimes of the copied files,
 // the builder source). A build happens in a temporary sibling directory that
 // is renamed into place, so concurrent callers never see a half-written guest.
-import { randomBytes } from 'node:crypto';
 import { realpathSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { newBuildDir, publishEntry, writeDurable } from './cache-entry.js';
 import { renderGuestFiles } from './guest-files.js';
 import { buildInitramfs } from './initramfs.js';
 import { extractPvhVmlinux } from './kernel.js';
@@ -50,7 +50,7 @@ export interface EnsureTestGuestOptions {
   pvh?: boolean;
 }
 
-function logger(log: GuestBuildLog | undefined): (msg: string) => void {
+export function logger(log: GuestBuildLog | undefined): (msg: string) => void {
   if (!log) return () => {};
   if (typeof log === 'function') return log;
   return (msg) => log.info(msg);
@@ -76,13 +76,10 @@ export async function ensureTestGuest(opts: EnsureTestGuestOptions = {}): Promis
     return { ...result, kernelPath: path.join(finalDir, hit.kernelFile) };
   }
 
-  await fs.mkdir(cacheDir, { recursive: true, mode: 0o755 });
-  await removeStaleTemps(cacheDir);
-  const tmp = await fs.mkdtemp(path.join(cacheDir, `.tmp-${key.slice(0, 12)}-`));
+  const tmp = await newBuildDir(cacheDir, key);
   try {
     const started = Date.now();
     log(`building test guest ${key} (kernel ${inputs.kernelVersion}) in ${tmp}`);
-    await fs.chmod(tmp, 0o755); // mkdtemp is 0700; QEMU may run as another user
     let kernelFile = 'vmlinuz';
     const vmlinux = wantPvh ? await extractPvhVmlinux(inputs.kernelImage, log) : undefined;
     if (vmlinux) {
@@ -109,7 +106,7 @@ export async function ensureTestGuest(opts: EnsureTestGuestOptions = {}): Promis
     };
     // The manifest is written last: a directory with a manifest is complete.
     await writeDurable(path.join(tmp, 'manifest.json'), Buffer.from(JSON.stringify(manifest, null, 2) + '\n'));
-    await publish(tmp, finalDir);
+    await publishEntry(tmp, finalDir, isComplete);
     log(`test guest ready in ${Date.now() - started} ms: ${finalDir} (initrd ${initrd.length} bytes)`);
   } finally {
     await fs.rm(tmp, { recursive: true, force: true });
@@ -130,45 +127,6 @@ async function readManifest(dir: string): Promise<{ kernelFile: string } | undef
 
 async function isComplete(dir: string): Promise<boolean> {
   return (await readManifest(dir)) !== undefined;
-}
-
-/** Rename tmp → finalDir; losing the race to another builder is fine. */
-async function publish(tmp: string, finalDir: string): Promise<void> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      await fs.rename(tmp, finalDir);
-      return;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
-      if (await isComplete(finalDir)) return; // another caller won
-      // A directory without a manifest was not made by us: move it aside.
-      const aside = `${finalDir}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
-      await fs.rename(finalDir, aside).catch(() => {});
-      await fs.rm(aside, { recursive: true, force: true });
-    }
-  }
-  throw new Error(`could not publish test guest to ${finalDir}`);
-}
-
-async function removeStaleTemps(cacheDir: string): Promise<void> {
-  const cutoff = Date.now() - 3600_000;
-  for (const name of await fs.readdir(cacheDir).catch(() => [] as string[])) {
-    if (!name.startsWith('.tmp-')) continue;
-    const p = path.join(cacheDir, name);
-    const st = await fs.stat(p).catch(() => undefined);
-    if (st && st.mtimeMs < cutoff) await fs.rm(p, { recursive: true, force: true }).catch(() => {});
-  }
-}
-
-async function writeDurable(file: string, data: Buffer): Promise<void> {
-  const fh = await fs.open(file, 'w', 0o644);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 // ---------------------------------------------------------------- CLI

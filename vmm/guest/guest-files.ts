@@ -1,10 +1,11 @@
 // The generated text files of the test guest (/init, inittab, scripts).
+import { renderNoCloudFiles } from './nocloud.js';
 import { GUEST_AGENT_PORT, GUEST_BOOT_MARKER, GUEST_PROMPT, type Inputs } from './recipe.js';
 
 /** The generated text files of the guest, keyed by guest path. */
 export function renderGuestFiles(inputs: Inputs): Map<string, string> {
   const files = new Map<string, string>();
-  const moduleLines = inputs.modules.map((m) => `${m.name}`).join(' ');
+  const moduleLines = inputs.bootModules.join(' ');
 
   files.set(
     '/init',
@@ -46,6 +47,7 @@ ttyS0::respawn:-/bin/sh
 ::respawn:/bin/vkvm-dhcp
 ::respawn:/bin/httpd -f -p 80 -h /www
 ::respawn:/bin/httpd -f -p 8080 -h /www
+::once:/bin/vkvm-nocloud
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/bin/sync
 `,
@@ -125,5 +127,9 @@ exec /bin/poweroff
   files.set('/etc/group', 'root:x:0:\ntty:x:5:\n');
   files.set('/etc/hostname', 'vkvm-guest\n');
   files.set('/etc/modules.order', inputs.modules.map((m) => m.name).join('\n') + '\n');
+  const bootModules = new Set(inputs.bootModules);
+  for (const [name, content] of renderNoCloudFiles(inputs.modules.map((m) => m.name).filter((m) => !bootModules.has(m)))) {
+    files.set(name, content);
+  }
   return files;
 }

@@ -8,6 +8,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { NOCLOUD_MODULES } from './nocloud.js';
 
 const execFileP = promisify(execFile);
 
@@ -36,7 +37,10 @@ export const QEMU_GA = '/usr/sbin/qemu-ga';
 export interface Inputs {
   kernelVersion: string;
   kernelImage: string;
+  /** Every module in the initramfs, dependencies first. */
   modules: { name: string; file: string }[];
+  /** The modules /init loads; the rest are the NoCloud step's, loaded by it after boot. */
+  bootModules: string[];
   libs: { guestPath: string; hostPath: string }[];
   applets: string[];
   packages: Record<string, string>;
@@ -54,14 +58,14 @@ export async function collectInputs(kernelVersionOpt: string | undefined): Promi
       throw new Error(`${bin} not found (install busybox-static and qemu-guest-agent)`);
     });
   }
-  const [modules, libs, applets, packages, sourceHash] = await Promise.all([
+  const [{ modules, bootModules }, libs, applets, packages, sourceHash] = await Promise.all([
     resolveModules(kernelVersion),
     sharedLibraries(QEMU_GA),
     busyboxApplets(),
     packageVersions(kernelImage),
     builderSourceHash(),
   ]);
-  return { kernelVersion, kernelImage, modules, libs, applets, packages, sourceHash };
+  return { kernelVersion, kernelImage, modules, bootModules, libs, applets, packages, sourceHash };
 }
 
 async function pickKernel(): Promise<string> {
@@ -81,7 +85,7 @@ const modName = (s: string) =>
     .replace(/\.ko(\.(xz|zst|gz))?$/, '')
     .replace(/-/g, '_');
 
-async function resolveModules(kernelVersion: string): Promise<{ name: string; file: string }[]> {
+async function resolveModules(kernelVersion: string): Promise<Pick<Inputs, 'modules' | 'bootModules'>> {
   const dir = `/lib/modules/${kernelVersion}`;
   const deps = new Map<string, { file: string; deps: string[] }>();
   for (const line of (await fs.readFile(`${dir}/modules.dep`, 'utf8')).split('\n')) {
@@ -106,7 +110,9 @@ async function resolveModules(kernelVersion: string): Promise<{ name: string; fi
   };
   for (const m of REQUIRED_MODULES) visit(m, false);
   for (const m of OPTIONAL_MODULES) visit(m, true);
-  return order;
+  const bootModules = order.map((m) => m.name);
+  for (const m of NOCLOUD_MODULES) visit(m, false);
+  return { modules: order, bootModules };
 }
 
 async function sharedLibraries(binary: string): Promise<{ guestPath: string; hostPath: string }[]> {

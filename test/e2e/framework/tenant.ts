@@ -1,7 +1,12 @@
 // A tenant as a cluster admin gives one: a ServiceAccount bound to the `edit`
 // ClusterRole in one namespace, nothing cluster-wide. Tests act through its
 // token, so what a tenant cannot do is what the test sees refused.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import type { Test } from 'tap';
+import type { RunningCluster } from '../../../deploy/cluster/cluster.js';
 import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
 
 /** The tenant's clients, in a namespace (see testNamespace) the admin made. */
@@ -29,4 +34,17 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
     currentContext: name,
   });
   return makeClients(kc);
+}
+
+/**
+ * kubectl as the user of `clients` (a tenant's token) against `cluster`:
+ * its kubeconfig is written to a file of its own, removed in `t`'s teardown.
+ */
+export async function kubectlAs(t: Test, cluster: RunningCluster, clients: KubeClients): Promise<RunningCluster['kubectl']> {
+  const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-kubeconfig-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'kubeconfig');
+  await writeFile(file, clients.kc.exportConfig(), { mode: 0o600 });
+  // kubectl takes the last --kubeconfig given: this one, after the admin's.
+  return (args, opts) => cluster.kubectl([`--kubeconfig=${file}`, ...args], opts);
 }
