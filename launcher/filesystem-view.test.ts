@@ -90,8 +90,18 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   const state = join(dir, 'state');
   const vmDir = join(state, 'vms', 'a');
   const libvirt = ['run', 'lib', 'log', 'etc'].map((n) => join(vmDir, 'libvirt', n));
-  for (const d of [...libvirt, join(state, 'vms', 'b'), join(state, 'pki'), join(state, 'images'), join(dir, 'cache')])
+  // An image directory that holds a secret directory the node denies.
+  const shared = join(dir, 'shared');
+  for (const d of [
+    ...libvirt,
+    join(state, 'vms', 'b'),
+    join(state, 'pki'),
+    join(state, 'images'),
+    join(dir, 'cache'),
+    join(shared, 'private'),
+  ])
     await mkdir(d, { recursive: true });
+  await writeFile(join(shared, 'private', 'key'), 'secret');
   await writeFile(join(libvirt[0]!, 'marker'), '');
   await writeFile(join(state, 'vms', 'b', 'cloudinit.iso'), 'password: other-tenant');
   await writeFile(join(state, 'pki', 'ca.key'), 'node key');
@@ -112,6 +122,8 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   cat ${state}/vms/b/cloudinit.iso || true
   cat ${state}/pki/ca.key || true
   cat ${hostTmp}/secret || true
+  echo "private: $(ls -A ${shared}/private)"
+  touch ${shared}/private/new || true
   echo "image: $(cat ${state}/images/disk)"
   touch ${state}/images/new || true
   touch /new || true
@@ -128,7 +140,12 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
       await realViewInputs({
         vmDir,
         imageCacheDir: join(dir, 'cache'),
-        hostFiles: { imageDirs: [], hostDiskDirs: [], deniedDirs: [state, join(dir, 'cache')], imageStoreDir: join(state, 'images') },
+        hostFiles: {
+          imageDirs: [shared],
+          hostDiskDirs: [],
+          deniedDirs: [state, join(dir, 'cache'), join(shared, 'private')],
+          imageStoreDir: join(state, 'images'),
+        },
         programs: [fake],
       }),
     ),
@@ -170,6 +187,8 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
         `cat: ${state}/vms/b/cloudinit.iso: No such file or directory`,
         `cat: ${state}/pki/ca.key: No such file or directory`,
         `cat: ${hostTmp}/secret: No such file or directory`,
+        'private: ',
+        `touch: cannot touch '${shared}/private/new': Read-only file system`,
         'image: image bytes',
         `touch: cannot touch '${state}/images/new': Read-only file system`,
         "touch: cannot touch '/new': Read-only file system",
@@ -179,7 +198,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
         .map((l) => l.replace(/[.+]/g, '\\$&'))
         .join('\n'),
     ),
-    "only the allowed entries are there; another VM's files, the node's keys and the host's /tmp are not; images are read-only",
+    "only the allowed entries are there; another VM's files, the node's keys, the host's /tmp and a denied directory inside an image directory are not; images are read-only",
   );
   t.ok(existsSync(join(vmDir, 'written')), "the VM's own directory is writable, and is the host's");
 });
