@@ -63,6 +63,21 @@ t.test(
   },
 );
 
+t.test("an operator's directory that is /tmp is the host's /tmp; /dev stays the host's devices with all mounted below", async (t) => {
+  const plan = planFilesystemView({
+    vmDir: '/var/lib/vkvm/vms/u1',
+    imageCacheDir: '/var/cache/vkvm/images',
+    hostFiles: { imageDirs: ['/dev'], hostDiskDirs: ['/tmp'], deniedDirs: [] },
+  });
+  t.same(
+    plan.filter((e) => ['/tmp', '/dev'].includes(e.path)),
+    [
+      { op: 'rbind', path: '/dev' },
+      { op: 'keep-rw', path: '/tmp' },
+    ],
+  );
+});
+
 t.test('secrets inside a bound directory are hidden, and what the VM needs below them bound again', async (t) => {
   const plan = planFilesystemView({
     vmDir: '/usr/local/vkvm/vms/u1',

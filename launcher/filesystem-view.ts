@@ -75,8 +75,9 @@ export function planFilesystemView(o: ViewInputs): ViewEntry[] {
   const keep = (p: string, op: 'keep-ro' | 'keep-rw'): void => {
     const at = path.resolve(p);
     const was = wanted.get(at);
-    // Read-write wins where both are asked (a host disk directory the image list also names); /dev and the rest stay as they are.
-    if (was === undefined || was === 'keep-ro') wanted.set(at, op);
+    // Read-write wins where both are asked (a host disk directory the image list also names); an operator's
+    // directory wins over the empty /tmp; /dev, /sys and /proc stay as they are.
+    if (was === undefined || was === 'keep-ro' || was === 'tmpfs') wanted.set(at, op);
   };
   for (const d of [o.imageCacheDir, ...(o.hostFiles.imageStoreDir ? [o.hostFiles.imageStoreDir] : []), ...o.hostFiles.imageDirs])
     keep(d, 'keep-ro');
