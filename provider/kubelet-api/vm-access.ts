@@ -1,6 +1,7 @@
 // What the kubelet API routes need from the running VMs, and nothing more.
 // The node agent implements it over its launcher registry; route tests use
 // small fakes.
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { VmUsage } from '../../launcher/agent-api.js';
 
@@ -9,6 +10,21 @@ export interface PodRef {
   name: string;
   /** Container name from the URL; the VM is the pod's one container. */
   container: string;
+}
+
+/** A pod by name, for the endpoints that reach the pod rather than a container (port-forward). */
+export type PodName = Omit<PodRef, 'container'>;
+
+/** What port-forward reaches of one pod. */
+export interface PodPorts {
+  uid: string;
+  /**
+   * A TCP connection from the node to `port` at the pod's own address: the
+   * guest's (bridge), or the pod's, whose listed ports masquerade forwards to
+   * the guest. Opened with allowHalfOpen. Rejects with an Error saying why
+   * not (the VM is not running, the pod has no address, the guest refused).
+   */
+  connect(port: number): Promise<Socket>;
 }
 
 export interface ExecResult {
@@ -55,6 +71,8 @@ export interface VmAccess {
    * `<path>.1`. Throws NotFoundError for an unknown pod/container.
    */
   consoleLogPath(ref: PodRef, previous: boolean): Promise<string>;
+  /** The pod's ports, found when asked; connections open later. Throws NotFoundError for an unknown pod. */
+  podPorts(ref: PodName): Promise<PodPorts>;
   /**
    * Resource usage of every running VM on the node. A VM whose cgroup vanished
    * between listing and reading (it just stopped) is left out, not an error.

@@ -1,11 +1,13 @@
 // VmAccess for the kubelet API, over the pod cache and the launcher registry:
 // console streams and guest commands go to the pod's launcher; console logs
-// are read from its VM directory; usage from its cgroup.
+// are read from its VM directory; usage from its cgroup; port-forward
+// connects from the node to the pod's address on the pod network.
+import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
-import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
+import { NoGuestAgentError, type ExecResult, type PodName, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
 import type { LauncherRegistry, LiveLauncher } from '../launchers/registry.js';
 import {
   PreconditionError,
@@ -22,8 +24,26 @@ export interface PodSource {
   pods(): readonly V1Pod[];
 }
 
-export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmAccess {
-  const resolve = (ref: PodRef): { pod: V1Pod; uid: string } => {
+/** Where each VM is on the pod network (PodNetwork). */
+export interface PodAddresses {
+  /** The pod address leased to the VM, if it has one. */
+  addressOf(uid: string): Promise<string | undefined>;
+}
+
+/** A connection that may be half-closed from either end. */
+function connectSocket(to: { host: string; port: number } | { path: string }): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ ...to, allowHalfOpen: true });
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+  });
+}
+
+export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addresses: PodAddresses): VmAccess {
+  const resolve = (ref: PodName & { container?: string }): { pod: V1Pod; uid: string } => {
     const pod = pods.pod(objectKey(ref.namespace, ref.name));
     const uid = pod?.metadata?.uid;
     if (!pod || !uid) throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
@@ -32,14 +52,14 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
     return { pod, uid };
   };
-  const running = (ref: PodRef): LiveLauncher => {
-    const { uid } = resolve(ref);
+  const runningVm = (uid: string, ref: PodName): LiveLauncher => {
     const view = registry.get(uid);
     if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {
       throw new BadRequestError(`the VM of pod ${ref.namespace}/${ref.name} is not running`);
     }
     return view;
   };
+  const running = (ref: PodName): LiveLauncher => runningVm(resolve(ref).uid, ref);
 
   return {
     async attachConsole(ref) {
@@ -99,6 +119,20 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       const { uid } = resolve(ref);
       const paths = consoleLogPaths(path.join(registry.dirOf(uid), 'console'));
       return previous ? paths.previous : paths.current;
+    },
+
+    async podPorts(ref) {
+      const { uid } = resolve(ref);
+      return {
+        uid,
+        async connect(port) {
+          runningVm(uid, ref);
+          // Only the address this node leased to the pod: never a host or another pod's.
+          const address = await addresses.addressOf(uid);
+          if (!address) throw new Error(`pod ${ref.namespace}/${ref.name} has no address on the pod network`);
+          return connectSocket({ host: address, port });
+        },
+      };
     },
 
     async listVmUsage(): Promise<VmCpuMemory[]> {

@@ -1,17 +1,24 @@
 // A tenant as a cluster admin gives one: a ServiceAccount bound to the `edit`
 // ClusterRole in one namespace, nothing cluster-wide. Tests act through its
 // token, so what a tenant cannot do is what the test sees refused.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Test } from 'tap';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
 
-/** The tenant's clients, in a namespace (see testNamespace) the admin made. */
-export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant'): Promise<KubeClients> {
+/**
+ * The tenant's clients, in a namespace (see testNamespace) the admin made.
+ * `role`: the ClusterRole bound in the namespace (`view` for a read-only user).
+ */
+export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant', role = 'edit'): Promise<KubeClients> {
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
   await admin.kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
     namespace,
     body: {
-      metadata: { name: `${name}-edit` },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+      metadata: { name: `${name}-${role}` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
       subjects: [{ kind: 'ServiceAccount', name, namespace }],
     },
   });
@@ -29,4 +36,13 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
     currentContext: name,
   });
   return makeClients(kc);
+}
+
+/** A kubeconfig file for `clients` (for kubectl and virtctl), removed with the test. */
+export async function kubeconfigFile(t: Test, clients: KubeClients): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-kubeconfig-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'config');
+  await writeFile(file, clients.kc.exportConfig(), { mode: 0o600 });
+  return file;
 }
