@@ -15,7 +15,7 @@ fi
 packages=(
   qemu-system-x86 qemu-utils qemu-guest-agent
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
-  linux-image-amd64 busybox-static
+  linux-image-amd64 busybox-static dropbear-bin  # the test guest: kernel, userland, SSH server
   genisoimage libxml2-utils jq iproute2 iptables nftables dnsmasq-base dnsmasq-utils
   pkg-config make g++ python3 cpio
   systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests

@@ -2,9 +2,13 @@
 // one namespace) reaches the guest's HTTP server through kube-apiserver and the
 // node's kubelet API, on a bridge pod (the guest holds the pod address) and a
 // masquerade pod (only its listed port reaches the guest; another one is
-// refused with the kubelet's error); the kubelet's WebSocket variant works
-// through kube-apiserver too; a view-only user is refused.
+// refused with the kubelet's error); ssh reaches the guest's dropbear; the
+// kubelet's WebSocket variant works through kube-apiserver too; a view-only
+// user is refused.
 import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
 import { WebSocket, type ClientOptions } from 'ws';
@@ -70,6 +74,34 @@ function kubectlAs(cluster: TestCluster, kubeconfig: string, args: string[]): Pr
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stderr })));
 }
+
+/** A program's exit code and output. */
+function run(program: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+}
+
+/** ssh with a throw-away identity: no prompts, no known_hosts (the guest makes new host keys each boot). */
+const sshOptions = (key: string) => [
+  '-i',
+  key,
+  '-o',
+  'IdentitiesOnly=yes',
+  '-o',
+  'BatchMode=yes',
+  '-o',
+  'StrictHostKeyChecking=no',
+  '-o',
+  'UserKnownHostsFile=/dev/null',
+  '-o',
+  'ConnectTimeout=20',
+  '-o',
+  'LogLevel=ERROR',
+];
 
 /** GET / through a local port; the body, or the error. */
 async function get(localPort: number): Promise<string> {
@@ -162,6 +194,31 @@ t.test('kubectl port-forward to VM pods', async (t) => {
       ),
       "the kubelet's error, naming the pod's own address",
     );
+  });
+
+  await t.test("ssh into the guest's dropbear through kubectl port-forward, with a key the test set-up wrote", async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-ssh-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const key = join(dir, 'id');
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+    const publicKey = (await readFile(`${key}.pub`, 'utf8')).trim();
+    t.match(
+      await kubectlAs(cluster, tenantConfig, [
+        'exec',
+        'bridged',
+        '--',
+        '/bin/sh',
+        '-c',
+        `mkdir -p /root/.ssh && echo '${publicKey}' >/root/.ssh/authorized_keys`,
+      ]),
+      { code: 0 },
+      'the key is in place (through the guest agent)',
+    );
+    const forward = await portForward(t, cluster, tenantConfig, 'bridged', 22);
+    const ssh = () =>
+      run('ssh', [...sshOptions(key), '-p', String(forward.localPort), 'root@127.0.0.1', 'echo ssh-$((6*7)) on $(hostname)']);
+    const out = await poll('a command over ssh', ssh, (o) => o.code === 0, { deadlineMs: 120_000, intervalMs: 2000 });
+    t.equal(out.stdout, 'ssh-42 on vkvm-guest\n');
   });
 
   await t.test("the kubelet API's WebSocket port-forward, through kube-apiserver", async (t) => {

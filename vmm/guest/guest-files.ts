@@ -1,5 +1,6 @@
 // The generated text files of the test guest (/init, inittab, scripts).
 import { GUEST_AGENT_PORT, GUEST_BOOT_MARKER, GUEST_PROMPT, type Inputs } from './recipe.js';
+import { SSH_SERVER_INITTAB, sshServerFiles } from './ssh-server.js';
 
 /** The generated text files of the guest, keyed by guest path. */
 export function renderGuestFiles(inputs: Inputs): Map<string, string> {
@@ -46,6 +47,7 @@ ttyS0::respawn:-/bin/sh
 ::respawn:/bin/vkvm-dhcp
 ::respawn:/bin/httpd -f -p 80 -h /www
 ::respawn:/bin/httpd -f -p 8080 -h /www
+${SSH_SERVER_INITTAB}
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/bin/sync
 `,
@@ -121,6 +123,7 @@ exec /bin/poweroff
   files.set('/etc/passwd', 'root:x:0:0:root:/root:/bin/sh\n');
   files.set('/etc/group', 'root:x:0:\ntty:x:5:\n');
   files.set('/etc/hostname', 'vkvm-guest\n');
+  for (const [name, content] of sshServerFiles()) files.set(name, content);
   files.set('/etc/modules.order', inputs.modules.map((m) => m.name).join('\n') + '\n');
   return files;
 }

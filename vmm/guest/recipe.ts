@@ -8,6 +8,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { DROPBEAR } from './ssh-server.js';
 
 const execFileP = promisify(execFile);
 
@@ -49,14 +50,14 @@ export async function collectInputs(kernelVersionOpt: string | undefined): Promi
   await fs.access(kernelImage).catch(() => {
     throw new Error(`kernel image ${kernelImage} not found (install linux-image-amd64)`);
   });
-  for (const bin of [BUSYBOX, QEMU_GA]) {
+  for (const bin of [BUSYBOX, QEMU_GA, DROPBEAR]) {
     await fs.access(bin).catch(() => {
-      throw new Error(`${bin} not found (install busybox-static and qemu-guest-agent)`);
+      throw new Error(`${bin} not found (install busybox-static, qemu-guest-agent and dropbear-bin)`);
     });
   }
   const [modules, libs, applets, packages, sourceHash] = await Promise.all([
     resolveModules(kernelVersion),
-    sharedLibraries(QEMU_GA),
+    sharedLibrariesOf([QEMU_GA, DROPBEAR]),
     busyboxApplets(),
     packageVersions(kernelImage),
     builderSourceHash(),
@@ -109,6 +110,12 @@ async function resolveModules(kernelVersion: string): Promise<{ name: string; fi
   return order;
 }
 
+/** The libraries of every binary, each once. */
+async function sharedLibrariesOf(binaries: string[]): Promise<{ guestPath: string; hostPath: string }[]> {
+  const all = (await Promise.all(binaries.map(sharedLibraries))).flat();
+  return [...new Map(all.map((l) => [l.guestPath, l])).values()];
+}
+
 async function sharedLibraries(binary: string): Promise<{ guestPath: string; hostPath: string }[]> {
   const { stdout } = await execFileP('ldd', [binary]);
   const libs: { guestPath: string; hostPath: string }[] = [];
@@ -146,7 +153,7 @@ async function packageVersions(kernelImage: string): Promise<Record<string, stri
       return undefined;
     }
   };
-  const pkgs = new Set(['busybox-static', 'qemu-guest-agent']);
+  const pkgs = new Set(['busybox-static', 'qemu-guest-agent', 'dropbear-bin']);
   const kpkg = await owner(kernelImage);
   if (kpkg) pkgs.add(kpkg);
   for (const p of pkgs) {
@@ -187,7 +194,9 @@ export async function cacheKey(inputs: Inputs, files: Map<string, string>, pvh: 
     return `${p}:${st.size}:${Math.floor(st.mtimeMs)}`;
   };
   const stamps = await Promise.all(
-    [inputs.kernelImage, BUSYBOX, QEMU_GA, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(fingerprint),
+    [inputs.kernelImage, BUSYBOX, QEMU_GA, DROPBEAR, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(
+      fingerprint,
+    ),
   );
   h.update(
     JSON.stringify({
