@@ -23,6 +23,7 @@ import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } fr
 import { withDeadline } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
+import { VNC_SOCKET_NAME } from './qemu-sockets.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
@@ -297,11 +298,13 @@ export class VmManager {
       await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
       await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
       await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
-      await rm(this.consoleSocketPath, { force: true });
+      const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
+      for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
       const runtime: DomainRuntime = {
         emulatorPath: this.o.emulatorPath,
         consoleSocketPath: this.consoleSocketPath,
         ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
+        ...(spec.vnc ? { vncSocketPath } : {}),
         disks: await this.o.vmm.prepareDisks(onHost),
       };
       const xml = this.o.vmm.buildDomainXml(onHost, runtime);

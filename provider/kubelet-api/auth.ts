@@ -35,14 +35,14 @@ declare module 'fastify' {
 
 /**
  * The kubelet's mapping of URL paths to node subresources. The verb follows
- * the method, except on the endpoints that run commands or reach a console or
- * port: those are create whatever the method, since WebSocket clients must
+ * the method, except on the endpoints that run commands or reach a console,
+ * port or display (vkvm's /vnc): those are create whatever the method, since WebSocket clients must
  * use GET and `get nodes/proxy` is no grant to run anything.
  */
 export function nodeAttributes(method: string, path: string): NodeAttributes {
   const verbs: Record<string, string> = { GET: 'get', HEAD: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
   const under = (p: string) => path === p || path.startsWith(p + '/');
-  const streaming = ['/exec', '/attach', '/portForward', '/run'].some(under);
+  const streaming = ['/exec', '/attach', '/portForward', '/run', '/vnc'].some(under);
   const verb = streaming ? 'create' : (verbs[method] ?? method.toLowerCase());
   const subresource: NodeAttributes['subresource'] = under('/stats')
     ? 'stats'

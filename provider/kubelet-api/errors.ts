@@ -58,11 +58,13 @@ export function errorHandler(err: FastifyError | HttpError | Error, req: Fastify
     return;
   }
   const fastifyCode = (err as FastifyError).statusCode;
-  const status = err instanceof HttpError ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
-  if (status >= 500) req.log.error({ err }, 'kubelet API request failed');
+  // An HttpError is an answer the API chose (a 503 included); anything else that fails is a 500 without details.
+  const chosen = err instanceof HttpError;
+  const status = chosen ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
+  if (!chosen && status >= 500) req.log.error({ err }, 'kubelet API request failed');
   else req.log.debug({ err: err.message, status }, 'kubelet API request rejected');
   void reply
     .code(status)
     .type('text/plain; charset=utf-8')
-    .send(status >= 500 ? 'Internal Server Error' : err.message);
+    .send(chosen || status < 500 ? err.message : 'Internal Server Error');
 }

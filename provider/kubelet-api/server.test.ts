@@ -67,11 +67,11 @@ t.test('paths map to node subresources as the kubelet maps them', async (t) => {
     ['stats', 'metrics', 'metrics', 'log', 'proxy', 'proxy', 'proxy'],
   );
   t.same(
-    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /portForward/a/b', 'GET /containerLogs/a/b/c'].map(
+    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /portForward/a/b', 'GET /vnc/a/b', 'GET /containerLogs/a/b/c'].map(
       (r) => nodeAttributes(r.split(' ')[0]!, r.split(' ')[1]!).verb,
     ),
-    ['create', 'create', 'create', 'create', 'get'],
-    'exec, attach and port-forward are create whatever the method (WebSocket clients use GET)',
+    ['create', 'create', 'create', 'create', 'create', 'get'],
+    'exec, attach, port-forward and VNC are create whatever the method (WebSocket clients use GET)',
   );
 });
 

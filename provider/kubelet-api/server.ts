@@ -14,6 +14,7 @@ import { routeUpgradesThroughFastify } from './upgrade.js';
 import { logRoutes } from './routes/logs.js';
 import { execAttachRoutes } from './routes/exec-attach.js';
 import { portForwardRoutes } from './routes/port-forward.js';
+import { vncRoutes } from './routes/vnc.js';
 import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
@@ -37,9 +38,9 @@ export interface KubeletApiOptions {
   nodeStats?: NodeStatsSource;
   /** The agent's own metrics, served on /metrics and counting streaming sessions; default: agentMetrics. */
   metrics?: AgentMetrics;
-  /** Caps on concurrent exec, attach, log follow and port-forward sessions; default DEFAULT_SESSION_LIMITS. */
+  /** Caps on concurrent exec, attach, log follow, port-forward and VNC sessions; default DEFAULT_SESSION_LIMITS. */
   sessionLimits?: SessionLimits;
-  /** A console or port-forward session without traffic for this long is closed; default the kubelet's 4 h. */
+  /** A console, port-forward or VNC session without traffic for this long is closed; default the kubelet's 4 h. */
   streamingIdleTimeoutMs?: number;
 }
 
@@ -74,7 +75,7 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     listVmUsage: vms ? () => vms.listVmUsage() : async () => [],
     registry: metrics.registry,
   });
-  // Without VMs there are no logs, consoles or ports to reach: those paths are 404s.
+  // Without VMs there are no logs, consoles, ports or displays to reach: those paths are 404s.
   if (vms) {
     // One limiter for both route groups: the caps count every kind of session together.
     const sessions = new SessionLimiter(opts.sessionLimits ?? DEFAULT_SESSION_LIMITS, opts.nodeName, metrics);
@@ -82,6 +83,7 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     const idleTimeoutMs = opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs });
     await app.register(portForwardRoutes, { vms, sessions, idleTimeoutMs });
+    await app.register(vncRoutes, { vms, sessions, idleTimeoutMs });
   }
   return app;
 }

@@ -27,6 +27,17 @@ export interface PodPorts {
   connect(port: number): Promise<Socket>;
 }
 
+/** A VM's VNC display. */
+export interface VncDisplay {
+  uid: string;
+  /**
+   * A new connection to the display's VNC server (RFB from its first byte),
+   * opened with allowHalfOpen. Rejects with a BadRequestError when the VM has
+   * no display.
+   */
+  connect(): Promise<Socket>;
+}
+
 export interface ExecResult {
   stdout: Buffer;
   stderr: Buffer;
@@ -73,6 +84,11 @@ export interface VmAccess {
   consoleLogPath(ref: PodRef, previous: boolean): Promise<string>;
   /** The pod's ports, found when asked; connections open later. Throws NotFoundError for an unknown pod. */
   podPorts(ref: PodName): Promise<PodPorts>;
+  /**
+   * The VNC display of a running VM. Throws NotFoundError for an unknown pod,
+   * BadRequestError when its VM is not running.
+   */
+  vncDisplay(ref: PodName): Promise<VncDisplay>;
   /**
    * Resource usage of every running VM on the node. A VM whose cgroup vanished
    * between listing and reading (it just stopped) is left out, not an error.

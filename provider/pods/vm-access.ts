@@ -1,7 +1,8 @@
 // VmAccess for the kubelet API, over the pod cache and the launcher registry:
 // console streams and guest commands go to the pod's launcher; console logs
 // are read from its VM directory; usage from its cgroup; port-forward
-// connects from the node to the pod's address on the pod network.
+// connects from the node to the pod's address on the pod network, VNC to the
+// socket QEMU listens on in the launcher's directory.
 import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import path from 'node:path';
@@ -16,6 +17,7 @@ import {
   LAUNCHER_DEFAULTS,
   CgroupNotFoundError,
   readVmUsage,
+  vncSocketPath,
 } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 
@@ -30,7 +32,7 @@ export interface PodAddresses {
   addressOf(uid: string): Promise<string | undefined>;
 }
 
-/** A connection that may be half-closed from either end. */
+/** A TCP or unix socket connection that may be half-closed from either end. */
 function connectSocket(to: { host: string; port: number } | { path: string }): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ ...to, allowHalfOpen: true });
@@ -132,6 +134,19 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
           if (!address) throw new Error(`pod ${ref.namespace}/${ref.name} has no address on the pod network`);
           return connectSocket({ host: address, port });
         },
+      };
+    },
+
+    async vncDisplay(ref) {
+      const view = running(ref);
+      return {
+        uid: view.uid,
+        // The launcher has QEMU listen there when the spec asks for a display (VmSpec.vnc).
+        connect: () =>
+          connectSocket({ path: vncSocketPath(view.dir) }).catch((err: NodeJS.ErrnoException) => {
+            if (err.code === 'ENOENT') throw new BadRequestError('No graphics devices are present.');
+            throw err;
+          }),
       };
     },
 

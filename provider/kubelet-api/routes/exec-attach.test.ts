@@ -73,6 +73,9 @@ function fakeVms() {
     async podPorts() {
       throw new NotFoundError('no ports here');
     },
+    async vncDisplay() {
+      throw new NotFoundError('no display here');
+    },
     async listVmUsage() {
       return [];
     },

@@ -42,6 +42,7 @@ function fakeVms(dir: string): VmAccess {
     attachConsole: () => Promise.reject(new Error('unused')),
     guestExec: () => Promise.reject(new Error('unused')),
     podPorts: () => Promise.reject(new Error('unused')),
+    vncDisplay: () => Promise.reject(new Error('unused')),
     listVmUsage: async () => [],
   };
 }

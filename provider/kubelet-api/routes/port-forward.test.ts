@@ -78,6 +78,7 @@ async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingId
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => [],
+    vncDisplay: () => Promise.reject(new Error('not in this test')),
     async podPorts(ref) {
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
       return {

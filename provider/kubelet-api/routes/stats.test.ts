@@ -57,6 +57,7 @@ async function build(t: Test) {
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     podPorts: () => Promise.reject(new Error('not in this test')),
+    vncDisplay: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => {
       if (state.vmError) throw state.vmError;
       return state.vms;

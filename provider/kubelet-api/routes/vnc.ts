@@ -1,0 +1,112 @@
+// /vnc/:namespace/:pod (GET), vkvm's own kubelet API endpoint: the VM's VNC
+// display, as a WebSocket carrying raw RFB bytes in binary messages (KubeVirt's
+// plain.kubevirt.io, which virtctl vnc speaks). It is reached through
+// kube-apiserver's node proxy (nodes/<node>/proxy/vnc/…, the way the
+// subresource API's vnc goes), authorized like exec: create on nodes/proxy.
+// One session per VM, as virt-handler keeps it: a new one closes the one
+// before, unless it asks preserveSession=true, which is then refused with 503.
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { createWebSocketStream, type WebSocket } from 'ws';
+import { BadRequestError, HttpError } from '../errors.js';
+import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
+import { IdleTimer } from '../streaming/idle-timer.js';
+import { requestedTransport } from '../streaming/negotiate.js';
+import { splice } from '../streaming/splice.js';
+import { upgradeToWebSocket, webSocketServer } from '../streaming/websocket.js';
+import { takeUpgrade } from '../upgrade.js';
+import type { VmAccess } from '../vm-access.js';
+import { negotiateUpgrade } from './negotiate-upgrade.js';
+import { isSet, queryFlag } from './query-flag.js';
+
+export const VNC_PROTOCOLS = ['plain.kubevirt.io'] as const;
+
+/** A second client while one is connected, and the new one asked to keep it. */
+export class VncSessionInUseError extends HttpError {
+  readonly kind = 'VncSessionInUse';
+  constructor(message: string) {
+    super(503, message);
+  }
+}
+
+interface Params {
+  namespace: string;
+  pod: string;
+}
+
+const paramsSchema = {
+  type: 'object',
+  required: ['namespace', 'pod'],
+  properties: { namespace: { type: 'string' }, pod: { type: 'string' } },
+} as const;
+
+export interface VncOptions {
+  vms: VmAccess;
+  sessions: SessionLimiter;
+  /** A session without traffic for this long is closed (IdleTimer). */
+  idleTimeoutMs: number;
+}
+
+export async function vncRoutes(app: FastifyInstance, opts: VncOptions): Promise<void> {
+  const wss = webSocketServer(VNC_PROTOCOLS);
+  /** The open session of each VM, by UID. */
+  const open = new Map<string, WebSocket>();
+  const sockets = new Set<Duplex>();
+  app.addHook('preClose', async () => {
+    for (const socket of sockets) socket.destroy();
+  });
+
+  async function serve(
+    req: FastifyRequest<{ Params: Params; Querystring: { preserveSession?: string } }>,
+    reply: FastifyReply,
+  ): Promise<void> {
+    if (requestedTransport(req.headers) === 'spdy')
+      throw new BadRequestError('unable to upgrade: the VNC display is served over WebSocket only');
+    negotiateUpgrade(req, reply, { spdy: [], websocket: VNC_PROTOCOLS, websocketUnnamed: true });
+    const { namespace, pod } = req.params;
+    const display = await opts.vms.vncDisplay({ namespace, name: pod });
+    if (isSet(req.query.preserveSession) && open.has(display.uid)) {
+      throw new VncSessionInUseError(
+        `the VNC display of pod ${namespace}/${pod} is in use by another session, which preserveSession keeps`,
+      );
+    }
+    const vnc = await display.connect();
+    releaseOnClose(opts.sessions.acquire(req.user!, 'vnc'), req.raw.socket);
+    reply.hijack();
+    const log = req.log.child({ pod: `${namespace}/${pod}`, endpoint: 'vnc' });
+    const upgrade = takeUpgrade(req.raw);
+    sockets.add(upgrade.socket);
+    upgrade.socket.once('close', () => sockets.delete(upgrade.socket));
+    let ws: WebSocket;
+    try {
+      ws = await upgradeToWebSocket(wss, req.raw, upgrade);
+    } catch (err) {
+      vnc.destroy();
+      log.warn({ err }, 'VNC session setup failed');
+      return;
+    }
+    open.get(display.uid)?.close(1000, 'a new VNC session replaced this one');
+    open.set(display.uid, ws);
+    const idle = new IdleTimer(opts.idleTimeoutMs);
+    idle.signal.addEventListener('abort', () => {
+      log.info({ reason: (idle.signal.reason as Error).message }, 'VNC session closed');
+      ws.close(1000, 'idle');
+    });
+    log.info('VNC session started');
+    const client = createWebSocketStream(ws);
+    client.on('error', (err) => log.debug({ err }, 'VNC client stream failed'));
+    const done = splice(client, vnc);
+    idle.watch([client, vnc]);
+    const err = await done;
+    idle.stop();
+    if (open.get(display.uid) === ws) open.delete(display.uid);
+    log.info({ err }, 'VNC session ended');
+  }
+
+  app.route<{ Params: Params; Querystring: { preserveSession?: string } }>({
+    method: 'GET',
+    url: '/vnc/:namespace/:pod',
+    schema: { params: paramsSchema, querystring: { type: 'object', properties: { preserveSession: queryFlag } } },
+    handler: serve,
+  });
+}
