@@ -3,8 +3,9 @@
 import type { Benchmark } from './bench.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { POD_BENCHMARKS } from './pods.js';
+import { STREAM_BENCHMARKS } from './streams.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...STREAM_BENCHMARKS];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one
