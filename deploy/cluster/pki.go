@@ -226,3 +226,17 @@ func sameNames(cert *x509.Certificate, s certSpec) bool {
 	}
 	return true
 }
+
+// ensureFrontProxyPKI keeps a second CA in dir and the aggregator's client
+// certificate (CN front-proxy-client, the name --requestheader-allowed-names
+// admits) signed by it.
+func ensureFrontProxyPKI(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	p := &pki{dir: dir}
+	if err := p.ensureCA(); err != nil {
+		return err
+	}
+	return p.ensureLeaf(certSpec{name: "front-proxy-client", cn: "front-proxy-client", usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+}

@@ -128,6 +128,12 @@ func up(cfg *upConfig) error {
 	if err != nil {
 		return err
 	}
+	// The aggregator's client certificate comes from its own CA, as kubeadm's
+	// front-proxy-ca: an aggregated API server trusts that CA for identity
+	// headers, so no certificate the cluster CA signs (CSRs) can forge them.
+	if err := ensureFrontProxyPKI(p.path("front-proxy")); err != nil {
+		return fmt.Errorf("front-proxy PKI: %w", err)
+	}
 	server := "https://" + net.JoinHostPort(cfg.bindAddress, strconv.Itoa(cfg.apiserverPort))
 	for _, kc := range []struct{ file, cert, user string }{
 		{"admin.kubeconfig", "admin", "kubernetes-admin"},
@@ -190,6 +196,7 @@ func controlPlane(cfg *upConfig, p *pki) []*component {
 	addr := cfg.bindAddress
 	sd := cfg.stateDir
 	pk := p.path
+	fp := func(name string) string { return filepath.Join(pk("front-proxy"), name) }
 	return []*component{
 		{name: "kube-apiserver", healthz: fmt.Sprintf("https://%s/readyz", net.JoinHostPort(addr, strconv.Itoa(cfg.apiserverPort))), args: []string{
 			"--bind-address=" + addr,
@@ -205,6 +212,17 @@ func controlPlane(cfg *upConfig, p *pki) []*component {
 			"--kubelet-client-key=" + pk("apiserver-kubelet-client.key"),
 			"--kubelet-certificate-authority=" + pk("ca.crt"),
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			// The aggregation layer (APIService subresources.kubevirt.io): it
+			// proxies with the front-proxy certificate and identity headers, and
+			// dials the Service's endpoints, as no kube-proxy runs on this host.
+			"--requestheader-client-ca-file=" + fp("ca.crt"),
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + fp("front-proxy-client.crt"),
+			"--proxy-client-key-file=" + fp("front-proxy-client.key"),
+			"--enable-aggregator-routing=true",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + pk("sa.pub"),
 			"--service-account-signing-key-file=" + pk("sa.key"),
