@@ -16,6 +16,8 @@ import { startControllers, type RunningControllers } from '../controllers/cluste
 import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
 import { onShutdownSignal } from './run-until-signal.js';
+import { defaultRouteAddress } from '../node/host-facts.js';
+import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -33,6 +35,9 @@ nothing is left running.
                     where the local control plane listens (default
                     127.0.0.1, this host only); give an address other hosts
                     reach to let them \`vkvm join\` it
+  --subresources-port PORT
+                    port of KubeVirt's subresource API (virtctl), on the
+                    node's InternalIP (default 8443; 0 picks a free one)
 
 ${AGENT_HELP}`;
 
@@ -70,7 +75,7 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
 }
 
-const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
+const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' }, 'subresources-port': { type: 'string' } } as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
 function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
@@ -82,7 +87,7 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
 
 async function runUp(argv: string[], log: Logger): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
-  const { 'control-plane-address': addressFlag, ...values } = flags;
+  const { 'control-plane-address': addressFlag, 'subresources-port': subresourcesPort, ...values } = flags;
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   let cluster: RunningCluster | undefined;
@@ -95,17 +100,18 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
   }
   let agent: RunningAgent | undefined;
   let controllers: RunningControllers | undefined;
+  let subresources: RunningSubresourceApi | undefined;
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
     // Controllers first: nothing creates VMIs or launcher pods while the agent stops its VMs.
     await controllers?.stop();
+    await subresources?.close();
     await agent?.stop({ stopVms: true });
     await cluster?.stop();
   };
   try {
     await installClusterManifests(kubeconfig);
-    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }));
     const config = resolveAgentConfig({
       ...values,
       kubeconfig,
@@ -113,6 +119,12 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
       // With admin credentials the agent can approve its own serving CSR.
       'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
     });
+    const clients = makeClients(loadKubeConfig(kubeconfig));
+    // On this host, at the node's address: the kube-apiserver dials it as it dials the kubelet.
+    const address = config.internalIP ?? (await defaultRouteAddress());
+    if (!address) throw new ConfigError('--internal-ip', 'the host has no default route; give the address the control plane reaches this host at');
+    subresources = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: parsePort('--subresources-port', subresourcesPort ?? String(DEFAULT_SUBRESOURCES_PORT)) });
+    controllers = startControllers(clients, log.child({ component: 'controllers' }), { onLeading: () => subresources!.register() });
     agent = await startAgent(config, log);
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);
   } catch (err) {

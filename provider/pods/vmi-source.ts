@@ -24,14 +24,8 @@ import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from '
 import type { VmAttachment } from '../network/pod-network.js';
 import { statusPatch } from '../kube/status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
-import { GROUP, KUBEVIRT_API_VERSION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
+import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
-/**
- * `kubectl annotate vmi NAME vkvm.io/paused=true` pauses the VM's vCPUs (virtctl
- * pause); removing the annotation, or any other value, runs them again. The node
- * applies it whenever the VM's state differs, so it holds across agent restarts.
- */
-export const PAUSED_ANNOTATION = 'vkvm.io/paused';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {

@@ -56,7 +56,7 @@ t.test('vkvm up brings this host up as a Ready node and Ctrl-C leaves nothing be
   const started = Date.now();
   const child = spawn(
     process.execPath,
-    [CLI, 'up', `--state-dir=${stateDir}`, `--control-plane-address=${address}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0', `--bridge=${bridge}`],
+    [CLI, 'up', `--state-dir=${stateDir}`, `--control-plane-address=${address}`, `--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0', '--subresources-port=0', `--bridge=${bridge}`],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
