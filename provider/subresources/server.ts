@@ -53,7 +53,7 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   // An empty body is no options (virtctl sends none for some verbs), as KubeVirt's decoder takes io.EOF.
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     try {
-      done(null, body === '' ? undefined : JSON.parse(body as string));
+      done(null, body === '' ? {} : JSON.parse(body as string));
     } catch (err) {
       (err as { statusCode?: number }).statusCode = 400;
       done(err as Error, undefined);

@@ -107,9 +107,10 @@ export function stopChange(vm: VirtualMachine, vmi: VirtualMachineInstance | und
 }
 
 /** Restart stops the current VMI and starts a new one (a new UID): a Stop for it, then a Start. */
-export function restartChange(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined, opts: RestartOptions): VmChange {
+export function restartChange(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined): VmChange {
   const name = vm.metadata.name!;
   const s = strategy(vm);
+  // KubeVirt's own spelling ("RunStategy"): scripts match on it.
   if (s === 'Halted' || s === 'Once') throw conflict('virtualmachine', name, `RunStategy ${s} does not support manual restart requests`);
   if (!vmi) throw conflict('virtualmachine', name, 'VM is not running: Halted');
   return { kind: 'status', ops: changeRequestOps(vm, [{ action: 'Stop', uid: vmi.metadata.uid! }, { action: 'Start' }]) };

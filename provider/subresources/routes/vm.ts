@@ -89,7 +89,7 @@ export async function vmRoutes(app: FastifyInstance, opts: VmRoutesOptions): Pro
   route<RestartBody>('restart', body({ gracePeriodSeconds: { type: 'integer' } }), async (p, b, dryRun) => {
     checkRestartOptions(b);
     const { vm, vmi } = await read(p);
-    await write(p, restartChange(vm, vmi, b), dryRun);
+    await write(p, restartChange(vm, vmi), dryRun);
     // A forced restart (--force --grace-period=0) also deletes the running launcher pod at once, as KubeVirt does.
     if (b.gracePeriodSeconds === 0 && vmi && !dryRun) {
       const pods = await opts.clients.core.listNamespacedPod({
