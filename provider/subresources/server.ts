@@ -50,8 +50,10 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
       : {}),
   }) as unknown as FastifyInstance;
   app.setErrorHandler(errorHandler);
-  // An empty body is no options (virtctl sends none for some verbs), as KubeVirt's decoder takes io.EOF.
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  // Options bodies are JSON whatever their content type (KubeVirt decodes any body as YAML or JSON), and
+  // an empty body is no options, as KubeVirt's decoder takes io.EOF.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
     try {
       done(null, body === '' ? {} : JSON.parse(body as string));
     } catch (err) {
