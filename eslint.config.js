@@ -22,7 +22,9 @@ export default tseslint.config(
     // Product code never reaches into test/ (structure.test.ts checks it too).
     files: ['provider/**/*.ts', 'vmm/**/*.ts', 'launcher/**/*.ts', 'crds/**/*.ts', 'deploy/**/*.ts'],
     ignores: ['**/*.test.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**'], message: 'product code must not import test helpers' }] }] },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**'], message: 'product code must not import test helpers' }] }],
+    },
   },
   {
     // provider/ sees the launcher through one seam module only.
@@ -34,7 +36,10 @@ export default tseslint.config(
         {
           patterns: [
             { group: ['**/test/**'], message: 'product code must not import test helpers' },
-            { group: ['**/launcher/*', '!**/launcher/agent-api.js'], message: 'provider/ imports the launcher only through launcher/agent-api.ts' },
+            {
+              group: ['**/launcher/*', '!**/launcher/agent-api.js'],
+              message: 'provider/ imports the launcher only through launcher/agent-api.ts',
+            },
           ],
         },
       ],

@@ -104,7 +104,7 @@ export function virtualMachineInstanceCrd(): CustomResourceDefinition {
       { name: 'Live-Migratable', type: 'string', jsonPath: ".status.conditions[?(@.type=='LiveMigratable')].status", priority: 1 },
       { name: 'Paused', type: 'string', jsonPath: ".status.conditions[?(@.type=='Paused')].status", priority: 1 },
     ],
-    // Each node agent watches only the VMIs on its node (status.nodeName=<node>), as virt-handler does by label.
+    // kubectl get vmi --field-selector status.nodeName=<node>: the VMIs of one node (virt-handler's label selector).
     selectableFields: ['.status.nodeName'],
     schema: topLevel(vmiSpec, vmiStatus, 'VirtualMachineInstance (kubevirt.io/v1) is one running virtual machine.'),
   });

@@ -29,18 +29,25 @@ t.test('deploy/crds.yaml holds every CRD vkvm up installs from crds/, behind the
   );
 });
 
-t.test('vkvm up sends the CRDs as written: client-node serialises what readManifests returns without losing x-kubernetes-* fields', async (t) => {
-  for (const path of [...renderCrdFiles().keys()].filter((p) => p.startsWith('crds/'))) {
-    const written = parseAllDocuments(await readFile(join(root, path), 'utf8')).map((d) => d.toJS());
-    // dumpYaml serialises as KubernetesObjectApi.patch does.
-    const sent = (await readManifests(join(root, path))).map((o) => parse(dumpYaml(o)));
-    t.same(sent, written, path);
-  }
-});
+t.test(
+  'vkvm up sends the CRDs as written: client-node serialises what readManifests returns without losing x-kubernetes-* fields',
+  async (t) => {
+    for (const path of [...renderCrdFiles().keys()].filter((p) => p.startsWith('crds/'))) {
+      const written = parseAllDocuments(await readFile(join(root, path), 'utf8')).map((d) => d.toJS());
+      // dumpYaml serialises as KubernetesObjectApi.patch does.
+      const sent = (await readManifests(join(root, path))).map((o) => parse(dumpYaml(o)));
+      t.same(sent, written, path);
+    }
+  },
+);
 
 /** Every CEL rule in a schema, with the schema path it sits on. */
 function rulesOf(schema: JsonSchema, at = ''): Array<{ at: string; message: string; fieldPath?: string }> {
-  const found = (schema['x-kubernetes-validations'] ?? []).map((r) => ({ at, message: r.message, ...(r.fieldPath ? { fieldPath: r.fieldPath } : {}) }));
+  const found = (schema['x-kubernetes-validations'] ?? []).map((r) => ({
+    at,
+    message: r.message,
+    ...(r.fieldPath ? { fieldPath: r.fieldPath } : {}),
+  }));
   for (const [k, v] of Object.entries(schema.properties ?? {})) found.push(...rulesOf(v, `${at}.${k}`));
   if (schema.items) found.push(...rulesOf(schema.items, `${at}[]`));
   return found;

@@ -16,9 +16,11 @@ packages=(
   qemu-system-x86 qemu-utils qemu-guest-agent
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
   linux-image-amd64 busybox-static
-  genisoimage libxml2-utils jq iproute2 iptables dnsmasq-base dnsmasq-utils
+  genisoimage libxml2-utils jq iproute2 iptables nftables dnsmasq-base dnsmasq-utils
   pkg-config make g++ python3 cpio
   systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests
+  zstd  # zstd-compressed image layers
+  docker-registry apache2-utils skopeo  # the tests' real OCI registry, its htpasswd (bcrypt) files, and OCI layouts
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +32,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   log "Debian packages present"
+fi
+
+# The package enables a registry on :5000; the tests start their own on free loopback ports.
+if [ -d /run/systemd/system ] && systemctl is-enabled --quiet docker-registry 2>/dev/null; then
+  log "disabling the packaged docker-registry service"
+  systemctl disable --now docker-registry
 fi
 
 # Debian 12's libvirt runs QEMU as libvirt-qemu; the package creates the user

@@ -2,7 +2,14 @@ import t from 'tap';
 import { launcherArgv, parseLauncherArgs } from './args.js';
 
 t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
-  const argv = launcherArgv({ uid: 'abc-1', runDir: '/run/vkvm/abc-1', cgroupParent: 'kubepods/vkvm', allowSoftwareEmulation: false });
+  const hostFiles = { imageDirs: ['/srv/images'], hostDiskDirs: [], deniedDirs: ['/var/lib/vkvm'], imageStoreDir: '/var/lib/vkvm/images' };
+  const argv = launcherArgv({
+    uid: 'abc-1',
+    runDir: '/run/vkvm/abc-1',
+    cgroupParent: 'kubepods/vkvm',
+    allowSoftwareEmulation: false,
+    hostFiles,
+  });
   t.match(parseLauncherArgs(argv), {
     uid: 'abc-1',
     runDir: '/run/vkvm/abc-1',
@@ -10,6 +17,7 @@ t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
     cgroupParent: 'kubepods/vkvm',
     allowSoftwareEmulation: false,
     consoleLogMaxBytes: 10 * 1024 * 1024,
+    hostFiles,
   });
 });
 

@@ -66,6 +66,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'host-image-dir': { type: 'string', multiple: true },
       'host-disk-dir': { type: 'string', multiple: true },
       'denied-host-dir': { type: 'string', multiple: true },
+      'image-store-dir': { type: 'string' },
       'download-max-bytes': { type: 'string' },
       'download-timeout-s': { type: 'string' },
       'download-idle-timeout-s': { type: 'string' },
@@ -79,13 +80,15 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       if (!path.isAbsolute(d)) throw new Error(`--${flag} must be an absolute path, got ${JSON.stringify(d)}`);
       return path.resolve(d);
     });
-  if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid)) throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
+  if (!values.uid || !/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(values.uid))
+    throw new Error('--uid is required: letters, digits and dashes (the VM uid)');
   if (!values['run-dir']) throw new Error('--run-dir is required');
   const runDir = path.resolve(values['run-dir']);
   const socket = path.resolve(values.socket ?? path.join(runDir, 'launcher.sock'));
   // The longest socket path the launcher makes is QEMU's console socket in <run-dir>/qemu/.
   for (const p of [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')]) {
-    if (Buffer.byteLength(p) > MAX_SOCKET_PATH) throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
+    if (Buffer.byteLength(p) > MAX_SOCKET_PATH)
+      throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
   }
   const positive = (flag: string, raw: string | undefined, dflt: number): number => {
     const n = Number(raw ?? dflt);
@@ -102,7 +105,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   };
   const maxBytes = Number(values['console-log-max-bytes'] ?? DEFAULTS.consoleLogMaxBytes);
   if (!Number.isInteger(maxBytes) || maxBytes < 4096) throw new Error('--console-log-max-bytes must be an integer >= 4096');
-  if (values.netns !== undefined && !path.isAbsolute(values.netns)) throw new Error('--netns must be an absolute path such as /run/netns/<name>');
+  if (values.netns !== undefined && !path.isAbsolute(values.netns))
+    throw new Error('--netns must be an absolute path such as /run/netns/<name>');
   return {
     ...(values.netns ? { netns: values.netns } : {}),
     ...(values['qemu-uid'] !== undefined ? { qemuUid: positive('qemu-uid', values['qemu-uid'], 0) } : {}),
@@ -120,6 +124,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       imageDirs: absolute('host-image-dir', values['host-image-dir']),
       hostDiskDirs: absolute('host-disk-dir', values['host-disk-dir']),
       deniedDirs: absolute('denied-host-dir', values['denied-host-dir']),
+      ...(values['image-store-dir'] ? { imageStoreDir: absolute('image-store-dir', [values['image-store-dir']])[0]! } : {}),
     },
     downloads,
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
@@ -142,6 +147,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   for (const d of a.hostFiles?.imageDirs ?? []) argv.push('--host-image-dir', d);
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
+  if (a.hostFiles?.imageStoreDir) argv.push('--image-store-dir', a.hostFiles.imageStoreDir);
   if (a.downloads) {
     argv.push('--download-max-bytes', String(a.downloads.maxBytes));
     argv.push('--download-timeout-s', String(Math.ceil(a.downloads.timeoutMs / 1000)));

@@ -16,7 +16,11 @@ t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
     [String(512 * 1024 * 1024), '25000 100000', '1024'],
     'limits land in the v2 files',
   );
-  t.equal(readFileSync(path.join(root, 'vkvm', 'cgroup.subtree_control'), 'utf8'), '+memory +cpu +pids', 'controllers enabled for the leaf');
+  t.equal(
+    readFileSync(path.join(root, 'vkvm', 'cgroup.subtree_control'), 'utf8'),
+    '+memory +cpu +pids',
+    'controllers enabled for the leaf',
+  );
   t.equal(cg.describe(), 'v2:/vkvm/u1');
 });
 
@@ -47,7 +51,12 @@ t.test('a cgroup that still holds processes is not adopted', async (t) => {
 });
 
 t.test('v1 joins a separately mounted cpuacct hierarchy, so CPU time is accounted per VM', async (t) => {
-  const root = t.testdir({ memory: { 'cgroup.procs': '' }, cpu: { 'cgroup.procs': '' }, cpuacct: { 'cgroup.procs': '' }, pids: { 'cgroup.procs': '' } });
+  const root = t.testdir({
+    memory: { 'cgroup.procs': '' },
+    cpu: { 'cgroup.procs': '' },
+    cpuacct: { 'cgroup.procs': '' },
+    pids: { 'cgroup.procs': '' },
+  });
   const layout = await detectLayout(root);
   t.match(layout, { version: 'v1', mounts: { cpuacct: path.join(root, 'cpuacct') } });
   const cg = await Cgroup.create({ uid: 'u1', parent: 'vkvm', root });

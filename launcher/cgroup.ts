@@ -54,7 +54,8 @@ export async function detectLayout(root: string): Promise<Layout> {
   const mounts = {} as Record<Controller, string>;
   for (const c of CONTROLLERS) {
     const mount = path.join(root, c);
-    if (!(await exists(path.join(mount, 'cgroup.procs')))) throw new Error(`no cgroup v2 with ${CONTROLLERS.join(',')} and no v1 ${c} hierarchy under ${root}`);
+    if (!(await exists(path.join(mount, 'cgroup.procs'))))
+      throw new Error(`no cgroup v2 with ${CONTROLLERS.join(',')} and no v1 ${c} hierarchy under ${root}`);
     mounts[c] = mount;
   }
   const cpuacct = path.join(root, 'cpuacct');
@@ -112,7 +113,8 @@ export class Cgroup {
     }
     for (const dir of cg.dirs()) await mkdir(dir, { recursive: true });
     const procs = await cg.pids();
-    if (procs.length > 0) throw new Error(`cgroup ${cg.describe()} already holds processes ${procs.join(',')}: is another launcher running for ${opts.uid}?`);
+    if (procs.length > 0)
+      throw new Error(`cgroup ${cg.describe()} already holds processes ${procs.join(',')}: is another launcher running for ${opts.uid}?`);
     return cg;
   }
 
@@ -165,7 +167,8 @@ export class Cgroup {
   }
 
   async setLimits(limits: CgroupLimits): Promise<void> {
-    const quotaUs = limits.cpuMillicores === undefined ? undefined : Math.max(1000, Math.round((limits.cpuMillicores * CPU_PERIOD_US) / 1000));
+    const quotaUs =
+      limits.cpuMillicores === undefined ? undefined : Math.max(1000, Math.round((limits.cpuMillicores * CPU_PERIOD_US) / 1000));
     if (this.layout.version === 'v2') {
       const dir = this.dirOf('memory');
       await writeFile(path.join(dir, 'memory.max'), String(limits.memoryBytes));

@@ -229,7 +229,9 @@ export class LauncherClient {
   private unary<Res>(method: string, req: object, timeoutMs: number): Promise<Res> {
     const fn = (this.client as unknown as Record<string, UnaryFn<object, Res>>)[method]!;
     return new Promise((resolve, reject) => {
-      fn.call(this.client, req, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromServiceError(method, err)) : resolve(res)));
+      fn.call(this.client, req, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(fromServiceError(method, err)) : resolve(res),
+      );
     });
   }
 }

@@ -13,13 +13,17 @@ t.test('parseLifecycleLine reads virsh event output', async (t) => {
 
 t.test('agent-lifecycle events are told from the others', async (t) => {
   t.same(
-    ["event 'agent-lifecycle' for domain 'vm-1': state: 'connected' reason: 'channel event'", "event 'lifecycle' for domain 'vm-1': Started Booted"].map(isAgentLifecycleLine),
+    [
+      "event 'agent-lifecycle' for domain 'vm-1': state: 'connected' reason: 'channel event'",
+      "event 'lifecycle' for domain 'vm-1': Started Booted",
+    ].map(isAgentLifecycleLine),
     [true, false],
   );
 });
 
 t.test("the guest agent counts as connected when libvirt marks its channel's target so", async (t) => {
-  const channel = (target: string) => `<domain><devices><channel type='unix'><source mode='bind' path='/q/agent.sock'/>${target}</channel></devices></domain>`;
+  const channel = (target: string) =>
+    `<domain><devices><channel type='unix'><source mode='bind' path='/q/agent.sock'/>${target}</channel></devices></domain>`;
   t.same(
     [
       channel("<target type='virtio' name='org.qemu.guest_agent.0' state='connected'/>"),

@@ -12,16 +12,7 @@ import { UnavailableError } from './errors.js';
 
 const execFileP = promisify(execFile);
 
-export type DomainStateName =
-  | 'absent'
-  | 'nostate'
-  | 'running'
-  | 'blocked'
-  | 'paused'
-  | 'shutdown'
-  | 'shutoff'
-  | 'crashed'
-  | 'pmsuspended';
+export type DomainStateName = 'absent' | 'nostate' | 'running' | 'blocked' | 'paused' | 'shutdown' | 'shutoff' | 'crashed' | 'pmsuspended';
 
 const STATE_NAMES: Record<DomainState, DomainStateName> = {
   [DomainState.NOSTATE]: 'nostate',

@@ -54,7 +54,8 @@ export class GuestAgentWatch {
         const reply = await this.o.driver.agentCommand(this.o.domainUuid(), { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
         this.o.publish({ guestOsInfo: osInfoFromAgent(reply) });
       } catch (err) {
-        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS) return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
+        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS)
+          return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
         this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
         this.osInfoRetry = setTimeout(() => void this.refresh(), 1000 * 2 ** this.osInfoAttempts++);
       }

@@ -2,11 +2,12 @@
 // TCG (or KVM where usable), the busybox test guest. Each test starts its own
 // launcher and its teardown kills whatever is left by PID.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
 import { ensureTestGuest } from '../vmm/guest/build.js';
 import { SpecError } from '../vmm/errors.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
@@ -24,16 +25,6 @@ const ENTRY = fileURLToPath(new URL('./main.ts', import.meta.url));
 const NODE_ARGS = process.execArgv.filter((a) => a.startsWith('--import') && a.includes('typescript'));
 const BOOT_TIMEOUT_MS = 120_000;
 
-/** Whether a process runs (a zombie has exited). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\S+ \(.*\) [ZX] /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
 const readFileSafe = (p: string): string => {
   try {
     return readFileSync(p, 'utf8');
@@ -43,15 +34,7 @@ const readFileSafe = (p: string): string => {
 };
 
 /** QEMU processes of one VM, found by its domain name on their command line (other VMs may run on this host). */
-function qemuPidsOf(uid: string): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((pid) => {
-      const argv = readFileSafe(`/proc/${pid}/cmdline`).split('\0');
-      return argv[0]?.includes('qemu-system') && argv.some((a) => a.startsWith(`guest=${domainNameOf(uid)},`)) && running(pid);
-    });
-}
+const qemuPidsOf = (uid: string): number[] => qemuPidsOfDomain(`${domainNameOf(uid)},`);
 
 const domainNameOf = (uid: string): string => `launcher-test-${uid.slice(0, 8)}`;
 
@@ -112,7 +95,12 @@ class StateLog {
 }
 
 /** A console stream with a way to wait for output. */
-function openConsole(client: LauncherClient): { text(): string; waitFor(s: string, timeoutMs: number): Promise<void>; type(s: string): void; close(): void } {
+function openConsole(client: LauncherClient): {
+  text(): string;
+  waitFor(s: string, timeoutMs: number): Promise<void>;
+  type(s: string): void;
+  close(): void;
+} {
   let text = '';
   let waiters: (() => void)[] = [];
   const session = client.console(
@@ -152,13 +140,17 @@ async function startLauncher(t: Test): Promise<Started> {
   // Short: unix socket paths below it must stay under 108 bytes.
   const runDir = mkdtempSync('/tmp/vkvm-l-');
   const t0 = performance.now();
-  const l = await spawnLauncher({ args: { uid, runDir, hostFiles: { imageDirs: [path.dirname(guest.kernelPath)], hostDiskDirs: [], deniedDirs: [] } }, nodeArgs: NODE_ARGS, entry: ENTRY });
+  const l = await spawnLauncher({
+    args: { uid, runDir, hostFiles: { imageDirs: [path.dirname(guest.kernelPath)], hostDiskDirs: [], deniedDirs: [] } },
+    nodeArgs: NODE_ARGS,
+    entry: ENTRY,
+  });
   t.comment(`launcher ready in ${Math.round(performance.now() - t0)} ms (process start to accepting socket)`);
   const events = new StateLog(l.client);
   t.teardown(async () => {
     events.cancel();
     l.client.close();
-    if (running(l.pid)) process.kill(l.pid, 'SIGKILL');
+    if (isRunning(l.pid)) process.kill(l.pid, 'SIGKILL');
     await until('the VM is gone', () => qemuPidsOf(uid).length === 0, 10_000);
     const procs = `/sys/fs/cgroup/pids/vkvm/${uid}/cgroup.procs`;
     await until('the cgroup is empty', () => readFileSafe(procs).trim() === '', 10_000);
@@ -175,7 +167,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   let t0 = performance.now();
   const synced = await l.client.syncVm(spec);
   t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
-  t.match(synced, { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: systemUuid } }, 'SyncVm defines and starts the domain under the system UUID');
+  t.match(
+    synced,
+    { action: 'Started', state: { phase: 'Running', reason: 'Booted', domainUuid: systemUuid } },
+    'SyncVm defines and starts the domain under the system UUID',
+  );
 
   const con = openConsole(l.client);
   t.teardown(() => con.close());
@@ -183,11 +179,19 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   await con.waitFor(guest.bootMarker, BOOT_TIMEOUT_MS);
   t.comment(`boot marker after ${Math.round(performance.now() - t0)} ms on the console stream`);
   const info = await l.client.info();
-  t.match(readFileSync(info.consoleLogPath, 'utf8'), new RegExp(`^\\S+Z stdout F ${guest.bootMarker}$`, 'm'), 'boot marker in the console log, CRI format');
+  t.match(
+    readFileSync(info.consoleLogPath, 'utf8'),
+    new RegExp(`^\\S+Z stdout F ${guest.bootMarker}$`, 'm'),
+    'boot marker in the console log, CRI format',
+  );
 
   con.type('echo vkvm-$((6*7))\n');
   await con.waitFor('vkvm-42', 30_000);
-  t.pass('a command typed into the console stream prints its output');
+  t.match(
+    con.text(),
+    /^vkvm-42\r?$/m,
+    'a command typed into the console stream prints its output (a line of its own, not the echo of the command)',
+  );
 
   t.match(await l.client.syncVm(spec), { action: 'Unchanged' }, 'SyncVm with an equal spec is a no-op');
   t.match(await l.client.syncVm({ ...spec, labels: { test: 'launcher', more: 'x' } }), { action: 'Updated' }, 'labels change in place');
@@ -196,7 +200,10 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.same((refused as PreconditionError).fieldPaths, ['memoryMiB'], 'naming the field');
 
   const state = await l.client.getState();
-  t.ok(state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0, 'the state records when the guest first wrote to its console');
+  t.ok(
+    state.consoleOutputAtUnixMs >= state.startedAtUnixMs && state.startedAtUnixMs > 0,
+    'the state records when the guest first wrote to its console',
+  );
   const qemuUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${state.qemuPid}/status`, 'utf8'))?.[1]);
   t.not(qemuUid, 0, 'QEMU does not run as root');
   const cpus = (pid: number | 'self') => /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
@@ -216,7 +223,11 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
 
   // qemu-ga starts after the boot marker; the state says when it connected and what it reported.
   t0 = performance.now();
-  const agentState = await l.events.waitFor('the guest agent reports the guest OS', () => l.events.states.find((s) => s.guestAgentConnected && s.guestOsInfo), 60_000);
+  const agentState = await l.events.waitFor(
+    'the guest agent reports the guest OS',
+    () => l.events.states.find((s) => s.guestAgentConnected && s.guestOsInfo),
+    60_000,
+  );
   t.comment(`guest OS info ${Math.round(performance.now() - t0)} ms after the boot marker`);
   const uname = await l.client.guestExec({ path: '/bin/uname', args: ['-r'], timeoutS: 20 });
   t.match(
@@ -240,9 +251,17 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   t.same(await withDeadline(l.exited, 15_000, 'launcher exit'), { code: 0, signal: null }, 'the launcher exits after Shutdown');
   t.same(qemuPidsOf(l.uid), [], 'no QEMU left');
   t.notOk(existsSync(cgDir), 'the cgroup is removed');
-  t.match(l.events.states.at(-1), { phase: 'Succeeded', guestAgentConnected: false, guestOsInfo: undefined }, 'a stopped VM has no guest agent');
+  t.match(
+    l.events.states.at(-1),
+    { phase: 'Succeeded', guestAgentConnected: false, guestOsInfo: undefined },
+    'a stopped VM has no guest agent',
+  );
   const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);
-  t.match(gone, { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } }, 'the client reports why the VM is gone');
+  t.match(
+    gone,
+    { reason: 'LauncherExited', exit: { phase: 'Succeeded', reason: 'GuestShutdown' } },
+    'the client reports why the VM is gone',
+  );
 });
 
 t.test('Kill destroys the VM at once and the launcher exits', async (t) => {
@@ -265,10 +284,10 @@ t.test('Kill destroys the VM at once and the launcher exits', async (t) => {
 t.test('kill -9 of the launcher takes QEMU with it', async (t) => {
   const l = await startLauncher(t);
   const { state } = await l.client.syncVm(guestSpec(l.uid, { guestAgent: false }));
-  t.ok(running(state.qemuPid), 'QEMU runs');
+  t.ok(isRunning(state.qemuPid), 'QEMU runs');
   const t0 = performance.now();
   process.kill(l.pid, 'SIGKILL');
-  await until('QEMU has exited', () => !running(state.qemuPid), 10_000);
+  await until('QEMU has exited', () => !isRunning(state.qemuPid), 10_000);
   t.comment(`QEMU gone ${Math.round(performance.now() - t0)} ms after SIGKILL to the launcher`);
   t.same(qemuPidsOf(l.uid), [], 'no QEMU of this VM in /proc');
   const gone = await l.events.waitFor('gone', () => l.events.gone, 10_000);

@@ -48,7 +48,12 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const tLibvirtd = performance.now();
   let libvirtd: PrivateLibvirtd;
   try {
-    libvirtd = await startPrivateLibvirtd({ dir: path.join(args.runDir, 'libvirt'), libvirtdPath: args.libvirtd, qemu: qemuUser, ...(args.netns ? { netns: args.netns } : {}) });
+    libvirtd = await startPrivateLibvirtd({
+      dir: path.join(args.runDir, 'libvirt'),
+      libvirtdPath: args.libvirtd,
+      qemu: qemuUser,
+      ...(args.netns ? { netns: args.netns } : {}),
+    });
   } catch (err) {
     await cgroup.remove();
     throw err;
@@ -69,7 +74,12 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     cgroup,
     consoleLog,
     qemuUser,
-    vmm: bindVmm(host, { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads, owner: qemuUser }, args.hostFiles, log.child({ component: 'disks' })),
+    vmm: bindVmm(
+      host,
+      { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads, owner: qemuUser },
+      args.hostFiles,
+      log.child({ component: 'disks' }),
+    ),
     log,
   });
 
@@ -115,7 +125,10 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       });
     }
     const s = manager.current;
-    const state: StateFile = { ...(await readStateFile(stateFile)), exit: { phase: s.phase, reason: s.reason, message: s.message, atUnixMs: Date.now() } };
+    const state: StateFile = {
+      ...(await readStateFile(stateFile)),
+      exit: { phase: s.phase, reason: s.reason, message: s.message, atUnixMs: Date.now() },
+    };
     await writeStateFile(stateFile, state);
     launcher?.endStreams();
     await new Promise<void>((resolve) => {
@@ -185,7 +198,14 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     });
   }
   log.info(
-    { ms: Math.round(performance.now() - t0), libvirtdMs, socket: args.socket, accelerator: host.accelerator, cgroup: cgroup.describe(), libvirtVersion },
+    {
+      ms: Math.round(performance.now() - t0),
+      libvirtdMs,
+      socket: args.socket,
+      accelerator: host.accelerator,
+      cgroup: cgroup.describe(),
+      libvirtVersion,
+    },
     'launcher ready',
   );
 }

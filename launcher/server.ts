@@ -83,7 +83,10 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
       const { action, state } = await m.sync(req.specJson);
       return { action: `SYNC_ACTION_${action.toUpperCase()}` as WireSyncAction, state: toWireState(state) };
     }),
-    Shutdown: unary<ShutdownRequest, StateResponse>(async (req) => stateReply(await m.shutdown(req.gracePeriodS || DEFAULT_GRACE_PERIOD_S)), o.onStopped),
+    Shutdown: unary<ShutdownRequest, StateResponse>(
+      async (req) => stateReply(await m.shutdown(req.gracePeriodS || DEFAULT_GRACE_PERIOD_S)),
+      o.onStopped,
+    ),
     Kill: unary<Empty, StateResponse>(async () => stateReply(await m.kill()), o.onStopped),
     Pause: unary<Empty, StateResponse>(async () => stateReply(await m.pause())),
     Unpause: unary<Empty, StateResponse>(async () => stateReply(await m.unpause())),
@@ -117,7 +120,10 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
             if (call.writableLength > MAX_CONSOLE_BACKLOG_BYTES) {
               overrun = true;
               attached.detach();
-              call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: `console reader fell ${MAX_CONSOLE_BACKLOG_BYTES} bytes behind; detached` });
+              call.emit('error', {
+                code: grpc.status.RESOURCE_EXHAUSTED,
+                details: `console reader fell ${MAX_CONSOLE_BACKLOG_BYTES} bytes behind; detached`,
+              });
               return;
             }
             call.write({ data });

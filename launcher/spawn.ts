@@ -1,6 +1,7 @@
 // Starting a launcher from the node agent. The launcher gets its own session
 // (detached) and writes its log to a file, not to a pipe, so it survives the
-// agent exiting. It is ready when its gRPC socket accepts connections.
+// agent exiting, unless asked to die with it. It is ready when its gRPC socket
+// accepts connections.
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
@@ -21,6 +22,11 @@ export interface SpawnOptions {
   /** Default <runDir>/launcher.log. */
   logFile?: string;
   timeoutMs?: number;
+  /**
+   * SIGTERM the launcher (which stops its VM) when this process dies, even by
+   * SIGKILL: for `vkvm up`, whose cluster and network go away with it.
+   */
+  dieWithParent?: boolean;
 }
 
 export interface SpawnedLauncher {
@@ -46,10 +52,10 @@ export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
   const out = openSync(logFile, 'a', 0o600);
   let child;
   try {
-    child = spawn(process.execPath, [...(o.nodeArgs ?? []), entry, ...launcherArgv({ ...o.args, runDir, socket })], {
-      detached: true,
-      stdio: ['ignore', out, out],
-    });
+    const argv = [process.execPath, ...(o.nodeArgs ?? []), entry, ...launcherArgv({ ...o.args, runDir, socket })];
+    // setpriv sets PR_SET_PDEATHSIG and execs in place: the pid stays the launcher's.
+    const [file, ...args] = o.dieWithParent ? ['setpriv', '--pdeathsig', 'TERM', '--', ...argv] : argv;
+    child = spawn(file!, args, { detached: true, stdio: ['ignore', out, out] });
   } finally {
     closeSync(out);
   }

@@ -10,9 +10,21 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
       { phase: 'Failed', reason: 'StartFailed', message: 'boom' },
     ],
     ['booted', { domainState: 'running', runReason: 'Booted' }, { phase: 'Running', reason: 'Booted', message: '' }],
-    ['unpaused', { domainState: 'running', runReason: 'Unpaused', pauseDetail: 'Paused' }, { phase: 'Running', reason: 'Unpaused', message: '' }],
-    ['paused on request', { domainState: 'paused', runReason: 'Booted', pauseDetail: 'Paused' }, { phase: 'Paused', reason: 'Paused', message: '' }],
-    ['paused by an I/O error', { domainState: 'paused', runReason: 'Booted', pauseDetail: 'I/O Error' }, { phase: 'Paused', reason: 'IOError', message: '' }],
+    [
+      'unpaused',
+      { domainState: 'running', runReason: 'Unpaused', pauseDetail: 'Paused' },
+      { phase: 'Running', reason: 'Unpaused', message: '' },
+    ],
+    [
+      'paused on request',
+      { domainState: 'paused', runReason: 'Booted', pauseDetail: 'Paused' },
+      { phase: 'Paused', reason: 'Paused', message: '' },
+    ],
+    [
+      'paused by an I/O error',
+      { domainState: 'paused', runReason: 'Booted', pauseDetail: 'I/O Error' },
+      { phase: 'Paused', reason: 'IOError', message: '' },
+    ],
     [
       'guest powered off',
       { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Shutdown' } },
@@ -44,7 +56,11 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
       { domainState: 'absent', started: true, runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Shutdown' } },
       { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
     ],
-    ['removed after its run, Stopped event not in yet: not NotStarted', { domainState: 'absent', started: true, runReason: 'Booted' }, undefined],
+    [
+      'removed after its run, Stopped event not in yet: not NotStarted',
+      { domainState: 'absent', started: true, runReason: 'Booted' },
+      undefined,
+    ],
   ];
   for (const [name, input, want] of cases) t.same(derivePhase(input), want, name);
 });

@@ -65,7 +65,9 @@ type Rule = [(i: PhaseInput) => boolean, Phase, (i: PhaseInput) => Cause];
 const camel = (s: string): string => s.replace(/(?:^|[\s/_-]+)(\w)/g, (_, c: string) => c.toUpperCase());
 const off = (i: PhaseInput): boolean => i.domainState === 'absent' || i.domainState === 'shutoff';
 const stoppedBy = (detail: string) => (i: PhaseInput) => off(i) && i.stopEvent?.type === 'Stopped' && i.stopEvent.detail === detail;
-const because = (reason: string, message = ''): (() => Cause) => () => ({ reason, message });
+const because =
+  (reason: string, message = ''): (() => Cause) =>
+  () => ({ reason, message });
 
 // First match wins. A shut-off (or, after its run, removed) domain whose
 // Stopped event has not arrived yet matches nothing: the caller keeps the
@@ -75,7 +77,11 @@ const RULES: Rule[] = [
   [(i) => i.domainState === 'absent' && !i.started, 'Pending', because('NotStarted')],
   [(i) => i.domainState === 'running' || i.domainState === 'blocked', 'Running', (i) => ({ reason: i.runReason, message: '' })],
   [(i) => i.domainState === 'shutdown', 'Running', because('ShuttingDown', 'the guest is powering off')],
-  [(i) => i.domainState === 'paused', 'Paused', (i) => ({ reason: i.pauseDetail && i.pauseDetail !== 'Paused' ? camel(i.pauseDetail) : 'Paused', message: '' })],
+  [
+    (i) => i.domainState === 'paused',
+    'Paused',
+    (i) => ({ reason: i.pauseDetail && i.pauseDetail !== 'Paused' ? camel(i.pauseDetail) : 'Paused', message: '' }),
+  ],
   [(i) => i.domainState === 'pmsuspended', 'Paused', because('GuestSuspended', 'the guest suspended itself')],
   [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent !== undefined, 'Succeeded', (i) => i.destroyIntent!],
   [stoppedBy('Shutdown'), 'Succeeded', because('GuestShutdown', 'the guest powered off')],

@@ -83,5 +83,8 @@ t.test('v2: cpu.stat usage_usec, memory.current, inactive_file and anon', async 
 t.test('a VM without a cgroup is a CgroupNotFoundError naming it', async (t) => {
   const root = t.testdir({ 'cgroup.controllers': 'cpu memory pids\n' });
   const err = await readVmUsage({ uid: 'gone', parent: 'vkvm', root }).catch((e: unknown) => e);
-  t.match({ isNotFound: err instanceof CgroupNotFoundError, err }, { isNotFound: true, err: { kind: 'NotFound', message: 'no cgroup v2:/vkvm/gone for VM gone' } });
+  t.match(
+    { isNotFound: err instanceof CgroupNotFoundError, err },
+    { isNotFound: true, err: { kind: 'NotFound', message: 'no cgroup v2:/vkvm/gone for VM gone' } },
+  );
 });

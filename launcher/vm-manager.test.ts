@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
-import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
+import type { VmSpec } from '../vmm/spec.js';
+import { testSpec } from '../vmm/testing/specs.js';
 import { ConsoleLog } from './console/log-file.js';
 import type { DomainStateName } from './domain-driver.js';
 import type { VmState } from './state.js';
@@ -105,30 +106,24 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
     cgroup: { setLimits: async () => {} },
     consoleLog: new ConsoleLog(dir, 1024 * 1024),
     qemuUser: { uid: process.getuid!(), gid: process.getgid!() },
-    vmm: { validate: () => null, resolveHostFiles: async (spec) => spec, prepareDisks: async () => ({}), removeDisks: async () => {}, buildDomainXml: () => '<domain/>' },
+    vmm: {
+      validate: () => null,
+      resolveHostFiles: async (spec) => spec,
+      prepareDisks: async () => ({}),
+      removeDisks: async () => {},
+      buildDomainXml: () => '<domain/>',
+    },
     log: pino({ level: 'silent' }),
   });
   t.teardown(async () => {
     libvirt.close();
     await rm(dir, { recursive: true, force: true });
   });
-  const spec: VmSpec = {
-    version: VM_SPEC_VERSION,
-    uid,
-    name: 'vm-manager-test',
-    cpu: { sockets: 1, cores: 1, threads: 1 },
-    memoryMiB: 64,
-    firmware: { kind: 'bios' },
-    disks: [],
-    interfaces: [],
-    guestAgent: false,
-    acpi: true,
-    labels: {},
-  };
+  const spec = testSpec({ uid, name: 'vm-manager-test', memoryMiB: 64 });
   return { manager, libvirt, spec };
 }
 
-t.test('issue #17: the launcher exiting while a refresh still reads the domain leaves the final state Succeeded', async (t) => {
+t.test('the launcher exiting while a refresh still reads the domain leaves the final state Succeeded', async (t) => {
   const { manager, libvirt, spec } = setUp(t);
   const published: VmState[] = [];
   manager.watch((s) => published.push(s));

@@ -37,7 +37,17 @@ export interface Vmm {
 /** The domain calls the manager makes; libvirt's events reach it through onLifecycle. */
 export type DomainOps = Pick<
   DomainDriver,
-  'state' | 'define' | 'startPaused' | 'suspend' | 'resume' | 'reset' | 'shutdownAcpi' | 'destroy' | 'undefine' | 'agentCommand' | 'agentConnected'
+  | 'state'
+  | 'define'
+  | 'startPaused'
+  | 'suspend'
+  | 'resume'
+  | 'reset'
+  | 'shutdownAcpi'
+  | 'destroy'
+  | 'undefine'
+  | 'agentCommand'
+  | 'agentConnected'
 >;
 
 export interface VmManagerOptions {
@@ -139,7 +149,8 @@ export class VmManager {
     const spec = this.parseSpec(specJson);
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
-      if (this.spec && isTerminal(this.state.phase)) throw new PreconditionError(`the VM has stopped (${this.state.reason}); start a new launcher to run it again`);
+      if (this.spec && isTerminal(this.state.phase))
+        throw new PreconditionError(`the VM has stopped (${this.state.reason}); start a new launcher to run it again`);
       const domainState = await this.o.driver.state(this.domainUuid);
       if (ACTIVE.has(domainState) && this.spec) {
         const change = classifyChange(this.spec, spec);
@@ -231,7 +242,8 @@ export class VmManager {
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
-      if (ACTIVE.has(await this.o.driver.state(this.domainUuid))) await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
+      if (ACTIVE.has(await this.o.driver.state(this.domainUuid)))
+        await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
       // A refresh already past its closing check would read the domain undefined below.
       await this.refreshes.run(async () => {});
@@ -252,9 +264,14 @@ export class VmManager {
     }
     if (typeof spec !== 'object' || spec === null) throw invalidSpec('', 'FieldValueInvalid', 'spec_json must hold a JSON object');
     if (spec.version !== VM_SPEC_VERSION) {
-      throw invalidSpec('version', 'FieldValueNotSupported', `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`);
+      throw invalidSpec(
+        'version',
+        'FieldValueNotSupported',
+        `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`,
+      );
     }
-    if (spec.uid !== this.o.uid) throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
+    if (spec.uid !== this.o.uid)
+      throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
     const invalid = this.o.vmm.validate(spec);
     if (invalid) throw invalid;
     return spec;
@@ -299,7 +316,14 @@ export class VmManager {
       await driver.startPaused(uid);
       this.input.started = true;
       this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
-      this.state = { ...this.state, startedAtUnixMs: Date.now(), domainUuid: uid, qemuPid: 0, consoleOutputAtUnixMs: 0, guestAgentConnected: false };
+      this.state = {
+        ...this.state,
+        startedAtUnixMs: Date.now(),
+        domainUuid: uid,
+        qemuPid: 0,
+        consoleOutputAtUnixMs: 0,
+        guestAgentConnected: false,
+      };
       delete this.state.guestOsInfo;
       const stopWatchingOutput = this.serial.attach(
         () => {
@@ -355,7 +379,12 @@ export class VmManager {
       const running = ACTIVE.has(this.input.domainState);
       const qemuPid = running ? this.state.qemuPid || (await this.o.libvirtd.qemuPid()) : 0;
       // No QEMU, no agent: libvirt sends no agent event when the domain stops.
-      this.publish({ ...derived, domainState: this.input.domainState, qemuPid, ...(running ? {} : { guestAgentConnected: false, guestOsInfo: undefined }) });
+      this.publish({
+        ...derived,
+        domainState: this.input.domainState,
+        qemuPid,
+        ...(running ? {} : { guestAgentConnected: false, guestOsInfo: undefined }),
+      });
       return this.state;
     });
   }
@@ -365,7 +394,15 @@ export class VmManager {
     const changed = (Object.keys(next) as (keyof VmState)[]).some((k) => !isDeepStrictEqual(merged[k], this.state[k]));
     if (!changed) return;
     this.state = { ...merged, generation: this.state.generation + 1 };
-    this.o.log.info({ phase: this.state.phase, reason: this.state.reason, domainState: this.state.domainState, guestAgentConnected: this.state.guestAgentConnected }, 'VM state');
+    this.o.log.info(
+      {
+        phase: this.state.phase,
+        reason: this.state.reason,
+        domainState: this.state.domainState,
+        guestAgentConnected: this.state.guestAgentConnected,
+      },
+      'VM state',
+    );
     for (const l of this.listeners) l(this.state);
   }
 }

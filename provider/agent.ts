@@ -22,7 +22,13 @@ import { PodController } from './pods/controller.js';
 import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
 import { builtinImageResolver } from './images/builtin-images.js';
-import { VmiNodeSide } from './pods/vmi-source.js';
+import { ClusterVmiSource } from './pods/vmi-source.js';
+import { createPodInformer } from './pods/informer.js';
+import { kubePodApi } from './pods/pod-api.js';
+import { LauncherRegistry } from './launchers/registry.js';
+import { ImageService } from './images/image-service.js';
+import { PodImages, secretReader } from './images/pod-images.js';
+import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
@@ -49,6 +55,21 @@ async function clusterCaPem(clients: KubeClients): Promise<string> {
   throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
 }
 
+/** The image store, ready (what a crashed agent left half-written is gone), and the service that pulls into it. */
+async function startImageService(config: AgentConfig, rootLog: Logger): Promise<ImageService> {
+  const store = new ImageStore(config.imageStoreDir);
+  await store.init();
+  await store.clearIngest();
+  return new ImageService({
+    store,
+    insecureRegistries: config.insecureRegistries,
+    registryCaPems: await Promise.all(config.registryCaFiles.map((f) => readFile(f, 'utf8'))),
+    maxParallelPulls: config.maxParallelImagePulls,
+    maxImageBytes: config.imageDownloads.maxBytes,
+    log: rootLog.child({ component: 'images' }),
+  });
+}
+
 export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<RunningAgent> {
   const log = rootLog.child({ component: 'agent', node: config.nodeName });
   const clients = makeClients(loadKubeConfig(config.kubeconfigPath));
@@ -56,13 +77,17 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     readHostFacts({
       stateDir: config.stateDir,
       imageCacheDir: config.imageCacheDir,
+      imageStoreDir: config.imageStoreDir,
       searchPath: config.searchPath,
       ...(config.internalIP ? { internalIP: config.internalIP } : {}),
       allowSoftwareEmulation: config.allowSoftwareEmulation,
     });
   const facts = await readFacts();
   if (!facts.internalIP) throw new Error('no InternalIP: pass --internal-ip or give the host a default route');
-  log.info({ accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP }, 'host probed');
+  log.info(
+    { accelerator: facts.virtualization.accelerator, reason: facts.virtualization.reason, internalIP: facts.internalIP },
+    'host probed',
+  );
 
   const stops: Array<() => Promise<void> | void> = [];
   let stopVms = false;
@@ -111,8 +136,16 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     }
 
     const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
+    const events = createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' }));
+    const images = await startImageService(config, rootLog);
+    stops.push(() => images.close());
     // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
-    const nodes = new ClusterInformer<V1Node>({ clients, path: '/api/v1/nodes', list: () => clients.core.listNode(), log: rootLog.child({ component: 'node-informer' }) });
+    const nodes = new ClusterInformer<V1Node>({
+      clients,
+      path: '/api/v1/nodes',
+      list: () => clients.core.listNode(),
+      log: rootLog.child({ component: 'node-informer' }),
+    });
     // Not awaited: pods and their local network need no peers; routes follow once the list is in.
     void nodes.start();
     stops.push(() => nodes.stop());
@@ -133,15 +166,14 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       const now = JSON.stringify(peers());
       if (now === knownPeers) return;
       knownPeers = now;
-      network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
+      network
+        .ensureNode()
+        .catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));
-    const pods = new PodController({
-      clients,
-      nodeName: config.nodeName,
-      hostIP: () => facts.internalIP!,
-      launchers: {
+    const launchers = new LauncherRegistry(
+      {
         vmsDir: join(config.stateDir, 'vms'),
         socketDir: join(config.runDir, 'launchers'),
         imageCacheDir: config.imageCacheDir,
@@ -149,16 +181,27 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
           // The built-in test guest's kernel and initrd are the node's own, public files.
           imageDirs: [...config.hostImageDirs, DEFAULT_GUEST_CACHE_DIR],
           hostDiskDirs: config.hostDiskDirs,
-          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir],
+          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir, config.imageStoreDir],
+          // Files the agent took out of registry images, named by specs it marked itself.
+          imageStoreDir: config.imageStoreDir,
         },
         downloads: config.imageDownloads,
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
+        dieWithAgent: config.vmsDieWithAgent,
       },
-      builtinImages: builtins.forPod,
-      vmis: new VmiNodeSide(clients, config.nodeName, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      rootLog.child({ component: 'launchers' }),
+    );
+    const pods = new PodController({
+      pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
+      launchers,
+      vmis: new ClusterVmiSource(clients, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
       network,
-      events: createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' })),
+      api: kubePodApi(clients),
+      hostIP: () => facts.internalIP!,
+      builtinImages: builtins.forPod,
+      images: new PodImages({ images, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),
     });
@@ -189,7 +232,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         backend: kubeAuthBackend(clients),
         tls: { ...pair, clientCaPem },
         listPods: () => [...podController.pods()],
-        vms: createVmAccess(podController, podController.registry),
+        vms: createVmAccess(podController, launchers),
         sessionLimits: config.sessionLimits,
         streamingIdleTimeoutMs: config.streamingIdleTimeoutMs,
         log: rootLog,

@@ -4,9 +4,10 @@ import { hostname } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
+import { kubeconfigPath } from './kube/kubeconfig-path.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
-import { INTERFACE_NAME } from './network/node-network.js';
+import { INTERFACE_NAME } from './network/host.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './kubelet-api/streaming/idle-timer.js';
@@ -26,6 +27,14 @@ export interface AgentConfig {
   runDir: string;
   /** Node-wide cache of downloaded VM images. */
   imageCacheDir: string;
+  /** The registry image store (provider/images/store.ts); default <stateDir>/images. */
+  imageStoreDir: string;
+  /** Registries besides loopback that may answer plain HTTP (host or host:port). */
+  insecureRegistries: string[];
+  /** PEM files of CAs trusted for registries besides the system's roots. */
+  registryCaFiles: string[];
+  /** Image pulls running at once; more wait their turn. */
+  maxParallelImagePulls: number;
   kubeletPort: number;
   kubeletBindAddress: string;
   /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
@@ -51,6 +60,8 @@ export interface AgentConfig {
   rotateClientCert: boolean;
   /** Where required executables are looked up (preflight conditions). */
   searchPath: string;
+  /** VMs stop when the agent dies, even by SIGKILL (vkvm up); otherwise they outlive it. */
+  vmsDieWithAgent: boolean;
   /** Linux bridge of the pod network. */
   bridge: string;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
@@ -88,6 +99,10 @@ export interface AgentFlags {
   'state-dir'?: string;
   'run-dir'?: string;
   'image-cache-dir'?: string;
+  'image-store-dir'?: string;
+  'insecure-registry'?: string[];
+  'registry-ca-file'?: string[];
+  'max-parallel-image-pulls'?: string;
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
@@ -133,7 +148,10 @@ function duration(flags: AgentFlags, name: keyof AgentFlags, dfltMs: number): nu
   if (raw === undefined) return dfltMs;
   const ms = typeof raw === 'string' ? parseDuration(raw) : undefined;
   if (ms === undefined || ms < 1000 || ms > MAX_TIMEOUT_H * 3_600_000) {
-    throw new ConfigError(`--${name}`, `must be a duration from 1s to ${MAX_TIMEOUT_H}h such as 4h, 30m or 90s, got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      `--${name}`,
+      `must be a duration from 1s to ${MAX_TIMEOUT_H}h such as 4h, 30m or 90s, got ${JSON.stringify(raw)}`,
+    );
   }
   return ms;
 }
@@ -179,9 +197,18 @@ function absoluteDirs(flags: AgentFlags, name: 'host-image-dir' | 'host-disk-dir
   });
 }
 
-/** `env` is the process environment; only PATH is read. */
-export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = process.env): AgentConfig {
-  if (!flags.kubeconfig) throw new ConfigError('--kubeconfig', 'is required');
+/** host or host:port, as an image reference names a registry. */
+function registryHost(value: string): string {
+  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$/.test(value)) {
+    throw new ConfigError('--insecure-registry', `${JSON.stringify(value)} is not a registry host or host:port`);
+  }
+  return value;
+}
+
+/** `env` is the process environment; only PATH and KUBECONFIG are read. */
+export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBECONFIG?: string } = process.env): AgentConfig {
+  const kubeconfig = kubeconfigPath(flags.kubeconfig, env);
+  if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const nodeName = (flags['node-name'] ?? hostname()).toLowerCase();
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
     throw new ConfigError('--node-name', `${JSON.stringify(nodeName)} is not a valid DNS subdomain`);
@@ -193,11 +220,15 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
   const taints = (flags.taint ?? []).map(parseTaint);
   if (!flags['no-default-taint'] && !taints.some((t) => t.key === DEFAULT_TAINT.key)) taints.unshift(DEFAULT_TAINT);
   const config: AgentConfig = {
-    kubeconfigPath: flags.kubeconfig,
+    kubeconfigPath: kubeconfig,
     nodeName,
     stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
     runDir: flags['run-dir'] ?? '/run/vkvm',
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
+    imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
+    insecureRegistries: (flags['insecure-registry'] ?? []).map(registryHost),
+    registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),
+    maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
     healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),
@@ -213,6 +244,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     approveServingCsr: flags['approve-serving-csr'] ?? false,
     rotateClientCert: flags['rotate-client-cert'] ?? false,
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    vmsDieWithAgent: false,
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
     hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
     hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),
@@ -220,7 +252,10 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
       ...DEFAULT_DOWNLOAD_POLICY,
       maxBytes: int(flags, 'image-download-max-mib', DEFAULT_DOWNLOAD_POLICY.maxBytes / 2 ** 20, 1, 2 ** 30) * 2 ** 20,
       timeoutMs: int(flags, 'image-download-timeout-s', DEFAULT_DOWNLOAD_POLICY.timeoutMs / 1000, 1, 7 * 86400) * 1000,
-      deniedCidrs: [cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'), ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny'))],
+      deniedCidrs: [
+        cidr(flags['service-cidr'] ?? DEFAULT_SERVICE_CIDR, '--service-cidr'),
+        ...(flags['image-download-deny'] ?? []).map((c) => cidr(c, '--image-download-deny')),
+      ],
       allowedCidrs: (flags['image-download-allow'] ?? []).map((c) => cidr(c, '--image-download-allow')),
     },
     sessionLimits: {
@@ -231,7 +266,8 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string } = p
     logLevel: flags['log-level'] ?? 'info',
   };
   if (ip !== undefined) config.internalIP = ip;
-  if (!INTERFACE_NAME.test(config.bridge)) throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (!INTERFACE_NAME.test(config.bridge))
+    throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
   if (flags['pod-cidr'] !== undefined) {
     try {
       config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;

@@ -4,6 +4,7 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-export function createRootLogger(level: string = 'info'): Logger {
-  return pino({ level, base: { app: 'vkvm' }, timestamp: pino.stdTimeFunctions.isoTime });
+/** `fd`: where the lines go (stdout unless a command keeps stdout for its result). */
+export function createRootLogger(level: string = 'info', fd: 1 | 2 = 1): Logger {
+  return pino({ level, base: { app: 'vkvm' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination(fd));
 }

@@ -30,7 +30,12 @@ export function createAgentMetrics(): AgentMetrics {
   const registers = [registry];
   return {
     registry,
-    podSyncs: new Counter({ name: 'vkvm_pod_syncs_total', help: 'Pod sync runs by result (success, error).', labelNames: ['result'] as const, registers }),
+    podSyncs: new Counter({
+      name: 'vkvm_pod_syncs_total',
+      help: 'Pod sync runs by result (success, error).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
     podSyncDuration: new Histogram({
       name: 'vkvm_pod_sync_duration_seconds',
       help: 'Duration of pod sync runs in seconds, by result (success, error).',
@@ -40,7 +45,12 @@ export function createAgentMetrics(): AgentMetrics {
       registers,
     }),
     vmsRunning: new Gauge({ name: 'vkvm_vms_running', help: 'VMs currently running on this node.', registers }),
-    launcherStarts: new Counter({ name: 'vkvm_launcher_starts_total', help: 'Launcher process starts by result (success, error).', labelNames: ['result'] as const, registers }),
+    launcherStarts: new Counter({
+      name: 'vkvm_launcher_starts_total',
+      help: 'Launcher process starts by result (success, error).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
     streamingSessions: new Gauge({
       name: 'vkvm_streaming_sessions',
       help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log).',

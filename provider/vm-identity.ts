@@ -18,7 +18,9 @@ export type BootSource =
   | { kind: 'builtin'; name: string }
   | { kind: 'image'; path: string }
   | { kind: 'url'; url: string }
-  | { kind: 'kernel'; kernelPath: string };
+  | { kind: 'kernel'; kernelPath: string }
+  /** An OCI reference, pulled by the node agent (provider/images/); whether it parses is the pull's to say (InvalidImageName). */
+  | { kind: 'registry'; image: string };
 
 export function parseImage(image: string): BootSource | null {
   const bare = image.replace(/:latest$/, '');
@@ -27,7 +29,7 @@ export function parseImage(image: string): BootSource | null {
   if (image.startsWith('file:///')) return { kind: 'image', path: decodeURIComponent(image.slice('file://'.length)) };
   if (/^https?:\/\/[^/]+\/.+/.test(image)) return { kind: 'url', url: image };
   if (image.startsWith('kernel:/')) return { kind: 'kernel', kernelPath: image.slice('kernel:'.length) };
-  return null;
+  return image ? { kind: 'registry', image } : null;
 }
 
 /** Kubernetes' DNS-1123 label is not required of domain names; this keeps them readable and unique per node. */

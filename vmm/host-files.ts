@@ -5,6 +5,11 @@
 // `..` that leads elsewhere. Checked by the launcher before anything reads
 // the file (qemu-img runs as root), and the spec that goes on carries the
 // resolved path, so QEMU opens exactly the file that was checked.
+//
+// One exception, which no user input can claim: files the node agent took
+// out of registry images (marked `fromImageStore` by its pull step, never by
+// a translator) live in the image store, inside vkvm's state directory; they
+// pass when they really are regular files inside the store, and nowhere else.
 import { constants } from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
@@ -18,6 +23,8 @@ export interface HostFilePolicy {
   hostDiskDirs: readonly string[];
   /** Never nameable, whatever the lists say: vkvm's state, run and image cache directories. */
   deniedDirs: readonly string[];
+  /** The node agent's image store (provider/images/store.ts): where `fromImageStore` files must be; absent: none pass. */
+  imageStoreDir?: string;
 }
 
 export const NO_HOST_FILES: HostFilePolicy = { imageDirs: [], hostDiskDirs: [], deniedDirs: [] };
@@ -32,8 +39,8 @@ async function realDirs(dirs: readonly string[]): Promise<string[]> {
 interface Check {
   path: string;
   at: string;
-  /** Which list allows it, for the message. */
-  list: 'image' | 'hostDisk';
+  /** Which list allows it, for the message; imageStore: the agent's pulled files. */
+  list: 'image' | 'hostDisk' | 'imageStore';
   /** A missing file is fine: the launcher creates it (DiskOrCreate). */
   mayCreate?: boolean;
 }
@@ -47,13 +54,17 @@ function forbidden(at: string, message: string): SpecCause {
  * lexical check comes first, so nothing outside the lists is even stat'ed.
  */
 async function resolveOne(c: Check, policy: HostFilePolicy): Promise<string | SpecCause> {
+  if (c.list === 'imageStore') return resolveStored(c, policy);
   const dirs = c.list === 'image' ? policy.imageDirs : policy.hostDiskDirs;
   const flag = c.list === 'image' ? '--host-image-dir' : '--host-disk-dir';
   if (!path.isAbsolute(c.path) || c.path.split('/').includes('..')) {
     return { path: c.at, reason: 'FieldValueInvalid', message: `${c.path} must be an absolute path without ".." components` };
   }
   if (dirs.length === 0) {
-    return forbidden(c.at, `${c.path}: this node allows no host ${c.list === 'image' ? 'image files' : 'disks'} (the node operator lists directories with ${flag})`);
+    return forbidden(
+      c.at,
+      `${c.path}: this node allows no host ${c.list === 'image' ? 'image files' : 'disks'} (the node operator lists directories with ${flag})`,
+    );
   }
   const allowed = dirs.map((d) => path.resolve(d));
   const outside = forbidden(c.at, `${c.path} is outside the directories this node allows (${allowed.join(', ')})`);
@@ -71,6 +82,23 @@ async function resolveOne(c: Check, policy: HostFilePolicy): Promise<string | Sp
   if ((await realDirs(policy.deniedDirs)).some((d) => within(real, d))) {
     return forbidden(c.at, `${c.path} is inside a directory vkvm keeps for itself`);
   }
+  return regularFile(real, c);
+}
+
+/** A file of the agent's image store: its real path inside the store, a regular file. */
+async function resolveStored(c: Check, policy: HostFilePolicy): Promise<string | SpecCause> {
+  const outside = forbidden(c.at, `${c.path} is not in this node's image store`);
+  if (!policy.imageStoreDir || !path.isAbsolute(c.path) || c.path.split('/').includes('..')) return outside;
+  if (!within(c.path, path.resolve(policy.imageStoreDir))) return outside;
+  let real: string;
+  try {
+    real = await realpath(c.path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    return { path: c.at, reason: 'FieldValueNotFound', message: `${c.path} is no longer in this node's image store` };
+  }
+  const [store] = await realDirs([policy.imageStoreDir]);
+  if (!within(real, store!)) return outside;
   return regularFile(real, c);
 }
 
@@ -112,18 +140,30 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
     spec.disks.map(async (disk, i) => {
       const s = disk.source;
       const at = `disks[${i}].source.path`;
-      if (s.kind === 'image') return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'image' }) } };
+      if (s.kind === 'image')
+        return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: s.fromImageStore ? 'imageStore' : 'image' }) } };
+      if (s.kind === 'registry') causes.push(forbidden(`disks[${i}].source`, `image ${s.image} was not pulled by the node agent`));
       if (s.kind === 'host' && !s.fromPersistentVolume) {
-        return { ...disk, source: { ...s, path: await resolve({ path: s.path, at, list: 'hostDisk', mayCreate: s.createSizeMiB !== undefined }) } };
+        return {
+          ...disk,
+          source: { ...s, path: await resolve({ path: s.path, at, list: 'hostDisk', mayCreate: s.createSizeMiB !== undefined }) },
+        };
       }
       return disk;
     }),
   );
   let kernelBoot = spec.kernelBoot;
-  if (kernelBoot) {
-    const kernelPath = await resolve({ path: kernelBoot.kernelPath, at: 'kernelBoot.kernelPath', list: 'image' });
+  if (kernelBoot?.container)
+    causes.push(forbidden('kernelBoot.container', `image ${kernelBoot.container.image} was not pulled by the node agent`));
+  else if (kernelBoot) {
+    const list = kernelBoot.fromImageStore ? 'imageStore' : 'image';
+    const kernelPath = await resolve({ path: kernelBoot.kernelPath, at: 'kernelBoot.kernelPath', list });
     const initrd = kernelBoot.initrdPath;
-    kernelBoot = { ...kernelBoot, kernelPath, ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list: 'image' }) } : {}) };
+    kernelBoot = {
+      ...kernelBoot,
+      kernelPath,
+      ...(initrd !== undefined ? { initrdPath: await resolve({ path: initrd, at: 'kernelBoot.initrdPath', list }) } : {}),
+    };
   }
   if (causes.length) throw new SpecError(causes);
   return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };

@@ -4,10 +4,24 @@
 
 export const VM_SPEC_VERSION = 1 as const;
 
+/** Kubernetes' image pull policies, which the node agent applies to registry images. */
+export type ImagePullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+
 /** Where a disk's bytes come from. */
 export type DiskSource =
-  /** A raw or qcow2 image on the host; the VM writes to a qcow2 overlay on top of it. */
-  | { kind: 'image'; path: string }
+  /**
+   * A raw or qcow2 image on the host; the VM writes to a qcow2 overlay on top of it.
+   * `fromImageStore`: a disk the node agent took out of a registry image into its
+   * image store, set only by its pull step (provider/images/), never by a
+   * translator; vmm/host-files.ts accepts such a path inside the store only.
+   */
+  | { kind: 'image'; path: string; fromImageStore?: boolean }
+  /**
+   * A disk in an OCI image (a KubeVirt containerDisk): `path` in it, else the
+   * one file under /disk. The node agent pulls it and hands the launcher an
+   * `image` disk in its store instead; a launcher refuses this kind.
+   */
+  | { kind: 'registry'; image: string; path?: string; pullPolicy: ImagePullPolicy }
   /** An http(s) image downloaded once into the content-addressed cache, then overlaid. */
   | { kind: 'url'; url: string }
   /** A new sparse qcow2 disk of the given size, removed with the VM. */
@@ -39,14 +53,21 @@ export interface DiskSpec {
 
 /** Boot straight into a kernel (no firmware boot loader). */
 export interface KernelBoot {
+  /** A host path; with `container`, a path inside that image. */
   kernelPath: string;
   initrdPath?: string;
   cmdline?: string;
+  /**
+   * The kernel and initrd are in this OCI image (KubeVirt's
+   * kernelBoot.container); the node agent pulls it and replaces both paths
+   * with files in its image store. A launcher refuses a spec that still has it.
+   */
+  container?: { image: string; pullPolicy: ImagePullPolicy };
+  /** Both paths are in the node's image store: set only by the agent's pull step, as on `image` disks. */
+  fromImageStore?: boolean;
 }
 
-export type Firmware =
-  | { kind: 'bios' }
-  | { kind: 'efi'; secureBoot?: boolean };
+export type Firmware = { kind: 'bios' } | { kind: 'efi'; secureBoot?: boolean };
 
 export type CpuModel = 'host-model' | 'host-passthrough' | { named: string };
 

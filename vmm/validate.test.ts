@@ -10,7 +10,12 @@ const disk = (name: string, over: Partial<DiskSpec> = {}): DiskSpec => ({
   source: { kind: 'empty', sizeMiB: 64 },
   ...over,
 });
-const nic = (name: string, mac: string, over: Partial<InterfaceSpec> = {}): InterfaceSpec => ({ name, binding: 'masquerade', mac, ...over });
+const nic = (name: string, mac: string, over: Partial<InterfaceSpec> = {}): InterfaceSpec => ({
+  name,
+  binding: 'masquerade',
+  mac,
+  ...over,
+});
 const cpu = (over: Partial<VmSpec['cpu']>): VmSpec['cpu'] => ({ sockets: 1, cores: 1, threads: 1, ...over });
 
 t.test('a valid spec has no causes', async (t) => {
@@ -43,18 +48,38 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     ],
   },
   { name: 'too many vCPUs', spec: { cpu: cpu({ sockets: 2, cores: 128 }) }, causes: [{ path: 'cpu', reason: 'FieldValueInvalid' }] },
-  { name: 'named CPU model without a name', spec: { cpu: cpu({ model: { named: '' } }) }, causes: [{ path: 'cpu.model.named', reason: 'FieldValueRequired' }] },
-  { name: 'unknown CPU mode', spec: { cpu: cpu({ model: 'maximum' as never }) }, causes: [{ path: 'cpu.model', reason: 'FieldValueNotSupported' }] },
-  { name: 'zero CPU limit', spec: { cpu: cpu({ limitMillicores: 0 }) }, causes: [{ path: 'cpu.limitMillicores', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'named CPU model without a name',
+    spec: { cpu: cpu({ model: { named: '' } }) },
+    causes: [{ path: 'cpu.model.named', reason: 'FieldValueRequired' }],
+  },
+  {
+    name: 'unknown CPU mode',
+    spec: { cpu: cpu({ model: 'maximum' as never }) },
+    causes: [{ path: 'cpu.model', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'zero CPU limit',
+    spec: { cpu: cpu({ limitMillicores: 0 }) },
+    causes: [{ path: 'cpu.limitMillicores', reason: 'FieldValueInvalid' }],
+  },
   { name: 'memory below 32 MiB', spec: { memoryMiB: 16 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
   { name: 'fractional memory', spec: { memoryMiB: 64.5 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
-  { name: 'unknown firmware', spec: { firmware: { kind: 'uboot' } as never }, causes: [{ path: 'firmware.kind', reason: 'FieldValueNotSupported' }] },
+  {
+    name: 'unknown firmware',
+    spec: { firmware: { kind: 'uboot' } as never },
+    causes: [{ path: 'firmware.kind', reason: 'FieldValueNotSupported' }],
+  },
   {
     name: 'secure boot on an i440fx machine',
     spec: { machineType: 'pc-i440fx-7.2', firmware: { kind: 'efi', secureBoot: true } },
     causes: [{ path: 'firmware.secureBoot', reason: 'FieldValueInvalid' }],
   },
-  { name: 'kernel boot without a kernel', spec: { kernelBoot: { kernelPath: '' } }, causes: [{ path: 'kernelBoot.kernelPath', reason: 'FieldValueRequired' }] },
+  {
+    name: 'kernel boot without a kernel',
+    spec: { kernelBoot: { kernelPath: '' } },
+    causes: [{ path: 'kernelBoot.kernelPath', reason: 'FieldValueRequired' }],
+  },
   {
     name: 'kernel boot with relative paths',
     spec: { kernelBoot: { kernelPath: 'vmlinuz', initrdPath: 'initrd' } },
@@ -63,40 +88,112 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
       { path: 'kernelBoot.initrdPath', reason: 'FieldValueInvalid' },
     ],
   },
-  { name: 'unknown bus', spec: { disks: [disk('a'), disk('b', { bus: 'ide' as never })] }, causes: [{ path: 'disks[1].bus', reason: 'FieldValueNotSupported' }] },
-  { name: 'virtio cdrom', spec: { disks: [disk('a', { device: 'cdrom', source: { kind: 'host', path: '/i.iso' } })] }, causes: [{ path: 'disks[0].bus', reason: 'FieldValueInvalid' }] },
-  { name: 'unknown device', spec: { disks: [disk('a', { device: 'floppy' as never })] }, causes: [{ path: 'disks[0].device', reason: 'FieldValueNotSupported' }] },
-  { name: 'duplicate disk names', spec: { disks: [disk('a'), disk('b'), disk('a')] }, causes: [{ path: 'disks[2].name', reason: 'FieldValueDuplicate' }] },
-  { name: 'disk name unsafe as a file name', spec: { disks: [disk('../etc')] }, causes: [{ path: 'disks[0].name', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'unknown bus',
+    spec: { disks: [disk('a'), disk('b', { bus: 'ide' as never })] },
+    causes: [{ path: 'disks[1].bus', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'virtio cdrom',
+    spec: { disks: [disk('a', { device: 'cdrom', source: { kind: 'host', path: '/i.iso' } })] },
+    causes: [{ path: 'disks[0].bus', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'unknown device',
+    spec: { disks: [disk('a', { device: 'floppy' as never })] },
+    causes: [{ path: 'disks[0].device', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'duplicate disk names',
+    spec: { disks: [disk('a'), disk('b'), disk('a')] },
+    causes: [{ path: 'disks[2].name', reason: 'FieldValueDuplicate' }],
+  },
+  {
+    name: 'disk name unsafe as a file name',
+    spec: { disks: [disk('../etc')] },
+    causes: [{ path: 'disks[0].name', reason: 'FieldValueInvalid' }],
+  },
   { name: 'empty disk name', spec: { disks: [disk('')] }, causes: [{ path: 'disks[0].name', reason: 'FieldValueRequired' }] },
   {
     name: 'duplicate bootOrder',
     spec: { disks: [disk('a', { bootOrder: 1 }), disk('b', { bootOrder: 1 })] },
     causes: [{ path: 'disks[1].bootOrder', reason: 'FieldValueDuplicate' }],
   },
-  { name: 'zero bootOrder', spec: { disks: [disk('a', { bootOrder: 0 })] }, causes: [{ path: 'disks[0].bootOrder', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'zero bootOrder',
+    spec: { disks: [disk('a', { bootOrder: 0 })] },
+    causes: [{ path: 'disks[0].bootOrder', reason: 'FieldValueInvalid' }],
+  },
   {
     name: 'an interface repeating a disk’s bootOrder',
     spec: { disks: [disk('a', { bootOrder: 1 })], interfaces: [{ ...nic('n', '52:54:00:00:00:01'), bootOrder: 1 }] },
     causes: [{ path: 'interfaces[0].bootOrder', reason: 'FieldValueDuplicate', message: '1 is also the boot order of disks[0]' }],
   },
-  { name: 'unknown time zone', spec: { clock: { kind: 'timezone', timezone: 'Mars/Olympus_Mons' } }, causes: [{ path: 'clock.timezone', reason: 'FieldValueInvalid' }] },
-  { name: 'fractional clock offset', spec: { clock: { kind: 'utc', offsetSeconds: 1.5 } }, causes: [{ path: 'clock.offsetSeconds', reason: 'FieldValueInvalid' }] },
-  { name: 'relative image path', spec: { disks: [disk('a', { source: { kind: 'image', path: 'a.qcow2' } })] }, causes: [{ path: 'disks[0].source.path', reason: 'FieldValueInvalid' }] },
-  { name: 'missing host path', spec: { disks: [disk('a', { source: { kind: 'host', path: '' } })] }, causes: [{ path: 'disks[0].source.path', reason: 'FieldValueRequired' }] },
-  { name: 'ftp URL', spec: { disks: [disk('a', { source: { kind: 'url', url: 'ftp://h/a.img' } })] }, causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid' }] },
-  { name: 'unparsable URL', spec: { disks: [disk('a', { source: { kind: 'url', url: 'not a url' } })] }, causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid' }] },
-  { name: 'empty disk of 0 MiB', spec: { disks: [disk('a', { source: { kind: 'empty', sizeMiB: 0 } })] }, causes: [{ path: 'disks[0].source.sizeMiB', reason: 'FieldValueInvalid' }] },
-  { name: 'empty cdrom', spec: { disks: [disk('a', { device: 'cdrom', bus: 'sata' })] }, causes: [{ path: 'disks[0].device', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'unknown time zone',
+    spec: { clock: { kind: 'timezone', timezone: 'Mars/Olympus_Mons' } },
+    causes: [{ path: 'clock.timezone', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'fractional clock offset',
+    spec: { clock: { kind: 'utc', offsetSeconds: 1.5 } },
+    causes: [{ path: 'clock.offsetSeconds', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'relative image path',
+    spec: { disks: [disk('a', { source: { kind: 'image', path: 'a.qcow2' } })] },
+    causes: [{ path: 'disks[0].source.path', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'missing host path',
+    spec: { disks: [disk('a', { source: { kind: 'host', path: '' } })] },
+    causes: [{ path: 'disks[0].source.path', reason: 'FieldValueRequired' }],
+  },
+  {
+    name: 'ftp URL',
+    spec: { disks: [disk('a', { source: { kind: 'url', url: 'ftp://h/a.img' } })] },
+    causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'unparsable URL',
+    spec: { disks: [disk('a', { source: { kind: 'url', url: 'not a url' } })] },
+    causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'empty disk of 0 MiB',
+    spec: { disks: [disk('a', { source: { kind: 'empty', sizeMiB: 0 } })] },
+    causes: [{ path: 'disks[0].source.sizeMiB', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'empty cdrom',
+    spec: { disks: [disk('a', { device: 'cdrom', bus: 'sata' })] },
+    causes: [{ path: 'disks[0].device', reason: 'FieldValueInvalid' }],
+  },
   {
     name: 'cloud-init without meta-data',
     spec: { disks: [disk('a', { source: { kind: 'cloudInit', userData: '' } as never })] },
     causes: [{ path: 'disks[0].source.metaData', reason: 'FieldValueRequired' }],
   },
-  { name: 'unknown source kind', spec: { disks: [disk('a', { source: { kind: 'nfs' } as never })] }, causes: [{ path: 'disks[0].source.kind', reason: 'FieldValueNotSupported' }] },
-  { name: 'invalid MAC', spec: { interfaces: [nic('a', '52:54:00:12:34')] }, causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }] },
-  { name: 'upper-case MAC', spec: { interfaces: [nic('a', '52:54:00:AB:CD:EF')] }, causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }] },
-  { name: 'multicast MAC', spec: { interfaces: [nic('a', '01:00:5e:00:00:01')] }, causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'unknown source kind',
+    spec: { disks: [disk('a', { source: { kind: 'nfs' } as never })] },
+    causes: [{ path: 'disks[0].source.kind', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'invalid MAC',
+    spec: { interfaces: [nic('a', '52:54:00:12:34')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'upper-case MAC',
+    spec: { interfaces: [nic('a', '52:54:00:AB:CD:EF')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'multicast MAC',
+    spec: { interfaces: [nic('a', '01:00:5e:00:00:01')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
   {
     name: 'duplicate MAC and interface name',
     spec: { interfaces: [nic('a', '52:54:00:00:00:01'), nic('a', '52:54:00:00:00:01')] },
@@ -105,9 +202,21 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
       { path: 'interfaces[1].mac', reason: 'FieldValueDuplicate' },
     ],
   },
-  { name: 'unknown binding', spec: { interfaces: [nic('a', '52:54:00:00:00:01', { binding: 'sriov' as never })] }, causes: [{ path: 'interfaces[0].binding', reason: 'FieldValueNotSupported' }] },
-  { name: 'unknown NIC model', spec: { interfaces: [nic('a', '52:54:00:00:00:01', { model: 'rtl8139' as never })] }, causes: [{ path: 'interfaces[0].model', reason: 'FieldValueNotSupported' }] },
-  { name: 'tap name too long', spec: { interfaces: [nic('a', '52:54:00:00:00:01', { tapDevice: 'vk-0123456789abcdef' })] }, causes: [{ path: 'interfaces[0].tapDevice', reason: 'FieldValueInvalid' }] },
+  {
+    name: 'unknown binding',
+    spec: { interfaces: [nic('a', '52:54:00:00:00:01', { binding: 'sriov' as never })] },
+    causes: [{ path: 'interfaces[0].binding', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'unknown NIC model',
+    spec: { interfaces: [nic('a', '52:54:00:00:00:01', { model: 'rtl8139' as never })] },
+    causes: [{ path: 'interfaces[0].model', reason: 'FieldValueNotSupported' }],
+  },
+  {
+    name: 'tap name too long',
+    spec: { interfaces: [nic('a', '52:54:00:00:00:01', { tapDevice: 'vk-0123456789abcdef' })] },
+    causes: [{ path: 'interfaces[0].tapDevice', reason: 'FieldValueInvalid' }],
+  },
 ];
 
 for (const c of cases) {

@@ -2,7 +2,7 @@
 // cause at once with its field path (as KubeVirt's admitters do), so a user
 // fixes a spec in one round. Pure: checks that need the host (does an image
 // file exist?) happen in disk preparation and raise the same SpecError.
-import { DISK_BUSES, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type InterfaceSpec, type VmSpec } from './spec.js';
+import { DISK_BUSES, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type ImagePullPolicy, type InterfaceSpec, type VmSpec } from './spec.js';
 import { SpecError, type SpecCause, type SpecCauseReason } from './errors.js';
 
 export const MIN_MEMORY_MIB = 32;
@@ -16,6 +16,7 @@ const MAC = /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/;
 /** Linux interface names: at most 15 bytes, no slash or whitespace. */
 const IFNAME = /^[^/\s:]{1,15}$/;
 const MACHINE_TYPE = /^[a-z0-9][a-z0-9._-]*$/;
+const PULL_POLICIES: readonly ImagePullPolicy[] = ['Always', 'IfNotPresent', 'Never'];
 
 type Report = (path: string, reason: SpecCauseReason, message: string) => void;
 
@@ -23,12 +24,16 @@ const isPositiveInt = (n: unknown): n is number => Number.isInteger(n) && (n as 
 const isAbsolutePath = (p: unknown): p is string => typeof p === 'string' && p.startsWith('/');
 
 function checkIdentity(spec: VmSpec, report: Report): void {
-  if (spec.version !== VM_SPEC_VERSION) report('version', 'FieldValueNotSupported', `must be ${VM_SPEC_VERSION}, got ${String(spec.version)}`);
+  if (spec.version !== VM_SPEC_VERSION)
+    report('version', 'FieldValueNotSupported', `must be ${VM_SPEC_VERSION}, got ${String(spec.version)}`);
   if (!UUID.test(spec.uid ?? '')) report('uid', 'FieldValueInvalid', 'must be a UUID (the libvirt domain uuid unless systemUuid is set)');
-  if (spec.systemUuid !== undefined && !UUID.test(spec.systemUuid)) report('systemUuid', 'FieldValueInvalid', 'must be a UUID (it becomes the libvirt domain uuid)');
+  if (spec.systemUuid !== undefined && !UUID.test(spec.systemUuid))
+    report('systemUuid', 'FieldValueInvalid', 'must be a UUID (it becomes the libvirt domain uuid)');
   if (!spec.name) report('name', 'FieldValueRequired', 'must not be empty');
-  else if (spec.name.includes('/') || spec.name.length > 200) report('name', 'FieldValueInvalid', 'must be at most 200 characters and contain no "/"');
-  if (spec.machineType !== undefined && !MACHINE_TYPE.test(spec.machineType)) report('machineType', 'FieldValueInvalid', `"${spec.machineType}" is not a QEMU machine type`);
+  else if (spec.name.includes('/') || spec.name.length > 200)
+    report('name', 'FieldValueInvalid', 'must be at most 200 characters and contain no "/"');
+  if (spec.machineType !== undefined && !MACHINE_TYPE.test(spec.machineType))
+    report('machineType', 'FieldValueInvalid', `"${spec.machineType}" is not a QEMU machine type`);
 }
 
 function checkCompute(spec: VmSpec, report: Report): void {
@@ -41,7 +46,8 @@ function checkCompute(spec: VmSpec, report: Report): void {
   if (typeof cpu.model === 'string' && cpu.model !== 'host-model' && cpu.model !== 'host-passthrough') {
     report('cpu.model', 'FieldValueNotSupported', `"${cpu.model}" is not supported: use host-model, host-passthrough or { named }`);
   }
-  if (cpu.limitMillicores !== undefined && !isPositiveInt(cpu.limitMillicores)) report('cpu.limitMillicores', 'FieldValueInvalid', 'must be a positive integer');
+  if (cpu.limitMillicores !== undefined && !isPositiveInt(cpu.limitMillicores))
+    report('cpu.limitMillicores', 'FieldValueInvalid', 'must be a positive integer');
   if (!Number.isInteger(spec.memoryMiB) || spec.memoryMiB < MIN_MEMORY_MIB) {
     report('memoryMiB', 'FieldValueInvalid', `must be an integer of at least ${MIN_MEMORY_MIB} MiB, got ${String(spec.memoryMiB)}`);
   }
@@ -57,7 +63,12 @@ function checkBoot(spec: VmSpec, report: Report): void {
   if (!kernelBoot) return;
   if (!kernelBoot.kernelPath) report('kernelBoot.kernelPath', 'FieldValueRequired', 'direct kernel boot needs a kernel');
   else if (!isAbsolutePath(kernelBoot.kernelPath)) report('kernelBoot.kernelPath', 'FieldValueInvalid', 'must be an absolute host path');
-  if (kernelBoot.initrdPath !== undefined && !isAbsolutePath(kernelBoot.initrdPath)) report('kernelBoot.initrdPath', 'FieldValueInvalid', 'must be an absolute host path');
+  if (kernelBoot.initrdPath !== undefined && !isAbsolutePath(kernelBoot.initrdPath))
+    report('kernelBoot.initrdPath', 'FieldValueInvalid', 'must be an absolute host path');
+  const c = kernelBoot.container;
+  if (c && (typeof c.image !== 'string' || !c.image)) report('kernelBoot.container.image', 'FieldValueRequired', 'must name an image');
+  if (c && !PULL_POLICIES.includes(c.pullPolicy))
+    report('kernelBoot.container.pullPolicy', 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
 }
 
 function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
@@ -65,10 +76,18 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
   switch (source.kind) {
     case 'image':
     case 'host':
-      if (!isAbsolutePath(source.path)) report(`${at}.source.path`, source.path ? 'FieldValueInvalid' : 'FieldValueRequired', 'must be an absolute host path');
+      if (!isAbsolutePath(source.path))
+        report(`${at}.source.path`, source.path ? 'FieldValueInvalid' : 'FieldValueRequired', 'must be an absolute host path');
       if (source.kind === 'host' && source.createSizeMiB !== undefined && !isPositiveInt(source.createSizeMiB)) {
         report(`${at}.source.createSizeMiB`, 'FieldValueInvalid', 'must be a positive integer');
       }
+      return;
+    case 'registry':
+      if (typeof source.image !== 'string' || !source.image) report(`${at}.source.image`, 'FieldValueRequired', 'must name an image');
+      if (source.path !== undefined && !isAbsolutePath(source.path))
+        report(`${at}.source.path`, 'FieldValueInvalid', 'must be an absolute path inside the image');
+      if (!PULL_POLICIES.includes(source.pullPolicy))
+        report(`${at}.source.pullPolicy`, 'FieldValueNotSupported', `must be one of ${PULL_POLICIES.join(', ')}`);
       return;
     case 'url': {
       const protocol = URL.canParse(source.url) ? new URL(source.url).protocol : null;
@@ -91,7 +110,10 @@ function checkDiskSource(disk: DiskSpec, at: string, report: Report): void {
 /** Boot orders: positive and unique across disks and interfaces (libvirt refuses a repeat). */
 function checkBootOrders(spec: VmSpec, report: Report): void {
   const seen = new Map<number, string>();
-  const devices = [...spec.disks.map((d, i) => [`disks[${i}]`, d.bootOrder] as const), ...spec.interfaces.map((n, i) => [`interfaces[${i}]`, n.bootOrder] as const)];
+  const devices = [
+    ...spec.disks.map((d, i) => [`disks[${i}]`, d.bootOrder] as const),
+    ...spec.interfaces.map((n, i) => [`interfaces[${i}]`, n.bootOrder] as const),
+  ];
   for (const [at, order] of devices) {
     if (order === undefined) continue;
     const other = seen.get(order);
@@ -128,7 +150,8 @@ function checkDisks(disks: DiskSpec[], report: Report): void {
     const at = `disks[${i}]`;
     checkName(disk.name, at, names, i, 'disks', report);
     if (disk.device !== 'disk' && disk.device !== 'cdrom') report(`${at}.device`, 'FieldValueNotSupported', 'must be disk or cdrom');
-    if (!DISK_BUSES.includes(disk.bus)) report(`${at}.bus`, 'FieldValueNotSupported', `"${disk.bus}" is not one of ${DISK_BUSES.join(', ')}`);
+    if (!DISK_BUSES.includes(disk.bus))
+      report(`${at}.bus`, 'FieldValueNotSupported', `"${disk.bus}" is not one of ${DISK_BUSES.join(', ')}`);
     else if (disk.device === 'cdrom' && disk.bus === 'virtio') report(`${at}.bus`, 'FieldValueInvalid', 'a cdrom needs bus sata or scsi');
     checkDiskSource(disk, at, report);
   });
@@ -140,8 +163,10 @@ function checkInterfaces(interfaces: InterfaceSpec[], report: Report): void {
   interfaces.forEach((nic, i) => {
     const at = `interfaces[${i}]`;
     checkName(nic.name, at, names, i, 'interfaces', report);
-    if (nic.binding !== 'masquerade' && nic.binding !== 'bridge') report(`${at}.binding`, 'FieldValueNotSupported', 'must be masquerade or bridge');
-    if (nic.model !== undefined && nic.model !== 'virtio' && nic.model !== 'e1000') report(`${at}.model`, 'FieldValueNotSupported', 'must be virtio or e1000');
+    if (nic.binding !== 'masquerade' && nic.binding !== 'bridge')
+      report(`${at}.binding`, 'FieldValueNotSupported', 'must be masquerade or bridge');
+    if (nic.model !== undefined && nic.model !== 'virtio' && nic.model !== 'e1000')
+      report(`${at}.model`, 'FieldValueNotSupported', 'must be virtio or e1000');
     if (!MAC.test(nic.mac ?? '')) {
       report(`${at}.mac`, 'FieldValueInvalid', `"${nic.mac}" is not a lower-case, colon-separated MAC address`);
     } else if (parseInt(nic.mac.slice(0, 2), 16) & 1) {
@@ -151,13 +176,15 @@ function checkInterfaces(interfaces: InterfaceSpec[], report: Report): void {
     } else {
       macs.set(nic.mac, i);
     }
-    if (nic.tapDevice !== undefined && !IFNAME.test(nic.tapDevice)) report(`${at}.tapDevice`, 'FieldValueInvalid', 'must be a Linux interface name (1-15 characters, no "/", ":" or spaces)');
+    if (nic.tapDevice !== undefined && !IFNAME.test(nic.tapDevice))
+      report(`${at}.tapDevice`, 'FieldValueInvalid', 'must be a Linux interface name (1-15 characters, no "/", ":" or spaces)');
   });
 }
 
 function checkName(name: string, at: string, seen: Map<string, number>, i: number, list: string, report: Report): void {
   if (!name) return report(`${at}.name`, 'FieldValueRequired', 'must not be empty');
-  if (!DNS_LABEL.test(name)) return report(`${at}.name`, 'FieldValueInvalid', `"${name}" must be a DNS label (lower-case letters, digits, "-")`);
+  if (!DNS_LABEL.test(name))
+    return report(`${at}.name`, 'FieldValueInvalid', `"${name}" must be a DNS label (lower-case letters, digits, "-")`);
   const other = seen.get(name);
   if (other !== undefined) return report(`${at}.name`, 'FieldValueDuplicate', `"${name}" is also the name of ${list}[${other}]`);
   seen.set(name, i);

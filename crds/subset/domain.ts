@@ -48,6 +48,8 @@ const kernelBootContainer = object(
   {
     image: string(),
     imagePullPolicy: notInCrd(string()),
+    /** A Secret (kubernetes.io/dockerconfigjson) of the VMI's namespace; one of the launcher pod's imagePullSecrets. */
+    imagePullSecret: string(),
     /** Absolute path of the kernel inside the image. */
     kernelPath: string(),
     /** Absolute path of the initrd inside the image. */

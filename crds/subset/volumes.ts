@@ -24,7 +24,14 @@ export const volume = object(
     /** Must match a disk's name. Exactly one source below. */
     name: name('volume; the disk of the same name uses it'),
     containerDisk: object(
-      { image: required(string('OCI image holding the disk image.')), imagePullPolicy: string() },
+      {
+        image: required(string('OCI image holding the disk image.')),
+        imagePullPolicy: string(),
+        /** The disk file in the image; absent: the one file under /disk. */
+        path: string(),
+        /** A Secret (kubernetes.io/dockerconfigjson) of the VMI's namespace; one of the launcher pod's imagePullSecrets. */
+        imagePullSecret: string(),
+      },
       { preserveUnknown: true },
     ),
     cloudInitNoCloud,

@@ -26,13 +26,22 @@ type certSpec struct {
 	usages []x509.ExtKeyUsage
 	dns    []string
 	ips    []net.IP
+	// etcd: signed by the etcd CA. etcd trusts only that CA, so no certificate
+	// the cluster CA issues (admins', nodes' through CSRs) opens etcd.
+	etcd bool
 }
 
-// pki is the cluster's certificate authority and the leaves signed by it.
+// authority is a CA certificate and its signing key.
+type authority struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// pki is the cluster's certificate authorities and the leaves signed by them.
 type pki struct {
 	dir    string
-	caCert *x509.Certificate
-	caKey  crypto.Signer
+	ca     authority
+	etcdCA authority
 }
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
@@ -45,8 +54,13 @@ func ensurePKI(dir string, leaves []certSpec) (*pki, error) {
 		return nil, err
 	}
 	p := &pki{dir: dir}
-	if err := p.ensureCA(); err != nil {
+	var err error
+	if p.ca, err = p.ensureCA("ca", "vkvm-cluster-ca"); err != nil {
 		return nil, fmt.Errorf("cluster CA: %w", err)
+	}
+	// A state dir from before etcd used TLS has no etcd CA yet: it is created here.
+	if p.etcdCA, err = p.ensureCA("etcd-ca", "vkvm-etcd-ca"); err != nil {
+		return nil, fmt.Errorf("etcd CA: %w", err)
 	}
 	for _, leaf := range leaves {
 		if err := p.ensureLeaf(leaf); err != nil {
@@ -59,24 +73,20 @@ func ensurePKI(dir string, leaves []certSpec) (*pki, error) {
 	return p, nil
 }
 
-func (p *pki) ensureCA() error {
-	certPath, keyPath := p.path("ca.crt"), p.path("ca.key")
+func (p *pki) ensureCA(stem, cn string) (authority, error) {
+	certPath, keyPath := p.path(stem+".crt"), p.path(stem+".key")
 	if exists(certPath) && exists(keyPath) {
 		cert, key, err := loadPair(certPath, keyPath)
-		if err != nil {
-			return err
-		}
-		p.caCert, p.caKey = cert, key
-		return nil
+		return authority{cert, key}, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return authority{}, err
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "vkvm-cluster-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -85,14 +95,10 @@ func (p *pki) ensureCA() error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return err
+		return authority{}, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	if err := writePair(certPath, keyPath, der, key); err != nil {
-		return err
-	}
-	p.caCert, p.caKey = cert, key
-	return nil
+	return authority{cert, key}, writePair(certPath, keyPath, der, key)
 }
 
 func (p *pki) ensureLeaf(s certSpec) error {
@@ -122,7 +128,11 @@ func (p *pki) ensureLeaf(s certSpec) error {
 		DNSNames:     s.dns,
 		IPAddresses:  s.ips,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
+	ca := p.ca
+	if s.etcd {
+		ca = p.etcdCA
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
 		return err
 	}
@@ -147,7 +157,7 @@ func (p *pki) ensureServiceAccountKey() error {
 	if err := writePEM(keyPath, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), 0o600); err != nil {
 		return err
 	}
-	return writePEM(pubPath, "PUBLIC KEY", pub, 0o644)
+	return writePEM(pubPath, "PUBLIC KEY", pub, 0o600)
 }
 
 func serial() *big.Int {
@@ -171,7 +181,8 @@ func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) erro
 	if err := writePEM(keyPath, "EC PRIVATE KEY", keyDER, 0o600); err != nil {
 		return err
 	}
-	return writePEM(certPath, "CERTIFICATE", der, 0o644)
+	// Only root reads the control plane's files: certificates too (0600, as keys).
+	return writePEM(certPath, "CERTIFICATE", der, 0o600)
 }
 
 // writePEM writes atomically so a crash never leaves a truncated key behind.
@@ -235,7 +246,8 @@ func ensureFrontProxyPKI(dir string) error {
 		return err
 	}
 	p := &pki{dir: dir}
-	if err := p.ensureCA(); err != nil {
+	var err error
+	if p.ca, err = p.ensureCA("ca", "vkvm-front-proxy-ca"); err != nil {
 		return err
 	}
 	return p.ensureLeaf(certSpec{name: "front-proxy-client", cn: "front-proxy-client", usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})

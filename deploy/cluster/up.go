@@ -15,11 +15,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -83,6 +85,9 @@ func parseUp(args []string) (*upConfig, error) {
 }
 
 func runUp(args []string) int {
+	// Components die with up through Pdeathsig, which the kernel sends when the
+	// thread that forked them exits: fork from one thread that lives as long as up.
+	runtime.LockOSThread()
 	cfg, err := parseUp(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,6 +112,15 @@ func up(cfg *upConfig) error {
 	if err := os.MkdirAll(logsDir, 0o700); err != nil {
 		return err
 	}
+	lock, err := lockStateDir(cfg.stateDir, cfg.readyTimeout)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// Keys, etcd's data and admin kubeconfigs: root's alone, in state dirs of older versions too.
+	if err := restrictModes(cfg.stateDir); err != nil {
+		return err
+	}
 	bindIP := net.ParseIP(cfg.bindAddress)
 	if bindIP == nil {
 		return fmt.Errorf("--bind-address %q is not an IP address", cfg.bindAddress)
@@ -124,6 +138,12 @@ func up(cfg *upConfig) error {
 		{name: "admin", cn: "kubernetes-admin", orgs: []string{"system:masters"}, usages: clientAuth},
 		{name: "controller-manager", cn: "system:kube-controller-manager", usages: clientAuth},
 		{name: "scheduler", cn: "system:kube-scheduler", usages: clientAuth},
+		// etcd's server certificate is its client certificate too (its gRPC gateway dials etcd itself).
+		{name: "etcd-server", cn: "vkvm-etcd", etcd: true, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			dns: []string{"localhost"}, ips: []net.IP{net.ParseIP("127.0.0.1")}},
+		{name: "etcd-peer", cn: "vkvm-etcd-peer", etcd: true, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			dns: []string{"localhost"}, ips: []net.IP{net.ParseIP("127.0.0.1")}},
+		{name: "apiserver-etcd-client", cn: "kube-apiserver-etcd-client", etcd: true, usages: clientAuth},
 	})
 	if err != nil {
 		return err
@@ -145,7 +165,7 @@ func up(cfg *upConfig) error {
 		}
 	}
 
-	etcd, err := startEtcd(cfg, logsDir)
+	etcd, err := startEtcd(cfg, p, logsDir)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -202,7 +222,10 @@ func controlPlane(cfg *upConfig, p *pki) []*component {
 			"--bind-address=" + addr,
 			"--advertise-address=" + addr,
 			"--secure-port=" + strconv.Itoa(cfg.apiserverPort),
-			"--etcd-servers=" + fmt.Sprintf("http://%s", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdClientPort))),
+			"--etcd-servers=" + fmt.Sprintf("https://%s", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdClientPort))),
+			"--etcd-cafile=" + pk("etcd-ca.crt"),
+			"--etcd-certfile=" + pk("apiserver-etcd-client.crt"),
+			"--etcd-keyfile=" + pk("apiserver-etcd-client.key"),
 			"--client-ca-file=" + pk("ca.crt"),
 			"--tls-cert-file=" + pk("apiserver.crt"),
 			"--tls-private-key-file=" + pk("apiserver.key"),
@@ -267,17 +290,29 @@ func controlPlane(cfg *upConfig, p *pki) []*component {
 	}
 }
 
-func startEtcd(cfg *upConfig, logsDir string) (*embed.Etcd, error) {
+// startEtcd runs etcd on loopback with mutual TLS on both listeners: whoever
+// reaches etcd owns the cluster, so only holders of an etcd-CA certificate
+// (the apiserver) get in, not every local user.
+func startEtcd(cfg *upConfig, p *pki, logsDir string) (*embed.Etcd, error) {
 	ec := embed.NewConfig()
 	ec.Name = "vkvm"
 	ec.Dir = filepath.Join(cfg.stateDir, "etcd")
-	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdClientPort))}
-	peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdPeerPort))}
+	client := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdClientPort))}
+	peer := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.etcdPeerPort))}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	ec.ClientTLSInfo = transport.TLSInfo{CertFile: p.path("etcd-server.crt"), KeyFile: p.path("etcd-server.key"), TrustedCAFile: p.path("etcd-ca.crt"), ClientCertAuth: true}
+	ec.PeerTLSInfo = transport.TLSInfo{CertFile: p.path("etcd-peer.crt"), KeyFile: p.path("etcd-peer.key"), TrustedCAFile: p.path("etcd-ca.crt"), ClientCertAuth: true}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.LogLevel = "warn"
-	ec.LogOutputs = []string{filepath.Join(logsDir, "etcd.log")}
+	logPath := filepath.Join(logsDir, "etcd.log")
+	// etcd's logger would create it world-readable.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	logFile.Close()
+	ec.LogOutputs = []string{logPath}
 	ec.UnsafeNoFsync = cfg.etcdUnsafeNoFsync
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -317,7 +352,7 @@ func (c *component) start(self string) error {
 // process exits, or the deadline passes.
 func (c *component) waitReady(ctx context.Context, p *pki, timeout time.Duration) error {
 	pool := x509.NewCertPool()
-	pool.AddCert(p.caCert)
+	pool.AddCert(p.ca.cert)
 	// controller-manager and scheduler serve self-signed certificates; only the
 	// apiserver's chains to the cluster CA.
 	insecure := c.name != "kube-apiserver"

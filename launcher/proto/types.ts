@@ -80,5 +80,10 @@ export function fromWireState(w: WireVmState): VmState {
   const { guestOsInfo, ...rest } = w;
   // proto3 strings default to '': the guest did not say.
   const osInfo = guestOsInfo ? Object.fromEntries(Object.entries(guestOsInfo).filter(([, v]) => v !== '')) : undefined;
-  return { ...rest, phase, domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName, ...(osInfo ? { guestOsInfo: osInfo } : {}) };
+  return {
+    ...rest,
+    phase,
+    domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName,
+    ...(osInfo ? { guestOsInfo: osInfo } : {}),
+  };
 }

@@ -18,7 +18,13 @@ t.test('a client certificate due for renewal is replaced by a new one, with its 
   const pemPath = join(dir, 'kubelet-client-current.pem');
   // The first certificate is already past 90 % of its lifetime.
   const oldKeys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const oldCert = await issue(ca, oldKeys.publicKey, 'CN=system:node:n1, O=system:nodes', new Date(Date.now() - 100_000), new Date(Date.now() + 1000));
+  const oldCert = await issue(
+    ca,
+    oldKeys.publicKey,
+    'CN=system:node:n1, O=system:nodes',
+    new Date(Date.now() - 100_000),
+    new Date(Date.now() + 1000),
+  );
   await writeFile(pemPath, oldCert, { mode: 0o600 });
 
   const { clients, created } = fakeCertificatesApi(ca);
@@ -38,7 +44,12 @@ t.test('a client certificate due for renewal is replaced by a new one, with its 
   const keyPem = /-----BEGIN PRIVATE KEY-----[\s\S]+?-----END PRIVATE KEY-----/.exec(pem)?.[0] ?? '';
   const key = await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decode(keyPem)[0]!, EC, false, ['sign']);
   const data = Buffer.from('proof');
-  const matches = await webcrypto.subtle.verify(SIGN, await cert.publicKey.export(EC, ['verify']), await webcrypto.subtle.sign(SIGN, key, data), data);
+  const matches = await webcrypto.subtle.verify(
+    SIGN,
+    await cert.publicKey.export(EC, ['verify']),
+    await webcrypto.subtle.sign(SIGN, key, data),
+    data,
+  );
   t.same(
     {
       csrs: created.map((c) => ({ signerName: c.spec.signerName, usages: c.spec.usages })),

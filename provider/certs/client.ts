@@ -50,7 +50,9 @@ export function nodeKubeconfig(opts: { server: string; caPem: string; nodeName: 
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'vkvm', cluster: { server: opts.server, 'certificate-authority-data': Buffer.from(opts.caPem).toString('base64') } }],
+    clusters: [
+      { name: 'vkvm', cluster: { server: opts.server, 'certificate-authority-data': Buffer.from(opts.caPem).toString('base64') } },
+    ],
     users: [{ name: user, user: { 'client-certificate': opts.pemPath, 'client-key': opts.pemPath } }],
     contexts: [{ name: 'vkvm', context: { cluster: 'vkvm', user } }],
     'current-context': 'vkvm',

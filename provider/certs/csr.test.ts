@@ -16,7 +16,14 @@ t.test('CSR carries the node subject and SANs, signed by the generated key', asy
   const san = sanExt && new x509.SubjectAlternativeNameExtension(sanExt.rawData);
   t.match(
     { subject: csr.subject, sans: san?.names.toJSON(), valid: await csr.verify() },
-    { subject: 'CN=system:node:n1, O=system:nodes', sans: [{ type: 'dns', value: 'n1' }, { type: 'ip', value: '192.0.2.2' }], valid: true },
+    {
+      subject: 'CN=system:node:n1, O=system:nodes',
+      sans: [
+        { type: 'dns', value: 'n1' },
+        { type: 'ip', value: '192.0.2.2' },
+      ],
+      valid: true,
+    },
   );
   t.ok(createPublicKey(keyPem), 'private key is PEM that Node can load');
 });

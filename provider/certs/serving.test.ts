@@ -23,7 +23,12 @@ t.test('denied requests are made again until one is issued; the pair is stored f
   t.teardown(() => certs.stop());
   const pair = await certs.obtain({ initialMs: 10, maxMs: 20 });
   t.same(
-    { requests: created.length, chains: signedBy(pair.certPem, ca.pem), keyMode: (await stat(join(dir, 'kubelet-serving.key'))).mode & 0o777, dirMode: (await stat(dir)).mode & 0o777 },
+    {
+      requests: created.length,
+      chains: signedBy(pair.certPem, ca.pem),
+      keyMode: (await stat(join(dir, 'kubelet-serving.key'))).mode & 0o777,
+      dirMode: (await stat(dir)).mode & 0o777,
+    },
     { requests: 3, chains: true, keyMode: 0o600, dirMode: 0o700 },
     'two denials, then a third request issued by the CA; key 0600 in a 0700 directory',
   );

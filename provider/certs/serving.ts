@@ -64,8 +64,7 @@ export class ServingCertManager {
     }
     const facts = certFacts(pair.certPem);
     const covers =
-      this.opts.ipAddresses.every((ip) => facts.ipAddresses.includes(ip)) &&
-      this.opts.dnsNames.every((d) => facts.dnsNames.includes(d));
+      this.opts.ipAddresses.every((ip) => facts.ipAddresses.includes(ip)) && this.opts.dnsNames.every((d) => facts.dnsNames.includes(d));
     const fresh = now < new Date(facts.notBefore.getTime() + (facts.notAfter.getTime() - facts.notBefore.getTime()) * 0.7);
     return covers && fresh ? pair : null;
   }
@@ -96,7 +95,10 @@ export class ServingCertManager {
         return await this.ensure();
       } catch (err) {
         if (this.#stopped) throw new Error('stopped before a serving certificate was issued', { cause: err });
-        this.log.warn({ err, retryInS: Math.round(delayMs / 1000) }, 'no kubelet serving certificate yet: kubectl logs/exec/attach cannot reach this node until one is issued');
+        this.log.warn(
+          { err, retryInS: Math.round(delayMs / 1000) },
+          'no kubelet serving certificate yet: kubectl logs/exec/attach cannot reach this node until one is issued',
+        );
         await new Promise<void>((resolve) => {
           this.wake = resolve;
           this.timer = setTimeout(resolve, delayMs * (0.9 + Math.random() * 0.2));

@@ -7,6 +7,10 @@ export const AGENT_OPTIONS = {
   'state-dir': { type: 'string' },
   'run-dir': { type: 'string' },
   'image-cache-dir': { type: 'string' },
+  'image-store-dir': { type: 'string' },
+  'insecure-registry': { type: 'string', multiple: true },
+  'registry-ca-file': { type: 'string', multiple: true },
+  'max-parallel-image-pulls': { type: 'string' },
   'kubelet-port': { type: 'string' },
   'kubelet-bind-address': { type: 'string' },
   'healthz-port': { type: 'string' },
@@ -36,10 +40,16 @@ export const AGENT_OPTIONS = {
 } as const satisfies ParseArgsConfig['options'];
 
 export const AGENT_HELP = `Node agent flags:
-  --kubeconfig FILE            cluster credentials of the agent
+  --kubeconfig FILE            cluster credentials of the agent (vkvm node: default $KUBECONFIG)
   --node-name NAME             Node name (default: hostname)
   --state-dir DIR              persistent state: certificates, VM directories (default /var/lib/vkvm)
   --image-cache-dir DIR        downloaded VM images, shared by all VMs (default /var/cache/vkvm/images)
+  --image-store-dir DIR        images pulled from registries and the disks taken out of them
+                               (default <state-dir>/images)
+  --insecure-registry HOST[:PORT]  a registry that may answer plain HTTP (repeatable; loopback
+                               registries always may)
+  --registry-ca-file FILE      a PEM CA trusted for registries besides the system's (repeatable)
+  --max-parallel-image-pulls N image pulls at once (default 3)
   --run-dir DIR                launcher sockets (default /run/vkvm)
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)
@@ -62,7 +72,8 @@ export const AGENT_HELP = `Node agent flags:
                                hostDisk is off)
   --service-cidr CIDR          the cluster's service range, which image downloads may not reach
                                (default 10.96.0.0/12, kubeadm's)
-  --image-download-max-mib N   largest image an http(s) URL may deliver (default 20480)
+  --image-download-max-mib N   largest image an http(s) URL or a registry may deliver, and largest disk
+                               taken out of a registry image (default 20480)
   --image-download-timeout-s N time one image download may take (default 3600)
   --image-download-deny CIDR   also refuse image downloads from this range (repeatable); loopback,
                                link-local, multicast, this node's addresses and the service range always are

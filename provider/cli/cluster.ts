@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { ensureClusterBinary, startCluster } from '../../deploy/cluster/cluster.js';
 import { createRootLogger } from '../log.js';
-import { onShutdownSignal } from './run-until-signal.js';
+import { onShutdownSignal, shutdownSignal } from './run-until-signal.js';
 
 export const CLUSTER_HELP = `Usage: vkvm cluster build
        vkvm cluster up --state-dir DIR
@@ -32,9 +32,14 @@ export async function clusterCommand(argv: string[]): Promise<number> {
   }
   if (sub === 'up') {
     if (!values['state-dir']) throw new Error('--state-dir: is required');
-    const cluster = await startCluster({ stateDir: values['state-dir'], log });
+    const shutdown = shutdownSignal();
+    const cluster = await startCluster({ stateDir: values['state-dir'], log, signal: shutdown }).catch((err: unknown) => {
+      if (shutdown.aborted) return undefined;
+      throw err;
+    });
+    if (!cluster) return 0;
     process.stdout.write(`vkvm: control plane ready. Use it with: export KUBECONFIG=${cluster.kubeconfigPath}\n`);
-    await onShutdownSignal(() => cluster.stop());
+    await onShutdownSignal(() => cluster.stop(), shutdown);
     return 0;
   }
   process.stderr.write(`vkvm cluster: unknown command ${JSON.stringify(sub)}\n\n${CLUSTER_HELP}`);

@@ -49,7 +49,18 @@ const JOIN_OPTIONS = {
 } as const;
 
 /** Flags join sets itself and must not be passed through to the agent. */
-const OWN_FLAGS = new Set(['server', 'token', 'discovery-token-ca-cert-hash', 'no-systemd', 'ready-timeout-s', 'kubeconfig', 'state-dir', 'rotate-client-cert', 'approve-serving-csr', 'help']);
+const OWN_FLAGS = new Set([
+  'server',
+  'token',
+  'discovery-token-ca-cert-hash',
+  'no-systemd',
+  'ready-timeout-s',
+  'kubeconfig',
+  'state-dir',
+  'rotate-client-cert',
+  'approve-serving-csr',
+  'help',
+]);
 
 /** The agent flags given to join, as arguments for `vkvm node`. */
 export function agentArgsOf(values: Record<string, unknown>): string[] {
@@ -67,8 +78,16 @@ export async function joinCommand(argv: string[]): Promise<number> {
     process.stdout.write(JOIN_HELP);
     return 0;
   }
-  if (values.kubeconfig) throw new ConfigError('--kubeconfig', 'join writes the node kubeconfig itself (STATE_DIR/kubeconfig); use "vkvm node" to run with your own');
-  if (values['approve-serving-csr']) throw new ConfigError('--approve-serving-csr', 'a joined node cannot approve CSRs; the vkvm controllers approve its serving certificate');
+  if (values.kubeconfig)
+    throw new ConfigError(
+      '--kubeconfig',
+      'join writes the node kubeconfig itself (STATE_DIR/kubeconfig); use "vkvm node" to run with your own',
+    );
+  if (values['approve-serving-csr'])
+    throw new ConfigError(
+      '--approve-serving-csr',
+      'a joined node cannot approve CSRs; the vkvm controllers approve its serving certificate',
+    );
   if (!values.server) throw new ConfigError('--server', 'is required (the API server URL, https://HOST:PORT)');
   let server: URL;
   try {
@@ -81,9 +100,15 @@ export async function joinCommand(argv: string[]): Promise<number> {
   const hashes = values['discovery-token-ca-cert-hash'] ?? [];
   if (!hashes.length) throw new ConfigError('--discovery-token-ca-cert-hash', 'is required (sha256:<hex>; "vkvm token create" prints it)');
   const readyTimeoutS = Number(values['ready-timeout-s'] ?? '300');
-  if (!Number.isInteger(readyTimeoutS) || readyTimeoutS < 1) throw new ConfigError('--ready-timeout-s', `must be a positive integer, got ${JSON.stringify(values['ready-timeout-s'])}`);
+  if (!Number.isInteger(readyTimeoutS) || readyTimeoutS < 1)
+    throw new ConfigError('--ready-timeout-s', `must be a positive integer, got ${JSON.stringify(values['ready-timeout-s'])}`);
   const stateDir = values['state-dir'] ?? '/var/lib/vkvm';
-  const agent = resolveAgentConfig({ ...(values as AgentFlags), kubeconfig: join(stateDir, 'kubeconfig'), 'state-dir': stateDir, 'rotate-client-cert': true });
+  const agent = resolveAgentConfig({
+    ...(values as AgentFlags),
+    kubeconfig: join(stateDir, 'kubeconfig'),
+    'state-dir': stateDir,
+    'rotate-client-cert': true,
+  });
   // The join reports in plain text; its own JSON log only on request (--log-level also goes to the agent).
   const log = createRootLogger(values['log-level'] ?? 'warn');
   const result = await joinCluster(

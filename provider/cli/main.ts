@@ -3,8 +3,10 @@
 import { ConfigError } from '../config.js';
 import { JoinError } from '../join/errors.js';
 import { VKVM_VERSION } from '../node/status.js';
+import { PreflightError } from '../preflight/checks.js';
 import { clusterCommand } from './cluster.js';
 import { controllersCommand } from './controllers.js';
+import { imagesCommand } from './images.js';
 import { joinCommand } from './join.js';
 import { nodeCommand } from './node.js';
 import { resetCommand } from './reset.js';
@@ -20,6 +22,7 @@ Commands:
   node         run the node agent against an existing cluster
   cluster      build or run the local control plane alone
   controllers  run the cluster-wide VM/VMI controllers (leader-elected)
+  images       the node's image store: ls, pull, rm, import
   token        create a bootstrap token and print the join command (cluster side)
   join         join this host to an existing cluster as a node
   reset        leave the cluster: stop the agent and VMs, delete the Node, remove state
@@ -33,6 +36,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   node: nodeCommand,
   cluster: clusterCommand,
   controllers: controllersCommand,
+  images: imagesCommand,
   token: tokenCommand,
   join: joinCommand,
   reset: resetCommand,
@@ -61,7 +65,8 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const e = err as Error & { code?: string };
     // Bad flags and bad config are the user's to fix: say which, without a stack.
-    if (err instanceof ConfigError || err instanceof JoinError || e.code?.startsWith('ERR_PARSE_ARGS')) process.stderr.write(`vkvm: ${e.message}\n`);
+    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || e.code?.startsWith('ERR_PARSE_ARGS'))
+      process.stderr.write(`vkvm: ${e.message}\n`);
     else process.stderr.write(`vkvm: ${e.stack ?? String(err)}\n`);
     process.exit(1);
   },

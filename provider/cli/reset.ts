@@ -21,7 +21,13 @@ nothing left to reset it says so.
 export async function resetCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { 'state-dir': { type: 'string' }, force: { type: 'boolean' }, 'grace-period-s': { type: 'string' }, 'log-level': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      'state-dir': { type: 'string' },
+      force: { type: 'boolean' },
+      'grace-period-s': { type: 'string' },
+      'log-level': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
     strict: true,
   });
   if (values.help) {
@@ -29,9 +35,15 @@ export async function resetCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const gracePeriodS = Number(values['grace-period-s'] ?? '30');
-  if (!Number.isInteger(gracePeriodS) || gracePeriodS < 0) throw new ConfigError('--grace-period-s', `must be a non-negative integer, got ${JSON.stringify(values['grace-period-s'])}`);
+  if (!Number.isInteger(gracePeriodS) || gracePeriodS < 0)
+    throw new ConfigError('--grace-period-s', `must be a non-negative integer, got ${JSON.stringify(values['grace-period-s'])}`);
   const stateDir = values['state-dir'] ?? '/var/lib/vkvm';
-  const result = await resetNode({ stateDir, gracePeriodS, force: values.force ?? false, log: createRootLogger(values['log-level'] ?? 'warn') });
+  const result = await resetNode({
+    stateDir,
+    gracePeriodS,
+    force: values.force ?? false,
+    log: createRootLogger(values['log-level'] ?? 'warn'),
+  });
   if (result.nothingToReset) {
     process.stdout.write(`vkvm: nothing to reset: ${stateDir} does not exist.\n`);
     return 0;

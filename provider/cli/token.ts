@@ -3,9 +3,10 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.js';
 import { createJoinToken, parseTtl } from '../join/token-create.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
+import { kubeconfigPath } from '../kube/kubeconfig-path.js';
 import { createRootLogger } from '../log.js';
 
-export const TOKEN_HELP = `Usage: vkvm token create --kubeconfig FILE [--ttl 24h] [--server URL] [--description TEXT]
+export const TOKEN_HELP = `Usage: vkvm token create [--kubeconfig FILE] [--ttl 24h] [--server URL] [--description TEXT]
 
 Creates a bootstrap token (Secret kube-system/bootstrap-token-<id>, group
 system:bootstrappers:vkvm:default-node-token), applies the bootstrap RBAC
@@ -13,7 +14,7 @@ system:bootstrappers:vkvm:default-node-token), applies the bootstrap RBAC
 and prints the command that joins a host, like
 "kubeadm token create --print-join-command". Needs cluster-admin.
 
-  --kubeconfig FILE     admin kubeconfig (required)
+  --kubeconfig FILE     admin kubeconfig (default: $KUBECONFIG)
   --ttl DURATION        token lifetime: 24h (default), 30m, 0 = never expires
   --server URL          API server URL joining hosts use (default: the kubeconfig's)
   --description TEXT    stored in the token Secret
@@ -43,10 +44,12 @@ export async function tokenCommand(argv: string[]): Promise<number> {
     process.stdout.write(TOKEN_HELP);
     return 0;
   }
-  if (!values.kubeconfig) throw new ConfigError('--kubeconfig', 'is required (an admin kubeconfig of the cluster)');
-  if (values.server !== undefined && !/^https:\/\/[^/]+$/.test(values.server)) throw new ConfigError('--server', `want https://HOST:PORT, got ${JSON.stringify(values.server)}`);
+  const kubeconfig = kubeconfigPath(values.kubeconfig, process.env);
+  if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (an admin kubeconfig of the cluster), or set $KUBECONFIG');
+  if (values.server !== undefined && !/^https:\/\/[^/]+$/.test(values.server))
+    throw new ConfigError('--server', `want https://HOST:PORT, got ${JSON.stringify(values.server)}`);
   const created = await createJoinToken(
-    makeClients(loadKubeConfig(values.kubeconfig)),
+    makeClients(loadKubeConfig(kubeconfig)),
     {
       ttlS: parseTtl(values.ttl ?? '24h'),
       description: values.description ?? 'vkvm join token',

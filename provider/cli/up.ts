@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
 import { startAgent, type RunningAgent } from '../agent.js';
-import { ConfigError, resolveAgentConfig } from '../config.js';
+import { ConfigError, resolveAgentConfig, type AgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
@@ -15,7 +15,12 @@ import { createRootLogger, type Logger } from '../log.js';
 import { startControllers, type RunningControllers } from '../controllers/cluster-controllers.js';
 import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
-import { onShutdownSignal } from './run-until-signal.js';
+import { hardFailures, PreflightError } from '../preflight/checks.js';
+import { hostPreflight } from '../preflight/host.js';
+import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-until-signal.js';
+import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
+import { localNodeRanges } from '../controllers/serving-policy.js';
+import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 import { defaultRouteAddress } from '../node/host-facts.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 
@@ -27,8 +32,11 @@ Starts a local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
 kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs the
 VM/VMI controllers and this host as a node in the foreground. With
---kubeconfig, uses that cluster instead of starting one. Stop with Ctrl-C;
-nothing is left running.
+--kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
+read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
+host first and starts nothing on a failed check. Stop with Ctrl-C (or
+SIGTERM) at any moment; nothing is left running, and if vkvm itself is
+killed, the control plane and the VMs die with it.
 
   --state-dir DIR   state directory (default ${DEFAULT_UP_STATE_DIR})
   --control-plane-address IP
@@ -39,7 +47,8 @@ nothing is left running.
                     port of KubeVirt's subresource API (virtctl), on the
                     node's InternalIP (default 8443; 0 picks a free one)
 
-${AGENT_HELP}`;
+${AGENT_HELP}
+${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
 
 const PART_OF = 'app.kubernetes.io/part-of';
 
@@ -50,10 +59,12 @@ const PART_OF = 'app.kubernetes.io/part-of';
  */
 async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[]): Promise<void> {
   for (const crd of crds) {
-    const existing = await clients.objects.read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } }).catch((err: unknown) => {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    });
+    const existing = await clients.objects
+      .read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } })
+      .catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
     const owner = existing?.metadata?.labels?.[PART_OF];
     if (existing && owner !== 'vkvm') {
       throw new Error(
@@ -64,7 +75,7 @@ async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[])
   }
 }
 
-/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC. */
+/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and node restriction policy. */
 export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
   const root = packageRoot();
   const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
@@ -72,10 +83,19 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
   const clients = makeClients(loadKubeConfig(kubeconfigPath));
   await refuseForeignCrds(clients, crds);
-  await applyManifests(clients, [...crds, ...(await readManifests(join(root, 'deploy', 'rbac.yaml')))]);
+  await applyManifests(clients, [
+    ...crds,
+    ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
+    ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
+  ]);
 }
 
-const UP_OPTIONS = { ...AGENT_OPTIONS, 'control-plane-address': { type: 'string' }, 'subresources-port': { type: 'string' } } as const;
+const UP_OPTIONS = {
+  ...AGENT_OPTIONS,
+  ...APPROVER_OPTIONS,
+  'control-plane-address': { type: 'string' },
+  'subresources-port': { type: 'string' },
+} as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
 function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
@@ -85,19 +105,38 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
   return value;
 }
 
-async function runUp(argv: string[], log: Logger): Promise<number> {
+async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
-  const { 'control-plane-address': addressFlag, 'subresources-port': subresourcesPort, ...values } = flags;
+  const {
+    'control-plane-address': addressFlag,
+    'subresources-port': subresourcesPort,
+    'node-ip-ranges': ranges,
+    'node-dns-pattern': dnsPattern,
+    ...values
+  } = flags;
+  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () =>
+    localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
+  );
+  const subresourcesListenPort = parsePort('--subresources-port', subresourcesPort ?? String(DEFAULT_SUBRESOURCES_PORT));
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
+  const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
+  const config: AgentConfig = {
+    ...resolveAgentConfig({
+      ...values,
+      kubeconfig,
+      'state-dir': stateDir,
+      // With admin credentials the agent can approve its own serving CSR.
+      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
+    }),
+    // Nothing is left running: VMs go when vkvm up goes, even if it is killed.
+    vmsDieWithAgent: true,
+  };
+  // Before anything starts: a host that cannot run VMs gets no control plane either.
+  const failed = hardFailures(await hostPreflight(config));
+  if (failed.length) throw new PreflightError(failed, 'nothing was started');
+
   let cluster: RunningCluster | undefined;
-  let kubeconfig = values.kubeconfig;
-  if (!kubeconfig) {
-    cluster = await startCluster({ stateDir: join(stateDir, 'cluster'), bindAddress, log: log.child({ component: 'cluster' }) });
-    kubeconfig = join(stateDir, 'kubeconfig');
-    await copyFile(cluster.kubeconfigPath, kubeconfig);
-    log.info({ kubeconfig }, 'control plane ready');
-  }
   let agent: RunningAgent | undefined;
   let controllers: RunningControllers | undefined;
   let subresources: RunningSubresourceApi | undefined;
@@ -111,24 +150,34 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
     await cluster?.stop();
   };
   try {
+    if (!values.kubeconfig) {
+      // Aborted by a signal, the start stops at once; later steps finish, then everything stops.
+      cluster = await startCluster({
+        stateDir: join(stateDir, 'cluster'),
+        bindAddress,
+        signal: shutdown,
+        log: log.child({ component: 'cluster' }),
+      });
+      await copyFile(cluster.kubeconfigPath, kubeconfig);
+      log.info({ kubeconfig }, 'control plane ready');
+    }
+    shutdown.throwIfAborted();
     await installClusterManifests(kubeconfig);
-    const config = resolveAgentConfig({
-      ...values,
-      kubeconfig,
-      'state-dir': stateDir,
-      // With admin credentials the agent can approve its own serving CSR.
-      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
-    });
+    shutdown.throwIfAborted();
     const clients = makeClients(loadKubeConfig(kubeconfig));
     // On this host, at the node's address: the kube-apiserver dials it as it dials the kubelet.
     const address = config.internalIP ?? (await defaultRouteAddress());
-    if (!address) throw new ConfigError('--internal-ip', 'the host has no default route; give the address the control plane reaches this host at');
-    subresources = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: parsePort('--subresources-port', subresourcesPort ?? String(DEFAULT_SUBRESOURCES_PORT)) });
-    controllers = startControllers(clients, log.child({ component: 'controllers' }), { onLeading: () => subresources!.register() });
+    if (!address)
+      throw new ConfigError('--internal-ip', 'the host has no default route; give the address the control plane reaches this host at');
+    const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
+    subresources = api;
+    controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
     agent = await startAgent(config, log);
+    shutdown.throwIfAborted();
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);
   } catch (err) {
     await stopAll();
+    if (shutdown.aborted) return 0;
     throw err;
   }
   const clusterDied = new Promise<number>((resolve) => {
@@ -139,7 +188,7 @@ async function runUp(argv: string[], log: Logger): Promise<number> {
       resolve(1);
     });
   });
-  return Promise.race([onShutdownSignal(stopAll).then(() => 0), clusterDied]);
+  return Promise.race([onShutdownSignal(stopAll, shutdown).then(() => 0), clusterDied]);
 }
 
 export async function upCommand(argv: string[]): Promise<number> {
@@ -147,6 +196,10 @@ export async function upCommand(argv: string[]): Promise<number> {
     process.stdout.write(UP_HELP);
     return 0;
   }
+  // First: until a handler exists, a signal kills vkvm before it can stop what it started.
+  const shutdown = shutdownSignal();
   const level = argv.find((a) => a.startsWith('--log-level='))?.split('=')[1] ?? 'info';
-  return runUp(argv, createRootLogger(level));
+  const log = createRootLogger(level);
+  shutdown.addEventListener('abort', () => log.info({ signal: (shutdown.reason as ShutdownRequested).signal }, 'stopping'), { once: true });
+  return runUp(argv, log, shutdown);
 }

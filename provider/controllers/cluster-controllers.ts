@@ -7,6 +7,8 @@
 import { hostname } from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ServingCsrApprover } from './serving-approver.js';
+import type { ServingCsrPolicy } from './serving-policy.js';
+import { NodeVmiGrants } from './node-vmi-grant.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { createEventRecorder } from '../kube/events.js';
@@ -28,6 +30,8 @@ export interface ControllersOptions {
   retryPeriodMs?: number;
   /** Concurrent syncs per controller. */
   workers?: number;
+  /** What node serving certificates may hold; default: no IP SAN, no DNS SAN but the node name. */
+  servingCsr?: ServingCsrPolicy;
   /**
    * Run at the start of each leadership term, retried with back-off until it
    * succeeds or the term ends: points the subresource API's registration at
@@ -55,13 +59,26 @@ class ControllerTerm {
   private readonly csrApprover: ServingCsrApprover;
   private stopped = false;
 
-  constructor(clients: KubeClients, log: Logger, workers: number | undefined) {
+  constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy) {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
-    const events = (component: string) => createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
+    const events = (component: string) =>
+      createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
     const kubevirt = new KubevirtApi(clients);
     const missingHint = CRDS_MISSING_HINT;
-    this.vms = new ClusterInformer({ clients, path: watchPath(VM_PLURAL), list: () => kubevirt.listVms(), missingHint, log: log.child({ component: 'vm-informer' }) });
-    this.vmis = new ClusterInformer({ clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis(), missingHint, log: log.child({ component: 'vmi-informer' }) });
+    this.vms = new ClusterInformer({
+      clients,
+      path: watchPath(VM_PLURAL),
+      list: () => kubevirt.listVms(),
+      missingHint,
+      log: log.child({ component: 'vm-informer' }),
+    });
+    this.vmis = new ClusterInformer({
+      clients,
+      path: watchPath(VMI_PLURAL),
+      list: () => kubevirt.listVmis(),
+      missingHint,
+      log: log.child({ component: 'vmi-informer' }),
+    });
     this.pods = new ClusterInformer<V1Pod>({
       clients,
       path: '/api/v1/pods',
@@ -78,18 +95,26 @@ class ControllerTerm {
       log: log.child({ component: 'node-informer' }),
     });
     const w = workers !== undefined ? { workers } : {};
-    this.vmController = new VmController({ kubevirt, vms: this.vms, vmis: this.vmis, events: events('virtualmachine-controller'), log: log.child({ component: 'vm-controller' }), ...w });
+    this.vmController = new VmController({
+      kubevirt,
+      vms: this.vms,
+      vmis: this.vmis,
+      events: events('virtualmachine-controller'),
+      log: log.child({ component: 'vm-controller' }),
+      ...w,
+    });
     this.vmiController = new VmiController({
       clients,
       kubevirt,
       vmis: this.vmis,
       pods: this.pods,
       nodes: this.nodes,
+      grants: new NodeVmiGrants(clients),
       events: events('virtualmachineinstance-controller'),
       log: log.child({ component: 'vmi-controller' }),
       ...w,
     });
-    this.csrApprover = new ServingCsrApprover(clients, log.child({ component: 'serving-csr-approver' }));
+    this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
   /** Runs `step` until it succeeds or this term stops, backing off (with jitter) up to 30 s. */
@@ -144,7 +169,7 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
     log: log.child({ component: 'leader-election' }),
     onStartedLeading: () =>
       then(async () => {
-        const t = new ControllerTerm(clients, log, opts.workers);
+        const t = new ControllerTerm(clients, log, opts.workers, opts.servingCsr ?? { nodeIpRanges: [] });
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.
         void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));

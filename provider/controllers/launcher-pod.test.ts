@@ -16,9 +16,16 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
       domain: { resources: { requests: { memory: '1Gi', cpu: '500m' } } },
       nodeSelector: { zone: 'a' },
       tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'vms', effect: 'NoSchedule' }],
-      affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'Exists' }] }] } } },
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'Exists' }] }] },
+        },
+      },
       terminationGracePeriodSeconds: 5,
-      volumes: [{ name: 'ci', cloudInitNoCloud: { userData: 'x' } }, { name: 'root', containerDisk: { image: 'quay.io/containerdisks/fedora:40' } }],
+      volumes: [
+        { name: 'ci', cloudInitNoCloud: { userData: 'x' } },
+        { name: 'root', containerDisk: { image: 'quay.io/containerdisks/fedora:40' } },
+      ],
     }),
     'kvm',
   );
@@ -32,11 +39,26 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
         namespace: 'ns1',
         labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': 'vmi-uid', 'vm.kubevirt.io/name': 'testvm' },
         annotations: { 'kubevirt.io/domain': 'testvm' },
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvm', uid: 'vmi-uid', controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          {
+            apiVersion: 'kubevirt.io/v1',
+            kind: 'VirtualMachineInstance',
+            name: 'testvm',
+            uid: 'vmi-uid',
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
       },
       spec: {
         nodeSelector: { zone: 'a', 'kubevirt.io/schedulable': 'true' },
-        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'Exists' }] }] } } },
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'Exists' }] }],
+            },
+          },
+        },
         tolerations: [
           { key: 'dedicated', operator: 'Equal', value: 'vms', effect: 'NoSchedule' },
           { key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' },
@@ -62,7 +84,9 @@ t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) 
     nodeSelector: { 'kubevirt.io/schedulable': 'true' },
     tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
     terminationGracePeriodSeconds: 30,
-    containers: [{ image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi` } } }],
+    containers: [
+      { image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi` } } },
+    ],
   });
   t.notOk(pod.spec?.affinity, 'no affinity unless the VMI has one');
   t.notOk(pod.spec?.volumes, 'no volumes unless the VMI reads Secrets or claims');
@@ -87,8 +111,29 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
   ]);
 });
 
+t.test("the images' pull secrets are the pod's imagePullSecrets, once each, as KubeVirt sets them", async (t) => {
+  const pod = launcherPodFor(
+    vmi({
+      domain: {
+        resources: { requests: { memory: '128Mi' } },
+        firmware: { kernelBoot: { container: { image: 'k', kernelPath: '/vmlinuz', imagePullSecret: 'kernel-pull' } } },
+      },
+      volumes: [
+        { name: 'root', containerDisk: { image: 'a', imagePullSecret: 'disk-pull' } },
+        { name: 'data', containerDisk: { image: 'b', imagePullSecret: 'disk-pull' } },
+        { name: 'public', containerDisk: { image: 'c' } },
+      ],
+    }),
+    'kvm',
+  );
+  t.same(pod.spec?.imagePullSecrets, [{ name: 'disk-pull' }, { name: 'kernel-pull' }]);
+  t.notOk(launcherPodFor(vmi(), 'kvm').spec?.imagePullSecrets, 'none without pull secrets');
+});
+
 t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under TCG', async (t) => {
-  const node = (name: string, labels: Record<string, string>): V1Node => ({ metadata: { name, labels: { 'kubevirt.io/schedulable': 'true', ...labels } } });
+  const node = (name: string, labels: Record<string, string>): V1Node => ({
+    metadata: { name, labels: { 'kubevirt.io/schedulable': 'true', ...labels } },
+  });
   const kvm = node('a', { 'vkvm.io/virtualization': 'kvm', zone: 'a' });
   const tcg = node('b', { 'vkvm.io/virtualization': 'tcg', zone: 'b' });
   const unschedulable: V1Node = { metadata: { name: 'c', labels: { 'vkvm.io/virtualization': 'tcg' } } };
@@ -103,14 +148,31 @@ t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under
     ['kvm', 'tcg', 'kvm', 'kvm', 'kvm'],
     'KVM only nodes, a TCG node, a nodeSelector that excludes it, an unschedulable one, none',
   );
-  t.match(launcherPodFor(vmi(), 'tcg').spec?.containers?.[0]?.resources?.requests, { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + TCG_OVERHEAD_MIB}Mi` });
+  t.match(launcherPodFor(vmi(), 'tcg').spec?.containers?.[0]?.resources?.requests, {
+    memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + TCG_OVERHEAD_MIB}Mi`,
+  });
 });
 
 t.test('guest memory and vCPUs are read as translate.ts reads them', async (t) => {
-  t.same(vmiCompute(vmi({ domain: { memory: { guest: '2Gi' }, resources: { requests: { memory: '1Gi' } } } })), { memoryMiB: 2048, vcpus: 1 }, 'memory.guest wins');
-  t.same(vmiCompute(vmi({ domain: { resources: { limits: { memory: '512Mi', cpu: '2.5' } } } })), { memoryMiB: 512, vcpus: 3 }, 'limits when nothing else');
-  t.same(vmiCompute(vmi({ domain: { cpu: { cores: 2, sockets: 2 }, resources: { requests: { memory: '64M', cpu: '8' } } } })), { memoryMiB: 62, vcpus: 4 }, 'an explicit topology wins over cpu resources');
-  t.equal(launcherMemoryRequestMiB(vmi({ domain: { cpu: { cores: 4 }, resources: { requests: { memory: '1Gi' } } } }), 'kvm'), 1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB);
+  t.same(
+    vmiCompute(vmi({ domain: { memory: { guest: '2Gi' }, resources: { requests: { memory: '1Gi' } } } })),
+    { memoryMiB: 2048, vcpus: 1 },
+    'memory.guest wins',
+  );
+  t.same(
+    vmiCompute(vmi({ domain: { resources: { limits: { memory: '512Mi', cpu: '2.5' } } } })),
+    { memoryMiB: 512, vcpus: 3 },
+    'limits when nothing else',
+  );
+  t.same(
+    vmiCompute(vmi({ domain: { cpu: { cores: 2, sockets: 2 }, resources: { requests: { memory: '64M', cpu: '8' } } } })),
+    { memoryMiB: 62, vcpus: 4 },
+    'an explicit topology wins over cpu resources',
+  );
+  t.equal(
+    launcherMemoryRequestMiB(vmi({ domain: { cpu: { cores: 4 }, resources: { requests: { memory: '1Gi' } } } }), 'kvm'),
+    1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB,
+  );
 });
 
 t.test('the launcher pod of a VMI is found by its created-by label, live pods before deleted ones', async (t) => {
@@ -123,7 +185,12 @@ t.test('the launcher pod of a VMI is found by its created-by label, live pods be
       ...(deleting ? { deletionTimestamp: new Date(created) } : {}),
     },
   });
-  const pods = [pod('other', 'x', '2026-01-01T00:00:03Z'), pod('old', 'vmi-uid', '2026-01-01T00:00:01Z'), pod('gone', 'vmi-uid', '2026-01-01T00:00:05Z', true), pod('new', 'vmi-uid', '2026-01-01T00:00:02Z')];
+  const pods = [
+    pod('other', 'x', '2026-01-01T00:00:03Z'),
+    pod('old', 'vmi-uid', '2026-01-01T00:00:01Z'),
+    pod('gone', 'vmi-uid', '2026-01-01T00:00:05Z', true),
+    pod('new', 'vmi-uid', '2026-01-01T00:00:02Z'),
+  ];
   t.equal(launcherPodOf(vmi(), pods)?.metadata?.name, 'new');
   t.equal(launcherPodOf(vmi(), [pods[0]!]), undefined, 'another VMI’s pod is not this one’s');
 });

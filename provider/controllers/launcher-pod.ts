@@ -4,7 +4,7 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
-import type { V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
+import type { V1LocalObjectReference, V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/agent-api.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
@@ -40,7 +40,10 @@ export function vmiCompute(vmi: VirtualMachineInstance): { memoryMiB: number; vc
   const limits = domain.resources?.limits ?? {};
   const bytes = q(domain.memory?.guest) ?? q(requests.memory) ?? q(limits.memory) ?? 0;
   const c = domain.cpu ?? {};
-  const vcpus = c.cores || c.sockets || c.threads ? (c.sockets || 1) * (c.cores || 1) * (c.threads || 1) : Math.max(1, Math.ceil(q(limits.cpu) ?? q(requests.cpu) ?? 1));
+  const vcpus =
+    c.cores || c.sockets || c.threads
+      ? (c.sockets || 1) * (c.cores || 1) * (c.threads || 1)
+      : Math.max(1, Math.ceil(q(limits.cpu) ?? q(requests.cpu) ?? 1));
   return { memoryMiB: Math.ceil(bytes / MIB), vcpus };
 }
 
@@ -86,9 +89,23 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
       ];
     }
     const pvc = v.persistentVolumeClaim;
-    if (pvc?.claimName) return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    if (pvc?.claimName)
+      return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
     return [];
   });
+}
+
+/**
+ * The pull secrets of the VMI's images (containerDisk and kernelBoot
+ * imagePullSecret), as KubeVirt puts them on its launcher pod: the node reads
+ * a pod's pull secrets through them (the Node authorizer allows no others).
+ */
+export function launcherPullSecrets(vmi: VirtualMachineInstance): V1LocalObjectReference[] {
+  const names = [
+    ...(vmi.spec.volumes ?? []).map((v) => v.containerDisk?.imagePullSecret),
+    vmi.spec.domain?.firmware?.kernelBoot?.container?.imagePullSecret,
+  ];
+  return [...new Set(names.filter((n): n is string => Boolean(n)))].map((name) => ({ name }));
 }
 
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
@@ -98,6 +115,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
   const volumes = launcherVolumes(vmi);
+  const pullSecrets = launcherPullSecrets(vmi);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -106,7 +124,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       namespace: vmi.metadata.namespace ?? 'default',
       labels: { [LAUNCHER_APP_LABEL]: LAUNCHER_APP, [CREATED_BY_LABEL]: uid, [VMI_NAME_LABEL]: name },
       annotations: { [DOMAIN_ANNOTATION]: name },
-      ownerReferences: [{ apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true },
+      ],
     },
     spec: {
       nodeSelector: { ...(spec.nodeSelector ?? {}), [SCHEDULABLE_LABEL]: 'true' },
@@ -115,11 +135,17 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
       restartPolicy: 'Never',
       ...(volumes.length ? { volumes } : {}),
+      ...(pullSecrets.length ? { imagePullSecrets: pullSecrets } : {}),
       containers: [
         {
           name: 'compute',
           image: launcherImage(vmi),
-          resources: { requests: { memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`, cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST } },
+          resources: {
+            requests: {
+              memory: `${launcherMemoryRequestMiB(vmi, accelerator)}Mi`,
+              cpu: cpuRequest != null ? String(cpuRequest) : DEFAULT_CPU_REQUEST,
+            },
+          },
         },
       ],
     },
@@ -128,7 +154,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
 
 /** The VMI's launcher pod among `pods`: created by its UID, preferring one not being deleted, then the newest. */
 export function launcherPodOf(vmi: VirtualMachineInstance, pods: readonly V1Pod[]): V1Pod | undefined {
-  const mine = pods.filter((p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace);
+  const mine = pods.filter(
+    (p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace,
+  );
   const rank = (p: V1Pod) => [p.metadata?.deletionTimestamp ? 0 : 1, new Date(p.metadata?.creationTimestamp ?? 0).getTime()] as const;
   return mine.sort((a, b) => rank(b)[0] - rank(a)[0] || rank(b)[1] - rank(a)[1])[0];
 }

@@ -74,6 +74,10 @@ t.test('two candidates writing from the same read: the resourceVersion lets only
   const stale = await api.readNamespacedLease({ name: 'vkvm-controllers', namespace: 'kube-system' });
   clock.now += 16_000;
   t.equal(await a.tryAcquireOrRenew(), true, 'a wins');
-  await t.rejects(api.replaceNamespacedLease({ name: 'vkvm-controllers', namespace: 'kube-system', body: stale }), { code: 409 }, 'a write from the stale read conflicts');
+  await t.rejects(
+    api.replaceNamespacedLease({ name: 'vkvm-controllers', namespace: 'kube-system', body: stale }),
+    { code: 409 },
+    'a write from the stale read conflicts',
+  );
   t.equal(await b.tryAcquireOrRenew(), false, 'b sees a fresh holder');
 });

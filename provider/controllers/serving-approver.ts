@@ -13,8 +13,12 @@
 // obtain a cluster-CA certificate for any name. The approver therefore also
 // denies names no node may own: in-cluster service names (kubernetes.default,
 // *.svc, *.svc.<domain>), localhost, the kubernetes Service's cluster IPs,
+// the API server's own names and addresses (apiserver-names.ts),
 // loopback/unspecified/multicast IPs, and any name or address another Node
-// already reports (first come, first served, as addresses on a network are).
+// already reports (first come, first served, as addresses on a network are);
+// and it approves only what the operator allows (serving-policy.ts): IP SANs
+// inside the configured node ranges, DNS SANs that are the node's name or
+// match the configured pattern.
 import { isIP } from 'node:net';
 import type { V1CertificateSigningRequest, V1Node } from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
@@ -28,6 +32,8 @@ import type { Logger } from '../log.js';
 import { KeyQueue } from '../kube/key-queue.js';
 import '../certs/csr.js';
 import { KUBELET_SERVING_SIGNER } from '../certs/serving.js';
+import { apiServerNames, sanKey, type ApiServerNames } from './apiserver-names.js';
+import { dnsPatternRegExp, ipInRanges, type ServingCsrPolicy } from './serving-policy.js';
 
 const ALLOWED_USAGES = new Set(['digital signature', 'key encipherment', 'server auth']);
 const NODE_USER = /^system:node:(.+)$/;
@@ -59,6 +65,8 @@ export interface ClusterClaims {
   otherNodes: readonly V1Node[];
   /** The default/kubernetes Service's cluster IPs (the in-cluster API address). */
   apiServiceIPs: readonly string[];
+  /** What the API server answers to, with where each was seen. */
+  apiServer: ApiServerNames;
 }
 
 /** Service DNS names: kubernetes, kubernetes.default, anything.svc and anything.svc.<cluster domain>. */
@@ -70,23 +78,34 @@ function reservedSan(name: { type: string; value: string }, claims: ClusterClaim
     if (SERVICE_NAME.test(name.value)) return 'an in-cluster service name';
     if (/^localhost\.?$/i.test(name.value) || /\.localhost\.?$/i.test(name.value)) return 'a loopback name';
   } else {
-    if (claims.apiServiceIPs.includes(name.value)) return "the kubernetes Service's cluster IP";
     if (!isIP(name.value)) return 'not an IP address';
+    if (claims.apiServiceIPs.some((ip) => sanKey(ip) === sanKey(name.value))) return "the kubernetes Service's cluster IP";
     const range = ipaddr.process(name.value).range();
     if (range === 'loopback' || range === 'unspecified' || range === 'multicast' || range === 'broadcast') return `a ${range} address`;
   }
-  const owner = claims.otherNodes.find((n) => n.metadata?.name === name.value || n.status?.addresses?.some((a) => a.address === name.value));
+  const seen = claims.apiServer.get(sanKey(name.value));
+  if (seen) return `the API server's ${name.type === 'ip' ? 'address' : 'name'}: ${seen.join(', ')}`;
+  const owner = claims.otherNodes.find(
+    (n) => n.metadata?.name === name.value || n.status?.addresses?.some((a) => a.address === name.value),
+  );
   return owner ? `claimed by Node ${owner.metadata?.name}` : undefined;
 }
 
 /**
  * Pure decision on one pending kubelet-serving CSR, given the requesting
- * node's Node (undefined: not found) and what other Nodes and Services hold.
+ * node's Node (undefined: not found), what the API server, other Nodes and
+ * Services hold, and what the operator allows.
  */
-export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node | undefined, claims: ClusterClaims): ServingCsrDecision {
+export function decideServingCsr(
+  csr: V1CertificateSigningRequest,
+  node: V1Node | undefined,
+  claims: ClusterClaims,
+  policy: ServingCsrPolicy,
+): ServingCsrDecision {
   const user = csr.spec.username ?? '';
   const nodeName = requestingNode(csr);
-  if (!nodeName && csr.spec.groups?.includes('system:masters')) return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
+  if (!nodeName && csr.spec.groups?.includes('system:masters'))
+    return { decision: 'ignore', message: `${user} is a cluster admin and may approve it` };
   if (!nodeName) return deny('RequesterNotANode', `requester ${JSON.stringify(user)} is not system:node:<name> in group system:nodes`);
   let req: x509.Pkcs10CertificateRequest;
   try {
@@ -96,8 +115,10 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   }
   const cn = req.subjectName.getField('CN');
   const orgs = req.subjectName.getField('O');
-  if (cn.length !== 1 || cn[0] !== user) return deny('SubjectMismatch', `subject CN ${JSON.stringify(cn.join(','))} is not the requester ${user}`);
-  if (orgs.length !== 1 || orgs[0] !== 'system:nodes') return deny('SubjectMismatch', `subject O ${JSON.stringify(orgs.join(','))} is not system:nodes`);
+  if (cn.length !== 1 || cn[0] !== user)
+    return deny('SubjectMismatch', `subject CN ${JSON.stringify(cn.join(','))} is not the requester ${user}`);
+  if (orgs.length !== 1 || orgs[0] !== 'system:nodes')
+    return deny('SubjectMismatch', `subject O ${JSON.stringify(orgs.join(','))} is not system:nodes`);
   const usages = csr.spec.usages ?? [];
   const badUsages = usages.filter((u) => !ALLOWED_USAGES.has(u));
   if (!usages.includes('server auth') || badUsages.length) {
@@ -106,13 +127,31 @@ export function decideServingCsr(csr: V1CertificateSigningRequest, node: V1Node 
   const sanExt = req.extensions.find((e) => e.type === SUBJECT_ALT_NAME_OID);
   const names = sanExt ? new x509.SubjectAlternativeNameExtension(sanExt.rawData).names.items : [];
   const other = names.filter((n) => n.type !== 'dns' && n.type !== 'ip');
-  if (other.length) return deny('UnexpectedSANs', `only DNS and IP SANs are allowed; got ${other.map((n) => `${n.type}:${n.value}`).join(', ')}`);
+  if (other.length)
+    return deny('UnexpectedSANs', `only DNS and IP SANs are allowed; got ${other.map((n) => `${n.type}:${n.value}`).join(', ')}`);
   if (!names.length) return deny('NoSANs', 'the request names no DNS or IP SAN');
   const reserved = names.flatMap((n) => {
     const why = reservedSan(n, claims);
     return why ? [`${n.type}:${n.value} (${why})`] : [];
   });
   if (reserved.length) return deny('SANReserved', `no node may hold ${reserved.join(', ')}`);
+  const outside = names.filter((n) => n.type === 'ip' && !ipInRanges(n.value, policy.nodeIpRanges)).map((n) => `ip:${n.value}`);
+  if (outside.length) {
+    const ranges = policy.nodeIpRanges.length
+      ? `the node ranges ${policy.nodeIpRanges.join(', ')}`
+      : 'any node range: none is configured (--node-ip-ranges)';
+    return deny('IPOutsideNodeRanges', `${outside.join(', ')}: outside ${ranges}`);
+  }
+  const pattern = policy.dnsPattern === undefined ? undefined : dnsPatternRegExp(policy.dnsPattern);
+  const foreign = names
+    .filter((n) => n.type === 'dns' && sanKey(n.value) !== nodeName && !pattern?.test(n.value))
+    .map((n) => `dns:${n.value}`);
+  if (foreign.length) {
+    const allowed = pattern
+      ? `neither the node name ${nodeName} nor a match of ${policy.dnsPattern}`
+      : `not the node name ${nodeName}, and no --node-dns-pattern is configured`;
+    return deny('DNSNameNotAllowed', `${foreign.join(', ')}: ${allowed}`);
+  }
   if (!node) return { decision: 'retry', message: `Node ${nodeName} does not exist yet` };
   const known = new Set([nodeName, ...(node.status?.addresses ?? []).map((a) => a.address)]);
   const unknown = names.filter((n) => !known.has(n.value)).map((n) => `${n.type}:${n.value}`);
@@ -130,6 +169,7 @@ export class ServingCsrApprover {
 
   constructor(
     private readonly clients: KubeClients,
+    private readonly policy: ServingCsrPolicy,
     private readonly log: Logger,
   ) {
     const fieldSelector = `spec.signerName=${KUBELET_SERVING_SIGNER}`;
@@ -178,17 +218,32 @@ export class ServingCsrApprover {
     const nodeName = requestingNode(csr);
     // Read fresh, not from a cache: a decision must not rest on a Node list from before another node claimed a name.
     const nodes = nodeName ? (await this.clients.core.listNode()).items : [];
+    const claims: ClusterClaims = nodeName
+      ? {
+          otherNodes: nodes.filter((n) => n.metadata?.name !== nodeName),
+          apiServiceIPs: await this.apiServiceIPs(),
+          apiServer: await apiServerNames(this.clients, this.log),
+        }
+      : { otherNodes: [], apiServiceIPs: [], apiServer: new Map() };
     const d = decideServingCsr(
       csr,
       nodes.find((n) => n.metadata?.name === nodeName),
-      { otherNodes: nodes.filter((n) => n.metadata?.name !== nodeName), apiServiceIPs: await this.apiServiceIPs() },
+      claims,
+      this.policy,
     );
     if (d.decision === 'retry') throw new Error(`CSR ${name}: ${d.message}`);
     if (d.decision === 'ignore') return;
     const now = new Date();
     const condition =
       d.decision === 'approve'
-        ? { type: 'Approved', status: 'True', reason: 'VkvmNodeServingCertApproved', message: d.message, lastUpdateTime: now, lastTransitionTime: now }
+        ? {
+            type: 'Approved',
+            status: 'True',
+            reason: 'VkvmNodeServingCertApproved',
+            message: d.message,
+            lastUpdateTime: now,
+            lastTransitionTime: now,
+          }
         : { type: 'Denied', status: 'True', reason: d.reason, message: d.message, lastUpdateTime: now, lastTransitionTime: now };
     csr.status = { ...csr.status, conditions: [...(csr.status?.conditions ?? []), condition] };
     await this.clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });

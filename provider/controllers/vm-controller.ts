@@ -129,13 +129,23 @@ export class VmController {
     const unsupported = unsupportedVmFields(vm);
     // Stateless: the condition already on the VM tells whether this set was reported.
     if (unsupported.length && findCondition(vm.status?.conditions, 'UnsupportedFields')?.message !== unsupportedMessage(unsupported)) {
-      this.o.events.recordFor(ref, 'Warning', 'UnsupportedFields', `vkvm does not realize these VM fields; the VM runs without them: ${unsupported.join(', ')}`);
+      this.o.events.recordFor(
+        ref,
+        'Warning',
+        'UnsupportedFields',
+        `vkvm does not realize these VM fields; the VM runs without them: ${unsupported.join(', ')}`,
+      );
     }
     if (action === 'create') {
       try {
         const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
         log.info('created the VMI');
-        this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Started the virtual machine by creating the new virtual machine instance ${created.metadata.name}`);
+        this.o.events.recordFor(
+          ref,
+          'Normal',
+          'SuccessfulCreate',
+          `Started the virtual machine by creating the new virtual machine instance ${created.metadata.name}`,
+        );
       } catch (err) {
         if (!isConflict(err)) {
           failure = err;
@@ -148,22 +158,46 @@ export class VmController {
       try {
         await this.o.kubevirt.deleteVmi(vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.uid!);
         log.info({ phase: vmi.status?.phase }, 'deleted the VMI');
-        this.o.events.recordFor(ref, 'Normal', 'SuccessfulDelete', `Stopped the virtual machine by deleting the virtual machine instance ${vmi.metadata.uid}`);
+        this.o.events.recordFor(
+          ref,
+          'Normal',
+          'SuccessfulDelete',
+          `Stopped the virtual machine by deleting the virtual machine instance ${vmi.metadata.uid}`,
+        );
       } catch (err) {
         // Gone already, or replaced (the UID precondition failed): either way this VMI is deleted.
         if (!isNotFound(err) && !isConflict(err)) {
           failure = err;
           outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${message(err)}` };
-          this.o.events.recordFor(ref, 'Warning', 'FailedDelete', `Error deleting virtual machine instance ${vmi.metadata.name}: ${message(err)}`);
+          this.o.events.recordFor(
+            ref,
+            'Warning',
+            'FailedDelete',
+            `Error deleting virtual machine instance ${vmi.metadata.name}: ${message(err)}`,
+          );
         }
       }
     }
 
-    const next = nextVmStatus({ vm, ...(vmi ? { vmi } : {}), action, outcome, createPending: createPending || (action === 'create' && outcome.ok), now, jitter });
+    const next = nextVmStatus({
+      vm,
+      ...(vmi ? { vmi } : {}),
+      action,
+      outcome,
+      createPending: createPending || (action === 'create' && outcome.ok),
+      now,
+      jitter,
+    });
     const patch = statusPatch(vm.status, next, VM_STATUS_FIELDS);
     if (patch) {
       try {
-        const rv = await this.o.kubevirt.patchStatus(VM_PLURAL, vm.metadata.namespace ?? 'default', vm.metadata.name!, vm.metadata.resourceVersion, patch);
+        const rv = await this.o.kubevirt.patchStatus(
+          VM_PLURAL,
+          vm.metadata.namespace ?? 'default',
+          vm.metadata.name!,
+          vm.metadata.resourceVersion,
+          patch,
+        );
         this.written.record(key, rv);
         if (patch.printableStatus) log.info({ printableStatus: next.printableStatus }, 'VM status changed');
       } catch (err) {

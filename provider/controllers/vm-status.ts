@@ -197,7 +197,9 @@ export interface VmStatusFacts {
 }
 
 function vmiCondition(vmi: VirtualMachineInstance | undefined, type: string, status: string, reason?: string): boolean {
-  return Boolean(vmi?.status?.conditions?.some((c) => c.type === type && c.status === status && (reason === undefined || c.reason === reason)));
+  return Boolean(
+    vmi?.status?.conditions?.some((c) => c.type === type && c.status === status && (reason === undefined || c.reason === reason)),
+  );
 }
 const paused = (f: VmStatusFacts) => vmiCondition(f.vmi, 'Paused', 'True');
 const phase = (f: VmStatusFacts) => f.vmi?.status?.phase ?? '';

@@ -8,13 +8,21 @@ const now = new Date('2026-11-22T10:00:00Z');
 const vm = (spec: Partial<VirtualMachine['spec']> = { runStrategy: 'Always' }, status: VirtualMachineStatus = {}): VirtualMachine => ({
   metadata: { name: 'testvm', namespace: 'ns', uid: 'vm-uid' },
   spec: {
-    template: { metadata: { labels: { app: 'web' }, annotations: { note: 'x' } }, spec: { domain: { resources: { requests: { memory: '64Mi' } } } } },
+    template: {
+      metadata: { labels: { app: 'web' }, annotations: { note: 'x' } },
+      spec: { domain: { resources: { requests: { memory: '64Mi' } } } },
+    },
     ...spec,
   },
   status,
 });
 const vmi = (phase: VmiPhase, ready = false): VirtualMachineInstance => ({
-  metadata: { name: 'testvm', namespace: 'ns', uid: 'vmi-uid', ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true }] },
+  metadata: {
+    name: 'testvm',
+    namespace: 'ns',
+    uid: 'vmi-uid',
+    ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true }],
+  },
   spec: { domain: {} },
   status: { phase, conditions: ready ? [{ type: 'Ready', status: 'True' }] : [] },
 });
@@ -29,12 +37,17 @@ t.test('the VMI from the template is named after the VM and controlled by it', a
       namespace: 'ns',
       labels: { app: 'web', 'kubevirt.io/vm': 'testvm' },
       annotations: { note: 'x' },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true, blockOwnerDeletion: true },
+      ],
     },
     spec: { domain: { resources: { requests: { memory: '64Mi' } }, firmware: { uuid: firmwareUuid('testvm') } } },
   });
   t.ok(controlledBy(vmi('Running'), vm()));
-  t.notOk(controlledBy({ ...vmi('Running'), metadata: { name: 'testvm', uid: 'x' } }, vm()), 'a VMI without a controller ref is not the VM’s');
+  t.notOk(
+    controlledBy({ ...vmi('Running'), metadata: { name: 'testvm', uid: 'x' } }, vm()),
+    'a VMI without a controller ref is not the VM’s',
+  );
   const own = vm();
   own.spec.template.spec.domain.firmware = { uuid: 'fixed' };
   t.equal(vmiFromTemplate(own).spec.domain.firmware?.uuid, 'fixed', 'a template UUID is kept');
@@ -49,23 +62,47 @@ t.test('firmware UUIDs are KubeVirt’s name-based v5 UUIDs', async (t) => {
 
 t.test('state-change requests: added on a RerunOnFailure delete, consumed by create and by the stopped VMI going', async (t) => {
   const rerun = vm({ runStrategy: 'RerunOnFailure' });
-  t.same(nextStateChangeRequests(rerun, vmi('Failed'), 'delete', { ok: true }), [{ action: 'Start' }], 'a failed RerunOnFailure VMI restarts');
-  t.equal(nextStateChangeRequests(rerun, vmi('Succeeded'), 'delete', { ok: true }), undefined, 'a succeeded one does not');
-  t.equal(nextStateChangeRequests(vm({ runStrategy: 'Manual' }, { stateChangeRequests: [{ action: 'Start' }] }), undefined, 'create', { ok: true }), undefined, 'create consumes Start');
   t.same(
-    nextStateChangeRequests(vm({ runStrategy: 'Manual' }, { stateChangeRequests: [{ action: 'Start' }] }), undefined, 'create', { ok: false, reason: 'FailedCreate', message: 'm' }),
+    nextStateChangeRequests(rerun, vmi('Failed'), 'delete', { ok: true }),
+    [{ action: 'Start' }],
+    'a failed RerunOnFailure VMI restarts',
+  );
+  t.equal(nextStateChangeRequests(rerun, vmi('Succeeded'), 'delete', { ok: true }), undefined, 'a succeeded one does not');
+  t.equal(
+    nextStateChangeRequests(vm({ runStrategy: 'Manual' }, { stateChangeRequests: [{ action: 'Start' }] }), undefined, 'create', {
+      ok: true,
+    }),
+    undefined,
+    'create consumes Start',
+  );
+  t.same(
+    nextStateChangeRequests(vm({ runStrategy: 'Manual' }, { stateChangeRequests: [{ action: 'Start' }] }), undefined, 'create', {
+      ok: false,
+      reason: 'FailedCreate',
+      message: 'm',
+    }),
     [{ action: 'Start' }],
     'a failed create keeps it',
   );
   const stopping = vm({ runStrategy: 'Always' }, { stateChangeRequests: [{ action: 'Stop', uid: 'vmi-uid' }, { action: 'Start' }] });
-  t.same(nextStateChangeRequests(stopping, vmi('Running'), 'delete', { ok: true }), [{ action: 'Stop', uid: 'vmi-uid' }, { action: 'Start' }], 'Stop stays while its VMI goes');
+  t.same(
+    nextStateChangeRequests(stopping, vmi('Running'), 'delete', { ok: true }),
+    [{ action: 'Stop', uid: 'vmi-uid' }, { action: 'Start' }],
+    'Stop stays while its VMI goes',
+  );
   t.same(nextStateChangeRequests(stopping, undefined, 'keep', { ok: true }), [{ action: 'Start' }], 'and is dropped once it is gone');
 });
 
 t.test('VM status after a sync', async (t) => {
   t.match(
     nextVmStatus({ vm: vm(), action: 'create', outcome: { ok: true }, now, jitter: 0 }),
-    { printableStatus: 'Starting', created: true, ready: false, runStrategy: 'Always', conditions: [{ type: 'Ready', status: 'False', reason: 'VMINotExists' }] },
+    {
+      printableStatus: 'Starting',
+      created: true,
+      ready: false,
+      runStrategy: 'Always',
+      conditions: [{ type: 'Ready', status: 'False', reason: 'VMINotExists' }],
+    },
     'just created: Starting',
   );
   t.match(
@@ -83,22 +120,53 @@ t.test('VM status after a sync', async (t) => {
     { printableStatus: 'Stopped', created: false, ready: false, runStrategy: 'Halted' },
     'halted',
   );
-  const failed = nextVmStatus({ vm: vm(), action: 'create', outcome: { ok: false, reason: 'FailedCreate', message: 'denied' }, now, jitter: 0 });
-  t.match(failed.conditions, [{ type: 'Ready' }, { type: 'Failure', status: 'True', reason: 'FailedCreate', message: 'denied' }], 'a failed create shows as Failure');
+  const failed = nextVmStatus({
+    vm: vm(),
+    action: 'create',
+    outcome: { ok: false, reason: 'FailedCreate', message: 'denied' },
+    now,
+    jitter: 0,
+  });
+  t.match(
+    failed.conditions,
+    [{ type: 'Ready' }, { type: 'Failure', status: 'True', reason: 'FailedCreate', message: 'denied' }],
+    'a failed create shows as Failure',
+  );
   const recovered = nextVmStatus({ vm: vm({ runStrategy: 'Always' }, failed), action: 'create', outcome: { ok: true }, now, jitter: 0 });
-  t.notOk(recovered.conditions?.some((c) => c.type === 'Failure'), 'and clears once create works');
+  t.notOk(
+    recovered.conditions?.some((c) => c.type === 'Failure'),
+    'and clears once create works',
+  );
 
   const crashed = nextVmStatus({ vm: vm(), vmi: vmi('Failed'), action: 'delete', outcome: { ok: true }, now, jitter: 0 });
-  t.match(crashed.startFailure, { consecutiveFailCount: 1, lastFailedVMIUID: 'vmi-uid', retryAfterTimestamp: new Date(now.getTime() + 10_000).toISOString() }, 'a VMI that never ran counts a start failure');
+  t.match(
+    crashed.startFailure,
+    { consecutiveFailCount: 1, lastFailedVMIUID: 'vmi-uid', retryAfterTimestamp: new Date(now.getTime() + 10_000).toISOString() },
+    'a VMI that never ran counts a start failure',
+  );
   const backingOff = nextVmStatus({ vm: vm({ runStrategy: 'Always' }, crashed), action: 'keep', outcome: { ok: true }, now, jitter: 0 });
   t.equal(backingOff.printableStatus, 'CrashLoopBackOff', 'waiting to restart');
 });
 
 t.test('status patches carry changed owned fields only, null to remove', async (t) => {
-  const current: VirtualMachineStatus = { printableStatus: 'Running', ready: true, startFailure: { consecutiveFailCount: 1 }, conditions: setCondition([], { type: 'Ready', status: 'True' }, now) };
-  t.equal(statusPatch(current, { ...current }, ['printableStatus', 'ready', 'startFailure', 'conditions']), undefined, 'unchanged: no write');
+  const current: VirtualMachineStatus = {
+    printableStatus: 'Running',
+    ready: true,
+    startFailure: { consecutiveFailCount: 1 },
+    conditions: setCondition([], { type: 'Ready', status: 'True' }, now),
+  };
+  t.equal(
+    statusPatch(current, { ...current }, ['printableStatus', 'ready', 'startFailure', 'conditions']),
+    undefined,
+    'unchanged: no write',
+  );
   t.same(
-    statusPatch(current, { printableStatus: 'Stopped', ready: true, conditions: current.conditions! }, ['printableStatus', 'ready', 'startFailure', 'conditions']),
+    statusPatch(current, { printableStatus: 'Stopped', ready: true, conditions: current.conditions! }, [
+      'printableStatus',
+      'ready',
+      'startFailure',
+      'conditions',
+    ]),
     { printableStatus: 'Stopped', startFailure: null },
   );
   t.equal(statusPatch({ ...current, runStrategy: 'Always' }, current, ['printableStatus']), undefined, 'fields not owned are ignored');
@@ -108,7 +176,9 @@ t.test('a condition keeps its transition time while its status holds', async (t)
   const first = setCondition([], { type: 'Ready', status: 'False', reason: 'A' }, now);
   const later = new Date(now.getTime() + 5000);
   t.same(setCondition(first, { type: 'Ready', status: 'False', reason: 'B' }, later)[0]?.lastTransitionTime, now.toISOString());
-  t.same(setCondition(first, { type: 'Ready', status: 'True' }, later), [{ type: 'Ready', status: 'True', lastProbeTime: null, lastTransitionTime: later.toISOString() }]);
+  t.same(setCondition(first, { type: 'Ready', status: 'True' }, later), [
+    { type: 'Ready', status: 'True', lastProbeTime: null, lastTransitionTime: later.toISOString() },
+  ]);
 });
 
 t.test('VM fields vkvm keeps but does not realize are reported by an UnsupportedFields condition', async (t) => {
@@ -120,5 +190,8 @@ t.test('VM fields vkvm keeps but does not realize are reported by an Unsupported
     'each unsupported VM field is named by its path',
   );
   const plain = nextVmStatus({ vm: { ...vm(), status: s }, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
-  t.notOk(plain.conditions?.some((c) => c.type === 'UnsupportedFields'), 'the condition goes with the fields');
+  t.notOk(
+    plain.conditions?.some((c) => c.type === 'UnsupportedFields'),
+    'the condition goes with the fields',
+  );
 });

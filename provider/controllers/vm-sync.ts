@@ -63,7 +63,14 @@ export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
       labels: { ...(template.metadata?.labels ?? {}), [VM_LABEL]: name },
       ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
       ownerReferences: [
-        { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine', name, uid: vm.metadata.uid!, controller: true, blockOwnerDeletion: true },
+        {
+          apiVersion: KUBEVIRT_API_VERSION,
+          kind: 'VirtualMachine',
+          name,
+          uid: vm.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
       ],
     },
     spec,
@@ -137,18 +144,30 @@ function vmConditions(i: VmSyncInput): Condition<VmConditionType>[] {
     !vmi
       ? { type: 'Ready', status: 'False', reason: 'VMINotExists', message: 'VMI does not exist' }
       : ready
-        ? { type: 'Ready', status: ready.status, ...(ready.reason ? { reason: ready.reason } : {}), ...(ready.message ? { message: ready.message } : {}) }
+        ? {
+            type: 'Ready',
+            status: ready.status,
+            ...(ready.reason ? { reason: ready.reason } : {}),
+            ...(ready.message ? { message: ready.message } : {}),
+          }
         : { type: 'Ready', status: 'False', reason: 'VMINotReady', message: 'VMI is not ready yet' },
     now,
   );
   const paused = findCondition(vmi?.status?.conditions, 'Paused');
-  conditions = paused?.status === 'True' ? setCondition(conditions, { type: 'Paused', status: 'True', ...(paused.reason ? { reason: paused.reason } : {}) }, now) : removeCondition(conditions, 'Paused');
+  conditions =
+    paused?.status === 'True'
+      ? setCondition(conditions, { type: 'Paused', status: 'True', ...(paused.reason ? { reason: paused.reason } : {}) }, now)
+      : removeCondition(conditions, 'Paused');
   conditions = i.outcome.ok
     ? removeCondition(conditions, 'Failure')
     : setCondition(conditions, { type: 'Failure', status: 'True', reason: i.outcome.reason, message: i.outcome.message }, now);
   const unsupported = unsupportedVmFields(vm);
   conditions = unsupported.length
-    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) }, now)
+    ? setCondition(
+        conditions,
+        { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) },
+        now,
+      )
     : removeCondition(conditions, 'UnsupportedFields');
   return conditions;
 }
@@ -178,4 +197,12 @@ export function nextVmStatus(i: VmSyncInput): VirtualMachineStatus {
 }
 
 /** The VM status fields this controller owns (everything else on status is left alone). */
-export const VM_STATUS_FIELDS = ['printableStatus', 'created', 'ready', 'runStrategy', 'conditions', 'startFailure', 'stateChangeRequests'] as const;
+export const VM_STATUS_FIELDS = [
+  'printableStatus',
+  'created',
+  'ready',
+  'runStrategy',
+  'conditions',
+  'startFailure',
+  'stateChangeRequests',
+] as const;

@@ -9,7 +9,8 @@
 // own last create) whether the VMI has one. Status writes are merge patches
 // conditional on the resourceVersion read, so a phase the node agent wrote
 // meanwhile is never overwritten. Pod creates are recorded as Events on the
-// VMI, as KubeVirt words them.
+// VMI, as KubeVirt words them. A VMI with a node is granted to that node for
+// reading (node-vmi-grant.ts) before its status names the node.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
@@ -23,6 +24,7 @@ import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, V
 import { statusPatch } from '../kube/status-patch.js';
 import { KUBEVIRT_API_VERSION, VMI_PLURAL, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
+import type { NodeVmiGrants } from './node-vmi-grant.js';
 
 export interface VmiControllerOptions {
   clients: KubeClients;
@@ -32,6 +34,8 @@ export interface VmiControllerOptions {
   pods: ClusterInformer<V1Pod>;
   /** Schedulable nodes (label kubevirt.io/schedulable=true): TCG nodes need bigger launcher pods. */
   nodes: ClusterInformer<V1Node>;
+  /** Lets each VMI's node read it. */
+  grants: NodeVmiGrants;
   events: EventRecorder;
   workers?: number;
   log: Logger;
@@ -96,6 +100,7 @@ export class VmiController {
   /** Ensures the VMI's launcher pod exists, then writes the VMI status if it changed. */
   async syncVmi(key: string): Promise<void> {
     const vmi = this.o.vmis.get(key);
+    if (!vmi) this.o.grants.forget(key);
     if (!vmi || this.written.stale(key, vmi)) return;
     const log = this.o.log.child({ vmi: key, uid: vmi.metadata.uid });
     const phase = vmi.status?.phase ?? '';
@@ -107,7 +112,10 @@ export class VmiController {
     if (needsLauncherPod(vmi, pod)) {
       const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
-        pod = await this.o.clients.core.createNamespacedPod({ namespace: vmi.metadata.namespace ?? 'default', body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())) });
+        pod = await this.o.clients.core.createNamespacedPod({
+          namespace: vmi.metadata.namespace ?? 'default',
+          body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())),
+        });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
@@ -119,12 +127,30 @@ export class VmiController {
 
     const now = this.now();
     const decision = nextVmiStatus({ vmi, ...(pod ? { pod } : {}), ...(createError ? { createError } : {}), now });
+    const nodeName = decision.status.nodeName;
+    if (nodeName && !vmi.metadata.deletionTimestamp) {
+      // Until this exists the node cannot read the VMI; its status is still written, and the grant retried.
+      await this.o.grants.ensure(key, vmi, nodeName).catch((err: unknown) => {
+        failure ??= err;
+        log.error({ err, nodeName }, "could not grant the VMI's node read access to it");
+      });
+    }
     const patch = statusPatch(vmi.status, decision.status, VMI_STATUS_FIELDS);
     if (patch) {
       try {
-        const rv = await this.o.kubevirt.patchStatus(VMI_PLURAL, vmi.metadata.namespace ?? 'default', vmi.metadata.name!, vmi.metadata.resourceVersion, patch);
+        const rv = await this.o.kubevirt.patchStatus(
+          VMI_PLURAL,
+          vmi.metadata.namespace ?? 'default',
+          vmi.metadata.name!,
+          vmi.metadata.resourceVersion,
+          patch,
+        );
         this.written.record(key, rv);
-        if (patch.phase) log.info({ phase: decision.status.phase, reason: decision.status.reason, nodeName: decision.status.nodeName }, 'VMI phase changed');
+        if (patch.phase)
+          log.info(
+            { phase: decision.status.phase, reason: decision.status.reason, nodeName: decision.status.nodeName },
+            'VMI phase changed',
+          );
       } catch (err) {
         // Changed since the cache read it, maybe by the node agent (its watch event requeues the key), or deleted.
         if (!isConflict(err) && !isNotFound(err)) throw err;

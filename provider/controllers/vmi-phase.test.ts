@@ -8,15 +8,33 @@ const at = (s: number) => new Date(now.getTime() + s * 1000).toISOString();
 const vmi = (phase: VmiPhase | undefined, status: VirtualMachineInstanceStatus = {}, deleting = false): VirtualMachineInstance => ({
   metadata: { name: 'vm', namespace: 'ns', uid: 'u', ...(deleting ? { deletionTimestamp: now.toISOString() } : {}) },
   spec: { domain: {} },
-  status: { ...(phase !== undefined ? { phase, phaseTransitionTimestamps: [{ phase, phaseTransitionTimestamp: at(-60) }] } : {}), ...status },
+  status: {
+    ...(phase !== undefined ? { phase, phaseTransitionTimestamps: [{ phase, phaseTransitionTimestamp: at(-60) }] } : {}),
+    ...status,
+  },
 });
 const pod = (opts: { nodeName?: string; phase?: string; unschedulable?: string; finishedAt?: string } = {}): V1Pod => ({
   metadata: { name: 'virt-launcher-vm-abcde', namespace: 'ns' },
   spec: { containers: [], ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) },
   status: {
     phase: opts.phase ?? 'Pending',
-    ...(opts.unschedulable ? { conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: opts.unschedulable }] } : {}),
-    ...(opts.finishedAt ? { containerStatuses: [{ name: 'compute', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 1, finishedAt: new Date(opts.finishedAt) } } }] } : {}),
+    ...(opts.unschedulable
+      ? { conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: opts.unschedulable }] }
+      : {}),
+    ...(opts.finishedAt
+      ? {
+          containerStatuses: [
+            {
+              name: 'compute',
+              image: 'i',
+              imageID: '',
+              ready: false,
+              restartCount: 0,
+              state: { terminated: { exitCode: 1, finishedAt: new Date(opts.finishedAt) } },
+            },
+          ],
+        }
+      : {}),
   },
 });
 const phases = (s: VirtualMachineInstanceStatus) => s.phaseTransitionTimestamps?.map((p) => p.phase);
@@ -31,17 +49,40 @@ t.test('a pod is created only for a new VMI that has none', async (t) => {
 
 t.test('phase follows the launcher pod up to Scheduled', async (t) => {
   const created = nextVmiStatus({ vmi: vmi(undefined), pod: pod(), now }).status;
-  t.match(created, { phase: 'Scheduling', phaseTransitionTimestamps: [{ phase: 'Scheduling', phaseTransitionTimestamp: now.toISOString() }] }, 'pod created → Scheduling');
+  t.match(
+    created,
+    { phase: 'Scheduling', phaseTransitionTimestamps: [{ phase: 'Scheduling', phaseTransitionTimestamp: now.toISOString() }] },
+    'pod created → Scheduling',
+  );
 
   const failedCreate = nextVmiStatus({ vmi: vmi(undefined), createError: 'quota exceeded', now }).status;
-  t.match(failedCreate, { phase: 'Pending', conditions: [{ type: 'Synchronized', status: 'False', reason: 'FailedCreate', message: 'quota exceeded' }] }, 'create failed → Pending');
+  t.match(
+    failedCreate,
+    { phase: 'Pending', conditions: [{ type: 'Synchronized', status: 'False', reason: 'FailedCreate', message: 'quota exceeded' }] },
+    'create failed → Pending',
+  );
 
   const unschedulable = nextVmiStatus({ vmi: vmi('Scheduling'), pod: pod({ unschedulable: '0/1 nodes are available' }), now }).status;
-  t.match(unschedulable, { phase: 'Scheduling', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes are available' }] }, 'the pod’s Unschedulable condition is copied');
+  t.match(
+    unschedulable,
+    {
+      phase: 'Scheduling',
+      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes are available' }],
+    },
+    'the pod’s Unschedulable condition is copied',
+  );
   t.same(phases(unschedulable), ['Scheduling'], 'no new transition when the phase stays');
 
-  const bound = nextVmiStatus({ vmi: vmi('Scheduling', { conditions: unschedulable.conditions! }), pod: pod({ nodeName: 'node1' }), now }).status;
-  t.match(bound, { phase: 'Scheduled', nodeName: 'node1', conditions: [] }, 'pod bound → Scheduled on its node, PodScheduled=False dropped');
+  const bound = nextVmiStatus({
+    vmi: vmi('Scheduling', { conditions: unschedulable.conditions! }),
+    pod: pod({ nodeName: 'node1' }),
+    now,
+  }).status;
+  t.match(
+    bound,
+    { phase: 'Scheduled', nodeName: 'node1', conditions: [] },
+    'pod bound → Scheduled on its node, PodScheduled=False dropped',
+  );
   t.same(phases(bound), ['Scheduling', 'Scheduled']);
 
   const retried = nextVmiStatus({ vmi: vmi('Pending', { conditions: failedCreate.conditions! }), pod: pod(), now }).status;
@@ -53,19 +94,43 @@ t.test('phases the node agent owns never move back', async (t) => {
     const before = vmi(phase, { nodeName: 'node1' });
     t.same(nextVmiStatus({ vmi: before, pod: pod({ nodeName: 'node1', phase: 'Running' }), now }).status, before.status, `${phase} stays`);
   }
-  t.same(nextVmiStatus({ vmi: vmi('Scheduled'), pod: pod({ nodeName: 'n' }), now }).status, vmi('Scheduled').status, 'Scheduled stays Scheduled');
+  t.same(
+    nextVmiStatus({ vmi: vmi('Scheduled'), pod: pod({ nodeName: 'n' }), now }).status,
+    vmi('Scheduled').status,
+    'Scheduled stays Scheduled',
+  );
   const running = vmi('Running');
   t.same(nextVmiStatus({ vmi: running, now }).status, running.status, 'a Running VMI without a pod is left to the agent');
 });
 
 t.test('a terminated or vanished launcher pod fails the VMI', async (t) => {
-  t.match(nextVmiStatus({ vmi: vmi('Scheduled'), pod: pod({ nodeName: 'n', phase: 'Failed' }), now }), { status: { phase: 'Failed', reason: 'LauncherPodFailed' } }, 'pod Failed before Running');
-  t.match(nextVmiStatus({ vmi: vmi('Scheduling'), pod: pod({ phase: 'Succeeded' }), now }), { status: { phase: 'Failed', reason: 'LauncherPodSucceeded' } }, 'pod Succeeded before Running');
-  t.match(nextVmiStatus({ vmi: vmi('Scheduled'), now }), { status: { phase: 'Failed', reason: 'LauncherPodDeleted' } }, 'pod deleted after scheduling');
-  t.match(nextVmiStatus({ vmi: vmi('Scheduling'), now }), { status: { phase: 'Failed', reason: 'LauncherPodDeleted' } }, 'pod deleted while scheduling');
+  t.match(
+    nextVmiStatus({ vmi: vmi('Scheduled'), pod: pod({ nodeName: 'n', phase: 'Failed' }), now }),
+    { status: { phase: 'Failed', reason: 'LauncherPodFailed' } },
+    'pod Failed before Running',
+  );
+  t.match(
+    nextVmiStatus({ vmi: vmi('Scheduling'), pod: pod({ phase: 'Succeeded' }), now }),
+    { status: { phase: 'Failed', reason: 'LauncherPodSucceeded' } },
+    'pod Succeeded before Running',
+  );
+  t.match(
+    nextVmiStatus({ vmi: vmi('Scheduled'), now }),
+    { status: { phase: 'Failed', reason: 'LauncherPodDeleted' } },
+    'pod deleted after scheduling',
+  );
+  t.match(
+    nextVmiStatus({ vmi: vmi('Scheduling'), now }),
+    { status: { phase: 'Failed', reason: 'LauncherPodDeleted' } },
+    'pod deleted while scheduling',
+  );
 
   const waiting = nextVmiStatus({ vmi: vmi('Running'), pod: pod({ nodeName: 'n', phase: 'Failed', finishedAt: at(-10) }), now });
-  t.same(waiting, { status: vmi('Running').status, recheckAfterMs: AGENT_GRACE_MS - 10_000 }, 'a Running VMI gives the agent time to report its end');
+  t.same(
+    waiting,
+    { status: vmi('Running').status, recheckAfterMs: AGENT_GRACE_MS - 10_000 },
+    'a Running VMI gives the agent time to report its end',
+  );
   const late = nextVmiStatus({ vmi: vmi('Running'), pod: pod({ nodeName: 'n', phase: 'Failed', finishedAt: at(-31) }), now });
   t.match(late.status, { phase: 'Failed', reason: 'LauncherPodFailed' }, 'then fails it');
   t.same(phases(late.status), ['Running', 'Failed']);

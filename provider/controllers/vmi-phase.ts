@@ -80,7 +80,8 @@ export function nextVmiStatus({ vmi, pod, createError, now }: VmiStatusInput): V
 
   if (!pod) {
     // Scheduling is written only after the pod was created, so a missing pod was deleted.
-    if (phase === 'Scheduling' || phase === 'Scheduled') return { status: { ...withPhase(current, 'Failed', now), reason: 'LauncherPodDeleted' } };
+    if (phase === 'Scheduling' || phase === 'Scheduled')
+      return { status: { ...withPhase(current, 'Failed', now), reason: 'LauncherPodDeleted' } };
     if (phase === 'Running') return { status: current };
     const conditions = createError
       ? setCondition(current.conditions, { type: 'Synchronized', status: 'False', reason: 'FailedCreate', message: createError }, now)
@@ -101,7 +102,16 @@ export function nextVmiStatus({ vmi, pod, createError, now }: VmiStatusInput): V
   const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
   conditions =
     scheduled?.status === 'False'
-      ? setCondition(conditions, { type: 'PodScheduled', status: 'False', ...(scheduled.reason ? { reason: scheduled.reason } : {}), ...(scheduled.message ? { message: scheduled.message } : {}) }, now)
+      ? setCondition(
+          conditions,
+          {
+            type: 'PodScheduled',
+            status: 'False',
+            ...(scheduled.reason ? { reason: scheduled.reason } : {}),
+            ...(scheduled.message ? { message: scheduled.message } : {}),
+          },
+          now,
+        )
       : removeCondition(conditions, 'PodScheduled');
   return { status: { ...withPhase(current, 'Scheduling', now), conditions } };
 }

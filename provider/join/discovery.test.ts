@@ -13,13 +13,37 @@ const b64url = (b: Buffer | string): string => Buffer.from(b).toString('base64ur
 /** What the bootstrapsigner does (kubeadm's jws.ComputeDetachedSignature): HS256 keyed by the token secret, payload left out. */
 function signDetached(content: string, token: BootstrapToken): string {
   const header = b64url(JSON.stringify({ alg: 'HS256', kid: token.id }));
-  return `${header}..${b64url(createHmac('sha256', token.secret).update(`${header}.${b64url(content)}`).digest())}`;
+  return `${header}..${b64url(
+    createHmac('sha256', token.secret)
+      .update(`${header}.${b64url(content)}`)
+      .digest(),
+  )}`;
 }
 
 /** A throwaway self-signed CA from openssl, the tool the kubeadm docs use to compute the hash. */
 function makeCa(): { pem: string; opensslHash: string } {
   const dir = mkdtempSync(join(tmpdir(), 'vkvm-discovery-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'k'), '-out', join(dir, 'c'), '-subj', '/CN=test-ca', '-days', '1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'k'),
+      '-out',
+      join(dir, 'c'),
+      '-subj',
+      '/CN=test-ca',
+      '-days',
+      '1',
+    ],
+    { stdio: 'ignore' },
+  );
   // The kubeadm documentation's recipe for --discovery-token-ca-cert-hash.
   const der = execFileSync('openssl', ['x509', '-pubkey', '-in', join(dir, 'c'), '-noout']);
   const spki = execFileSync('openssl', ['pkey', '-pubin', '-outform', 'der'], { input: der });
@@ -31,7 +55,13 @@ function makeCa(): { pem: string; opensslHash: string } {
 
 const ca = makeCa();
 const token = parseBootstrapToken('abcdef.0123456789abcdef');
-const kubeconfig = stringify({ apiVersion: 'v1', kind: 'Config', clusters: [{ name: '', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority-data': Buffer.from(ca.pem).toString('base64') } }] });
+const kubeconfig = stringify({
+  apiVersion: 'v1',
+  kind: 'Config',
+  clusters: [
+    { name: '', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority-data': Buffer.from(ca.pem).toString('base64') } },
+  ],
+});
 
 t.test('the CA hash is the one kubeadm documents (sha256 of the DER SubjectPublicKeyInfo)', async (t) => {
   t.equal(caCertHash(ca.pem), ca.opensslHash);
@@ -55,10 +85,22 @@ t.test('a detached JWS made with the token verifies; another secret, content or 
 t.test('cluster-info is accepted only with the token signature and a matching CA pin', async (t) => {
   const data = { kubeconfig, [`jws-kubeconfig-${token.id}`]: signDetached(kubeconfig, token) };
   t.equal(verifyClusterInfo(data, token, [ca.opensslHash]), Buffer.from(ca.pem).toString('utf8'), 'good: returns the CA');
-  t.throws(() => verifyClusterInfo(data, token, [`sha256:${'0'.repeat(64)}`]), /cluster CA does not match --discovery-token-ca-cert-hash/, 'wrong pin');
-  t.throws(() => verifyClusterInfo({ kubeconfig }, token, [ca.opensslHash]), /does not know bootstrap token id "abcdef".*unknown or expired/, 'no signature for the token');
+  t.throws(
+    () => verifyClusterInfo(data, token, [`sha256:${'0'.repeat(64)}`]),
+    /cluster CA does not match --discovery-token-ca-cert-hash/,
+    'wrong pin',
+  );
+  t.throws(
+    () => verifyClusterInfo({ kubeconfig }, token, [ca.opensslHash]),
+    /does not know bootstrap token id "abcdef".*unknown or expired/,
+    'no signature for the token',
+  );
   const other = generateBootstrapToken();
-  t.throws(() => verifyClusterInfo(data, { id: token.id, secret: other.secret }, [ca.opensslHash]), /token secret is wrong/, 'wrong secret');
+  t.throws(
+    () => verifyClusterInfo(data, { id: token.id, secret: other.secret }, [ca.opensslHash]),
+    /token secret is wrong/,
+    'wrong secret',
+  );
 });
 
 t.test('bad flag values name the flag', async (t) => {

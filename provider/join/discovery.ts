@@ -45,7 +45,9 @@ export function verifyDetached(content: string, jws: string, token: BootstrapTok
     return false;
   }
   if (header.alg !== 'HS256' || (header.kid !== undefined && header.kid !== token.id)) return false;
-  const want = createHmac('sha256', token.secret).update(`${parts[0]}.${b64url(content)}`).digest();
+  const want = createHmac('sha256', token.secret)
+    .update(`${parts[0]}.${b64url(content)}`)
+    .digest();
   const got = Buffer.from(parts[2], 'base64url');
   return got.length === want.length && timingSafeEqual(got, want);
 }
@@ -106,7 +108,11 @@ async function fetchClusterInfo(server: string, ca: string | undefined): Promise
       res.on('data', (d: string) => (body += d));
       res.on('end', () => {
         if (res.statusCode !== 200) {
-          reject(new DiscoveryError(`reading ${CLUSTER_INFO.namespace}/${CLUSTER_INFO.name} from ${server}: HTTP ${res.statusCode}${res.statusCode === 403 || res.statusCode === 404 ? ' (run "vkvm token create" on the cluster to publish it)' : ''}`));
+          reject(
+            new DiscoveryError(
+              `reading ${CLUSTER_INFO.namespace}/${CLUSTER_INFO.name} from ${server}: HTTP ${res.statusCode}${res.statusCode === 403 || res.statusCode === 404 ? ' (run "vkvm token create" on the cluster to publish it)' : ''}`,
+            ),
+          );
           return;
         }
         try {
@@ -117,7 +123,9 @@ async function fetchClusterInfo(server: string, ca: string | undefined): Promise
       });
     });
     req.on('timeout', () => req.destroy(new DiscoveryError(`no answer from ${server} within 15 s`)));
-    req.on('error', (err) => reject(err instanceof DiscoveryError ? err : new DiscoveryError(`cannot reach ${server}: ${err.message}`, { cause: err })));
+    req.on('error', (err) =>
+      reject(err instanceof DiscoveryError ? err : new DiscoveryError(`cannot reach ${server}: ${err.message}`, { cause: err })),
+    );
     req.end();
   });
 }

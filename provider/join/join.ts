@@ -22,12 +22,21 @@ import type { AgentConfig } from '../config.js';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiStatusCode } from '../kube/errors.js';
 import type { Logger } from '../log.js';
-import { evaluatePreflight, formatPreflight, hardFailures, type PreflightCheck } from '../preflight/checks.js';
-import { readPreflightFacts } from '../preflight/facts.js';
+import { formatPreflight, hardFailures, type PreflightCheck } from '../preflight/checks.js';
+import { hostPreflight } from '../preflight/host.js';
 import type { BootstrapToken } from './bootstrap-token.js';
 import { discoverClusterCa } from './discovery.js';
 import { JoinError } from './errors.js';
-import { AGENT_LOG, cliPath, detachedAgentPid, installSystemdService, renderAgentEnv, startDetachedAgent, systemdIsInit, type ServiceMode } from './service.js';
+import {
+  AGENT_LOG,
+  cliPath,
+  detachedAgentPid,
+  installSystemdService,
+  renderAgentEnv,
+  startDetachedAgent,
+  systemdIsInit,
+  type ServiceMode,
+} from './service.js';
 
 export const JOIN_RECORD = 'join.json';
 export const CLIENT_PEM = join('pki', 'kubelet-client-current.pem');
@@ -88,13 +97,13 @@ async function exists(path: string): Promise<boolean> {
 }
 
 async function preflight(o: JoinOptions): Promise<PreflightCheck[]> {
-  const checks = evaluatePreflight(await readPreflightFacts({ searchPath: o.agent.searchPath, imageCacheDir: o.agent.imageCacheDir }), {
-    allowSoftwareEmulation: o.agent.allowSoftwareEmulation,
-  });
+  const checks = await hostPreflight(o.agent);
   o.report(`vkvm join: preflight\n${formatPreflight(checks)}\n`);
   const failed = hardFailures(checks);
   if (failed.length) {
-    throw new JoinError(`preflight failed; nothing was changed. Fix and re-run:\n${failed.map((c) => `  - ${c.condition}: ${c.message}`).join('\n')}`);
+    throw new JoinError(
+      `preflight failed; nothing was changed. Fix and re-run:\n${failed.map((c) => `  - ${c.condition}: ${c.message}`).join('\n')}`,
+    );
   }
   return checks;
 }
@@ -118,12 +127,22 @@ async function bootstrapClientCert(o: JoinOptions, caPem: string): Promise<{ cer
     });
   } catch (err) {
     const code = apiStatusCode(err);
-    if (code === 401) throw new JoinError(`the API server rejected --token (HTTP 401): the bootstrap token is unknown or expired; create a new one with "vkvm token create"`, { cause: err });
+    if (code === 401)
+      throw new JoinError(
+        `the API server rejected --token (HTTP 401): the bootstrap token is unknown or expired; create a new one with "vkvm token create"`,
+        { cause: err },
+      );
     if (code === 403) {
-      throw new JoinError(`--token may not request node certificates (HTTP 403): the bootstrap RBAC is missing; run "vkvm token create" (it applies deploy/bootstrap-rbac.yaml)`, { cause: err });
+      throw new JoinError(
+        `--token may not request node certificates (HTTP 403): the bootstrap RBAC is missing; run "vkvm token create" (it applies deploy/bootstrap-rbac.yaml)`,
+        { cause: err },
+      );
     }
     if (err instanceof Error && /not issued in time/.test(err.message)) {
-      throw new JoinError(`${err.message}: kube-controller-manager must run the csrapproving and csrsigning controllers, and deploy/bootstrap-rbac.yaml must be applied`, { cause: err });
+      throw new JoinError(
+        `${err.message}: kube-controller-manager must run the csrapproving and csrsigning controllers, and deploy/bootstrap-rbac.yaml must be applied`,
+        { cause: err },
+      );
     }
     throw err;
   }
@@ -184,7 +203,8 @@ async function waitNodeReady(o: JoinOptions, agentAlive: () => Promise<boolean>)
   const deadline = Date.now() + o.readyTimeoutMs;
   let last = 'not registered yet';
   while (Date.now() < deadline) {
-    if (!(await agentAlive())) throw new JoinError(`the node agent exited; see ${join(o.agent.stateDir, AGENT_LOG)} ("vkvm reset" undoes the join)`);
+    if (!(await agentAlive()))
+      throw new JoinError(`the node agent exited; see ${join(o.agent.stateDir, AGENT_LOG)} ("vkvm reset" undoes the join)`);
     try {
       const node = await clients.core.readNode({ name: o.agent.nodeName });
       const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
@@ -195,7 +215,9 @@ async function waitNodeReady(o: JoinOptions, agentAlive: () => Promise<boolean>)
     }
     await new Promise((r) => setTimeout(r, 500));
   }
-  throw new JoinError(`Node ${o.agent.nodeName} did not become Ready within ${o.readyTimeoutMs / 1000} s (last: ${last}); see ${join(o.agent.stateDir, AGENT_LOG)}`);
+  throw new JoinError(
+    `Node ${o.agent.nodeName} did not become Ready within ${o.readyTimeoutMs / 1000} s (last: ${last}); see ${join(o.agent.stateDir, AGENT_LOG)}`,
+  );
 }
 
 /** Something accepts TCP connections at host:port. */
@@ -262,6 +284,10 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
   }
   await waitNodeReady(o, agentAlive);
   const anyAddress = ['0.0.0.0', '::', ''].includes(o.agent.kubeletBindAddress);
-  const kubeletApiServing = await waitListening(anyAddress ? '127.0.0.1' : o.agent.kubeletBindAddress, o.agent.kubeletPort, o.servingCertTimeoutMs);
+  const kubeletApiServing = await waitListening(
+    anyAddress ? '127.0.0.1' : o.agent.kubeletBindAddress,
+    o.agent.kubeletPort,
+    o.servingCertTimeoutMs,
+  );
   return { nodeName: o.agent.nodeName, service, alreadyJoined, kubeletApiServing, preflight: checks };
 }

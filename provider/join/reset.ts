@@ -42,8 +42,15 @@ const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LO
 
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
-    { vmsDir: join(stateDir, 'vms'), socketDir: join(runDir, 'launchers'), imageCacheDir, hostFiles: NO_HOST_FILES, downloads: DEFAULT_DOWNLOAD_POLICY, allowSoftwareEmulation: true, logLevel: 'warn' },
-    () => {},
+    {
+      vmsDir: join(stateDir, 'vms'),
+      socketDir: join(runDir, 'launchers'),
+      imageCacheDir,
+      hostFiles: NO_HOST_FILES,
+      downloads: DEFAULT_DOWNLOAD_POLICY,
+      allowSoftwareEmulation: true,
+      logLevel: 'warn',
+    },
     log.child({ component: 'launchers' }),
   );
   const uids = await registry.discover();
@@ -66,7 +73,12 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   const runDir = record?.runDir ?? '/run/vkvm';
   const vmsStopped = await stopVms(o.stateDir, runDir, record?.imageCacheDir ?? '/var/cache/vkvm/images', o.gracePeriodS, log);
   if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
-  const network = new PodNetwork({ bridge: record?.bridge ?? DEFAULT_BRIDGE, dir: join(o.stateDir, 'network'), podCidr: async () => undefined, log });
+  const network = new PodNetwork({
+    bridge: record?.bridge ?? DEFAULT_BRIDGE,
+    dir: join(o.stateDir, 'network'),
+    podCidr: async () => undefined,
+    log,
+  });
   await network.retainOnly(() => false);
   await network.node.remove();
 
@@ -78,7 +90,8 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
       result.nodeDeleted = true;
     } catch (err) {
       if (apiStatusCode(err) === 404) result.nodeDeleted = true;
-      else result.nodeWarning = `could not delete Node ${record.nodeName} (${apiMessage(err)}); delete it with: kubectl delete node ${record.nodeName}`;
+      else
+        result.nodeWarning = `could not delete Node ${record.nodeName} (${apiMessage(err)}); delete it with: kubectl delete node ${record.nodeName}`;
     }
   }
 

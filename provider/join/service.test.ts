@@ -15,7 +15,11 @@ t.test('deploy/vkvm.service passes systemd-analyze verify', async (t) => {
 
 t.test('the unit environment carries node, CLI and the agent flags; whitespace in a flag is refused', async (t) => {
   t.equal(
-    renderAgentEnv('/usr/bin/node', '/opt/vkvm/dist/provider/cli/main.js', ['--kubeconfig', '/var/lib/vkvm/kubeconfig', '--rotate-client-cert']),
+    renderAgentEnv('/usr/bin/node', '/opt/vkvm/dist/provider/cli/main.js', [
+      '--kubeconfig',
+      '/var/lib/vkvm/kubeconfig',
+      '--rotate-client-cert',
+    ]),
     '# Written by vkvm join; read by /etc/systemd/system/vkvm.service.\nVKVM_NODE=/usr/bin/node\nVKVM_CLI=/opt/vkvm/dist/provider/cli/main.js\nVKVM_AGENT_ARGS="--kubeconfig /var/lib/vkvm/kubeconfig --rotate-client-cert"\n',
   );
   t.throws(() => renderAgentEnv('/n', '/c', ['--state-dir=/my dir']), { field: 'agent flags', message: /whitespace.*--no-systemd/ });
@@ -37,11 +41,19 @@ t.test('install writes the unit and its environment, then reloads, enables and r
       env: /^VKVM_AGENT_ARGS="--kubeconfig \/var\/lib\/vkvm\/kubeconfig"$/m.test(await readFile(target.envPath, 'utf8')),
       calls: (await readFile(calls, 'utf8')).trim().split('\n'),
     },
-    { unit: await readFile(join(packageRoot(), 'deploy', 'vkvm.service'), 'utf8'), env: true, calls: ['daemon-reload', 'enable vkvm.service', 'restart vkvm.service'] },
+    {
+      unit: await readFile(join(packageRoot(), 'deploy', 'vkvm.service'), 'utf8'),
+      env: true,
+      calls: ['daemon-reload', 'enable vkvm.service', 'restart vkvm.service'],
+    },
   );
   await removeSystemdService(log, target);
   t.same(
-    { unit: existsSync(target.unitPath), env: existsSync(target.envPath), calls: (await readFile(calls, 'utf8')).trim().split('\n').slice(3) },
+    {
+      unit: existsSync(target.unitPath),
+      env: existsSync(target.envPath),
+      calls: (await readFile(calls, 'utf8')).trim().split('\n').slice(3),
+    },
     { unit: false, env: false, calls: ['disable --now vkvm.service', 'daemon-reload'] },
   );
 });

@@ -40,7 +40,11 @@ export async function systemdIsInit(): Promise<boolean> {
 /** The EnvironmentFile of deploy/vkvm.service. systemd splits VKVM_AGENT_ARGS on whitespace, so no argument may hold any. */
 export function renderAgentEnv(nodeBinary: string, cli: string, agentArgs: string[]): string {
   const spaced = agentArgs.find((a) => /\s/.test(a));
-  if (spaced) throw new ConfigError('agent flags', `${JSON.stringify(spaced)} contains whitespace, which the systemd unit cannot pass; use another path or --no-systemd`);
+  if (spaced)
+    throw new ConfigError(
+      'agent flags',
+      `${JSON.stringify(spaced)} contains whitespace, which the systemd unit cannot pass; use another path or --no-systemd`,
+    );
   return [
     '# Written by vkvm join; read by /etc/systemd/system/vkvm.service.',
     `VKVM_NODE=${nodeBinary}`,
@@ -65,7 +69,9 @@ export async function installSystemdService(agentArgs: string[], log: Logger, ta
 
 export async function removeSystemdService(log: Logger, target: SystemdTarget = SYSTEMD): Promise<void> {
   const systemctl = (...args: string[]) => execFileP(target.systemctl, args);
-  await systemctl('disable', '--now', 'vkvm.service').catch((err: Error) => log.warn({ err }, 'systemctl disable --now vkvm.service failed'));
+  await systemctl('disable', '--now', 'vkvm.service').catch((err: Error) =>
+    log.warn({ err }, 'systemctl disable --now vkvm.service failed'),
+  );
   await rm(target.unitPath, { force: true });
   await rm(target.envPath, { force: true });
   await systemctl('daemon-reload').catch(() => undefined);
@@ -86,7 +92,10 @@ async function runningAgent(stateDir: string): Promise<PidFile | undefined> {
   }
   const ticks = await processStartTicks(rec.pid).catch(() => undefined);
   // An agent that exited while its parent (a join) still runs is a zombie: not running.
-  const state = await readFile(`/proc/${rec.pid}/stat`, 'utf8').then((st) => st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3), () => 'X');
+  const state = await readFile(`/proc/${rec.pid}/stat`, 'utf8').then(
+    (st) => st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3),
+    () => 'X',
+  );
   return ticks === rec.pidStartTicks && state !== 'Z' && state !== 'X' ? rec : undefined;
 }
 

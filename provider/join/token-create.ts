@@ -35,12 +35,18 @@ export interface CreatedToken {
 export function parseTtl(raw: string, field = '--ttl'): number {
   if (raw === '0') return 0;
   const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(raw);
-  if (!m || raw === '' || (!m[1] && !m[2] && !m[3])) throw new ConfigError(field, `want a duration like 24h, 30m or 0 (never expires), got ${JSON.stringify(raw)}`);
+  if (!m || raw === '' || (!m[1] && !m[2] && !m[3]))
+    throw new ConfigError(field, `want a duration like 24h, 30m or 0 (never expires), got ${JSON.stringify(raw)}`);
   return Number(m[1] ?? 0) * 3600 + Number(m[2] ?? 0) * 60 + Number(m[3] ?? 0);
 }
 
 export const joinCommand = (server: string, token: BootstrapToken, caHashes: string[]): string =>
-  ['vkvm join', `--server ${server}`, `--token ${formatBootstrapToken(token)}`, ...caHashes.map((h) => `--discovery-token-ca-cert-hash ${h}`)].join(' ');
+  [
+    'vkvm join',
+    `--server ${server}`,
+    `--token ${formatBootstrapToken(token)}`,
+    ...caHashes.map((h) => `--discovery-token-ca-cert-hash ${h}`),
+  ].join(' ');
 
 async function kubeconfigCa(clients: KubeClients): Promise<string> {
   const cluster = clients.kc.getCurrentCluster();

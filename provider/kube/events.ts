@@ -26,8 +26,18 @@ export interface EventSource {
 }
 
 /** The reference an event of a custom object (a VM, a VMI) needs. */
-export function objectReference(o: { apiVersion?: string; kind?: string; metadata: { name?: string; namespace?: string; uid?: string } }): V1ObjectReference {
-  return { apiVersion: o.apiVersion ?? '', kind: o.kind ?? '', name: o.metadata.name ?? '', namespace: o.metadata.namespace ?? 'default', uid: o.metadata.uid ?? '' };
+export function objectReference(o: {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name?: string; namespace?: string; uid?: string };
+}): V1ObjectReference {
+  return {
+    apiVersion: o.apiVersion ?? '',
+    kind: o.kind ?? '',
+    name: o.metadata.name ?? '',
+    namespace: o.metadata.namespace ?? 'default',
+    uid: o.metadata.uid ?? '',
+  };
 }
 
 export function createEventRecorder(clients: KubeClients, source: EventSource, log: Logger): EventRecorder {
@@ -72,13 +82,21 @@ export function createEventRecorder(clients: KubeClients, source: EventSource, l
   const recordFor = (object: V1ObjectReference, type: EventType, reason: string, message: string): void => {
     tail = tail
       .then(() => write(object, type, reason, message))
-      .catch((err: unknown) => log.warn({ err, object: `${object.kind} ${object.namespace}/${object.name}`, reason }, 'could not record event'));
+      .catch((err: unknown) =>
+        log.warn({ err, object: `${object.kind} ${object.namespace}/${object.name}`, reason }, 'could not record event'),
+      );
   };
   return {
     recordFor,
     record(pod, type, reason, message) {
       const container = pod.spec?.containers?.[0]?.name;
-      const ref: V1ObjectReference = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? 'default', uid: pod.metadata?.uid ?? '' };
+      const ref: V1ObjectReference = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        name: pod.metadata?.name ?? '',
+        namespace: pod.metadata?.namespace ?? 'default',
+        uid: pod.metadata?.uid ?? '',
+      };
       recordFor(container ? { ...ref, fieldPath: `spec.containers{${container}}` } : ref, type, reason, message);
     },
   };

@@ -13,13 +13,27 @@ t.test('a resource the API server does not serve is reported once, with the hint
   const server = createServer((req, res) => {
     requests.push(req.url ?? '');
     res.writeHead(404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'the server could not find the requested resource' }));
+    res.end(
+      JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        reason: 'NotFound',
+        code: 404,
+        message: 'the server could not find the requested resource',
+      }),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const kc = new KubeConfig();
   const server_ = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  kc.loadFromOptions({ clusters: [{ name: 'c', server: server_, skipTLSVerify: true }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: server_, skipTLSVerify: true }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
   const clients = makeClients(kc);
   const lines: { level: number; msg: string; retryInMs?: number }[] = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
@@ -36,7 +50,10 @@ t.test('a resource the API server does not serve is reported once, with the hint
   await new Promise((r) => setTimeout(r, 2500));
   t.same(
     { requests: requests.length, warnings: lines.filter((l) => l.level === 40).map((l) => l.msg) },
-    { requests: 1, warnings: ['the API server does not serve /apis/kubevirt.io/v1/virtualmachineinstances: install the CRDs; checking again every 30 s'] },
+    {
+      requests: 1,
+      warnings: ['the API server does not serve /apis/kubevirt.io/v1/virtualmachineinstances: install the CRDs; checking again every 30 s'],
+    },
     'one list, one warning naming the resource and what to do',
   );
 });

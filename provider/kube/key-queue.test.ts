@@ -1,6 +1,7 @@
 import t from 'tap';
 import { pino } from 'pino';
 import { KeyQueue } from './key-queue.js';
+import { fakeClock } from '../../test/helpers/fake-clock.js';
 
 const log = pino({ level: 'silent' });
 
@@ -45,10 +46,31 @@ t.test('failures retry with backoff until success', async (t) => {
 });
 
 t.test('backoff doubles and is capped', async (t) => {
-  const q = new KeyQueue(async () => { throw new Error('x'); }, { name: 't', workers: 1, baseDelayMs: 100, maxDelayMs: 300, log, random: () => 0.5 });
+  const q = new KeyQueue(
+    async () => {
+      throw new Error('x');
+    },
+    { name: 't', workers: 1, baseDelayMs: 100, maxDelayMs: 300, log, random: () => 0.5 },
+  );
   t.equal(q.retryDelayMs('k'), 100);
   q.add('k');
   await new Promise((r) => setTimeout(r, 10));
   t.equal(q.retryDelayMs('k'), 200);
   q.stop();
+});
+
+t.test('addAfter runs the key when the clock gets there; an add() meanwhile runs it at once as well', async (t) => {
+  const clock = fakeClock();
+  const runs: string[] = [];
+  const q = new KeyQueue(async (key) => void runs.push(key), { name: 't', workers: 1, log, clock });
+  q.addAfter('later', 10_000);
+  q.addAfter('sooner', 10_000);
+  q.add('sooner');
+  await q.idle();
+  clock.advance(9_999);
+  await q.idle();
+  const before = [...runs];
+  clock.advance(1);
+  await q.idle();
+  t.same({ before, after: runs }, { before: ['sooner'], after: ['sooner', 'later', 'sooner'] });
 });

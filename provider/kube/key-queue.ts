@@ -3,6 +3,7 @@
 // afterwards; failures are retried with capped exponential backoff plus
 // jitter; keys for different objects run concurrently up to `workers`, the
 // same key never does.
+import { systemClock, type Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 
 export type Handler = (key: string) => Promise<void>;
@@ -14,6 +15,8 @@ export interface QueueOptions {
   maxDelayMs?: number;
   log: Logger;
   random?: () => number;
+  /** Timers of addAfter and retries; the system clock unless a test steps time itself. */
+  clock?: Clock;
 }
 
 export class KeyQueue {
@@ -22,7 +25,8 @@ export class KeyQueue {
   private readonly inFlight = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Cancels of the delayed adds, by key. */
+  private readonly timers = new Map<string, () => void>();
   private running = 0;
   private stopped = false;
   private idleWaiters: Array<() => void> = [];
@@ -47,13 +51,13 @@ export class KeyQueue {
   /** Adds after a delay (e.g. a grace period); an earlier add() still runs it sooner. */
   addAfter(key: string, delayMs: number): void {
     if (this.stopped) return;
-    clearTimeout(this.timers.get(key));
+    this.timers.get(key)?.();
     this.timers.set(
       key,
-      setTimeout(() => {
+      (this.opts.clock ?? systemClock).after(delayMs, () => {
         this.timers.delete(key);
         this.add(key);
-      }, delayMs),
+      }),
     );
   }
 
@@ -79,13 +83,18 @@ export class KeyQueue {
 
   stop(): void {
     this.stopped = true;
-    for (const t of this.timers.values()) clearTimeout(t);
+    for (const cancel of this.timers.values()) cancel();
     this.timers.clear();
+  }
+
+  /** Nothing is queued or running (delayed adds aside). */
+  isIdle(): boolean {
+    return this.running === 0 && this.order.length === 0;
   }
 
   /** Resolves when nothing is queued or running (tests, shutdown). */
   idle(): Promise<void> {
-    if (this.running === 0 && this.order.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -97,7 +106,7 @@ export class KeyQueue {
       this.running++;
       void this.process(key);
     }
-    if (this.running === 0 && this.order.length === 0) {
+    if (this.isIdle()) {
       for (const w of this.idleWaiters.splice(0)) w();
     }
   }

@@ -6,7 +6,11 @@ import { isDeepStrictEqual } from 'node:util';
 /** JSON's view of a value: undefined fields dropped, as the API server stores it. */
 const normal = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 
-export function statusPatch<S extends object>(current: S | undefined, next: S, owned: readonly (keyof S)[]): Record<string, unknown> | undefined {
+export function statusPatch<S extends object>(
+  current: S | undefined,
+  next: S,
+  owned: readonly (keyof S)[],
+): Record<string, unknown> | undefined {
   const patch: Record<string, unknown> = {};
   for (const field of owned) {
     const before = normal(current?.[field]);

@@ -79,7 +79,9 @@ function userFromCertificate(req: FastifyRequest): UserInfo | null | 'invalid' {
  */
 function decisionKey(user: UserInfo, review: NodeAttributes & { nodeName: string }): string {
   return JSON.stringify({ user, review }, (_key, value: unknown) =>
-    value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : value,
+    value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : value,
   );
 }
 

@@ -46,15 +46,23 @@ export function errorHandler(err: FastifyError | HttpError | Error, req: Fastify
     // A metav1.Status: kube-apiserver decodes one from a refused exec/attach
     // upgrade and relays its message to kubectl as it is (a text body would
     // reach it as "unable to upgrade connection: …").
-    void reply
-      .code(429)
-      .type('application/json')
-      .send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: err.message, reason: 'TooManyRequests', code: 429 });
+    void reply.code(429).type('application/json').send({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: err.message,
+      reason: 'TooManyRequests',
+      code: 429,
+    });
     return;
   }
   const fastifyCode = (err as FastifyError).statusCode;
   const status = err instanceof HttpError ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
   if (status >= 500) req.log.error({ err }, 'kubelet API request failed');
   else req.log.debug({ err: err.message, status }, 'kubelet API request rejected');
-  void reply.code(status).type('text/plain; charset=utf-8').send(status >= 500 ? 'Internal Server Error' : err.message);
+  void reply
+    .code(status)
+    .type('text/plain; charset=utf-8')
+    .send(status >= 500 ? 'Internal Server Error' : err.message);
 }

@@ -56,12 +56,24 @@ export function formatResourceMetrics(input: ResourceMetricsInput): string {
     nodeCpu: family('node_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the node in core-seconds'),
     nodeMemory: family('node_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the node in bytes'),
     containerStart: family('container_start_time_seconds', 'gauge', '[STABLE] Start time of the container since unix epoch in seconds'),
-    containerCpu: family('container_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the container in core-seconds'),
+    containerCpu: family(
+      'container_cpu_usage_seconds_total',
+      'counter',
+      '[STABLE] Cumulative cpu time consumed by the container in core-seconds',
+    ),
     containerMemory: family('container_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the container in bytes'),
     podCpu: family('pod_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the pod in core-seconds'),
     podMemory: family('pod_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the pod in bytes'),
-    scrapeError: family('scrape_error', 'gauge', '[ALPHA] (Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise'),
-    resourceScrapeError: family('resource_scrape_error', 'gauge', '[STABLE] 1 if there was an error while getting container metrics, 0 otherwise'),
+    scrapeError: family(
+      'scrape_error',
+      'gauge',
+      '[ALPHA] (Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise',
+    ),
+    resourceScrapeError: family(
+      'resource_scrape_error',
+      'gauge',
+      '[STABLE] 1 if there was an error while getting container metrics, 0 otherwise',
+    ),
   };
   if (input.node) {
     const timestampMs = input.node.time.getTime();

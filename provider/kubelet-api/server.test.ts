@@ -48,17 +48,28 @@ t.test('an authorized user is served, and decisions are cached', async (t) => {
   const app = await build(t, backend);
   const first = await app.inject({ url: '/pods', headers: { authorization: 'Bearer tok' } });
   const second = await app.inject({ url: '/healthz', headers: { authorization: 'Bearer tok' } });
-  t.match({ first: first.statusCode, second: second.statusCode, list: first.json() }, { first: 200, second: 200, list: { kind: 'PodList', items: [] } });
-  t.same({ tokenReviews: calls.tokenReviews, sars: calls.sars.length }, { tokenReviews: 1, sars: 1 }, 'one TokenReview and one SAR for two requests');
+  t.match(
+    { first: first.statusCode, second: second.statusCode, list: first.json() },
+    { first: 200, second: 200, list: { kind: 'PodList', items: [] } },
+  );
+  t.same(
+    { tokenReviews: calls.tokenReviews, sars: calls.sars.length },
+    { tokenReviews: 1, sars: 1 },
+    'one TokenReview and one SAR for two requests',
+  );
 });
 
 t.test('paths map to node subresources as the kubelet maps them', async (t) => {
   t.same(
-    ['/stats/summary', '/metrics/resource', '/metrics', '/logs/x', '/containerLogs/a/b/c', '/exec/a/b/c', '/pods'].map((p) => nodeAttributes('GET', p).subresource),
+    ['/stats/summary', '/metrics/resource', '/metrics', '/logs/x', '/containerLogs/a/b/c', '/exec/a/b/c', '/pods'].map(
+      (p) => nodeAttributes('GET', p).subresource,
+    ),
     ['stats', 'metrics', 'metrics', 'log', 'proxy', 'proxy', 'proxy'],
   );
   t.same(
-    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /containerLogs/a/b/c'].map((r) => nodeAttributes(r.split(' ')[0]!, r.split(' ')[1]!).verb),
+    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /containerLogs/a/b/c'].map(
+      (r) => nodeAttributes(r.split(' ')[0]!, r.split(' ')[1]!).verb,
+    ),
     ['create', 'create', 'create', 'get'],
     'exec and attach are create whatever the method (WebSocket clients use GET)',
   );

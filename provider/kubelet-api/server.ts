@@ -91,10 +91,16 @@ export function rotateServingCert(app: FastifyInstance, tls: TlsMaterial): void 
 
 /** Unauthenticated liveness on loopback only, like the kubelet's :10248/healthz. */
 export async function buildHealthzServer(healthy: () => boolean, log: Logger): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: log.child({ component: 'healthz' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance;
+  const app = Fastify({
+    loggerInstance: log.child({ component: 'healthz' }),
+    logController: new LogController({ disableRequestLogging: true }),
+  }) as unknown as FastifyInstance;
   app.get('/healthz', async (_req, reply) => {
     const ok = healthy();
-    return reply.code(ok ? 200 : 503).type('text/plain').send(ok ? 'ok' : 'unhealthy');
+    return reply
+      .code(ok ? 200 : 503)
+      .type('text/plain')
+      .send(ok ? 'ok' : 'unhealthy');
   });
   return app;
 }

@@ -108,7 +108,10 @@ export class SessionLimiter {
 }
 
 /** Releases `slot` when `connection` closes, or now if it has closed already. */
-export function releaseOnClose(slot: SessionSlot, connection: { readonly closed: boolean; once(event: 'close', listener: () => void): unknown }): void {
+export function releaseOnClose(
+  slot: SessionSlot,
+  connection: { readonly closed: boolean; once(event: 'close', listener: () => void): unknown },
+): void {
   if (connection.closed) slot.release();
   else connection.once('close', () => slot.release());
 }

@@ -83,10 +83,17 @@ export interface SummaryInput {
 }
 
 function cpuStats(time: Date, cpuNs: number, nanoCores: number | undefined): CPUStats {
-  return { time: rfc3339(time), ...(nanoCores === undefined ? {} : { usageNanoCores: nanoCores }), usageCoreNanoSeconds: Math.round(cpuNs) };
+  return {
+    time: rfc3339(time),
+    ...(nanoCores === undefined ? {} : { usageNanoCores: nanoCores }),
+    usageCoreNanoSeconds: Math.round(cpuNs),
+  };
 }
 
-function memoryStats(time: Date, m: { usageBytes: number; workingSetBytes: number; rssBytes: number; availableBytes: number | undefined }): MemoryStats {
+function memoryStats(
+  time: Date,
+  m: { usageBytes: number; workingSetBytes: number; rssBytes: number; availableBytes: number | undefined },
+): MemoryStats {
   return {
     time: rfc3339(time),
     ...(m.availableBytes === undefined ? {} : { availableBytes: m.availableBytes }),

@@ -8,8 +8,9 @@ import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL, type VirtualMachine, type Virtua
 
 export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
 
-/** The path ListWatch watches for a plural, across namespaces. */
-export const watchPath = (plural: KubevirtPlural): string => `/apis/${GROUP}/${VERSION}/${plural}`;
+/** The path ListWatch watches for a plural, across namespaces or in one. */
+export const watchPath = (plural: KubevirtPlural, namespace?: string): string =>
+  namespace ? `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}` : `/apis/${GROUP}/${VERSION}/${plural}`;
 /** What an operator does when the cluster lacks the kubevirt.io resources vkvm serves. */
 export const CRDS_MISSING_HINT = "vkvm's kubevirt.io CRDs are not installed (kubectl apply -f deploy/crds.yaml; vkvm up installs them)";
 
@@ -31,18 +32,41 @@ export class KubevirtApi {
     return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VM_PLURAL }) as Promise<KubevirtList<VirtualMachine>>;
   }
 
-  listVmis(opts: { fieldSelector?: string } = {}): Promise<KubevirtList<VirtualMachineInstance>> {
-    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL, ...opts }) as Promise<KubevirtList<VirtualMachineInstance>>;
+  listVmis(): Promise<KubevirtList<VirtualMachineInstance>> {
+    return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<
+      KubevirtList<VirtualMachineInstance>
+    >;
+  }
+
+  /** The one VMI of that name, as a list (what a watch of it starts from). */
+  listVmiNamed(namespace: string, name: string): Promise<KubevirtList<VirtualMachineInstance>> {
+    const fieldSelector = `metadata.name=${name}`;
+    return this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, fieldSelector }) as Promise<
+      KubevirtList<VirtualMachineInstance>
+    >;
   }
 
   createVmi(vmi: VirtualMachineInstance): Promise<VirtualMachineInstance> {
     const namespace = vmi.metadata.namespace ?? 'default';
-    return this.api.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, body: vmi }) as Promise<VirtualMachineInstance>;
+    return this.api.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      body: vmi,
+    }) as Promise<VirtualMachineInstance>;
   }
 
   /** Deletes the VMI only if it still has this UID (a precondition, so a newer VMI of the same name is never hit). */
   async deleteVmi(namespace: string, name: string, uid: string): Promise<void> {
-    await this.api.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name, body: { preconditions: { uid } } });
+    await this.api.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      name,
+      body: { preconditions: { uid } },
+    });
   }
 
   getVm(namespace: string, name: string): Promise<VirtualMachine> {
@@ -69,9 +93,18 @@ export class KubevirtApi {
    * read, so a decision made on a stale copy is never written). Returns the
    * new resourceVersion.
    */
-  async patchStatus(plural: KubevirtPlural, namespace: string, name: string, resourceVersion: string | undefined, status: Record<string, unknown>): Promise<string | undefined> {
+  async patchStatus(
+    plural: KubevirtPlural,
+    namespace: string,
+    name: string,
+    resourceVersion: string | undefined,
+    status: Record<string, unknown>,
+  ): Promise<string | undefined> {
     const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
-    const updated = (await this.api.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body }, mergePatch)) as {
+    const updated = (await this.api.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, namespace, plural, name, body },
+      mergePatch,
+    )) as {
       metadata?: { resourceVersion?: string };
     };
     return updated.metadata?.resourceVersion;

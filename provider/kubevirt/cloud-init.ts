@@ -47,7 +47,12 @@ function readPart(d: Draft, part: Part, at: string): string | undefined {
 /** The seed's user and network data, or null after reporting why there is none. `at` is spec.volumes[j].cloudInitNoCloud. */
 export function noCloudData(d: Draft, source: CloudInitNoCloudSource, at: string): NoCloudData | null {
   const user: Part = { inline: source.userData, base64: source.userDataBase64, secret: source.secretRef, field: 'userData' };
-  const network: Part = { inline: source.networkData, base64: source.networkDataBase64, secret: source.networkDataSecretRef, field: 'networkData' };
+  const network: Part = {
+    inline: source.networkData,
+    base64: source.networkDataBase64,
+    secret: source.networkDataSecretRef,
+    field: 'networkData',
+  };
   const count = (p: Part) => [p.inline, p.base64, p.secret?.name].filter(Boolean).length;
   const before = d.causes.length;
   if (count(user) > 1) d.report(at, 'FieldValueInvalid', `${at} must have only one userdatasource set.`);

@@ -35,7 +35,11 @@ export function translateCompute(d: Draft, domain: DomainSpec): Compute {
   const cpuLimit = quantity(d, limits.cpu, `${R}.limits.cpu`);
   const cpuRequest = quantity(d, requests.cpu, `${R}.requests.cpu`);
   if (cpuLimit && cpuRequest !== undefined && cpuRequest > cpuLimit) {
-    d.report(`${R}.requests.cpu`, 'FieldValueInvalid', `${R}.requests.cpu '${requests.cpu}' is greater than ${R}.limits.cpu '${limits.cpu}'`);
+    d.report(
+      `${R}.requests.cpu`,
+      'FieldValueInvalid',
+      `${R}.requests.cpu '${requests.cpu}' is greater than ${R}.limits.cpu '${limits.cpu}'`,
+    );
   }
 
   const c = domain.cpu ?? {};
@@ -53,18 +57,33 @@ export function translateCompute(d: Draft, domain: DomainSpec): Compute {
   const memLimit = quantity(d, limits.memory, `${R}.limits.memory`);
   const guest = quantity(d, domain.memory?.guest, 'spec.domain.memory.guest');
   if (memLimit && memRequest !== undefined && memRequest > memLimit) {
-    d.report(`${R}.requests.memory`, 'FieldValueInvalid', `${R}.requests.memory '${requests.memory}' is greater than ${R}.limits.memory '${limits.memory}'`);
+    d.report(
+      `${R}.requests.memory`,
+      'FieldValueInvalid',
+      `${R}.requests.memory '${requests.memory}' is greater than ${R}.limits.memory '${limits.memory}'`,
+    );
   }
   if (memLimit && guest !== undefined && guest > memLimit) {
-    d.report('spec.domain.memory.guest', 'FieldValueInvalid', `spec.domain.memory.guest '${domain.memory?.guest}' must be equal to or less than the memory limit ${R}.limits.memory '${limits.memory}'`);
+    d.report(
+      'spec.domain.memory.guest',
+      'FieldValueInvalid',
+      `spec.domain.memory.guest '${domain.memory?.guest}' must be equal to or less than the memory limit ${R}.limits.memory '${limits.memory}'`,
+    );
   }
   const [memoryField, bytes] =
-    domain.memory?.guest != null ? ['spec.domain.memory.guest', guest]
-    : requests.memory != null ? [`${R}.requests.memory`, memRequest]
-    : limits.memory != null ? [`${R}.limits.memory`, memLimit]
-    : [`${R}.requests.memory`, undefined];
+    domain.memory?.guest != null
+      ? ['spec.domain.memory.guest', guest]
+      : requests.memory != null
+        ? [`${R}.requests.memory`, memRequest]
+        : limits.memory != null
+          ? [`${R}.limits.memory`, memLimit]
+          : [`${R}.requests.memory`, undefined];
   if (memoryField === `${R}.requests.memory` && requests.memory == null) {
-    d.report(memoryField, 'FieldValueRequired', `no memory requested, at least one of 'spec.domain.memory.guest', '${R}.requests.memory' or '${R}.limits.memory' must be set`);
+    d.report(
+      memoryField,
+      'FieldValueRequired',
+      `no memory requested, at least one of 'spec.domain.memory.guest', '${R}.requests.memory' or '${R}.limits.memory' must be set`,
+    );
   }
   return {
     cpu,

@@ -5,13 +5,18 @@ import type { Condition } from './types.js';
 export type ConditionInput<T extends string> = Omit<Condition<T>, 'lastTransitionTime' | 'lastProbeTime'>;
 
 /** The list with `wanted` set (replacing any entry of its type), in the existing order. */
-export function setCondition<T extends string>(list: readonly Condition<T>[] | undefined, wanted: ConditionInput<T>, now: Date): Condition<T>[] {
+export function setCondition<T extends string>(
+  list: readonly Condition<T>[] | undefined,
+  wanted: ConditionInput<T>,
+  now: Date,
+): Condition<T>[] {
   const current = list?.find((c) => c.type === wanted.type);
   const next: Condition<T> = {
     type: wanted.type,
     status: wanted.status,
     lastProbeTime: null,
-    lastTransitionTime: current && current.status === wanted.status && current.lastTransitionTime ? current.lastTransitionTime : now.toISOString(),
+    lastTransitionTime:
+      current && current.status === wanted.status && current.lastTransitionTime ? current.lastTransitionTime : now.toISOString(),
     ...(wanted.reason ? { reason: wanted.reason } : {}),
     ...(wanted.message ? { message: wanted.message } : {}),
   };

@@ -1,9 +1,12 @@
-// containerDisk and kernelBoot images. vkvm has no container runtime, so an
-// OCI reference cannot be pulled; instead an image is one of the forms pods
-// use (a host path, file:///path, an http(s) URL of a disk image, or the
-// built-in test guest), and an alias table maps OCI references, such as the
-// demo images in KubeVirt's documentation, to one of those forms.
+// containerDisk and kernelBoot images: an OCI reference, which the node agent
+// pulls (provider/images/), or one of the forms pods use besides (a host
+// path, file:///path, an http(s) URL of a disk image, or the built-in test
+// guest). An alias table maps the demo images of KubeVirt's documentation to
+// the test guest, so its examples run on a node without internet access.
+import type { ImagePullPolicy } from '../../vmm/spec.js';
+import { defaultPullPolicy, PULL_POLICIES } from '../images/reference.js';
 import { parseImage, TEST_GUEST_IMAGE, type BootSource } from '../vm-identity.js';
+import type { Draft } from './draft.js';
 
 /**
  * KubeVirt's quickstart and example images, run as the built-in test guest
@@ -34,4 +37,12 @@ export function resolveImage(ref: string, aliases: Readonly<Record<string, strin
   return parseImage(aliases[ref] ?? aliases[imageRepository(ref)] ?? ref);
 }
 
-export const IMAGE_FORMS = `a host path (/path or file:///path), an http(s) URL of a qcow2 or raw image, ${TEST_GUEST_IMAGE}, or an image the node aliases to one of those`;
+export const IMAGE_FORMS = `an OCI image reference, a host path (/path or file:///path), an http(s) URL of a qcow2 or raw image, or ${TEST_GUEST_IMAGE}`;
+
+/** imagePullPolicy as written, else KubeVirt's default (Kubernetes' rule: Always for latest); an unknown value is reported at `at`. */
+export function pullPolicyOf(d: Draft, raw: string | undefined, image: string, at: string): ImagePullPolicy {
+  if ((PULL_POLICIES as readonly string[]).includes(raw ?? '')) return raw as ImagePullPolicy;
+  // Reported here, at the user's field; the default stands in so vmm's validation does not report it again.
+  if (raw) d.report(at, 'FieldValueNotSupported', `supported values: ${PULL_POLICIES.map((p) => `"${p}"`).join(', ')}`);
+  return defaultPullPolicy(image);
+}

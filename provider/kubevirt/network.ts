@@ -34,9 +34,11 @@ function forwardPorts(d: Draft, iface: Interface, at: string): ForwardPort[] {
     const pat = `${at}.ports[${k}]`;
     const before = d.causes.length;
     if (!p.port) d.report(pat, 'FieldValueRequired', 'Port field is mandatory.');
-    else if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) d.report(pat, 'FieldValueInvalid', 'Port field must be in range 0 < x < 65536.');
+    else if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535)
+      d.report(pat, 'FieldValueInvalid', 'Port field must be in range 0 < x < 65536.');
     const protocol = p.protocol ?? 'TCP';
-    if (protocol !== 'TCP' && protocol !== 'UDP') d.report(`${pat}.protocol`, 'FieldValueInvalid', 'Unknown protocol, only TCP or UDP allowed');
+    if (protocol !== 'TCP' && protocol !== 'UDP')
+      d.report(`${pat}.protocol`, 'FieldValueInvalid', 'Unknown protocol, only TCP or UDP allowed');
     if (p.name) {
       if (names.has(p.name)) d.report(`${pat}.name`, 'FieldValueDuplicate', `Duplicate name of the port: ${p.name}`);
       names.add(p.name);
@@ -72,7 +74,11 @@ export function translateNetwork(d: Draft, input: NetworkInput): void {
     const at = `spec.networks[${k}]`;
     if (!net.name) return void d.report(`${at}.name`, 'FieldValueRequired', 'a network needs a name');
     if (networkByName.has(net.name)) {
-      return void d.report(`${at}.name`, 'FieldValueDuplicate', `Network with name "${net.name}" already exists, every network must have a unique name`);
+      return void d.report(
+        `${at}.name`,
+        'FieldValueDuplicate',
+        `Network with name "${net.name}" already exists, every network must have a unique name`,
+      );
     }
     networkByName.set(net.name, net);
     // KubeVirt: a network without a source is the pod network.
@@ -82,7 +88,11 @@ export function translateNetwork(d: Draft, input: NetworkInput): void {
       podNetwork ??= at;
     }
     if (!interfaces.some((iface) => iface.name === net.name)) {
-      d.report(`${at}.name`, 'FieldValueRequired', `${at}.name '${net.name}' not found: no interface of that name in spec.domain.devices.interfaces`);
+      d.report(
+        `${at}.name`,
+        'FieldValueRequired',
+        `${at}.name '${net.name}' not found: no interface of that name in spec.domain.devices.interfaces`,
+      );
     }
   });
 
@@ -90,33 +100,58 @@ export function translateNetwork(d: Draft, input: NetworkInput): void {
   interfaces.forEach((iface, i) => {
     const at = origin(i);
     if (!iface.name || !INTERFACE_NAME.test(iface.name)) {
-      return void d.report(`${at}.name`, 'FieldValueInvalid', 'Network interface name can only contain alphabetical characters, numbers, dashes (-) or underscores (_)');
+      return void d.report(
+        `${at}.name`,
+        'FieldValueInvalid',
+        'Network interface name can only contain alphabetical characters, numbers, dashes (-) or underscores (_)',
+      );
     }
-    if (seen.has(iface.name)) return void d.report(`${at}.name`, 'FieldValueDuplicate', 'Only one interface can be connected to one specific network');
+    if (seen.has(iface.name))
+      return void d.report(`${at}.name`, 'FieldValueDuplicate', 'Only one interface can be connected to one specific network');
     seen.add(iface.name);
     const net = networkByName.get(iface.name);
-    if (!net) return void d.report(`${at}.name`, 'FieldValueNotFound', `${at}.name '${iface.name}' not found: no network of that name in spec.networks`);
+    if (!net)
+      return void d.report(
+        `${at}.name`,
+        'FieldValueNotFound',
+        `${at}.name '${iface.name}' not found: no network of that name in spec.networks`,
+      );
     const isPod = net.pod != null || Object.keys(net).every((key) => key === 'name');
 
     const bindings = BINDINGS.filter((b) => hasField(iface, b));
-    if (bindings.length > 1) return void d.report(at, 'FieldValueInvalid', `logical ${iface.name} interface can have only one binding (${bindings.join(', ')})`);
+    if (bindings.length > 1)
+      return void d.report(at, 'FieldValueInvalid', `logical ${iface.name} interface can have only one binding (${bindings.join(', ')})`);
     // KubeVirt's default binding is bridge.
     const binding = bindings[0] ?? 'bridge';
-    if (binding === 'masquerade' && !isPod) return void d.report(`${at}.name`, 'FieldValueInvalid', 'Masquerade interface only implemented with pod network');
+    if (binding === 'masquerade' && !isPod)
+      return void d.report(`${at}.name`, 'FieldValueInvalid', 'Masquerade interface only implemented with pod network');
     if ((binding !== 'masquerade' && binding !== 'bridge') || !isPod) return; // unsupported (schema walk)
 
     let mac = derivedMac(input.macSeed, iface.name);
     if (iface.macAddress) {
       const given = normalizeMac(iface.macAddress);
-      if (!given) return void d.report(`${at}.macAddress`, 'FieldValueInvalid', `interface ${at}.name has malformed MAC address (${iface.macAddress}).`);
+      if (!given)
+        return void d.report(
+          `${at}.macAddress`,
+          'FieldValueInvalid',
+          `interface ${at}.name has malformed MAC address (${iface.macAddress}).`,
+        );
       if (binding === 'masquerade' && given === RESERVED_MASQUERADE_MAC) {
-        return void d.report(`${at}.macAddress`, 'FieldValueInvalid', 'The requested MAC address is reserved for the in-pod bridge. Please choose another one.');
+        return void d.report(
+          `${at}.macAddress`,
+          'FieldValueInvalid',
+          'The requested MAC address is reserved for the in-pod bridge. Please choose another one.',
+        );
       }
       mac = given;
     }
     if (iface.model && !(VKVM_MODELS as readonly string[]).includes(iface.model)) {
       const known = KUBEVIRT_MODELS.includes(iface.model);
-      return void d.report(`${at}.model`, 'FieldValueNotSupported', `interface ${at}.name uses model ${iface.model} that is not supported${known ? ' by vkvm (virtio, e1000)' : ''}.`);
+      return void d.report(
+        `${at}.model`,
+        'FieldValueNotSupported',
+        `interface ${at}.name uses model ${iface.model} that is not supported${known ? ' by vkvm (virtio, e1000)' : ''}.`,
+      );
     }
     const ports = forwardPorts(d, iface, at);
     // KubeVirt allows "_" and capitals here; vmm names the libvirt alias after

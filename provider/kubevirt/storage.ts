@@ -2,10 +2,12 @@
 // the guest sees the device (disk or cdrom, bus, boot order, read-only), the
 // volume of the same name says where its bytes come from.
 //
-//   containerDisk          → an overlay on the image (host file, or an http(s)
-//                            image downloaded into the cache); a built-in
-//                            kernel-boot image (the test guest) becomes the
-//                            VM's kernel and initrd instead of a disk
+//   containerDisk          → an overlay on the image (pulled from its registry
+//                            by the node agent: `path` in it, else the one file
+//                            under /disk; or a host file, or an http(s) image
+//                            downloaded into the cache); a built-in kernel-boot
+//                            image (the test guest) becomes the VM's kernel and
+//                            initrd instead of a disk
 //   emptyDisk              → a new sparse disk of `capacity`, removed with the VM
 //   cloudInitNoCloud       → a NoCloud seed (cidata ISO) on the disk's device
 //   hostDisk               → the file itself, raw, kept after the VM; DiskOrCreate
@@ -20,7 +22,7 @@ import { join, posix } from 'node:path';
 import { parseQuantity } from '../kube/quantity.js';
 import type { DiskBus as VmDiskBus, DiskSource } from '../../vmm/spec.js';
 import { noCloudData, noCloudMetaData } from './cloud-init.js';
-import { IMAGE_FORMS, resolveImage } from './images.js';
+import { IMAGE_FORMS, pullPolicyOf, resolveImage } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
 import { DISK_BUSES, type Disk, type DiskBus, type Quantity, type Volume } from './types.js';
@@ -92,6 +94,15 @@ function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
       return { source: { kind: 'image', path: source.path }, field: `${at}.image` };
     case 'url':
       return { source: { kind: 'url', url: source.url }, field: `${at}.image` };
+    case 'registry': {
+      const path = volume.containerDisk?.path;
+      if (path && !isCleanAbsolutePath(path)) {
+        d.report(`${at}.path`, 'FieldValueInvalid', `${at}.path must be an absolute path to a file without relative components`);
+        return null;
+      }
+      const pullPolicy = pullPolicyOf(d, volume.containerDisk?.imagePullPolicy, image, `${at}.imagePullPolicy`);
+      return { source: { kind: 'registry', image: source.image, ...(path ? { path } : {}), pullPolicy }, field: `${at}.image` };
+    }
     case 'builtin': {
       const builtin = d.ctx.builtins[source.name];
       if (!builtin) {
@@ -99,7 +110,11 @@ function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
         return null;
       }
       if (d.kernelBootOrigin) {
-        d.report(`${at}.image`, 'FieldValueInvalid', `${image} is a kernel-boot image, and ${d.kernelBootOrigin.image} already gives the VM its kernel`);
+        d.report(
+          `${at}.image`,
+          'FieldValueInvalid',
+          `${image} is a kernel-boot image, and ${d.kernelBootOrigin.image} already gives the VM its kernel`,
+        );
         return null;
       }
       d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: builtin.cmdline };
@@ -116,9 +131,14 @@ function hostDisk(d: Draft, volume: Volume, at: string): Resolved {
   const host = volume.hostDisk!;
   const before = d.causes.length;
   if (!host.path) d.report(`${at}.path`, 'FieldValueRequired', `${at}.path is required for hostDisk volume`);
-  else if (!isCleanAbsolutePath(host.path)) d.report(`${at}.path`, 'FieldValueInvalid', 'must be an absolute path to a file without relative components');
+  else if (!isCleanAbsolutePath(host.path))
+    d.report(`${at}.path`, 'FieldValueInvalid', 'must be an absolute path to a file without relative components');
   if (host.type !== 'Disk' && host.type !== 'DiskOrCreate') {
-    d.report(`${at}.type`, 'FieldValueNotSupported', `${at}.type has invalid value '${host.type ?? ''}', allowed are 'Disk' or 'DiskOrCreate'`);
+    d.report(
+      `${at}.type`,
+      'FieldValueNotSupported',
+      `${at}.type has invalid value '${host.type ?? ''}', allowed are 'Disk' or 'DiskOrCreate'`,
+    );
   } else if (host.type === 'Disk' && host.capacity !== undefined && host.capacity !== '') {
     d.report(`${at}.capacity`, 'FieldValueInvalid', `${at}.capacity is allowed to pass only with ${at}.type equal to 'DiskOrCreate'`);
   }
@@ -144,7 +164,11 @@ function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
   if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath, fromPersistentVolume: true }, field, readOnly };
   const path = join(bound.hostPath, 'disk.img');
   const createSizeMiB = bound.capacity !== undefined ? sizeMiB(d, bound.capacity, field) : undefined;
-  return { source: { kind: 'host', path, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field, readOnly };
+  return {
+    source: { kind: 'host', path, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) },
+    field,
+    readOnly,
+  };
 }
 
 function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string, cloudInit: { first?: string }): Resolved {
@@ -177,10 +201,16 @@ function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): Vm
   const path = `${at}.${device}.bus`;
   if (bus === 'ide') return void d.report(path, 'FieldValueNotSupported', 'IDE bus is not supported');
   if (!DISK_BUSES.includes(bus as DiskBus)) {
-    return void d.report(path, 'FieldValueNotSupported', `${at} is set with an unsupported bus ${bus}, must be one of: ${DISK_BUSES.join(', ')}`);
+    return void d.report(
+      path,
+      'FieldValueNotSupported',
+      `${at} is set with an unsupported bus ${bus}, must be one of: ${DISK_BUSES.join(', ')}`,
+    );
   }
-  if (bus === 'virtio' && device === 'cdrom') return void d.report(path, 'FieldValueInvalid', `Bus type ${bus} is invalid for CD-ROM device`);
-  if (bus === 'sata' && device === 'disk' && disk.disk?.readonly) return void d.report(path, 'FieldValueInvalid', `${bus} hard-disks do not support read-only.`);
+  if (bus === 'virtio' && device === 'cdrom')
+    return void d.report(path, 'FieldValueInvalid', `Bus type ${bus} is invalid for CD-ROM device`);
+  if (bus === 'sata' && device === 'disk' && disk.disk?.readonly)
+    return void d.report(path, 'FieldValueInvalid', `${bus} hard-disks do not support read-only.`);
   return bus as DiskBus; // the VmSpec bus of the same name (crds/subset/constants.ts)
 }
 
@@ -191,7 +221,11 @@ export function translateStorage(d: Draft, input: StorageInput): void {
     const at = `spec.volumes[${j}]`;
     if (!volume.name) d.report(`${at}.name`, 'FieldValueRequired', 'a volume needs a name');
     else if (volumeByName.has(volume.name)) {
-      d.report(`${at}.name`, 'FieldValueDuplicate', `${at} and spec.volumes[${volumeByName.get(volume.name)}] must not have the same Name.`);
+      d.report(
+        `${at}.name`,
+        'FieldValueDuplicate',
+        `${at} and spec.volumes[${volumeByName.get(volume.name)}] must not have the same Name.`,
+      );
     } else volumeByName.set(volume.name, j);
     const kinds = VOLUME_KINDS.filter((k) => hasField(volume, k));
     if (kinds.length !== 1) d.report(at, 'FieldValueInvalid', `${at} must have exactly one source type set`);
@@ -204,9 +238,14 @@ export function translateStorage(d: Draft, input: StorageInput): void {
   input.disks.forEach((disk, i) => {
     const at = `spec.domain.devices.disks[${i}]`;
     if (!disk.name) d.report(`${at}.name`, 'FieldValueRequired', 'a disk needs a name');
-    else if (!DNS_LABEL.test(disk.name)) d.report(`${at}.name`, 'FieldValueInvalid', `"${disk.name}" must be a DNS-1123 label (lower-case letters, digits, "-")`);
+    else if (!DNS_LABEL.test(disk.name))
+      d.report(`${at}.name`, 'FieldValueInvalid', `"${disk.name}" must be a DNS-1123 label (lower-case letters, digits, "-")`);
     else if (diskByName.has(disk.name)) {
-      d.report(`${at}.name`, 'FieldValueDuplicate', `${at} and spec.domain.devices.disks[${diskByName.get(disk.name)}] must not have the same Name.`);
+      d.report(
+        `${at}.name`,
+        'FieldValueDuplicate',
+        `${at} and spec.domain.devices.disks[${diskByName.get(disk.name)}] must not have the same Name.`,
+      );
     } else diskByName.set(disk.name, i);
 
     // The disk uses its volume even when the disk itself cannot be realized.
@@ -226,14 +265,20 @@ export function translateStorage(d: Draft, input: StorageInput): void {
     }
     if (disk.bootOrder !== undefined) {
       const order = disk.bootOrder;
-      if (!Number.isInteger(order) || order < 1) d.report(`${at}.bootOrder`, 'FieldValueInvalid', `${at} must have a boot order > 0, if supplied`);
+      if (!Number.isInteger(order) || order < 1)
+        d.report(`${at}.bootOrder`, 'FieldValueInvalid', `${at} must have a boot order > 0, if supplied`);
       else if (bootOrders.has(order)) {
-        d.report(`${at}.bootOrder`, 'FieldValueDuplicate', `Boot order for ${at}.bootOrder already set for a different device (${bootOrders.get(order)}).`);
+        d.report(
+          `${at}.bootOrder`,
+          'FieldValueDuplicate',
+          `Boot order for ${at}.bootOrder already set for a different device (${bootOrders.get(order)}).`,
+        );
       } else bootOrders.set(order, at);
     }
 
     if (j === undefined) {
-      if (disk.name) d.report(`${at}.name`, 'FieldValueNotFound', `${at}.name '${disk.name}' not found: no volume of that name in spec.volumes`);
+      if (disk.name)
+        d.report(`${at}.name`, 'FieldValueNotFound', `${at}.name '${disk.name}' not found: no volume of that name in spec.volumes`);
       return;
     }
     const resolved = volumeSource(d, input, input.volumes[j]!, `spec.volumes[${j}]`, cloudInit);
@@ -254,6 +299,10 @@ export function translateStorage(d: Draft, input: StorageInput): void {
   input.volumes.forEach((volume, j) => {
     const isMemoryDump = hasField(volume, 'memoryDump'); // KubeVirt exempts it
     if (usedVolumes.has(j) || !volume.name || isMemoryDump || volumeByName.get(volume.name) !== j) return;
-    d.report(`spec.volumes[${j}].name`, 'FieldValueInvalid', `spec.volumes[${j}].name '${volume.name}' not found: no disk of that name in spec.domain.devices.disks`);
+    d.report(
+      `spec.volumes[${j}].name`,
+      'FieldValueInvalid',
+      `spec.volumes[${j}].name '${volume.name}' not found: no disk of that name in spec.domain.devices.disks`,
+    );
   });
 }

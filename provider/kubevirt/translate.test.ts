@@ -74,7 +74,9 @@ function vmiOf(vm: VirtualMachine, uid = VMI_UID): VirtualMachineInstance {
       namespace: vm.metadata.namespace!,
       uid,
       labels: { ...vm.spec.template.metadata?.labels },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vm.metadata.name!, uid: vm.metadata.uid!, controller: true }],
+      ownerReferences: [
+        { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vm.metadata.name!, uid: vm.metadata.uid!, controller: true },
+      ],
     },
     spec,
   };
@@ -94,7 +96,8 @@ const ok = (result: VmiTranslation | SpecError): VmiTranslation => {
   if (result instanceof SpecError) throw result;
   return result;
 };
-const causesOf = (result: VmiTranslation | SpecError) => (result instanceof SpecError ? result.causes.map((c) => [c.path, c.reason]) : result);
+const causesOf = (result: VmiTranslation | SpecError) =>
+  result instanceof SpecError ? result.causes.map((c) => [c.path, c.reason]) : result;
 
 /** A smoke VMI changed by `edit`. */
 const smokeWith = (edit: (vmi: VirtualMachineInstance) => void): VirtualMachineInstance => {
@@ -143,13 +146,47 @@ t.test("with the default aliases the docs' demo image boots the built-in test gu
   const { spec } = ok(translateVmi(smokeVmi(), ctx({ imageAliases: DEFAULT_IMAGE_ALIASES })));
   t.same(
     { kernelBoot: spec.kernelBoot, disks: spec.disks.map((d) => d.name) },
-    { kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet' }, disks: ['emptydisk', 'cloudinitdisk'] },
+    {
+      kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet' },
+      disks: ['emptydisk', 'cloudinitdisk'],
+    },
   );
   const tagged = smokeWith((v) => (v.spec.volumes![0]!.containerDisk!.image = 'quay.io/kubevirt/cirros-container-disk-demo:v1.4.0'));
   t.ok(ok(translateVmi(tagged, ctx({ imageAliases: DEFAULT_IMAGE_ALIASES }))).spec.kernelBoot, 'any tag of an aliased repository matches');
   t.match(translateVmi(smokeVmi(), ctx({ imageAliases: DEFAULT_IMAGE_ALIASES, builtins: {} })), {
     causes: [{ path: 'spec.volumes[0].containerDisk.image', reason: 'FieldValueNotFound' }],
   });
+});
+
+t.test('OCI images: a containerDisk (its path, KubeVirt-defaulted pull policy) and a kernelBoot container the node pulls', async (t) => {
+  const vmi = smokeWith((v) => {
+    Object.assign(v.spec.volumes![0]!.containerDisk!, {
+      image: 'quay.io/containerdisks/fedora:41',
+      path: '/disk/fedora.qcow2',
+      imagePullSecret: 'pull',
+    });
+    v.spec.domain.firmware = {
+      kernelBoot: {
+        kernelArgs: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img' },
+      },
+    };
+  });
+  const { spec, unsupported } = ok(translateVmi(vmi, ctx()));
+  t.same(
+    { root: spec.disks[0]!.source, kernelBoot: spec.kernelBoot, unsupported },
+    {
+      root: { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', path: '/disk/fedora.qcow2', pullPolicy: 'IfNotPresent' },
+      kernelBoot: {
+        kernelPath: '/boot/vmlinuz',
+        initrdPath: '/boot/initrd.img',
+        cmdline: 'console=ttyS0',
+        container: { image: 'registry.local/kernels/test:latest', pullPolicy: 'Always' },
+      },
+      unsupported: [],
+    },
+    'paths inside the images; nothing is marked as from the image store (only the pull step may)',
+  );
 });
 
 t.test('every invalid field is named, at its KubeVirt path', async (t) => {
@@ -176,10 +213,26 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       },
       [['spec.domain.devices.disks[2].bootOrder', 'FieldValueDuplicate']],
     ],
-    ['a boot order below 1', (v) => (v.spec.domain.devices!.disks![0]!.bootOrder = 0), [['spec.domain.devices.disks[0].bootOrder', 'FieldValueInvalid']]],
-    ['an unknown bus', (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'floppy'), [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']]],
-    ['the IDE bus', (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'ide'), [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']]],
-    ['the usb bus (KubeVirt has it, vkvm does not)', (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'usb'), [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']]],
+    [
+      'a boot order below 1',
+      (v) => (v.spec.domain.devices!.disks![0]!.bootOrder = 0),
+      [['spec.domain.devices.disks[0].bootOrder', 'FieldValueInvalid']],
+    ],
+    [
+      'an unknown bus',
+      (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'floppy'),
+      [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']],
+    ],
+    [
+      'the IDE bus',
+      (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'ide'),
+      [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']],
+    ],
+    [
+      'the usb bus (KubeVirt has it, vkvm does not)',
+      (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'usb'),
+      [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']],
+    ],
     [
       'a virtio CD-ROM',
       (v) => (v.spec.domain.devices!.disks![2] = { name: 'cloudinitdisk', cdrom: { bus: 'virtio' } }),
@@ -195,28 +248,49 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       (v) => (v.spec.domain.devices!.disks![1] = { name: 'emptydisk', disk: {}, cdrom: {} }),
       [['spec.domain.devices.disks[1]', 'FieldValueInvalid']],
     ],
-    ['a disk name that is not a DNS label', (v) => {
-      v.spec.domain.devices!.disks![1]!.name = 'Empty_Disk';
-      v.spec.volumes![1]!.name = 'Empty_Disk';
-    }, [['spec.domain.devices.disks[1].name', 'FieldValueInvalid']]],
-    ['an empty disk with a bad capacity', (v) => (v.spec.volumes![1]!.emptyDisk!.capacity = 'big'), [['spec.volumes[1].emptyDisk.capacity', 'FieldValueInvalid']]],
     [
-      'an image vkvm cannot use',
-      (v) => (v.spec.volumes![0]!.containerDisk!.image = 'quay.io/containerdisks/fedora:40'),
-      [['spec.volumes[0].containerDisk.image', 'FieldValueNotSupported']],
+      'a disk name that is not a DNS label',
+      (v) => {
+        v.spec.domain.devices!.disks![1]!.name = 'Empty_Disk';
+        v.spec.volumes![1]!.name = 'Empty_Disk';
+      },
+      [['spec.domain.devices.disks[1].name', 'FieldValueInvalid']],
+    ],
+    [
+      'an empty disk with a bad capacity',
+      (v) => (v.spec.volumes![1]!.emptyDisk!.capacity = 'big'),
+      [['spec.volumes[1].emptyDisk.capacity', 'FieldValueInvalid']],
+    ],
+    [
+      'a containerDisk path that is not clean',
+      (v) => Object.assign(v.spec.volumes![0]!.containerDisk!, { image: 'quay.io/containerdisks/fedora:40', path: 'disk/../etc/shadow' }),
+      [['spec.volumes[0].containerDisk.path', 'FieldValueInvalid']],
+    ],
+    [
+      'an unknown pull policy',
+      (v) => Object.assign(v.spec.volumes![0]!.containerDisk!, { image: 'quay.io/containerdisks/fedora:40', imagePullPolicy: 'Sometimes' }),
+      [['spec.volumes[0].containerDisk.imagePullPolicy', 'FieldValueNotSupported']],
     ],
     [
       'two user-data sources',
       (v) => (v.spec.volumes![2]!.cloudInitNoCloud!.userData = '#cloud-config\n'),
       [['spec.volumes[2].cloudInitNoCloud', 'FieldValueInvalid']],
     ],
-    ['bad base64', (v) => (v.spec.volumes![2]!.cloudInitNoCloud!.userDataBase64 = 'not base64!'), [['spec.volumes[2].cloudInitNoCloud.userDataBase64', 'FieldValueInvalid']]],
+    [
+      'bad base64',
+      (v) => (v.spec.volumes![2]!.cloudInitNoCloud!.userDataBase64 = 'not base64!'),
+      [['spec.volumes[2].cloudInitNoCloud.userDataBase64', 'FieldValueInvalid']],
+    ],
     [
       'a user-data Secret that is not there',
       (v) => (v.spec.volumes![2]!.cloudInitNoCloud = { secretRef: { name: 'init' } }),
       [['spec.volumes[2].cloudInitNoCloud.secretRef', 'FieldValueNotFound']],
     ],
-    ['a cloud-init volume with no data', (v) => (v.spec.volumes![2]!.cloudInitNoCloud = {}), [['spec.volumes[2].cloudInitNoCloud', 'FieldValueRequired']]],
+    [
+      'a cloud-init volume with no data',
+      (v) => (v.spec.volumes![2]!.cloudInitNoCloud = {}),
+      [['spec.volumes[2].cloudInitNoCloud', 'FieldValueRequired']],
+    ],
     [
       'secure boot (the efi default) without SMM',
       (v) => (v.spec.domain.firmware!.bootloader = { efi: {} }),
@@ -227,7 +301,11 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       (v) => (v.spec.domain.firmware!.bootloader = { bios: {}, efi: { secureBoot: false } }),
       [['spec.domain.firmware.bootloader', 'FieldValueInvalid']],
     ],
-    ['a malformed MAC', (v) => (v.spec.domain.devices!.interfaces![0]!.macAddress = 'de:ad:be:ef'), [['spec.domain.devices.interfaces[0].macAddress', 'FieldValueInvalid']]],
+    [
+      'a malformed MAC',
+      (v) => (v.spec.domain.devices!.interfaces![0]!.macAddress = 'de:ad:be:ef'),
+      [['spec.domain.devices.interfaces[0].macAddress', 'FieldValueInvalid']],
+    ],
     [
       "masquerade on the in-pod bridge's MAC",
       (v) => (v.spec.domain.devices!.interfaces![0]!.macAddress = '02:00:00:00:00:00'),
@@ -246,24 +324,47 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
         ['spec.domain.devices.interfaces[0].name', 'FieldValueNotFound'],
       ],
     ],
-    ['a NIC model vkvm does not emulate', (v) => (v.spec.domain.devices!.interfaces![0]!.model = 'e1000e'), [['spec.domain.devices.interfaces[0].model', 'FieldValueNotSupported']]],
+    [
+      'a NIC model vkvm does not emulate',
+      (v) => (v.spec.domain.devices!.interfaces![0]!.model = 'e1000e'),
+      [['spec.domain.devices.interfaces[0].model', 'FieldValueNotSupported']],
+    ],
     [
       'a port out of range',
       (v) => (v.spec.domain.devices!.interfaces![0]!.ports = [{ port: 70000 }]),
       [['spec.domain.devices.interfaces[0].ports[0]', 'FieldValueInvalid']],
     ],
-    ['memory below what a VM needs (found by vmm)', (v) => (v.spec.domain.resources = { requests: { memory: '16Mi' } }), [['spec.domain.resources.requests.memory', 'FieldValueInvalid']]],
-    ['guest memory above the limit', (v) => {
-      v.spec.domain.memory = { guest: '1Gi' };
-      v.spec.domain.resources = { limits: { memory: '512Mi' } };
-    }, [['spec.domain.memory.guest', 'FieldValueInvalid']]],
-    ['more vCPUs than QEMU allows (found by vmm)', (v) => (v.spec.domain.cpu = { sockets: 16, cores: 32 }), [['spec.domain.cpu', 'FieldValueInvalid']]],
-    ['a machine type QEMU cannot have (found by vmm)', (v) => (v.spec.domain.machine = { type: 'Q35 please' }), [['spec.domain.machine.type', 'FieldValueInvalid']]],
+    [
+      'memory below what a VM needs (found by vmm)',
+      (v) => (v.spec.domain.resources = { requests: { memory: '16Mi' } }),
+      [['spec.domain.resources.requests.memory', 'FieldValueInvalid']],
+    ],
+    [
+      'guest memory above the limit',
+      (v) => {
+        v.spec.domain.memory = { guest: '1Gi' };
+        v.spec.domain.resources = { limits: { memory: '512Mi' } };
+      },
+      [['spec.domain.memory.guest', 'FieldValueInvalid']],
+    ],
+    [
+      'more vCPUs than QEMU allows (found by vmm)',
+      (v) => (v.spec.domain.cpu = { sockets: 16, cores: 32 }),
+      [['spec.domain.cpu', 'FieldValueInvalid']],
+    ],
+    [
+      'a machine type QEMU cannot have (found by vmm)',
+      (v) => (v.spec.domain.machine = { type: 'Q35 please' }),
+      [['spec.domain.machine.type', 'FieldValueInvalid']],
+    ],
     [
       'a hostDisk of type Disk with a capacity, one DiskOrCreate without, one of an unknown type',
       (v) => {
         v.spec.volumes![1] = { name: 'emptydisk', hostDisk: { path: '/srv/a.img', type: 'Disk', capacity: '1Gi' } };
-        v.spec.volumes!.push({ name: 'b', hostDisk: { path: '/srv/b.img', type: 'DiskOrCreate' } }, { name: 'c', hostDisk: { path: 'c.img', type: 'File' } });
+        v.spec.volumes!.push(
+          { name: 'b', hostDisk: { path: '/srv/b.img', type: 'DiskOrCreate' } },
+          { name: 'c', hostDisk: { path: 'c.img', type: 'File' } },
+        );
         v.spec.domain.devices!.disks!.push({ name: 'b' }, { name: 'c' });
       },
       [
@@ -280,22 +381,35 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
     ],
     [
       'a kernel boot container with neither kernel nor initrd, and a relative path',
-      (v) => (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet', container: { image: 'vkvm/test-guest', initrdPath: 'boot/initrd' } }),
+      (v) =>
+        (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet', container: { image: 'vkvm/test-guest', initrdPath: 'boot/initrd' } }),
       [['spec.domain.firmware.kernelBoot.container.initrdPath', 'FieldValueInvalid']],
     ],
-    ['kernel args without a kernel', (v) => (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet' }), [['spec.domain.firmware.kernelBoot.kernelArgs', 'FieldValueInvalid']]],
+    [
+      'kernel args without a kernel',
+      (v) => (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet' }),
+      [['spec.domain.firmware.kernelBoot.kernelArgs', 'FieldValueInvalid']],
+    ],
     [
       'two kernels: a built-in containerDisk and a kernelBoot',
       (v) => (v.spec.domain.firmware!.kernelBoot = { container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } }),
       [['spec.volumes[0].containerDisk.image', 'FieldValueInvalid']],
       ctx({ imageAliases: DEFAULT_IMAGE_ALIASES }),
     ],
-    ['a second cloud-init volume', (v) => {
-      v.spec.volumes!.push({ name: 'more', cloudInitNoCloud: { userData: 'x' } });
-      v.spec.domain.devices!.disks!.push({ name: 'more' });
-    }, [['spec.volumes[3]', 'FieldValueDuplicate']]],
+    [
+      'a second cloud-init volume',
+      (v) => {
+        v.spec.volumes!.push({ name: 'more', cloudInitNoCloud: { userData: 'x' } });
+        v.spec.domain.devices!.disks!.push({ name: 'more' });
+      },
+      [['spec.volumes[3]', 'FieldValueDuplicate']],
+    ],
     ['an arm64 guest', (v) => (v.spec.architecture = 'arm64'), [['spec.architecture', 'FieldValueNotSupported']]],
-    ['a time zone the host does not know', (v) => (v.spec.domain.clock = { timezone: 'Nowhere/Atlantis' }), [['spec.domain.clock.timezone', 'FieldValueInvalid']]],
+    [
+      'a time zone the host does not know',
+      (v) => (v.spec.domain.clock = { timezone: 'Nowhere/Atlantis' }),
+      [['spec.domain.clock.timezone', 'FieldValueInvalid']],
+    ],
     [
       'an interface repeating a disk’s bootOrder',
       (v) => {
@@ -319,7 +433,12 @@ t.test('all causes come back at once', async (t) => {
   t.ok(err instanceof SpecError);
   t.same(
     (err as SpecError).causes.map((c) => c.path),
-    ['metadata.uid', 'spec.domain.resources.requests.memory', 'spec.domain.devices.disks[1].disk.bus', 'spec.domain.devices.interfaces[0].macAddress'],
+    [
+      'metadata.uid',
+      'spec.domain.resources.requests.memory',
+      'spec.domain.devices.disks[1].disk.bus',
+      'spec.domain.devices.interfaces[0].macAddress',
+    ],
   );
 });
 
@@ -350,44 +469,115 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     'spec.domain.devices.autoattachGraphicsDevice',
   ]);
   t.same(
-    { disks: result.spec.disks.map((d) => d.name), interfaces: result.spec.interfaces.map((i) => i.name), cpu: result.spec.cpu, clock: result.spec.clock },
-    { disks: ['containerdisk', 'emptydisk', 'cloudinitdisk'], interfaces: ['default'], cpu: { sockets: 1, cores: 2, threads: 1 }, clock: { kind: 'utc' } },
+    {
+      disks: result.spec.disks.map((d) => d.name),
+      interfaces: result.spec.interfaces.map((i) => i.name),
+      cpu: result.spec.cpu,
+      clock: result.spec.clock,
+    },
+    {
+      disks: ['containerdisk', 'emptydisk', 'cloudinitdisk'],
+      interfaces: ['default'],
+      cpu: { sockets: 1, cores: 2, threads: 1 },
+      clock: { kind: 'utc' },
+    },
     'the disk on the dataVolume and the interface on the multus network are left out',
   );
 });
 
 t.test('compute: topology, vCPUs from resources, CPU cap, memory precedence, CPU model', async (t) => {
   const compute = (domain: Partial<VirtualMachineInstance['spec']['domain']>) => {
-    const { spec } = ok(translateVmi(smokeWith((v) => Object.assign(v.spec.domain, { cpu: undefined, ...domain })), ctx()));
+    const { spec } = ok(
+      translateVmi(
+        smokeWith((v) => Object.assign(v.spec.domain, { cpu: undefined, ...domain })),
+        ctx(),
+      ),
+    );
     return { cpu: spec.cpu, memoryMiB: spec.memoryMiB };
   };
-  t.same(compute({ resources: { limits: { cpu: '1500m', memory: '1Gi' } } }), { cpu: { sockets: 2, cores: 1, threads: 1, limitMillicores: 1500 }, memoryMiB: 1024 }, 'limits alone: vCPUs are sockets');
-  t.same(compute({ resources: { requests: { cpu: 3, memory: '2Gi' }, limits: { memory: '4Gi' } } }), { cpu: { sockets: 3, cores: 1, threads: 1 }, memoryMiB: 2048 }, 'requests before limits for memory');
   t.same(
-    compute({ cpu: { sockets: 2, threads: 2, model: 'host-passthrough' }, memory: { guest: '768Mi' }, resources: { requests: { memory: '1Gi' } } }),
+    compute({ resources: { limits: { cpu: '1500m', memory: '1Gi' } } }),
+    { cpu: { sockets: 2, cores: 1, threads: 1, limitMillicores: 1500 }, memoryMiB: 1024 },
+    'limits alone: vCPUs are sockets',
+  );
+  t.same(
+    compute({ resources: { requests: { cpu: 3, memory: '2Gi' }, limits: { memory: '4Gi' } } }),
+    { cpu: { sockets: 3, cores: 1, threads: 1 }, memoryMiB: 2048 },
+    'requests before limits for memory',
+  );
+  t.same(
+    compute({
+      cpu: { sockets: 2, threads: 2, model: 'host-passthrough' },
+      memory: { guest: '768Mi' },
+      resources: { requests: { memory: '1Gi' } },
+    }),
     { cpu: { sockets: 2, cores: 1, threads: 2, model: 'host-passthrough' }, memoryMiB: 768 },
     'memory.guest first; unset counts are 1',
   );
-  t.same(compute({ cpu: { cores: 1, model: 'Skylake-Client-IBRS' } }).cpu, { sockets: 1, cores: 1, threads: 1, model: { named: 'Skylake-Client-IBRS' } }, 'a named model');
+  t.same(
+    compute({ cpu: { cores: 1, model: 'Skylake-Client-IBRS' } }).cpu,
+    { sockets: 1, cores: 1, threads: 1, model: { named: 'Skylake-Client-IBRS' } },
+    'a named model',
+  );
 });
 
 t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the test guest or a host directory', async (t) => {
   const fw = (domain: Partial<VirtualMachineInstance['spec']['domain']>, context = ctx()) => {
-    const r = ok(translateVmi(smokeWith((v) => Object.assign(v.spec.domain, domain)), context));
+    const r = ok(
+      translateVmi(
+        smokeWith((v) => Object.assign(v.spec.domain, domain)),
+        context,
+      ),
+    );
     return { firmware: r.spec.firmware, kernelBoot: r.spec.kernelBoot, unsupported: r.unsupported };
   };
-  t.same(fw({ firmware: { bootloader: { efi: {} } }, features: { smm: {} } }), { firmware: { kind: 'efi', secureBoot: true }, kernelBoot: undefined, unsupported: [] });
-  t.same(fw({ firmware: { bootloader: { efi: { secureBoot: false } } } }), { firmware: { kind: 'efi', secureBoot: false }, kernelBoot: undefined, unsupported: [] });
-  t.same(fw({ firmware: { kernelBoot: { kernelArgs: 'loglevel=3', container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } } } }), {
-    firmware: { kind: 'bios' },
-    kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet loglevel=3' },
+  t.same(fw({ firmware: { bootloader: { efi: {} } }, features: { smm: {} } }), {
+    firmware: { kind: 'efi', secureBoot: true },
+    kernelBoot: undefined,
+    unsupported: [],
+  });
+  t.same(fw({ firmware: { bootloader: { efi: { secureBoot: false } } } }), {
+    firmware: { kind: 'efi', secureBoot: false },
+    kernelBoot: undefined,
     unsupported: [],
   });
   t.same(
-    fw({ firmware: { kernelBoot: { kernelArgs: 'console=ttyS0', container: { image: 'file:///srv/kernels/fedora', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd' } } } }),
-    { firmware: { kind: 'bios' }, kernelBoot: { kernelPath: '/srv/kernels/fedora/boot/vmlinuz', initrdPath: '/srv/kernels/fedora/boot/initrd', cmdline: 'console=ttyS0' }, unsupported: [] },
+    fw({ firmware: { kernelBoot: { kernelArgs: 'loglevel=3', container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } } } }),
+    {
+      firmware: { kind: 'bios' },
+      kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet loglevel=3' },
+      unsupported: [],
+    },
   );
-  t.equal(ok(translateVmi(smokeWith((v) => (v.spec.domain.features = { acpi: { enabled: false } })), ctx())).spec.acpi, false, 'ACPI off when disabled');
+  t.same(
+    fw({
+      firmware: {
+        kernelBoot: {
+          kernelArgs: 'console=ttyS0',
+          container: { image: 'file:///srv/kernels/fedora', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd' },
+        },
+      },
+    }),
+    {
+      firmware: { kind: 'bios' },
+      kernelBoot: {
+        kernelPath: '/srv/kernels/fedora/boot/vmlinuz',
+        initrdPath: '/srv/kernels/fedora/boot/initrd',
+        cmdline: 'console=ttyS0',
+      },
+      unsupported: [],
+    },
+  );
+  t.equal(
+    ok(
+      translateVmi(
+        smokeWith((v) => (v.spec.domain.features = { acpi: { enabled: false } })),
+        ctx(),
+      ),
+    ).spec.acpi,
+    false,
+    'ACPI off when disabled',
+  );
 });
 
 t.test("firmware.uuid is the guest's SMBIOS system UUID, else the VMI uid; one that is no UUID is named", async (t) => {
@@ -396,7 +586,11 @@ t.test("firmware.uuid is the guest's SMBIOS system UUID, else the VMI uid; one t
     return r instanceof SpecError ? causesOf(r) : r.spec.systemUuid;
   };
   t.same(
-    [systemUuid(() => {}), systemUuid((v) => delete v.spec.domain.firmware), systemUuid((v) => (v.spec.domain.firmware = { uuid: 'not-a-uuid' }))],
+    [
+      systemUuid(() => {}),
+      systemUuid((v) => delete v.spec.domain.firmware),
+      systemUuid((v) => (v.spec.domain.firmware = { uuid: 'not-a-uuid' })),
+    ],
     [FIRMWARE_UUID, VMI_UID, [['spec.domain.firmware.uuid', 'FieldValueInvalid']]],
   );
 });
@@ -432,23 +626,37 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
       }),
     ),
   );
-  t.same(
-    result.spec.disks,
-    [
-        { name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img', fromPersistentVolume: true, createSizeMiB: 20480 } },
-        { name: 'data', device: 'disk', bus: 'scsi', source: { kind: 'host', path: '/srv/vms/data.img', createSizeMiB: 10240 } },
-        { name: 'dev', device: 'disk', bus: 'virtio', readOnly: true, source: { kind: 'host', path: '/dev/vg0/raw', fromPersistentVolume: true } },
-        { name: 'iso', device: 'cdrom', bus: 'sata', readOnly: true, bootOrder: 2, source: { kind: 'host', path: '/srv/isos/install.iso' } },
-        { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'url', url: 'https://images.example/scratch.qcow2' } },
-        {
-          name: 'cloudinitdisk',
-          device: 'cdrom',
-          bus: 'sata',
-          readOnly: true,
-          source: { kind: 'cloudInit', userData: '#cloud-config\n', networkConfig: 'version: 2\n', metaData: `{"instance-id":"${FIRMWARE_UUID}","local-hostname":"testvm"}` },
-        },
-    ],
-  );
+  t.same(result.spec.disks, [
+    {
+      name: 'root',
+      device: 'disk',
+      bus: 'virtio',
+      bootOrder: 1,
+      source: { kind: 'host', path: '/mnt/local-pv/pv-1/disk.img', fromPersistentVolume: true, createSizeMiB: 20480 },
+    },
+    { name: 'data', device: 'disk', bus: 'scsi', source: { kind: 'host', path: '/srv/vms/data.img', createSizeMiB: 10240 } },
+    {
+      name: 'dev',
+      device: 'disk',
+      bus: 'virtio',
+      readOnly: true,
+      source: { kind: 'host', path: '/dev/vg0/raw', fromPersistentVolume: true },
+    },
+    { name: 'iso', device: 'cdrom', bus: 'sata', readOnly: true, bootOrder: 2, source: { kind: 'host', path: '/srv/isos/install.iso' } },
+    { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'url', url: 'https://images.example/scratch.qcow2' } },
+    {
+      name: 'cloudinitdisk',
+      device: 'cdrom',
+      bus: 'sata',
+      readOnly: true,
+      source: {
+        kind: 'cloudInit',
+        userData: '#cloud-config\n',
+        networkConfig: 'version: 2\n',
+        metaData: `{"instance-id":"${FIRMWARE_UUID}","local-hostname":"testvm"}`,
+      },
+    },
+  ]);
 });
 
 t.test('network: the default pod interface, MAC forms, ports, models', async (t) => {
@@ -460,15 +668,30 @@ t.test('network: the default pod interface, MAC forms, ports, models', async (t)
     delete v.spec.domain.devices!.interfaces;
     delete v.spec.networks;
   };
-  t.same(net(none).interfaces, [{ name: 'default', binding: 'bridge', mac: '52:54:00:05:c0:8b' }], "no interfaces: KubeVirt's default, a bridge on the pod network");
-  t.same(net(none, ctx({ defaultInterfaceBinding: 'masquerade' })).interfaces[0]!.binding, 'masquerade', 'the cluster default binding applies');
-  t.same(net((v) => (none(v), (v.spec.domain.devices!.autoattachPodInterface = false))).interfaces, [], 'autoattachPodInterface: false means no NIC');
+  t.same(
+    net(none).interfaces,
+    [{ name: 'default', binding: 'bridge', mac: '52:54:00:05:c0:8b' }],
+    "no interfaces: KubeVirt's default, a bridge on the pod network",
+  );
+  t.same(
+    net(none, ctx({ defaultInterfaceBinding: 'masquerade' })).interfaces[0]!.binding,
+    'masquerade',
+    'the cluster default binding applies',
+  );
+  t.same(
+    net((v) => (none(v), (v.spec.domain.devices!.autoattachPodInterface = false))).interfaces,
+    [],
+    'autoattachPodInterface: false means no NIC',
+  );
   t.same(
     net((v) =>
       Object.assign(v.spec.domain.devices!.interfaces![0]!, {
         macAddress: 'DE-AD-00-00-BE-AF',
         model: 'e1000',
-        ports: [{ name: 'http', port: 80 }, { port: 53, protocol: 'UDP' }],
+        ports: [
+          { name: 'http', port: 80 },
+          { port: 53, protocol: 'UDP' },
+        ],
       }),
     ),
     {
@@ -477,14 +700,21 @@ t.test('network: the default pod interface, MAC forms, ports, models', async (t)
           name: 'default',
           binding: 'masquerade',
           mac: 'de:ad:00:00:be:af',
-          forwardPorts: [{ name: 'http', protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 53 }],
+          forwardPorts: [
+            { name: 'http', protocol: 'TCP', port: 80 },
+            { protocol: 'UDP', port: 53 },
+          ],
           model: 'e1000',
         },
       ],
     },
   );
   const restarted = ok(translateVmi(vmiOf(parse(SMOKE_VM) as VirtualMachine, '11111111-2222-4333-8444-555555555555'), ctx()));
-  t.equal(restarted.spec.interfaces[0]!.mac, '52:54:00:05:c0:8b', 'the derived MAC survives a restart (it follows the firmware UUID, not the VMI uid)');
+  t.equal(
+    restarted.spec.interfaces[0]!.mac,
+    '52:54:00:05:c0:8b',
+    'the derived MAC survives a restart (it follows the firmware UUID, not the VMI uid)',
+  );
 });
 
 t.test('cloud-init meta-data falls back to the VMI uid and uses spec.hostname', async (t) => {
@@ -509,15 +739,37 @@ t.test('vmiReferences lists what the caller resolves first', async (t) => {
 
 t.test('clock and interface boot order reach the VmSpec', async (t) => {
   const spec = (edit: (v: VirtualMachineInstance) => void) => ok(translateVmi(smokeWith(edit), ctx())).spec;
-  t.same(spec((v) => (v.spec.domain.clock = { utc: { offsetSeconds: 3600 } })).clock, { kind: 'utc', offsetSeconds: 3600 }, 'UTC with an offset');
-  t.same(spec((v) => (v.spec.domain.clock = { timezone: 'Europe/Paris' })).clock, { kind: 'timezone', timezone: 'Europe/Paris' }, 'a named time zone');
+  t.same(
+    spec((v) => (v.spec.domain.clock = { utc: { offsetSeconds: 3600 } })).clock,
+    { kind: 'utc', offsetSeconds: 3600 },
+    'UTC with an offset',
+  );
+  t.same(
+    spec((v) => (v.spec.domain.clock = { timezone: 'Europe/Paris' })).clock,
+    { kind: 'timezone', timezone: 'Europe/Paris' },
+    'a named time zone',
+  );
   const pxe = spec((v) => (v.spec.domain.devices!.interfaces![0]!.bootOrder = 2));
   t.same(pxe.interfaces[0]?.bootOrder, 2, "the interface's boot order");
 });
 
 t.test('causes found later, when the node prepares disks, name the VMI field', async (t) => {
-  const r = ok(translateVmi(smokeWith((v) => (v.spec.volumes![0]!.containerDisk!.image = '/srv/missing.qcow2')), ctx()));
-  t.same(r.atKubevirtFields([{ path: 'disks[0].source.path', reason: 'FieldValueNotFound', message: '/srv/missing.qcow2 does not exist on this node' }]), [
-    { path: 'spec.volumes[0].containerDisk.image', reason: 'FieldValueNotFound', message: '/srv/missing.qcow2 does not exist on this node' },
-  ]);
+  const r = ok(
+    translateVmi(
+      smokeWith((v) => (v.spec.volumes![0]!.containerDisk!.image = '/srv/missing.qcow2')),
+      ctx(),
+    ),
+  );
+  t.same(
+    r.atKubevirtFields([
+      { path: 'disks[0].source.path', reason: 'FieldValueNotFound', message: '/srv/missing.qcow2 does not exist on this node' },
+    ]),
+    [
+      {
+        path: 'spec.volumes[0].containerDisk.image',
+        reason: 'FieldValueNotFound',
+        message: '/srv/missing.qcow2 does not exist on this node',
+      },
+    ],
+  );
 });

@@ -23,9 +23,9 @@
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
-import { domainName, type BootSource } from '../vm-identity.js';
+import { domainName, TEST_GUEST_IMAGE, type BootSource } from '../vm-identity.js';
 import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
-import { IMAGE_FORMS, resolveImage } from './images.js';
+import { pullPolicyOf, resolveImage } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
@@ -65,13 +65,17 @@ function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
   }
   const secureBoot = bootloader.efi.secureBoot ?? true;
   if (secureBoot && !smmOn) {
-    d.report(`${at}.efi.secureBoot`, 'FieldValueInvalid', 'EFI secure boot (the default with efi) requires SMM: set spec.domain.features.smm, or efi.secureBoot: false');
+    d.report(
+      `${at}.efi.secureBoot`,
+      'FieldValueInvalid',
+      'EFI secure boot (the default with efi) requires SMM: set spec.domain.features.smm, or efi.secureBoot: false',
+    );
   }
   if (!secureBoot && smmOn) d.unsupported.push('spec.domain.features.smm');
   return { kind: 'efi', secureBoot };
 }
 
-/** firmware.kernelBoot: a built-in image, or a host directory holding kernelPath and initrdPath. */
+/** firmware.kernelBoot: an OCI image (pulled by the node agent), a built-in image, or a host directory holding kernelPath and initrdPath. */
 function translateKernelBoot(d: Draft, domain: DomainSpec): void {
   const kb = domain.firmware?.kernelBoot;
   if (!kb) return;
@@ -84,10 +88,12 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
   }
   const before = d.causes.length;
   if (!c.image) d.report(`${C}.image`, 'FieldValueRequired', `${C} must be defined with an image`);
-  if (!c.kernelPath && !c.initrdPath) d.report(C, 'FieldValueRequired', `${C} must be defined with at least one of the following: kernelPath, initrdPath`);
+  if (!c.kernelPath && !c.initrdPath)
+    d.report(C, 'FieldValueRequired', `${C} must be defined with at least one of the following: kernelPath, initrdPath`);
   for (const field of ['kernelPath', 'initrdPath'] as const) {
     const p = c[field];
-    if (p && !isCleanAbsolutePath(p)) d.report(`${C}.${field}`, 'FieldValueInvalid', `${C}.${field} must be an absolute path to a file without relative components`);
+    if (p && !isCleanAbsolutePath(p))
+      d.report(`${C}.${field}`, 'FieldValueInvalid', `${C}.${field} must be an absolute path to a file without relative components`);
   }
   if (d.causes.length > before || !c.image) return;
   const source: BootSource | null = resolveImage(c.image, d.ctx.imageAliases);
@@ -99,6 +105,13 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     if (!builtin) return void d.report(`${C}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
     d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: cmdline(builtin.cmdline) };
     d.kernelBootOrigin = { ...origin, kernelPath: origin.image, initrdPath: origin.image };
+  } else if (source?.kind === 'registry') {
+    if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
+    const pullPolicy = pullPolicyOf(d, c.imagePullPolicy, c.image, `${C}.imagePullPolicy`);
+    d.kernelBoot = { kernelPath: c.kernelPath, container: { image: source.image, pullPolicy } };
+    if (c.initrdPath) d.kernelBoot.initrdPath = c.initrdPath;
+    if (kb.kernelArgs) d.kernelBoot.cmdline = kb.kernelArgs;
+    d.kernelBootOrigin = origin;
   } else if (source?.kind === 'image') {
     // A host directory stands in for the container image's root.
     if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
@@ -107,7 +120,11 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     if (kb.kernelArgs) d.kernelBoot.cmdline = kb.kernelArgs;
     d.kernelBootOrigin = origin;
   } else {
-    d.report(`${C}.image`, 'FieldValueNotSupported', `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give a host directory (/path or file:///path) or a built-in image (${IMAGE_FORMS})`);
+    d.report(
+      `${C}.image`,
+      'FieldValueNotSupported',
+      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image, a host directory (/path or file:///path) or ${TEST_GUEST_IMAGE}`,
+    );
   }
 }
 
@@ -146,7 +163,11 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
   const nic = /^interfaces\[(\d+)\](?:\.(\w+))?/.exec(path);
   if (nic) {
     const base = d.interfaceOrigins[Number(nic[1])] ?? 'spec.domain.devices.interfaces';
-    return nic[2] === 'mac' ? `${base}.macAddress` : nic[2] === 'name' || nic[2] === 'model' || nic[2] === 'bootOrder' ? `${base}.${nic[2]}` : base;
+    return nic[2] === 'mac'
+      ? `${base}.macAddress`
+      : nic[2] === 'name' || nic[2] === 'model' || nic[2] === 'bootOrder'
+        ? `${base}.${nic[2]}`
+        : base;
   }
   const [head, sub] = path.split('.') as [string, string | undefined];
   switch (head) {
@@ -165,7 +186,11 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
       if (sub === 'limitMillicores') return `${RESOURCES}.limits.cpu`;
       return compute.cpuField === 'spec.domain.cpu' && sub ? `spec.domain.cpu.${sub}` : compute.cpuField;
     case 'clock':
-      return sub === 'timezone' ? 'spec.domain.clock.timezone' : sub === 'offsetSeconds' ? 'spec.domain.clock.utc.offsetSeconds' : 'spec.domain.clock';
+      return sub === 'timezone'
+        ? 'spec.domain.clock.timezone'
+        : sub === 'offsetSeconds'
+          ? 'spec.domain.clock.utc.offsetSeconds'
+          : 'spec.domain.clock';
     case 'firmware':
       return sub === 'secureBoot' ? 'spec.domain.firmware.bootloader.efi.secureBoot' : 'spec.domain.firmware.bootloader';
     case 'kernelBoot': {
@@ -181,8 +206,9 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
 /** vmm's causes (VmSpec paths) at KubeVirt paths, device references in their messages renamed too. */
 function atKubevirtFields(causes: readonly SpecCause[], d: Draft, compute: Compute): SpecCause[] {
   const rename = (message: string) =>
-    message.replace(/\b(disks|interfaces)\[(\d+)\]/g, (token, list: string, i: string) =>
-      (list === 'disks' ? d.diskOrigins[Number(i)]?.disk : d.interfaceOrigins[Number(i)]) ?? token,
+    message.replace(
+      /\b(disks|interfaces)\[(\d+)\]/g,
+      (token, list: string, i: string) => (list === 'disks' ? d.diskOrigins[Number(i)]?.disk : d.interfaceOrigins[Number(i)]) ?? token,
     );
   return causes.map((c) => ({ ...c, path: kubevirtField(c.path, d, compute), message: rename(c.message) }));
 }
@@ -243,7 +269,12 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   const compute = translateCompute(d, domain);
   const firmware = translateFirmware(d, domain);
   translateKernelBoot(d, domain);
-  translateStorage(d, { disks: objectsIn(d, devices.disks, 'spec.domain.devices.disks'), volumes: objectsIn(d, spec.volumes, 'spec.volumes'), instanceId: firmwareUuid, hostname: hostnameOf(vmi) });
+  translateStorage(d, {
+    disks: objectsIn(d, devices.disks, 'spec.domain.devices.disks'),
+    volumes: objectsIn(d, spec.volumes, 'spec.volumes'),
+    instanceId: firmwareUuid,
+    hostname: hostnameOf(vmi),
+  });
   translateNetwork(d, {
     interfaces: objectsIn(d, devices.interfaces, 'spec.domain.devices.interfaces'),
     networks: objectsIn(d, spec.networks, 'spec.networks'),
@@ -282,7 +313,10 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
 }
 
 /** What the caller resolves before translateVmi: built-in images, Secrets and PVCs the VMI names. */
-export function vmiReferences(vmi: VirtualMachineInstance, imageAliases: Readonly<Record<string, string>>): { builtinImages: string[]; secrets: string[]; claims: string[] } {
+export function vmiReferences(
+  vmi: VirtualMachineInstance,
+  imageAliases: Readonly<Record<string, string>>,
+): { builtinImages: string[]; secrets: string[]; claims: string[] } {
   const images = [
     ...(vmi.spec?.volumes ?? []).map((v) => v.containerDisk?.image),
     vmi.spec?.domain?.firmware?.kernelBoot?.container?.image,
@@ -291,7 +325,10 @@ export function vmiReferences(vmi: VirtualMachineInstance, imageAliases: Readonl
     const source = resolveImage(ref, imageAliases);
     return source?.kind === 'builtin' ? [source.name] : [];
   });
-  const secrets = (vmi.spec?.volumes ?? []).flatMap((v) => [v.cloudInitNoCloud?.secretRef?.name, v.cloudInitNoCloud?.networkDataSecretRef?.name]);
+  const secrets = (vmi.spec?.volumes ?? []).flatMap((v) => [
+    v.cloudInitNoCloud?.secretRef?.name,
+    v.cloudInitNoCloud?.networkDataSecretRef?.name,
+  ]);
   const claims = (vmi.spec?.volumes ?? []).map((v) => v.persistentVolumeClaim?.claimName);
   const unique = (xs: Array<string | undefined>) => [...new Set(xs.filter((x): x is string => Boolean(x)))];
   return { builtinImages: unique(builtinImages), secrets: unique(secrets), claims: unique(claims) };

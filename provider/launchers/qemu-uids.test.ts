@@ -13,7 +13,11 @@ t.test('each VM gets its own uid, kept across agent restarts and freed with its 
 
   const restarted = new QemuUids(vms);
   await restarted.load();
-  t.same([await restarted.take('b'), await restarted.take('c')], [QEMU_UID_BASE + 1, QEMU_UID_BASE + 2], 'a restarted agent keeps what directories record');
+  t.same(
+    [await restarted.take('b'), await restarted.take('c')],
+    [QEMU_UID_BASE + 1, QEMU_UID_BASE + 2],
+    'a restarted agent keeps what directories record',
+  );
   restarted.release('a');
   t.equal(await restarted.take('d'), QEMU_UID_BASE, 'a removed VM frees its uid for the next');
 });

@@ -3,13 +3,28 @@
 // start-up (discover) before anything acts; afterwards it tracks every
 // launcher's state through WatchEvents and tells the owner which VM changed.
 // It never decides anything about pods: that is the controller's job.
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
+import { unsearchableDir, unsearchableMessage } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
-import { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone, LAUNCHER_DEFAULTS, Cgroup, spawnLauncher, isLauncherAlive, readStateFile, STATE_FILE_NAME, type VmState, withDeadline } from '../../launcher/agent-api.js';
+import type { VmSpec } from '../../vmm/spec.js';
+import {
+  LauncherClient,
+  LauncherGoneError,
+  launcherGone,
+  type LauncherGone,
+  LAUNCHER_DEFAULTS,
+  Cgroup,
+  spawnLauncher,
+  isLauncherAlive,
+  readStateFile,
+  STATE_FILE_NAME,
+  type VmState,
+  withDeadline,
+} from '../../launcher/agent-api.js';
 
 const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
 
@@ -25,15 +40,42 @@ export interface LauncherSettings {
   downloads: DownloadPolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
+  /** Launchers (and so VMs) die with the agent, however it dies (vkvm up); otherwise they outlive it. */
+  dieWithAgent?: boolean;
   /** Tests run the launcher from source: node options and entry script. */
   nodeArgs?: string[];
   entry?: string;
 }
 
 /** One VM's launcher as last seen: connected and reporting, or gone with a reason. */
-export type LauncherView =
-  | { uid: string; dir: string; live: true; client: LauncherClient; state: VmState; pid: number }
-  | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+export type LauncherView<C = LauncherClient> =
+  LiveLauncher<C> | { uid: string; dir: string; live: false; gone: LauncherGone; lastState?: VmState };
+export type LiveLauncher<C = LauncherClient> = { uid: string; dir: string; live: true; client: C; state: VmState; pid: number };
+
+/** What the pod controller asks of a running VM's launcher (LauncherClient). */
+export interface VmControl {
+  syncVm(spec: VmSpec): Promise<{ state: VmState }>;
+  pause(): Promise<unknown>;
+  unpause(): Promise<unknown>;
+}
+
+/**
+ * The launchers as the pod controller uses them (LauncherRegistry; a fake in
+ * its unit tests). `C` is the client of a live launcher.
+ */
+export interface Launchers<C = LauncherClient> {
+  /** Calls `handler` after every state change of a VM (a new state, the launcher gone); it must not block. */
+  onChange(handler: (uid: string) => void): void;
+  get(uid: string): LauncherView<C> | undefined;
+  uids(): string[];
+  prepare(): Promise<void>;
+  discover(): Promise<string[]>;
+  start(uid: string, opts?: { netns?: string }): Promise<LiveLauncher<C>>;
+  stop(uid: string, gracePeriodS: number): Promise<void>;
+  forget(uid: string): void;
+  remove(uid: string): Promise<void>;
+  close(): void;
+}
 
 interface Entry {
   view: LauncherView;
@@ -72,18 +114,21 @@ async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void
   }
 }
 
-export class LauncherRegistry {
+export class LauncherRegistry implements Launchers {
   private readonly entries = new Map<string, Entry>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
   private readonly qemuUids: QemuUids;
+  private readonly changeHandlers: Array<(uid: string) => void> = [];
 
   constructor(
     private readonly settings: LauncherSettings,
-    /** Called after every state change of a VM; must not block. */
-    private readonly onChange: (uid: string) => void,
     private readonly log: Logger,
   ) {
     this.qemuUids = new QemuUids(settings.vmsDir);
+  }
+
+  onChange(handler: (uid: string) => void): void {
+    this.changeHandlers.push(handler);
   }
 
   dirOf(uid: string): string {
@@ -104,12 +149,8 @@ export class LauncherRegistry {
    */
   async prepare(): Promise<void> {
     await mkdir(this.settings.vmsDir, { recursive: true, mode: 0o711 });
-    for (let dir = path.resolve(this.settings.vmsDir); ; dir = path.dirname(dir)) {
-      if (((await stat(dir)).mode & 0o001) === 0) {
-        throw new Error(`${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x or another --state-dir`);
-      }
-      if (dir === path.dirname(dir)) break;
-    }
+    const blocked = await unsearchableDir(this.settings.vmsDir);
+    if (blocked) throw new Error(unsearchableMessage(blocked));
     await this.qemuUids.load();
   }
 
@@ -148,7 +189,7 @@ export class LauncherRegistry {
    * Spawns a launcher for `uid` (its directory may hold the previous run's
    * console log); `netns`: the VM's network namespace, where its taps are.
    */
-  async start(uid: string, opts: { netns?: string } = {}): Promise<Extract<LauncherView, { live: true }>> {
+  async start(uid: string, opts: { netns?: string } = {}): Promise<LiveLauncher> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);
@@ -171,6 +212,7 @@ export class LauncherRegistry {
       },
       ...(s.nodeArgs ? { nodeArgs: s.nodeArgs } : {}),
       ...(s.entry ? { entry: s.entry } : {}),
+      ...(s.dieWithAgent ? { dieWithParent: true } : {}),
     });
     return this.track(uid, dir, spawned.client, spawned.pid);
   }
@@ -246,10 +288,10 @@ export class LauncherRegistry {
     const waiters = this.goneWaiters.get(uid) ?? [];
     this.goneWaiters.delete(uid);
     for (const w of waiters) w();
-    this.onChange(uid);
+    for (const handler of this.changeHandlers) handler(uid);
   }
 
-  private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<Extract<LauncherView, { live: true }>> {
+  private async track(uid: string, dir: string, client: LauncherClient, pid: number): Promise<LiveLauncher> {
     let state: VmState;
     try {
       state = await client.getState();

@@ -23,7 +23,12 @@ t.test('only cloud-init seeds without a network-config get one', async (t) => {
   const disks: DiskSpec[] = [
     { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 1 } },
     { name: 'seed', device: 'cdrom', bus: 'sata', source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: '{}' } },
-    { name: 'mine', device: 'disk', bus: 'virtio', source: { kind: 'cloudInit', userData: '', metaData: '{}', networkConfig: 'version: 1\n' } },
+    {
+      name: 'mine',
+      device: 'disk',
+      bus: 'virtio',
+      source: { kind: 'cloudInit', userData: '', metaData: '{}', networkConfig: 'version: 1\n' },
+    },
   ];
   const out = withNetworkConfig(disks, address);
   t.same(out[0], disks[0], 'other disks untouched');

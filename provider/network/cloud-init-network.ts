@@ -33,6 +33,8 @@ export function networkConfigV2(a: GuestAddress): string {
 /** The disks with the address written into every cloud-init seed that has no network-config. */
 export function withNetworkConfig(disks: DiskSpec[], a: GuestAddress): DiskSpec[] {
   return disks.map((d) =>
-    d.source.kind === 'cloudInit' && d.source.networkConfig === undefined ? { ...d, source: { ...d.source, networkConfig: networkConfigV2(a) } } : d,
+    d.source.kind === 'cloudInit' && d.source.networkConfig === undefined
+      ? { ...d, source: { ...d.source, networkConfig: networkConfigV2(a) } }
+      : d,
   );
 }

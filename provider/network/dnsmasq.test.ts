@@ -6,7 +6,15 @@ import { parseIpv4Range } from './ipv4.js';
 t.test('the DHCP config answers static leases only, on one interface, with DNS off', async (t) => {
   const range = parseIpv4Range('10.244.3.0/24', 'podCIDR');
   const conf = renderDnsmasqConf(
-    { interface: 'vkvm0', network: '10.244.3.0', netmask: netmaskOf(range), router: '10.244.3.1', dnsServers: ['192.0.2.53'], hostsDir: '/var/lib/vkvm/network/dhcp-hosts', leaseTime: '1h' },
+    {
+      interface: 'vkvm0',
+      network: '10.244.3.0',
+      netmask: netmaskOf(range),
+      router: '10.244.3.1',
+      dnsServers: ['192.0.2.53'],
+      hostsDir: '/var/lib/vkvm/network/dhcp-hosts',
+      leaseTime: '1h',
+    },
     '/var/lib/vkvm/network/dnsmasq.pid',
   );
   t.same(conf.split('\n'), [

@@ -1,8 +1,12 @@
 // The few host commands the network plumbing runs: iproute2, iptables,
-// dnsmasq. Each call may run inside a VM's network namespace (nsenter), and
-// every failure carries the command and its stderr, so an operator can re-run it.
+// nftables, dnsmasq. Each call may run inside a VM's network namespace
+// (nsenter), and every failure carries the command and its stderr, so an
+// operator can re-run it.
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { access, readFile, writeFile } from 'node:fs/promises';
+
+/** A Linux interface name (IFNAMSIZ: at most 15 characters). */
+export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 export class HostCommandError extends Error {
   readonly kind = 'HostCommand';
@@ -15,19 +19,25 @@ export class HostCommandError extends Error {
   }
 }
 
-/** Runs a command (in the network namespace at `netns`, if given); resolves with stdout. */
-export function run(command: string[], opts: { netns?: string } = {}): Promise<string> {
+/** Runs a command (in the network namespace at `netns`, if given; `input` on its stdin); resolves with stdout. */
+export function run(command: string[], opts: { netns?: string; input?: string } = {}): Promise<string> {
   const argv = opts.netns ? ['nsenter', `--net=${opts.netns}`, '--', ...command] : command;
   return new Promise((resolve, reject) => {
-    execFile(argv[0]!, argv.slice(1), { maxBuffer: 16 * 2 ** 20 }, (err, stdout, stderr) => {
+    const child = execFile(argv[0]!, argv.slice(1), { maxBuffer: 16 * 2 ** 20 }, (err, stdout, stderr) => {
       if (err) reject(new HostCommandError(argv, String(stderr), (err as NodeJS.ErrnoException).code ?? null));
       else resolve(String(stdout));
     });
+    if (opts.input === undefined) return;
+    // A command that fails before reading its input closes the pipe: its exit status tells why, not EPIPE.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(opts.input);
   });
 }
 
 export interface IpLink {
   ifname: string;
+  /** The MAC address. */
+  address?: string;
   link_type?: string;
   master?: string;
   operstate?: string;
@@ -79,7 +89,12 @@ export async function ensureChainRules(table: IptablesTable, chain: string, rule
 }
 
 /** Adds `rule` to `chain` unless it is there (`insert`: at the top, so it runs before rules others add). */
-export async function ensureRule(table: IptablesTable, chain: string, rule: string[], opts: { netns?: string; insert?: boolean } = {}): Promise<void> {
+export async function ensureRule(
+  table: IptablesTable,
+  chain: string,
+  rule: string[],
+  opts: { netns?: string; insert?: boolean } = {},
+): Promise<void> {
   const ns = opts.netns ? { netns: opts.netns } : {};
   try {
     await run(['iptables', '-w', '-t', table, '-C', chain, ...rule], ns);
@@ -114,6 +129,23 @@ export async function listRules(table: IptablesTable, chain: string, netns?: str
 /** Writes a sysctl below /proc/sys/net (in the namespace at `netns`, if given). */
 export async function setNetSysctl(key: string, value: string, netns?: string): Promise<void> {
   await run(['sysctl', '-q', '-w', `${key}=${value}`], netns ? { netns } : {});
+}
+
+/**
+ * Stops `dev` taking IPv6 routes and addresses from router advertisements
+ * (written below /proc, as a sysctl key cannot hold a name with a dot).
+ * Nothing to do where IPv6 is off.
+ */
+export async function refuseRouterAdvertisements(dev: string): Promise<void> {
+  const dir = `/proc/sys/net/ipv6/conf/${dev}`;
+  if (
+    !(await access(dir).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return;
+  for (const key of ['accept_ra', 'autoconf']) await writeFile(`${dir}/${key}`, '0');
 }
 
 const SYSTEMD_RESOLVED_UPSTREAMS = '/run/systemd/resolve/resolv.conf';

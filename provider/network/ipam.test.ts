@@ -26,7 +26,10 @@ t.test('a lease file of another range is refused while it holds leases', async (
   const file = path.join(t.testdir(), 'leases.json');
   const ipam = await Ipam.open(file, parseIpv4Range('10.9.0.0/24', 'podCIDR'));
   await ipam.lease('a');
-  await t.rejects(Ipam.open(file, parseIpv4Range('10.9.1.0/24', 'podCIDR')), /holds leases in 10\.9\.0\.0\/24 but the node's pod range is now 10\.9\.1\.0\/24/);
+  await t.rejects(
+    Ipam.open(file, parseIpv4Range('10.9.1.0/24', 'podCIDR')),
+    /holds leases in 10\.9\.0\.0\/24 but the node's pod range is now 10\.9\.1\.0\/24/,
+  );
   await ipam.release('a');
   const moved = await Ipam.open(file, parseIpv4Range('10.9.1.0/24', 'podCIDR'));
   t.equal(await moved.lease('b'), '10.9.1.2', 'an empty file follows the new range');

@@ -45,7 +45,9 @@ export class Ipam {
     if (text !== undefined) {
       const saved = JSON.parse(text) as LeaseFile;
       if (saved.cidr !== range.cidr && Object.keys(saved.leases).length > 0) {
-        throw new Error(`${file} holds leases in ${saved.cidr} but the node's pod range is now ${range.cidr}; remove the VMs (or the file) first`);
+        throw new Error(
+          `${file} holds leases in ${saved.cidr} but the node's pod range is now ${range.cidr}; remove the VMs (or the file) first`,
+        );
       }
       if (saved.cidr === range.cidr) state = saved;
     }

@@ -13,7 +13,9 @@ export interface Ipv4Range {
 }
 
 export function ipToInt(ip: string): number {
-  return ipaddr.IPv4.parse(ip).toByteArray().reduce((n, b) => n * 256 + b, 0);
+  return ipaddr.IPv4.parse(ip)
+    .toByteArray()
+    .reduce((n, b) => n * 256 + b, 0);
 }
 
 export function intToIp(n: number): string {

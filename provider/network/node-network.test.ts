@@ -27,7 +27,9 @@ async function client(name: string, mac: string): Promise<{ dhcp(): Promise<stri
     // -q: quit once leased; -n: fail rather than go to background; the script is a no-op so the namespace is untouched.
     dhcp: async () => {
       // udhcpc reports on stderr.
-      const out = await run(['sh', '-c', `ip netns exec ${netns} busybox udhcpc -i eth0 -q -n -t 4 -T 1 -s /bin/true 2>&1`]).catch((err: Error) => err.message);
+      const out = await run(['sh', '-c', `ip netns exec ${netns} busybox udhcpc -i eth0 -q -n -t 4 -T 1 -s /bin/true 2>&1`]).catch(
+        (err: Error) => err.message,
+      );
       return /lease of (\S+) obtained/.exec(out)?.[1] ?? `no lease: ${out}`;
     },
     close: async () => {
@@ -60,10 +62,18 @@ t.test('an address served to one VM is served to the next VM given it', async (t
   t.same(await readdir(net.dhcpHostsDir), ['pod-b'], 'only the live VM has a DHCP entry');
 
   const other = new NodeNetwork({ bridge: `${bridge}x`, dir, log: pino({ level: 'silent' }) });
-  await t.rejects(other.ensure(range, []), { message: new RegExp(`^--bridge: this node's pod network is on ${bridge}; `) }, 'another bridge on the same state is refused');
+  await t.rejects(
+    other.ensure(range, []),
+    { message: new RegExp(`^--bridge: this node's pod network is on ${bridge}; `) },
+    'another bridge on the same state is refused',
+  );
   t.notOk((await links()).has(`${bridge}x`), 'and nothing of it is created');
   await second.close();
   await other.remove();
   const rules = await run(['iptables-save']);
-  t.same({ bridge: (await links()).has(bridge), rules: rules.includes(bridge) }, { bridge: false, rules: false }, 'removal goes by the record: the bridge built and its rules are gone');
+  t.same(
+    { bridge: (await links()).has(bridge), rules: rules.includes(bridge) },
+    { bridge: false, rules: false },
+    'removal goes by the record: the bridge built and its rules are gone',
+  );
 });

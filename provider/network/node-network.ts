@@ -1,18 +1,32 @@
 // The node's side of the pod network: a Linux bridge that owns the node's pod
 // range (its first address is the VMs' gateway), DHCP for VMs that hold pod
 // addresses, forwarding for the bridge, NAT for traffic leaving the cluster's
-// pod ranges through the host's default route, and routes to other nodes'
-// pod ranges (peer-routes.ts). Everything is ensured idempotently, and
-// only what this agent created is ever removed: a bridge that existed before
-// it is used as it is and left behind.
+// pod ranges through the host's default route, routes to other nodes' pod
+// ranges (peer-routes.ts), and the filter on the bridge's VM ports
+// (port-filter.ts); the bridge takes no router advertisements. Everything is
+// ensured idempotently, and only what this agent created is ever removed: a
+// bridge that existed before it is used as it is and left behind.
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { createHash } from 'node:crypto';
-import { addresses, defaultRouteDevice, deleteChain, deleteRule, ensureChainRules, ensureRule, links, run, setNetSysctl } from './host.js';
+import {
+  addresses,
+  defaultRouteDevice,
+  deleteChain,
+  deleteRule,
+  ensureChainRules,
+  ensureRule,
+  INTERFACE_NAME,
+  links,
+  refuseRouterAdvertisements,
+  run,
+  setNetSysctl,
+} from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
+import { PortFilter, portFilterTable, removePortFilter } from './port-filter.js';
 import { writeAtomic } from '../atomic-file.js';
 
 export interface NodeNetworkOptions {
@@ -31,9 +45,6 @@ interface NodeRecord {
   /** Routes to other nodes' pod ranges this agent added. */
   peerRoutes?: PeerRoute[];
 }
-
-/** A Linux interface name (IFNAMSIZ: at most 15 characters). */
-export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 export function netmaskOf(range: Ipv4Range): string {
   return intToIp(range.prefixLength === 0 ? 0 : (0xffffffff << (32 - range.prefixLength)) >>> 0);
@@ -65,17 +76,21 @@ export class NodeNetwork {
   readonly natChain: string;
   private readonly recordFile: string;
   readonly dhcpHostsDir: string;
+  /** What each VM's port on the bridge lets out; kept by the pod network, which knows the VMs. */
+  readonly ports: PortFilter;
   private readonly dnsmasq: DnsmasqInstance;
   /** Peers already warned about (a skipped route is logged once, not every repair). */
   private readonly peerWarnings = new Set<string>();
 
   constructor(private readonly o: NodeNetworkOptions) {
-    if (!INTERFACE_NAME.test(o.bridge)) throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+    if (!INTERFACE_NAME.test(o.bridge))
+      throw new Error(`--bridge: ${JSON.stringify(o.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
     this.forwardChain = forwardChainOf(o.bridge);
     this.natChain = natChainOf(o.bridge);
     this.recordFile = path.join(o.dir, 'node.json');
     this.dhcpHostsDir = path.join(o.dir, 'dhcp-hosts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
+    this.ports = new PortFilter(o.bridge, o.log);
   }
 
   /**
@@ -91,7 +106,9 @@ export class NodeNetwork {
     const br = this.o.bridge;
     if (record && record.bridge !== br) {
       // The record is what removal goes by: switching would leave the old bridge's rules, and its VMs, behind.
-      throw new Error(`--bridge: this node's pod network is on ${record.bridge}; restart with --bridge=${record.bridge}, or run vkvm reset first to move it to ${br}`);
+      throw new Error(
+        `--bridge: this node's pod network is on ${record.bridge}; restart with --bridge=${record.bridge}, or run vkvm reset first to move it to ${br}`,
+      );
     }
     const existing = (await links()).get(br);
     let createdBridge = record?.bridge === br && record.createdBridge;
@@ -110,6 +127,8 @@ export class NodeNetwork {
     await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
+    // Before it is up: a guest's router advertisement must never give the host routes or addresses.
+    await refuseRouterAdvertisements(br);
     await run(['ip', 'link', 'set', br, 'up']);
 
     // Forwarding is decided by the interface a packet enters: the bridge (guests' traffic) and the
@@ -133,11 +152,20 @@ export class NodeNetwork {
       ['!', '-o', br, '-j', 'MASQUERADE'],
     ]);
     const routed = await ensurePeerRoutes(peers, peerRoutes, range.cidr, this.o.log, this.peerWarnings);
-    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes)) await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
+    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes))
+      await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
     await ensureRule('nat', 'POSTROUTING', ['-s', range.cidr, '-j', this.natChain]);
 
     const conf = renderDnsmasqConf(
-      { interface: br, network: intToIp(range.network), netmask: netmaskOf(range), router: gatewayOf(range), dnsServers, hostsDir: this.dhcpHostsDir, leaseTime: '1h' },
+      {
+        interface: br,
+        network: intToIp(range.network),
+        netmask: netmaskOf(range),
+        router: gatewayOf(range),
+        dnsServers,
+        hostsDir: this.dhcpHostsDir,
+        leaseTime: '1h',
+      },
       this.dnsmasq.pidFile,
     );
     await ensureDnsmasq(this.dnsmasq, conf);
@@ -161,11 +189,14 @@ export class NodeNetwork {
     const [mac, ip] = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
     await rm(file, { force: true });
     await reloadDnsmasq(this.dnsmasq);
-    if (mac && ip) await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) => this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'));
+    if (mac && ip)
+      await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) =>
+        this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'),
+      );
   }
 
   /**
-   * Removes what `ensure` made: DHCP, rules, and the bridge if this agent
+   * Removes what `ensure` made: DHCP, rules, the port filter, and the bridge if this agent
    * created it (vkvm reset, tests). VMs must be gone first.
    */
   async remove(): Promise<void> {
@@ -178,6 +209,7 @@ export class NodeNetwork {
     if (record) await removeRangeRules(bridge, record.cidr);
     await removePeerRoutes(record?.peerRoutes ?? []);
     await deleteChain('nat', natChainOf(bridge));
+    await removePortFilter(portFilterTable(bridge));
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);
     await rm(this.o.dir, { recursive: true, force: true });
   }

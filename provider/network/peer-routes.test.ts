@@ -14,17 +14,27 @@ const node = (name: string, spec: V1Node['spec'], addresses: Array<[string, stri
 t.test('peers are the other nodes with an IPv4 pod range and an IPv4 InternalIP', async (t) => {
   const nodes = [
     node('self', { podCIDR: '10.244.0.0/24' }, [['InternalIP', '192.0.2.1']]),
-    node('b', { podCIDR: '10.244.1.0/24' }, [['Hostname', 'b'], ['InternalIP', '192.0.2.2']]),
-    node('dual', { podCIDRs: ['fd00:1::/64', '10.244.2.7/24'] }, [['InternalIP', 'fd00::3'], ['InternalIP', '192.0.2.3']]),
+    node('b', { podCIDR: '10.244.1.0/24' }, [
+      ['Hostname', 'b'],
+      ['InternalIP', '192.0.2.2'],
+    ]),
+    node('dual', { podCIDRs: ['fd00:1::/64', '10.244.2.7/24'] }, [
+      ['InternalIP', 'fd00::3'],
+      ['InternalIP', '192.0.2.3'],
+    ]),
     node('no-range', {}, [['InternalIP', '192.0.2.4']]),
     node('no-address', { podCIDR: '10.244.5.0/24' }, [['Hostname', 'x']]),
     node('v6-only', { podCIDR: 'fd00:2::/64' }, [['InternalIP', 'fd00::6']]),
     node('garbage', { podCIDR: 'not-a-cidr' }, [['InternalIP', '192.0.2.9']]),
   ];
-  t.same(peersOf(nodes, 'self'), [
-    { name: 'b', podCidr: '10.244.1.0/24', internalIP: '192.0.2.2' },
-    { name: 'dual', podCidr: '10.244.2.0/24', internalIP: '192.0.2.3' },
-  ], 'itself, nodes without a range or address, IPv6-only and unparsable ranges are left out; ranges are normalized');
+  t.same(
+    peersOf(nodes, 'self'),
+    [
+      { name: 'b', podCidr: '10.244.1.0/24', internalIP: '192.0.2.2' },
+      { name: 'dual', podCidr: '10.244.2.0/24', internalIP: '192.0.2.3' },
+    ],
+    'itself, nodes without a range or address, IPv6-only and unparsable ranges are left out; ranges are normalized',
+  );
 });
 
 t.test('routes on the real host: added via the peer, foreign and unreachable ones left alone, removed when the peer goes', async (t) => {
@@ -52,7 +62,12 @@ t.test('routes on the real host: added via the peer, foreign and unreachable one
   t.teardown(() => run(['ip', 'route', 'del', reachable.podCidr]).catch(() => undefined));
   t.same(routes, [{ cidr: reachable.podCidr, via: reachable.internalIP }], 'only the reachable peer’s route is ours');
   t.same(
-    { reachable: await route(reachable.podCidr), foreign: await route(foreign.podCidr), offLink: await route(offLink.podCidr), warnings: warned.size },
+    {
+      reachable: await route(reachable.podCidr),
+      foreign: await route(foreign.podCidr),
+      offLink: await route(offLink.podCidr),
+      warnings: warned.size,
+    },
     { reachable: { gateway: reachable.internalIP, dev }, foreign: { dev }, offLink: undefined, warnings: 2 },
     'a route via the peer; the foreign route untouched; none via an off-link next hop; one warning each for the two skipped',
   );

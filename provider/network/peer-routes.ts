@@ -69,7 +69,13 @@ async function localAddresses(): Promise<Set<string>> {
  * already), peers whose range has a route that is not ours, and unreachable
  * next hops are skipped with a warning, once per change (`warned`).
  */
-export async function ensurePeerRoutes(peers: readonly PeerNode[], previous: readonly PeerRoute[], ownCidr: string, log: Logger, warned: Set<string>): Promise<PeerRoute[]> {
+export async function ensurePeerRoutes(
+  peers: readonly PeerNode[],
+  previous: readonly PeerRoute[],
+  ownCidr: string,
+  log: Logger,
+  warned: Set<string>,
+): Promise<PeerRoute[]> {
   const local = await localAddresses();
   const routes = await routesByDestination();
   const ours = new Map(previous.map((r) => [r.cidr, r.via]));
@@ -87,7 +93,10 @@ export async function ensurePeerRoutes(peers: readonly PeerNode[], previous: rea
     if (local.has(peer.internalIP)) continue;
     const existing = routes.get(peer.podCidr);
     if (existing && !ours.has(peer.podCidr)) {
-      skip(peer, `${peer.podCidr} is already routed (${existing.gateway ? `via ${existing.gateway}` : `dev ${existing.dev}`}) by someone else`);
+      skip(
+        peer,
+        `${peer.podCidr} is already routed (${existing.gateway ? `via ${existing.gateway}` : `dev ${existing.dev}`}) by someone else`,
+      );
       continue;
     }
     try {

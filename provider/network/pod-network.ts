@@ -2,7 +2,8 @@
 // (lease its address, build its namespace, serve it DHCP), detach it, and
 // sweep what belongs to no VM. The node's range comes from Node.spec.podCIDR
 // (kube-controller-manager allocates it) unless configured; other nodes'
-// ranges are routed to them (peer-routes.ts).
+// ranges are routed to them (peer-routes.ts). Each VM's port on the bridge
+// lets out only its own addresses (port-filter.ts), from its port record.
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
@@ -12,7 +13,17 @@ import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
-import { ensureVmNetwork, rejoinNodeBridge, GUEST_TAP, MASQUERADE_GATEWAY, MASQUERADE_GUEST, removeVmNetwork, vmNetworkNames } from './vm-network.js';
+import type { VmPort } from './port-filter.js';
+import {
+  ensureVmNetwork,
+  readVmPort,
+  rejoinNodeBridge,
+  GUEST_TAP,
+  MASQUERADE_GATEWAY,
+  MASQUERADE_GUEST,
+  removeVmNetwork,
+  vmNetworkNames,
+} from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
 import { hostNameservers, links } from './host.js';
 
@@ -72,18 +83,24 @@ export class PodNetwork {
     this.starting ??= (async () => {
       const cidr = await this.o.podCidr();
       if (!cidr) {
-        if (!this.unreadyAtMs) this.o.log.warn({ bridge: this.o.bridge }, 'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one');
+        if (!this.unreadyAtMs)
+          this.o.log.warn(
+            { bridge: this.o.bridge },
+            'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one',
+          );
         this.unreadyAtMs = Date.now();
         return;
       }
       const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
-      if (this.ready && this.ready.range.cidr !== range.cidr) throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
+      if (this.ready && this.ready.range.cidr !== range.cidr)
+        throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
       // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
       const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
       // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
       const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
       await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
       await this.reattachVeths();
+      await this.filterPorts();
       this.ready ??= { range, ipam, dnsServers };
       this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
     })().finally(() => (this.starting = undefined));
@@ -105,6 +122,15 @@ export class PodNetwork {
         this.o.log.info({ vm: uid, veth: veth.ifname, bridge: this.o.bridge }, 'put a VM back on the re-created bridge');
       }
     }
+  }
+
+  /** Makes the bridge's port filter match the VMs' port records. */
+  private filterPorts(): Promise<void> {
+    return this.node.ports.ensure(async () => {
+      const uids = await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[]);
+      const ports = await Promise.all(uids.map((uid) => readVmPort(this.vmDir(uid))));
+      return ports.filter((p): p is VmPort => p !== undefined);
+    });
   }
 
   /**
@@ -139,7 +165,13 @@ export class PodNetwork {
     if (spec.interfaces.length === 0) return { spec };
     if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
-      throw new SpecError([{ path: 'interfaces', reason: 'FieldValueNotSupported', message: 'a VM has one interface on the pod network; vkvm has no secondary networks' }]);
+      throw new SpecError([
+        {
+          path: 'interfaces',
+          reason: 'FieldValueNotSupported',
+          message: 'a VM has one interface on the pod network; vkvm has no secondary networks',
+        },
+      ]);
     }
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
     const { range, ipam, dnsServers } = this.ready!;
@@ -155,6 +187,8 @@ export class PodNetwork {
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
     });
+    // Before the VM runs: its first frame is filtered.
+    await this.filterPorts();
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
     const guest =
       iface.binding === 'bridge'
@@ -167,10 +201,12 @@ export class PodNetwork {
     };
   }
 
-  /** Removes the VM's namespace, DHCP entry and lease. Idempotent; call once its launcher is gone. */
+  /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
       await removeVmNetwork(uid, this.vmDir(uid));
+      // Without a node set up here (vkvm reset), the node's removal takes the whole filter.
+      if (this.ready) await this.filterPorts();
       await this.node.removeDhcpHost(uid);
       await this.ready?.ipam.release(uid);
     });

@@ -10,12 +10,15 @@
 //               are listed, as KubeVirt does) and its traffic leaves as the
 //               pod address.
 // Names follow from the VM uid, so everything can be found again after a crash.
+// What may leave the VM's port is recorded beside its state (port-filter.ts).
 import { createHash } from 'node:crypto';
-import { access, mkdir, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
+import { writeAtomic } from '../atomic-file.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import { ensureRule, HostCommandError, links, run, setNetSysctl, type IpLink } from './host.js';
+import { assertFilterable, type VmPort } from './port-filter.js';
 
 export const NETNS_DIR = '/run/netns';
 export const GUEST_TAP = 'tap0';
@@ -66,7 +69,34 @@ function dnsmasqOf(dir: string, netnsPath: string): DnsmasqInstance {
   return { confFile: path.join(dir, 'dnsmasq.conf'), pidFile: path.join(dir, 'dnsmasq.pid'), netns: netnsPath };
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
+
+const PORT_FILE = 'port.json';
+
+/** The VM's port record, if written: what its filter on the node bridge lets out. */
+export async function readVmPort(dir: string): Promise<VmPort | undefined> {
+  const text = await readFile(path.join(dir, PORT_FILE), 'utf8').catch(() => undefined);
+  return text ? (JSON.parse(text) as VmPort) : undefined;
+}
+
+/**
+ * Records the VM's port unless it is recorded (a namespace built afresh has
+ * no record; one an older agent built gets it now). A bridge guest sends as
+ * its own MAC; a masquerade guest only through the namespace's routing, as eth0.
+ */
+async function recordPort(p: VmNetworkPlan, names: VmNetworkNames): Promise<void> {
+  const file = path.join(p.dir, PORT_FILE);
+  if (await exists(file)) return;
+  const mac = p.iface.binding === 'bridge' ? p.iface.mac : (await links(names.netnsPath)).get(POD_IFACE)?.address;
+  if (!mac) throw new Error(`${POD_IFACE} of ${names.netns} has no MAC address`);
+  const port: VmPort = { veth: names.hostVeth, mac: mac.toLowerCase(), ip: p.podIP };
+  assertFilterable(port);
+  await writeAtomic(file, JSON.stringify(port), 0o600);
+}
 
 /** Rethrows unless the error says the thing to delete is already gone. */
 function unlessGone(err: unknown): void {
@@ -87,6 +117,7 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
   if ((await exists(ready)) && (await exists(names.netnsPath)) && hostVeth) {
     await rejoinNodeBridge(hostVeth, p.nodeBridge);
     if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
+    await recordPort(p, names);
     return names;
   }
   await removeVmNetwork(p.uid, p.dir, { keepDir: true });
@@ -115,19 +146,39 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
     if (!ports?.length) await nat('PREROUTING', ['-i', POD_IFACE, '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
     for (const port of ports ?? []) {
       const proto = port.protocol.toLowerCase();
-      await nat('PREROUTING', ['-i', POD_IFACE, '-p', proto, '--dport', String(port.port), '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
+      await nat('PREROUTING', [
+        '-i',
+        POD_IFACE,
+        '-p',
+        proto,
+        '--dport',
+        String(port.port),
+        '-j',
+        'DNAT',
+        '--to-destination',
+        MASQUERADE_GUEST,
+      ]);
     }
     // The whole guest subnet: a guest that picks another 10.0.2.x must not leave un-NATed.
     await nat('POSTROUTING', ['-s', '10.0.2.0/24', '-o', POD_IFACE, '-j', 'MASQUERADE']);
     await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
   }
+  await recordPort(p, names);
   await writeFile(ready, `${new Date().toISOString()}\n`);
   return names;
 }
 
 function masqueradeDhcp(p: VmNetworkPlan): string {
   return renderDnsmasqConf(
-    { interface: GUEST_TAP, network: '10.0.2.0', netmask: '255.255.255.0', router: MASQUERADE_GATEWAY, dnsServers: p.dnsServers, hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`], leaseTime: '1h' },
+    {
+      interface: GUEST_TAP,
+      network: '10.0.2.0',
+      netmask: '255.255.255.0',
+      router: MASQUERADE_GATEWAY,
+      dnsServers: p.dnsServers,
+      hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`],
+      leaseTime: '1h',
+    },
     dnsmasqOf(p.dir, vmNetworkNames(p.uid).netnsPath).pidFile,
   );
 }
@@ -139,6 +190,6 @@ export async function removeVmNetwork(uid: string, dir: string, opts: { keepDir?
   if (await exists(names.netnsPath)) await run(['ip', 'netns', 'del', names.netns]).catch(unlessGone);
   // The kernel tears a namespace down asynchronously: its half of the pair may still be listed for a moment.
   if ((await links()).has(names.hostVeth)) await run(['ip', 'link', 'del', names.hostVeth]).catch(unlessGone);
-  if (opts.keepDir) await rm(path.join(dir, 'ready'), { force: true });
+  if (opts.keepDir) for (const file of ['ready', PORT_FILE]) await rm(path.join(dir, file), { force: true });
   else await rm(dir, { recursive: true, force: true });
 }

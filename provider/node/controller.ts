@@ -26,6 +26,8 @@ function ownedView(node: V1Node, ownTypes: Set<string>): V1NodeStatus {
     conditions: (s.conditions ?? []).filter((c) => ownTypes.has(c.type)),
     addresses: s.addresses,
     daemonEndpoints: s.daemonEndpoints,
+    // The API server leaves an empty list out.
+    images: s.images ?? [],
     nodeInfo: s.nodeInfo,
   } as V1NodeStatus;
 }

@@ -6,6 +6,8 @@ import si from 'systeminformation';
 import { probeHostCaps, type HostCaps } from '../../vmm/probe/virtualization.js';
 import { evaluatePreflight, type PreflightCheck } from '../preflight/checks.js';
 import { readPreflightFacts } from '../preflight/facts.js';
+import { readNodeImages, type NodeImage } from '../images/node-images.js';
+import { ImageStore } from '../images/store.js';
 
 export interface HostFacts {
   hostname: string;
@@ -26,6 +28,8 @@ export interface HostFacts {
   virtualization: HostCaps;
   /** The join preflight, re-run with every read: reported as node conditions. */
   preflight: PreflightCheck[];
+  /** What the image store holds, as node.status.images. */
+  images: NodeImage[];
 }
 
 async function readTrimmed(path: string): Promise<string> {
@@ -49,11 +53,13 @@ export interface HostFactsOptions {
   searchPath: string;
   internalIP?: string;
   allowSoftwareEmulation: boolean;
+  /** The registry image store (provider/images/store.ts). */
+  imageStoreDir: string;
 }
 
 export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> {
   await mkdir(opts.stateDir, { recursive: true });
-  const [cpu, mem, os, iface, fs, pidMax, pidsInUse, machineID, bootID, virtualization] = await Promise.all([
+  const [cpu, mem, os, iface, fs, pidMax, pidsInUse, machineID, bootID, virtualization, images] = await Promise.all([
     si.cpu(),
     si.mem(),
     si.osInfo(),
@@ -64,6 +70,7 @@ export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> 
     readTrimmed('/etc/machine-id').catch(() => ''),
     readTrimmed('/proc/sys/kernel/random/boot_id').catch(() => ''),
     probeHostCaps(opts.allowSoftwareEmulation),
+    readNodeImages(new ImageStore(opts.imageStoreDir)),
   ]);
   const preflight = evaluatePreflight(await readPreflightFacts({ searchPath: opts.searchPath, imageCacheDir: opts.imageCacheDir }), {
     allowSoftwareEmulation: opts.allowSoftwareEmulation,
@@ -86,6 +93,7 @@ export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> 
     bootID,
     virtualization,
     preflight,
+    images,
   };
 }
 

@@ -26,6 +26,7 @@ const facts = (over: Partial<HostFacts> = {}): HostFacts => ({
     { condition: 'KVMUsable', severity: 'soft', ok: false, reason: 'SoftwareEmulation', message: '' },
     { condition: 'IPForwarding', severity: 'soft', ok: false, reason: 'Disabled', message: '' },
   ],
+  images: [],
   ...over,
 });
 const config = resolveAgentConfig({ kubeconfig: '/k', 'node-name': 'n1', 'memory-reserved-mib': '1024' });
@@ -35,16 +36,20 @@ const byType = (conds: { type: string; status: string; reason?: string }[]) =>
 
 t.test('a healthy TCG host is Ready, reports software emulation and no KVM device', async (t) => {
   const s = deriveNodeStatus(config, facts(), [], now);
-  t.same(byType(s.conditions!), {
-    MemoryPressure: 'False/KubeletHasSufficientMemory',
-    DiskPressure: 'False/KubeletHasNoDiskPressure',
-    PIDPressure: 'False/KubeletHasSufficientPID',
-    NetworkUnavailable: 'False/VkvmNetworkReady',
-    HardwareVirtualization: 'False/SoftwareEmulation',
-    Ready: 'True/KubeletReady',
-    VirtualizationPackages: 'True/PackagesInstalled',
-    IPForwarding: 'False/Disabled',
-  }, 'preflight checks are conditions (KVM only as HardwareVirtualization); a failed soft one keeps the node Ready');
+  t.same(
+    byType(s.conditions!),
+    {
+      MemoryPressure: 'False/KubeletHasSufficientMemory',
+      DiskPressure: 'False/KubeletHasNoDiskPressure',
+      PIDPressure: 'False/KubeletHasSufficientPID',
+      NetworkUnavailable: 'False/VkvmNetworkReady',
+      HardwareVirtualization: 'False/SoftwareEmulation',
+      Ready: 'True/KubeletReady',
+      VirtualizationPackages: 'True/PackagesInstalled',
+      IPForwarding: 'False/Disabled',
+    },
+    'preflight checks are conditions (KVM only as HardwareVirtualization); a failed soft one keeps the node Ready',
+  );
   t.same(s.capacity, { cpu: '4', memory: `${16 * 1024 * 1024}Ki`, 'ephemeral-storage': `${100 * 1024 * 1024}Ki`, pods: '110' });
   t.equal(s.allocatable!.memory, `${15 * 1024 * 1024}Ki`, 'reserved memory is kept back from allocatable');
   t.same(s.addresses, [
@@ -56,7 +61,12 @@ t.test('a healthy TCG host is Ready, reports software emulation and no KVM devic
 });
 
 t.test('KVM hosts advertise the KVM device resource', async (t) => {
-  const s = deriveNodeStatus(config, facts({ virtualization: { accelerator: 'kvm', reason: 'r', facts: { kvmDeviceUsable: true, hardwareVirtFlag: 'vmx' } } }), [], now);
+  const s = deriveNodeStatus(
+    config,
+    facts({ virtualization: { accelerator: 'kvm', reason: 'r', facts: { kvmDeviceUsable: true, hardwareVirtFlag: 'vmx' } } }),
+    [],
+    now,
+  );
   t.equal(s.capacity!['devices.kubevirt.io/kvm'], '1000');
   t.match(byType(s.conditions!), { HardwareVirtualization: 'True/KVM' });
 });
@@ -73,18 +83,39 @@ t.test('pressure conditions follow host facts; no address means NotReady', async
 });
 
 t.test('a failed hard preflight check makes the node NotReady and names the check', async (t) => {
-  const missing: PreflightCheck = { condition: 'VirtualizationPackages', severity: 'hard', ok: false, reason: 'PackagesMissing', message: 'not found in PATH: qemu-img' };
+  const missing: PreflightCheck = {
+    condition: 'VirtualizationPackages',
+    severity: 'hard',
+    ok: false,
+    reason: 'PackagesMissing',
+    message: 'not found in PATH: qemu-img',
+  };
   const c = deriveConditions(facts({ preflight: [missing] }), [], now);
   t.match(byType(c), { VirtualizationPackages: 'False/PackagesMissing', Ready: 'False/HostRequirementsUnmet' });
-  t.match(c.find((x) => x.type === 'VirtualizationPackages'), { message: 'not found in PATH: qemu-img' });
+  t.match(
+    c.find((x) => x.type === 'VirtualizationPackages'),
+    { message: 'not found in PATH: qemu-img' },
+  );
 });
 
 t.test('lastTransitionTime is kept while a condition holds and moves when it flips', async (t) => {
   const earlier = new Date('2026-01-01T00:00:00Z');
-  const prev = [{ type: 'Ready', status: 'True', lastTransitionTime: earlier }, { type: 'MemoryPressure', status: 'True', lastTransitionTime: earlier }];
+  const prev = [
+    { type: 'Ready', status: 'True', lastTransitionTime: earlier },
+    { type: 'MemoryPressure', status: 'True', lastTransitionTime: earlier },
+  ];
   const c = deriveConditions(facts(), prev, now);
   t.same(c.find((x) => x.type === 'Ready')!.lastTransitionTime, earlier);
   t.same(c.find((x) => x.type === 'MemoryPressure')!.lastTransitionTime, now);
+});
+
+t.test("the image store's images are node.status.images, for the scheduler's image locality", async (t) => {
+  const images = [{ names: ['quay.io/a/disk:v1', 'quay.io/a/disk@sha256:aa'], sizeBytes: 100 }];
+  t.same(deriveNodeStatus(config, facts({ images }), [], now).images, images);
+  t.ok(
+    statusChanged(deriveNodeStatus(config, facts(), [], now), deriveNodeStatus(config, facts({ images }), [], now)),
+    'a new image is a change to report',
+  );
 });
 
 t.test('statusChanged ignores heartbeat times and key order only', async (t) => {

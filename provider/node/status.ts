@@ -70,7 +70,10 @@ const RULES: ConditionRule[] = [
     type: 'Ready',
     cases: [
       [noAddress, { status: 'False', reason: 'KubeletNotReady', message: 'no InternalIP to serve the kubelet API on' }],
-      [hardPreflightFailed, { status: 'False', reason: 'HostRequirementsUnmet', message: 'a host requirement failed; see the conditions with status False' }],
+      [
+        hardPreflightFailed,
+        { status: 'False', reason: 'HostRequirementsUnmet', message: 'a host requirement failed; see the conditions with status False' },
+      ],
       [always, { status: 'True', reason: 'KubeletReady', message: 'vkvm is posting ready status' }],
     ],
   },
@@ -141,6 +144,8 @@ export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous
     conditions: deriveConditions(facts, previous, now),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: config.kubeletPort } },
+    // For the scheduler's image locality, as the kubelet reports them.
+    images: facts.images,
     nodeInfo: {
       architecture: facts.architecture,
       bootID: facts.bootID,
@@ -160,7 +165,11 @@ export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
     v && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date)
-      ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined).sort(([a], [b]) => a.localeCompare(b)))
+      ? Object.fromEntries(
+          Object.entries(v)
+            .filter(([, x]) => x !== undefined)
+            .sort(([a], [b]) => a.localeCompare(b)),
+        )
       : v,
   );
 }

@@ -1,143 +1,124 @@
 // The pod controller: every pod bound to this node becomes a VM run by its own
 // launcher. Two queues of keys, as virtual-kubelet's pod controller:
-//   syncPodsFromKubernetes  makes the VM match the pod (start, keep, restart, stop)
-//   syncStatusFromLauncher  writes the pod status derived from what is known
+//   syncPodsFromKubernetes  makes the VM match the pod: the pod's lifecycle
+//                           (lifecycle.ts) says where it stands, the runtime
+//                           (vm-runtime.ts) acts on the VM
+//   syncStatusFromLauncher  writes the pod's and its VMI's status (status-writer.ts)
 // Informer and launcher events only enqueue keys; both handlers read the latest
 // state and are idempotent, so a crash at any point is repaired by the next
-// pass. At start-up the launchers left running are re-attached before anything
-// acts, and VMs without a pod are removed only after the pod list is synced.
-import { createHash } from 'node:crypto';
-import type { V1ObjectReference, V1Pod, V1PodStatus } from '@kubernetes/client-node';
-import type { KubeClients } from '../kube/client.js';
-import { strategicMerge } from '../kube/client.js';
+// pass. Deletions run beside the queues, one per VM. At start-up the launchers
+// left running are re-attached before anything acts, and VMs without a pod are
+// removed only after the pod list is synced.
+import { isDeepStrictEqual } from 'node:util';
+import type { V1Pod } from '@kubernetes/client-node';
+import { systemClock, type Clock } from '../clock.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { EventRecorder } from '../kube/events.js';
+import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
+import { KeyQueue } from '../kube/key-queue.js';
+import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
-import { LauncherRegistry, type LauncherSettings, type LauncherView } from '../launchers/registry.js';
-import { PreconditionError } from '../../launcher/agent-api.js';
+import type { VirtualMachineInstance } from '../kubevirt/types.js';
+import type { BuiltinImages } from '../vm-identity.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { keyOfObject, type ClusterInformer } from '../kube/informer.js';
-import { createPodInformer } from './informer.js';
-import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
-import { KeyQueue } from '../kube/key-queue.js';
-import { derivePodStatus, type PodStatusInput } from './status.js';
-import { translatePod } from './translate.js';
-import { type BuiltinImages } from '../vm-identity.js';
-import { podStatusPatch, sameStatus } from './status-diff.js';
-import { vmiOwner, vmiReferenceOf, type VmiNodeSide, type VmiSpecResult } from './vmi-source.js';
-import type { VirtualMachineInstance } from '../kubevirt/types.js';
-import { NetworkNotReadyError, type PodNetwork, type VmAttachment } from '../network/pod-network.js';
+import {
+  DEFAULT_RESTART_BACKOFF,
+  newLifecycle,
+  transition,
+  waitMs,
+  type LifecycleEvent,
+  type PodLifecycle,
+  type RestartBackoff,
+} from './lifecycle.js';
+import { observeVm, vmStopped } from './observe.js';
+import type { PodApi } from './pod-api.js';
+import { recordEntered } from './lifecycle-events.js';
+import { StatusWriter } from './status-writer.js';
+import { vmiOwner, type VmiSource } from './vmi-source.js';
+import { VmRuntime, type StartOutcome, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
 
-export interface RestartBackoff {
-  /** First delay before restarting a stopped VM; doubles per restart (kubelet: 10 s). */
-  initialMs: number;
-  /** Cap (kubelet: 5 min). */
-  maxMs: number;
-  /** A run longer than this resets the backoff (kubelet: 10 min). */
-  resetAfterMs: number;
-}
-
-export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 };
+/** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
+export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
 
 export interface PodControllerOptions {
-  clients: KubeClients;
-  nodeName: string;
+  pods: PodInformer;
+  launchers: Launchers<VmControl>;
+  /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
+  vmis: VmiSource;
+  /** Addresses, namespaces and DHCP of the VMs' NICs. */
+  network: VmNetwork;
+  api: PodApi;
   hostIP: () => string;
-  launchers: LauncherSettings;
   /** Resolves the built-in images a pod refers to (building the test guest on first use). */
   builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
-  /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
-  vmis: VmiNodeSide;
-  /** Addresses, namespaces and DHCP of the VMs' NICs. */
-  network: PodNetwork;
+  /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
+  images: VmRuntimeOptions['images'];
   events: EventRecorder;
+  metrics: AgentMetrics;
+  log: Logger;
+  clock?: Clock;
   restartBackoff?: RestartBackoff;
   /** Concurrent pod syncs; one pod never syncs twice at once. */
   workers?: number;
-  metrics: AgentMetrics;
-  log: Logger;
 }
-
-/** What went wrong before a VM could run, kept per pod UID for status and retries. */
-interface PodProblems {
-  invalid?: { reason: 'InvalidVMSpec'; message: string };
-  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
-  imagePullFailures: number;
-  /** VMI fields the VM runs without (reported as an event and a VMI condition). */
-  unsupported: string[];
-  /** A VMI's launcher pod: whether the VMI asks for its vCPUs paused; undefined for plain pods. */
-  wantPaused?: boolean;
-  /** A VMI's launcher pod: the VMI, for events about it. */
-  vmiRef?: V1ObjectReference;
-  /** A VMI's launcher pod: VmSpec paths of causes found at start renamed to the VMI's fields. */
-  atKubevirtFields?: VmiSpecResult['atKubevirtFields'];
-  /** No new pull before this time (ImagePullBackOff), however often the pod changes. */
-  imageRetryAtMs?: number;
-  preparing: boolean;
-  backoffUntilMs?: number;
-  backoffDelayMs?: number;
-  specHash?: string;
-  /** Where the VM sits on the pod network, once attached. */
-  attachment?: VmAttachment;
-}
-
-type Record = PodVmRecord & PodProblems;
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 const ORPHAN_SWEEP_MS = 30_000;
 /** How soon a VM waiting for the node's pod range tries again. */
 const NETWORK_RETRY_MS = 1_000;
 
-function specHash(spec: VmSpec): string {
-  return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
-}
-
-/** A missing boot image is an image pull failure (retried), not an invalid pod. */
-function imageNotFound(err: SpecError): boolean {
-  return err.causes.some((c) => c.reason === 'FieldValueNotFound' && (c.path.startsWith('disks[') || c.path.startsWith('kernelBoot')));
-}
-
 function gracePeriodS(pod: V1Pod): number {
   return pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
 }
 
 export class PodController {
-  readonly registry: LauncherRegistry;
-  private readonly informer: ClusterInformer<V1Pod>;
   private readonly podSync: KeyQueue;
   private readonly statusSync: KeyQueue;
-  private readonly records = new Map<string, Record>();
+  private readonly runtime: VmRuntime;
+  private readonly status: StatusWriter;
+  private readonly clock: Clock;
+  private readonly backoff: RestartBackoff;
+  /** Every pod this agent acts on, by UID. */
+  private readonly lifecycles = new Map<string, PodLifecycle>();
   /** Pod deletions under way, by pod UID. */
   private readonly deletions = new Map<string, Promise<void>>();
-  private readonly backoff: RestartBackoff;
   private started = false;
   private sweeping: Promise<void> | undefined;
-  private sweepTimer: NodeJS.Timeout | undefined;
+  private cancelSweep: (() => void) | undefined;
 
   constructor(private readonly o: PodControllerOptions) {
+    const clock = (this.clock = o.clock ?? systemClock);
     this.backoff = o.restartBackoff ?? DEFAULT_RESTART_BACKOFF;
-    const log = o.log;
-    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log });
-    this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log });
-    this.registry = new LauncherRegistry(o.launchers, (uid) => this.onLauncherChange(uid), log.child({ component: 'launchers' }));
-    this.informer = createPodInformer(o.clients, o.nodeName, (key) => this.onPodKey(key), log.child({ component: 'pod-informer' }));
+    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), {
+      name: 'syncPodsFromKubernetes',
+      workers: o.workers ?? 8,
+      log: o.log,
+      clock,
+    });
+    this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
+    this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
+    this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
+    o.launchers.onChange((uid) => this.onLauncherChange(uid));
+    o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
 
   /** Re-attach launchers, sync the pod list, remove VMs of pods that are gone, then start working. */
   async start(): Promise<void> {
-    await this.registry.prepare();
-    const found = await this.registry.discover();
-    await this.informer.start();
-    this.o.vmis.watch((vmi) => this.onVmi(vmi));
-    for (const pod of this.informer.list()) if (found.includes(pod.metadata?.uid ?? '')) this.recordFor(pod);
+    await this.o.launchers.prepare();
+    const found = await this.o.launchers.discover();
+    await this.o.pods.start();
+    this.o.vmis.onChange((vmi) => this.onVmi(vmi));
+    // Their launchers' events reach the pod from now on; the first sync takes the VM as it is, never restarts it.
+    for (const pod of this.o.pods.list()) if (found.includes(pod.metadata?.uid ?? '')) this.lifecycleOf(pod);
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
     await this.removeOrphans();
     this.started = true;
-    for (const pod of this.informer.list()) this.onPodKey(keyOfObject(pod));
-    this.sweepTimer = setInterval(() => void this.sweep(), ORPHAN_SWEEP_MS);
-    this.o.log.info({ pods: this.informer.list().length, reattached: found.length }, 'pod controller started');
+    this.o.vmis.follow(this.o.pods.list());
+    for (const pod of this.o.pods.list()) this.onPodKey(keyOfObject(pod));
+    this.scheduleSweep();
+    this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
   }
 
   /**
@@ -146,27 +127,35 @@ export class PodController {
    * with a synced cache, so a missing UID really is gone.
    */
   private async removeOrphans(): Promise<void> {
-    const podUIDs = new Set(this.informer.list().map((p) => p.metadata?.uid));
-    for (const uid of this.registry.uids()) {
+    const podUIDs = new Set(this.o.pods.list().map((p) => p.metadata?.uid));
+    for (const uid of this.o.launchers.uids()) {
       if (podUIDs.has(uid)) continue;
       this.o.log.info({ vm: uid }, 'removing the VM of a pod that no longer exists');
-      await this.removeVm(uid, 0).catch((err: unknown) => this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'));
+      await this.removeVm(uid, 0).catch((err: unknown) =>
+        this.o.log.error({ err, vm: uid }, 'could not remove an orphaned VM; will retry'),
+      );
     }
     // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
-    const inUse = (uid: string) => !!this.registry.get(uid) || this.records.has(uid) || this.informer.list().some((p) => p.metadata?.uid === uid);
-    await this.o.network.retainOnly(inUse).catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
+    const inUse = (uid: string) =>
+      !!this.o.launchers.get(uid) || this.lifecycles.has(uid) || this.o.pods.list().some((p) => p.metadata?.uid === uid);
+    await this.o.network
+      .retainOnly(inUse)
+      .catch((err: unknown) => this.o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
   }
 
   /** Periodic repair: launchers that were unreachable at start-up, and orphans no event pointed at. */
-  private sweep(): Promise<void> {
-    if (this.sweeping || !this.started) return this.sweeping ?? Promise.resolve();
-    this.sweeping = this.sweepOnce().finally(() => (this.sweeping = undefined));
-    return this.sweeping;
+  private scheduleSweep(): void {
+    this.cancelSweep = this.clock.after(ORPHAN_SWEEP_MS, () => {
+      this.sweeping = this.sweepOnce().finally(() => {
+        this.sweeping = undefined;
+        if (this.started) this.scheduleSweep();
+      });
+    });
   }
 
   private async sweepOnce(): Promise<void> {
     try {
-      await this.registry.discover();
+      await this.o.launchers.discover();
       await this.removeOrphans();
     } catch (err) {
       this.o.log.warn({ err }, 'orphan sweep failed');
@@ -182,25 +171,38 @@ export class PodController {
    */
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
-    clearInterval(this.sweepTimer);
+    this.cancelSweep?.();
     await this.sweeping;
     this.podSync.stop();
     this.statusSync.stop();
-    await Promise.all([this.informer.stop(), this.o.vmis.stop()]);
+    await Promise.all([this.o.pods.stop(), this.o.vmis.stop()]);
     if (opts.stopVms) {
-      await Promise.all(this.registry.uids().map((uid) => this.registry.stop(uid, opts.gracePeriodS ?? 30)));
+      await Promise.all(this.o.launchers.uids().map((uid) => this.o.launchers.stop(uid, opts.gracePeriodS ?? 30)));
       // Their VMs are down now; what is left of them is quick. Otherwise they end with the process, and the next agent resumes them.
       await Promise.all(this.deletions.values());
     }
-    this.registry.close();
+    this.o.launchers.close();
+  }
+
+  /** Resolves once no sync is queued or running and no deletion is under way (tests). */
+  async idle(): Promise<void> {
+    while (!this.podSync.isIdle() || !this.statusSync.isIdle() || this.deletions.size > 0) {
+      await Promise.all([this.podSync.idle(), this.statusSync.idle(), ...this.deletions.values()]);
+    }
   }
 
   pods(): readonly V1Pod[] {
-    return this.informer.list();
+    return this.o.pods.list();
   }
 
   pod(key: string): V1Pod | undefined {
-    return this.informer.get(key);
+    return this.o.pods.get(key);
+  }
+
+  /** A pod bound to this node was added, changed or deleted: the VMIs followed are those of the pods now bound. */
+  private onPodEvent(key: string): void {
+    if (this.started) this.o.vmis.follow(this.o.pods.list());
+    this.onPodKey(key);
   }
 
   private onPodKey(key: string): void {
@@ -211,41 +213,51 @@ export class PodController {
 
   /** A VMI on this node changed (its spec, its paused annotation): its launcher pod syncs again. */
   private onVmi(vmi: VirtualMachineInstance): void {
-    for (const pod of this.informer.list()) if (vmiOwner(pod)?.uid === vmi.metadata.uid) this.onPodKey(keyOfObject(pod));
+    for (const pod of this.o.pods.list()) if (vmiOwner(pod)?.uid === vmi.metadata.uid) this.onPodKey(keyOfObject(pod));
   }
 
   private onLauncherChange(uid: string): void {
-    const running = this.registry.uids().filter((u) => {
-      const v = this.registry.get(u);
+    const running = this.o.launchers.uids().filter((u) => {
+      const v = this.o.launchers.get(u);
       return v?.live && (v.state.phase === 'Running' || v.state.phase === 'Paused');
     });
     this.o.metrics.vmsRunning.set(running.length);
-    const rec = this.records.get(uid);
-    if (rec) this.onPodKey(rec.key);
+    const lc = this.lifecycles.get(uid);
+    if (lc) this.onPodKey(lc.key);
   }
 
-  private recordFor(pod: V1Pod): Record {
+  private lifecycleOf(pod: V1Pod): PodLifecycle {
     const uid = pod.metadata!.uid!;
-    let rec = this.records.get(uid);
-    if (!rec) {
-      // After an agent restart the pod status is the only memory of earlier runs.
-      const cs = pod.status?.containerStatuses?.[0];
-      const last = cs?.lastState?.terminated;
-      rec = {
-        uid,
-        key: keyOfObject(pod),
-        restartCount: cs?.restartCount ?? 0,
-        ...(last?.finishedAt
-          ? { lastTermination: { reason: last.reason ?? 'Error', exitCode: last.exitCode, finishedAt: last.finishedAt, ...(last.startedAt ? { startedAt: last.startedAt } : {}) } }
-          : {}),
-        imagePullFailures: 0,
-        unsupported: [],
-        preparing: false,
-        ...(cs?.state?.terminated?.finishedAt ? { stoppedSeenAt: cs.state.terminated.finishedAt } : {}),
-      };
-      this.records.set(uid, rec);
+    if (!this.lifecycles.has(uid)) this.lifecycles.set(uid, newLifecycle(pod));
+    return this.lifecycles.get(uid)!;
+  }
+
+  /**
+   * Moves a pod's lifecycle on by one event (lifecycle.ts decides where to):
+   * stored, its status queued, the Events of a state entered recorded.
+   * Undefined when the pod's VM was removed meanwhile.
+   */
+  private apply(pod: V1Pod, event: LifecycleEvent): PodLifecycle | undefined {
+    const uid = pod.metadata!.uid!;
+    const before = this.lifecycles.get(uid);
+    if (!before) return undefined;
+    const after = transition(before, event, this.clock.now(), this.backoff);
+    if (after === before) return before;
+    this.lifecycles.set(uid, after);
+    this.statusSync.add(after.key);
+    if (after.state.kind !== before.state.kind) {
+      this.o.log.info({ pod: after.key, uid, from: before.state.kind, to: after.state.kind, event: event.type }, 'VM lifecycle');
+      recordEntered(this.o.events, pod, after.state, event);
     }
-    return rec;
+    return after;
+  }
+
+  /** What the runtime learnt on its way to the spec; a new place on the network shows in the status before the VM boots. */
+  private learnt(uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>): void {
+    const lc = this.lifecycles.get(uid);
+    if (!lc) return;
+    this.lifecycles.set(uid, { ...lc, ...context });
+    if ('attachment' in context && !isDeepStrictEqual(context.attachment, lc.attachment)) this.statusSync.add(lc.key);
   }
 
   // ---- syncPodsFromKubernetes -------------------------------------------------
@@ -264,225 +276,90 @@ export class PodController {
   }
 
   private async syncPod(key: string): Promise<void> {
-    const pod = this.informer.get(key);
+    const pod = this.o.pods.get(key);
     // A VM under this key whose pod is gone, or was replaced by a new pod of the same name.
-    for (const rec of [...this.records.values()]) {
-      if (rec.key === key && rec.uid !== pod?.metadata?.uid) await this.removeVm(rec.uid, 0);
+    for (const lc of [...this.lifecycles.values()]) {
+      if (lc.key === key && lc.uid !== pod?.metadata?.uid) await this.removeVm(lc.uid, 0);
     }
     if (!pod?.metadata?.uid) return;
     const uid = pod.metadata.uid;
-    const rec = this.recordFor(pod);
-    if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, rec);
-
-    const view = this.registry.get(uid);
+    const lc = this.lifecycleOf(pod);
+    if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
-    if (TERMINAL.has(pod.status?.phase ?? '') && !view?.live) return this.o.network.detach(uid);
+    if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
 
-    const translated = await this.specFor(pod, rec);
-    if (translated === 'gone') return;
-    const spec = translated instanceof SpecError ? translated : await this.attachNetwork(pod, rec, translated);
-    if (spec === 'waiting') return;
-    if (spec instanceof SpecError) {
-      if (!rec.invalid) this.reportInvalid(pod, spec.message);
-      rec.invalid = { reason: 'InvalidVMSpec', message: spec.message };
-      this.statusSync.add(key);
-      return;
-    }
-    delete rec.invalid;
+    const spec = await this.runtime.desiredSpec(pod, lc);
+    if (spec === 'gone') return;
+    if (spec === 'waiting') return this.podSync.addAfter(key, NETWORK_RETRY_MS * (1 + Math.random()));
+    if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message, found: 'translation' });
+    this.apply(pod, { type: 'valid' });
+    if (!(await this.observeLauncher(pod))) return;
 
-    if (view && !vmStopped(view) && view.live) {
-      await this.keepInSync(pod, rec, view.client, spec);
-      return this.reconcilePause(rec, view);
-    }
-    if (!view && rec.imageRetryAtMs !== undefined && Date.now() < rec.imageRetryAtMs) {
-      this.podSync.addAfter(key, rec.imageRetryAtMs - Date.now());
-      return;
-    }
-    if (view && vmStopped(view)) {
-      rec.stoppedSeenAt ??= new Date();
-      // The guest powered off or crashed: the launcher has nothing left to run. Stopping it frees its
-      // libvirt daemon and cgroup; its last word (the VM's end) stays in its state file.
-      if (view.live) await this.registry.stop(uid, 0);
-      const ended = this.registry.get(uid);
-      if (!ended) return;
-      if (!this.restartAllowed(pod, ended)) return this.statusSync.add(key);
-      if (!this.backoffOver(pod, rec, ended)) return;
-      rec.restartCount++;
-      delete rec.backoffUntilMs;
-      delete rec.stoppedSeenAt;
-      this.registry.forget(uid);
-    }
-    await this.startVm(pod, rec, spec);
-  }
-
-  /** An event naming the invalid fields, on the pod and, for a launcher pod, on its VMI (where KubeVirt users look). */
-  private reportInvalid(pod: V1Pod, message: string): void {
-    this.o.events.record(pod, 'Warning', 'Failed', `cannot run this pod as a VM: ${message}`);
-    const vmi = vmiReferenceOf(pod);
-    if (vmi) this.o.events.recordFor(vmi, 'Warning', 'SyncFailed', message);
-  }
-
-  /** The VmSpec a pod asks for: from the pod itself, or from its VMI ('gone' when the VMI was deleted). */
-  private async specFor(pod: V1Pod, rec: Record): Promise<VmSpec | SpecError | 'gone'> {
-    if (!vmiOwner(pod)) return translatePod(pod, await this.o.builtinImages(pod));
-    const result = await this.o.vmis.specFor(pod);
-    if (result === 'gone' || result instanceof SpecError) return result;
-    if (result.unsupported.join() !== rec.unsupported.join()) {
-      this.o.events.recordFor(result.vmi, 'Warning', 'UnsupportedFields', `vkvm does not realize these VMI fields; the VM runs without them: ${result.unsupported.join(', ')}`);
-    }
-    rec.unsupported = result.unsupported;
-    rec.wantPaused = result.paused;
-    rec.vmiRef = result.vmi;
-    rec.atKubevirtFields = result.atKubevirtFields;
-    return result.spec;
-  }
-
-  /**
-   * Pauses or resumes a VMI's running VM as its annotation asks, whenever the
-   * two differ. Resumes only what a pause made (reason Paused): a VM libvirt
-   * paused on an I/O error stays paused.
-   */
-  private async reconcilePause(rec: Record, view: Extract<LauncherView, { live: true }>): Promise<void> {
-    if (rec.wantPaused === undefined || !rec.vmiRef) return;
-    const s = view.state;
-    if (rec.wantPaused && s.phase === 'Running' && s.reason !== 'ShuttingDown') {
-      await view.client.pause();
-      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Paused', 'VirtualMachineInstance paused');
-    } else if (!rec.wantPaused && s.phase === 'Paused' && s.reason === 'Paused') {
-      await view.client.unpause();
-      this.o.events.recordFor(rec.vmiRef, 'Normal', 'Unpaused', 'VirtualMachineInstance unpaused');
+    const current = this.lifecycles.get(uid);
+    const view = this.o.launchers.get(uid);
+    switch (current?.state.kind) {
+      case 'Running':
+        // A launcher that vanished under a running VM leaves nothing to keep: start anew.
+        return view?.live ? this.keepRunning(pod, current, view, spec) : this.startVm(pod, spec);
+      case 'Waiting':
+      case 'ImageBackOff':
+        return this.startVm(pod, spec);
+      case 'BackingOff':
+        return this.restartVm(pod, spec);
+      default:
+      // Finished stays so; Preparing, Invalid and Terminating were dealt with above.
     }
   }
 
   /**
-   * Leases the VM's address and builds its network namespace (idempotent, so
-   * every sync repairs it); the spec comes back with its NIC on the VM's tap.
+   * Folds the launcher's word into the lifecycle: a VM that runs is Running;
+   * a run that is over ends, its launcher stopped first (which frees its
+   * libvirt daemon and cgroup; its last word stays in its state file). False
+   * when the VM was removed meanwhile.
    */
-  private async attachNetwork(pod: V1Pod, rec: Record, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
+  private async observeLauncher(pod: V1Pod): Promise<boolean> {
+    const uid = pod.metadata!.uid!;
+    const view = this.o.launchers.get(uid);
+    if (!view) return true;
+    if (!vmStopped(view)) return !!this.apply(pod, { type: 'launcherRunning' });
+    this.apply(pod, { type: 'stopSeen' });
+    if (view.live) await this.o.launchers.stop(uid, 0);
+    const ended = this.o.launchers.get(uid);
+    const lc = this.lifecycles.get(uid);
+    if (!ended || !lc) return false;
+    return !!this.apply(pod, { type: 'ended', vm: observeVm(ended, lc.history), restartPolicy: pod.spec?.restartPolicy ?? 'Always' });
+  }
+
+  private async keepRunning(pod: V1Pod, lc: PodLifecycle, live: LiveLauncher<VmControl>, spec: VmSpec): Promise<void> {
+    const specHash = await this.runtime.keepInSync(pod, lc, live, spec);
+    await this.runtime.reconcilePause(this.apply(pod, { type: 'specSynced', specHash }) ?? lc, live);
+  }
+
+  /** Restarts a stopped VM once its back-off is over; until then the pod syncs again when it is. */
+  private async restartVm(pod: V1Pod, spec: VmSpec): Promise<void> {
+    const next = this.apply(pod, { type: 'restart' });
+    if (!next) return;
+    if (next.state.kind === 'BackingOff') return this.podSync.addAfter(next.key, waitMs(next.state, this.clock.now()));
+    this.o.launchers.forget(next.uid);
+    return this.startVm(pod, spec);
+  }
+
+  /** Starts the VM, unless an image pull's back-off holds it: then the pod syncs again when that is over. */
+  private async startVm(pod: V1Pod, spec: VmSpec): Promise<void> {
+    const preparing = this.apply(pod, { type: 'startBegan' });
+    if (preparing?.state.kind !== 'Preparing') {
+      if (preparing?.state.kind === 'ImageBackOff') this.podSync.addAfter(preparing.key, waitMs(preparing.state, this.clock.now()));
+      return;
+    }
+    let outcome: StartOutcome;
     try {
-      const t0 = performance.now();
-      const { spec: wired, attachment } = await this.o.network.attach(spec);
-      const changed = attachment?.podIP !== rec.attachment?.podIP;
-      if (attachment) rec.attachment = attachment;
-      else delete rec.attachment;
-      if (changed && attachment) {
-        this.o.log.info({ pod: rec.key, uid: rec.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) }, 'VM network attached');
-        // The pod address shows as soon as it is leased, before the VM boots.
-        this.statusSync.add(rec.key);
-      }
-      return wired;
+      outcome = await this.runtime.start(pod, preparing, spec);
     } catch (err) {
-      if (err instanceof SpecError) return err;
-      if (!(err instanceof NetworkNotReadyError)) {
-        // The kubelet's reason when CNI fails; retried with the queue's back-off.
-        this.o.events.record(pod, 'Warning', 'FailedCreatePodSandBox', `Failed to set up the VM's pod network: ${(err as Error).message}`);
-        throw err;
-      }
-      this.podSync.addAfter(rec.key, NETWORK_RETRY_MS * (1 + Math.random()));
-      return 'waiting';
-    }
-  }
-
-  private async keepInSync(pod: V1Pod, rec: Record, client: { syncVm(spec: VmSpec): Promise<unknown> }, spec: VmSpec): Promise<void> {
-    const hash = specHash(spec);
-    if (rec.specHash === hash) return;
-    try {
-      await client.syncVm(spec);
-    } catch (err) {
-      if (!(err instanceof PreconditionError)) throw err;
-      // Pods are mostly immutable; a changed image or size takes effect only when the VM restarts.
-      this.o.events.record(pod, 'Warning', 'SpecChangeIgnored', `${err.message}; delete and recreate the pod to apply it`);
-    }
-    rec.specHash = hash;
-  }
-
-  private restartAllowed(pod: V1Pod, view: NonNullable<ReturnType<LauncherRegistry['get']>>): boolean {
-    const policy = pod.spec?.restartPolicy ?? 'Always';
-    if (policy === 'Never') return false;
-    if (policy === 'OnFailure') return observeVm(view, this.recordFor(pod))?.phase === 'Failed';
-    return true;
-  }
-
-  /** Enters or waits out the restart backoff; true when the VM may start again now. */
-  private backoffOver(pod: V1Pod, rec: Record, view: NonNullable<ReturnType<LauncherRegistry['get']>>): boolean {
-    const now = Date.now();
-    if (rec.backoffUntilMs === undefined) {
-      const obs = observeVm(view, rec);
-      const ranMs = obs?.startedAt && obs.finishedAt ? obs.finishedAt.getTime() - obs.startedAt.getTime() : 0;
-      const exponent = ranMs > this.backoff.resetAfterMs ? 0 : rec.restartCount;
-      const delayMs = Math.min(this.backoff.initialMs * 2 ** exponent, this.backoff.maxMs);
-      rec.backoffUntilMs = now + delayMs;
-      rec.backoffDelayMs = delayMs;
-      rec.lastTermination = {
-        reason: obs?.phase === 'Succeeded' ? 'Completed' : 'Error',
-        exitCode: obs?.phase === 'Succeeded' ? 0 : 1,
-        finishedAt: obs?.finishedAt ?? new Date(now),
-        ...(obs?.startedAt ? { startedAt: obs.startedAt } : {}),
-      };
-      this.o.events.record(pod, 'Warning', 'BackOff', `Back-off ${Math.round(delayMs / 1000)}s restarting stopped VM (${obs?.reason ?? 'stopped'})`);
-    }
-    this.statusSync.add(rec.key);
-    const remainingMs = rec.backoffUntilMs - now;
-    if (remainingMs <= 0) return true;
-    this.podSync.addAfter(rec.key, remainingMs);
-    return false;
-  }
-
-  private async startVm(pod: V1Pod, rec: Record, spec: VmSpec): Promise<void> {
-    const image = pod.spec?.containers?.[0]?.image ?? '';
-    const log = this.o.log.child({ pod: rec.key, uid: rec.uid });
-    rec.preparing = true;
-    this.statusSync.add(rec.key);
-    this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
-    const t0 = performance.now();
-    try {
-      const live = await this.registry.start(rec.uid, rec.attachment ? { netns: rec.attachment.netnsPath } : {}).then(
-        (l) => {
-          this.o.metrics.launcherStarts.inc({ result: 'success' });
-          return l;
-        },
-        (err: unknown) => {
-          this.o.metrics.launcherStarts.inc({ result: 'error' });
-          throw err;
-        },
-      );
-      const { state } = await live.client.syncVm(spec);
-      rec.specHash = specHash(spec);
-      delete rec.imageError;
-      delete rec.imageRetryAtMs;
-      rec.imagePullFailures = 0;
-      const ms = Math.round(performance.now() - t0);
-      log.info({ ms, qemuPid: state.qemuPid, restartCount: rec.restartCount }, 'VM started');
-      this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
-      this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
-      this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
-    } catch (thrown) {
-      // Nothing of a failed start stays behind: no launcher, no QEMU, no overlay.
-      await this.registry.stop(rec.uid, 0);
-      await this.registry.remove(rec.uid);
-      const imageMissing = thrown instanceof SpecError && imageNotFound(thrown);
-      // A VMI's user knows its fields, not the VmSpec's.
-      const err = thrown instanceof SpecError && rec.atKubevirtFields ? new SpecError(rec.atKubevirtFields(thrown.causes), { cause: thrown }) : thrown;
-      if (err instanceof SpecError && imageMissing) {
-        rec.imagePullFailures++;
-        rec.imageError = { reason: rec.imagePullFailures > 1 ? 'ImagePullBackOff' : 'ErrImagePull', message: err.message };
-        this.o.events.record(pod, 'Warning', 'Failed', `Failed to prepare boot image "${image}": ${err.message}`);
-        const retryMs = Math.min(this.backoff.initialMs * 2 ** (rec.imagePullFailures - 1), this.backoff.maxMs);
-        rec.imageRetryAtMs = Date.now() + retryMs;
-        this.podSync.addAfter(rec.key, retryMs);
-        return;
-      }
-      if (err instanceof SpecError) {
-        rec.invalid = { reason: 'InvalidVMSpec', message: err.message };
-        this.reportInvalid(pod, err.message);
-        return;
-      }
-      this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(err as Error).message}`);
+      this.apply(pod, { type: 'startFailed' });
       throw err;
-    } finally {
-      rec.preparing = false;
-      this.statusSync.add(rec.key);
     }
+    const after = this.apply(pod, outcome);
+    if (after?.state.kind === 'ImageBackOff') this.podSync.addAfter(after.key, waitMs(after.state, this.clock.now()));
   }
 
   /**
@@ -491,81 +368,45 @@ export class PodController {
    * worker (eight such would stall every start), nor the pod's key, so a force
    * delete meanwhile is synced at once and kills the VM.
    */
-  private startDeletion(pod: V1Pod, rec: Record): void {
-    if (this.deletions.has(rec.uid)) return;
-    const deletion = this.finalizeDeletion(pod, rec)
-      .then(() => this.podSync.forget(rec.key))
-      .catch((err: unknown) => this.podSync.retryLater(rec.key, err))
-      .finally(() => this.deletions.delete(rec.uid));
-    this.deletions.set(rec.uid, deletion);
+  private startDeletion(pod: V1Pod, lc: PodLifecycle): void {
+    this.apply(pod, { type: 'deleting' });
+    if (this.deletions.has(lc.uid)) return;
+    const deletion = this.finalizeDeletion(pod, lc)
+      .then(() => this.podSync.forget(lc.key))
+      .catch((err: unknown) => this.podSync.retryLater(lc.key, err))
+      .finally(() => this.deletions.delete(lc.uid));
+    this.deletions.set(lc.uid, deletion);
   }
 
   /** Graceful deletion: stop the VM within the grace period, remove everything, then release the pod object. */
-  private async finalizeDeletion(pod: V1Pod, rec: Record): Promise<void> {
-    const view = this.registry.get(rec.uid);
-    if (view?.live && !vmStopped(view)) {
-      const grace = gracePeriodS(pod);
-      this.o.events.record(pod, 'Normal', 'Killing', `Stopping VM (grace period ${grace}s)`);
-    }
-    await this.removeVm(rec.uid, gracePeriodS(pod));
-    const { name, namespace } = pod.metadata!;
+  private async finalizeDeletion(pod: V1Pod, lc: PodLifecycle): Promise<void> {
+    const view = this.o.launchers.get(lc.uid);
+    const graceS = gracePeriodS(pod);
+    if (view?.live && !vmStopped(view)) this.o.events.record(pod, 'Normal', 'Killing', `Stopping VM (grace period ${graceS}s)`);
+    await this.removeVm(lc.uid, graceS);
     try {
       // The UID precondition: never delete a newer pod that took this name meanwhile.
-      await this.o.clients.core.deleteNamespacedPod({ name: name!, namespace: namespace!, body: { gracePeriodSeconds: 0, preconditions: { uid: rec.uid } } });
-      this.o.log.info({ pod: rec.key, uid: rec.uid }, 'pod deleted after its VM stopped');
+      await this.o.api.deletePod(pod.metadata!.namespace!, pod.metadata!.name!, lc.uid);
+      this.o.log.info({ pod: lc.key, uid: lc.uid }, 'pod deleted after its VM stopped');
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
   }
 
   private async removeVm(uid: string, graceS: number): Promise<void> {
-    await this.registry.stop(uid, graceS);
-    await this.registry.remove(uid);
+    await this.o.launchers.stop(uid, graceS);
+    await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);
-    this.records.delete(uid);
+    this.lifecycles.delete(uid);
+    this.status.forget(uid);
   }
 
   // ---- syncStatusFromLauncher -------------------------------------------------
 
   private async syncStatus(key: string): Promise<void> {
-    const pod = this.informer.get(key);
-    const uid = pod?.metadata?.uid;
-    if (!pod || !uid) return;
-    // A finished pod's status is final: the API server refuses to move it back, and nothing here changes it.
-    if (TERMINAL.has(pod.status?.phase ?? '')) return;
-    const rec = this.records.get(uid);
-    if (!rec) return;
-    const view = this.registry.get(uid);
-    const vm = observeVm(view, rec);
-    // One snapshot for the VMI and the pod: the pod sync runs beside this one and may record a problem
-    // meanwhile; a pod written Failed from a later look than its VMI would leave the VMI without it.
-    const { invalid, imageError, preparing, attachment, unsupported } = rec;
-    const input: PodStatusInput = { pod, now: new Date(), hostIP: this.o.hostIP(), preparing };
-    if (attachment) input.podIP = attachment.podIP;
-    if (vm) input.vm = vm;
-    if (invalid) input.invalid = invalid;
-    if (imageError) input.imageError = imageError;
-    if (rec.backoffUntilMs !== undefined && vmStopped(view)) {
-      input.backoff = { message: `back-off ${Math.round((rec.backoffDelayMs ?? 0) / 1000)}s restarting stopped VM` };
-    }
-    if (vmiOwner(pod)) {
-      // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
-      // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
-      const settled = preparing ? undefined : vm;
-      await this.o.vmis.syncStatus(pod, settled, { ...(invalid ? { invalid } : {}), ...(imageError ? { imageError } : {}) }, unsupported, attachment);
-    }
-    const status = derivePodStatus(input);
-    if (sameStatus(pod.status, status)) return;
-    await this.writeStatus(pod, uid, status);
-  }
-
-  private async writeStatus(pod: V1Pod, uid: string, status: V1PodStatus): Promise<void> {
-    const body = podStatusPatch(uid, status);
-    try {
-      await this.o.clients.core.patchNamespacedPodStatus({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body }, strategicMerge);
-    } catch (err) {
-      if (isNotFound(err)) return;
-      throw err;
-    }
+    const pod = this.o.pods.get(key);
+    const lc = this.lifecycles.get(pod?.metadata?.uid ?? '');
+    if (!pod || !lc) return;
+    await this.status.sync(pod, lc, this.o.launchers.get(lc.uid));
   }
 }

@@ -1,19 +1,18 @@
 // The pods bound to this node: the shared list-then-watch cache with the
-// field selector spec.nodeName=<node>. Handlers only enqueue keys.
+// field selector spec.nodeName=<node>; the pod controller's handlers on it
+// only enqueue keys.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { ClusterInformer, keyOfObject } from '../kube/informer.js';
+import { ClusterInformer } from '../kube/informer.js';
 import type { Logger } from '../log.js';
 
-export function createPodInformer(clients: KubeClients, nodeName: string, onKey: (key: string) => void, log: Logger): ClusterInformer<V1Pod> {
+export function createPodInformer(clients: KubeClients, nodeName: string, log: Logger): ClusterInformer<V1Pod> {
   const fieldSelector = `spec.nodeName=${nodeName}`;
-  const informer = new ClusterInformer<V1Pod>({
+  return new ClusterInformer<V1Pod>({
     clients,
     path: '/api/v1/pods',
     list: () => clients.core.listPodForAllNamespaces({ fieldSelector }),
     fieldSelector,
     log,
   });
-  informer.onChange((pod) => onKey(keyOfObject(pod)));
-  return informer;
 }

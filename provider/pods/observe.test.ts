@@ -1,9 +1,10 @@
 import t from 'tap';
 import type { LauncherView } from '../launchers/registry.js';
 import type { VmState } from '../../launcher/agent-api.js';
-import { observeVm, vmStopped, type PodVmRecord } from './observe.js';
+import type { RunHistory } from './lifecycle.js';
+import { observeVm, vmStopped } from './observe.js';
 
-const rec: PodVmRecord = { uid: 'u1', key: 'ns/p', restartCount: 2 };
+const rec: RunHistory = { restartCount: 2 };
 const state: VmState = {
   phase: 'Running',
   reason: 'Booted',
@@ -16,10 +17,23 @@ const state: VmState = {
   consoleOutputAtUnixMs: 0,
   guestAgentConnected: false,
 };
-const live = (s: Partial<VmState>): LauncherView => ({ uid: 'u1', dir: '/x', live: true, client: {} as never, pid: 1, state: { ...state, ...s } });
+const live = (s: Partial<VmState>): LauncherView => ({
+  uid: 'u1',
+  dir: '/x',
+  live: true,
+  client: {} as never,
+  pid: 1,
+  state: { ...state, ...s },
+});
 
 t.test('a live launcher: phase, start time, uuid; ready once the guest wrote to its console', async (t) => {
-  t.match(observeVm(live({}), rec), { phase: 'Running', guestReady: false, restartCount: 2, domainUUID: 'u1', startedAt: new Date(state.startedAtUnixMs) });
+  t.match(observeVm(live({}), rec), {
+    phase: 'Running',
+    guestReady: false,
+    restartCount: 2,
+    domainUUID: 'u1',
+    startedAt: new Date(state.startedAtUnixMs),
+  });
   t.match(observeVm(live({ consoleOutputAtUnixMs: 1 }), rec), { guestReady: true });
   t.match(
     observeVm(live({ guestAgentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64' } }), rec),
@@ -35,13 +49,28 @@ t.test('a launcher that exited reports its last word; one that died is Failed', 
     uid: 'u1',
     dir: '/x',
     live: false,
-    gone: { reason: 'LauncherExited', message: 'm', exit: { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off', atUnixMs: 1_700_000_060_000 } },
+    gone: {
+      reason: 'LauncherExited',
+      message: 'm',
+      exit: { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off', atUnixMs: 1_700_000_060_000 },
+    },
     lastState: state,
   };
-  t.match(observeVm(exited, rec), { phase: 'Succeeded', reason: 'GuestShutdown', finishedAt: new Date(1_700_000_060_000), startedAt: new Date(state.startedAtUnixMs), guestReady: false });
+  t.match(observeVm(exited, rec), {
+    phase: 'Succeeded',
+    reason: 'GuestShutdown',
+    finishedAt: new Date(1_700_000_060_000),
+    startedAt: new Date(state.startedAtUnixMs),
+    guestReady: false,
+  });
   const seen = new Date(1_700_000_070_000);
   const died: LauncherView = { uid: 'u1', dir: '/x', live: false, gone: { reason: 'LauncherDied', message: 'launcher pid 9 died' } };
-  t.match(observeVm(died, { ...rec, stoppedSeenAt: seen }), { phase: 'Failed', reason: 'LauncherDied', message: 'launcher pid 9 died', finishedAt: seen });
+  t.match(observeVm(died, { ...rec, stoppedSeenAt: seen }), {
+    phase: 'Failed',
+    reason: 'LauncherDied',
+    message: 'launcher pid 9 died',
+    finishedAt: seen,
+  });
   t.equal(observeVm(undefined, { ...rec, restartCount: 0 }), undefined, 'no launcher yet: nothing observed');
   t.same(observeVm(undefined, rec), { restartCount: 2, guestReady: false }, 'between runs of a restart: the history stays');
 });

@@ -1,26 +1,16 @@
 // What the agent knows about one pod's VM, gathered from its launcher (live or
-// gone) and the controller's own record of earlier runs, as the pure input of
-// derivePodStatus.
+// gone) and the history of its earlier runs, as the pure input of
+// derivePodStatus and nodeVmiStatus.
 import type { LauncherView } from '../launchers/registry.js';
+import type { RunHistory } from './lifecycle.js';
 import type { VmObservation } from './status.js';
-
-/** The controller's memory of one pod's VM across launcher runs. */
-export interface PodVmRecord {
-  uid: string;
-  /** `namespace/name` of the pod. */
-  key: string;
-  restartCount: number;
-  lastTermination?: VmObservation['lastTermination'];
-  /** When the agent first saw the current run stopped; the finish time when the launcher could not say. */
-  stoppedSeenAt?: Date;
-}
 
 const at = (unixMs: number | undefined): Date | undefined => (unixMs ? new Date(unixMs) : undefined);
 
-export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmObservation | undefined {
-  const base = { restartCount: rec.restartCount, ...(rec.lastTermination ? { lastTermination: rec.lastTermination } : {}) };
+export function observeVm(view: LauncherView<unknown> | undefined, history: RunHistory): VmObservation | undefined {
+  const base = { restartCount: history.restartCount, ...(history.lastTermination ? { lastTermination: history.lastTermination } : {}) };
   // Between runs (a restart under way) there is no launcher, but the history stays.
-  if (!view) return rec.restartCount > 0 || rec.lastTermination ? { ...base, guestReady: false } : undefined;
+  if (!view) return history.restartCount > 0 || history.lastTermination ? { ...base, guestReady: false } : undefined;
   if (view.live) {
     const s = view.state;
     const terminal = s.phase === 'Succeeded' || s.phase === 'Failed';
@@ -35,7 +25,7 @@ export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmO
       ...(s.guestOsInfo ? { guestOsInfo: s.guestOsInfo } : {}),
       ...(startedAt ? { startedAt } : {}),
       ...(s.domainUuid ? { domainUUID: s.domainUuid } : {}),
-      ...(terminal && rec.stoppedSeenAt ? { finishedAt: rec.stoppedSeenAt } : {}),
+      ...(terminal && history.stoppedSeenAt ? { finishedAt: history.stoppedSeenAt } : {}),
     };
   }
   const last = view.lastState;
@@ -43,7 +33,7 @@ export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmO
   // A launcher exits only after its VM stopped; a non-terminal last word means it was stopped before the VM ran.
   const phase = exit && (exit.phase === 'Succeeded' || exit.phase === 'Failed') ? exit.phase : 'Failed';
   const startedAt = at(last?.startedAtUnixMs);
-  const finishedAt = at(exit?.atUnixMs) ?? rec.stoppedSeenAt;
+  const finishedAt = at(exit?.atUnixMs) ?? history.stoppedSeenAt;
   return {
     ...base,
     phase,
@@ -57,7 +47,7 @@ export function observeVm(view: LauncherView | undefined, rec: PodVmRecord): VmO
 }
 
 /** Whether the VM's current run is over (its launcher exits or has exited). */
-export function vmStopped(view: LauncherView | undefined): boolean {
+export function vmStopped(view: LauncherView<unknown> | undefined): boolean {
   if (!view) return false;
   return !view.live || view.state.phase === 'Succeeded' || view.state.phase === 'Failed';
 }

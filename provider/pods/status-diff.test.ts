@@ -26,7 +26,7 @@ t.test('different when an owned field changed', async (t) => {
   t.notOk(sameStatus(undefined, derived), 'no status yet');
 });
 
-t.test("conditions other controllers set are theirs: neither compared nor overwritten", async (t) => {
+t.test('conditions other controllers set are theirs: neither compared nor overwritten', async (t) => {
   const stored = {
     ...derived,
     conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByTaintManager' }, ...derived.conditions!],

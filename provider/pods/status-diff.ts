@@ -3,7 +3,18 @@
 // are compared at the API's one-second precision and key order is ignored.
 import type { V1PodStatus } from '@kubernetes/client-node';
 
-const OWNED: (keyof V1PodStatus)[] = ['phase', 'conditions', 'hostIP', 'hostIPs', 'podIP', 'podIPs', 'startTime', 'containerStatuses', 'reason', 'message'];
+const OWNED: (keyof V1PodStatus)[] = [
+  'phase',
+  'conditions',
+  'hostIP',
+  'hostIPs',
+  'podIP',
+  'podIPs',
+  'startTime',
+  'containerStatuses',
+  'reason',
+  'message',
+];
 const RFC3339 = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$/;
 
 function canonical(value: unknown): unknown {
@@ -32,7 +43,10 @@ function ownedConditions(s: V1PodStatus | undefined, types: Set<string>): V1PodS
 
 export function sameStatus(current: V1PodStatus | undefined, next: V1PodStatus): boolean {
   const types = new Set((next.conditions ?? []).map((c) => c.type));
-  const pick = (s: V1PodStatus | undefined) => ({ ...Object.fromEntries(OWNED.map((k) => [k, s?.[k]])), conditions: ownedConditions(s, types) });
+  const pick = (s: V1PodStatus | undefined) => ({
+    ...Object.fromEntries(OWNED.map((k) => [k, s?.[k]])),
+    conditions: ownedConditions(s, types),
+  });
   return JSON.stringify(canonical(pick(current))) === JSON.stringify(canonical(pick(next)));
 }
 
@@ -52,7 +66,14 @@ export function podStatusPatch(uid: string, status: V1PodStatus): object {
       ...rest,
       reason: status.reason ?? null,
       message: status.message ?? null,
-      ...(conditions && { conditions: conditions.map((c) => ({ ...c, reason: c.reason ?? null, message: c.message ?? null, lastProbeTime: c.lastProbeTime ?? null })) }),
+      ...(conditions && {
+        conditions: conditions.map((c) => ({
+          ...c,
+          reason: c.reason ?? null,
+          message: c.message ?? null,
+          lastProbeTime: c.lastProbeTime ?? null,
+        })),
+      }),
     },
   };
 }

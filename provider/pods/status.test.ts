@@ -26,19 +26,47 @@ t.test('the ordered table', async (t) => {
     ['nothing known yet', base({ preparing: true }), { phase: 'Pending', ready: 'False', state: 'waiting', reason: 'ContainerCreating' }],
     ['running, guest not ready', base({ vm: { ...running, guestReady: false } }), { phase: 'Running', ready: 'False', state: 'running' }],
     ['running and ready', base({ vm: running }), { phase: 'Running', ready: 'True', state: 'running' }],
-    ['paused is running but not ready', base({ vm: { ...running, phase: 'Paused' } }), { phase: 'Running', ready: 'False', state: 'running' }],
-    ['image error', base({ imageError: { reason: 'ErrImagePull', message: 'no such file' } }), { phase: 'Pending', state: 'waiting', reason: 'ErrImagePull' }],
+    [
+      'paused is running but not ready',
+      base({ vm: { ...running, phase: 'Paused' } }),
+      { phase: 'Running', ready: 'False', state: 'running' },
+    ],
+    [
+      'image error',
+      base({ imageError: { reason: 'ErrImagePull', message: 'no such file' } }),
+      { phase: 'Pending', state: 'waiting', reason: 'ErrImagePull' },
+    ],
     [
       'image error, Never (a VMI launcher pod): retried, not final, though its launcher exited',
       base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, imageError: { reason: 'ImagePullBackOff', message: 'no such file' } }),
       { phase: 'Pending', state: 'waiting', reason: 'ImagePullBackOff' },
     ],
-    ['a launcher exiting during its start is not the end of the pod (Never)', base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, preparing: true }), { phase: 'Pending', reason: 'ContainerCreating' }],
-    ['invalid spec is terminal', base({ invalid: { reason: 'InvalidVMSpec', message: 'm' } }), { phase: 'Failed', reason: 'InvalidVMSpec' }],
-    ['poweroff, Never', base({ pod: pod('Never'), vm: { ...running, phase: 'Succeeded' } }), { phase: 'Succeeded', state: 'terminated', reason: 'Completed' }],
-    ['crash, OnFailure restarts', base({ pod: pod('OnFailure'), vm: { ...running, phase: 'Failed' } }), { phase: 'Pending', state: 'terminated', reason: 'Error' }],
+    [
+      'a launcher exiting during its start is not the end of the pod (Never)',
+      base({ pod: pod('Never'), vm: { ...running, phase: 'Failed' }, preparing: true }),
+      { phase: 'Pending', reason: 'ContainerCreating' },
+    ],
+    [
+      'invalid spec is terminal',
+      base({ invalid: { reason: 'InvalidVMSpec', message: 'm' } }),
+      { phase: 'Failed', reason: 'InvalidVMSpec' },
+    ],
+    [
+      'poweroff, Never',
+      base({ pod: pod('Never'), vm: { ...running, phase: 'Succeeded' } }),
+      { phase: 'Succeeded', state: 'terminated', reason: 'Completed' },
+    ],
+    [
+      'crash, OnFailure restarts',
+      base({ pod: pod('OnFailure'), vm: { ...running, phase: 'Failed' } }),
+      { phase: 'Pending', state: 'terminated', reason: 'Error' },
+    ],
     ['poweroff, OnFailure is final', base({ pod: pod('OnFailure'), vm: { ...running, phase: 'Succeeded' } }), { phase: 'Succeeded' }],
-    ['backoff after restarts', base({ backoff: { message: 'back-off 10s' }, vm: { ...running, phase: 'Succeeded', restartCount: 2 } }), { phase: 'Running', state: 'waiting', reason: 'CrashLoopBackOff' }],
+    [
+      'backoff after restarts',
+      base({ backoff: { message: 'back-off 10s' }, vm: { ...running, phase: 'Succeeded', restartCount: 2 } }),
+      { phase: 'Running', state: 'waiting', reason: 'CrashLoopBackOff' },
+    ],
   ];
   for (const [name, input, want] of cases) t.match(summary(input), want, name);
 });
@@ -47,21 +75,43 @@ t.test('container status carries the domain uuid, restart count and last termina
   const s = derivePodStatus(
     base({
       podIP: '10.244.0.5',
-      vm: { phase: 'Running', startedAt: started, guestReady: true, restartCount: 1, domainUUID: 'abc', lastTermination: { reason: 'Completed', exitCode: 0, finishedAt: started } },
+      vm: {
+        phase: 'Running',
+        startedAt: started,
+        guestReady: true,
+        restartCount: 1,
+        domainUUID: 'abc',
+        lastTermination: { reason: 'Completed', exitCode: 0, finishedAt: started },
+      },
     }),
   );
   t.match(s, {
     podIP: '10.244.0.5',
     hostIP: '192.0.2.2',
-    containerStatuses: [{ containerID: 'vkvm://abc', restartCount: 1, image: 'vkvm/test-guest', lastState: { terminated: { reason: 'Completed', exitCode: 0 } } }],
+    containerStatuses: [
+      {
+        containerID: 'vkvm://abc',
+        restartCount: 1,
+        image: 'vkvm/test-guest',
+        lastState: { terminated: { reason: 'Completed', exitCode: 0 } },
+      },
+    ],
   });
-  t.same(s.conditions!.map((c) => `${c.type}=${c.status}`), ['PodScheduled=True', 'Initialized=True', 'ContainersReady=True', 'Ready=True']);
+  t.same(
+    s.conditions!.map((c) => `${c.type}=${c.status}`),
+    ['PodScheduled=True', 'Initialized=True', 'ContainersReady=True', 'Ready=True'],
+  );
 });
 
 t.test('transition times move only when a condition flips', async (t) => {
   const earlier = new Date('2026-01-01T00:00:00Z');
   const p = pod();
-  p.status = { conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: earlier }, { type: 'PodScheduled', status: 'True', lastTransitionTime: earlier }] };
+  p.status = {
+    conditions: [
+      { type: 'Ready', status: 'False', lastTransitionTime: earlier },
+      { type: 'PodScheduled', status: 'True', lastTransitionTime: earlier },
+    ],
+  };
   const s = derivePodStatus(base({ pod: p, vm: { phase: 'Running', guestReady: true, restartCount: 0 } }));
   t.same(s.conditions!.find((c) => c.type === 'PodScheduled')!.lastTransitionTime, earlier);
   t.same(s.conditions!.find((c) => c.type === 'Ready')!.lastTransitionTime, now);

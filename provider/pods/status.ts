@@ -3,6 +3,7 @@
 // sets phase, conditions or container statuses.
 import type { V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
 import type { GuestOsInfo } from '../../launcher/agent-api.js';
+import type { ImageErrorReason } from '../images/errors.js';
 
 /** What the agent knows about a pod's VM, gathered from the launcher and the sync loop. */
 export interface VmObservation {
@@ -32,7 +33,9 @@ export interface PodStatusInput {
   /** The pod cannot be realized as written (SpecError): terminal. */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
   /** The boot image could not be fetched or found. */
-  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
+  imageError?: { reason: ImageErrorReason; message: string };
+  /** The registry image the VM runs, as repository@digest; the container's image otherwise. */
+  imageID?: string;
   /** Disks are being prepared / image being pulled. */
   preparing?: boolean;
   /** Waiting out a restart backoff after the VM stopped. */
@@ -73,7 +76,9 @@ const stopped = (i: PodStatusInput) => !i.preparing && (i.vm?.phase === 'Succeed
 /** A stopped VM is final unless restartPolicy brings it back; a pod being deleted never comes back. */
 const final = (i: PodStatusInput) =>
   stopped(i) &&
-  (Boolean(i.pod.metadata?.deletionTimestamp) || restartPolicy(i) === 'Never' || (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
+  (Boolean(i.pod.metadata?.deletionTimestamp) ||
+    restartPolicy(i) === 'Never' ||
+    (restartPolicy(i) === 'OnFailure' && i.vm?.phase === 'Succeeded'));
 
 /** The ordered table: first match wins; the last row is the fallback. */
 const ROWS: Row[] = [
@@ -145,7 +150,7 @@ export function derivePodStatus(i: PodStatusInput): V1PodStatus {
   const containerStatus: V1ContainerStatus | undefined = container && {
     name: container.name,
     image: container.image ?? '',
-    imageID: container.image ?? '',
+    imageID: i.imageID ?? container.image ?? '',
     ready,
     started: 'running' in row.state(i),
     restartCount: i.vm?.restartCount ?? 0,

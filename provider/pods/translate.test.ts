@@ -5,15 +5,26 @@ import { atPodFields, translatePod } from './translate.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { type BuiltinImages } from '../vm-identity.js';
 
-const builtins: BuiltinImages = { 'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' } };
+const builtins: BuiltinImages = {
+  'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' },
+};
 const pod = (container: Record<string, unknown>, annotations: Record<string, string> = {}): V1Pod => ({
   metadata: { name: 'vm1', namespace: 'ns', uid: '0b6a3c1e-2d7a-4c8e-9b55-0d2f1e3a4b5c', annotations },
-  spec: { containers: [{ name: 'vm', ...container } as V1Pod['spec'] extends infer S ? S extends { containers: Array<infer C> } ? C : never : never] },
+  spec: {
+    containers: [
+      { name: 'vm', ...container } as V1Pod['spec'] extends infer S ? (S extends { containers: Array<infer C> } ? C : never) : never,
+    ],
+  },
 });
 
 t.test('the test guest image boots its kernel with args and env on the command line', async (t) => {
   const spec = translatePod(
-    pod({ image: 'vkvm/test-guest', args: ['loglevel=3'], env: [{ name: 'MODE', value: 'e2e' }], resources: { limits: { cpu: '1500m', memory: '128Mi' } } }),
+    pod({
+      image: 'vkvm/test-guest',
+      args: ['loglevel=3'],
+      env: [{ name: 'MODE', value: 'e2e' }],
+      resources: { limits: { cpu: '1500m', memory: '128Mi' } },
+    }),
     builtins,
   );
   t.match(spec, {
@@ -28,7 +39,8 @@ t.test('the test guest image boots its kernel with args and env on the command l
 });
 
 t.test('guest memory is the memory request the scheduler charged, not the limit', async (t) => {
-  const memoryOf = (resources: object) => (translatePod(pod({ image: 'vkvm/test-guest', resources }), builtins) as { memoryMiB: number }).memoryMiB;
+  const memoryOf = (resources: object) =>
+    (translatePod(pod({ image: 'vkvm/test-guest', resources }), builtins) as { memoryMiB: number }).memoryMiB;
   t.same(
     [
       memoryOf({ requests: { memory: '64Mi' }, limits: { memory: '2Gi' } }),
@@ -39,12 +51,25 @@ t.test('guest memory is the memory request the scheduler charged, not the limit'
     [64, 256, 96, 512],
     'request; the limit when only it is set (the API server defaults the request to it); the default without either',
   );
-  const err = translatePod(pod({ image: 'vkvm/test-guest', resources: { requests: { memory: '16Mi' }, limits: { memory: '1Gi' } } }), builtins);
-  t.match(err, { causes: [{ path: 'spec.containers[0].resources.requests.memory', reason: 'FieldValueInvalid' }] }, 'a too-small request is named');
+  const err = translatePod(
+    pod({ image: 'vkvm/test-guest', resources: { requests: { memory: '16Mi' }, limits: { memory: '1Gi' } } }),
+    builtins,
+  );
+  t.match(
+    err,
+    { causes: [{ path: 'spec.containers[0].resources.requests.memory', reason: 'FieldValueInvalid' }] },
+    'a too-small request is named',
+  );
 });
 
 t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; requests are used without limits', async (t) => {
-  const spec = translatePod(pod({ image: 'https://img.example/disk.qcow2', resources: { requests: { cpu: '2', memory: '1Gi' } } }, { 'vkvm.io/user-data': '#cloud-config\n' }), builtins);
+  const spec = translatePod(
+    pod(
+      { image: 'https://img.example/disk.qcow2', resources: { requests: { cpu: '2', memory: '1Gi' } } },
+      { 'vkvm.io/user-data': '#cloud-config\n' },
+    ),
+    builtins,
+  );
   t.match(spec, {
     cpu: { cores: 2 },
     memoryMiB: 1024,
@@ -54,20 +79,73 @@ t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; req
     ],
   });
   t.notOk((spec as { cpu: { limitMillicores?: number } }).cpu.limitMillicores, 'no CPU limit without limits.cpu');
-  t.match(translatePod(pod({ image: '/var/lib/images/d.raw' }), builtins), { memoryMiB: 512, cpu: { cores: 1 }, disks: [{ source: { kind: 'image', path: '/var/lib/images/d.raw' } }] });
+  t.match(translatePod(pod({ image: '/var/lib/images/d.raw' }), builtins), {
+    memoryMiB: 512,
+    cpu: { cores: 1 },
+    disks: [{ source: { kind: 'image', path: '/var/lib/images/d.raw' } }],
+  });
 });
 
+t.test(
+  'an OCI reference is a registry disk the node pulls, with the pull policy the API server defaulted, else Kubernetes’ default',
+  async (t) => {
+    const source = (container: Record<string, unknown>) =>
+      (translatePod(pod(container), builtins) as { disks: Array<{ source: unknown }> }).disks[0]?.source;
+    t.same(
+      [
+        source({ image: 'quay.io/containerdisks/fedora:41', imagePullPolicy: 'Never' }),
+        source({ image: 'quay.io/containerdisks/fedora:41' }),
+        source({ image: 'registry.local:5000/disk' }),
+        source({ image: 'Not A Reference' }),
+      ],
+      [
+        { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', pullPolicy: 'Never' },
+        { kind: 'registry', image: 'quay.io/containerdisks/fedora:41', pullPolicy: 'IfNotPresent' },
+        { kind: 'registry', image: 'registry.local:5000/disk', pullPolicy: 'Always' },
+        { kind: 'registry', image: 'Not A Reference', pullPolicy: 'IfNotPresent' },
+      ],
+      'an unparseable name is the pull’s to report (InvalidImageName), as the kubelet does',
+    );
+  },
+);
+
 t.test('every unrealizable field is named', async (t) => {
-  const err = translatePod(pod({ image: 'nginx:1.25', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }), builtins);
+  const err = translatePod(
+    pod({ image: '', imagePullPolicy: 'Sometimes', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }),
+    builtins,
+  );
   t.ok(err instanceof SpecError);
   t.same(
     (err as SpecError).causes.map((c) => c.path),
-    ['spec.containers[0].image', 'spec.containers[0].command', 'spec.containers[0].resources.limits.cpu', 'spec.containers[0].resources.limits.memory'],
+    [
+      'spec.containers[0].image',
+      'spec.containers[0].command',
+      'spec.containers[0].resources.limits.cpu',
+      'spec.containers[0].resources.limits.memory',
+    ],
   );
-  const two = translatePod({ ...pod({ image: 'vkvm/test-guest' }), spec: { containers: [{ name: 'a', image: 'vkvm/test-guest' }, { name: 'b', image: 'x' }] } }, builtins);
+  const two = translatePod(
+    {
+      ...pod({ image: 'vkvm/test-guest' }),
+      spec: {
+        containers: [
+          { name: 'a', image: 'vkvm/test-guest' },
+          { name: 'b', image: 'x' },
+        ],
+      },
+    },
+    builtins,
+  );
+  t.match(translatePod(pod({ image: 'quay.io/a/b:1', imagePullPolicy: 'Sometimes' }), builtins), {
+    causes: [{ path: 'spec.containers[0].imagePullPolicy', reason: 'FieldValueNotSupported' }],
+  });
   t.match(two, { causes: [{ path: 'spec.containers', message: /exactly one container/ }] });
-  t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), { causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }] });
-  t.match(translatePod(pod({ image: 'vkvm/test-guest' }), {}), { causes: [{ path: 'spec.containers[0].image', reason: 'FieldValueNotFound' }] });
+  t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), {
+    causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }],
+  });
+  t.match(translatePod(pod({ image: 'vkvm/test-guest' }), {}), {
+    causes: [{ path: 'spec.containers[0].image', reason: 'FieldValueNotFound' }],
+  });
 });
 
 t.test('the pod network: bridge by default, masquerade forwarding the container ports, none, bad values named', async (t) => {
@@ -80,16 +158,41 @@ t.test('the pod network: bridge by default, masquerade forwarding the container 
   t.match(bridge, [{ mac: /^52:54:00(:[0-9a-f]{2}){3}$/ }], 'a locally administered MAC');
   t.same(nic({}), bridge, 'derived from the pod UID: stable across syncs and restarts');
   t.same(
-    nic({ ports: [{ containerPort: 80, name: 'http' }, { containerPort: 53, protocol: 'UDP' }] }, { 'vkvm.io/pod-network': 'masquerade' }),
-    [{ ...bridge[0], binding: 'masquerade', forwardPorts: [{ protocol: 'TCP', port: 80, name: 'http' }, { protocol: 'UDP', port: 53 }] }],
+    nic(
+      {
+        ports: [
+          { containerPort: 80, name: 'http' },
+          { containerPort: 53, protocol: 'UDP' },
+        ],
+      },
+      { 'vkvm.io/pod-network': 'masquerade' },
+    ),
+    [
+      {
+        ...bridge[0],
+        binding: 'masquerade',
+        forwardPorts: [
+          { protocol: 'TCP', port: 80, name: 'http' },
+          { protocol: 'UDP', port: 53 },
+        ],
+      },
+    ],
     'masquerade forwards the container ports',
   );
   t.same(nic({}, { 'vkvm.io/pod-network': 'none' }), [], 'none: no NIC');
   t.same(
     nic({ ports: [{ containerPort: 9, protocol: 'SCTP' }] }, { 'vkvm.io/pod-network': 'nat' }),
     [
-      { path: 'metadata.annotations[vkvm.io/pod-network]', reason: 'FieldValueNotSupported', message: '"nat" is not one of bridge, masquerade, none' },
-      { path: 'spec.containers[0].ports[0].protocol', reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' },
+      {
+        path: 'metadata.annotations[vkvm.io/pod-network]',
+        reason: 'FieldValueNotSupported',
+        message: '"nat" is not one of bridge, masquerade, none',
+      },
+      {
+        path: 'spec.containers[0].ports[0].protocol',
+        reason: 'FieldValueNotSupported',
+        message: 'only TCP and UDP ports can be forwarded to a VM',
+      },
     ],
     'bad values are named',
   );
@@ -104,6 +207,12 @@ t.test("causes found after translation are renamed to the pod's fields", async (
       ...atPodFields(disk)([cause('disks[0].source.path'), cause('disks[1].source.userData')]),
       ...atPodFields(kernel)([cause('kernelBoot.kernelPath'), cause('kernelBoot.initrdPath'), cause('memoryMiB')]),
     ].map((c) => c.path),
-    ['spec.containers[0].image', 'metadata.annotations[vkvm.io/user-data]', 'spec.containers[0].image', 'metadata.annotations[vkvm.io/initrd]', 'memoryMiB'],
+    [
+      'spec.containers[0].image',
+      'metadata.annotations[vkvm.io/user-data]',
+      'spec.containers[0].image',
+      'metadata.annotations[vkvm.io/initrd]',
+      'memoryMiB',
+    ],
   );
 });

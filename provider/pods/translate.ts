@@ -6,6 +6,8 @@
 //          http(s)://…/disk.qcow2            downloaded once into the image cache, then overlaid
 //          kernel:/path/vmlinuz              direct kernel boot; initrd from annotation vkvm.io/initrd
 //          vkvm/test-guest                   the built-in test guest (Debian kernel + busybox initramfs)
+//          any other OCI reference           a containerDisk image: the node agent pulls it (imagePullPolicy,
+//                                            imagePullSecrets) and boots the one file under /disk
 //   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
 //              memory → guest RAM (requests, which the API server defaults to limits; default 512Mi)
 //   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
@@ -14,11 +16,20 @@
 //              vkvm.io/kernel-cmdline (base command line), vkvm.io/machine-type,
 //              vkvm.io/pod-network: bridge (default: the guest holds the pod IP) |
 //              masquerade (NAT; the container ports are forwarded) | none (no NIC)
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { parseQuantity as parseKubeQuantity } from '../kube/quantity.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
-import { VM_SPEC_VERSION, type DiskSpec, type InterfaceBinding, type KernelBoot, type VmSpec } from '../../vmm/spec.js';
-import { derivedMac, domainName, parseImage, TEST_GUEST_IMAGE, type BuiltinImages } from '../vm-identity.js';
+import {
+  VM_SPEC_VERSION,
+  type DiskSource,
+  type DiskSpec,
+  type ImagePullPolicy,
+  type InterfaceBinding,
+  type KernelBoot,
+  type VmSpec,
+} from '../../vmm/spec.js';
+import { defaultPullPolicy, PULL_POLICIES } from '../images/reference.js';
+import { derivedMac, domainName, parseImage, TEST_GUEST_IMAGE, type BootSource, type BuiltinImages } from '../vm-identity.js';
 
 export const DEFAULT_MEMORY = '512Mi';
 export const ANNOTATION = {
@@ -37,6 +48,26 @@ function parseQuantity(raw: string, path: string, causes: SpecCause[]): number |
     return undefined;
   }
   return n;
+}
+
+/** A disk image's source; a registry image keeps the pull policy the API server defaulted (Kubernetes' default when absent). */
+function diskSource(
+  source: Extract<BootSource, { kind: 'image' | 'url' | 'registry' }>,
+  c: V1Container,
+  at: string,
+  causes: SpecCause[],
+): DiskSource {
+  if (source.kind === 'image') return { kind: 'image', path: source.path };
+  if (source.kind === 'url') return { kind: 'url', url: source.url };
+  const pullPolicy = (c.imagePullPolicy ?? defaultPullPolicy(source.image)) as ImagePullPolicy;
+  if (!PULL_POLICIES.includes(pullPolicy)) {
+    causes.push({
+      path: `${at}.imagePullPolicy`,
+      reason: 'FieldValueNotSupported',
+      message: `${JSON.stringify(pullPolicy)} is not one of ${PULL_POLICIES.join(', ')}`,
+    });
+  }
+  return { kind: 'registry', image: source.image, pullPolicy };
 }
 
 export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | SpecError {
@@ -63,11 +94,15 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
     causes.push({
       path: `${at}.image`,
       reason: 'FieldValueNotSupported',
-      message: `${JSON.stringify(c.image ?? '')} is not a VM image: use a host path, file:///path, an http(s) URL, kernel:/path, or ${TEST_GUEST_IMAGE}`,
+      message: `${JSON.stringify(c.image ?? '')} is not a VM image: use an OCI reference, a host path, file:///path, an http(s) URL, kernel:/path, or ${TEST_GUEST_IMAGE}`,
     });
   }
   if (c.command?.length) {
-    causes.push({ path: `${at}.command`, reason: 'FieldValueNotSupported', message: 'a VM has no entrypoint to override; use args for the kernel command line' });
+    causes.push({
+      path: `${at}.command`,
+      reason: 'FieldValueNotSupported',
+      message: 'a VM has no entrypoint to override; use args for the kernel command line',
+    });
   }
 
   const limits = c.resources?.limits ?? {};
@@ -91,10 +126,18 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
   const disks: DiskSpec[] = [];
   if (source?.kind === 'builtin') {
     const b = builtins[source.name];
-    if (!b) causes.push({ path: `${at}.image`, reason: 'FieldValueNotFound', message: `built-in image ${source.name} is not available on this node` });
+    if (!b)
+      causes.push({
+        path: `${at}.image`,
+        reason: 'FieldValueNotFound',
+        message: `built-in image ${source.name} is not available on this node`,
+      });
     else kernelBoot = { kernelPath: b.kernelPath, initrdPath: b.initrdPath, cmdline: [b.cmdline, ...extraCmdline].join(' ') };
   } else if (source?.kind === 'kernel') {
-    kernelBoot = { kernelPath: source.kernelPath, cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' ') };
+    kernelBoot = {
+      kernelPath: source.kernelPath,
+      cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' '),
+    };
     const initrd = annotations[ANNOTATION.initrd];
     if (initrd) kernelBoot.initrdPath = initrd;
   } else if (source) {
@@ -105,13 +148,7 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
         message: `args and env apply to kernel boot only; pass data to a disk image with the ${ANNOTATION.userData} annotation`,
       });
     }
-    disks.push({
-      name: 'root',
-      device: 'disk',
-      bus: 'virtio',
-      bootOrder: 1,
-      source: source.kind === 'image' ? { kind: 'image', path: source.path } : { kind: 'url', url: source.url },
-    });
+    disks.push({ name: 'root', device: 'disk', bus: 'virtio', bootOrder: 1, source: diskSource(source, c, at, causes) });
   }
   const userData = annotations[ANNOTATION.userData];
   if (userData !== undefined) {
@@ -132,10 +169,18 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
       message: `${JSON.stringify(networkMode)} is not one of ${POD_NETWORK_MODES.join(', ')}`,
     });
   }
-  const forwardPorts = (c.ports ?? []).map((p) => ({ protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP', port: p.containerPort, ...(p.name ? { name: p.name } : {}) }));
+  const forwardPorts = (c.ports ?? []).map((p) => ({
+    protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP',
+    port: p.containerPort,
+    ...(p.name ? { name: p.name } : {}),
+  }));
   (c.ports ?? []).forEach((p, i) => {
     if (p.protocol && p.protocol !== 'TCP' && p.protocol !== 'UDP') {
-      causes.push({ path: `${at}.ports[${i}].protocol`, reason: 'FieldValueNotSupported', message: 'only TCP and UDP ports can be forwarded to a VM' });
+      causes.push({
+        path: `${at}.ports[${i}].protocol`,
+        reason: 'FieldValueNotSupported',
+        message: 'only TCP and UDP ports can be forwarded to a VM',
+      });
     }
   });
   if (causes.length) return new SpecError(causes);
@@ -187,4 +232,3 @@ export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] 
   };
   return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));
 }
-

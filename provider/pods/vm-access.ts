@@ -6,8 +6,15 @@ import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
 import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
-import type { LauncherRegistry, LauncherView } from '../launchers/registry.js';
-import { PreconditionError, UnavailableError, consoleLogPaths, LAUNCHER_DEFAULTS, CgroupNotFoundError, readVmUsage } from '../../launcher/agent-api.js';
+import type { LauncherRegistry, LiveLauncher } from '../launchers/registry.js';
+import {
+  PreconditionError,
+  UnavailableError,
+  consoleLogPaths,
+  LAUNCHER_DEFAULTS,
+  CgroupNotFoundError,
+  readVmUsage,
+} from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 
 export interface PodSource {
@@ -21,10 +28,11 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
     const uid = pod?.metadata?.uid;
     if (!pod || !uid) throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
     const container = pod.spec?.containers?.[0]?.name;
-    if (ref.container && ref.container !== container) throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
+    if (ref.container && ref.container !== container)
+      throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
     return { pod, uid };
   };
-  const running = (ref: PodRef): Extract<LauncherView, { live: true }> => {
+  const running = (ref: PodRef): LiveLauncher => {
     const { uid } = resolve(ref);
     const view = registry.get(uid);
     if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {
@@ -73,10 +81,15 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
         return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
       } catch (err) {
         if (err instanceof PreconditionError && err.fieldPaths.includes('guestAgent')) {
-          throw new NoGuestAgentError(`the VM has no guest agent; use kubectl exec -i (or attach) to reach its serial console`, { cause: err });
+          throw new NoGuestAgentError(`the VM has no guest agent; use kubectl exec -i (or attach) to reach its serial console`, {
+            cause: err,
+          });
         }
         if (err instanceof UnavailableError) {
-          throw new NoGuestAgentError(`the guest agent does not answer (is the guest still booting?); kubectl exec -i reaches the serial console`, { cause: err });
+          throw new NoGuestAgentError(
+            `the guest agent does not answer (is the guest still booting?); kubectl exec -i reaches the serial console`,
+            { cause: err },
+          );
         }
         throw err;
       }

@@ -1,41 +1,43 @@
 // The node side of KubeVirt compatibility, as virt-handler does it: a
 // launcher pod owned by a VirtualMachineInstance is realized from the VMI's
-// spec (through the same pod path as plain pods), and the VMI's Running /
-// Succeeded / Failed phase, nodeName and conditions come from this node. The
-// cluster side (VM → VMI → launcher pod, phases up to Scheduled) is in
-// vm-controller.ts and vmi-controller.ts.
+// spec (through the same pod path as plain pods). This module reads VMIs:
+// their spec, with the secrets and claims it names; the VMI status this node
+// owns is written by status-writer.ts. The cluster side (VM → VMI → launcher
+// pod, phases up to Scheduled) is in controllers/.
 //
-// The node watches the VMIs whose status.nodeName is this node (a CRD
-// selectable field), so a change to a VMI, such as its paused annotation,
-// resyncs its launcher pod.
+// The node reads only the VMIs of the launcher pods bound to it, each by
+// name: the VMI controller grants each VMI to its node alone
+// (controllers/node-vmi-grant.ts), and no node may list VMIs across the
+// cluster. Each of them is watched (a list/watch field-selected to its name),
+// so a change to a VMI, such as its paused annotation, resyncs its launcher
+// pod.
 import type { V1ObjectReference, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { mergePatch } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import { objectReference } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import type { Logger } from '../log.js';
 import type { BuiltinImages } from '../vm-identity.js';
-import type { VmObservation } from './status.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
-import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus, type NodeVmiStatusInput } from './vmi-status.js';
-import type { VmAttachment } from '../network/pod-network.js';
-import { statusPatch } from '../kube/status-patch.js';
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
-  return pod.metadata?.ownerReferences?.find((r) => r.kind === 'VirtualMachineInstance' && r.apiVersion.startsWith(`${GROUP}/`) && r.controller);
+  return pod.metadata?.ownerReferences?.find(
+    (r) => r.kind === 'VirtualMachineInstance' && r.apiVersion.startsWith(`${GROUP}/`) && r.controller,
+  );
 }
 
 /** The reference events about a launcher pod's VMI need, from the pod's owner reference. */
 export function vmiReferenceOf(pod: V1Pod): V1ObjectReference | undefined {
   const owner = vmiOwner(pod);
-  return owner ? { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace: pod.metadata?.namespace ?? 'default' } : undefined;
+  return owner
+    ? { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace: pod.metadata?.namespace ?? 'default' }
+    : undefined;
 }
 
 export interface VmiSpecResult {
@@ -45,49 +47,97 @@ export interface VmiSpecResult {
   /** The VMI asks for its vCPUs paused (PAUSED_ANNOTATION). */
   paused: boolean;
   /** The VMI, for events about it. */
-  vmi: V1ObjectReference;
+  ref: V1ObjectReference;
   /** Causes found later (by disk preparation) at the VMI's fields. */
   atKubevirtFields: VmiTranslation['atKubevirtFields'];
 }
 
-export class VmiNodeSide {
-  private informer: ClusterInformer<VirtualMachineInstance> | undefined;
+/** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
+export interface VmiSource {
+  /** Calls `handler` with every change to a followed VMI. */
+  onChange(handler: (vmi: VirtualMachineInstance) => void): void;
+  /** Watches the VMIs of these launcher pods (the node's own) and no others. */
+  follow(pods: readonly V1Pod[]): void;
+  stop(): Promise<void>;
+  /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
+  specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'>;
+  /** A launcher pod's VMI, read from the API server; undefined when it is gone or was replaced. */
+  read(pod: V1Pod): Promise<VirtualMachineInstance | undefined>;
+}
+
+export class ClusterVmiSource implements VmiSource {
+  private readonly kubevirt: KubevirtApi;
+  /** One watch per followed VMI, by its uid. */
+  private readonly watches = new Map<string, ClusterInformer<VirtualMachineInstance>>();
+  private handler: ((vmi: VirtualMachineInstance) => void) | undefined;
+  private stopped = false;
 
   constructor(
     private readonly clients: KubeClients,
-    private readonly nodeName: string,
     private readonly builtins: (names: string[]) => Promise<BuiltinImages>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.kubevirt = new KubevirtApi(clients);
+  }
+
+  /** Calls `handler` with every change to a followed VMI. */
+  onChange(handler: (vmi: VirtualMachineInstance) => void): void {
+    this.handler = handler;
+  }
 
   /**
-   * Calls `onChange` with every change to a VMI on this node. Not awaited by
-   * the caller: a cluster without the KubeVirt CRDs runs plain pods, and this
-   * watch keeps retrying until they exist.
+   * Watches the VMIs of these launcher pods (the node's own) and no others.
+   * A watch keeps retrying while its VMI is not granted to this node yet, or
+   * the cluster has no KubeVirt CRDs.
    */
-  watch(onChange: (vmi: VirtualMachineInstance) => void): void {
-    const kubevirt = new KubevirtApi(this.clients);
-    const fieldSelector = `status.nodeName=${this.nodeName}`;
-    this.informer = new ClusterInformer({ clients: this.clients, path: watchPath(VMI_PLURAL), list: () => kubevirt.listVmis({ fieldSelector }), fieldSelector, missingHint: CRDS_MISSING_HINT, log: this.log });
-    this.informer.onChange(onChange);
-    void this.informer.start();
+  follow(pods: readonly V1Pod[]): void {
+    if (this.stopped) return;
+    const wanted = new Map<string, { namespace: string; name: string }>();
+    for (const pod of pods) {
+      const owner = vmiOwner(pod);
+      if (owner) wanted.set(owner.uid, { namespace: pod.metadata?.namespace ?? 'default', name: owner.name });
+    }
+    for (const [uid, informer] of this.watches) {
+      if (wanted.has(uid)) continue;
+      this.watches.delete(uid);
+      void informer.stop();
+    }
+    for (const [uid, { namespace, name }] of wanted) {
+      if (this.watches.has(uid)) continue;
+      const informer = new ClusterInformer<VirtualMachineInstance>({
+        clients: this.clients,
+        path: watchPath(VMI_PLURAL, namespace),
+        list: () => this.kubevirt.listVmiNamed(namespace, name),
+        fieldSelector: `metadata.name=${name}`,
+        missingHint: CRDS_MISSING_HINT,
+        log: this.log.child({ vmi: `${namespace}/${name}` }),
+      });
+      informer.onChange((vmi) => this.handler?.(vmi));
+      this.watches.set(uid, informer);
+      void informer.start();
+    }
   }
 
   async stop(): Promise<void> {
-    await this.informer?.stop();
+    this.stopped = true;
+    await Promise.all([...this.watches.values()].map((w) => w.stop()));
+    this.watches.clear();
   }
 
-  /** The VmSpec for a launcher pod, from its VMI; 'gone' when the VMI no longer exists (the pod will be collected). */
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {
-    const vmi = await this.readVmi(pod);
+    const vmi = await this.read(pod);
     if (!vmi) return 'gone';
     const refs = vmiReferences(vmi, DEFAULT_IMAGE_ALIASES);
     const namespace = vmi.metadata.namespace ?? 'default';
     const result = translateVmi(vmi, {
       builtins: await this.builtins(refs.builtinImages),
       imageAliases: DEFAULT_IMAGE_ALIASES,
-      secrets: Object.fromEntries(await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const))),
-      pvcs: Object.fromEntries(await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const))),
+      secrets: Object.fromEntries(
+        await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const)),
+      ),
+      pvcs: Object.fromEntries(
+        await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const)),
+      ),
     });
     if ('causes' in result) return result;
     // The launcher, its directory and its domain are keyed by the pod, as for every pod on the node.
@@ -95,38 +145,12 @@ export class VmiNodeSide {
       spec: { ...result.spec, uid: pod.metadata!.uid! },
       unsupported: result.unsupported,
       paused: vmi.metadata.annotations?.[PAUSED_ANNOTATION] === 'true',
-      vmi: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
+      ref: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
       atKubevirtFields: result.atKubevirtFields,
     };
   }
 
-  /**
-   * Writes what this node knows into the VMI status (node-status.ts), only
-   * the fields that changed. Earlier phases belong to the cluster controller
-   * and are left alone.
-   */
-  async syncStatus(
-    pod: V1Pod,
-    vm: VmObservation | undefined,
-    trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>,
-    unsupported: string[],
-    attachment?: VmAttachment,
-  ): Promise<void> {
-    const vmi = await this.readVmi(pod);
-    if (!vmi) return;
-    // Whole seconds, as Kubernetes writes times.
-    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const next = nodeVmiStatus({ current: vmi.status ?? {}, nodeName: pod.spec?.nodeName ?? '', ...(vm ? { vm } : {}), ...trouble, ...(attachment ? { attachment } : {}), unsupported, now });
-    const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
-    if (!patch) return;
-    // The uid in the patch is a precondition: never write onto a newer VMI of the same name.
-    await this.clients.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: vmi.metadata.namespace!, plural: VMI_PLURAL, name: vmi.metadata.name!, body: { metadata: { uid: vmi.metadata.uid }, status: patch } },
-      mergePatch,
-    );
-  }
-
-  private async readVmi(pod: V1Pod): Promise<VirtualMachineInstance | undefined> {
+  async read(pod: V1Pod): Promise<VirtualMachineInstance | undefined> {
     const owner = vmiOwner(pod);
     if (!owner) return undefined;
     try {

@@ -17,6 +17,7 @@ import type { VmObservation } from './status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { removeCondition, setCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VirtualMachineInstanceStatus, VmiPhase } from '../kubevirt/types.js';
+import type { ImageErrorReason } from '../images/errors.js';
 
 export interface NodeVmiStatusInput {
   current: VirtualMachineInstanceStatus;
@@ -25,7 +26,7 @@ export interface NodeVmiStatusInput {
   /** Why the VM cannot run: the VMI fails (message names the fields). */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
   /** Its boot image cannot be had yet: the VMI waits, retried with back-off. */
-  imageError?: { reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string };
+  imageError?: { reason: ImageErrorReason; message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
   /** Where the VM sits on the pod network. */
@@ -34,7 +35,15 @@ export interface NodeVmiStatusInput {
 }
 
 /** The status fields the node owns (statusPatch writes only those that changed). */
-export const NODE_VMI_STATUS_FIELDS = ['phase', 'phaseTransitionTimestamps', 'nodeName', 'reason', 'conditions', 'guestOSInfo', 'interfaces'] as const;
+export const NODE_VMI_STATUS_FIELDS = [
+  'phase',
+  'phaseTransitionTimestamps',
+  'nodeName',
+  'reason',
+  'conditions',
+  'guestOSInfo',
+  'interfaces',
+] as const;
 
 /** KubeVirt's Paused condition reasons, by the launcher's pause reason; others are passed on. */
 const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string }>> = {
@@ -43,7 +52,7 @@ const PAUSED_REASONS: Readonly<Record<string, { reason: string; message: string 
 };
 
 /** Synchronized reasons the node sets; others (FailedCreate) are the cluster controller's. */
-const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff']);
+const NODE_SYNC_REASONS = new Set(['InvalidVMSpec', 'ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
 
 /** The phase the node's view decides; undefined leaves the cluster controller's (Scheduled) as it is. */
 function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusInput, 'invalid' | 'imageError'>): VmiPhase | undefined {
@@ -55,25 +64,54 @@ function vmiPhaseOf(vm: VmObservation | undefined, trouble: Pick<NodeVmiStatusIn
   return undefined;
 }
 
-export function nodeVmiStatus({ current, nodeName, vm, invalid, imageError, unsupported, attachment, now }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
+export function nodeVmiStatus({
+  current,
+  nodeName,
+  vm,
+  invalid,
+  imageError,
+  unsupported,
+  attachment,
+  now,
+}: NodeVmiStatusInput): VirtualMachineInstanceStatus {
   const phase = vmiPhaseOf(vm, { invalid, imageError });
   const ready = vm?.phase === 'Running' && vm.guestReady;
   let conditions = setCondition(
     current.conditions,
-    ready ? { type: 'Ready', status: 'True' } : { type: 'Ready', status: 'False', reason: vm?.phase === 'Running' ? 'GuestNotReady' : 'NotRunning' },
+    ready
+      ? { type: 'Ready', status: 'True' }
+      : { type: 'Ready', status: 'False', reason: vm?.phase === 'Running' ? 'GuestNotReady' : 'NotRunning' },
     now,
   );
   conditions =
     vm?.phase === 'Paused'
-      ? setCondition(conditions, { type: 'Paused', status: 'True', ...(PAUSED_REASONS[vm.reason ?? ''] ?? { reason: vm.reason ?? 'Paused', message: vm.message ?? '' }) }, now)
+      ? setCondition(
+          conditions,
+          {
+            type: 'Paused',
+            status: 'True',
+            ...(PAUSED_REASONS[vm.reason ?? ''] ?? { reason: vm.reason ?? 'Paused', message: vm.message ?? '' }),
+          },
+          now,
+        )
       : removeCondition(conditions, 'Paused');
-  conditions = vm?.agentConnected ? setCondition(conditions, { type: 'AgentConnected', status: 'True' }, now) : removeCondition(conditions, 'AgentConnected');
+  conditions = vm?.agentConnected
+    ? setCondition(conditions, { type: 'AgentConnected', status: 'True' }, now)
+    : removeCondition(conditions, 'AgentConnected');
   conditions = unsupported.length
-    ? setCondition(conditions, { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) }, now)
+    ? setCondition(
+        conditions,
+        { type: 'UnsupportedFields', status: 'True', reason: 'Ignored', message: unsupportedMessage(unsupported) },
+        now,
+      )
     : removeCondition(conditions, 'UnsupportedFields');
   const notSynced = invalid ?? imageError;
   if (notSynced) {
-    conditions = setCondition(conditions, { type: 'Synchronized', status: 'False', reason: notSynced.reason, message: notSynced.message }, now);
+    conditions = setCondition(
+      conditions,
+      { type: 'Synchronized', status: 'False', reason: notSynced.reason, message: notSynced.message },
+      now,
+    );
   } else if (NODE_SYNC_REASONS.has(conditions.find((c) => c.type === 'Synchronized')?.reason ?? '')) {
     conditions = removeCondition(conditions, 'Synchronized');
   }
@@ -83,7 +121,15 @@ export function nodeVmiStatus({ current, nodeName, vm, invalid, imageError, unsu
   if (vm?.agentConnected && vm.guestOsInfo) next.guestOSInfo = vm.guestOsInfo;
   else delete next.guestOSInfo;
   if (attachment) {
-    next.interfaces = [{ name: attachment.interfaceName, ipAddress: attachment.podIP, ipAddresses: [attachment.podIP], mac: attachment.mac, infoSource: 'domain' }];
+    next.interfaces = [
+      {
+        name: attachment.interfaceName,
+        ipAddress: attachment.podIP,
+        ipAddresses: [attachment.podIP],
+        mac: attachment.mac,
+        infoSource: 'domain',
+      },
+    ];
   }
   if (phase && phase !== current.phase) {
     next.phaseTransitionTimestamps = [...(current.phaseTransitionTimestamps ?? []), { phase, phaseTransitionTimestamp: now.toISOString() }];

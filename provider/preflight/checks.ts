@@ -71,11 +71,24 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
           severity: 'hard',
           ok: false,
           reason: 'UserMissing',
-          message: 'user libvirt-qemu does not exist (QEMU runs as it); create it with: groupadd -r libvirt-qemu && useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu',
+          message:
+            'user libvirt-qemu does not exist (QEMU runs as it); create it with: groupadd -r libvirt-qemu && useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu',
         },
     f.cgroupProblem
-      ? { condition: 'CgroupLayout', severity: 'hard', ok: false, reason: 'CgroupControllersMissing', message: `${f.cgroupProblem}; mount cgroup v2 with the cpu, memory and pids controllers enabled` }
-      : { condition: 'CgroupLayout', severity: 'hard', ok: true, reason: 'CgroupControllersPresent', message: 'cpu, memory and pids controllers available' },
+      ? {
+          condition: 'CgroupLayout',
+          severity: 'hard',
+          ok: false,
+          reason: 'CgroupControllersMissing',
+          message: `${f.cgroupProblem}; mount cgroup v2 with the cpu, memory and pids controllers enabled`,
+        }
+      : {
+          condition: 'CgroupLayout',
+          severity: 'hard',
+          ok: true,
+          reason: 'CgroupControllersPresent',
+          message: 'cpu, memory and pids controllers available',
+        },
     kvm
       ? { condition: 'KVMUsable', severity: 'soft', ok: true, reason: 'KVM', message: f.virtualization.reason }
       : {
@@ -86,10 +99,28 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
           message: `${f.virtualization.reason}; guests run under TCG, much slower (enable VT-x/AMD-V in the firmware and load kvm_intel or kvm_amd for KVM)`,
         },
     f.memoryAvailableBytes >= MIN_MEMORY_AVAILABLE_BYTES
-      ? { condition: 'GuestMemory', severity: 'soft', ok: true, reason: 'SufficientMemory', message: `${gib(f.memoryAvailableBytes)} available` }
-      : { condition: 'GuestMemory', severity: 'soft', ok: false, reason: 'LowMemory', message: `only ${gib(f.memoryAvailableBytes)} available, below ${gib(MIN_MEMORY_AVAILABLE_BYTES)}: few guests will fit` },
+      ? {
+          condition: 'GuestMemory',
+          severity: 'soft',
+          ok: true,
+          reason: 'SufficientMemory',
+          message: `${gib(f.memoryAvailableBytes)} available`,
+        }
+      : {
+          condition: 'GuestMemory',
+          severity: 'soft',
+          ok: false,
+          reason: 'LowMemory',
+          message: `only ${gib(f.memoryAvailableBytes)} available, below ${gib(MIN_MEMORY_AVAILABLE_BYTES)}: few guests will fit`,
+        },
     f.imageCacheAvailableBytes >= MIN_IMAGE_CACHE_FREE_BYTES
-      ? { condition: 'ImageCacheSpace', severity: 'soft', ok: true, reason: 'SufficientDisk', message: `${gib(f.imageCacheAvailableBytes)} free for the image cache` }
+      ? {
+          condition: 'ImageCacheSpace',
+          severity: 'soft',
+          ok: true,
+          reason: 'SufficientDisk',
+          message: `${gib(f.imageCacheAvailableBytes)} free for the image cache`,
+        }
       : {
           condition: 'ImageCacheSpace',
           severity: 'soft',
@@ -98,8 +129,20 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
           message: `only ${gib(f.imageCacheAvailableBytes)} free for the image cache, below ${gib(MIN_IMAGE_CACHE_FREE_BYTES)}; free space or pass --image-cache-dir on a larger filesystem`,
         },
     f.hugepagesTotal > 0
-      ? { condition: 'HugePages', severity: 'soft', ok: true, reason: 'HugePagesReserved', message: `${f.hugepagesFree} of ${f.hugepagesTotal} huge pages free` }
-      : { condition: 'HugePages', severity: 'soft', ok: false, reason: 'NoHugePages', message: 'no huge pages reserved (vm.nr_hugepages=0); guests use normal pages' },
+      ? {
+          condition: 'HugePages',
+          severity: 'soft',
+          ok: true,
+          reason: 'HugePagesReserved',
+          message: `${f.hugepagesFree} of ${f.hugepagesTotal} huge pages free`,
+        }
+      : {
+          condition: 'HugePages',
+          severity: 'soft',
+          ok: false,
+          reason: 'NoHugePages',
+          message: 'no huge pages reserved (vm.nr_hugepages=0); guests use normal pages',
+        },
     f.ipForwarding
       ? { condition: 'IPForwarding', severity: 'soft', ok: true, reason: 'Enabled', message: 'net.ipv4.ip_forward=1' }
       : {
@@ -107,12 +150,24 @@ export function evaluatePreflight(f: PreflightFacts, opts: { allowSoftwareEmulat
           severity: 'soft',
           ok: false,
           reason: 'Disabled',
-          message: 'net.ipv4.ip_forward=0: vkvm enables forwarding on its pod bridge and uplink only; routes through other interfaces need sysctl -w net.ipv4.ip_forward=1',
+          message:
+            'net.ipv4.ip_forward=0: vkvm enables forwarding on its pod bridge and uplink only; routes through other interfaces need sysctl -w net.ipv4.ip_forward=1',
         },
   ];
 }
 
 export const hardFailures = (checks: PreflightCheck[]): PreflightCheck[] => checks.filter((c) => !c.ok && c.severity === 'hard');
+
+/** Failed hard checks, each with its fix: the user's to act on (printed without a stack). */
+export class PreflightError extends Error {
+  constructor(
+    readonly failed: PreflightCheck[],
+    consequence: string,
+  ) {
+    super(`preflight failed; ${consequence}. Fix and re-run:\n${failed.map((c) => `  - ${c.condition}: ${c.message}`).join('\n')}`);
+    this.name = 'PreflightError';
+  }
+}
 
 /** The report `vkvm join` prints: one line per check. */
 export function formatPreflight(checks: PreflightCheck[]): string {

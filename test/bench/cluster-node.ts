@@ -1,6 +1,6 @@
 // A real control plane (deploy/cluster) and one vkvm node agent, the built CLI
 // as a child process, for benchmarks that go through kube-apiserver. Like
-// test/e2e/harness.ts but without tap: every part registers its removal with
+// the e2e framework's (test/e2e/framework/) but without tap: every part registers its removal with
 // the bench context before it is created, and the removal runs however the
 // benchmark ends: pods force-deleted and the namespace deleted, the agent
 // SIGKILLed, any launcher left killed with its QEMU (killLaunchersOf), the
@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
-import { CLI, condition, killLaunchersOf, removeNetworkOf, waitFor } from '../e2e/harness.js';
+import { CLI, killLaunchersOf, removeNetworkOf } from '../e2e/framework/agent.js';
+import { condition, waitFor } from '../e2e/framework/wait.js';
+import { nodes } from '../e2e/framework/watched.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { until, type BenchContext } from './bench.js';
 
@@ -61,8 +63,12 @@ async function startControlPlane(ctx: BenchContext): Promise<RunningCluster> {
   return cluster;
 }
 
-/** `vkvm node` from the built CLI, as test/e2e/harness.ts starts it; resolves on its "node agent running" line. */
-async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, nodeName: string): Promise<{ pid: number; stateDir: string; output: string[] }> {
+/** `vkvm node` from the built CLI, as the e2e framework's startAgent starts it; resolves on its "node agent running" line. */
+async function startAgentProcess(
+  ctx: BenchContext,
+  kubeconfigPath: string,
+  nodeName: string,
+): Promise<{ pid: number; stateDir: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
@@ -104,7 +110,9 @@ async function startAgentProcess(ctx: BenchContext, kubeconfigPath: string, node
         if (line.includes('"node agent running"')) resolve();
       });
     }
-    void exited.then(() => reject(new Error(`node agent exited (${child.exitCode ?? child.signalCode}) before running:\n${output.slice(-40).join('\n')}`)));
+    void exited.then(() =>
+      reject(new Error(`node agent exited (${child.exitCode ?? child.signalCode}) before running:\n${output.slice(-40).join('\n')}`)),
+    );
   });
   await running;
   return { pid: child.pid!, stateDir, output };
@@ -118,12 +126,7 @@ export async function startBenchNode(ctx: BenchContext, opts: { nodeName: string
   const cluster = await startControlPlane(ctx);
   const clients = makeClients(loadKubeConfig(cluster.kubeconfigPath));
   const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName);
-  await waitFor(
-    `node ${opts.nodeName} Ready`,
-    () => clients.core.readNode({ name: opts.nodeName }),
-    (n) => condition(n, 'Ready') === 'True',
-    { timeoutMs: 60_000, intervalMs: 200 },
-  );
+  await waitFor(nodes(clients, { name: opts.nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
   const namespace = opts.namespace;
   ctx.defer(`namespace ${namespace}`, async () => {
     // Force-deleted pods leave the API at once; the agent then destroys their VMs (grace 0).
@@ -132,7 +135,12 @@ export async function startBenchNode(ctx: BenchContext, opts: { nodeName: string
     const vmsDir = join(agent.stateDir, 'vms');
     // Whatever the agent has not removed by then, the agent's removal kills.
     await bestEffort(ctx, 'waiting for the agent to remove the VMs', () =>
-      until('the agent removed every VM', async () => (await readdir(vmsDir).catch(() => [])).length === 0, DRAIN_TIMEOUT_MS, new AbortController().signal),
+      until(
+        'the agent removed every VM',
+        async () => (await readdir(vmsDir).catch(() => [])).length === 0,
+        DRAIN_TIMEOUT_MS,
+        new AbortController().signal,
+      ),
     );
   });
   await clients.core.createNamespace({ body: { metadata: { name: namespace } } });

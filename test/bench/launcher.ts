@@ -40,17 +40,33 @@ const CAPS_CACHE_DIR = '/var/cache/libvirt/qemu/capabilities';
 
 async function capsCacheMtimeMs(): Promise<number> {
   const names = await readdir(CAPS_CACHE_DIR).catch(() => [] as string[]);
-  const mtimes = await Promise.all(names.map((n) => stat(path.join(CAPS_CACHE_DIR, n)).then((s) => s.mtimeMs, () => 0)));
+  const mtimes = await Promise.all(
+    names.map((n) =>
+      stat(path.join(CAPS_CACHE_DIR, n)).then(
+        (s) => s.mtimeMs,
+        () => 0,
+      ),
+    ),
+  );
   return Math.max(0, ...mtimes);
 }
 
 /** Spawns a launcher, syncs one VM and returns the phases in ms; the VM keeps running. */
-async function startVm(ctx: BenchContext, guest: TestGuest): Promise<{ l: BenchLauncher; qemuPid: number; spawnToReadyMs: number; syncVmMs: number; totalMs: number }> {
+async function startVm(
+  ctx: BenchContext,
+  guest: TestGuest,
+): Promise<{ l: BenchLauncher; qemuPid: number; spawnToReadyMs: number; syncVmMs: number; totalMs: number }> {
   const l = await startLauncher(ctx);
   const { state } = await abortable(l.client.syncVm(benchVmSpec(l.uid, guest, GUEST_MEMORY_MiB)), ctx.signal);
   const doneMs = performance.now();
   if (!(state.qemuPid > 0 && isRunning(state.qemuPid))) throw new Error(`SyncVm returned without a running QEMU: ${JSON.stringify(state)}`);
-  return { l, qemuPid: state.qemuPid, spawnToReadyMs: l.readyMs - l.spawnStartMs, syncVmMs: doneMs - l.readyMs, totalMs: doneMs - l.spawnStartMs };
+  return {
+    l,
+    qemuPid: state.qemuPid,
+    spawnToReadyMs: l.readyMs - l.spawnStartMs,
+    syncVmMs: doneMs - l.readyMs,
+    totalMs: doneMs - l.spawnStartMs,
+  };
 }
 
 async function benchStart(ctx: BenchContext): Promise<void> {
@@ -124,7 +140,9 @@ interface ClassSample extends MemRollup {
 }
 
 /** One sample of one VM: memory per class of process. */
-async function sampleVm(l: BenchLauncher): Promise<{ byClass: Map<ProcClass, ClassSample>; procs: (ProcEntry & { cls: ProcClass; mem: MemRollup })[] }> {
+async function sampleVm(
+  l: BenchLauncher,
+): Promise<{ byClass: Map<ProcClass, ClassSample>; procs: (ProcEntry & { cls: ProcClass; mem: MemRollup })[] }> {
   const byClass = new Map<ProcClass, ClassSample>();
   const procs: (ProcEntry & { cls: ProcClass; mem: MemRollup })[] = [];
   for (const p of await processTree(l.pid)) {
@@ -160,7 +178,9 @@ async function benchOverhead(ctx: BenchContext): Promise<void> {
     const info = await l.client.info();
     await waitForTextInFile(info.consoleLogPath, guest.bootMarker, BOOT_TIMEOUT_MS - (performance.now() - t0), ctx.signal);
   }
-  ctx.log(`all ${CONCURRENT_VMS} guests booted after ${round(performance.now() - t0)} ms; sampling PSS ${SAMPLES}× every ${SAMPLE_INTERVAL_MS} ms`);
+  ctx.log(
+    `all ${CONCURRENT_VMS} guests booted after ${round(performance.now() - t0)} ms; sampling PSS ${SAMPLES}× every ${SAMPLE_INTERVAL_MS} ms`,
+  );
 
   const CLASSES: ProcClass[] = ['launcher', 'libvirtd', 'virsh', 'ns-helpers', 'other', 'qemu'];
   /** Per class: one value per (VM, sample). */
@@ -192,7 +212,9 @@ async function benchOverhead(ctx: BenchContext): Promise<void> {
   }
   ctx.log(`processes of the last VM sampled (all but qemu count as overhead):`);
   for (const p of lastProcs) {
-    ctx.log(`  ${String(p.pid).padStart(7)} ${p.cls.padEnd(10)} pss ${mib(p.mem.pssKiB).toFixed(1).padStart(6)} MiB (anon ${mib(p.mem.pssAnonKiB).toFixed(1)}, file ${mib(p.mem.pssFileKiB).toFixed(1)}; rss ${mib(p.mem.rssKiB).toFixed(1)})  ${p.argv.join(' ').slice(0, 100)}`);
+    ctx.log(
+      `  ${String(p.pid).padStart(7)} ${p.cls.padEnd(10)} pss ${mib(p.mem.pssKiB).toFixed(1).padStart(6)} MiB (anon ${mib(p.mem.pssAnonKiB).toFixed(1)}, file ${mib(p.mem.pssFileKiB).toFixed(1)}; rss ${mib(p.mem.rssKiB).toFixed(1)})  ${p.argv.join(' ').slice(0, 100)}`,
+    );
   }
   for (const c of CLASSES) {
     const ser = series.get(c)!;
@@ -262,7 +284,10 @@ async function idleNodes(ctx: BenchContext, code: string, count: number): Promis
   const ready: Promise<void>[] = [];
   for (let i = 0; i < count; i++) {
     // cwd: bare specifiers resolve from the package's node_modules.
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: path.resolve(DIST, '..'), stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: path.resolve(DIST, '..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     pids.push(child.pid!);
     ready.push(
       new Promise<void>((resolve, reject) => {
@@ -293,7 +318,9 @@ async function idleNodes(ctx: BenchContext, code: string, count: number): Promis
 async function benchNodeBaseline(ctx: BenchContext): Promise<void> {
   for (const b of BASELINES) {
     const r = await idleNodes(ctx, b.code, CONCURRENT_VMS);
-    ctx.log(`${b.name}: ${CONCURRENT_VMS} at once, mean pss ${r.pss.toFixed(1)} MiB (anon ${r.anon.toFixed(1)}), rss ${r.rss.toFixed(1)} MiB`);
+    ctx.log(
+      `${b.name}: ${CONCURRENT_VMS} at once, mean pss ${r.pss.toFixed(1)} MiB (anon ${r.anon.toFixed(1)}), rss ${r.rss.toFixed(1)} MiB`,
+    );
     ctx.emit(`${b.name}_pss_mib`, r.pss, 'MiB');
     ctx.emit(`${b.name}_pss_anon_mib`, r.anon, 'MiB');
   }

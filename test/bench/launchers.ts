@@ -120,5 +120,10 @@ export async function readyLogLine(logFile: string): Promise<{ ms: number; libvi
 
 /** Resolves once `file` contains `text`; for the console log, which has no change notification the bench can rely on. */
 export async function waitForTextInFile(file: string, text: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
-  await until(`${file} contains ${JSON.stringify(text)}`, async () => (await readFile(file, 'utf8').catch(() => '')).includes(text), timeoutMs, signal);
+  await until(
+    `${file} contains ${JSON.stringify(text)}`,
+    async () => (await readFile(file, 'utf8').catch(() => '')).includes(text),
+    timeoutMs,
+    signal,
+  );
 }

@@ -6,7 +6,7 @@
 // ends the watch. Waits are checked on every event: no polling.
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../../provider/kube/client.js';
-import { condition } from '../e2e/harness.js';
+import { condition } from '../e2e/framework/wait.js';
 
 /** Unix ms at which each milestone was first seen in the watch. */
 export interface PodMarks {
@@ -80,7 +80,12 @@ export class PodWatch {
       };
       const onAbort = (): void => finish(opts.signal.reason as Error);
       const timer = setTimeout(
-        () => finish(new Error(`timed out after ${opts.timeoutMs} ms waiting until ${what}${opts.describe ? `; last seen: ${opts.describe()}` : ''}`)),
+        () =>
+          finish(
+            new Error(
+              `timed out after ${opts.timeoutMs} ms waiting until ${what}${opts.describe ? `; last seen: ${opts.describe()}` : ''}`,
+            ),
+          ),
         opts.timeoutMs,
       );
       if (opts.signal.aborted) return onAbort();

@@ -48,7 +48,8 @@ function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
 }
 
 const round = (ms: number): number => Math.round(ms);
-const podNames = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${String(i + 1).padStart(2, '0')}`);
+const podNames = (prefix: string, n: number): string[] =>
+  Array.from({ length: n }, (_, i) => `${prefix}-${String(i + 1).padStart(2, '0')}`);
 
 /** Creates the pods concurrently; returns Date.now() taken just before each create call, by name. */
 async function createPods(node: BenchNode, pods: V1Pod[]): Promise<Map<string, number>> {
@@ -240,12 +241,7 @@ async function removePod(ctx: BenchContext, node: BenchNode, watch: PodWatch, na
   const uid = watch.pod(name)?.metadata?.uid ?? '';
   await node.clients.core.deleteNamespacedPod({ name, namespace: node.namespace, gracePeriodSeconds: 0 });
   const dir = join(node.agentStateDir, 'vms', uid);
-  await until(
-    `the VM of ${name} is removed`,
-    () => qemuPidsOf(uid).length === 0 && !existsSync(dir),
-    60_000,
-    ctx.signal,
-  );
+  await until(`the VM of ${name} is removed`, () => qemuPidsOf(uid).length === 0 && !existsSync(dir), 60_000, ctx.signal);
 }
 
 async function benchStart(ctx: BenchContext): Promise<void> {
@@ -267,15 +263,22 @@ async function benchStart(ctx: BenchContext): Promise<void> {
   const names = podNames('vm', START_PODS);
   ctx.log(`creating ${START_PODS} pods at once`);
   const cpuBefore = await cpuSnapshot(node, []);
-  const createdAt = await createPods(node, names.map((n) => vmPod(n)));
+  const createdAt = await createPods(
+    node,
+    names.map((n) => vmPod(n)),
+  );
   const firstCreate = Math.min(...createdAt.values());
   await untilAll(ctx, watch, names, 'running');
   // Where the host's CPU went while the pods were starting; the VMs and launchers began in this window.
-  const cpuAfter = await cpuSnapshot(node, names.map((n) => watch.pod(n)?.metadata?.uid ?? ''));
+  const cpuAfter = await cpuSnapshot(
+    node,
+    names.map((n) => watch.pod(n)?.metadata?.uid ?? ''),
+  );
   await untilAll(ctx, watch, names, 'ready');
   const timelines = await Promise.all(names.map((n) => startTimeline(node, watch, n, createdAt.get(n)!)));
   // Slowest last: the tail is where the time goes.
-  for (const t of [...timelines].sort((a, b) => a.marks.running! - a.created - (b.marks.running! - b.created))) ctx.log(describeTimeline(t));
+  for (const t of [...timelines].sort((a, b) => a.marks.running! - a.created - (b.marks.running! - b.created)))
+    ctx.log(describeTimeline(t));
 
   const toRunning = timelines.map((t) => t.marks.running! - t.created);
   const toReady = timelines.map((t) => t.marks.ready! - t.created);
@@ -344,7 +347,8 @@ async function untilGuestAgentAnswers(ctx: BenchContext, node: BenchNode, name: 
   for (;;) {
     const r = await node.kubectl(['exec', name, '--', '/bin/true'], { timeoutMs: 60_000 });
     if (r.code === 0) return;
-    if (Date.now() > deadline) throw new Error(`the guest agent of ${name} did not answer in ${GUEST_AGENT_TIMEOUT_MS} ms: ${r.stderr.trim()}`);
+    if (Date.now() > deadline)
+      throw new Error(`the guest agent of ${name} did not answer in ${GUEST_AGENT_TIMEOUT_MS} ms: ${r.stderr.trim()}`);
     await sleep(1000, undefined, { signal: ctx.signal });
   }
 }
@@ -364,7 +368,8 @@ interface PoweroffTimes {
 async function powerOff(ctx: BenchContext, node: BenchNode, watch: PodWatch, name: string): Promise<PoweroffTimes> {
   const uid = watch.pod(name)?.metadata?.uid ?? '';
   const [qemuPid, ...more] = qemuPidsOf(uid);
-  if (qemuPid === undefined || more.length > 0) throw new Error(`expected one QEMU for ${name} (${uid}), found ${[qemuPid, ...more].join(',') || 'none'}`);
+  if (qemuPid === undefined || more.length > 0)
+    throw new Error(`expected one QEMU for ${name} (${uid}), found ${[qemuPid, ...more].join(',') || 'none'}`);
   const qemuGone = exitTime(qemuPid, POWEROFF_TIMEOUT_MS, ctx.signal);
   // Awaited below; until then a rejection (timeout, Ctrl-C) must not count as unhandled.
   qemuGone.catch(() => {});
@@ -381,7 +386,10 @@ async function powerOff(ctx: BenchContext, node: BenchNode, watch: PodWatch, nam
   );
   const qemuExit = await qemuGone;
   const r = await execDone;
-  if (r.code !== 0) ctx.log(`${name}: kubectl exec poweroff exited ${r.code} (${r.stderr.trim().split('\n').pop() ?? ''}); the guest powered off regardless`);
+  if (r.code !== 0)
+    ctx.log(
+      `${name}: kubectl exec poweroff exited ${r.code} (${r.stderr.trim().split('\n').pop() ?? ''}); the guest powered off regardless`,
+    );
   const stopped = (await launcherLog(node, uid)).find((l) => l.msg === 'VM state' && l.phase === 'Succeeded');
   const launcherSucceeded = stopped && timeOf(stopped);
   return { name, exec, qemuExit, status: watch.of(name).succeeded!, ...(launcherSucceeded !== undefined ? { launcherSucceeded } : {}) };
@@ -394,7 +402,10 @@ async function benchPoweroff(ctx: BenchContext): Promise<void> {
   ctx.defer('pod watch', () => watch.stop());
 
   const names = podNames('off', POWEROFF_PODS);
-  await createPods(node, names.map((n) => vmPod(n, 'Never')));
+  await createPods(
+    node,
+    names.map((n) => vmPod(n, 'Never')),
+  );
   await untilAll(ctx, watch, names, 'ready');
   for (const n of names) await untilGuestAgentAnswers(ctx, node, n);
   ctx.log(`${POWEROFF_PODS} pods Ready and their guest agents answer; powering them off one after another`);

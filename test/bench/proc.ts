@@ -1,41 +1,9 @@
 // What the bench reads from /proc about processes it did not necessarily
 // start: liveness, process trees, command lines and memory (PSS).
-import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
+import { argvOf, isRunning, pidsWhere } from '../helpers/processes.js';
 
-function readFileSafe(p: string): string {
-  try {
-    return readFileSync(p, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
-/** Whether a process runs (a zombie has exited). */
-export function isRunning(pid: number): boolean {
-  const stat = readFileSafe(`/proc/${pid}/stat`);
-  return stat !== '' && !/^\S+ \(.*\) [ZX] /.test(stat);
-}
-
-export function argvOf(pid: number): string[] {
-  return readFileSafe(`/proc/${pid}/cmdline`).split('\0').filter(Boolean);
-}
-
-/** Running processes whose argv matches. */
-export function pidsWhere(match: (argv: string[]) => boolean): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((pid) => {
-      const argv = argvOf(pid);
-      return argv.length > 0 && match(argv) && isRunning(pid);
-    });
-}
-
-/** QEMU processes of one VM, by the uuid on their command line. */
-export function qemuPidsOf(uid: string): number[] {
-  return pidsWhere((argv) => argv[0]!.includes('qemu-system') && argv.includes(uid));
-}
+export { argvOf, isRunning, pidsWhere, qemuPidsOf } from '../helpers/processes.js';
 
 /** Launcher processes started for one VM, by `--uid <uid>` on their command line. */
 export function launcherPidsOf(uid: string): number[] {
@@ -103,7 +71,10 @@ export interface CpuTimes {
 export async function cpuTimes(pid: number): Promise<CpuTimes | undefined> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   // Fields after "(comm) ": state is field 3, so utime (14) … cstime (17) sit at 11 … 14.
-  const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(') ') + 2)
+    .split(' ')
+    .map(Number);
   if (f.length < 15) return undefined;
   return { selfS: (f[11]! + f[12]!) / USER_HZ, reapedChildrenS: (f[13]! + f[14]!) / USER_HZ };
 }

@@ -23,18 +23,32 @@ t.test('names pick benchmarks or whole groups, in registry order', async (t) => 
     },
     'a group name does not pick a group that merely starts with it',
   );
-  t.throws(() => selectBenchmarks(['launch'], ALL), /unknown benchmark launch; known: launcher.start, /, 'an unknown name lists the known ones');
+  t.throws(
+    () => selectBenchmarks(['launch'], ALL),
+    /unknown benchmark launch; known: launcher.start, /,
+    'an unknown name lists the known ones',
+  );
 });
 
 t.test('registered benchmarks have unique <group>.<name> names', async (t) => {
   const all = names([...BENCHMARKS]);
-  t.same(all.filter((n) => !/^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*$/.test(n) || all.indexOf(n) !== all.lastIndexOf(n)), []);
+  t.same(
+    all.filter((n) => !/^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*$/.test(n) || all.indexOf(n) !== all.lastIndexOf(n)),
+    [],
+  );
 });
 
 t.test('nearest-rank percentiles and mean', async (t) => {
   const twenty = Array.from({ length: 20 }, (_, i) => 20 - i); // 20..1, unsorted
   t.same(
-    { p50: percentile(twenty, 50), p95: percentile(twenty, 95), p100: percentile(twenty, 100), p0: percentile(twenty, 0), one: percentile([7], 95), mean: mean([1, 2, 6]) },
+    {
+      p50: percentile(twenty, 50),
+      p95: percentile(twenty, 95),
+      p100: percentile(twenty, 100),
+      p0: percentile(twenty, 0),
+      one: percentile([7], 95),
+      mean: mean([1, 2, 6]),
+    },
     { p50: 10, p95: 19, p100: 20, p0: 1, one: 7, mean: 3 },
   );
   t.throws(() => percentile([], 50), /no samples/);

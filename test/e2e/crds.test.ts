@@ -4,103 +4,21 @@
 // columns, and manifests KubeVirt's webhook would refuse are refused here,
 // with the field named, and leave nothing behind.
 import t from 'tap';
-import { parse } from 'yaml';
 import { virtualMachineCrd, virtualMachineInstanceCrd, type CustomResourceDefinition } from '../../crds/kubevirt.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
-import { startTestCluster, type TestCluster } from './harness.js';
+import {
+  quickstartVm,
+  quickstartVmi,
+  startTestCluster,
+  testNamespace,
+  type Manifest,
+  type TestCluster,
+  type VmManifest,
+} from './framework/index.js';
 
 const NS = 'e2e-crds';
-
-// KubeVirt's quickstart VM (kubevirt.io/labs/manifests/vm.yaml) running at
-// once, plus an emptyDisk, and fields vkvm does not type (a GPU, SMM, a disk
-// cache mode, an interface model, an eviction strategy), which must be kept.
-const TESTVM = `
-apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: testvm
-  namespace: ${NS}
-spec:
-  runStrategy: Always
-  template:
-    metadata:
-      creationTimestamp: null
-      labels:
-        kubevirt.io/size: small
-        kubevirt.io/domain: testvm
-    spec:
-      domain:
-        devices:
-          disks:
-            - name: containerdisk
-              disk:
-                bus: virtio
-            - name: cloudinitdisk
-              disk:
-                bus: virtio
-            - name: scratch
-              disk:
-                bus: virtio
-              cache: none
-          interfaces:
-          - name: default
-            masquerade: {}
-            model: virtio
-          gpus:
-          - name: gpu1
-            deviceName: nvidia.com/GP102GL_Tesla_P40
-        features:
-          smm:
-            enabled: true
-        resources:
-          requests:
-            memory: 64M
-      evictionStrategy: LiveMigrate
-      networks:
-      - name: default
-        pod: {}
-      volumes:
-        - name: containerdisk
-          containerDisk:
-            image: quay.io/kubevirt/cirros-container-disk-demo
-        - name: cloudinitdisk
-          cloudInitNoCloud:
-            userDataBase64: SGkuXG4=
-        - name: scratch
-          emptyDisk:
-            capacity: 1Gi
-`;
-
-// The parsed manifests are plain JSON data; these are the parts the cases edit.
-interface Disk {
-  name: string;
-  disk?: { bus?: string };
-  cdrom?: { bus?: string };
-  bootOrder?: number;
-}
-interface VmiSpec {
-  domain: { devices: { disks: Disk[] }; resources?: unknown; memory?: unknown; clock?: unknown };
-  volumes: unknown[];
-}
-interface Manifest {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-  spec: object;
-}
-
-type Vm = Manifest & { spec: { running?: boolean; instancetype?: unknown; template: { spec: VmiSpec } } };
-
-function testVm(name: string, namespace = NS): Vm {
-  const vm = parse(TESTVM) as Vm;
-  return { ...vm, metadata: { ...vm.metadata, name, namespace } };
-}
-
-/** The quickstart VM's template as a standalone VMI. */
-function testVmi(name: string, namespace = NS): Manifest & { spec: VmiSpec } {
-  const vm = testVm(name, namespace);
-  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name, namespace, labels: { 'kubevirt.io/domain': name } }, spec: vm.spec.template.spec };
-}
+const testVm = (name: string): VmManifest => quickstartVm(name, NS);
+const testVmi = (name: string) => quickstartVmi(name, NS);
 
 async function apply(cluster: TestCluster, manifest: object) {
   return cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(manifest) });
@@ -119,104 +37,174 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
   const established = await cluster.kubectl([
-    'wait', '--for=condition=Established', '--timeout=60s',
-    'crd/virtualmachines.kubevirt.io', 'crd/virtualmachineinstances.kubevirt.io',
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    'crd/virtualmachines.kubevirt.io',
+    'crd/virtualmachineinstances.kubevirt.io',
   ]);
   t.same({ code: established.code, stderr: established.stderr }, { code: 0, stderr: '' }, 'both CRDs are accepted and established');
   for (const crd of [virtualMachineCrd(), virtualMachineInstanceCrd()]) {
     const stored = await getJson<CustomResourceDefinition>(cluster, ['crd', crd.metadata.name]);
     t.same(stored.spec.versions, crd.spec.versions, `${crd.metadata.name} is stored as generated: no field lost on the way`);
   }
-  t.equal((await cluster.kubectl(['create', 'namespace', NS])).code, 0, `namespace ${NS} created`);
-  t.teardown(() => cluster.kubectl(['delete', 'namespace', NS, '--wait=false']));
+  await testNamespace(t, cluster, NS);
+  t.match(await cluster.clients.core.readNamespace({ name: NS }), { status: { phase: 'Active' } }, `namespace ${NS} created`);
 
   await t.test('manifests KubeVirt refuses are refused with the field named, and nothing is created', async (t) => {
-    const vmSpec = (vm: Vm) => vm.spec.template.spec;
+    const vmSpec = (vm: VmManifest) => vm.spec.template.spec;
     const cases: Array<{ name: string; manifest: Manifest; stderr: RegExp }> = [];
     const add = <M extends Manifest>(name: string, manifest: M, edit: (m: M) => void, stderr: RegExp) => {
       edit(manifest);
       cases.push({ name, manifest, stderr });
     };
-    add('VM without memory', testVm('no-memory'), (vm) => delete vmSpec(vm).domain.resources,
-      /spec\.template\.spec\.domain\.resources\.requests\[memory\]: Required value: no memory requested: set spec\.template\.spec\.domain\.resources\.requests\.memory/);
-    add('VMI without memory', testVmi('no-memory'), (vmi) => delete vmi.spec.domain.resources,
-      /spec\.domain\.resources\.requests\[memory\]: Required value: no memory requested: set spec\.domain\.resources\.requests\.memory/);
-    add('VM disk naming no volume', testVm('unknown-volume'), (vm) => vmSpec(vm).domain.devices.disks.push({ name: 'missing', disk: { bus: 'virtio' } }),
-      /spec\.template\.spec\.domain\.devices\.disks: Invalid value: .*every disk must name a volume in spec\.template\.spec\.volumes/);
-    add('VMI disk naming no volume', testVmi('unknown-volume'), (vmi) => vmi.spec.domain.devices.disks.push({ name: 'missing', disk: { bus: 'virtio' } }),
-      /spec\.domain\.devices\.disks: Invalid value: .*every disk must name a volume in spec\.volumes/);
-    add('two disks with one bootOrder', testVm('duplicate-boot-order'), (vm) => {
-      const [a, b] = vmSpec(vm).domain.devices.disks;
-      a!.bootOrder = 1;
-      b!.bootOrder = 1;
-    }, /spec\.template\.spec\.domain\.devices\.disks: Invalid value: .*same bootOrder/);
-    add('disk bus ide', testVm('ide-bus'), (vm) => (vmSpec(vm).domain.devices.disks[0]!.disk!.bus = 'ide'),
-      /spec\.template\.spec\.domain\.devices\.disks\[0\]\.disk\.bus: Unsupported value: "ide": supported values: "virtio", "sata", "scsi"/);
-    add('runStrategy with running', testVm('run-strategy-and-running'), (vm) => (vm.spec.running = true),
-      /spec\.running: Invalid value: .*spec\.running and spec\.runStrategy are mutually exclusive/);
-    add('CD-ROM on virtio', testVmi('virtio-cdrom'), (vmi) => (vmi.spec.domain.devices.disks[1] = { name: 'cloudinitdisk', cdrom: { bus: 'virtio' } }),
-      /spec\.domain\.devices\.disks\[1\]\.cdrom\.bus: Unsupported value: "virtio": supported values: "sata", "scsi"/);
-    add('clock with utc and timezone', testVm('two-clocks'), (vm) => (vmSpec(vm).domain.clock = { utc: {}, timezone: 'Europe/Paris' }),
-      /spec\.template\.spec\.domain\.clock: Invalid value: .*set utc or timezone, not both/);
+    add(
+      'VM without memory',
+      testVm('no-memory'),
+      (vm) => delete vmSpec(vm).domain.resources,
+      /spec\.template\.spec\.domain\.resources\.requests\[memory\]: Required value: no memory requested: set spec\.template\.spec\.domain\.resources\.requests\.memory/,
+    );
+    add(
+      'VMI without memory',
+      testVmi('no-memory'),
+      (vmi) => delete vmi.spec.domain.resources,
+      /spec\.domain\.resources\.requests\[memory\]: Required value: no memory requested: set spec\.domain\.resources\.requests\.memory/,
+    );
+    add(
+      'VM disk naming no volume',
+      testVm('unknown-volume'),
+      (vm) => vmSpec(vm).domain.devices.disks.push({ name: 'missing', disk: { bus: 'virtio' } }),
+      /spec\.template\.spec\.domain\.devices\.disks: Invalid value: .*every disk must name a volume in spec\.template\.spec\.volumes/,
+    );
+    add(
+      'VMI disk naming no volume',
+      testVmi('unknown-volume'),
+      (vmi) => vmi.spec.domain.devices.disks.push({ name: 'missing', disk: { bus: 'virtio' } }),
+      /spec\.domain\.devices\.disks: Invalid value: .*every disk must name a volume in spec\.volumes/,
+    );
+    add(
+      'two disks with one bootOrder',
+      testVm('duplicate-boot-order'),
+      (vm) => {
+        const [a, b] = vmSpec(vm).domain.devices.disks;
+        a!.bootOrder = 1;
+        b!.bootOrder = 1;
+      },
+      /spec\.template\.spec\.domain\.devices\.disks: Invalid value: .*same bootOrder/,
+    );
+    add(
+      'disk bus ide',
+      testVm('ide-bus'),
+      (vm) => (vmSpec(vm).domain.devices.disks[0]!.disk!.bus = 'ide'),
+      /spec\.template\.spec\.domain\.devices\.disks\[0\]\.disk\.bus: Unsupported value: "ide": supported values: "virtio", "sata", "scsi"/,
+    );
+    add(
+      'runStrategy with running',
+      testVm('run-strategy-and-running'),
+      (vm) => (vm.spec.running = true),
+      /spec\.running: Invalid value: .*spec\.running and spec\.runStrategy are mutually exclusive/,
+    );
+    add(
+      'CD-ROM on virtio',
+      testVmi('virtio-cdrom'),
+      (vmi) => (vmi.spec.domain.devices.disks[1] = { name: 'cloudinitdisk', cdrom: { bus: 'virtio' } }),
+      /spec\.domain\.devices\.disks\[1\]\.cdrom\.bus: Unsupported value: "virtio": supported values: "sata", "scsi"/,
+    );
+    add(
+      'clock with utc and timezone',
+      testVm('two-clocks'),
+      (vm) => (vmSpec(vm).domain.clock = { utc: {}, timezone: 'Europe/Paris' }),
+      /spec\.template\.spec\.domain\.clock: Invalid value: .*set utc or timezone, not both/,
+    );
 
     for (const c of cases) {
       const r = await apply(cluster, c.manifest);
-      t.match({ rejected: r.code !== 0, stderr: r.stderr }, { rejected: true, stderr: c.stderr }, `${c.name}: kubectl apply fails naming the field`);
+      t.match(
+        { rejected: r.code !== 0, stderr: r.stderr },
+        { rejected: true, stderr: c.stderr },
+        `${c.name}: kubectl apply fails naming the field`,
+      );
     }
     const all = await cluster.kubectl(['get', 'vm,vmi', '-A']);
-    t.match({ code: all.code, stdout: all.stdout, stderr: all.stderr }, { code: 0, stdout: '', stderr: /No resources found/ }, 'no VM or VMI exists');
+    t.match(
+      { code: all.code, stdout: all.stdout, stderr: all.stderr },
+      { code: 0, stdout: '', stderr: /No resources found/ },
+      'no VM or VMI exists',
+    );
   });
 
   await t.test("KubeVirt's quickstart VM is accepted and fields vkvm does not type survive a round trip", async (t) => {
     const r = await apply(cluster, testVm('testvm'));
-    t.match({ code: r.code, stdout: r.stdout, stderr: r.stderr }, { code: 0, stdout: /virtualmachine\.kubevirt\.io\/testvm created/ }, 'kubectl apply creates the VM');
+    t.match(
+      { code: r.code, stdout: r.stdout, stderr: r.stderr },
+      { code: 0, stdout: /virtualmachine\.kubevirt\.io\/testvm created/ },
+      'kubectl apply creates the VM',
+    );
     const stored = await getJson<{ spec: unknown }>(cluster, ['vm', 'testvm', '-n', NS]);
-    t.match(stored.spec, {
-      runStrategy: 'Always',
-      template: {
-        metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': 'testvm' } },
-        spec: {
-          domain: {
-            devices: {
-              disks: [
-                { name: 'containerdisk', disk: { bus: 'virtio' } },
-                { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
-                { name: 'scratch', disk: { bus: 'virtio' }, cache: 'none' },
-              ],
-              interfaces: [{ name: 'default', masquerade: {}, model: 'virtio' }],
-              gpus: [{ name: 'gpu1', deviceName: 'nvidia.com/GP102GL_Tesla_P40' }],
+    t.match(
+      stored.spec,
+      {
+        runStrategy: 'Always',
+        template: {
+          metadata: { labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/domain': 'testvm' } },
+          spec: {
+            domain: {
+              devices: {
+                disks: [
+                  { name: 'containerdisk', disk: { bus: 'virtio' } },
+                  { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
+                  { name: 'scratch', disk: { bus: 'virtio' }, cache: 'none' },
+                ],
+                interfaces: [{ name: 'default', masquerade: {}, model: 'virtio' }],
+                gpus: [{ name: 'gpu1', deviceName: 'nvidia.com/GP102GL_Tesla_P40' }],
+              },
+              features: { smm: { enabled: true } },
+              resources: { requests: { memory: '64M' } },
             },
-            features: { smm: { enabled: true } },
-            resources: { requests: { memory: '64M' } },
+            evictionStrategy: 'LiveMigrate',
+            networks: [{ name: 'default', pod: {} }],
+            volumes: [
+              { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+              { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
+              { name: 'scratch', emptyDisk: { capacity: '1Gi' } },
+            ],
           },
-          evictionStrategy: 'LiveMigrate',
-          networks: [{ name: 'default', pod: {} }],
-          volumes: [
-            { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
-            { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
-            { name: 'scratch', emptyDisk: { capacity: '1Gi' } },
-          ],
         },
       },
-    }, 'kubectl get -o json returns the spec as applied, untyped fields included');
+      'kubectl get -o json returns the spec as applied, untyped fields included',
+    );
 
     const vmi = await apply(cluster, testVmi('testvmi'));
-    t.match({ code: vmi.code, stdout: vmi.stdout, stderr: vmi.stderr }, { code: 0, stdout: /virtualmachineinstance\.kubevirt\.io\/testvmi created/ }, 'kubectl apply creates its template as a VMI');
+    t.match(
+      { code: vmi.code, stdout: vmi.stdout, stderr: vmi.stderr },
+      { code: 0, stdout: /virtualmachineinstance\.kubevirt\.io\/testvmi created/ },
+      'kubectl apply creates its template as a VMI',
+    );
     const storedVmi = await getJson<{ spec: unknown }>(cluster, ['vmi', 'testvmi', '-n', NS]);
-    t.match(storedVmi.spec, { domain: { devices: { gpus: [{ name: 'gpu1' }] }, features: { smm: { enabled: true } } }, evictionStrategy: 'LiveMigrate' }, 'VMI keeps them too');
+    t.match(
+      storedVmi.spec,
+      { domain: { devices: { gpus: [{ name: 'gpu1' }] }, features: { smm: { enabled: true } } }, evictionStrategy: 'LiveMigrate' },
+      'VMI keeps them too',
+    );
   });
 
   await t.test('memory from limits, from memory.guest or from an instancetype is enough', async (t) => {
-    const variants: Array<[string, (vm: Vm) => void]> = [
+    const variants: Array<[string, (vm: VmManifest) => void]> = [
       ['memory-limit', (vm) => (vm.spec.template.spec.domain.resources = { limits: { memory: '64Mi' } })],
-      ['memory-guest', (vm) => {
-        delete vm.spec.template.spec.domain.resources;
-        vm.spec.template.spec.domain.memory = { guest: '128Mi' };
-      }],
-      ['memory-instancetype', (vm) => {
-        delete vm.spec.template.spec.domain.resources;
-        vm.spec.instancetype = { name: 'u1.small' };
-      }],
+      [
+        'memory-guest',
+        (vm) => {
+          delete vm.spec.template.spec.domain.resources;
+          vm.spec.template.spec.domain.memory = { guest: '128Mi' };
+        },
+      ],
+      [
+        'memory-instancetype',
+        (vm) => {
+          delete vm.spec.template.spec.domain.resources;
+          vm.spec.instancetype = { name: 'u1.small' };
+        },
+      ],
     ];
     const results: Record<string, number> = {};
     for (const [name, edit] of variants) {
@@ -236,9 +224,26 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
       interfaces: [{ name: 'default', ipAddress: '10.0.2.2', mac: '52:54:00:00:00:01' }],
       conditions: [{ type: 'Ready', status: 'True', lastProbeTime: null }],
     };
-    for (const [resource, name, status] of [['vm', 'testvm', vmStatus], ['vmi', 'testvmi', vmiStatus]] as const) {
-      const r = await cluster.kubectl(['patch', resource, name, '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
-      t.same({ code: r.code, stderr: r.stderr }, { code: 0, stderr: '' }, `status of ${resource}/${name} written through the status subresource`);
+    for (const [resource, name, status] of [
+      ['vm', 'testvm', vmStatus],
+      ['vmi', 'testvmi', vmiStatus],
+    ] as const) {
+      const r = await cluster.kubectl([
+        'patch',
+        resource,
+        name,
+        '-n',
+        NS,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status }),
+      ]);
+      t.same(
+        { code: r.code, stderr: r.stderr },
+        { code: 0, stderr: '' },
+        `status of ${resource}/${name} written through the status subresource`,
+      );
     }
     const vms = await cluster.kubectl(['get', 'vm', '-n', NS]);
     const vmis = await cluster.kubectl(['get', 'vmi', '-n', NS]);
@@ -246,9 +251,17 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
     t.same(
       {
         vm: headerOf(vms.stdout),
-        vmRow: vms.stdout.split('\n')[1]?.trim().split(/\s+/).filter((_, i) => i !== 1),
+        vmRow: vms.stdout
+          .split('\n')[1]
+          ?.trim()
+          .split(/\s+/)
+          .filter((_, i) => i !== 1),
         vmi: headerOf(vmis.stdout),
-        vmiRow: vmis.stdout.split('\n')[1]?.trim().split(/\s+/).filter((_, i) => i !== 1),
+        vmiRow: vmis.stdout
+          .split('\n')[1]
+          ?.trim()
+          .split(/\s+/)
+          .filter((_, i) => i !== 1),
         vmiWide: headerOf(wide.stdout),
       },
       {
@@ -273,10 +286,14 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
 
   await t.test("CRDs another installer owns (KubeVirt's virt-operator) are refused, not replaced", async (t) => {
     const crd = 'virtualmachines.kubevirt.io';
-    const label = async () => (await cluster.kubectl(['get', 'crd', crd, '-o', 'jsonpath={.metadata.labels.app\\.kubernetes\\.io/part-of}'])).stdout;
+    const label = async () =>
+      (await cluster.kubectl(['get', 'crd', crd, '-o', 'jsonpath={.metadata.labels.app\\.kubernetes\\.io/part-of}'])).stdout;
     await cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=kubevirt', '--overwrite']);
     t.teardown(() => cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=vkvm', '--overwrite']));
-    await t.rejects(installClusterManifests(cluster.kubeconfigPath), { message: /^customresourcedefinitions\/virtualmachines\.kubevirt\.io exists and is not vkvm's \(app\.kubernetes\.io\/part-of: kubevirt\)/ });
+    await t.rejects(installClusterManifests(cluster.kubeconfigPath), {
+      message:
+        /^customresourcedefinitions\/virtualmachines\.kubevirt\.io exists and is not vkvm's \(app\.kubernetes\.io\/part-of: kubevirt\)/,
+    });
     t.equal(await label(), 'kubevirt', 'the foreign CRD was left as it was');
   });
 });

@@ -1,5 +1,4 @@
-// Issue 14 acceptance (kubelet API limits) on the real control plane: with a
-// per-user cap of 5, a burst of 200 simultaneous attaches through
+// Kubelet API limits on the real control plane: with a per-user cap of 5, a burst of 200 simultaneous attaches through
 // kube-apiserver (WebSocket v5, as kubectl attaches) gets 5 sessions and 195
 // refusals naming the limit, the agent keeps answering meanwhile, and the
 // slots come back when the sessions end; with a 3 s idle timeout, an attach
@@ -7,31 +6,32 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
 import { WebSocket, type ClientOptions } from 'ws';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
-import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
+import {
+  isRunningAndReady,
+  poll,
+  restartAgent,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  type TestCluster,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-limits';
 const NS = 'e2e-limits';
 const POD = 'vm1';
 const PER_USER = 5;
 const ATTEMPTS = 200;
-const BOOT_TIMEOUT_MS = 180_000;
+const BOOT_DEADLINE_MS = 180_000;
 /** How long an attach attempt may go without being either refused or echoed (a guard, not a measurement). */
 const ATTEMPT_DEADLINE_MS = 180_000;
 
-const USER_LIMIT_MESSAGE = new RegExp(`^too many streaming sessions for user "[^"]+" on node ${NODE} \\(limit ${PER_USER}, --max-streaming-sessions-per-user\\)`);
-
-function vmPod(name: string): V1Pod {
-  return {
-    metadata: { name, namespace: NS },
-    spec: {
-      nodeSelector: { 'kubernetes.io/hostname': NODE },
-      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
-      containers: [{ name: 'vm', image: 'vkvm/test-guest', resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
-    },
-  };
-}
+const USER_LIMIT_MESSAGE = new RegExp(
+  `^too many streaming sessions for user "[^"]+" on node ${NODE} \\(limit ${PER_USER}, --max-streaming-sessions-per-user\\)`,
+);
 
 interface AttachAttempt {
   /** held: the session is up (its own input came back from the console); refused: a status, then the end. */
@@ -51,7 +51,11 @@ async function attach(kc: KubeConfig, marker: string): Promise<AttachAttempt> {
   const server = kc.getCurrentCluster()!.server.replace(/^https:/, 'wss:');
   const options: ClientOptions = {};
   await kc.applyToHTTPSOptions(options);
-  const ws = new WebSocket(`${server}/api/v1/namespaces/${NS}/pods/${POD}/attach?container=vm&stdin=true&stdout=true`, ['v5.channel.k8s.io', 'v4.channel.k8s.io'], options);
+  const ws = new WebSocket(
+    `${server}/api/v1/namespaces/${NS}/pods/${POD}/attach?container=vm&stdin=true&stdout=true`,
+    ['v5.channel.k8s.io', 'v4.channel.k8s.io'],
+    options,
+  );
   const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
   const close = async () => {
     ws.close();
@@ -67,7 +71,10 @@ async function attach(kc: KubeConfig, marker: string): Promise<AttachAttempt> {
       clearTimeout(deadline);
       resolve({ ...attempt, close });
     };
-    const deadline = setTimeout(() => settle({ outcome: 'failed', detail: `neither refused nor echoed; output so far: ${stdout.slice(-200)}` }), ATTEMPT_DEADLINE_MS);
+    const deadline = setTimeout(
+      () => settle({ outcome: 'failed', detail: `neither refused nor echoed; output so far: ${stdout.slice(-200)}` }),
+      ATTEMPT_DEADLINE_MS,
+    );
     ws.on('open', () => ws.send(Buffer.concat([Buffer.of(0), Buffer.from(`echo ${marker}\n`)])));
     ws.on('message', (data: Buffer) => {
       if (data[0] === 1) stdout += data.subarray(1).toString();
@@ -103,78 +110,111 @@ t.test('kubelet API limits on the real control plane', async (t) => {
   const root = t;
   const cluster = await startTestCluster(t);
   let agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--max-streaming-sessions-per-user=${PER_USER}`] });
-  const kubectl = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) => cluster.kubectl(['-n', NS, ...args], opts);
-  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
-  await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod(POD) });
-  await waitFor(
-    `pod ${POD} Running and Ready`,
-    () => cluster.clients.core.readNamespacedPod({ name: POD, namespace: NS }),
-    (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True',
-    { timeoutMs: BOOT_TIMEOUT_MS },
+  const ns = await testNamespace(t, cluster, NS);
+  const kubectl = ns.kubectl;
+  await ns.createPod(testGuestPod({ name: POD, node: NODE }));
+  await waitFor(ns.pod(POD), isRunningAndReady, { what: 'Running and Ready', deadlineMs: BOOT_DEADLINE_MS });
+  await poll(
+    'boot marker in kubectl logs',
+    () => kubectl(['logs', POD]),
+    (r) => r.stdout.includes(GUEST_BOOT_MARKER),
+    { deadlineMs: 60_000 },
   );
-  await waitFor('boot marker in kubectl logs', () => kubectl(['logs', POD]), (r) => r.stdout.includes(GUEST_BOOT_MARKER), { timeoutMs: 60_000 });
 
-  await t.test(`${ATTEMPTS} simultaneous attaches by one user: ${PER_USER} sessions, the rest refused naming the limit; the agent keeps answering`, async (t) => {
-    const attempts = await Promise.all(Array.from({ length: ATTEMPTS }, (_, i) => attach(cluster.clients.kc, `limits-${i}-end`)));
-    t.teardown(() => Promise.all(attempts.map((a) => a.close())));
-    const held = attempts.filter((a) => a.outcome === 'held');
-    const refused = attempts.filter((a) => a.outcome === 'refused');
-    t.same(
-      { held: held.length, refused: refused.length, failed: attempts.filter((a) => a.outcome === 'failed').map((a) => a.detail) },
-      { held: PER_USER, refused: ATTEMPTS - PER_USER, failed: [] },
-    );
-    const unclear = refused.filter((a) => !USER_LIMIT_MESSAGE.test(a.status?.message ?? ''));
-    t.same(unclear.map((a) => a.status), [], 'every refusal names the per-user limit');
-    t.match(refused[0]?.status, { reason: 'TooManyRequests', code: 429 }, 'relayed as the 429 the agent answered');
+  await t.test(
+    `${ATTEMPTS} simultaneous attaches by one user: ${PER_USER} sessions, the rest refused naming the limit; the agent keeps answering`,
+    async (t) => {
+      const attempts = await Promise.all(Array.from({ length: ATTEMPTS }, (_, i) => attach(cluster.clients.kc, `limits-${i}-end`)));
+      t.teardown(() => Promise.all(attempts.map((a) => a.close())));
+      const held = attempts.filter((a) => a.outcome === 'held');
+      const refused = attempts.filter((a) => a.outcome === 'refused');
+      t.same(
+        { held: held.length, refused: refused.length, failed: attempts.filter((a) => a.outcome === 'failed').map((a) => a.detail) },
+        { held: PER_USER, refused: ATTEMPTS - PER_USER, failed: [] },
+      );
+      const unclear = refused.filter((a) => !USER_LIMIT_MESSAGE.test(a.status?.message ?? ''));
+      t.same(
+        unclear.map((a) => a.status),
+        [],
+        'every refusal names the per-user limit',
+      );
+      t.match(refused[0]?.status, { reason: 'TooManyRequests', code: 429 }, 'relayed as the 429 the agent answered');
 
-    const logs = await kubectl(['logs', POD]);
-    const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
-    t.match({ logs: logs.code, boot: logs.stdout.includes(GUEST_BOOT_MARKER), healthz: healthz.stdout }, { logs: 0, boot: true, healthz: 'ok' }, 'kubectl logs and healthz answer while the sessions are held');
-    const byKubectl = await kubectl(['attach', '-i', POD], { input: 'echo refused\n', timeoutMs: 60_000 });
-    t.comment(`kubectl attach over the cap: ${byKubectl.stderr.trim()}`);
-    t.match({ code: byKubectl.code, stderr: byKubectl.stderr }, { code: 1, stderr: /too many streaming sessions for user "[^"]+" on node vkvm-e2e-limits \(limit 5/ }, 'kubectl attach shows the message');
-    const follow = await kubectl(['logs', '-f', POD], { timeoutMs: 60_000 });
-    t.comment(`kubectl logs -f over the cap: ${follow.stderr.trim()}`);
-    t.match({ code: follow.code, stderr: follow.stderr }, { code: 1, stderr: /TooManyRequests/ }, 'a log follow counts against the same cap');
-    t.same(
-      {
-        open: await agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' }),
-        refusedAttach: await agentMetric(cluster, 'vkvm_streaming_sessions_refused_total', { limit: 'user', endpoint: 'attach' }),
-        refusedLog: await agentMetric(cluster, 'vkvm_streaming_sessions_refused_total', { limit: 'user', endpoint: 'log' }),
-      },
-      { open: PER_USER, refusedAttach: ATTEMPTS - PER_USER + 1, refusedLog: 1 },
-      'refusals are counted in the agent metrics',
-    );
+      const logs = await kubectl(['logs', POD]);
+      const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
+      t.match(
+        { logs: logs.code, boot: logs.stdout.includes(GUEST_BOOT_MARKER), healthz: healthz.stdout },
+        { logs: 0, boot: true, healthz: 'ok' },
+        'kubectl logs and healthz answer while the sessions are held',
+      );
+      const byKubectl = await kubectl(['attach', '-i', POD], { input: 'echo refused\n', timeoutMs: 60_000 });
+      t.comment(`kubectl attach over the cap: ${byKubectl.stderr.trim()}`);
+      t.match(
+        { code: byKubectl.code, stderr: byKubectl.stderr },
+        { code: 1, stderr: /too many streaming sessions for user "[^"]+" on node vkvm-e2e-limits \(limit 5/ },
+        'kubectl attach shows the message',
+      );
+      const follow = await kubectl(['logs', '-f', POD], { timeoutMs: 60_000 });
+      t.comment(`kubectl logs -f over the cap: ${follow.stderr.trim()}`);
+      t.match(
+        { code: follow.code, stderr: follow.stderr },
+        { code: 1, stderr: /TooManyRequests/ },
+        'a log follow counts against the same cap',
+      );
+      t.same(
+        {
+          open: await agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' }),
+          refusedAttach: await agentMetric(cluster, 'vkvm_streaming_sessions_refused_total', { limit: 'user', endpoint: 'attach' }),
+          refusedLog: await agentMetric(cluster, 'vkvm_streaming_sessions_refused_total', { limit: 'user', endpoint: 'log' }),
+        },
+        { open: PER_USER, refusedAttach: ATTEMPTS - PER_USER + 1, refusedLog: 1 },
+        'refusals are counted in the agent metrics',
+      );
 
-    await Promise.all(held.map((a) => a.close()));
-    await waitFor('the slots given back', () => agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' }), (n) => n === 0);
-    const token = `after-${Math.floor(Math.random() * 1e9)}`;
-    const again = await kubectl(['attach', '-i', POD], { input: `echo ${token}\n`, timeoutMs: 60_000 });
-    t.match({ code: again.code, stdout: again.stdout }, { code: 0, stdout: new RegExp(`^${token}\\r?$`, 'm') }, 'a new attach works once the sessions have ended');
-  });
+      await Promise.all(held.map((a) => a.close()));
+      await poll(
+        'the slots given back',
+        () => agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' }),
+        (n) => n === 0,
+      );
+      const token = `after-${Math.floor(Math.random() * 1e9)}`;
+      const again = await kubectl(['attach', '-i', POD], { input: `echo ${token}\n`, timeoutMs: 60_000 });
+      t.match(
+        { code: again.code, stdout: again.stdout },
+        { code: 0, stdout: new RegExp(`^${token}\\r?$`, 'm') },
+        'a new attach works once the sessions have ended',
+      );
+    },
+  );
 
   await t.test('with a 3s idle timeout, an attach nobody types into is closed by the agent', async (t) => {
     await agent.kill('SIGKILL');
-    agent = await startAgent(root, cluster, {
-      nodeName: NODE,
-      kubeletPort: agent.kubeletPort,
-      stateDir: agent.stateDir,
-      bridge: agent.bridge,
-      extraArgs: ['--streaming-connection-idle-timeout=3s'],
-    });
+    agent = await restartAgent(root, cluster, agent, ['--streaming-connection-idle-timeout=3s']);
     // stdin stays open and silent: only the idle timeout can end this attach.
-    const idle = spawn(cluster.binary, ['kubectl', `--kubeconfig=${cluster.kubeconfigPath}`, '-n', NS, 'attach', '-i', POD], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const idle = spawn(cluster.binary, ['kubectl', `--kubeconfig=${cluster.kubeconfigPath}`, '-n', NS, 'attach', '-i', POD], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     t.teardown(() => void idle.kill('SIGKILL'));
     let stderr = '';
     idle.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     idle.stdout.resume();
-    const code = await waitFor('the idle attach to end', async () => idle.exitCode, (c) => c !== null, { timeoutMs: 120_000, intervalMs: 200 });
+    const code = await poll(
+      'the idle attach to end',
+      async () => idle.exitCode,
+      (c) => c !== null,
+      { deadlineMs: 120_000, intervalMs: 200 },
+    );
     t.comment(`kubectl attach left idle: ${stderr.trim()}`);
-    t.match({ code, stderr }, { code: 1, stderr: /session closed after 3s without traffic \(--streaming-connection-idle-timeout\)/ }, 'kubectl says why');
+    t.match(
+      { code, stderr },
+      { code: 1, stderr: /session closed after 3s without traffic \(--streaming-connection-idle-timeout\)/ },
+      'kubectl says why',
+    );
     t.ok(
       agent.output.some((l) => l.includes('"console session stopped"') && l.includes(`"pod":"${NS}/${POD}"`)),
       'the agent logged the closure with the pod',
     );
-    await waitFor('the slot given back', () => agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' }), (n) => n === 0);
+    const open = () => agentMetric(cluster, 'vkvm_streaming_sessions', { endpoint: 'attach' });
+    t.equal(await poll('the slot given back', open, (n) => n === 0).catch(open), 0, 'the closed session gave its slot back');
   });
 });

@@ -1,7 +1,8 @@
-// Issue 6 acceptance on the real control plane and a real guest: VMs take
+// The pod network on the real control plane and a real guest: VMs take
 // their pod address by DHCP, are reachable from the node and from each other,
-// masquerade forwards only the listed ports, and create/delete cycles leave
-// no namespace, veth, lease, DHCP entry or NAT rule behind.
+// masquerade forwards only the listed ports (its port filtered as the pod
+// address), and create/delete cycles leave no namespace, veth, lease, DHCP
+// entry, port filter chain or NAT rule behind.
 import { spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { access, readdir, readFile } from 'node:fs/promises';
@@ -12,34 +13,38 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { addresses, links, listRules, run } from '../../provider/network/host.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { contains, gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
+import { portFilterTable } from '../../provider/network/port-filter.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
-import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
+import {
+  isRunningAndReady,
+  poll,
+  restartAgent,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-net';
 const NS = 'e2e-net';
-const BOOT_TIMEOUT_MS = 240_000;
+const BOOT_DEADLINE_MS = 240_000;
 
 function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: number[] } = {}): V1Pod {
-  return {
-    metadata: { name, namespace: NS, ...(opts.network ? { annotations: { 'vkvm.io/pod-network': opts.network } } : {}) },
-    spec: {
-      nodeSelector: { 'kubernetes.io/hostname': NODE },
-      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
-      // Graceful (not 0, which the API server deletes at once): the pod goes only after its VM and network did.
-      terminationGracePeriodSeconds: 1,
-      containers: [
-        {
-          name: 'vm',
-          image: 'vkvm/test-guest',
-          resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } },
-          ...(opts.ports ? { ports: opts.ports.map((containerPort) => ({ containerPort })) } : {}),
-        },
-      ],
-    },
-  };
+  return testGuestPod({
+    name,
+    node: NODE,
+    ...(opts.network ? { annotations: { 'vkvm.io/pod-network': opts.network } } : {}),
+    // Graceful (not 0, which the API server deletes at once): the pod goes only after its VM and network did.
+    terminationGracePeriodSeconds: 1,
+    ...(opts.ports ? { ports: opts.ports } : {}),
+  });
 }
 
-const readPod = (cluster: TestCluster, name: string) => cluster.clients.core.readNamespacedPod({ name, namespace: NS });
+/** The VM ports the node bridge's filter has a chain for. */
+const portChains = async (bridge: string) =>
+  [...(await run(['nft', 'list', 'table', 'bridge', portFilterTable(bridge)])).matchAll(/chain port-(\S+) \{/g)].map((m) => m[1]!);
 
 /** GET http://ip:port/ from the node: the body, or the error code (ECONNREFUSED, a timeout…). */
 function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: string; error?: string }> {
@@ -55,7 +60,11 @@ function httpGet(ip: string, port: number, timeoutMs = 3000): Promise<{ body?: s
   });
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 // An HTTP server answering with the client's address, for seeing what a guest's traffic looks like outside.
 const ECHO_CLIENT_ADDRESS = `
@@ -93,7 +102,12 @@ async function startOutsideNetwork(t: Test): Promise<{ serverUrl: string; hostAd
   t.teardown(() => {
     server.kill('SIGKILL');
   });
-  await waitFor('outside server', () => run(['nsenter', `--net=/run/netns/${ns}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { timeoutMs: 10_000, intervalMs: 100 });
+  await poll(
+    'outside server',
+    () => run(['nsenter', `--net=/run/netns/${ns}`, '--', 'ss', '-ltn']),
+    (out) => out.includes(':8000'),
+    { deadlineMs: 10_000, intervalMs: 100 },
+  );
   return { serverUrl: 'http://198.51.100.2:8000/', hostAddress: '198.51.100.1' };
 }
 
@@ -121,7 +135,10 @@ async function routeTo(cidr: string): Promise<{ dst: string; gateway?: string } 
  * an address in the peer's pod range and serves the echo server there, with
  * the route back to this node's range that the peer's own agent would add.
  */
-async function startPeerHost(t: Test, ownPodCidr: string): Promise<{ nodeName: string; podCidr: string; podIP: string; internalIP: string; netnsPath: string }> {
+async function startPeerHost(
+  t: Test,
+  ownPodCidr: string,
+): Promise<{ nodeName: string; podCidr: string; podIP: string; internalIP: string; netnsPath: string }> {
   const id = randomBytes(3).toString('hex');
   const ns = `vkvm-e2e-peer-${id}`;
   const veth = `vp${randomBytes(4).toString('hex')}`;
@@ -146,7 +163,12 @@ async function startPeerHost(t: Test, ownPodCidr: string): Promise<{ nodeName: s
   t.teardown(() => {
     server.kill('SIGKILL');
   });
-  await waitFor('peer pod server', () => run(['nsenter', `--net=${netnsPath}`, '--', 'ss', '-ltn']), (out) => out.includes(':8000'), { timeoutMs: 10_000, intervalMs: 100 });
+  await poll(
+    'peer pod server',
+    () => run(['nsenter', `--net=${netnsPath}`, '--', 'ss', '-ltn']),
+    (out) => out.includes(':8000'),
+    { deadlineMs: 10_000, intervalMs: 100 },
+  );
   return { nodeName: `vkvm-e2e-peer-${id}`, podCidr, podIP, internalIP, netnsPath };
 }
 
@@ -158,94 +180,162 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   const agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--pod-cidr=${podCidr}`] });
   // Agents belong to this test: a subtest's teardown would stop the restarted one early.
   const root = t;
-  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
+  const ns = await testNamespace(t, cluster, NS);
+  const readPod = ns.readPod;
   const range = parseIpv4Range(podCidr, 'podCIDR');
   /** Addresses a guest took by DHCP, so a later VM that gets one again must get it by DHCP too. */
   const dhcpServed = new Set<string>();
   const netDir = join(agent.stateDir, 'network');
 
   const running = (name: string) =>
-    waitFor(`pod ${name} Running and Ready with an IP`, () => readPod(cluster, name), (p) => p.status?.phase === 'Running' && condition(p, 'Ready') === 'True' && !!p.status.podIP, {
-      timeoutMs: BOOT_TIMEOUT_MS,
+    waitFor(ns.pod(name), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
+      what: 'Running and Ready with an IP',
+      deadlineMs: BOOT_DEADLINE_MS,
     });
+  const hasIP = (name: string) => waitFor(ns.pod(name), (p) => !!p.status?.podIP, { what: 'an IP', deadlineMs: 120_000 });
   /** The guest's web server answers once DHCP configured its address. */
   const guestAnswers = (ip: string, port = 80) =>
-    waitFor(`guest at ${ip}:${port} answers`, () => httpGet(ip, port), (r) => r.body !== undefined, { timeoutMs: BOOT_TIMEOUT_MS, intervalMs: 1000 });
+    poll(
+      `guest at ${ip}:${port} answers`,
+      () => httpGet(ip, port),
+      (r) => r.body !== undefined,
+      { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 1000 },
+    );
 
   await t.test('bridge binding: the guest holds the pod IP, taken by DHCP; the node and another VM reach it', async (t) => {
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('web-a') });
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('web-b') });
+    await ns.createPod(vmPod('web-a'));
+    await ns.createPod(vmPod('web-b'));
     const [a, b] = [await running('web-a'), await running('web-b')];
     const [ipA, ipB] = [a.status!.podIP!, b.status!.podIP!];
-    t.ok(contains(range, ipA) && contains(range, ipB) && ipA !== ipB, `two distinct pod IPs in the node range ${range.cidr}: ${ipA}, ${ipB}`);
+    t.ok(
+      contains(range, ipA) && contains(range, ipB) && ipA !== ipB,
+      `two distinct pod IPs in the node range ${range.cidr}: ${ipA}, ${ipB}`,
+    );
     t.same(a.status!.podIPs, [{ ip: ipA }], 'podIPs too');
 
-    const wide = await cluster.kubectl(['-n', NS, 'get', 'pod', 'web-a', '-o', 'wide', '--no-headers']);
-    t.match(wide.stdout, new RegExp(`^web-a\\s+1/1\\s+Running\\s+\\d+\\s+\\S+\\s+${ipA.replace(/\./g, '\\.')}\\s+${NODE}\\s`), 'kubectl get pod -o wide shows the IP');
+    const wide = await ns.kubectl(['get', 'pod', 'web-a', '-o', 'wide', '--no-headers']);
+    t.match(
+      wide.stdout,
+      new RegExp(`^web-a\\s+1/1\\s+Running\\s+\\d+\\s+\\S+\\s+${ipA.replace(/\./g, '\\.')}\\s+${NODE}\\s`),
+      'kubectl get pod -o wide shows the IP',
+    );
 
     // The guest's page names the address its DHCP client configured: the pod IP.
-    t.same(await guestAnswers(ipA), { body: `vkvm-guest ${ipA}\n` }, 'a TCP connection from the node reaches the guest, which got the pod IP by DHCP');
-    await guestAnswers(ipB);
+    t.same(
+      await guestAnswers(ipA),
+      { body: `vkvm-guest ${ipA}\n` },
+      'a TCP connection from the node reaches the guest, which got the pod IP by DHCP',
+    );
+    t.same(await guestAnswers(ipB), { body: `vkvm-guest ${ipB}\n` }, 'so does the other guest, at its pod IP');
     dhcpServed.add(ipA).add(ipB);
-    const fromA = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
+    const fromA = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
     t.same({ code: fromA.code, out: fromA.stdout }, { code: 0, out: `vkvm-guest ${ipB}\n` }, 'VM a reaches VM b by its pod IP');
 
     const outside = await startOutsideNetwork(t);
-    const egress = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', outside.serverUrl], { timeoutMs: 60_000 });
-    t.same({ code: egress.code, out: egress.stdout }, { code: 0, out: outside.hostAddress }, 'traffic leaving the pod range is NATed to the node address');
+    const egress = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', outside.serverUrl], { timeoutMs: 60_000 });
+    t.same(
+      { code: egress.code, out: egress.stdout },
+      { code: 0, out: outside.hostAddress },
+      'traffic leaving the pod range is NATed to the node address',
+    );
   });
 
-  await t.test('another node’s pods: its range is routed via its InternalIP, pod to pod without NAT both ways; the route goes with the Node', async (t) => {
-    const ipA = (await readPod(cluster, 'web-a')).status!.podIP!;
-    const peer = await startPeerHost(t, podCidr);
-    await cluster.clients.core.createNode({ body: { metadata: { name: peer.nodeName }, spec: { podCIDR: peer.podCidr } } });
-    t.teardown(() => cluster.clients.core.deleteNode({ name: peer.nodeName }).catch(() => undefined));
-    await cluster.clients.core.patchNodeStatus({ name: peer.nodeName, body: { status: { addresses: [{ type: 'InternalIP', address: peer.internalIP }] } } }, mergePatch);
-    const route = await waitFor('the route to the peer’s pod range', () => routeTo(peer.podCidr), (r) => r?.gateway === peer.internalIP, { timeoutMs: 45_000, intervalMs: 500 });
-    t.match(route, { dst: peer.podCidr, gateway: peer.internalIP }, `${peer.podCidr} via ${peer.internalIP}`);
+  await t.test(
+    'another node’s pods: its range is routed via its InternalIP, pod to pod without NAT both ways; the route goes with the Node',
+    async (t) => {
+      const ipA = (await readPod('web-a')).status!.podIP!;
+      const peer = await startPeerHost(t, podCidr);
+      await cluster.clients.core.createNode({ body: { metadata: { name: peer.nodeName }, spec: { podCIDR: peer.podCidr } } });
+      t.teardown(() => cluster.clients.core.deleteNode({ name: peer.nodeName }).catch(() => undefined));
+      await cluster.clients.core.patchNodeStatus(
+        { name: peer.nodeName, body: { status: { addresses: [{ type: 'InternalIP', address: peer.internalIP }] } } },
+        mergePatch,
+      );
+      const route = await poll(
+        'the route to the peer’s pod range',
+        () => routeTo(peer.podCidr),
+        (r) => r?.gateway === peer.internalIP,
+        { deadlineMs: 45_000, intervalMs: 500 },
+      );
+      t.match(route, { dst: peer.podCidr, gateway: peer.internalIP }, `${peer.podCidr} via ${peer.internalIP}`);
 
-    const fromPeerPod = await run(['nsenter', `--net=${peer.netnsPath}`, '--', 'python3', '-c', FETCH_FROM, peer.podIP, ipA]);
-    t.equal(fromPeerPod, `vkvm-guest ${ipA}\n`, "a pod address on the peer opens a connection to this node's guest");
-    const toPeerPod = await cluster.kubectl(['-n', NS, 'exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${peer.podIP}:8000/`], { timeoutMs: 60_000 });
-    t.same({ code: toPeerPod.code, out: toPeerPod.stdout }, { code: 0, out: ipA }, "the guest reaches the peer's pod, which sees the guest's own pod IP (no NAT)");
+      const fromPeerPod = await run(['nsenter', `--net=${peer.netnsPath}`, '--', 'python3', '-c', FETCH_FROM, peer.podIP, ipA]);
+      t.equal(fromPeerPod, `vkvm-guest ${ipA}\n`, "a pod address on the peer opens a connection to this node's guest");
+      const toPeerPod = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${peer.podIP}:8000/`], {
+        timeoutMs: 60_000,
+      });
+      t.same(
+        { code: toPeerPod.code, out: toPeerPod.stdout },
+        { code: 0, out: ipA },
+        "the guest reaches the peer's pod, which sees the guest's own pod IP (no NAT)",
+      );
 
-    await cluster.clients.core.deleteNode({ name: peer.nodeName });
-    await waitFor('the peer route removed with its Node', () => routeTo(peer.podCidr), (r) => r === undefined, { timeoutMs: 45_000, intervalMs: 500 });
-    t.pass('deleting the peer Node removes the route');
-  });
+      await cluster.clients.core.deleteNode({ name: peer.nodeName });
+      const after = await poll(
+        'the peer route removed with its Node',
+        () => routeTo(peer.podCidr),
+        (r) => r === undefined,
+        { deadlineMs: 45_000, intervalMs: 500 },
+      ).catch(() => routeTo(peer.podCidr));
+      t.equal(after, undefined, 'deleting the peer Node removes the route');
+    },
+  );
 
   await t.test('a bridge deleted behind the agent’s back is rebuilt by the next repair, with its running VMs back on it', async (t) => {
-    const ipA = (await readPod(cluster, 'web-a')).status!.podIP!;
+    const ipA = (await readPod('web-a')).status!.podIP!;
     await run(['ip', 'link', 'del', agent.bridge]);
     // Nothing is sent until the bridge holds the gateway address again: until then the pod range has no
     // route on this host, and a request to a pod IP would leave by the default route.
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
-    const rebuilt = await waitFor('the bridge re-created with the gateway address', () => addresses(agent.bridge).catch(() => [] as string[]), (a) => a.includes(gateway), {
-      timeoutMs: 90_000,
-      intervalMs: 500,
-    });
+    const rebuilt = await poll(
+      'the bridge re-created with the gateway address',
+      () => addresses(agent.bridge).catch(() => [] as string[]),
+      (a) => a.includes(gateway),
+      {
+        deadlineMs: 90_000,
+        intervalMs: 500,
+      },
+    );
     t.ok(rebuilt.includes(gateway), `the repair re-created ${agent.bridge} with ${gateway}`);
-    const back = await waitFor('the guest reachable again', () => httpGet(ipA, 80), (r) => r.body !== undefined, { timeoutMs: 60_000, intervalMs: 1000 });
-    t.same(back, { body: `vkvm-guest ${ipA}\n` }, 'the repair re-created the bridge and put the running VM back on it, no pod change needed');
+    const back = await poll(
+      'the guest reachable again',
+      () => httpGet(ipA, 80),
+      (r) => r.body !== undefined,
+      { deadlineMs: 60_000, intervalMs: 1000 },
+    );
+    t.same(
+      back,
+      { body: `vkvm-guest ${ipA}\n` },
+      'the repair re-created the bridge and put the running VM back on it, no pod change needed',
+    );
   });
 
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('nat', { network: 'masquerade', ports: [80] }) });
+    await ns.createPod(vmPod('nat', { network: 'masquerade', ports: [80] }));
     const ip = (await running('nat')).status!.podIP!;
     t.ok(contains(range, ip), `pod IP ${ip} in the node range`);
     t.same(await guestAnswers(ip, 80), { body: 'vkvm-guest 10.0.2.2\n' }, 'port 80 is forwarded to the guest, which took 10.0.2.2 by DHCP');
     const unlisted = await httpGet(ip, 8080);
     t.equal(unlisted.body, undefined, `port 8080 (the guest listens there too) is not forwarded: ${unlisted.error}`);
-    const egress = await cluster.kubectl(['-n', NS, 'exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod(cluster, 'web-a')).status!.podIP}/`], { timeoutMs: 60_000 });
+    const egress = await ns.kubectl(
+      ['exec', 'nat', '--', '/bin/wget', '-q', '-O', '-', `http://${(await readPod('web-a')).status!.podIP}/`],
+      { timeoutMs: 60_000 },
+    );
     t.match(egress, { code: 0, stdout: /^vkvm-guest / }, 'the masquerade guest reaches another VM through NAT');
+    const veth = vmNetworkNames((await readPod('nat')).metadata!.uid!).hostVeth;
+    t.match(
+      await run(['nft', 'list', 'chain', 'bridge', portFilterTable(agent.bridge), `port-${veth}`]),
+      `ip saddr ${ip} accept`,
+      'its port lets out the pod address (the guest’s 10.0.2.2 never leaves the namespace)',
+    );
   });
 
   await t.test('deleting the VMs removes their namespaces, veths, leases and DHCP entries', async (t) => {
-    const pods = await Promise.all(['web-a', 'web-b', 'nat'].map((n) => readPod(cluster, n)));
+    const pods = await Promise.all(['web-a', 'web-b', 'nat'].map((n) => readPod(n)));
     for (const p of pods) await cluster.clients.core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: NS });
-    await waitFor('pods gone', () => cluster.clients.core.listNamespacedPod({ namespace: NS }), (l) => l.items.length === 0, { timeoutMs: 120_000 });
+    await waitForGone(ns.pods(), { deadlineMs: 120_000 });
     // The kernel destroys a namespace asynchronously; its veth may be listed a moment longer.
-    const left = await waitFor(
+    const left = await poll(
       'namespaces and veths gone',
       async () => {
         const hostLinks = await links();
@@ -258,11 +348,12 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
         return found;
       },
       (found) => found.length === 0,
-      { timeoutMs: 10_000, intervalMs: 200 },
+      { deadlineMs: 10_000, intervalMs: 200 },
     ).catch((err: Error) => err.message);
     t.same(left, [], 'no namespace or veth left');
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+    t.same(await portChains(agent.bridge), [], 'no port filter chain left');
   });
 
   await t.test('20 create/delete cycles wrap the range, leave nothing behind, and a reused address is served again', async (t) => {
@@ -273,8 +364,8 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     for (let i = 0; i < 20; i++) {
       const name = `cycle-${i}`;
       const binding = i % 2 && i < 10 ? 'masquerade' : 'bridge';
-      await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod(name, { network: binding, ports: [80] }) });
-      const pod = await waitFor(`${name} has an IP`, () => readPod(cluster, name), (p) => !!p.status?.podIP, { timeoutMs: 120_000, intervalMs: 200 });
+      await ns.createPod(vmPod(name, { network: binding, ports: [80] }));
+      const pod = await hasIP(name);
       const ip = pod.status!.podIP!;
       seen.push(ip);
       uids.push(pod.metadata!.uid!);
@@ -284,10 +375,13 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
         dhcpServed.delete(ip);
       }
       await cluster.clients.core.deleteNamespacedPod({ name, namespace: NS });
-      await waitFor(`${name} gone`, () => cluster.clients.core.listNamespacedPod({ namespace: NS }), (l) => l.items.length === 0, { timeoutMs: 120_000, intervalMs: 200 });
+      await waitForGone(ns.pods(), { deadlineMs: 120_000 });
     }
     t.equal(new Set(seen.slice(0, 10)).size, 10, `round-robin: no address comes back before the range wrapped (${seen.join(' ')})`);
-    t.ok(seen.some((ip, i) => seen.indexOf(ip) < i), 'the range wrapped');
+    t.ok(
+      seen.some((ip, i) => seen.indexOf(ip) < i),
+      'the range wrapped',
+    );
     t.equal(dhcpServed.size, 0, 'every address a guest had held by DHCP was reused and served again');
     const leftovers = async () => {
       const hostLinks = await links();
@@ -297,36 +391,47 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
         return [...(hostLinks.has(n.hostVeth) ? [n.hostVeth] : []), ...netns.filter((l) => l.startsWith(n.netns))];
       });
     };
-    const left = await waitFor('veths and namespaces gone', leftovers, (l) => l.length === 0, { timeoutMs: 10_000, intervalMs: 200 }).catch(() => leftovers());
+    const left = await poll('veths and namespaces gone', leftovers, (l) => l.length === 0, { deadlineMs: 10_000, intervalMs: 200 }).catch(
+      () => leftovers(),
+    );
     t.same(left, [], 'no veth or namespace left');
     const hostLinks = await links();
     const taps = [...hostLinks.keys()].filter((l) => l.startsWith('tap') || l.startsWith('vnet'));
-    t.same(taps.filter((l) => l === 'tap0'), [], 'no guest tap in the host namespace');
+    t.same(
+      taps.filter((l) => l === 'tap0'),
+      [],
+      'no guest tap in the host namespace',
+    );
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
     t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
     t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
     t.same(await listRules('nat', `VKVM-NAT-${agent.bridge}`), natBefore, 'the node NAT rules are unchanged');
+    t.same(await portChains(agent.bridge), [], 'no port filter chain left');
   });
 
   await t.test('after an agent crash, the network of a pod deleted meanwhile is removed at start; running VMs keep theirs', async (t) => {
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('survivor') });
-    await cluster.clients.core.createNamespacedPod({ namespace: NS, body: vmPod('doomed') });
+    await ns.createPod(vmPod('survivor'));
+    await ns.createPod(vmPod('doomed'));
     const survivor = await running('survivor');
-    const doomed = await waitFor('doomed has an IP', () => readPod(cluster, 'doomed'), (p) => !!p.status?.podIP, { timeoutMs: 120_000 });
+    const doomed = await hasIP('doomed');
     const ip = survivor.status!.podIP!;
-    await guestAnswers(ip);
+    t.same(await guestAnswers(ip), { body: `vkvm-guest ${ip}\n` }, 'the survivor answers on its pod IP before the crash');
     await agent.kill('SIGKILL');
     await cluster.clients.core.deleteNamespacedPod({ name: 'doomed', namespace: NS, body: { gracePeriodSeconds: 0 } });
-    await startAgent(root, cluster, { nodeName: NODE, stateDir: agent.stateDir, bridge: agent.bridge, extraArgs: [`--pod-cidr=${podCidr}`] });
+    await restartAgent(root, cluster, agent);
     const names = vmNetworkNames(doomed.metadata!.uid!);
     const leases = () => readFile(join(netDir, 'leases.json'), 'utf8').then((s) => JSON.parse(s).leases as Record<string, string>);
-    const state = await waitFor(
+    const state = await poll(
       "the deleted pod's network removed",
       async () => ({ netns: await exists(names.netnsPath), veth: (await links()).has(names.hostVeth), leases: await leases() }),
       (s) => !s.netns && !s.veth && !(doomed.metadata!.uid! in s.leases),
-      { timeoutMs: 60_000 },
+      { deadlineMs: 60_000 },
     );
-    t.same(state, { netns: false, veth: false, leases: { [survivor.metadata!.uid!]: ip } }, 'no namespace, veth or lease of the deleted pod; the survivor keeps its lease');
+    t.same(
+      state,
+      { netns: false, veth: false, leases: { [survivor.metadata!.uid!]: ip } },
+      'no namespace, veth or lease of the deleted pod; the survivor keeps its lease',
+    );
     t.same(await httpGet(ip, 80), { body: `vkvm-guest ${ip}\n` }, 'the surviving VM still answers on its address');
   });
 });

@@ -1,4 +1,4 @@
-// Issue 2 acceptance on the real control plane: registration, labels, taint,
+// The node agent on the real control plane: registration, labels, taint,
 // capacity, lease heartbeat, node lifecycle on agent death and restart,
 // scheduling by taint/toleration, kubelet API authn/authz and the serving
 // certificate issued through the CSR API.
@@ -7,9 +7,21 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t from 'tap';
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
 import { createKeyAndCsr, signedBy } from '../../provider/certs/csr.js';
-import { condition, startAgent, startTestCluster, waitFor, type TestCluster } from './harness.js';
+import {
+  condition,
+  csrs,
+  leases,
+  nodes,
+  restartAgent,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testNamespace,
+  waitFor,
+  type TestCluster,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-node';
 // Short grace so the real node-lifecycle controller reacts within the test.
@@ -26,7 +38,10 @@ function kubeletGet(ip: string, port: number, path: string, tls: { ca: string; c
     const req = request({ host: ip, port, path, method: 'GET', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: 10_000 }, (res) => {
       // Read the peer certificate now: the socket is detached once the response ends.
       const raw = (res.socket as TLSSocket).getPeerCertificate().raw;
-      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+      const peerCertPem = `-----BEGIN CERTIFICATE-----\n${raw
+        .toString('base64')
+        .match(/.{1,64}/g)!
+        .join('\n')}\n-----END CERTIFICATE-----\n`;
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, peerCertPem }));
@@ -48,15 +63,11 @@ async function clientCertFor(cluster: TestCluster, user: string): Promise<{ cert
   });
   const approve = await cluster.kubectl(['certificate', 'approve', name]);
   if (approve.code !== 0) throw new Error(approve.stderr);
-  const csr = await waitFor(
-    `CSR ${name} issued`,
-    () => cluster.clients.certificates.readCertificateSigningRequest({ name }),
-    (c) => Boolean(c.status?.certificate),
-  );
+  const csr = await waitFor(csrs(cluster.clients, { name }), (c) => Boolean(c.status?.certificate), { what: 'issued' });
   return { cert: Buffer.from(csr.status!.certificate!, 'base64').toString(), key: keyPem };
 }
 
-const readNode = (cluster: TestCluster) => cluster.clients.core.readNode({ name: NODE });
+const theNode = (cluster: TestCluster) => nodes(cluster.clients, { name: NODE });
 
 t.test('node agent on the real control plane', async (t) => {
   const cluster = await startTestCluster(t, { nodeMonitorGracePeriodS: GRACE_S });
@@ -64,7 +75,7 @@ t.test('node agent on the real control plane', async (t) => {
   let agent = await startAgent(t, cluster, { nodeName: NODE });
   const started = Date.now();
 
-  const node: V1Node = await waitFor('node Ready', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True');
+  const node: V1Node = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
   // Speed is the bench's to measure, not a test's to assert (shared 2-core machines).
   const readyMs = Date.now() - started;
   const uid = node.metadata!.uid!;
@@ -113,15 +124,22 @@ t.test('node agent on the real control plane', async (t) => {
   });
 
   await t.test('the lease in kube-node-lease is owned by the node and its renewTime advances', async (t) => {
-    const read = () => cluster.clients.coordination.readNamespacedLease({ name: NODE, namespace: 'kube-node-lease' });
-    const first = await read();
-    t.match(first, {
+    const first = await cluster.clients.coordination.readNamespacedLease({ name: NODE, namespace: 'kube-node-lease' });
+    const owned = {
       spec: { holderIdentity: NODE, leaseDurationSeconds: 40 },
       metadata: { ownerReferences: [{ kind: 'Node', name: NODE, uid }] },
-    });
+    };
+    t.match(first, owned);
     const t0 = new Date(first.spec!.renewTime!).getTime();
-    const later = await waitFor('lease renewal', read, (l) => new Date(l.spec!.renewTime!).getTime() > t0, { timeoutMs: 30_000 });
-    t.ok(new Date(later.spec!.renewTime!).getTime() > t0, 'renewTime advanced');
+    const later = await waitFor(
+      leases(cluster.clients, 'kube-node-lease', { name: NODE }),
+      (l) => new Date(l.spec!.renewTime!).getTime() > t0,
+      {
+        what: 'renewTime advanced',
+        deadlineMs: 30_000,
+      },
+    );
+    t.match(later, owned, 'renewed by the node: the same holder and owner');
   });
 
   await t.test('kubelet API: 401 anonymous, 403 without nodes/proxy, served to the apiserver', async (t) => {
@@ -135,7 +153,11 @@ t.test('node agent on the real control plane', async (t) => {
     t.match({ status: forbidden.status, body: forbidden.body }, { status: 403, body: /user=bob.*subresource=proxy/ });
 
     const viaApiserver = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/pods`]);
-    t.match({ code: viaApiserver.code, out: viaApiserver.stdout }, { code: 0, out: /"kind":"PodList"/ }, 'apiserver kubelet-client identity is authorized');
+    t.match(
+      { code: viaApiserver.code, out: viaApiserver.stdout },
+      { code: 0, out: /"kind":"PodList"/ },
+      'apiserver kubelet-client identity is authorized',
+    );
     const healthz = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${NODE}/proxy/healthz`]);
     t.match({ code: healthz.code, out: healthz.stdout }, { code: 0, out: 'ok' });
   });
@@ -153,28 +175,19 @@ t.test('node agent on the real control plane', async (t) => {
   });
 
   await t.test('scheduling: the taint keeps ordinary pods off; nodeSelector + toleration lands on the node', async (t) => {
-    const ns = 'e2e-sched';
-    await cluster.clients.core.createNamespace({ body: { metadata: { name: ns } } });
-    const pod = (name: string, tolerate: boolean): V1Pod => ({
-      metadata: { name, namespace: ns },
-      spec: {
-        nodeSelector: { type: 'virtual-kubelet' },
-        tolerations: tolerate ? [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }] : [],
-        containers: [{ name: 'vm', image: 'vkvm/test-guest' }],
-      },
-    });
-    await cluster.clients.core.createNamespacedPod({ namespace: ns, body: pod('untolerated', false) });
-    await cluster.clients.core.createNamespacedPod({ namespace: ns, body: pod('tolerated', true) });
-    const bound = await waitFor(
-      'tolerated pod bound',
-      () => cluster.clients.core.readNamespacedPod({ name: 'tolerated', namespace: ns }),
-      (p) => Boolean(p.spec?.nodeName),
-    );
+    // Deleted with this subtest: the tolerated pod's VM does not outlive it.
+    const ns = await testNamespace(t, cluster, 'e2e-sched');
+    // Any vkvm node (type: virtual-kubelet), with and without the toleration of its taint.
+    await ns.createPod(testGuestPod({ name: 'untolerated', tolerate: false }));
+    await ns.createPod(testGuestPod({ name: 'tolerated' }));
+    const bound = await waitFor(ns.pod('tolerated'), (p) => Boolean(p.spec?.nodeName), { what: 'bound' });
     t.equal(bound.spec!.nodeName, NODE, 'bound to the vkvm node by the real scheduler');
     const refused = await waitFor(
-      'scheduler verdict on the untolerated pod',
-      () => cluster.clients.core.readNamespacedPod({ name: 'untolerated', namespace: ns }),
+      ns.pod('untolerated'),
       (p) => p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable') ?? false,
+      {
+        what: "the scheduler's verdict",
+      },
     );
     t.match(
       { nodeName: refused.spec?.nodeName, condition: refused.status?.conditions?.find((c) => c.type === 'PodScheduled') },
@@ -184,16 +197,26 @@ t.test('node agent on the real control plane', async (t) => {
 
   await t.test('killing the agent makes the node-lifecycle controller mark it Unknown; a restart makes it Ready, same UID', async (t) => {
     await agent.kill('SIGKILL');
-    const lost = await waitFor('node Ready=Unknown', () => readNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', {
-      timeoutMs: (GRACE_S + 40) * 1000,
+    const lost = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'Unknown', {
+      what: 'Ready Unknown',
+      deadlineMs: (GRACE_S + 40) * 1000,
     });
-    t.match(lost.status!.conditions!.find((c) => c.type === 'Ready'), { status: 'Unknown', reason: 'NodeStatusUnknown' });
-    agent = await startAgent(t, cluster, { nodeName: NODE, kubeletPort: agent.kubeletPort, stateDir: agent.stateDir, bridge: agent.bridge });
-    const back = await waitFor('node Ready again', () => readNode(cluster), (n) => condition(n, 'Ready') === 'True', { timeoutMs: 60_000 });
+    t.match(
+      lost.status!.conditions!.find((c) => c.type === 'Ready'),
+      { status: 'Unknown', reason: 'NodeStatusUnknown' },
+    );
+    agent = await restartAgent(t, cluster, agent);
+    const back = await waitFor(theNode(cluster), (n) => condition(n, 'Ready') === 'True', { what: 'Ready again' });
     t.equal(back.metadata!.uid, uid, 'the same Node object was adopted');
     const nodes = await cluster.clients.core.listNode();
     t.equal(nodes.items.filter((n) => n.metadata?.name === NODE).length, 1, 'never a second node');
-    t.ok(agent.output.some((l) => l.includes('adopted existing node')), 'agent logged the adoption');
-    t.ok(agent.output.some((l) => l.includes('reusing kubelet serving certificate')), 'restart reuses the stored serving certificate');
+    t.ok(
+      agent.output.some((l) => l.includes('adopted existing node')),
+      'agent logged the adoption',
+    );
+    t.ok(
+      agent.output.some((l) => l.includes('reusing kubelet serving certificate')),
+      'restart reuses the stored serving certificate',
+    );
   });
 });

@@ -21,9 +21,7 @@ import { defaultRouteAddress } from '../../provider/node/host-facts.js';
 import { startSubresourceApi } from '../../provider/subresources/start.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { ensureVirtctl } from '../helpers/virtctl.js';
-import { condition, startAgent, startTestCluster, testLog, waitFor } from './harness.js';
-import { smokeVmiSpec } from './kubevirt-fixtures.js';
-import { createTenant } from './tenant.js';
+import { condition, createTenant, poll, smokeVmiSpec, startAgent, startTestCluster, testLog, testNamespace } from './framework/index.js';
 
 const execFileP = promisify(execFile);
 const NODE = 'vkvm-e2e-virtctl';
@@ -49,6 +47,7 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
   t.teardown(() => controllers.stop());
   await startAgent(t, cluster, { nodeName: NODE });
 
+  await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);
   const dir = t.testdir();
   const tenantConfig = join(dir, 'tenant.kubeconfig');
@@ -58,7 +57,9 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
 
   const virtctl = async (args: string[], kubeconfig = tenantConfig): Promise<Run> => {
     try {
-      const { stdout, stderr } = await execFileP(virtctlBin, [`--kubeconfig=${kubeconfig}`, `--namespace=${NS}`, ...args], { timeout: 60_000 });
+      const { stdout, stderr } = await execFileP(virtctlBin, [`--kubeconfig=${kubeconfig}`, `--namespace=${NS}`, ...args], {
+        timeout: 60_000,
+      });
       return { code: 0, stdout, stderr };
     } catch (err) {
       const e = err as { code?: number; stdout?: string; stderr?: string };
@@ -66,21 +67,34 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
     }
   };
   const custom = cluster.clients.custom;
-  const readVm = async () => (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' })) as VirtualMachine;
+  const readVm = async () =>
+    (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' })) as VirtualMachine;
   const readVmi = async (): Promise<VirtualMachineInstance | undefined> =>
-    (custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm' }) as Promise<VirtualMachineInstance>).catch((err: unknown) => {
+    (
+      custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm' }) as Promise<VirtualMachineInstance>
+    ).catch((err: unknown) => {
       if (isNotFound(err)) return undefined;
       throw err;
     });
   const state = async () => ({ vm: await readVm(), vmi: await readVmi() });
+  type State = Awaited<ReturnType<typeof state>>;
+  const waitFor = (what: string, read: () => Promise<State>, ok: (s: State) => boolean, opts: { timeoutMs: number }) =>
+    poll(what, read, ok, { deadlineMs: opts.timeoutMs, intervalMs: 500 });
   const running = (what = 'VM Running, VMI Running') =>
-    waitFor(what, state, (s) => s.vm.status?.printableStatus === 'Running' && s.vmi?.status?.phase === 'Running', { timeoutMs: BOOT_TIMEOUT_MS });
+    waitFor(what, state, (s) => s.vm.status?.printableStatus === 'Running' && s.vmi?.status?.phase === 'Running', {
+      timeoutMs: BOOT_TIMEOUT_MS,
+    });
 
-  await waitFor(
+  await poll(
     'APIService v1.subresources.kubevirt.io Available',
-    () => cluster.clients.objects.read({ apiVersion: 'apiregistration.k8s.io/v1', kind: 'APIService', metadata: { name: 'v1.subresources.kubevirt.io' } }),
+    () =>
+      cluster.clients.objects.read({
+        apiVersion: 'apiregistration.k8s.io/v1',
+        kind: 'APIService',
+        metadata: { name: 'v1.subresources.kubevirt.io' },
+      }),
     (s) => condition(s as { status?: { conditions?: Array<{ type: string; status: string }> } }, 'Available') === 'True',
-    { timeoutMs: 60_000 },
+    { deadlineMs: 60_000 },
   );
 
   await t.test('virtctl version shows the server version', async (t) => {
@@ -91,15 +105,28 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
   await custom.createNamespacedCustomObject({
     ...KV,
     plural: 'virtualmachines',
-    body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name: 'testvm', namespace: NS }, spec: { runStrategy: 'Halted', template: { spec: smokeVmiSpec() } } },
+    body: {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachine',
+      metadata: { name: 'testvm', namespace: NS },
+      spec: { runStrategy: 'Halted', template: { spec: smokeVmiSpec() } },
+    },
   });
 
   await t.test('start runs a Halted VM; starting it again is refused as KubeVirt refuses it', async (t) => {
     t.match(await virtctl(['start', 'testvm']), { code: 0, stdout: /VM testvm was scheduled to start/ }, 'virtctl start accepted');
     const { vm } = await running();
     t.equal(vm.spec.runStrategy, 'Always', 'start set runStrategy Always');
-    t.match(await virtctl(['start', 'testvm']), { code: 1, stderr: /Operation cannot be fulfilled on virtualmachine\.kubevirt\.io "testvm": VM is already running/ }, 'a running VM cannot start');
-    t.match(await virtctl(['start', 'nosuchvm']), { code: 1, stderr: /virtualmachine\.kubevirt\.io "nosuchvm" not found/ }, 'an unknown VM is 404');
+    t.match(
+      await virtctl(['start', 'testvm']),
+      { code: 1, stderr: /Operation cannot be fulfilled on virtualmachine\.kubevirt\.io "testvm": VM is already running/ },
+      'a running VM cannot start',
+    );
+    t.match(
+      await virtctl(['start', 'nosuchvm']),
+      { code: 1, stderr: /virtualmachine\.kubevirt\.io "nosuchvm" not found/ },
+      'an unknown VM is 404',
+    );
   });
 
   await t.test('console reaches the serial shell; a second session displaces the first', async (t) => {
@@ -119,7 +146,7 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
   });
 
   await t.test('guestosinfo returns what the guest agent reports', async (t) => {
-    await waitFor('AgentConnected', readVmi, (vmi) => condition(vmi ?? {}, 'AgentConnected') === 'True', { timeoutMs: BOOT_TIMEOUT_MS });
+    await poll('AgentConnected', readVmi, (vmi) => condition(vmi ?? {}, 'AgentConnected') === 'True', { deadlineMs: BOOT_TIMEOUT_MS });
     const r = await virtctl(['guestosinfo', 'testvm']);
     t.equal(r.code, 0, `guestosinfo succeeded: ${r.stderr}`);
     t.match(JSON.parse(r.stdout), { os: { kernelRelease: /\S/ } }, 'the OS as the agent reports it');
@@ -127,41 +154,73 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
 
   await t.test('pause and unpause', async (t) => {
     t.match(await virtctl(['pause', 'vmi', 'testvm']), { code: 0, stdout: /VMI testvm was scheduled to pause/ }, 'pause accepted');
-    await waitFor('VM Paused', state, (s) => s.vm.status?.printableStatus === 'Paused' && condition(s.vmi ?? {}, 'Paused') === 'True', { timeoutMs: 60_000 });
+    await waitFor('VM Paused', state, (s) => s.vm.status?.printableStatus === 'Paused' && condition(s.vmi ?? {}, 'Paused') === 'True', {
+      timeoutMs: 60_000,
+    });
     t.match(await virtctl(['pause', 'vmi', 'testvm']), { code: 1, stderr: /VMI is already paused/ }, 'pausing twice is refused');
     t.match(await virtctl(['unpause', 'vmi', 'testvm']), { code: 0, stdout: /VMI testvm was scheduled to unpause/ }, 'unpause accepted');
-    await waitFor('VM Running again', state, (s) => s.vm.status?.printableStatus === 'Running' && condition(s.vmi ?? {}, 'Paused') === undefined, { timeoutMs: 60_000 });
+    await waitFor(
+      'VM Running again',
+      state,
+      (s) => s.vm.status?.printableStatus === 'Running' && condition(s.vmi ?? {}, 'Paused') === undefined,
+      { timeoutMs: 60_000 },
+    );
   });
 
   await t.test('restart replaces the VMI', async (t) => {
     const before = (await readVmi())!.metadata.uid;
     t.match(await virtctl(['restart', 'testvm']), { code: 0, stdout: /VM testvm was scheduled to restart/ }, 'restart accepted');
-    const { vmi } = await waitFor('a new VMI Running', state, (s) => s.vmi?.metadata.uid !== before && s.vmi?.status?.phase === 'Running' && s.vm.status?.printableStatus === 'Running', {
-      timeoutMs: BOOT_TIMEOUT_MS,
-    });
+    const { vmi } = await waitFor(
+      'a new VMI Running',
+      state,
+      (s) => s.vmi?.metadata.uid !== before && s.vmi?.status?.phase === 'Running' && s.vm.status?.printableStatus === 'Running',
+      {
+        timeoutMs: BOOT_TIMEOUT_MS,
+      },
+    );
     t.not(vmi!.metadata.uid, before, 'the VMI UID changed');
   });
 
   await t.test('stop halts the VM; start --paused starts it paused', async (t) => {
     t.match(await virtctl(['stop', 'testvm']), { code: 0, stdout: /VM testvm was scheduled to stop/ }, 'stop accepted');
-    const stopped = await waitFor('VM Stopped, no VMI', state, (s) => s.vm.status?.printableStatus === 'Stopped' && !s.vmi, { timeoutMs: 120_000 });
+    const stopped = await waitFor('VM Stopped, no VMI', state, (s) => s.vm.status?.printableStatus === 'Stopped' && !s.vmi, {
+      timeoutMs: 120_000,
+    });
     t.equal(stopped.vm.spec.runStrategy, 'Halted', 'stop set runStrategy Halted');
     t.match(await virtctl(['stop', 'testvm']), { code: 1, stderr: /VM is not running/ }, 'a stopped VM cannot stop');
-    t.match(await virtctl(['restart', 'testvm']), { code: 1, stderr: /RunStategy Halted does not support manual restart requests/ }, 'a Halted VM cannot restart');
+    t.match(
+      await virtctl(['restart', 'testvm']),
+      { code: 1, stderr: /RunStategy Halted does not support manual restart requests/ },
+      'a Halted VM cannot restart',
+    );
     t.match(await virtctl(['start', 'testvm', '--paused']), { code: 0 }, 'start --paused accepted');
-    const paused = await waitFor('VMI Running and paused', state, (s) => s.vmi?.status?.phase === 'Running' && condition(s.vmi, 'Paused') === 'True' && s.vm.status?.printableStatus === 'Paused', {
-      timeoutMs: BOOT_TIMEOUT_MS,
-    });
+    const paused = await waitFor(
+      'VMI Running and paused',
+      state,
+      (s) => s.vmi?.status?.phase === 'Running' && condition(s.vmi, 'Paused') === 'True' && s.vm.status?.printableStatus === 'Paused',
+      {
+        timeoutMs: BOOT_TIMEOUT_MS,
+      },
+    );
     t.equal(paused.vm.spec.runStrategy, 'Always', 'the controller set runStrategy Always');
   });
 
   await t.test('a viewer cannot start or attach; no credentials are 401', async (t) => {
     t.match(await virtctl(['start', 'testvm'], viewerConfig), { code: 1, stderr: /forbidden/i }, 'view cannot start');
-    t.match(await virtctl(['console', 'testvm', '--timeout=1'], viewerConfig), { code: 1, stderr: /403|forbidden/i }, 'view cannot open the console');
-    const direct = await httpsStatus(`https://${address}:${api.port}/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/testvm/start`, {});
+    t.match(
+      await virtctl(['console', 'testvm', '--timeout=1'], viewerConfig),
+      { code: 1, stderr: /403|forbidden/i },
+      'view cannot open the console',
+    );
+    const direct = await httpsStatus(
+      `https://${address}:${api.port}/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/testvm/start`,
+      {},
+    );
     t.equal(direct, 401, 'the subresource API itself: no front-proxy certificate is 401');
     const server = cluster.clients.kc.getCurrentCluster()!.server;
-    const badToken = await httpsStatus(`${server}/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/testvm/start`, { Authorization: 'Bearer not-a-token' });
+    const badToken = await httpsStatus(`${server}/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/testvm/start`, {
+      Authorization: 'Bearer not-a-token',
+    });
     t.equal(badToken, 401, 'through the kube-apiserver: an invalid token is 401');
   });
 });
@@ -178,20 +237,33 @@ async function viewerKubeconfig(admin: KubeConfig): Promise<string> {
       subjects: [{ kind: 'ServiceAccount', name: 'viewer', namespace: NS }],
     },
   });
-  const issued = await clients.core.createNamespacedServiceAccountToken({ name: 'viewer', namespace: NS, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await clients.core.createNamespacedServiceAccountToken({
+    name: 'viewer',
+    namespace: NS,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const kc = new KubeConfig();
   const cluster = admin.getCurrentCluster()!;
-  kc.loadFromOptions({ clusters: [cluster], users: [{ name: 'viewer', token: issued.status!.token }], contexts: [{ name: 'viewer', cluster: cluster.name, user: 'viewer', namespace: NS }], currentContext: 'viewer' });
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'viewer', token: issued.status!.token }],
+    contexts: [{ name: 'viewer', cluster: cluster.name, user: 'viewer', namespace: NS }],
+    currentContext: 'viewer',
+  });
   return kc.exportConfig();
 }
 
 /** The status code of a PUT with an empty JSON body (server certificates not checked: only the code matters). */
 function httpsStatus(url: string, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, rejectUnauthorized: false }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
+    const req = request(
+      url,
+      { method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, rejectUnauthorized: false },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
     req.on('error', reject);
     req.end('{}');
   });
@@ -214,10 +286,16 @@ function openConsole(bin: string, kubeconfig: string): ConsoleSession {
   const poke = () => waiters.splice(0).forEach((w) => w());
   child.stdout.on('data', (d: Buffer) => ((stdout += d.toString()), poke()));
   child.stderr.on('data', (d: Buffer) => ((stderr += d.toString()), poke()));
-  const exited = new Promise<{ code: number | null; stderr: string }>((resolve) => child.on('exit', (code) => (poke(), resolve({ code, stderr }))));
+  const exited = new Promise<{ code: number | null; stderr: string }>((resolve) =>
+    child.on('exit', (code) => (poke(), resolve({ code, stderr }))),
+  );
   const until = (what: string, ok: () => boolean, timeoutMs = 60_000) =>
     new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`console: no ${what} within ${timeoutMs} ms; stdout: ${JSON.stringify(stdout.slice(-500))}; stderr: ${stderr}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(new Error(`console: no ${what} within ${timeoutMs} ms; stdout: ${JSON.stringify(stdout.slice(-500))}; stderr: ${stderr}`)),
+        timeoutMs,
+      );
       const check = () => {
         if (ok()) {
           clearTimeout(timer);

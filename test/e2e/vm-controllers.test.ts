@@ -4,174 +4,227 @@
 // scheduler sees, and the real garbage collector removes VMIs and pods with
 // their owners. With no node the launcher pod stays Unschedulable.
 import t from 'tap';
-import { CustomObjectsApi, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
-import { mergePatch } from '../../provider/kube/client.js';
-import { isNotFound } from '../../provider/kube/errors.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from '../../launcher/limits.js';
-import { startTestCluster, testLog, waitFor } from './harness.js';
+import {
+  kubevirtIn,
+  pooledVm,
+  startTestCluster,
+  testLog,
+  testNamespace,
+  waitFor,
+  waitForAll,
+  waitForGone,
+  events as eventsIn,
+} from './framework/index.js';
 
 const NS = 'e2e-vm-controllers';
-const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
-
-const testVm = (name: string): VirtualMachine => ({
-  apiVersion: 'kubevirt.io/v1',
-  kind: 'VirtualMachine',
-  metadata: { name, namespace: NS },
-  spec: {
-    runStrategy: 'Always',
-    template: {
-      metadata: { labels: { 'kubevirt.io/size': 'small' } },
-      spec: {
-        domain: {
-          resources: { requests: { memory: '128Mi', cpu: '200m' } },
-          devices: { disks: [{ name: 'containerdisk', disk: { bus: 'virtio' } }] },
-        },
-        nodeSelector: { 'vkvm.io/pool': 'e2e' },
-        tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }],
-        volumes: [{ name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } }],
-      },
-    },
-  },
-});
+const LAUNCHER_PODS = { labelSelector: 'kubevirt.io=virt-launcher' };
 
 t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
   const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
   t.teardown(() => controllers.stop());
-  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
-  const custom = cluster.clients.kc.makeApiClient(CustomObjectsApi);
   // Pods are refused until the namespace's default ServiceAccount exists (the controller would retry; the test wants one clean pass).
-  await waitFor('the default ServiceAccount', () => cluster.clients.core.readNamespacedServiceAccount({ name: 'default', namespace: NS }), () => true);
+  const ns = await testNamespace(t, cluster, NS);
+  const kv = kubevirtIn(ns);
+  const launcherPods = async () => (await cluster.clients.core.listNamespacedPod({ namespace: NS, ...LAUNCHER_PODS })).items;
+  const setRunStrategy = (name: string, runStrategy: string) => kv.patchVm(name, { spec: { runStrategy } });
 
-  const readVm = async (name: string) => (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name })) as VirtualMachine;
-  const readVmi = async (name: string): Promise<VirtualMachineInstance | undefined> => {
-    try {
-      return (await custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name })) as VirtualMachineInstance;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
-  const launcherPods = async (): Promise<V1Pod[]> => (await cluster.clients.core.listNamespacedPod({ namespace: NS, labelSelector: 'kubevirt.io=virt-launcher' })).items;
-  const setRunStrategy = (name: string, runStrategy: string) =>
-    custom.patchNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name, body: { spec: { runStrategy } } }, mergePatch);
+  await t.test(
+    'runStrategy Always creates a VMI and its launcher pod; Halted removes them; deleting the VM takes them along',
+    async (t) => {
+      const vm = await kv.createVm(pooledVm('testvm'));
 
-  const vm = (await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: testVm('testvm') })) as VirtualMachine;
+      const vmi = await waitFor(ns.vmi('testvm'), () => true, { what: 'created' });
+      t.match(
+        vmi.metadata,
+        {
+          name: 'testvm',
+          labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/vm': 'testvm' },
+          ownerReferences: [
+            {
+              apiVersion: 'kubevirt.io/v1',
+              kind: 'VirtualMachine',
+              name: 'testvm',
+              uid: vm.metadata.uid,
+              controller: true,
+              blockOwnerDeletion: true,
+            },
+          ],
+        },
+        'runStrategy Always creates the VMI, owned by the VM',
+      );
 
-  const vmi = await waitFor('the VMI of testvm', () => readVmi('testvm'), (v) => Boolean(v));
-  t.match(
-    vmi!.metadata,
-    {
-      name: 'testvm',
-      labels: { 'kubevirt.io/size': 'small', 'kubevirt.io/vm': 'testvm' },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: vm.metadata.uid, controller: true, blockOwnerDeletion: true }],
-    },
-    'runStrategy Always creates the VMI, owned by the VM',
-  );
-
-  const [pod] = await waitFor('the launcher pod of testvm', launcherPods, (pods) => pods.length > 0);
-  t.match(
-    pod,
-    {
-      metadata: {
-        name: /^virt-launcher-testvm-[a-z0-9]{5}$/,
-        labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmi!.metadata.uid, 'vm.kubevirt.io/name': 'testvm' },
-        annotations: { 'kubevirt.io/domain': 'testvm' },
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi!.metadata.uid, controller: true, blockOwnerDeletion: true }],
-      },
-      spec: {
-        nodeSelector: { 'vkvm.io/pool': 'e2e', 'kubevirt.io/schedulable': 'true' },
-        tolerations: [
-          { key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' },
-          { key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' },
-        ],
-        terminationGracePeriodSeconds: 30,
-        restartPolicy: 'Never',
-        containers: [
-          {
-            name: 'compute',
-            image: 'quay.io/kubevirt/cirros-container-disk-demo',
-            resources: { requests: { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi`, cpu: '200m' } },
+      const pod = await waitFor(ns.pods(LAUNCHER_PODS), () => true, { what: 'the launcher pod of testvm' });
+      t.match(
+        pod,
+        {
+          metadata: {
+            name: /^virt-launcher-testvm-[a-z0-9]{5}$/,
+            labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmi.metadata.uid, 'vm.kubevirt.io/name': 'testvm' },
+            annotations: { 'kubevirt.io/domain': 'testvm' },
+            ownerReferences: [
+              {
+                apiVersion: 'kubevirt.io/v1',
+                kind: 'VirtualMachineInstance',
+                name: 'testvm',
+                uid: vmi.metadata.uid,
+                controller: true,
+                blockOwnerDeletion: true,
+              },
+            ],
           },
-        ],
-      },
+          spec: {
+            nodeSelector: { 'vkvm.io/pool': 'e2e', 'kubevirt.io/schedulable': 'true' },
+            tolerations: [
+              { key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' },
+              { key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' },
+            ],
+            terminationGracePeriodSeconds: 30,
+            restartPolicy: 'Never',
+            containers: [
+              {
+                name: 'compute',
+                image: 'quay.io/kubevirt/cirros-container-disk-demo',
+                resources: { requests: { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi`, cpu: '200m' } },
+              },
+            ],
+          },
+        },
+        'the VMI gets one launcher pod with its owner, labels, node selector, toleration and requests',
+      );
+
+      const scheduling = await waitFor(
+        ns.vmi('testvm'),
+        (v) =>
+          v.status?.phase === 'Scheduling' &&
+          Boolean(v.status.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable')),
+        { what: 'Scheduling with the pod unschedulable' },
+      );
+      t.same(
+        scheduling.status!.phaseTransitionTimestamps?.map((p) => p.phase),
+        ['Scheduling'],
+        'VMI phase Scheduling, straight from none',
+      );
+      const unschedulable = await waitFor(ns.vm('testvm'), (v) => v.status?.printableStatus === 'ErrorUnschedulable', {
+        what: 'ErrorUnschedulable',
+      });
+      t.match(
+        unschedulable.status,
+        { printableStatus: 'ErrorUnschedulable', created: true, ready: false, runStrategy: 'Always' },
+        'no node: the VM shows ErrorUnschedulable',
+      );
+      t.equal((await launcherPods()).length, 1, 'still one launcher pod after the VMI was synced again');
+
+      await setRunStrategy('testvm', 'Halted');
+      await waitForGone(ns.vmi('testvm'));
+      await waitForGone(ns.pods(LAUNCHER_PODS), { what: 'garbage-collected' });
+      const halted = await waitFor(ns.vm('testvm'), (v) => v.status?.printableStatus === 'Stopped', { what: 'Stopped' });
+      t.match(
+        halted.status,
+        { printableStatus: 'Stopped', created: false, ready: false, runStrategy: 'Halted' },
+        'runStrategy Halted removes the VMI and its pod',
+      );
+
+      await setRunStrategy('testvm', 'Always');
+      const again = await waitFor(ns.vmi('testvm'), (v) => v.metadata.uid !== vmi.metadata.uid, { what: 'a new VMI' });
+      const [secondPod] = await waitForAll(
+        ns.pods(LAUNCHER_PODS),
+        (pods) => pods.length === 1 && pods[0]!.metadata?.labels?.['kubevirt.io/created-by'] === again.metadata.uid,
+        {
+          what: 'one launcher pod, of the new VMI',
+        },
+      );
+
+      const describe = (e: CoreV1Event) =>
+        `${e.involvedObject.kind} ${e.involvedObject.uid} ${e.type} ${e.reason} x${e.count} (${e.source?.component}): ${e.message}`;
+      const expected = [
+        `VirtualMachine ${vm.metadata.uid} Normal SuccessfulCreate x2 (virtualmachine-controller): Started the virtual machine by creating the new virtual machine instance testvm`,
+        `VirtualMachine ${vm.metadata.uid} Normal SuccessfulDelete x1 (virtualmachine-controller): Stopped the virtual machine by deleting the virtual machine instance ${vmi.metadata.uid}`,
+        `VirtualMachineInstance ${vmi.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${pod.metadata!.name}`,
+        `VirtualMachineInstance ${again.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${secondPod!.metadata!.name}`,
+      ].sort();
+      const fromControllers = (es: CoreV1Event[]) => es.filter((e) => e.source?.component?.startsWith('virtualmachine'));
+      // Waited for: an event on each object, the VM's creations counted twice. Asserted: all of them, as recorded.
+      const events = await waitForAll(
+        eventsIn(cluster.clients, NS),
+        (es) => {
+          const got = fromControllers(es);
+          const has = (uid: string | undefined, reason: string, count = 1) =>
+            got.some((e) => e.involvedObject.uid === uid && e.reason === reason && (e.count ?? 1) >= count);
+          return (
+            has(vm.metadata.uid, 'SuccessfulCreate', 2) &&
+            has(vm.metadata.uid, 'SuccessfulDelete') &&
+            has(vmi.metadata.uid, 'SuccessfulCreate') &&
+            has(again.metadata.uid, 'SuccessfulCreate')
+          );
+        },
+        { what: 'the controllers’ events', deadlineMs: 15_000 },
+      );
+      t.same(fromControllers(events).map(describe).sort(), expected, 'Events on the VM and its VMIs as KubeVirt records them');
+
+      await kv.deleteVm('testvm');
+      await waitForGone(ns.vmi('testvm'), { what: 'garbage-collected' });
+      await waitForGone(ns.pods(LAUNCHER_PODS), { what: 'garbage-collected' });
+      t.same(
+        { vm: await kv.readVm('testvm'), vmi: await kv.readVmi('testvm'), pods: await launcherPods() },
+        { vm: undefined, vmi: undefined, pods: [] },
+        'deleting the VM removes its VMI and launcher pod, and nothing makes them again',
+      );
     },
-    'the VMI gets one launcher pod with its owner, labels, node selector, toleration and requests',
   );
 
-  const scheduling = await waitFor(
-    'VMI Scheduling with the pod unschedulable',
-    () => readVmi('testvm'),
-    (v) => v?.status?.phase === 'Scheduling' && Boolean(v.status.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable')),
-  );
-  t.same(scheduling!.status!.phaseTransitionTimestamps?.map((p) => p.phase), ['Scheduling'], 'VMI phase Scheduling, straight from none');
-  const unschedulable = await waitFor('VM ErrorUnschedulable', () => readVm('testvm'), (v) => v.status?.printableStatus === 'ErrorUnschedulable');
-  t.match(unschedulable.status, { printableStatus: 'ErrorUnschedulable', created: true, ready: false, runStrategy: 'Always' }, 'no node: the VM shows ErrorUnschedulable');
-  t.equal((await launcherPods()).length, 1, 'still one launcher pod after the VMI was synced again');
+  await t.test('a VM field vkvm keeps but does not realize is reported by a condition and an event', async (t) => {
+    const typed = pooledVm('instancetyped');
+    Object.assign(typed.spec, { runStrategy: 'Halted', instancetype: { name: 'u1.small' } });
+    const withInstancetype = await kv.createVm(typed);
+    const reported = await waitFor(
+      ns.vm('instancetyped'),
+      (v) => Boolean(v.status?.conditions?.some((c) => c.type === 'UnsupportedFields')),
+      { what: 'the UnsupportedFields condition' },
+    );
+    t.match(
+      reported.status?.conditions?.find((c) => c.type === 'UnsupportedFields'),
+      { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.instancetype' },
+      'a VM field vkvm keeps but does not realize is named by a condition',
+    );
+    const warning = await waitFor(ns.eventsOf(withInstancetype.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
+      what: 'the UnsupportedFields event',
+    });
+    t.match(warning, { type: 'Warning', message: /spec\.instancetype/ }, 'and by a Warning event on the VM');
+  });
 
-  await setRunStrategy('testvm', 'Halted');
-  await waitFor('the VMI deleted', () => readVmi('testvm'), (v) => v === undefined);
-  await waitFor('the launcher pod garbage-collected', launcherPods, (pods) => pods.length === 0);
-  const halted = await waitFor('VM Stopped', () => readVm('testvm'), (v) => v.status?.printableStatus === 'Stopped');
-  t.match(halted.status, { printableStatus: 'Stopped', created: false, ready: false, runStrategy: 'Halted' }, 'runStrategy Halted removes the VMI and its pod');
-
-  await setRunStrategy('testvm', 'Always');
-  const again = await waitFor('a new VMI', () => readVmi('testvm'), (v) => Boolean(v) && v!.metadata.uid !== vmi!.metadata.uid);
-  const [secondPod] = await waitFor('its launcher pod', launcherPods, (pods) => pods.length === 1 && pods[0]!.metadata?.labels?.['kubevirt.io/created-by'] === again!.metadata.uid);
-
-  const describe = (e: CoreV1Event) => `${e.involvedObject.kind} ${e.involvedObject.uid} ${e.type} ${e.reason} x${e.count} (${e.source?.component}): ${e.message}`;
-  const expected = [
-    `VirtualMachine ${vm.metadata.uid} Normal SuccessfulCreate x2 (virtualmachine-controller): Started the virtual machine by creating the new virtual machine instance testvm`,
-    `VirtualMachine ${vm.metadata.uid} Normal SuccessfulDelete x1 (virtualmachine-controller): Stopped the virtual machine by deleting the virtual machine instance ${vmi!.metadata.uid}`,
-    `VirtualMachineInstance ${vmi!.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${pod!.metadata!.name}`,
-    `VirtualMachineInstance ${again!.metadata.uid} Normal SuccessfulCreate x1 (virtualmachineinstance-controller): Created virtual machine pod ${secondPod!.metadata!.name}`,
-  ].sort();
-  const events = await waitFor(
-    'the controllers’ events',
-    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS })).items.filter((e) => e.source?.component?.startsWith('virtualmachine')).map(describe).sort(),
-    (es) => es.length === expected.length && es.join() === expected.join(),
-    { timeoutMs: 15_000 },
-  );
-  t.same(events, expected, 'Events on the VM and its VMIs as KubeVirt records them');
-
-  await custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'testvm' });
-  await waitFor('the VMI garbage-collected', () => readVmi('testvm'), (v) => v === undefined);
-  await waitFor('the launcher pod garbage-collected', launcherPods, (pods) => pods.length === 0);
-  t.pass('deleting the VM removes its VMI and launcher pod');
-
-  const typed = testVm('instancetyped');
-  Object.assign(typed.spec, { runStrategy: 'Halted', instancetype: { name: 'u1.small' } });
-  const withInstancetype = (await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: typed })) as VirtualMachine;
-  const reported = await waitFor('the UnsupportedFields condition', () => readVm('instancetyped'), (v) => Boolean(v.status?.conditions?.some((c) => c.type === 'UnsupportedFields')));
-  t.match(
-    reported.status?.conditions?.find((c) => c.type === 'UnsupportedFields'),
-    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.instancetype' },
-    'a VM field vkvm keeps but does not realize is named by a condition',
-  );
-  const warnings = await waitFor(
-    'the UnsupportedFields event',
-    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${withInstancetype.metadata.uid}` })).items,
-    (es) => es.some((e) => e.reason === 'UnsupportedFields'),
-  );
-  t.match(warnings.find((e) => e.reason === 'UnsupportedFields'), { type: 'Warning', message: /spec\.instancetype/ }, 'and by a Warning event on the VM');
-
-  // runStrategy Manual, started and stopped with the kubectl commands README.md gives for virtctl start/stop.
-  const manual = testVm('manual');
-  manual.spec.runStrategy = 'Manual';
-  await custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: manual });
-  await waitFor('Manual VM Stopped', () => readVm('manual'), (v) => v.status?.printableStatus === 'Stopped');
-  t.equal(await readVmi('manual'), undefined, 'runStrategy Manual starts nothing by itself');
-  const request = (body: object) => cluster.kubectl(['patch', 'vm', 'manual', '-n', NS, '--subresource=status', '--type', 'merge', '-p', JSON.stringify({ status: { stateChangeRequests: [body] } })]);
-  t.equal((await request({ action: 'Start' })).code, 0, 'a Start request is patched into the status');
-  const started = await waitFor('the Manual VM’s VMI', () => readVmi('manual'), (v) => Boolean(v));
-  const consumed = await waitFor('the Start request consumed', () => readVm('manual'), (v) => !v.status?.stateChangeRequests);
-  t.match(consumed.status, { created: true }, 'the Start request created the VMI and was consumed');
-  t.equal((await request({ action: 'Stop', uid: started!.metadata.uid })).code, 0, 'a Stop request for that VMI is patched in');
-  await waitFor('the Manual VM’s VMI deleted', () => readVmi('manual'), (v) => v === undefined);
-  const stopped = await waitFor('Manual VM Stopped again', () => readVm('manual'), (v) => v.status?.printableStatus === 'Stopped' && !v.status.stateChangeRequests);
-  t.match(stopped.status, { printableStatus: 'Stopped', created: false }, 'the Stop request deleted the VMI and was dropped');
+  await t.test('runStrategy Manual starts and stops by the state change requests kubectl patches in', async (t) => {
+    // Started and stopped with the kubectl commands README.md gives for virtctl start/stop.
+    const manual = pooledVm('manual');
+    manual.spec.runStrategy = 'Manual';
+    await kv.createVm(manual);
+    await waitFor(ns.vm('manual'), (v) => v.status?.printableStatus === 'Stopped', { what: 'Stopped' });
+    t.equal(await kv.readVmi('manual'), undefined, 'runStrategy Manual starts nothing by itself');
+    const request = (body: object) =>
+      ns.kubectl([
+        'patch',
+        'vm',
+        'manual',
+        '--subresource=status',
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ status: { stateChangeRequests: [body] } }),
+      ]);
+    t.equal((await request({ action: 'Start' })).code, 0, 'a Start request is patched into the status');
+    const started = await waitFor(ns.vmi('manual'), () => true, { what: 'created' });
+    const consumed = await waitFor(ns.vm('manual'), (v) => !v.status?.stateChangeRequests, { what: 'the Start request consumed' });
+    t.match(consumed.status, { created: true }, 'the Start request created the VMI and was consumed');
+    t.equal((await request({ action: 'Stop', uid: started.metadata.uid })).code, 0, 'a Stop request for that VMI is patched in');
+    await waitForGone(ns.vmi('manual'));
+    const stopped = await waitFor(ns.vm('manual'), (v) => v.status?.printableStatus === 'Stopped' && !v.status.stateChangeRequests, {
+      what: 'Stopped again',
+    });
+    t.match(stopped.status, { printableStatus: 'Stopped', created: false }, 'the Stop request deleted the VMI and was dropped');
+  });
 });

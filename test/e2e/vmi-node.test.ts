@@ -7,52 +7,69 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
-import { condition, qemuPids, startAgent, startTestCluster, waitFor } from './harness.js';
-import { smokeVmiSpec } from './kubevirt-fixtures.js';
+import {
+  condition,
+  kubevirtIn,
+  poll,
+  qemuPidsOfDomain,
+  startAgent,
+  startTestCluster,
+  testNamespace,
+  VKVM_TOLERATION,
+  vmiOf,
+  waitFor,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-vmi';
 const NS = 'e2e-vmi';
-const API = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
 /** This test's QEMU processes: its domains are named <namespace>_<vmi> (their -uuid is the VMI's firmware UUID, not the pod's). */
-const testQemuPids = (): number[] => qemuPids((argv) => argv.some((a) => a.includes(`guest=${NS}_`)));
+const testQemuPids = (): number[] => qemuPidsOfDomain(`${NS}_`);
 
 /** The smoke VM's VMI, plus a watchdog vkvm does not realize: preserved by the CRD and reported. */
 function vmi(name: string): VirtualMachineInstance {
-  const spec = smokeVmiSpec();
-  Object.assign(spec.domain.devices!, { watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } });
-  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name, namespace: NS }, spec };
+  const v = vmiOf(name);
+  Object.assign(v.spec.domain.devices!, { watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } });
+  return v;
 }
 
 t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
   await startAgent(t, cluster, { nodeName: NODE });
-  await cluster.clients.core.createNamespace({ body: { metadata: { name: NS } } });
-  const custom = cluster.clients.custom;
+  const ns = await testNamespace(t, cluster, NS);
+  const kv = kubevirtIn(ns);
 
-  const created = (await custom.createNamespacedCustomObject({ ...API, body: vmi('testvmi') })) as VirtualMachineInstance;
+  const created = await kv.createVmi(vmi('testvmi'));
   const pod: V1Pod = {
     metadata: {
       name: 'virt-launcher-testvmi-e2e01',
       namespace: NS,
       labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': created.metadata.uid! },
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'testvmi', uid: created.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachineInstance',
+          name: 'testvmi',
+          uid: created.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       nodeSelector: { 'kubevirt.io/schedulable': 'true' },
-      tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+      tolerations: [VKVM_TOLERATION],
       restartPolicy: 'Never',
       containers: [{ name: 'compute', image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
     },
   };
-  await cluster.clients.core.createNamespacedPod({ namespace: NS, body: pod });
+  await ns.createPod(pod);
 
-  const running = await waitFor(
-    'VMI Running and Ready',
-    async () => (await custom.getNamespacedCustomObject({ ...API, name: 'testvmi' })) as VirtualMachineInstance,
-    (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True',
-    { timeoutMs: 180_000 },
-  );
+  const running = await waitFor(ns.vmi('testvmi'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', {
+    what: 'Running and Ready',
+    deadlineMs: 180_000,
+  });
   t.match(
     running.status,
     {
@@ -66,29 +83,37 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     },
     'the node writes phase, nodeName, Ready and the unsupported fields (no Paused condition while running, as KubeVirt)',
   );
-  const events = await waitFor(
-    'the UnsupportedFields event on the VMI',
-    async () => (await cluster.clients.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.uid=${created.metadata.uid}` })).items,
-    (es) => es.some((e) => e.reason === 'UnsupportedFields'),
-  );
+  const event = await waitFor(ns.eventsOf(created.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
+    what: 'the UnsupportedFields event',
+  });
   t.match(
-    events.find((e) => e.reason === 'UnsupportedFields'),
+    event,
     { type: 'Warning', involvedObject: { kind: 'VirtualMachineInstance', name: 'testvmi' }, message: /spec\.domain\.devices\.watchdog/ },
     'a Warning event on the VMI names the unsupported field',
   );
   t.ok(testQemuPids().length > 0, 'QEMU runs for the launcher pod');
-  const table = await cluster.kubectl(['get', 'vmi', '-n', NS]);
-  t.match(table.stdout, new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'), 'kubectl get vmi fills PHASE, IP, NODENAME and READY');
-
-  await custom.deleteNamespacedCustomObject({ ...API, name: 'testvmi' });
-  await waitFor(
-    'launcher pod collected and QEMU gone',
-    async () => ({
-      pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items.length,
-      qemu: testQemuPids().length > 0,
-    }),
-    (s) => s.pods === 0 && !s.qemu,
-    { timeoutMs: 90_000 },
+  const table = await ns.kubectl(['get', 'vmi']);
+  t.match(
+    table.stdout,
+    new RegExp(`^testvmi\\s+\\S+\\s+Running\\s+\\d+\\.\\d+\\.\\d+\\.\\d+\\s+${NODE}\\s+True`, 'm'),
+    'kubectl get vmi fills PHASE, IP, NODENAME and READY',
   );
-  t.pass('deleting the VMI lets the garbage collector delete the pod, and the VM stops with it');
+
+  await kv.deleteVmi('testvmi');
+  await waitForGone(ns.pods(), { what: 'the launcher pod garbage-collected', deadlineMs: 90_000 });
+  await poll(
+    'QEMU gone',
+    async () => testQemuPids(),
+    (pids) => pids.length === 0,
+    { deadlineMs: 90_000 },
+  ).catch(() => undefined);
+  t.same(
+    {
+      vmi: await kv.readVmi('testvmi'),
+      pods: (await cluster.clients.core.listNamespacedPod({ namespace: NS })).items,
+      qemu: testQemuPids(),
+    },
+    { vmi: undefined, pods: [], qemu: [] },
+    'deleting the VMI lets the garbage collector delete the pod, and the VM stops with it',
+  );
 });

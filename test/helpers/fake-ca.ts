@@ -18,13 +18,34 @@ export interface TestCa {
 
 export async function newCa(): Promise<TestCa> {
   const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({ name: 'CN=test-ca', keys, signingAlgorithm: SIGN, extensions: [new x509.BasicConstraintsExtension(true, undefined, true)] });
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    name: 'CN=test-ca',
+    keys,
+    signingAlgorithm: SIGN,
+    extensions: [new x509.BasicConstraintsExtension(true, undefined, true)],
+  });
   return { keys, pem: cert.toString('pem') };
 }
 
 /** A certificate for `publicKey` signed by `ca`, valid from `notBefore` to `notAfter`. */
-export async function issue(ca: TestCa, publicKey: x509.PublicKeyType, subject: string, notBefore: Date, notAfter: Date, extensions: x509.Extension[] = []): Promise<string> {
-  const cert = await x509.X509CertificateGenerator.create({ subject, issuer: 'CN=test-ca', notBefore, notAfter, publicKey, signingKey: ca.keys.privateKey, signingAlgorithm: SIGN, extensions });
+export async function issue(
+  ca: TestCa,
+  publicKey: x509.PublicKeyType,
+  subject: string,
+  notBefore: Date,
+  notAfter: Date,
+  extensions: x509.Extension[] = [],
+): Promise<string> {
+  const cert = await x509.X509CertificateGenerator.create({
+    subject,
+    issuer: 'CN=test-ca',
+    notBefore,
+    notAfter,
+    publicKey,
+    signingKey: ca.keys.privateKey,
+    signingAlgorithm: SIGN,
+    extensions,
+  });
   return cert.toString('pem');
 }
 
@@ -39,7 +60,8 @@ export function fakeCertificatesApi(ca: TestCa, denials = 0): { clients: KubeCli
     readCertificateSigningRequest: async ({ name }: { name: string }) => {
       const index = created.findIndex((c) => c.metadata?.name === name);
       const csr = created[index]!;
-      if (index < denials) return { ...csr, status: { conditions: [{ type: 'Denied', status: 'True', reason: 'SANNotOwnedByNode', message: 'no' }] } };
+      if (index < denials)
+        return { ...csr, status: { conditions: [{ type: 'Denied', status: 'True', reason: 'SANNotOwnedByNode', message: 'no' }] } };
       const req = new x509.Pkcs10CertificateRequest(Buffer.from(csr.spec.request, 'base64').toString('utf8'));
       const sans = req.extensions.filter((e) => e.type === SUBJECT_ALT_NAME_OID);
       const certificate = await issue(ca, req.publicKey, req.subject, new Date(), new Date(Date.now() + 365 * 86400_000), sans);

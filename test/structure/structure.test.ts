@@ -70,7 +70,9 @@ t.test('no product module imports test/', async (t) => {
 });
 
 t.test('provider/ reaches launcher/ only through its seam', async (t) => {
-  const reached = new Set([...graph].filter(([f]) => f.startsWith('provider/')).flatMap(([, g]) => g.deps.filter((d) => d.startsWith('launcher/'))));
+  const reached = new Set(
+    [...graph].filter(([f]) => f.startsWith('provider/')).flatMap(([, g]) => g.deps.filter((d) => d.startsWith('launcher/'))),
+  );
   t.same([...reached], [LAUNCHER_SEAM]);
 });
 

@@ -32,7 +32,8 @@ export async function downloadBase(url: string, at: string, cacheDir: string, po
   try {
     return await cachedImage(url, cacheDir, policy, log);
   } catch (err) {
-    if (err instanceof DownloadError && err.permanent) throw new SpecError([{ path: at, reason: err.permanent, message: err.message }], { cause: err });
+    if (err instanceof DownloadError && err.permanent)
+      throw new SpecError([{ path: at, reason: err.permanent, message: err.message }], { cause: err });
     // A 4xx other than timeout or rate limit will not go away on retry: the spec names a wrong URL.
     const status = err instanceof DownloadError ? err.status : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 408 || status === 429) throw err;

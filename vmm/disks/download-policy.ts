@@ -54,11 +54,13 @@ function inCidr(ip: Parsed, cidr: string): boolean {
 }
 
 function nodeAddresses(): Parsed[] {
-  return Object.values(networkInterfaces())
-    .flatMap((list) => list ?? [])
-    // Loopback has its own, clearer refusal.
-    .filter((i) => !i.internal)
-    .map((i) => parse(i.address.replace(/%.*$/, '')));
+  return (
+    Object.values(networkInterfaces())
+      .flatMap((list) => list ?? [])
+      // Loopback has its own, clearer refusal.
+      .filter((i) => !i.internal)
+      .map((i) => parse(i.address.replace(/%.*$/, '')))
+  );
 }
 
 /** Why `address` may not be downloaded from, or undefined when it may. */

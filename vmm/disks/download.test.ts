@@ -30,14 +30,18 @@ async function fetchAsDisk(t: Test, url: string, downloads: DownloadPolicy) {
   const root = t.testdir();
   const { log } = recordingLog();
   const spec = testSpec({ disks: [{ name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'url', url } }] });
-  const err = await rejection(prepareDisks(spec, { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads, owner: TEST_QEMU_OWNER }, log));
+  const err = await rejection(
+    prepareDisks(spec, { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads, owner: TEST_QEMU_OWNER }, log),
+  );
   const cache = await readdir(join(root, 'cache')).catch(() => []);
   return { err, cache };
 }
 
 t.test('addresses of the node and its local services are refused by rule', async (t) => {
   const policy = { ...DEFAULT_DOWNLOAD_POLICY, deniedCidrs: ['10.96.0.0/12'] };
-  const own = Object.values(networkInterfaces()).flatMap((l) => l ?? []).find((i) => !i.internal && i.family === 'IPv4')?.address;
+  const own = Object.values(networkInterfaces())
+    .flatMap((l) => l ?? [])
+    .find((i) => !i.internal && i.family === 'IPv4')?.address;
   t.match(
     {
       loopback: refusalOf('127.0.0.1', policy),
@@ -81,7 +85,9 @@ t.test('a redirect from an allowed server to a loopback port is refused at the h
   const allowed = await serve(t, '127.0.0.2', (_p, res) => res.writeHead(302, { location: `${target.base}/latest/meta-data` }).end());
   const policy = { ...DEFAULT_DOWNLOAD_POLICY, allowedCidrs: ['127.0.0.2/32'] };
   const { err, cache } = await fetchAsDisk(t, `${allowed.base}/disk.img`, policy);
-  t.match(err, { causes: [{ path: 'disks[0].source.url', reason: 'FieldValueForbidden', message: /127\.0\.0\.1 is the node's loopback/ }] });
+  t.match(err, {
+    causes: [{ path: 'disks[0].source.url', reason: 'FieldValueForbidden', message: /127\.0\.0\.1 is the node's loopback/ }],
+  });
   t.same({ allowed: allowed.seen, target: target.seen, cache }, { allowed: ['/disk.img'], target: [], cache: [] });
 });
 

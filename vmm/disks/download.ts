@@ -39,7 +39,8 @@ function get(url: URL, policy: DownloadPolicy, signal: AbortSignal): Promise<Inc
 async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal): Promise<IncomingMessage> {
   let current = new URL(url);
   for (let hop = 0; ; hop++) {
-    if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new DownloadError(redactUrl(url), `redirected to a ${current.protocol} URL`);
+    if (current.protocol !== 'http:' && current.protocol !== 'https:')
+      throw new DownloadError(redactUrl(url), `redirected to a ${current.protocol} URL`);
     const res = await get(current, policy, signal);
     const location = res.headers.location;
     if (!location || ![301, 302, 303, 307, 308].includes(res.statusCode ?? 0)) return res;
@@ -64,7 +65,11 @@ export async function downloadToFile(url: string, dest: string, policy: Download
         permanent: 'FieldValueForbidden',
       });
     }
-    const why = idle.signal.aborted ? `no data for ${policy.idleTimeoutMs / 1000} s` : signal.aborted ? `not done within ${policy.timeoutMs / 1000} s` : (err as Error).message;
+    const why = idle.signal.aborted
+      ? `no data for ${policy.idleTimeoutMs / 1000} s`
+      : signal.aborted
+        ? `not done within ${policy.timeoutMs / 1000} s`
+        : (err as Error).message;
     throw new DownloadError(shownUrl, why, undefined, { cause: err });
   };
   try {
@@ -76,7 +81,8 @@ export async function downloadToFile(url: string, dest: string, policy: Download
     }
     // With a content encoding, Content-Length counts compressed bytes, not the bytes written.
     const totalBytes = res.headers['content-encoding'] ? undefined : Number(res.headers['content-length']) || undefined;
-    const tooLarge = () => new DownloadError(shownUrl, `the image is larger than this node's ${capMiB} MiB cap`, undefined, { permanent: 'FieldValueInvalid' });
+    const tooLarge = () =>
+      new DownloadError(shownUrl, `the image is larger than this node's ${capMiB} MiB cap`, undefined, { permanent: 'FieldValueInvalid' });
     if (totalBytes !== undefined && totalBytes > policy.maxBytes) {
       res.destroy();
       throw tooLarge();

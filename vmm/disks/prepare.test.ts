@@ -19,10 +19,20 @@ async function setup(t: Test): Promise<{ root: string; dirs: DiskDirs; images: s
   const images = join(root, 'images');
   await run('qemu-img', ['create', '-f', 'raw', join(images, 'base.raw'), '8M']);
   await run('qemu-img', ['create', '-f', 'qcow2', join(images, 'base.qcow2'), '16M']);
-  return { root, images, dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache'), downloads: DEFAULT_DOWNLOAD_POLICY, owner: TEST_QEMU_OWNER } };
+  return {
+    root,
+    images,
+    dirs: { vmDir: join(root, 'vms', 'vm1'), cacheDir: join(root, 'cache'), downloads: DEFAULT_DOWNLOAD_POLICY, owner: TEST_QEMU_OWNER },
+  };
 }
 
-const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> = {}): DiskSpec => ({ name, device: 'disk', bus: 'virtio', source, ...over });
+const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> = {}): DiskSpec => ({
+  name,
+  device: 'disk',
+  bus: 'virtio',
+  source,
+  ...over,
+});
 
 t.test('overlays on raw and qcow2 bases, a sparse empty disk, a host path in place and a seed ISO', async (t) => {
   const { root, images, dirs } = await setup(t);
@@ -84,14 +94,20 @@ t.test('overlays on raw and qcow2 bases, a sparse empty disk, a host path in pla
 
 t.test('preparing again reuses overlays and empty disks, which hold guest data', async (t) => {
   const { images, dirs } = await setup(t);
-  const spec = testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'base.qcow2') }), disk('scratch', { kind: 'empty', sizeMiB: 64 })] });
+  const spec = testSpec({
+    disks: [disk('a', { kind: 'image', path: join(images, 'base.qcow2') }), disk('scratch', { kind: 'empty', sizeMiB: 64 })],
+  });
   const first = await prepareDisks(spec, dirs, log);
   // Stand-in for guest writes: a marker the guest would have put into the overlay.
   await run('qemu-io', ['-f', 'qcow2', '-c', 'write -P 0x5a 0 64k', first.a!.path]);
   const before = await stat(first.scratch!.path);
   const second = await prepareDisks(spec, dirs, log);
   t.same(second, first);
-  t.match(await run('qemu-io', ['-f', 'qcow2', '-c', 'read -P 0x5a 0 64k', second.a!.path]), /read 65536\/65536 bytes/, 'guest data survives');
+  t.match(
+    await run('qemu-io', ['-f', 'qcow2', '-c', 'read -P 0x5a 0 64k', second.a!.path]),
+    /read 65536\/65536 bytes/,
+    'guest data survives',
+  );
   t.equal((await stat(second.scratch!.path)).mtimeMs, before.mtimeMs, 'the empty disk was not recreated');
 });
 
@@ -120,7 +136,9 @@ t.test('a failure keeps files that existed before, and the VM directory it did n
   const { images, dirs } = await setup(t);
   const good = disk('a', { kind: 'image', path: join(images, 'base.qcow2') });
   await prepareDisks(testSpec({ disks: [good] }), dirs, log);
-  const spec = testSpec({ disks: [good, disk('b', { kind: 'empty', sizeMiB: 64 }), disk('gone', { kind: 'image', path: join(images, 'nope.raw') })] });
+  const spec = testSpec({
+    disks: [good, disk('b', { kind: 'empty', sizeMiB: 64 }), disk('gone', { kind: 'image', path: join(images, 'nope.raw') })],
+  });
   t.match(await rejection(prepareDisks(spec, dirs, log)), { kind: 'SpecError' });
   t.same(await readdir(dirs.vmDir), ['a.qcow2']);
 });
@@ -138,10 +156,13 @@ t.test('a qemu-img failure is a CommandError, not a SpecError', async (t) => {
   const { images, dirs } = await setup(t);
   // A qcow2 magic with version 99: probed as qcow2, then refused by qemu-img.
   await writeFile(join(images, 'broken.qcow2'), Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 99]), Buffer.alloc(96)]));
-  t.match(await rejection(prepareDisks(testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'broken.qcow2') })] }), dirs, log)), {
-    kind: 'CommandError',
-    message: /qemu-img info/,
-  });
+  t.match(
+    await rejection(prepareDisks(testSpec({ disks: [disk('a', { kind: 'image', path: join(images, 'broken.qcow2') })] }), dirs, log)),
+    {
+      kind: 'CommandError',
+      message: /qemu-img info/,
+    },
+  );
 });
 
 t.test('removing prepared disks deletes what the VM owns and keeps host paths and bases', async (t) => {

@@ -70,6 +70,11 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
       await createOnce(path, created, () => createOverlay(base, format, path));
       return { path, format: 'qcow2' };
     }
+    case 'registry':
+      // The node agent pulls registry images; one reaching here is a caller's bug, said in the field's terms.
+      throw new SpecError([
+        { path: `${at}.source`, reason: 'FieldValueInvalid', message: `image ${source.image} was not pulled by the node agent` },
+      ]);
     case 'empty':
       await createOnce(path, created, () => createEmptyDisk(path, source.sizeMiB));
       return { path, format: 'qcow2' };
@@ -85,7 +90,10 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
 function combineFailures(failures: unknown[]): unknown {
   const specErrors = failures.filter((f): f is SpecError => f instanceof SpecError);
   if (specErrors.length === 0) return failures[0];
-  return new SpecError(specErrors.flatMap((e) => e.causes), { cause: specErrors[0] });
+  return new SpecError(
+    specErrors.flatMap((e) => e.causes),
+    { cause: specErrors[0] },
+  );
 }
 
 /** Removes `deepest` and its parents up to `topmost` while they are empty; one that someone else filled meanwhile stays. */
@@ -112,7 +120,10 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (failures.length === 0) {
     const prepared = spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value] as const);
-    await giveToQemu(dirs, prepared.map(([, p]) => p));
+    await giveToQemu(
+      dirs,
+      prepared.map(([, p]) => p),
+    );
     log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
     return Object.fromEntries(prepared);
   }
@@ -138,7 +149,7 @@ async function giveToQemu(dirs: DiskDirs, disks: PreparedDisk[]): Promise<void> 
 
 /** Removes the files prepareDisks made for this VM; host paths and the image cache are left alone. Idempotent. */
 export async function removePreparedDisks(spec: VmSpec, dirs: DiskDirs): Promise<void> {
-  const owned = spec.disks.filter((disk) => disk.source.kind !== 'host');
+  const owned = spec.disks.filter((disk) => disk.source.kind !== 'host' && disk.source.kind !== 'registry');
   await Promise.all(owned.map((disk) => rm(vmFile(dirs, disk), { force: true })));
 }
 

@@ -20,7 +20,10 @@ const MiB = 1024 * 1024;
 const LOOPBACK_DOWNLOADS = { ...DEFAULT_DOWNLOAD_POLICY, allowedCidrs: ['127.0.0.0/8'] };
 
 /** Serves files by path in 16 writes (so progress crosses each 10%), counting requests per path. */
-async function serveImages(t: Test, files: Record<string, Buffer>): Promise<{ url: (path: string) => string; requests: Map<string, number> }> {
+async function serveImages(
+  t: Test,
+  files: Record<string, Buffer>,
+): Promise<{ url: (path: string) => string; requests: Map<string, number> }> {
   const requests = new Map<string, number>();
   const server: Server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -60,7 +63,13 @@ t.test('two VMs asking for one URL at once share one download, and each gets its
   const cacheDir = join(root, 'cache');
   const { log, entries } = recordingLog();
   const [vm1, vm2] = await Promise.all(
-    ['vm1', 'vm2'].map((vm) => prepareDisks(testSpec({ disks: [urlDisk(url)] }), { vmDir: join(root, vm), cacheDir, downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log)),
+    ['vm1', 'vm2'].map((vm) =>
+      prepareDisks(
+        testSpec({ disks: [urlDisk(url)] }),
+        { vmDir: join(root, vm), cacheDir, downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+        log,
+      ),
+    ),
   );
   const cached = imageCachePath(cacheDir, url);
   t.match(
@@ -81,7 +90,11 @@ t.test('two VMs asking for one URL at once share one download, and each gets its
   );
   t.notMatch(JSON.stringify(entries), /secret/, 'the URL query never reaches the logs');
 
-  await prepareDisks(testSpec({ disks: [urlDisk(url)] }), { vmDir: join(root, 'vm3'), cacheDir, downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log);
+  await prepareDisks(
+    testSpec({ disks: [urlDisk(url)] }),
+    { vmDir: join(root, 'vm3'), cacheDir, downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+    log,
+  );
   t.equal(server.requests.get('/debian.qcow2'), 1, 'a later VM uses the cache');
 });
 
@@ -89,11 +102,18 @@ t.test('progress is logged about every 10% of a download of known size', async (
   const root = t.testdir();
   const server = await serveImages(t, { '/disk.raw': Buffer.alloc(MiB) });
   const { log, entries } = recordingLog();
-  await prepareDisks(testSpec({ disks: [urlDisk(server.url('/disk.raw'))] }), { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log);
+  await prepareDisks(
+    testSpec({ disks: [urlDisk(server.url('/disk.raw'))] }),
+    { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+    log,
+  );
   const percents = entries.filter((e) => e.msg === 'downloading image').map((e) => e.percent as number);
   t.ok(percents.length >= 5 && percents.length <= 10, `5 to 10 progress lines, got ${percents.join(', ')}`);
   const deciles = percents.map((p) => Math.floor(p / 10));
-  t.ok(deciles.every((d, i) => i === 0 || d > (deciles[i - 1] ?? 0)), `at most one line per 10%, got ${percents.join(', ')}`);
+  t.ok(
+    deciles.every((d, i) => i === 0 || d > (deciles[i - 1] ?? 0)),
+    `at most one line per 10%, got ${percents.join(', ')}`,
+  );
   t.equal(percents.at(-1), 100);
 });
 
@@ -101,7 +121,13 @@ t.test('a URL the server does not have is a SpecError, and nothing is left on di
   const root = t.testdir();
   const server = await serveImages(t, {});
   const { log } = recordingLog();
-  const err = await rejection(prepareDisks(testSpec({ disks: [urlDisk(server.url('/missing.qcow2'))] }), { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log));
+  const err = await rejection(
+    prepareDisks(
+      testSpec({ disks: [urlDisk(server.url('/missing.qcow2'))] }),
+      { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+      log,
+    ),
+  );
   t.match(err, { kind: 'SpecError', causes: [{ path: 'disks[0].source.url', reason: 'FieldValueNotFound', message: /404/ }] });
   t.same(await readdir(root, { recursive: true }), ['cache'], 'only the (empty) shared cache directory remains');
 });
@@ -110,7 +136,13 @@ t.test('a truncated download is a retryable DownloadError and leaves no partial 
   const root = t.testdir();
   const server = await serveImages(t, {});
   const { log } = recordingLog();
-  const err = await rejection(prepareDisks(testSpec({ disks: [urlDisk(server.url('/truncated'))] }), { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log));
+  const err = await rejection(
+    prepareDisks(
+      testSpec({ disks: [urlDisk(server.url('/truncated'))] }),
+      { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+      log,
+    ),
+  );
   t.match(err, { kind: 'DownloadError', url: server.url('/truncated') });
   t.same(await readdir(root, { recursive: true }), ['cache']);
 });
@@ -120,7 +152,16 @@ t.test('a downloaded image that names a backing file on the host is refused', as
   const evil = await qcow2Image(join(root, 'src'), ['-F', 'raw', '-b', '/etc/hostname']);
   const server = await serveImages(t, { '/evil.qcow2': evil });
   const { log } = recordingLog();
-  const err = await rejection(prepareDisks(testSpec({ disks: [urlDisk(server.url('/evil.qcow2'))] }), { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER }, log));
-  t.match(err, { kind: 'SpecError', causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid', message: /backing or data file/ }] });
+  const err = await rejection(
+    prepareDisks(
+      testSpec({ disks: [urlDisk(server.url('/evil.qcow2'))] }),
+      { vmDir: join(root, 'vm'), cacheDir: join(root, 'cache'), downloads: LOOPBACK_DOWNLOADS, owner: TEST_QEMU_OWNER },
+      log,
+    ),
+  );
+  t.match(err, {
+    kind: 'SpecError',
+    causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid', message: /backing or data file/ }],
+  });
   t.same((await readdir(root)).sort(), ['cache', 'src'], 'no VM directory is left');
 });

@@ -11,16 +11,34 @@ const cases: { name: string; host: HostCaps; model?: CpuModel; want: object }[] 
     name: 'KVM honours a named model',
     host: KVM_HOST,
     model: { named: 'Skylake-Server' },
-    want: { $: { type: 'kvm' }, cpu: { $: { mode: 'custom', match: 'exact', check: 'none' }, model: { $: { fallback: 'forbid' }, _: 'Skylake-Server' } } },
+    want: {
+      $: { type: 'kvm' },
+      cpu: { $: { mode: 'custom', match: 'exact', check: 'none' }, model: { $: { fallback: 'forbid' }, _: 'Skylake-Server' } },
+    },
   },
   {
     name: 'TCG defaults to qemu64',
     host: TCG_HOST,
     want: { $: { type: 'qemu' }, cpu: { $: { mode: 'custom', match: 'exact', check: 'none' }, model: { _: 'qemu64' } } },
   },
-  { name: 'TCG replaces host-passthrough with a named model', host: TCG_HOST, model: 'host-passthrough', want: { $: { type: 'qemu' }, cpu: { $: { mode: 'custom' }, model: { _: 'qemu64' } } } },
-  { name: 'TCG replaces host-model with a named model', host: TCG_HOST, model: 'host-model', want: { $: { type: 'qemu' }, cpu: { $: { mode: 'custom' }, model: { _: 'qemu64' } } } },
-  { name: 'TCG honours a named model', host: TCG_HOST, model: { named: 'Nehalem' }, want: { $: { type: 'qemu' }, cpu: { model: { _: 'Nehalem' } } } },
+  {
+    name: 'TCG replaces host-passthrough with a named model',
+    host: TCG_HOST,
+    model: 'host-passthrough',
+    want: { $: { type: 'qemu' }, cpu: { $: { mode: 'custom' }, model: { _: 'qemu64' } } },
+  },
+  {
+    name: 'TCG replaces host-model with a named model',
+    host: TCG_HOST,
+    model: 'host-model',
+    want: { $: { type: 'qemu' }, cpu: { $: { mode: 'custom' }, model: { _: 'qemu64' } } },
+  },
+  {
+    name: 'TCG honours a named model',
+    host: TCG_HOST,
+    model: { named: 'Nehalem' },
+    want: { $: { type: 'qemu' }, cpu: { model: { _: 'Nehalem' } } },
+  },
 ];
 
 for (const c of cases) {

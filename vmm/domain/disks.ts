@@ -19,7 +19,9 @@ function toDiskDraft(disk: DiskSpec, prepared: PreparedDisk, dev: string): DiskD
   return {
     $: { type: prepared.block ? 'block' : 'file', device: disk.device },
     // discard=unmap lets guest TRIM keep qcow2 overlays and empty disks sparse.
-    driver: { $: disk.device === 'disk' ? { name: 'qemu', type: prepared.format, discard: 'unmap' } : { name: 'qemu', type: prepared.format } },
+    driver: {
+      $: disk.device === 'disk' ? { name: 'qemu', type: prepared.format, discard: 'unmap' } : { name: 'qemu', type: prepared.format },
+    },
     source: { $: prepared.block ? { dev: prepared.path } : { file: prepared.path } },
     target: { $: { dev, bus: disk.bus } },
     ...(disk.readOnly || disk.device === 'cdrom' ? { readonly: {} } : {}),

@@ -20,7 +20,11 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
     name: 'tcg-kernel-boot',
     host: TCG_HOST,
     spec: testSpec({
-      kernelBoot: { kernelPath: '/var/lib/vkvm/guests/test/vmlinuz', initrdPath: '/var/lib/vkvm/guests/test/initrd.img', cmdline: 'console=ttyS0 panic=-1' },
+      kernelBoot: {
+        kernelPath: '/var/lib/vkvm/guests/test/vmlinuz',
+        initrdPath: '/var/lib/vkvm/guests/test/initrd.img',
+        cmdline: 'console=ttyS0 panic=-1',
+      },
       guestAgent: true,
     }),
     runtime: testRuntime(),
@@ -36,8 +40,19 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
       firmware: { kind: 'efi' },
       guestAgent: true,
       disks: [
-        { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'url', url: 'https://images.example/debian-12.qcow2' }, bootOrder: 1 },
-        { name: 'cloudinit', device: 'cdrom', bus: 'sata', source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: test\n' } },
+        {
+          name: 'root',
+          device: 'disk',
+          bus: 'virtio',
+          source: { kind: 'url', url: 'https://images.example/debian-12.qcow2' },
+          bootOrder: 1,
+        },
+        {
+          name: 'cloudinit',
+          device: 'cdrom',
+          bus: 'sata',
+          source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: test\n' },
+        },
       ],
       interfaces: [{ name: 'default', binding: 'masquerade', mac: '52:54:00:12:34:56', tapDevice: 'vk0b6a3c1e' }],
     }),
@@ -101,9 +116,13 @@ for (const c of cases) {
     const xml = buildDomainXml(c.spec, c.host, c.runtime);
     if (updateGolden) await writeFile(goldenPath(c.name), xml);
     t.equal(xml, await readFile(goldenPath(c.name), 'utf8'), `domain XML for ${c.name} matches testdata/${c.name}.xml`);
-    t.test('validates against libvirt’s domain schema', { skip: !canValidate && 'virt-xml-validate or xmllint not installed' }, async (t) => {
-      // Exit status is the verdict; it prints "validates" on stderr.
-      await t.resolves(run('virt-xml-validate', [goldenPath(c.name), 'domain']), `virt-xml-validate accepts ${c.name}.xml`);
-    });
+    t.test(
+      'validates against libvirt’s domain schema',
+      { skip: !canValidate && 'virt-xml-validate or xmllint not installed' },
+      async (t) => {
+        // Exit status is the verdict; it prints "validates" on stderr.
+        await t.resolves(run('virt-xml-validate', [goldenPath(c.name), 'domain']), `virt-xml-validate accepts ${c.name}.xml`);
+      },
+    );
   });
 }

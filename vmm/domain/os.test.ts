@@ -27,7 +27,11 @@ const cases: { name: string; spec: Partial<VmSpec>; want: object }[] = [
     spec: { kernelBoot: { kernelPath: '/k/vmlinuz', initrdPath: '/k/initrd', cmdline: 'console=ttyS0' } },
     want: { type: hvm('q35'), kernel: '/k/vmlinuz', initrd: '/k/initrd', cmdline: 'console=ttyS0' },
   },
-  { name: 'direct kernel boot with the kernel alone', spec: { kernelBoot: { kernelPath: '/k/vmlinuz' } }, want: { type: hvm('q35'), kernel: '/k/vmlinuz' } },
+  {
+    name: 'direct kernel boot with the kernel alone',
+    spec: { kernelBoot: { kernelPath: '/k/vmlinuz' } },
+    want: { type: hvm('q35'), kernel: '/k/vmlinuz' },
+  },
 ];
 
 for (const c of cases) {

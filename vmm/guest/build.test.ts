@@ -147,7 +147,10 @@ class BootedQemu extends EventEmitter {
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   readonly exited: Promise<void>;
 
-  constructor(readonly proc: ChildProcess, readonly dir: string) {
+  constructor(
+    readonly proc: ChildProcess,
+    readonly dir: string,
+  ) {
     super();
     const onData = (d: Buffer) => {
       this.serial += d.toString('latin1');
@@ -199,18 +202,28 @@ async function bootGuest(t: Test, guest: TestGuest): Promise<BootedQemu> {
   const qga = path.join(dir, 'qga.sock');
   const qmp = path.join(dir, 'qmp.sock');
   const args = [
-    '-accel', 'tcg',
-    '-m', '128',
+    '-accel',
+    'tcg',
+    '-m',
+    '128',
     '-nographic',
     '-no-user-config',
-    '-nic', 'none',
-    '-kernel', guest.kernelPath,
-    '-initrd', guest.initrdPath,
-    '-append', guest.cmdline,
-    '-chardev', `socket,path=${qga},server=on,wait=off,id=qga0`,
-    '-device', 'virtio-serial',
-    '-device', `virtserialport,chardev=qga0,name=${GUEST_AGENT_PORT}`,
-    '-qmp', `unix:${qmp},server=on,wait=off`,
+    '-nic',
+    'none',
+    '-kernel',
+    guest.kernelPath,
+    '-initrd',
+    guest.initrdPath,
+    '-append',
+    guest.cmdline,
+    '-chardev',
+    `socket,path=${qga},server=on,wait=off,id=qga0`,
+    '-device',
+    'virtio-serial',
+    '-device',
+    `virtserialport,chardev=qga0,name=${GUEST_AGENT_PORT}`,
+    '-qmp',
+    `unix:${qmp},server=on,wait=off`,
   ];
   const proc = spawn(QEMU, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   const vm = new BootedQemu(proc, dir);
@@ -255,7 +268,11 @@ t.test('cache: concurrent builders share one complete entry', async (t) => {
   for (const r of results) t.same(r, results[0], 'same result for every caller');
   const entries = await fs.readdir(cacheDir);
   t.same(entries.filter((e) => !e.startsWith('.tmp-')).length, 1, 'one cache entry');
-  t.same(entries.filter((e) => e.startsWith('.tmp-')), [], 'no temp dirs left behind');
+  t.same(
+    entries.filter((e) => e.startsWith('.tmp-')),
+    [],
+    'no temp dirs left behind',
+  );
   const entry = path.dirname(results[0]!.initrdPath);
   t.same((await fs.readdir(entry)).sort(), ['initrd.img', 'manifest.json', path.basename(results[0]!.kernelPath)].sort());
   t.equal(path.basename(entry), path.basename(path.dirname(guest.initrdPath)), 'key does not depend on cacheDir');

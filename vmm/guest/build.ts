@@ -50,7 +50,6 @@ export interface EnsureTestGuestOptions {
   pvh?: boolean;
 }
 
-
 function logger(log: GuestBuildLog | undefined): (msg: string) => void {
   if (!log) return () => {};
   if (typeof log === 'function') return log;
@@ -172,7 +171,6 @@ async function writeDurable(file: string, data: Buffer): Promise<void> {
   }
 }
 
-
 // ---------------------------------------------------------------- CLI
 
 function isMain(): boolean {
@@ -190,7 +188,7 @@ if (isMain()) {
   ensureTestGuest({ ...(cacheDir ? { cacheDir } : {}), log: (m) => process.stderr.write(`${m}\n`) }).then(
     (g) => process.stdout.write(JSON.stringify(g, null, 2) + '\n'),
     (err: unknown) => {
-      process.stderr.write(`${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+      process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
       process.exitCode = 1;
     },
   );

@@ -124,4 +124,3 @@ exec /bin/poweroff
   files.set('/etc/modules.order', inputs.modules.map((m) => m.name).join('\n') + '\n');
   return files;
 }
-

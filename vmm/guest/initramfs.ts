@@ -119,4 +119,3 @@ function writeCpioNewc(entries: CpioEntry[]): Buffer {
   const out = Buffer.concat(chunks);
   return Buffer.concat([out, Buffer.alloc((512 - (out.length % 512)) % 512)]);
 }
-

@@ -75,11 +75,8 @@ function pipeThrough(cmd: string, args: string[], input: Buffer): Promise<Buffer
     child.stdout.on('data', (d: Buffer) => out.push(d));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`${cmd} exited ${code}: ${err.trim()}`)),
-    );
+    child.on('close', (code) => (code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`${cmd} exited ${code}: ${err.trim()}`))));
     child.stdin.on('error', () => {}); // reported through the exit code
     child.stdin.end(input);
   });
 }
-

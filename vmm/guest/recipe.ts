@@ -75,7 +75,11 @@ async function pickKernel(): Promise<string> {
   return versions[0];
 }
 
-const modName = (s: string) => path.basename(s).replace(/\.ko(\.(xz|zst|gz))?$/, '').replace(/-/g, '_');
+const modName = (s: string) =>
+  path
+    .basename(s)
+    .replace(/\.ko(\.(xz|zst|gz))?$/, '')
+    .replace(/-/g, '_');
 
 async function resolveModules(kernelVersion: string): Promise<{ name: string; file: string }[]> {
   const dir = `/lib/modules/${kernelVersion}`;
@@ -85,9 +89,7 @@ async function resolveModules(kernelVersion: string): Promise<{ name: string; fi
     if (!file || rest === undefined) continue;
     deps.set(modName(file), { file: path.join(dir, file), deps: rest.trim().split(/\s+/).filter(Boolean).map(modName) });
   }
-  const builtin = new Set(
-    (await fs.readFile(`${dir}/modules.builtin`, 'utf8').catch(() => '')).split('\n').filter(Boolean).map(modName),
-  );
+  const builtin = new Set((await fs.readFile(`${dir}/modules.builtin`, 'utf8').catch(() => '')).split('\n').filter(Boolean).map(modName));
   const order: { name: string; file: string }[] = [];
   const seen = new Set<string>();
   const visit = (name: string, optional: boolean): void => {
@@ -128,7 +130,10 @@ async function sharedLibraries(binary: string): Promise<{ guestPath: string; hos
 
 async function busyboxApplets(): Promise<string[]> {
   const { stdout } = await execFileP(BUSYBOX, ['--list']);
-  return stdout.split('\n').map((s) => s.trim()).filter((s) => s && !s.includes('/'));
+  return stdout
+    .split('\n')
+    .map((s) => s.trim())
+    .filter((s) => s && !s.includes('/'));
 }
 
 async function packageVersions(kernelImage: string): Promise<Record<string, string>> {
@@ -165,7 +170,11 @@ async function builderSourceHash(): Promise<string> {
     const names = (await fs.readdir(dir).catch(() => [])).filter((n) => n.endsWith('.ts') && !n.endsWith('.test.ts')).sort();
     if (names.length === 0) continue;
     const h = createHash('sha256');
-    for (const n of names) h.update(n).update('\0').update(await fs.readFile(path.join(dir, n))).update('\0');
+    for (const n of names)
+      h.update(n)
+        .update('\0')
+        .update(await fs.readFile(path.join(dir, n)))
+        .update('\0');
     return h.digest('hex');
   }
   return 'unknown';
@@ -178,9 +187,7 @@ export async function cacheKey(inputs: Inputs, files: Map<string, string>, pvh: 
     return `${p}:${st.size}:${Math.floor(st.mtimeMs)}`;
   };
   const stamps = await Promise.all(
-    [inputs.kernelImage, BUSYBOX, QEMU_GA, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(
-      fingerprint,
-    ),
+    [inputs.kernelImage, BUSYBOX, QEMU_GA, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(fingerprint),
   );
   h.update(
     JSON.stringify({

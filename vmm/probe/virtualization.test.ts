@@ -20,5 +20,8 @@ t.test('KVM only when /dev/kvm opens and the CPU has vmx or svm', async (t) => {
 });
 
 t.test('no accelerator when software emulation is disabled', async (t) => {
-  t.throws(() => decideAccelerator({ kvmDeviceUsable: false, hardwareVirtFlag: null }, false), { kind: 'NoAccelerator', message: /software emulation is disabled/ });
+  t.throws(() => decideAccelerator({ kvmDeviceUsable: false, hardwareVirtFlag: null }, false), {
+    kind: 'NoAccelerator',
+    message: /software emulation is disabled/,
+  });
 });

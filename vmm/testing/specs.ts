@@ -46,7 +46,12 @@ export function testRuntime(overrides: Partial<DomainRuntime> = {}): DomainRunti
 }
 
 /** Runs one builder on a fresh draft, as buildDomainXml would. */
-export function applyBuilder(builder: DomainBuilder, spec: VmSpec, host: HostCaps = TCG_HOST, runtime: DomainRuntime = testRuntime()): DomainDraft {
+export function applyBuilder(
+  builder: DomainBuilder,
+  spec: VmSpec,
+  host: HostCaps = TCG_HOST,
+  runtime: DomainRuntime = testRuntime(),
+): DomainDraft {
   const draft = newDomainDraft(spec, runtime);
   builder(spec, host, runtime, draft);
   return draft;

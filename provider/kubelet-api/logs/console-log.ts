@@ -40,7 +40,13 @@ export async function followConsoleLog(file: string, options: ConsoleLogOptions,
   }
 }
 
-async function* streamLog(file: string, handle: FileHandle, snapshot: Snapshot, options: ConsoleLogOptions, follow: FollowOptions): AsyncGenerator<Buffer> {
+async function* streamLog(
+  file: string,
+  handle: FileHandle,
+  snapshot: Snapshot,
+  options: ConsoleLogOptions,
+  follow: FollowOptions,
+): AsyncGenerator<Buffer> {
   const renderer = new LogRenderer(options);
   // followFile closes the handle once it runs; until then it is ours to close.
   let handedOver = false;

@@ -60,7 +60,10 @@ function fakeVms() {
     },
     async guestExec(ref, command): Promise<ExecResult> {
       execs.push({ pod: ref.name, command });
-      if (ref.name === 'noagent') throw new NoGuestAgentError(`pod default/noagent has no QEMU guest agent; use kubectl exec -it or kubectl attach for its serial console`);
+      if (ref.name === 'noagent')
+        throw new NoGuestAgentError(
+          `pod default/noagent has no QEMU guest agent; use kubectl exec -it or kubectl attach for its serial console`,
+        );
       if (command[0] === 'big') return { stdout: BIG, stderr: Buffer.alloc(0), exitCode: 0 };
       return { stdout: Buffer.from('out\n'), stderr: Buffer.from('err\n'), exitCode: 3 };
     },
@@ -121,7 +124,10 @@ async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingId
         await new Promise((r) => setTimeout(r, 5));
       }
     },
-    refused: async () => Object.fromEntries((await metrics.streamingSessionsRefused.get()).values.map((v) => [`${v.labels.limit} ${v.labels.endpoint}`, v.value])),
+    refused: async () =>
+      Object.fromEntries(
+        (await metrics.streamingSessionsRefused.get()).values.map((v) => [`${v.labels.limit} ${v.labels.endpoint}`, v.value]),
+      ),
   };
 }
 
@@ -139,7 +145,9 @@ interface WsSession {
 
 function openWebSocket(port: number, path: string, token?: string): Promise<WsSession | { status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, ['v5.channel.k8s.io'], { headers: token ? { authorization: `Bearer ${token}` } : {} });
+    const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, ['v5.channel.k8s.io'], {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
     const received = new Map<number, string>();
     const waiters: (() => void)[] = [];
     ws.on('message', (data: Buffer) => {
@@ -213,7 +221,11 @@ function readHead(socket: Socket): Promise<{ status: number; headers: Record<str
   });
 }
 
-async function openSpdy(port: number, path: string, opts: { token?: string; protocols?: string[]; streams: StreamType[] }): Promise<SpdySession> {
+async function openSpdy(
+  port: number,
+  path: string,
+  opts: { token?: string; protocols?: string[]; streams: StreamType[] },
+): Promise<SpdySession> {
   const socket = connect(port, '127.0.0.1');
   await new Promise((r) => socket.once('connect', r));
   const protocols = opts.protocols ?? ['v4.channel.k8s.io'];
@@ -293,7 +305,11 @@ t.test('the session rule: attach and exec with stdin reach the console, other ex
     },
     { attach: 'console', execIt: 'console', execI: 'console', execT: 'agent', execPlain: 'agent' },
   );
-  t.same(q({ input: '1', output: '1', error: '1', tty: '1' }), { stdin: true, stdout: true, stderr: false, tty: true }, 'a TTY has no stderr');
+  t.same(
+    q({ input: '1', output: '1', error: '1', tty: '1' }),
+    { stdin: true, stdout: true, stderr: false, tty: true },
+    'a TTY has no stderr',
+  );
   t.throws(() => q({ tty: '1' }), { statusCode: 400, message: /at least 1 of stdin, stdout, stderr/ });
 });
 
@@ -306,7 +322,13 @@ t.test('WebSocket v5: attach echoes through the console, and closing stdin detac
   ws.send(255, Buffer.of(0));
   const code = await ws.closed;
   t.match(
-    { code, stdout: ws.received.get(1), status: JSON.parse(ws.received.get(3) ?? 'null'), console: { ended: s.consoles[0]?.ended }, execs: s.execs },
+    {
+      code,
+      stdout: ws.received.get(1),
+      status: JSON.parse(ws.received.get(3) ?? 'null'),
+      console: { ended: s.consoles[0]?.ended },
+      execs: s.execs,
+    },
     { code: 1000, stdout: 'hello\n', status: { status: 'Success' }, console: { ended: true }, execs: [] },
   );
   t.same(s.sars, ['ops create nodes/proxy'], 'a WebSocket GET is authorized as create');
@@ -365,13 +387,22 @@ t.test('WebSocket upgrades are authenticated and authorized like any request', a
   const s = await serve(t);
   const anonymous = await openWebSocket(s.port, '/exec/default/vm1/vm?command=ls&output=1');
   const denied = await openWebSocket(s.port, '/exec/default/vm1/vm?command=ls&output=1', 'dev');
-  t.match({ anonymous, denied, execs: s.execs }, { anonymous: { status: 401 }, denied: { status: 403, body: /user=dev, verb=create, resource=nodes, subresource=proxy/ }, execs: [] });
+  t.match(
+    { anonymous, denied, execs: s.execs },
+    { anonymous: { status: 401 }, denied: { status: 403, body: /user=dev, verb=create, resource=nodes, subresource=proxy/ }, execs: [] },
+  );
 });
 
 t.test('SPDY v4: attach echoes through the console and detaches when the client closes stdin', async (t) => {
   const s = await serve(t);
-  const spdy = await openSpdy(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', { token: 'ops', streams: ['error', 'stdin', 'stdout', 'resize'] });
-  t.match({ status: spdy.status, headers: spdy.headers }, { status: 101, headers: { upgrade: 'SPDY/3.1', 'x-stream-protocol-version': 'v4.channel.k8s.io' } });
+  const spdy = await openSpdy(s.port, '/attach/default/vm1/vm?input=1&output=1&tty=1', {
+    token: 'ops',
+    streams: ['error', 'stdin', 'stdout', 'resize'],
+  });
+  t.match(
+    { status: spdy.status, headers: spdy.headers },
+    { status: 101, headers: { upgrade: 'SPDY/3.1', 'x-stream-protocol-version': 'v4.channel.k8s.io' } },
+  );
   spdy.streams.get('resize')!.write('{"Width":80,"Height":24}');
   await spdy.ping();
   spdy.streams.get('stdin')!.write('hello\n');
@@ -413,7 +444,11 @@ t.test('SPDY: a guest without an agent fails the exec with a message saying so',
 
 t.test('SPDY: output beyond the initial window flows though the client never sends WINDOW_UPDATE', async (t) => {
   const s = await serve(t);
-  const spdy = await openSpdy(s.port, '/exec/default/vm1/vm?command=big&output=1', { protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], token: 'ops', streams: ['error', 'stdout'] });
+  const spdy = await openSpdy(s.port, '/exec/default/vm1/vm?command=big&output=1', {
+    protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'],
+    token: 'ops',
+    streams: ['error', 'stdout'],
+  });
   const [stdout, status] = await Promise.all([spdy.read('stdout'), spdy.read('error')]);
   spdy.close();
   t.match(
@@ -432,7 +467,12 @@ t.test('SPDY upgrades are refused as plain HTTP: 401, 403, 404, and 403 for an u
     oldProtocol: await openSpdy(s.port, attach, { token: 'ops', protocols: ['channel.k8s.io'], streams: [] }),
   };
   t.match(
-    Object.fromEntries(Object.entries(answers).map(([k, a]) => [k, { status: a.status, body: a.body, accepted: a.headers['x-accepted-stream-protocol-versions'] }])),
+    Object.fromEntries(
+      Object.entries(answers).map(([k, a]) => [
+        k,
+        { status: a.status, body: a.body, accepted: a.headers['x-accepted-stream-protocol-versions'] },
+      ]),
+    ),
     {
       anonymous: { status: 401 },
       denied: { status: 403, body: /user=dev, verb=create/ },
@@ -445,7 +485,10 @@ t.test('SPDY upgrades are refused as plain HTTP: 401, 403, 404, and 403 for an u
 
 t.test('exec without an upgrade is a 400', async (t) => {
   const s = await serve(t);
-  const res = await fetch(`http://127.0.0.1:${s.port}/exec/default/vm1/vm?command=ls&output=1`, { method: 'POST', headers: { authorization: 'Bearer ops' } });
+  const res = await fetch(`http://127.0.0.1:${s.port}/exec/default/vm1/vm?command=ls&output=1`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer ops' },
+  });
   t.match({ status: res.status, body: await res.text() }, { status: 400, body: /missing upgrade headers/ });
 });
 
@@ -468,9 +511,18 @@ t.test('over a cap an upgrade is refused with 429 and a Status, before anything 
   t.match(
     { ws: refusal(overUser.ws), spdy: refusal(overUser.spdy), overNode: refusal(overNode) },
     {
-      ws: { status: 429, body: { ...userStatus, message: /^too many streaming sessions for user "ops" on node n1 \(limit 2, --max-streaming-sessions-per-user\)/ } },
+      ws: {
+        status: 429,
+        body: {
+          ...userStatus,
+          message: /^too many streaming sessions for user "ops" on node n1 \(limit 2, --max-streaming-sessions-per-user\)/,
+        },
+      },
       spdy: { status: 429, body: { ...userStatus, message: /for user "ops"/ } },
-      overNode: { status: 429, body: { ...userStatus, message: /^too many streaming sessions on node n1 \(limit 3, --max-streaming-sessions\)/ } },
+      overNode: {
+        status: 429,
+        body: { ...userStatus, message: /^too many streaming sessions on node n1 \(limit 3, --max-streaming-sessions\)/ },
+      },
     },
   );
   t.same(
@@ -548,9 +600,20 @@ t.test('a console session without traffic is closed with a status saying why, ov
   const spdyStatus = await spdy.read('error');
   spdy.close();
   await s.untilOpen(0);
-  const idle = { status: 'Failure', reason: 'Timeout', code: 408, message: 'session closed after 100ms without traffic (--streaming-connection-idle-timeout)' };
+  const idle = {
+    status: 'Failure',
+    reason: 'Timeout',
+    code: 408,
+    message: 'session closed after 100ms without traffic (--streaming-connection-idle-timeout)',
+  };
   t.match(
-    { code, ws: JSON.parse(ws.received.get(3)!) as unknown, spdy: JSON.parse(spdyStatus) as unknown, consoles: s.consoles.map((c) => c.ended), execs: s.execs },
+    {
+      code,
+      ws: JSON.parse(ws.received.get(3)!) as unknown,
+      spdy: JSON.parse(spdyStatus) as unknown,
+      consoles: s.consoles.map((c) => c.ended),
+      execs: s.execs,
+    },
     { code: 1000, ws: idle, spdy: idle, consoles: [true, true], execs: [] },
     'both detached from the console; the VM is untouched',
   );

@@ -65,7 +65,8 @@ export function streamOptions(q: Query): StreamOptions {
     stderr: !tty && (isSet(q.error) || isSet(q.stderr)),
     tty,
   };
-  if (!options.stdin && !options.stdout && !options.stderr) throw new BadRequestError('you must specify at least 1 of stdin, stdout, stderr');
+  if (!options.stdin && !options.stdout && !options.stderr)
+    throw new BadRequestError('you must specify at least 1 of stdin, stdout, stderr');
   return options;
 }
 
@@ -91,7 +92,9 @@ function negotiateUpgrade(req: FastifyRequest, reply: FastifyReply): Negotiated 
   if (transport === 'websocket') {
     const offered = offeredProtocols(req.headers['sec-websocket-protocol']);
     if (!negotiate(offered, WEBSOCKET_PROTOCOLS)) {
-      throw new BadRequestError(`unable to upgrade: requested protocol(s) are not supported: [${offered.join(' ')}]; supports [${WEBSOCKET_PROTOCOLS.join(' ')}]`);
+      throw new BadRequestError(
+        `unable to upgrade: requested protocol(s) are not supported: [${offered.join(' ')}]; supports [${WEBSOCKET_PROTOCOLS.join(' ')}]`,
+      );
     }
     return { transport };
   }
@@ -100,7 +103,9 @@ function negotiateUpgrade(req: FastifyRequest, reply: FastifyReply): Negotiated 
   const protocol = negotiate(offered, SPDY_PROTOCOLS);
   if (!protocol) {
     void reply.header(ACCEPTED_PROTOCOLS_HEADER, SPDY_PROTOCOLS.join(', '));
-    throw new ForbiddenError(`unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${SPDY_PROTOCOLS.join(' ')}]`);
+    throw new ForbiddenError(
+      `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${SPDY_PROTOCOLS.join(' ')}]`,
+    );
   }
   return { transport, protocol };
 }
@@ -121,7 +126,11 @@ export async function execAttachRoutes(app: FastifyInstance, opts: ExecAttachOpt
     for (const socket of sockets) socket.destroy();
   });
 
-  async function serve(endpoint: Endpoint, req: FastifyRequest<{ Params: ContainerParams; Querystring: Query }>, reply: FastifyReply): Promise<void> {
+  async function serve(
+    endpoint: Endpoint,
+    req: FastifyRequest<{ Params: ContainerParams; Querystring: Query }>,
+    reply: FastifyReply,
+  ): Promise<void> {
     const options = streamOptions(req.query);
     const command = req.query.command ?? [];
     if (endpoint === 'exec' && command.length === 0) throw new BadRequestError('missing command');

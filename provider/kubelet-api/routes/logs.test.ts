@@ -35,7 +35,8 @@ function logDir(t: Test): string {
 function fakeVms(dir: string): VmAccess {
   return {
     async consoleLogPath(ref, previous) {
-      if (ref.name !== 'vm1' && ref.name !== 'fresh' && ref.name !== 'gone') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
+      if (ref.name !== 'vm1' && ref.name !== 'fresh' && ref.name !== 'gone')
+        throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
       return path.join(dir, ref.name, previous ? 'console.previous.log' : 'console.log');
     },
     attachConsole: () => Promise.reject(new Error('unused')),
@@ -204,11 +205,22 @@ t.test('a follow holds a streaming session slot until its response closes; over 
   const refused = await fetch(url('vm1', 'follow=true'));
   const plain = await fetch(url('vm1', 'tailLines=1'));
   t.match(
-    { refused: { status: refused.status, body: await refused.json() }, plain: { status: plain.status, body: await plain.text() }, open: await open() },
+    {
+      refused: { status: refused.status, body: await refused.json() },
+      plain: { status: plain.status, body: await plain.text() },
+      open: await open(),
+    },
     {
       refused: {
         status: 429,
-        body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'TooManyRequests', code: 429, message: /too many streaming sessions for user "ops" on node n1/ },
+        body: {
+          kind: 'Status',
+          apiVersion: 'v1',
+          status: 'Failure',
+          reason: 'TooManyRequests',
+          code: 429,
+          message: /too many streaming sessions for user "ops" on node n1/,
+        },
       },
       plain: { status: 200, body: '# ls\n' },
       open: 1,
@@ -225,5 +237,8 @@ t.test('a follow holds a streaming session slot until its response closes; over 
   t.equal((await again.res).statusCode, 200, 'the slot is free again');
   await again.until('# ls\n');
   (await again.res).destroy();
-  t.same((await metrics.streamingSessionsRefused.get()).values.map((v) => ({ ...v.labels, value: v.value })), [{ limit: 'user', endpoint: 'log', value: 1 }]);
+  t.same(
+    (await metrics.streamingSessionsRefused.get()).values.map((v) => ({ ...v.labels, value: v.value })),
+    [{ limit: 'user', endpoint: 'log', value: 1 }],
+  );
 });

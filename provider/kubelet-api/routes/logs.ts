@@ -63,7 +63,8 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
     { schema: { params: containerParamsSchema, querystring: querySchema } },
     async (req, reply) => {
       const q = req.query;
-      if (q.sinceSeconds !== undefined && q.sinceTime !== undefined) throw new BadRequestError('at most one of sinceTime or sinceSeconds may be specified');
+      if (q.sinceSeconds !== undefined && q.sinceTime !== undefined)
+        throw new BadRequestError('at most one of sinceTime or sinceSeconds may be specified');
       const { namespace, pod, container } = req.params;
       const previous = isSet(q.previous);
       const file = await opts.vms.consoleLogPath({ namespace, name: pod, container }, previous);
@@ -71,7 +72,12 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
         timestamps: isSet(q.timestamps),
         tailLines: q.tailLines,
         limitBytes: q.limitBytes,
-        sinceMs: q.sinceSeconds !== undefined ? now().getTime() - q.sinceSeconds * 1000 : q.sinceTime !== undefined ? Date.parse(q.sinceTime) : undefined,
+        sinceMs:
+          q.sinceSeconds !== undefined
+            ? now().getTime() - q.sinceSeconds * 1000
+            : q.sinceTime !== undefined
+              ? Date.parse(q.sinceTime)
+              : undefined,
       };
       void reply.type('text/plain');
       try {
@@ -93,7 +99,9 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
         return reply.send(Readable.from(chunks, { objectMode: false }));
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-          throw new NotFoundError(`no ${previous ? 'previous ' : ''}console log for container "${container}" in pod ${namespace}/${pod}`, { cause: err });
+          throw new NotFoundError(`no ${previous ? 'previous ' : ''}console log for container "${container}" in pod ${namespace}/${pod}`, {
+            cause: err,
+          });
         }
         throw err;
       }

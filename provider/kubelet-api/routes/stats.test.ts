@@ -107,7 +107,13 @@ t.test('summary has the kubelet shape: node and one pod whose one container is t
   const { app } = await build(t);
   const res = await app.inject({ url: '/stats/summary?only_cpu_and_memory=true', headers: AUTH });
   const cpu = { time: '2026-03-01T12:00:00Z', usageCoreNanoSeconds: 10e9 };
-  const memory = { time: '2026-03-01T12:00:00Z', availableBytes: 224 * 1024 ** 2, usageBytes: 900 * 1024 ** 2, workingSetBytes: 800 * 1024 ** 2, rssBytes: 700 * 1024 ** 2 };
+  const memory = {
+    time: '2026-03-01T12:00:00Z',
+    availableBytes: 224 * 1024 ** 2,
+    usageBytes: 900 * 1024 ** 2,
+    workingSetBytes: 800 * 1024 ** 2,
+    rssBytes: 700 * 1024 ** 2,
+  };
   t.same(
     { status: res.statusCode, body: res.json() },
     {
@@ -117,7 +123,13 @@ t.test('summary has the kubelet shape: node and one pod whose one container is t
           nodeName: 'n1',
           startTime: '2026-02-01T00:00:00Z',
           cpu: { time: '2026-03-01T12:00:00Z', usageCoreNanoSeconds: 100e9 },
-          memory: { time: '2026-03-01T12:00:00Z', availableBytes: 12 * GiB, usageBytes: 6 * GiB, workingSetBytes: 4 * GiB, rssBytes: 2 * GiB },
+          memory: {
+            time: '2026-03-01T12:00:00Z',
+            availableBytes: 12 * GiB,
+            usageBytes: 6 * GiB,
+            workingSetBytes: 4 * GiB,
+            rssBytes: 2 * GiB,
+          },
         },
         pods: [
           {
@@ -149,7 +161,10 @@ t.test('usageNanoCores is the CPU rate between two successive samples, per pod a
   state.node = nodeSample(20, 150);
   state.vms = [vmSample(20, 1)];
   const restarted = (await app.inject({ url: '/stats/summary', headers: AUTH })).json();
-  const rates = (s: { node: { cpu: { usageNanoCores?: number } }; pods: Array<{ cpu: { usageNanoCores?: number }; containers: Array<{ cpu: { usageNanoCores?: number } }> }> }) => ({
+  const rates = (s: {
+    node: { cpu: { usageNanoCores?: number } };
+    pods: Array<{ cpu: { usageNanoCores?: number }; containers: Array<{ cpu: { usageNanoCores?: number } }> }>;
+  }) => ({
     node: s.node.cpu.usageNanoCores,
     pod: s.pods[0]?.cpu.usageNanoCores,
     container: s.pods[0]?.containers[0]?.cpu.usageNanoCores,
@@ -202,8 +217,16 @@ t.test('/metrics/resource reports a failed VM read in resource_scrape_error and 
   const res = await app.inject({ url: '/metrics/resource', headers: AUTH });
   const { series } = parseProm(res.body);
   t.same(
-    { status: res.statusCode, names: series.map((s) => s.name), errors: series.filter((s) => s.name.endsWith('scrape_error')).map((s) => s.value) },
-    { status: 200, names: ['node_cpu_usage_seconds_total', 'node_memory_working_set_bytes', 'resource_scrape_error', 'scrape_error'], errors: [1, 1] },
+    {
+      status: res.statusCode,
+      names: series.map((s) => s.name),
+      errors: series.filter((s) => s.name.endsWith('scrape_error')).map((s) => s.value),
+    },
+    {
+      status: 200,
+      names: ['node_cpu_usage_seconds_total', 'node_memory_working_set_bytes', 'resource_scrape_error', 'scrape_error'],
+      errors: [1, 1],
+    },
   );
 });
 
@@ -249,7 +272,11 @@ t.test('/metrics serves the agent registry and per-VM usage', async (t) => {
   // A VM that is gone leaves no series behind.
   state.vms = [];
   const after = parseProm((await app.inject({ url: '/metrics', headers: AUTH })).body).series;
-  t.same(after.filter((s) => s.name.startsWith('vkvm_vm_') && s.name !== 'vkvm_vm_usage_scrape_error'), [], 'no series for a stopped VM');
+  t.same(
+    after.filter((s) => s.name.startsWith('vkvm_vm_') && s.name !== 'vkvm_vm_usage_scrape_error'),
+    [],
+    'no series for a stopped VM',
+  );
 });
 
 t.test('a user without nodes/stats or nodes/metrics gets 403 naming the subresource', async (t) => {

@@ -40,7 +40,10 @@ const memorySchema = {
     rssBytes: { type: 'integer' },
   },
 } as const;
-const podRefSchema = { type: 'object', properties: { name: { type: 'string' }, namespace: { type: 'string' }, uid: { type: 'string' } } } as const;
+const podRefSchema = {
+  type: 'object',
+  properties: { name: { type: 'string' }, namespace: { type: 'string' }, uid: { type: 'string' } },
+} as const;
 const summarySchema = {
   type: 'object',
   properties: {
@@ -57,7 +60,10 @@ const summarySchema = {
           startTime: { type: 'string' },
           containers: {
             type: 'array',
-            items: { type: 'object', properties: { name: { type: 'string' }, startTime: { type: 'string' }, cpu: cpuSchema, memory: memorySchema } },
+            items: {
+              type: 'object',
+              properties: { name: { type: 'string' }, startTime: { type: 'string' }, cpu: cpuSchema, memory: memorySchema },
+            },
           },
           cpu: cpuSchema,
           memory: memorySchema,
@@ -72,10 +78,24 @@ function vmRegistry(vms: VmCpuMemory[], failed: boolean): Registry {
   const registry = new Registry();
   const registers = [registry];
   const labelNames = ['namespace', 'pod', 'uid'] as const;
-  const cpu = new Counter({ name: 'vkvm_vm_cpu_seconds_total', help: "CPU time used by the VM's cgroup (launcher, libvirt daemon, QEMU), in core-seconds.", labelNames, registers });
-  const memory = new Gauge({ name: 'vkvm_vm_memory_working_set_bytes', help: "Working set of the VM's cgroup in bytes (usage minus inactive file pages).", labelNames, registers });
+  const cpu = new Counter({
+    name: 'vkvm_vm_cpu_seconds_total',
+    help: "CPU time used by the VM's cgroup (launcher, libvirt daemon, QEMU), in core-seconds.",
+    labelNames,
+    registers,
+  });
+  const memory = new Gauge({
+    name: 'vkvm_vm_memory_working_set_bytes',
+    help: "Working set of the VM's cgroup in bytes (usage minus inactive file pages).",
+    labelNames,
+    registers,
+  });
   const uptime = new Gauge({ name: 'vkvm_vm_uptime_seconds', help: "Seconds since the VM's launcher started.", labelNames, registers });
-  const scrapeError = new Gauge({ name: 'vkvm_vm_usage_scrape_error', help: '1 if reading VM usage failed for this scrape, 0 otherwise.', registers });
+  const scrapeError = new Gauge({
+    name: 'vkvm_vm_usage_scrape_error',
+    help: '1 if reading VM usage failed for this scrape, 0 otherwise.',
+    registers,
+  });
   for (const vm of vms) {
     const labels = { namespace: vm.namespace, pod: vm.pod, uid: vm.podUID };
     cpu.inc(labels, vm.cpuUsageCoreNanoSeconds / 1e9);
@@ -108,7 +128,8 @@ export async function statsRoutes(app: FastifyInstance, opts: StatsRoutesOptions
   // 200, keeping whatever could be read.
   app.get('/metrics/resource', async (req, reply) => {
     const [node, vms] = await Promise.allSettled([opts.node.readUsage(), opts.listVmUsage()]);
-    for (const r of [node, vms]) if (r.status === 'rejected') req.log.warn({ err: r.reason }, 'reading resource usage for /metrics/resource failed');
+    for (const r of [node, vms])
+      if (r.status === 'rejected') req.log.warn({ err: r.reason }, 'reading resource usage for /metrics/resource failed');
     const text = formatResourceMetrics({
       ...(node.status === 'fulfilled' ? { node: node.value } : {}),
       vms: vms.status === 'fulfilled' ? vms.value : [],

@@ -70,6 +70,8 @@ export class IdleTimer {
   private check(): void {
     const idleMs = this.clock.now() - this.lastTraffic;
     if (idleMs < this.timeoutMs) return this.arm(this.timeoutMs - idleMs);
-    this.controller.abort(new SessionIdleError(`session closed after ${formatDuration(this.timeoutMs)} without traffic (--streaming-connection-idle-timeout)`));
+    this.controller.abort(
+      new SessionIdleError(`session closed after ${formatDuration(this.timeoutMs)} without traffic (--streaming-connection-idle-timeout)`),
+    );
   }
 }

@@ -7,7 +7,10 @@ import { NotFoundError } from '../errors.js';
 t.test('the client’s first supported version wins, from repeated or comma-joined headers', async (t) => {
   t.same(
     {
-      clientGo: negotiate(offeredProtocols('v5.channel.k8s.io, v4.channel.k8s.io, v3.channel.k8s.io, v2.channel.k8s.io, channel.k8s.io'), SPDY_PROTOCOLS),
+      clientGo: negotiate(
+        offeredProtocols('v5.channel.k8s.io, v4.channel.k8s.io, v3.channel.k8s.io, v2.channel.k8s.io, channel.k8s.io'),
+        SPDY_PROTOCOLS,
+      ),
       v4First: negotiate(offeredProtocols(['v4.channel.k8s.io', 'v5.channel.k8s.io']), SPDY_PROTOCOLS),
       onlyV1: negotiate(offeredProtocols('channel.k8s.io'), SPDY_PROTOCOLS),
       none: negotiate(offeredProtocols(undefined), SPDY_PROTOCOLS),
@@ -59,11 +62,20 @@ t.test('the error stream carries JSON from v4 on, and the failure message alone 
 
 t.test('error kinds map to session statuses', async (t) => {
   t.match(
-    [statusFromError(new NoGuestAgentError('no agent')), statusFromError(new NotFoundError('no pod')), statusFromError(new Error('launcher gone'))],
+    [
+      statusFromError(new NoGuestAgentError('no agent')),
+      statusFromError(new NotFoundError('no pod')),
+      statusFromError(new Error('launcher gone')),
+    ],
     [
       { status: 'Failure', reason: 'BadRequest', code: 400, message: 'no agent' },
       { status: 'Failure', reason: 'NotFound', code: 404, message: 'no pod' },
-      { status: 'Failure', reason: 'InternalError', code: 500, message: 'Internal error occurred: error executing command in container: launcher gone' },
+      {
+        status: 'Failure',
+        reason: 'InternalError',
+        code: 500,
+        message: 'Internal error occurred: error executing command in container: launcher gone',
+      },
     ],
   );
 });

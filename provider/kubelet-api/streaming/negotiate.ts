@@ -38,7 +38,10 @@ export type Transport = 'spdy' | 'websocket';
 
 /** The transport an upgrade request asks for, if it is an upgrade we serve. */
 export function requestedTransport(headers: IncomingHttpHeaders): Transport | undefined {
-  const connection = (headers.connection ?? '').toLowerCase().split(',').map((v) => v.trim());
+  const connection = (headers.connection ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((v) => v.trim());
   if (!connection.includes('upgrade')) return undefined;
   const upgrade = (headers.upgrade ?? '').toLowerCase();
   if (upgrade === 'websocket') return 'websocket';
@@ -49,7 +52,10 @@ export function requestedTransport(headers: IncomingHttpHeaders): Transport | un
 /** Node joins repeated headers with ", "; clients may also list several versions in one value. */
 export function offeredProtocols(value: string | string[] | undefined): string[] {
   const values = Array.isArray(value) ? value : value === undefined ? [] : [value];
-  return values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  return values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
 }
 
 /**

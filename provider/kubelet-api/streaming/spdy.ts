@@ -24,7 +24,12 @@ const STREAM_CREATION_TIMEOUT_MS = 30_000;
  */
 const FINISH_TIMEOUT_MS = 15 * 60_000;
 
-export async function acceptSpdy(upgrade: Upgrade, protocol: StreamProtocol, want: StreamOptions, log: SessionLogger): Promise<StreamingConnection> {
+export async function acceptSpdy(
+  upgrade: Upgrade,
+  protocol: StreamProtocol,
+  want: StreamOptions,
+  log: SessionLogger,
+): Promise<StreamingConnection> {
   const socket = upgrade.socket as Socket;
   socket.setNoDelay(true);
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${PROTOCOL_HEADER}: ${protocol}\r\n\r\n`);
@@ -54,10 +59,18 @@ function expectedStreams(want: StreamOptions, traits: ProtocolTraits): StreamTyp
   return types;
 }
 
-function receiveStreams(conn: transport.SpdyConnection, expected: StreamType[], closed: Promise<void>, log: SessionLogger): Promise<Map<StreamType, SpdyStream>> {
+function receiveStreams(
+  conn: transport.SpdyConnection,
+  expected: StreamType[],
+  closed: Promise<void>,
+  log: SessionLogger,
+): Promise<Map<StreamType, SpdyStream>> {
   return new Promise((resolve, reject) => {
     const received = new Map<StreamType, SpdyStream>();
-    const timer = setTimeout(() => reject(new StreamSetupError('timed out waiting for the client to create its streams')), STREAM_CREATION_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new StreamSetupError('timed out waiting for the client to create its streams')),
+      STREAM_CREATION_TIMEOUT_MS,
+    );
     void closed.then(() => {
       clearTimeout(timer);
       reject(new StreamSetupError('the client closed the connection while creating its streams'));
@@ -143,7 +156,8 @@ type ParseKVs = (buffer: unknown, callback: (err: Error | null, headers?: Record
 function acceptBareSynStreams(conn: transport.SpdyConnection): void {
   const parser = (conn as unknown as { _spdyState: { parser: { parseKVs: ParseKVs } } })._spdyState.parser;
   const parseKVs = parser.parseKVs.bind(parser);
-  parser.parseKVs = (buffer, callback) => parseKVs(buffer, (err, headers) => callback(err, headers && { ':method': 'POST', ':path': '/', ...headers }));
+  parser.parseKVs = (buffer, callback) =>
+    parseKVs(buffer, (err, headers) => callback(err, headers && { ':method': 'POST', ':path': '/', ...headers }));
 }
 
 interface SendWindow {

@@ -37,7 +37,13 @@ export function webSocketServer(): WebSocketServer {
   });
 }
 
-export function acceptWebSocket(wss: WebSocketServer, req: IncomingMessage, upgrade: Upgrade, want: StreamOptions, log: SessionLogger): Promise<StreamingConnection> {
+export function acceptWebSocket(
+  wss: WebSocketServer,
+  req: IncomingMessage,
+  upgrade: Upgrade,
+  want: StreamOptions,
+  log: SessionLogger,
+): Promise<StreamingConnection> {
   return new Promise((resolve, reject) => {
     // ws answers a bad handshake itself and closes the socket without calling back.
     const onClose = () => reject(new StreamSetupError('WebSocket handshake failed'));
@@ -91,7 +97,9 @@ class WebSocketChannels implements StreamingConnection {
     // Close the input channels: what the client still sends is dropped, not queued.
     for (const r of [this.stdin, this.resize]) if (r) this.deliver(r, null);
     await Promise.all([this.stdout, this.stderr].map((w) => w && endWritable(w)));
-    await new Promise<void>((resolve) => this.ws.send(Buffer.concat([Buffer.of(ERROR), encodeStatus(status, this.traits)]), () => resolve()));
+    await new Promise<void>((resolve) =>
+      this.ws.send(Buffer.concat([Buffer.of(ERROR), encodeStatus(status, this.traits)]), () => resolve()),
+    );
     // The close frame; ws closes the socket when the client answers it, after
     // reading everything before it.
     this.ws.close(1000);
@@ -103,7 +111,8 @@ class WebSocketChannels implements StreamingConnection {
 
   private output(channel: number, log: SessionLogger): Writable {
     const w = new Writable({
-      write: (chunk: Buffer, _encoding, callback) => this.ws.send(Buffer.concat([Buffer.of(channel), chunk]), (err) => callback(err ?? null)),
+      write: (chunk: Buffer, _encoding, callback) =>
+        this.ws.send(Buffer.concat([Buffer.of(channel), chunk]), (err) => callback(err ?? null)),
     });
     w.on('error', (err) => log.debug({ err, channel }, 'WebSocket channel write failed'));
     return w;

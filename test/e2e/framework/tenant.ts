@@ -2,13 +2,10 @@
 // ClusterRole in one namespace, nothing cluster-wide. Tests act through its
 // token, so what a tenant cannot do is what the test sees refused.
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { makeClients, type KubeClients } from '../../provider/kube/client.js';
-import { waitFor } from './harness.js';
+import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
 
+/** The tenant's clients, in a namespace (see testNamespace) the admin made. */
 export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant'): Promise<KubeClients> {
-  await admin.core.createNamespace({ body: { metadata: { name: namespace } } });
-  // Pods are refused until the namespace's default ServiceAccount exists.
-  await waitFor(`ServiceAccount ${namespace}/default`, () => admin.core.readNamespacedServiceAccount({ name: 'default', namespace }).catch(() => undefined), Boolean);
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
   await admin.kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
     namespace,
@@ -18,7 +15,11 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
       subjects: [{ kind: 'ServiceAccount', name, namespace }],
     },
   });
-  const issued = await admin.core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const issued = await admin.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const cluster = admin.kc.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({

@@ -1,61 +1,38 @@
-// Shared set-up for e2e tests: a real control plane from deploy/cluster, node
-// agents as real child processes, and waits with deadlines that report the
-// last state seen.
+// Node agents for e2e tests: `vkvm node` from the built CLI as a real child
+// process, and the removal of whatever an agent leaves (launchers, QEMU,
+// cgroups, the pod network), so no VM outlives a test file.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
-import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Test } from 'tap';
-import { pino } from 'pino';
-import { freeClusterPorts, freePort, startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
-import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
-import { packageRoot } from '../../provider/package-root.js';
-import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
-import { Cgroup } from '../../launcher/cgroup.js';
-import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../launcher/state.js';
-import { PodNetwork } from '../../provider/network/pod-network.js';
+import { freePort } from '../../../deploy/cluster/cluster.js';
+import { packageRoot } from '../../../provider/package-root.js';
+import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../../launcher/args.js';
+import { Cgroup } from '../../../launcher/cgroup.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../../launcher/state.js';
+import { PodNetwork } from '../../../provider/network/pod-network.js';
+import { testLog } from './cluster.js';
+import { poll } from './wait.js';
 
-export const testLog = pino({ level: process.env.VKVM_TEST_LOG ?? 'warn' });
-
-export interface TestCluster extends RunningCluster {
-  clients: KubeClients;
-  stateDir: string;
-}
-
-/** A fresh control plane for one test file, stopped and removed in teardown. */
-export async function startTestCluster(t: Test, opts: { nodeMonitorGracePeriodS?: number } = {}): Promise<TestCluster> {
-  const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-cluster-'));
-  const cluster = await startCluster({
-    stateDir,
-    ports: await freeClusterPorts(),
-    // Clusters of concurrent test runs on one host must not hand out the same pod ranges.
-    clusterCidr: `10.${100 + randomInt(150)}.0.0/16`,
-    unsafeNoFsync: true,
-    log: testLog,
-    ...(opts.nodeMonitorGracePeriodS ? { nodeMonitorGracePeriodS: opts.nodeMonitorGracePeriodS } : {}),
-  });
-  t.teardown(async () => {
-    await cluster.stop();
-    await rm(stateDir, { recursive: true, force: true });
-  });
-  return { ...cluster, stateDir, clients: makeClients(loadKubeConfig(cluster.kubeconfigPath)) };
-}
+export const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 
 export interface AgentProcess {
   nodeName: string;
   kubeletPort: number;
   stateDir: string;
   bridge: string;
+  /** The flags it was started with beyond the ones every test agent gets. */
+  extraArgs: string[];
   child: ChildProcess;
+  /** Its log lines so far (pino JSON, stdout and stderr). */
   output: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
-
-export const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 
 /** Starts `vkvm node` from the built CLI; waits for its "node agent running" log line. */
 export async function startAgent(
@@ -115,7 +92,32 @@ export async function startAgent(
     else if (!opts.stateDir) t.comment(`agent state kept for inspection: ${stateDir}`);
   });
   await ready;
-  return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, child, output, exited, kill };
+  return { nodeName: opts.nodeName, kubeletPort, stateDir, bridge, extraArgs: opts.extraArgs ?? [], child, output, exited, kill };
+}
+
+/**
+ * Starts an agent again on the same node name, port, state dir and bridge
+ * (after `agent.kill`), with the same flags unless `extraArgs` replaces them.
+ * Owned by `t`: pass the file's test, not a subtest whose end would stop it.
+ */
+export function restartAgent(
+  t: Test,
+  cluster: { kubeconfigPath: string },
+  agent: AgentProcess,
+  extraArgs = agent.extraArgs,
+): Promise<AgentProcess> {
+  return startAgent(t, cluster, {
+    nodeName: agent.nodeName,
+    kubeletPort: agent.kubeletPort,
+    stateDir: agent.stateDir,
+    bridge: agent.bridge,
+    extraArgs,
+  });
+}
+
+/** The agent's log lines (parsed) with this message, e.g. "launcher gone". */
+export function agentLogLines(agent: AgentProcess, msg: string): Array<Record<string, unknown>> {
+  return agent.output.filter((l) => l.includes(`"msg":${JSON.stringify(msg)}`)).map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** Removes the pod network an agent built (VM namespaces, DHCP, rules, bridge); its VMs must be gone. */
@@ -124,25 +126,6 @@ export async function removeNetworkOf(stateDir: string, bridge: string): Promise
   await network.retainOnly(() => false);
   await network.node.remove();
 }
-
-/** Host PIDs of running (not zombie) QEMU processes whose argv matches. */
-export function qemuPids(match: (argv: string[]) => boolean): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      const state = /^\S+ \(.*\) (\S)/.exec(readFileSync(`/proc/${name}/stat`, 'utf8'))?.[1];
-      if (argv[0]?.includes('qemu-system') && state !== 'Z' && match(argv)) pids.push(Number(name));
-    } catch {
-      // The process exited while we looked.
-    }
-  }
-  return pids;
-}
-
-/** QEMU processes of a plain pod's VM: the pod UID is its domain uuid, on QEMU's command line (a VMI's is its firmware UUID). */
-export const qemuPidsOf = (uid: string): number[] => qemuPids((argv) => argv.includes(uid));
 
 /**
  * Kills the launchers an agent left in its state dir (SIGKILL takes QEMU
@@ -155,7 +138,9 @@ export async function killLaunchersOf(stateDir: string): Promise<void> {
     if (state && (await isLauncherAlive(state))) process.kill(state.pid, 'SIGKILL');
     // A launcher that started after the agent was killed is not in the state file yet; its cgroup knows it.
     const rel = `${LAUNCHER_DEFAULTS.cgroupParent}/${uid}/cgroup.procs`;
-    const procs = (await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))).join('\n');
+    const procs = (
+      await Promise.all([`/sys/fs/cgroup/pids/${rel}`, `/sys/fs/cgroup/${rel}`].map((f) => readFile(f, 'utf8').catch(() => '')))
+    ).join('\n');
     for (const pid of procs.split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL');
@@ -163,42 +148,11 @@ export async function killLaunchersOf(stateDir: string): Promise<void> {
         // Exited meanwhile.
       }
     }
-    await waitFor(
+    await poll(
       `cgroup of ${uid} removed`,
       () => Cgroup.removeLeftover({ uid, parent: LAUNCHER_DEFAULTS.cgroupParent }).then(() => true),
       (ok) => ok,
-      { timeoutMs: 20_000, intervalMs: 100 },
+      { deadlineMs: 20_000, intervalMs: 100 },
     );
   }
-}
-
-/**
- * Polls `probe` until `done` holds for its result or the deadline passes; on
- * timeout the error carries the last value seen.
- */
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T>,
-  done: (v: T) => boolean,
-  opts: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
-  let last: T | undefined;
-  let lastErr: unknown;
-  while (Date.now() < deadline) {
-    try {
-      last = await probe();
-      if (done(last)) return last;
-    } catch (err) {
-      lastErr = err;
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 500));
-  }
-  throw new Error(
-    `timed out waiting for ${what}; last seen: ${JSON.stringify(last, null, 1)?.slice(0, 4000)}${lastErr ? `; last error: ${String(lastErr)}` : ''}`,
-  );
-}
-
-export function condition(obj: { status?: { conditions?: Array<{ type: string; status: string }> } }, type: string): string | undefined {
-  return obj.status?.conditions?.find((c) => c.type === type)?.status;
 }

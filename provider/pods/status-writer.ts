@@ -1,0 +1,123 @@
+// The one writer of pod status and of the VMI status this node owns, as
+// kubelet's status_manager.go: both derived (status.ts, vmi-status.ts) from
+// one look at the pod's lifecycle and launcher; a pod status written only
+// when it differs from what the pod holds, as far as this node knows (its
+// last write, until the informer's copy moves past the version it was
+// written over); every patch conditional on the object's UID.
+import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { Clock } from '../clock.js';
+import { isNotFound } from '../kube/errors.js';
+import { statusPatch } from '../kube/status-patch.js';
+import type { LauncherView } from '../launchers/registry.js';
+import type { LifecycleState, PodLifecycle } from './lifecycle.js';
+import { observeVm } from './observe.js';
+import type { PodApi } from './pod-api.js';
+import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
+import { podStatusPatch, sameStatus } from './status-diff.js';
+import { vmiOwner, type VmiSource } from './vmi-source.js';
+import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './vmi-status.js';
+
+const TERMINAL = new Set(['Succeeded', 'Failed']);
+
+export interface StatusWriterOptions {
+  api: Pick<PodApi, 'patchPodStatus' | 'patchVmiStatus'>;
+  vmis: Pick<VmiSource, 'read'>;
+  hostIP: () => string;
+  clock: Clock;
+}
+
+/** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
+type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'imageError' | 'preparing' | 'backoff'>;
+
+function factsOf(s: LifecycleState): LifecycleFacts {
+  switch (s.kind) {
+    case 'Invalid':
+      return { invalid: { reason: 'InvalidVMSpec', message: s.message } };
+    case 'ImageBackOff':
+      return { imageError: s.error };
+    case 'Preparing':
+      return { preparing: true, ...(s.retrying ? { imageError: s.retrying.error } : {}) };
+    case 'BackingOff':
+      return { backoff: { message: `back-off ${Math.round(s.delayMs / 1000)}s restarting stopped VM` } };
+    case 'Terminating':
+      return factsOf(s.was);
+    default:
+      return {};
+  }
+}
+
+export class StatusWriter {
+  /** Per pod UID: the status last written, and the resourceVersion of the pod copy it was written over. */
+  private readonly written = new Map<string, { status: V1PodStatus; over: string | undefined }>();
+
+  constructor(private readonly o: StatusWriterOptions) {}
+
+  /**
+   * Writes the VMI's status (a launcher pod's), then the pod's, from the
+   * lifecycle and launcher view given, taken once: the pod sync runs beside
+   * this and moves the lifecycle on meanwhile, and a pod written Failed from a
+   * later look than its VMI would leave the VMI without the cause (the pod,
+   * then final, is never written again).
+   */
+  async sync(pod: V1Pod, lc: PodLifecycle, view: LauncherView<unknown> | undefined): Promise<void> {
+    const current = this.current(pod);
+    // A finished pod's status is final: the API server refuses to move it back, and nothing here changes it.
+    if (TERMINAL.has(current?.phase ?? '')) return;
+    const facts = factsOf(lc.state);
+    const vm = observeVm(view, lc.history);
+    if (vmiOwner(pod)) await this.syncVmi(pod, lc, facts, vm);
+    const input: PodStatusInput = {
+      pod: { ...pod, status: current },
+      now: new Date(this.o.clock.now()),
+      hostIP: this.o.hostIP(),
+      ...facts,
+    };
+    if (lc.attachment) input.podIP = lc.attachment.podIP;
+    if (lc.imageID) input.imageID = lc.imageID;
+    if (vm) input.vm = vm;
+    const status = derivePodStatus(input);
+    if (sameStatus(current, status)) return;
+    const uid = lc.uid;
+    try {
+      await this.o.api.patchPodStatus(pod.metadata!.namespace!, pod.metadata!.name!, podStatusPatch(uid, status));
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    this.written.set(uid, { status, over: pod.metadata?.resourceVersion });
+  }
+
+  /** The pod is gone: its last write is of no use any more. */
+  forget(uid: string): void {
+    this.written.delete(uid);
+  }
+
+  /** The status the pod holds as far as this node knows: its last write, while the informer's copy is still the one written over. */
+  private current(pod: V1Pod): V1PodStatus | undefined {
+    const last = this.written.get(pod.metadata?.uid ?? '');
+    return last && last.over === pod.metadata?.resourceVersion ? last.status : pod.status;
+  }
+
+  /** The fields of the VMI status this node owns, written only when they change; earlier phases are the cluster controller's. */
+  private async syncVmi(pod: V1Pod, lc: PodLifecycle, facts: LifecycleFacts, vm: VmObservation | undefined): Promise<void> {
+    const vmi = await this.o.vmis.read(pod);
+    if (!vmi) return;
+    // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
+    // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
+    const settled = facts.preparing ? undefined : vm;
+    const next = nodeVmiStatus({
+      current: vmi.status ?? {},
+      nodeName: pod.spec?.nodeName ?? '',
+      ...(settled ? { vm: settled } : {}),
+      ...(facts.invalid ? { invalid: facts.invalid } : {}),
+      ...(facts.imageError ? { imageError: facts.imageError } : {}),
+      ...(lc.attachment ? { attachment: lc.attachment } : {}),
+      unsupported: lc.vmi?.unsupported ?? [],
+      // Whole seconds, as Kubernetes writes times.
+      now: new Date(Math.floor(this.o.clock.now() / 1000) * 1000),
+    });
+    const patch = statusPatch(vmi.status, next, NODE_VMI_STATUS_FIELDS);
+    if (!patch) return;
+    await this.o.api.patchVmiStatus(vmi.metadata.namespace!, vmi.metadata.name!, { metadata: { uid: vmi.metadata.uid }, status: patch });
+  }
+}

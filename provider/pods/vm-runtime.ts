@@ -1,0 +1,183 @@
+// What the pod controller does to a pod's VM, as kubelet's kuberuntime manager
+// does to a pod's containers: work out the VmSpec it should run (from the pod
+// or its VMI, wired to the pod network), start it, and keep a running one in
+// line with its spec and its VMI's paused annotation. It decides nothing
+// about the pod's lifecycle: it reports what happened (a lifecycle event, a
+// thrown error) and records the Events of its own actions.
+import { createHash } from 'node:crypto';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { EventRecorder } from '../kube/events.js';
+import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
+import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics.js';
+import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
+import type { BuiltinImages } from '../vm-identity.js';
+import { ImagePullError } from '../images/errors.js';
+import type { PodImages } from '../images/pod-images.js';
+import { PreconditionError } from '../../launcher/agent-api.js';
+import { SpecError } from '../../vmm/errors.js';
+import type { VmSpec } from '../../vmm/spec.js';
+import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
+import { atPodFields, translatePod } from './translate.js';
+import { vmiOwner, type VmiSource } from './vmi-source.js';
+
+/** The pod network as the pod controller uses it (PodNetwork; a fake in unit tests). */
+export type VmNetwork = Pick<PodNetwork, 'attach' | 'detach' | 'ensureNode' | 'retainOnly'>;
+
+export interface VmRuntimeOptions {
+  launchers: Launchers<VmControl>;
+  network: Pick<VmNetwork, 'attach'>;
+  vmis: Pick<VmiSource, 'specFor'>;
+  /** Resolves the built-in images a pod refers to (building the test guest on first use). */
+  builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
+  /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
+  images: Pick<PodImages, 'resolve' | 'resolveRunning'>;
+  /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
+  learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
+  events: EventRecorder;
+  metrics: AgentMetrics;
+  log: Logger;
+}
+
+/** What a start came to; other failures are thrown. */
+export type StartOutcome = Extract<LifecycleEvent, { type: 'started' | 'imageMissing' | 'invalid' }>;
+
+function specHash(spec: VmSpec): string {
+  return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
+}
+
+/** A missing boot image is an image pull failure (retried), not an invalid pod. */
+function imageNotFound(err: SpecError): boolean {
+  return err.causes.some((c) => c.reason === 'FieldValueNotFound' && (c.path.startsWith('disks[') || c.path.startsWith('kernelBoot')));
+}
+
+export class VmRuntime {
+  constructor(private readonly o: VmRuntimeOptions) {}
+
+  /**
+   * The VmSpec the pod asks for, its NIC on the VM's tap: 'gone' when its
+   * VMI was deleted, 'waiting' while the node has no pod range (NetworkNotReadyError).
+   */
+  async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
+    const spec = await this.specFor(pod, lc);
+    return spec === 'gone' || spec instanceof SpecError ? spec : this.attachNetwork(pod, lc, spec);
+  }
+
+  private async specFor(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone'> {
+    if (!vmiOwner(pod)) return translatePod(pod, await this.o.builtinImages(pod));
+    const result = await this.o.vmis.specFor(pod);
+    if (result === 'gone' || result instanceof SpecError) return result;
+    const { spec, ...vmi } = result;
+    if (vmi.unsupported.join() !== (lc.vmi?.unsupported ?? []).join()) {
+      this.o.events.recordFor(
+        vmi.ref,
+        'Warning',
+        'UnsupportedFields',
+        `vkvm does not realize these VMI fields; the VM runs without them: ${vmi.unsupported.join(', ')}`,
+      );
+    }
+    this.o.learnt(lc.uid, { vmi });
+    return spec;
+  }
+
+  /** Leases the VM's address and builds its network namespace (idempotent, so every sync repairs it). */
+  private async attachNetwork(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
+    try {
+      const t0 = performance.now();
+      const { spec: wired, attachment } = await this.o.network.attach(spec);
+      if (attachment && attachment.podIP !== lc.attachment?.podIP) {
+        this.o.log.info(
+          { pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) },
+          'VM network attached',
+        );
+      }
+      this.o.learnt(lc.uid, { attachment });
+      return wired;
+    } catch (err) {
+      if (err instanceof SpecError) return err;
+      if (err instanceof NetworkNotReadyError) return 'waiting';
+      // The kubelet's reason when CNI fails; retried with the queue's back-off.
+      this.o.events.record(pod, 'Warning', 'FailedCreatePodSandBox', `Failed to set up the VM's pod network: ${(err as Error).message}`);
+      throw err;
+    }
+  }
+
+  /**
+   * Starts the pod's VM: its launcher, then the launcher's idempotent sync.
+   * Nothing of a failed start stays behind (no launcher, no QEMU, no
+   * overlay); a missing image and an invalid spec are outcomes, other
+   * failures are thrown.
+   */
+  async start(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<StartOutcome> {
+    const image = pod.spec?.containers?.[0]?.image ?? '';
+    const t0 = performance.now();
+    try {
+      // Registry images are pulled first, with the kubelet's events; the launcher gets their files in the store.
+      const pulled = await this.o.images.resolve(pod, spec, this.o.log.child({ pod: lc.key, uid: lc.uid }));
+      if (pulled.imageID) this.o.learnt(lc.uid, { imageID: pulled.imageID });
+      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
+      const live = await this.o.launchers.start(lc.uid, lc.attachment ? { netns: lc.attachment.netnsPath } : {}).then(
+        (l) => {
+          this.o.metrics.launcherStarts.inc({ result: 'success' });
+          return l;
+        },
+        (err: unknown) => {
+          this.o.metrics.launcherStarts.inc({ result: 'error' });
+          throw err;
+        },
+      );
+      const { state } = await live.client.syncVm(pulled.spec);
+      const ms = Math.round(performance.now() - t0);
+      this.o.log.info({ pod: lc.key, uid: lc.uid, ms, qemuPid: state.qemuPid, restartCount: lc.history.restartCount }, 'VM started');
+      if (!pulled.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
+      this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
+      this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);
+      return { type: 'started', specHash: specHash(spec) };
+    } catch (thrown) {
+      await this.o.launchers.stop(lc.uid, 0);
+      await this.o.launchers.remove(lc.uid);
+      if (thrown instanceof ImagePullError) return { type: 'imageMissing', reason: thrown.reason, message: thrown.message };
+      if (!(thrown instanceof SpecError)) {
+        this.o.events.record(pod, 'Warning', 'Failed', `Failed to start VM: ${(thrown as Error).message}`);
+        throw thrown;
+      }
+      // Users know their pod's or VMI's fields, not the VmSpec's.
+      const err = new SpecError(lc.vmi ? lc.vmi.atKubevirtFields(thrown.causes) : atPodFields(spec)(thrown.causes), { cause: thrown });
+      return imageNotFound(thrown)
+        ? { type: 'imageMissing', message: `Failed to prepare boot image "${image}": ${err.message}` }
+        : { type: 'invalid', message: err.message, found: 'start' };
+    }
+  }
+
+  /** Syncs a running VM's spec when it changed since the last sync; returns the hash of the spec synced. */
+  async keepInSync(pod: V1Pod, lc: PodLifecycle, live: LiveLauncher<VmControl>, spec: VmSpec): Promise<string> {
+    const hash = specHash(spec);
+    if (lc.state.kind === 'Running' && lc.state.specHash === hash) return hash;
+    try {
+      // The files it was started with: a running VM is never a reason to ask a registry.
+      await live.client.syncVm(await this.o.images.resolveRunning(spec));
+    } catch (err) {
+      if (!(err instanceof PreconditionError)) throw err;
+      // Pods are mostly immutable; a changed image or size takes effect only when the VM restarts.
+      this.o.events.record(pod, 'Warning', 'SpecChangeIgnored', `${err.message}; delete and recreate the pod to apply it`);
+    }
+    return hash;
+  }
+
+  /**
+   * Pauses or resumes a VMI's running VM as its annotation asks, whenever the
+   * two differ. Resumes only what a pause made (reason Paused): a VM libvirt
+   * paused on an I/O error stays paused.
+   */
+  async reconcilePause(lc: PodLifecycle, live: LiveLauncher<VmControl>): Promise<void> {
+    if (!lc.vmi) return;
+    const s = live.state;
+    if (lc.vmi.paused && s.phase === 'Running' && s.reason !== 'ShuttingDown') {
+      await live.client.pause();
+      this.o.events.recordFor(lc.vmi.ref, 'Normal', 'Paused', 'VirtualMachineInstance paused');
+    } else if (!lc.vmi.paused && s.phase === 'Paused' && s.reason === 'Paused') {
+      await live.client.unpause();
+      this.o.events.recordFor(lc.vmi.ref, 'Normal', 'Unpaused', 'VirtualMachineInstance unpaused');
+    }
+  }
+}

@@ -1,0 +1,34 @@
+// QEMU runs unprivileged and opens VM disks below <state dir>/vms: every
+// directory on the way there must be searchable by other users (o+x).
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { PreflightCheck } from './checks.js';
+
+/**
+ * The first existing directory from `dir` up to / that other users cannot
+ * search, if any. Missing ones are skipped: vkvm creates them searchable.
+ */
+export async function unsearchableDir(dir: string): Promise<string | undefined> {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const mode = await stat(d).then(
+      (s) => s.mode,
+      (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return undefined;
+        throw err;
+      },
+    );
+    if (mode !== undefined && (mode & 0o001) === 0) return d;
+    if (d === path.dirname(d)) return undefined;
+  }
+}
+
+export function unsearchableMessage(dir: string): string {
+  return `${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x ${dir} or another --state-dir`;
+}
+
+export async function vmsDirCheck(vmsDir: string): Promise<PreflightCheck> {
+  const blocked = await unsearchableDir(vmsDir);
+  return blocked
+    ? { condition: 'StateDirSearchable', severity: 'hard', ok: false, reason: 'NotSearchable', message: unsearchableMessage(blocked) }
+    : { condition: 'StateDirSearchable', severity: 'hard', ok: true, reason: 'Searchable', message: `QEMU can reach ${vmsDir}` };
+}
