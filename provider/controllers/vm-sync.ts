@@ -115,9 +115,10 @@ export function nextStateChangeRequests(
   if (outcome.ok && action === 'delete' && vmi && restartsAfterDelete(vm, vmi) && !requests.some((r) => r.action === 'Start')) {
     requests.push({ action: 'Start' });
   }
-  if (outcome.ok && action === 'create' && requests[0]?.action === 'Start') requests.shift();
+  // A Stop whose VMI is gone has been served; dropped first, so that a create in the same sync consumes the Start behind it (restart).
   const first = requests[0];
   if (first?.action === 'Stop' && action !== 'delete' && (!vmi || first.uid !== vmi.metadata.uid)) requests.shift();
+  if (outcome.ok && action === 'create' && requests[0]?.action === 'Start') requests.shift();
   return requests.length > 0 ? requests : undefined;
 }
 
