@@ -13,6 +13,7 @@ import type { VmAccess } from './vm-access.js';
 import { routeUpgradesThroughFastify } from './upgrade.js';
 import { logRoutes } from './routes/logs.js';
 import { execAttachRoutes } from './routes/exec-attach.js';
+import { vmiSubresourceRoutes } from './routes/vmi-subresources.js';
 import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
@@ -79,6 +80,8 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     const sessions = new SessionLimiter(opts.sessionLimits ?? DEFAULT_SESSION_LIMITS, opts.nodeName, metrics);
     await app.register(logRoutes, { vms, sessions });
     await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs: opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS });
+    // No session cap: a VMI has one console at a time (a new one displaces the old).
+    await app.register(vmiSubresourceRoutes, { vms });
   }
   return app;
 }

@@ -10,8 +10,8 @@ import type { Logger } from '../log.js';
 import { routeUpgradesThroughFastify } from '../kubelet-api/upgrade.js';
 import { subresourceAuth, type Authorizer, type RequestHeaderConfig } from './auth.js';
 import { errorHandler } from './errors.js';
-import type { ConsoleDialer } from './node-console.js';
-import { consoleRoutes } from './routes/console.js';
+import { vmiStreamRoutes } from './routes/vmi-streams.js';
+import type { VmiNodeClient } from './vmi-node.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { vmRoutes } from './routes/vm.js';
 import { vmiRoutes } from './routes/vmi.js';
@@ -22,7 +22,8 @@ export interface SubresourceApiOptions {
   authorizer: Authorizer;
   kubevirt: KubevirtApi;
   clients: KubeClients;
-  dialConsole: ConsoleDialer;
+  /** The VMIs' nodes, for what only a node can do (console, guest agent, reboot). */
+  nodes: VmiNodeClient;
   /** Absent only in tests that use inject(). */
   tls?: ServingCert;
   log: Logger;
@@ -65,7 +66,7 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   await app.register(subresourceAuth, { requestHeader: opts.requestHeader, authorizer: opts.authorizer, publicPaths: ['/healthz'] });
   await app.register(discoveryRoutes);
   await app.register(vmRoutes, { kubevirt: opts.kubevirt, clients: opts.clients });
-  await app.register(vmiRoutes, { kubevirt: opts.kubevirt });
-  await app.register(consoleRoutes, { kubevirt: opts.kubevirt, clients: opts.clients, dial: opts.dialConsole });
+  await app.register(vmiRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
+  await app.register(vmiStreamRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   return app;
 }

@@ -6,7 +6,7 @@ import type { KubeClients } from '../kube/client.js';
 import { KubevirtApi } from '../kubevirt/client.js';
 import type { Logger } from '../log.js';
 import { readRequestHeaderConfig, subjectAccessReviewer } from './kube-backend.js';
-import { nodeProxyConsoleDialer } from './node-console.js';
+import { VmiNodeClient } from './vmi-node.js';
 import { register, SERVICE_DNS_NAME, SUBRESOURCES_SERVICE } from './registration.js';
 import { buildSubresourceApi } from './server.js';
 import { ensureServingCert } from './serving-cert.js';
@@ -29,13 +29,16 @@ export interface RunningSubresourceApi {
 export const SERVING_SECRET = { namespace: SUBRESOURCES_SERVICE.namespace, name: 'vkvm-subresources-tls' } as const;
 
 export async function startSubresourceApi(clients: KubeClients, log: Logger, listen: SubresourceApiListen): Promise<RunningSubresourceApi> {
-  const [requestHeader, tls] = await Promise.all([readRequestHeaderConfig(clients), ensureServingCert(clients, SERVING_SECRET, SERVICE_DNS_NAME)]);
+  const [requestHeader, tls] = await Promise.all([
+    readRequestHeaderConfig(clients),
+    ensureServingCert(clients, SERVING_SECRET, SERVICE_DNS_NAME),
+  ]);
   const app = await buildSubresourceApi({
     requestHeader,
     authorizer: subjectAccessReviewer(clients),
     kubevirt: new KubevirtApi(clients),
     clients,
-    dialConsole: nodeProxyConsoleDialer(clients.kc),
+    nodes: new VmiNodeClient(clients.kc, (name) => clients.core.readNode({ name })),
     tls,
     log,
   });
