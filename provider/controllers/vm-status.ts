@@ -278,7 +278,10 @@ export function deriveVmStatus(i: VmStatusInput): Pick<VirtualMachineStatus, 'pr
  * data reaches the VMI): KubeVirt's VM controller sets runStrategy Always, or
  * running true on a VM that uses running. Undefined when there is nothing to do.
  */
-export function haltedStartSpec(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined): { runStrategy: 'Always' } | { running: true } | undefined {
+export function haltedStartSpec(
+  vm: VirtualMachine,
+  vmi: VirtualMachineInstance | undefined,
+): { runStrategy: 'Always' } | { running: true } | undefined {
   if (isDeleting(vm) || vmi || runStrategyOf(vm) !== 'Halted' || !hasStartRequest(vm)) return undefined;
   return vm.spec.running != null ? { running: true } : { runStrategy: 'Always' };
 }

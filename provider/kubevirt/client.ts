@@ -70,21 +70,39 @@ export class KubevirtApi {
   }
 
   getVm(namespace: string, name: string): Promise<VirtualMachine> {
-    return this.api.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VM_PLURAL, name }) as Promise<VirtualMachine>;
+    return this.api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VM_PLURAL,
+      name,
+    }) as Promise<VirtualMachine>;
   }
 
   getVmi(namespace: string, name: string): Promise<VirtualMachineInstance> {
-    return this.api.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: VMI_PLURAL, name }) as Promise<VirtualMachineInstance>;
+    return this.api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      name,
+    }) as Promise<VirtualMachineInstance>;
   }
 
   /** A merge patch of the object (spec, metadata); `dryRun` validates without persisting. */
   async patch(plural: KubevirtPlural, namespace: string, name: string, body: Record<string, unknown>, dryRun = false): Promise<void> {
-    await this.api.patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural, name, body, ...(dryRun ? { dryRun: 'All' } : {}) }, mergePatch);
+    await this.api.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace, plural, name, body, ...(dryRun ? { dryRun: 'All' } : {}) },
+      mergePatch,
+    );
   }
 
   /** A JSON patch (RFC 6902, `test` operations included) of the status subresource. */
   async jsonPatchStatus(plural: KubevirtPlural, namespace: string, name: string, ops: JsonPatchOp[], dryRun = false): Promise<void> {
-    await this.api.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body: ops, ...(dryRun ? { dryRun: 'All' } : {}) }, jsonPatch);
+    await this.api.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, namespace, plural, name, body: ops, ...(dryRun ? { dryRun: 'All' } : {}) },
+      jsonPatch,
+    );
   }
 
   /**

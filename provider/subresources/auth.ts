@@ -50,7 +50,14 @@ declare module 'fastify' {
   }
 }
 
-const VERBS: Readonly<Record<string, string>> = { GET: 'get', HEAD: 'get', PUT: 'update', POST: 'create', PATCH: 'patch', DELETE: 'delete' };
+const VERBS: Readonly<Record<string, string>> = {
+  GET: 'get',
+  HEAD: 'get',
+  PUT: 'update',
+  POST: 'create',
+  PATCH: 'patch',
+  DELETE: 'delete',
+};
 
 /** The proxy's common name, if the connection carries a certificate the requestheader CA signed. */
 function proxyName(req: FastifyRequest): string | undefined {
@@ -98,14 +105,20 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
     if (publicPaths.has(path)) return;
     const proxy = proxyName(req);
     if (proxy === undefined) throw unauthorized('Unauthorized: no client certificate signed by the requestheader client CA');
-    if (allowed.size > 0 && !allowed.has(proxy)) throw unauthorized(`Unauthorized: client certificate ${JSON.stringify(proxy)} is not an allowed front proxy`);
+    if (allowed.size > 0 && !allowed.has(proxy))
+      throw unauthorized(`Unauthorized: client certificate ${JSON.stringify(proxy)} is not an allowed front proxy`);
     const user = userFromHeaders(req.raw.headersDistinct, opts.requestHeader);
     if (!user) throw unauthorized('Unauthorized: no user in the request headers');
     req.user = user;
     const route = req.routeOptions.config.authorize;
     if (!route) return;
     const params = req.params as { namespace: string; name: string };
-    const attrs: ResourceAttributes = { namespace: params.namespace, name: params.name, verb: VERBS[req.method] ?? req.method.toLowerCase(), ...route };
+    const attrs: ResourceAttributes = {
+      namespace: params.namespace,
+      name: params.name,
+      verb: VERBS[req.method] ?? req.method.toLowerCase(),
+      ...route,
+    };
     const decision = await opts.authorizer.authorize(user, attrs);
     if (!decision.allowed) {
       throw forbidden(

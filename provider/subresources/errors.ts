@@ -57,7 +57,8 @@ export class StatusError extends Error {
   }
 }
 
-export const notFound = (kind: KubevirtResource, name: string): StatusError => new StatusError('NotFound', `${kind}.kubevirt.io "${name}" not found`, { name, kind });
+export const notFound = (kind: KubevirtResource, name: string): StatusError =>
+  new StatusError('NotFound', `${kind}.kubevirt.io "${name}" not found`, { name, kind });
 
 /** errors.NewConflict: the operation is refused in the object's current state. */
 export const conflict = (kind: KubevirtResource, name: string, why: string): StatusError =>
@@ -84,7 +85,10 @@ export function errorHandler(err: FastifyError | StatusError | Error, req: Fasti
   else {
     const code = (err as FastifyError).statusCode;
     // Fastify's own 4xx (a body that is not JSON, a schema mismatch) are the client's to fix.
-    status = typeof code === 'number' && code >= 400 && code < 500 ? badRequest(err.message) : new StatusError('InternalError', 'Internal error occurred', undefined, { cause: err });
+    status =
+      typeof code === 'number' && code >= 400 && code < 500
+        ? badRequest(err.message)
+        : new StatusError('InternalError', 'Internal error occurred', undefined, { cause: err });
   }
   if (status.code >= 500) req.log.error({ err, url: req.url }, 'subresource request failed');
   else req.log.debug({ status: status.code, reason: status.reason, msg: status.message, url: req.url }, 'subresource request refused');

@@ -42,7 +42,11 @@ export async function selfSignedCert(dnsName: string, now = new Date()): Promise
 const decode = (v: string | undefined) => (v ? Buffer.from(v, 'base64').toString('utf8') : undefined);
 
 /** The certificate in the Secret, made and stored first if there is none (the first writer wins a race). */
-export async function ensureServingCert(clients: KubeClients, secret: { namespace: string; name: string }, dnsName: string): Promise<ServingCert> {
+export async function ensureServingCert(
+  clients: KubeClients,
+  secret: { namespace: string; name: string },
+  dnsName: string,
+): Promise<ServingCert> {
   const read = async (): Promise<ServingCert | undefined> => {
     try {
       const s = await clients.core.readNamespacedSecret(secret);

@@ -35,7 +35,8 @@ function strategy(vm: VirtualMachine) {
 }
 
 /** The VMI is running in KubeVirt's sense for start: it exists, has a phase, and has not ended. */
-const active = (vmi: VirtualMachineInstance | undefined): boolean => Boolean(vmi && !isFinal(vmi) && vmi.status?.phase && vmi.status.phase !== 'Unknown');
+const active = (vmi: VirtualMachineInstance | undefined): boolean =>
+  Boolean(vmi && !isFinal(vmi) && vmi.status?.phase && vmi.status.phase !== 'Unknown');
 
 /**
  * KubeVirt's getChangeRequestJson: add the requests when there are none; a
@@ -49,7 +50,10 @@ export function changeRequestOps(vm: VirtualMachine, changes: VirtualMachineStat
   if (Object.keys(status).length === 0) ops.push({ op: 'add', path: '/status', value: { stateChangeRequests: changes } });
   else if (pending.length === 0) ops.push({ op: 'add', path: '/status/stateChangeRequests', value: changes });
   else if (changes.length === 1 && changes[0]!.action === 'Stop') {
-    ops.push({ op: 'test', path: '/status/stateChangeRequests', value: pending }, { op: 'replace', path: '/status/stateChangeRequests', value: changes });
+    ops.push(
+      { op: 'test', path: '/status/stateChangeRequests', value: pending },
+      { op: 'replace', path: '/status/stateChangeRequests', value: changes },
+    );
   } else throw internal('unable to complete request: stop/start already underway');
   if (status.startFailure) ops.push({ op: 'remove', path: '/status/startFailure' });
   return ops;
@@ -71,7 +75,8 @@ export function startChange(vm: VirtualMachine, vmi: VirtualMachineInstance | un
       return opts.paused ? { kind: 'status', ops: changeRequestOps(vm, [start]) } : runningPatch(vm, true);
     case 'RerunOnFailure':
     case 'Manual': {
-      if (s === 'RerunOnFailure' && vmi?.status?.phase === 'Failed') throw conflict('virtualmachine', name, 'RerunOnFailure does not support starting VM from failed state');
+      if (s === 'RerunOnFailure' && vmi?.status?.phase === 'Failed')
+        throw conflict('virtualmachine', name, 'RerunOnFailure does not support starting VM from failed state');
       const ended = s === 'Manual' ? isFinal(vmi) : vmi?.status?.phase === 'Succeeded';
       const requests: VirtualMachineStateChangeRequest[] = ended && vmi ? [{ action: 'Stop', uid: vmi.metadata.uid! }, start] : [start];
       return { kind: 'status', ops: changeRequestOps(vm, requests) };

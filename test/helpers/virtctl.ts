@@ -37,7 +37,13 @@ export function wrapperGoMod(kubevirtGoMod: string): string {
 
 async function recipeHash(): Promise<string> {
   const goVersion = (await execFileP('go', ['version'])).stdout;
-  return createHash('sha256').update(VIRTCTL_VERSION).update('ldflags-v1').update(JSON.stringify(STAGING_REPLACES)).update(goVersion).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(VIRTCTL_VERSION)
+    .update('ldflags-v1')
+    .update(JSON.stringify(STAGING_REPLACES))
+    .update(goVersion)
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** The path of a built virtctl, building it (minutes on 2 cores) when the cache has none. */
@@ -49,14 +55,22 @@ export async function ensureVirtctl(cacheDir = defaultCacheDir()): Promise<strin
   const work = await mkdtemp(join(tmpdir(), 'vkvm-virtctl-build-'));
   try {
     const env = { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=mod' };
-    const { stdout } = await execFileP('go', ['mod', 'download', '-json', `kubevirt.io/kubevirt@${VIRTCTL_VERSION}`], { cwd: work, env, maxBuffer: 1 << 20 });
+    const { stdout } = await execFileP('go', ['mod', 'download', '-json', `kubevirt.io/kubevirt@${VIRTCTL_VERSION}`], {
+      cwd: work,
+      env,
+      maxBuffer: 1 << 20,
+    });
     const info = JSON.parse(stdout) as { GoMod: string };
     await writeFile(join(work, 'go.mod'), wrapperGoMod(await readFile(info.GoMod, 'utf8')));
     const tmp = `${bin}.${process.pid}.tmp`;
     await new Promise<void>((resolve, reject) => {
       // virtctl refuses to run with its unstamped version ("$Format:%h$ is not a valid semver identifier").
       const ldflags = `-X kubevirt.io/client-go/version.gitVersion=${VIRTCTL_VERSION} -X kubevirt.io/client-go/version.gitTreeState=clean`;
-      const child = spawn('go', ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', tmp, 'kubevirt.io/kubevirt/cmd/virtctl'], { cwd: work, env, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn('go', ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', tmp, 'kubevirt.io/kubevirt/cmd/virtctl'], {
+        cwd: work,
+        env,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
       child.on('error', reject);

@@ -55,7 +55,10 @@ export async function vmRoutes(app: FastifyInstance, opts: VmRoutesOptions): Pro
     } catch (err) {
       throw fromApiError(err, 'virtualmachine', name);
     }
-    app.log.info({ vm: `${namespace}/${name}`, change: change.kind === 'spec' ? change.patch : change.ops, dryRun }, 'VM state change requested');
+    app.log.info(
+      { vm: `${namespace}/${name}`, change: change.kind === 'spec' ? change.patch : change.ops, dryRun },
+      'VM state change requested',
+    );
   };
 
   const route = <B>(verb: 'start' | 'stop' | 'restart', schema: object, handle: (p: NameParams, b: B, dryRun: boolean) => Promise<void>) =>
@@ -79,9 +82,11 @@ export async function vmRoutes(app: FastifyInstance, opts: VmRoutesOptions): Pro
     const change = stopChange(vm, vmi, b.gracePeriod !== undefined ? { gracePeriod: b.gracePeriod } : {});
     // A shorter grace period reaches the running VMI before the stop (what the launcher pod's deletion uses).
     if (b.gracePeriod !== undefined && vmi && vmi.status?.phase !== 'Succeeded' && vmi.status?.phase !== 'Failed') {
-      await kubevirt.patch(VMI_PLURAL, p.namespace, p.name, { spec: { terminationGracePeriodSeconds: b.gracePeriod } }, dryRun).catch((err: unknown) => {
-        throw fromApiError(err, 'virtualmachineinstance', p.name);
-      });
+      await kubevirt
+        .patch(VMI_PLURAL, p.namespace, p.name, { spec: { terminationGracePeriodSeconds: b.gracePeriod } }, dryRun)
+        .catch((err: unknown) => {
+          throw fromApiError(err, 'virtualmachineinstance', p.name);
+        });
     }
     await write(p, change, dryRun);
   });
@@ -98,9 +103,11 @@ export async function vmRoutes(app: FastifyInstance, opts: VmRoutesOptions): Pro
         fieldSelector: 'status.phase==Running',
       });
       for (const pod of pods.items) {
-        await opts.clients.core.deleteNamespacedPod({ namespace: p.namespace, name: pod.metadata!.name!, gracePeriodSeconds: 1 }).catch((err: unknown) => {
-          if (!isNotFound(err)) throw err;
-        });
+        await opts.clients.core
+          .deleteNamespacedPod({ namespace: p.namespace, name: pod.metadata!.name!, gracePeriodSeconds: 1 })
+          .catch((err: unknown) => {
+            if (!isNotFound(err)) throw err;
+          });
       }
     }
   });
