@@ -24,7 +24,6 @@ import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js
 import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
-
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
   return pod.metadata?.ownerReferences?.find(
