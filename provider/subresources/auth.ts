@@ -29,19 +29,22 @@ export interface RequestHeaderConfig {
 export interface ResourceAttributes {
   namespace: string;
   verb: string;
-  resource: 'virtualmachines' | 'virtualmachineinstances';
-  subresource: string;
-  name: string;
+  /** virtualmachines, virtualmachineinstances, or a namespaced action of its own (expand-vm-spec). */
+  resource: string;
+  /** Absent for a resource that is the action itself. */
+  subresource?: string;
+  /** Absent for a request on no one object. */
+  name?: string;
 }
 
 export interface Authorizer {
   authorize(user: UserInfo, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason?: string }>;
 }
 
-/** Set on a route that acts on one VM or VMI; routes without it (discovery, version) need only authentication. */
+/** Set on every namespaced route; routes without it (discovery, version) need only authentication. */
 export interface RouteAuthorization {
-  resource: ResourceAttributes['resource'];
-  subresource: string;
+  resource: string;
+  subresource?: string;
 }
 
 declare module 'fastify' {
@@ -112,17 +115,20 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
     req.user = user;
     const route = req.routeOptions.config.authorize;
     if (!route) return;
-    const params = req.params as { namespace: string; name: string };
+    const params = req.params as { namespace: string; name?: string };
     const attrs: ResourceAttributes = {
       namespace: params.namespace,
-      name: params.name,
+      ...(params.name ? { name: params.name } : {}),
       verb: VERBS[req.method] ?? req.method.toLowerCase(),
       ...route,
     };
     const decision = await opts.authorizer.authorize(user, attrs);
     if (!decision.allowed) {
+      // Worded as kube-apiserver words RBAC's refusals.
+      const object = `${attrs.resource}.${GROUP}${attrs.name ? ` "${attrs.name}"` : ''}`;
+      const resource = attrs.subresource ? `${attrs.resource}/${attrs.subresource}` : attrs.resource;
       throw forbidden(
-        `${attrs.resource}.${GROUP} "${attrs.name}" is forbidden: User "${user.username}" cannot ${attrs.verb} resource "${attrs.resource}/${attrs.subresource}" in API group "${GROUP}" in the namespace "${attrs.namespace}"${decision.reason ? `: ${decision.reason}` : ''}`,
+        `${object} is forbidden: User "${user.username}" cannot ${attrs.verb} resource "${resource}" in API group "${GROUP}" in the namespace "${attrs.namespace}"${decision.reason ? `: ${decision.reason}` : ''}`,
       );
     }
   });

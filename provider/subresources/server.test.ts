@@ -169,3 +169,39 @@ t.test('start, 404 and discovery', async (t) => {
     'the served subresources',
   );
 });
+
+t.test('expand: a VM without instance types is its own expansion; instance types are refused naming the field', async (t) => {
+  const { call, proxy, sars } = await serve(t);
+  const put = (body: unknown) =>
+    call('PUT', '/apis/subresources.kubevirt.io/v1/namespaces/ns/expand-vm-spec', {
+      cert: proxy,
+      user: 'alice',
+      body: JSON.stringify(body),
+    });
+  const vm = { metadata: { name: 'sent' }, spec: { template: { spec: { domain: {} } } } };
+  t.match(
+    {
+      stored: await call('GET', `${VM_PATH}/halted/expand-spec`, { cert: proxy, user: 'alice' }),
+      sent: await put(vm),
+      typed: await put({ ...vm, spec: { ...vm.spec, instancetype: { name: 'u1.small' }, preference: { name: 'fedora' } } }),
+      elsewhere: await put({ ...vm, metadata: { name: 'sent', namespace: 'other' } }),
+      noTemplate: await put({ metadata: { name: 'sent' }, spec: {} }),
+    },
+    {
+      stored: { status: 200, body: { metadata: { name: 'halted' }, spec: { runStrategy: 'Halted' } } },
+      sent: { status: 200, body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name: 'sent', namespace: 'ns' } } },
+      typed: {
+        status: 400,
+        body: { message: 'spec.instancetype, spec.preference: instance types and preferences are not served by vkvm' },
+      },
+      elsewhere: { status: 400, body: { message: 'VM namespace must be empty or ns' } },
+      noTemplate: { status: 400, body: { message: 'Object is not a valid VirtualMachine: spec.template: Required value' } },
+    },
+  );
+  t.match(
+    sars[1],
+    { namespace: 'ns', verb: 'update', resource: 'expand-vm-spec' },
+    'expand-vm-spec is authorized as its own resource, on no object',
+  );
+  t.notOk('name' in sars[1]! || 'subresource' in sars[1]!, 'no name or subresource in that review');
+});

@@ -11,6 +11,7 @@ import { routeUpgradesThroughFastify } from '../kubelet-api/upgrade.js';
 import { subresourceAuth, type Authorizer, type RequestHeaderConfig } from './auth.js';
 import { errorHandler } from './errors.js';
 import { vmiStreamRoutes } from './routes/vmi-streams.js';
+import { expandRoutes } from './routes/expand.js';
 import type { VmiNodeClient } from './vmi-node.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { vmRoutes } from './routes/vm.js';
@@ -68,5 +69,6 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   await app.register(vmRoutes, { kubevirt: opts.kubevirt, clients: opts.clients });
   await app.register(vmiRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(vmiStreamRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
+  await app.register(expandRoutes, { kubevirt: opts.kubevirt });
   return app;
 }

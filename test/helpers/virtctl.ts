@@ -82,3 +82,88 @@ export async function ensureVirtctl(cacheDir = defaultCacheDir()): Promise<strin
     await rm(work, { recursive: true, force: true });
   }
 }
+
+export interface VirtctlRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs virtctl to completion (a minute at most) and returns its exit code and output, whatever the code. */
+export async function runVirtctl(bin: string, args: string[]): Promise<VirtctlRun> {
+  try {
+    const { stdout, stderr } = await execFileP(bin, args, { timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+/** A running `virtctl console`: its output so far, typing into it, and its end. */
+export interface ConsoleSession {
+  /** Resolves once virtctl says it is connected. */
+  connected: Promise<void>;
+  /** Everything the console printed so far. */
+  output(): string;
+  /** Types `line` and a newline; resolves with the output after it once `expect` appears in it. */
+  run(line: string, expect: string, timeoutMs?: number): Promise<string>;
+  /** Resolves once `expect` appears in the output printed from now on. */
+  waitFor(expect: string, timeoutMs?: number): Promise<string>;
+  /** Ctrl-], virtctl's escape sequence. */
+  detach(): void;
+  exited: Promise<{ code: number | null; stderr: string }>;
+  kill(): void;
+}
+
+export function openConsole(bin: string, args: string[]): ConsoleSession {
+  const child = spawn(bin, [...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  const waiters: Array<() => void> = [];
+  const poke = () => waiters.splice(0).forEach((w) => w());
+  child.stdout.on('data', (d: Buffer) => ((stdout += d.toString()), poke()));
+  child.stderr.on('data', (d: Buffer) => ((stderr += d.toString()), poke()));
+  const exited = new Promise<{ code: number | null; stderr: string }>((resolve) =>
+    child.on('exit', (code) => (poke(), resolve({ code, stderr }))),
+  );
+  const until = (what: string, ok: () => boolean, timeoutMs = 60_000) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(new Error(`console: no ${what} within ${timeoutMs} ms; output: ${JSON.stringify(stdout.slice(-800))}; stderr: ${stderr}`)),
+        timeoutMs,
+      );
+      const check = () => {
+        if (ok()) {
+          clearTimeout(timer);
+          resolve();
+        } else if (child.exitCode !== null) {
+          clearTimeout(timer);
+          reject(new Error(`console exited (${child.exitCode}) before ${what}: ${stderr}`));
+        } else waiters.push(check);
+      };
+      check();
+    });
+  const waitFor = async (expect: string, timeoutMs?: number) => {
+    const from = stdout.length;
+    await until(JSON.stringify(expect), () => stdout.slice(from).includes(expect), timeoutMs);
+    return stdout.slice(from);
+  };
+  return {
+    connected: until('connection', () => stderr.includes('Successfully connected')),
+    output: () => stdout,
+    async run(line, expect, timeoutMs) {
+      const from = stdout.length;
+      child.stdin.write(`${line}\n`);
+      await until(JSON.stringify(expect), () => stdout.slice(from).includes(expect), timeoutMs);
+      return stdout.slice(from);
+    },
+    waitFor,
+    detach: () => child.stdin.write('\x1d'),
+    exited,
+    kill: () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}

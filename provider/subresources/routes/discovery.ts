@@ -18,6 +18,8 @@ const RESOURCES: ReadonlyArray<[string, string[]]> = [
   ['virtualmachines/start', ['update']],
   ['virtualmachines/stop', ['update']],
   ['virtualmachines/restart', ['update']],
+  ['virtualmachines/expand-spec', ['get']],
+  ['expand-vm-spec', ['update']],
   ['virtualmachineinstances/pause', ['update']],
   ['virtualmachineinstances/unpause', ['update']],
   ['virtualmachineinstances/softreboot', ['update']],
