@@ -81,7 +81,7 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     await app.register(logRoutes, { vms, sessions });
     await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs: opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS });
     // No session cap: a VMI has one console at a time (a new one displaces the old).
-    await app.register(vmiSubresourceRoutes, { vms });
+    await app.register(vmiSubresourceRoutes, { vms, sessions: metrics.streamingSessions });
   }
   return app;
 }

@@ -9,6 +9,7 @@
 // directly needs the same grant. One console per VMI: a new session closes
 // the one before, as virt-handler does.
 import type { FastifyInstance } from 'fastify';
+import type { Gauge } from 'prom-client';
 import type { WebSocket } from 'ws';
 import { BadRequestError } from '../errors.js';
 import type { ResourceAttributes } from '../auth.js';
@@ -70,6 +71,8 @@ export const filesystemList = (filesystems: GuestFilesystem[]) => ({
 
 export interface VmiSubresourceOptions {
   vms: VmAccess;
+  /** Open consoles are counted here under endpoint "vmi-console". */
+  sessions: Gauge<'endpoint'>;
 }
 
 export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubresourceOptions): Promise<void> {
@@ -100,7 +103,9 @@ export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubres
     consoles.get(ref.vmiUid)?.close(1000, 'a new console session replaced this one');
     consoles.set(ref.vmiUid, ws);
     log.info('console session started');
+    opts.sessions.inc({ endpoint: 'vmi-console' });
     await relayPlain(ws, serial);
+    opts.sessions.dec({ endpoint: 'vmi-console' });
     if (consoles.get(ref.vmiUid) === ws) consoles.delete(ref.vmiUid);
     log.info('console session ended');
   });
