@@ -11,6 +11,9 @@ import {
   type GuestExecRequest,
   type GuestExecResponse,
   type InfoResponse,
+  type ListGuestFilesystemsResponse,
+  type ListGuestUsersResponse,
+  type SoftRebootResponse,
   type ShutdownRequest,
   type StateResponse,
   type SyncVmRequest,
@@ -95,6 +98,16 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
     GuestExec: unary<GuestExecRequest, GuestExecResponse>((req) =>
       m.guestExec({ path: req.path, args: req.args, stdin: req.stdin, timeoutS: req.timeoutS || DEFAULT_GUEST_EXEC_TIMEOUT_S }),
     ),
+    ListGuestUsers: unary<Empty, ListGuestUsersResponse>(async () => ({
+      users: (await m.guestUsers()).map((u) => ({ name: u.name, domain: u.domain ?? '', loginTimeS: u.loginTimeS })),
+    })),
+    ListGuestFilesystems: unary<Empty, ListGuestFilesystemsResponse>(async () => ({
+      filesystems: (await m.guestFilesystems()).map((f) => ({
+        ...f,
+        disks: f.disks.map((d) => ({ busType: d.busType, serial: d.serial ?? '' })),
+      })),
+    })),
+    SoftReboot: unary<Empty, SoftRebootResponse>(async () => ({ method: await m.softReboot() })),
 
     WatchEvents: (call: grpc.ServerWritableStream<Empty, StateResponse>) => {
       streams.add(call);

@@ -8,14 +8,16 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
-import { domainUuidOf, VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
-import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
+import { domainUuidOf, type VmSpec } from '../vmm/spec.js';
+import type { SpecError } from '../vmm/errors.js';
+import { parseSpec } from './spec-parse.js';
 import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
 import { PreconditionError } from './errors.js';
-import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+import { guestExec, type AgentCall, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+import { guestFilesystems, guestUsers, type GuestFilesystem, type GuestUser } from './guest-queries.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
@@ -44,6 +46,7 @@ export type DomainOps = Pick<
   | 'suspend'
   | 'resume'
   | 'reset'
+  | 'reboot'
   | 'shutdownAcpi'
   | 'destroy'
   | 'undefine'
@@ -67,15 +70,13 @@ export interface VmManagerOptions {
 }
 
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
+/** How softReboot reached the guest. */
+export type RebootMethod = 'GuestAgent' | 'Acpi';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
 const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
-
-function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
-  return new SpecError([{ path, reason, message }]);
-}
 
 export class VmManager {
   private readonly ops = new OneAtATime();
@@ -147,7 +148,7 @@ export class VmManager {
 
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
   async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
-    const spec = this.parseSpec(specJson);
+    const spec = parseSpec(specJson, this.o.uid, this.o.vmm);
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
       if (this.spec && isTerminal(this.state.phase))
@@ -228,10 +229,31 @@ export class VmManager {
   }
 
   async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
-    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.domainUuid);
-    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS), req);
+    return guestExec(await this.agentCall(), req);
+  }
+
+  async guestUsers(): Promise<GuestUser[]> {
+    return guestUsers(await this.agentCall());
+  }
+
+  async guestFilesystems(): Promise<GuestFilesystem[]> {
+    return guestFilesystems(await this.agentCall());
+  }
+
+  /**
+   * Reboots the guest as KubeVirt's soft reboot does: through the guest agent
+   * when it is connected, else by the ACPI power button, after which libvirt
+   * resets the domain instead of stopping it. The QEMU process stays.
+   */
+  softReboot(): Promise<RebootMethod> {
+    return this.ops.run(async () => {
+      if ((await this.requireActive('reboot')) === 'paused') throw new PreconditionError('cannot reboot: the VM is paused');
+      const method: RebootMethod | undefined = this.state.guestAgentConnected ? 'GuestAgent' : this.spec?.acpi ? 'Acpi' : undefined;
+      if (!method) throw new PreconditionError('cannot reboot: the guest agent is not connected and the VM has no ACPI', ['acpi']);
+      await this.o.driver.reboot(this.domainUuid, method === 'GuestAgent' ? 'agent' : 'acpi');
+      this.o.log.info({ method }, 'guest reboot requested');
+      return method;
+    });
   }
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
@@ -256,26 +278,12 @@ export class VmManager {
     });
   }
 
-  private parseSpec(specJson: string): VmSpec {
-    let spec: VmSpec;
-    try {
-      spec = JSON.parse(specJson) as VmSpec;
-    } catch (err) {
-      throw invalidSpec('', 'FieldValueInvalid', `spec_json is not JSON: ${(err as Error).message}`);
-    }
-    if (typeof spec !== 'object' || spec === null) throw invalidSpec('', 'FieldValueInvalid', 'spec_json must hold a JSON object');
-    if (spec.version !== VM_SPEC_VERSION) {
-      throw invalidSpec(
-        'version',
-        'FieldValueNotSupported',
-        `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`,
-      );
-    }
-    if (spec.uid !== this.o.uid)
-      throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
-    const invalid = this.o.vmm.validate(spec);
-    if (invalid) throw invalid;
-    return spec;
+  /** The guest agent, once the spec has one and the VM runs; FAILED_PRECONDITION otherwise. */
+  private async agentCall(): Promise<AgentCall> {
+    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
+    const s = await this.o.driver.state(this.domainUuid);
+    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
+    return (command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS);
   }
 
   private async requireActive(what: string): Promise<string> {

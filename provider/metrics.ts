@@ -53,7 +53,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     streamingSessions: new Gauge({
       name: 'vkvm_streaming_sessions',
-      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log, portForward, vnc).',
+      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log, portForward, vnc, vmi-console).',
       labelNames: ['endpoint'] as const,
       registers,
     }),

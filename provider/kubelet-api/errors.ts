@@ -40,6 +40,22 @@ export class BadRequestError extends HttpError {
   }
 }
 
+/** The request does not fit the object's current state (a guest agent that is not connected). */
+export class ConflictError extends HttpError {
+  readonly kind = 'Conflict';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(409, message, options);
+  }
+}
+
+/** A dependency is not ready; the same request can succeed later (a guest agent that does not answer). */
+export class UnavailableError extends HttpError {
+  readonly kind = 'Unavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(503, message, options);
+  }
+}
+
 export function errorHandler(err: FastifyError | HttpError | Error, req: FastifyRequest, reply: FastifyReply): void {
   if (err instanceof SessionLimitError) {
     req.log.debug({ err: err.message, limit: err.limit }, 'streaming session refused');

@@ -12,8 +12,8 @@ function fakeBackend(tokens: Record<string, UserInfo>, allowed: (u: UserInfo, su
       return tokens[token] ?? null;
     },
     async authorize(user, attrs) {
-      calls.sars.push(`${user.username} ${attrs.verb} nodes/${attrs.subresource} ${attrs.nodeName}`);
-      return allowed(user, attrs.subresource) ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
+      calls.sars.push(`${user.username} ${attrs.verb} nodes/${attrs.subresource} ${attrs.name}`);
+      return allowed(user, attrs.subresource ?? '') ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
     },
   };
   return { backend, calls };

@@ -15,6 +15,7 @@ import { logRoutes } from './routes/logs.js';
 import { execAttachRoutes } from './routes/exec-attach.js';
 import { portForwardRoutes } from './routes/port-forward.js';
 import { vncRoutes } from './routes/vnc.js';
+import { vmiSubresourceRoutes } from './routes/vmi-subresources.js';
 import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
@@ -84,6 +85,8 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs });
     await app.register(portForwardRoutes, { vms, sessions, idleTimeoutMs });
     await app.register(vncRoutes, { vms, sessions, idleTimeoutMs });
+    // No session cap: a VMI has one console at a time (a new one displaces the old).
+    await app.register(vmiSubresourceRoutes, { vms, sessions: metrics.streamingSessions });
   }
   return app;
 }

@@ -3,7 +3,9 @@
 // small fakes.
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { VmUsage } from '../../launcher/agent-api.js';
+import type { GuestFilesystem, GuestUser, VmUsage } from '../../launcher/agent-api.js';
+
+export type { GuestFilesystem, GuestUser };
 
 export interface PodRef {
   namespace: string;
@@ -59,7 +61,28 @@ export interface VmCpuMemory extends VmUsage {
   startTime: Date;
 }
 
+/** A VMI's launcher pod on this node. */
+export interface VmiPodRef extends PodRef {
+  /** The VMI's UID (the pod's controller reference). */
+  vmiUid: string;
+}
+
 export interface VmAccess {
+  /**
+   * The launcher pod on this node of VMI namespace/name: a pod controlled by
+   * a VirtualMachineInstance of that name. Throws NotFoundError when this
+   * node runs none.
+   */
+  vmiPod(namespace: string, name: string): VmiPodRef;
+  /**
+   * What the guest agent reports now. Throws ConflictError when the VM has no
+   * guest agent or is not running, UnavailableError when the agent does not
+   * answer, NotFoundError for an unknown pod.
+   */
+  guestUsers(ref: PodRef): Promise<GuestUser[]>;
+  guestFilesystems(ref: PodRef): Promise<GuestFilesystem[]>;
+  /** Reboots the guest (launcher SoftReboot). ConflictError when it cannot (paused, no agent and no ACPI). */
+  softReboot(ref: PodRef): Promise<void>;
   /**
    * A duplex on the guest's serial console: reads are console output from now
    * on, writes are console input. Several may be open at once. end() detaches

@@ -7,8 +7,15 @@ import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
-import { NoGuestAgentError, type ExecResult, type PodName, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
+import { BadRequestError, ConflictError, NotFoundError, UnavailableError as ServiceUnavailableError } from '../kubelet-api/errors.js';
+import {
+  NoGuestAgentError,
+  type ExecResult,
+  type PodName,
+  type PodRef,
+  type VmAccess,
+  type VmCpuMemory,
+} from '../kubelet-api/vm-access.js';
 import type { LauncherRegistry, LiveLauncher } from '../launchers/registry.js';
 import {
   PreconditionError,
@@ -20,6 +27,7 @@ import {
   vncSocketPath,
 } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
+import { vmiOwner } from './vmi-source.js';
 
 export interface PodSource {
   pod(key: string): V1Pod | undefined;
@@ -63,7 +71,34 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
   };
   const running = (ref: PodName): LiveLauncher => runningVm(resolve(ref).uid, ref);
 
+  /** A launcher call as the kubelet API answers it: its state errors as 409 and 503, not 500. */
+  const guestCall = async <T>(ref: PodRef, call: (view: LiveLauncher) => Promise<T>): Promise<T> => {
+    const view = running(ref);
+    try {
+      return await call(view);
+    } catch (err) {
+      if (err instanceof PreconditionError) throw new ConflictError(err.message, { cause: err });
+      if (err instanceof UnavailableError) throw new ServiceUnavailableError(err.message, { cause: err });
+      throw err;
+    }
+  };
+
   return {
+    vmiPod(namespace, name) {
+      const owned = pods.pods().filter((p) => p.metadata?.namespace === namespace && vmiOwner(p)?.name === name);
+      // A restarted VMI's old pod may linger while it stops: the one whose VM is up comes first.
+      const pod = owned.find((p) => registry.get(p.metadata?.uid ?? '')?.live) ?? owned[0];
+      const owner = pod && vmiOwner(pod);
+      if (!pod || !owner) throw new NotFoundError(`virtualmachineinstance ${namespace}/${name} has no launcher pod on this node`);
+      return { namespace, name: pod.metadata!.name!, container: pod.spec?.containers?.[0]?.name ?? '', vmiUid: owner.uid };
+    },
+
+    guestUsers: (ref) => guestCall(ref, (view) => view.client.listGuestUsers()),
+    guestFilesystems: (ref) => guestCall(ref, (view) => view.client.listGuestFilesystems()),
+    async softReboot(ref) {
+      await guestCall(ref, (view) => view.client.softReboot());
+    },
+
     async attachConsole(ref) {
       const view = running(ref);
       let session: ReturnType<typeof view.client.console> | undefined;

@@ -4,8 +4,9 @@ import type { Benchmark } from './bench.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { POD_BENCHMARKS } from './pods.js';
 import { STREAM_BENCHMARKS } from './streams.js';
+import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...STREAM_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...STREAM_BENCHMARKS, ...VIRTCTL_BENCHMARKS];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one

@@ -119,6 +119,20 @@ exec /bin/poweroff
 `,
   );
 
+  // qemu-ga's guest-shutdown runs `/sbin/shutdown -h -P|-H|-r +0 MESSAGE`, as
+  // on a distribution (libvirt's agent reboot, KubeVirt's soft reboot); busybox
+  // has no shutdown applet.
+  files.set(
+    '/bin/shutdown',
+    `#!/bin/sh
+case " $* " in
+  *" -r "*) echo "vkvm-guest: rebooting" >/dev/console; exec /bin/reboot ;;
+  *" -H "*) exec /bin/halt ;;
+  *) exec /bin/poweroff ;;
+esac
+`,
+  );
+
   files.set('/etc/profile', `export PATH=/bin HOME=/root\nPS1='${GUEST_PROMPT}'\ncd /root\n`);
   files.set('/etc/passwd', 'root:x:0:0:root:/root:/bin/sh\n');
   files.set('/etc/group', 'root:x:0:\ntty:x:5:\n');

@@ -29,7 +29,8 @@ const REQUIRED_MODULES = [
   'button', // ACPI power button → input event
   'evdev', // /dev/input/event* for busybox acpid
 ];
-const OPTIONAL_MODULES = ['virtio_blk', 'virtio_net'];
+// isofs: a test can mount the cloud-init seed, a filesystem the guest agent reports (guest-get-fsinfo).
+const OPTIONAL_MODULES = ['virtio_blk', 'virtio_net', 'isofs'];
 
 export const BUSYBOX = '/bin/busybox';
 export const QEMU_GA = '/usr/sbin/qemu-ga';

@@ -12,6 +12,7 @@ import { createAgentMetrics } from '../../metrics.js';
 import type { SessionLimits } from '../session-limiter.js';
 import { MAX_MESSAGE_BYTES } from '../streaming/websocket.js';
 import { sessionTarget, streamOptions } from './exec-attach.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 // --- the node side: a fake VM access and an auth backend ----------------------
 
@@ -52,6 +53,7 @@ function fakeVms() {
   const consoles: FakeConsole[] = [];
   const execs: { pod: string; command: string[] }[] = [];
   const vms: VmAccess = {
+    ...noVmis,
     async attachConsole(ref) {
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
       const console = echoConsole();

@@ -78,6 +78,12 @@ async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingId
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => [],
+    vmiPod: () => {
+      throw new Error('not in this test');
+    },
+    guestUsers: () => Promise.reject(new Error('not in this test')),
+    guestFilesystems: () => Promise.reject(new Error('not in this test')),
+    softReboot: () => Promise.reject(new Error('not in this test')),
     vncDisplay: () => Promise.reject(new Error('not in this test')),
     async podPorts(ref) {
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);

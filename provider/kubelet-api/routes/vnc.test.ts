@@ -43,6 +43,12 @@ async function serve(t: Test) {
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     podPorts: () => Promise.reject(new Error('not in this test')),
+    vmiPod: () => {
+      throw new Error('not in this test');
+    },
+    guestUsers: () => Promise.reject(new Error('not in this test')),
+    guestFilesystems: () => Promise.reject(new Error('not in this test')),
+    softReboot: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => [],
     async vncDisplay(ref) {
       if (ref.name === 'stopped') throw new BadRequestError(`the VM of pod ${ref.namespace}/stopped is not running`);

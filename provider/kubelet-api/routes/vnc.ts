@@ -8,7 +8,7 @@
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createWebSocketStream, type WebSocket } from 'ws';
-import { BadRequestError, HttpError } from '../errors.js';
+import { BadRequestError, UnavailableError } from '../errors.js';
 import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
 import { IdleTimer } from '../streaming/idle-timer.js';
 import { requestedTransport } from '../streaming/negotiate.js';
@@ -20,14 +20,6 @@ import { negotiateUpgrade } from './negotiate-upgrade.js';
 import { isSet, queryFlag } from './query-flag.js';
 
 export const VNC_PROTOCOLS = ['plain.kubevirt.io'] as const;
-
-/** A second client while one is connected, and the new one asked to keep it. */
-export class VncSessionInUseError extends HttpError {
-  readonly kind = 'VncSessionInUse';
-  constructor(message: string) {
-    super(503, message);
-  }
-}
 
 interface Params {
   namespace: string;
@@ -66,9 +58,7 @@ export async function vncRoutes(app: FastifyInstance, opts: VncOptions): Promise
     const { namespace, pod } = req.params;
     const display = await opts.vms.vncDisplay({ namespace, name: pod });
     if (isSet(req.query.preserveSession) && open.has(display.uid)) {
-      throw new VncSessionInUseError(
-        `the VNC display of pod ${namespace}/${pod} is in use by another session, which preserveSession keeps`,
-      );
+      throw new UnavailableError(`the VNC display of pod ${namespace}/${pod} is in use by another session, which preserveSession keeps`);
     }
     const vnc = await display.connect();
     releaseOnClose(opts.sessions.acquire(req.user!, 'vnc'), req.raw.socket);

@@ -1,0 +1,252 @@
+// The console path end to end without a cluster: a client (as the aggregator
+// reaches the subresource API: front-proxy certificate, X-Remote-User) opens
+// a plain.kubevirt.io WebSocket; the subresource API checks the VMI and
+// proxies the upgrade to the node's kubelet API over TLS (the cluster CA, a
+// bearer token), which authorizes its own caller for the same VMI
+// subresource and serves the console. Also the guest agent's lists and the
+// refusals KubeVirt gives.
+import { webcrypto } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
+import 'reflect-metadata';
+import { KubeConfig, type V1Node } from '@kubernetes/client-node';
+import * as x509 from '@peculiar/x509';
+import { pino } from 'pino';
+import t, { type Test } from 'tap';
+import { WebSocket } from 'ws';
+import { EC, issue, newCa, type TestCa } from '../../../test/helpers/fake-ca.js';
+import type { ResourceAttributes as NodeSar } from '../../kubelet-api/auth.js';
+import { buildKubeletApi } from '../../kubelet-api/server.js';
+import type { VmAccess } from '../../kubelet-api/vm-access.js';
+import type { KubeClients } from '../../kube/client.js';
+import type { KubevirtApi } from '../../kubevirt/client.js';
+import type { VirtualMachineInstance, VmiPhase } from '../../kubevirt/types.js';
+import { buildSubresourceApi } from '../server.js';
+import { selfSignedCert } from '../serving-cert.js';
+import { VmiNodeClient } from '../vmi-node.js';
+
+const VMI_PATH = '/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances';
+const CONTROLLERS_TOKEN = 'controllers-token';
+
+async function certFor(ca: TestCa, cn: string, sans: x509.Extension[] = []) {
+  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const now = Date.now();
+  const certPem = await issue(
+    ca,
+    keys.publicKey as unknown as x509.PublicKeyType,
+    `CN=${cn}`,
+    new Date(now - 60_000),
+    new Date(now + 3600_000),
+    sans,
+  );
+  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { certPem, keyPem };
+}
+
+const echo = (): Duplex =>
+  new Duplex({
+    read() {},
+    write(chunk: Buffer, _encoding, callback) {
+      this.push(chunk);
+      callback();
+    },
+    final(callback) {
+      this.push(null);
+      callback();
+    },
+  });
+
+const vmi = (name: string, phase: VmiPhase): VirtualMachineInstance => ({
+  apiVersion: 'kubevirt.io/v1',
+  kind: 'VirtualMachineInstance',
+  metadata: { name, namespace: 'ns', uid: `uid-${name}` },
+  spec: { domain: {} },
+  status: { phase, nodeName: 'n1', conditions: [{ type: 'AgentConnected', status: 'True' }] },
+});
+
+async function serve(t: Test) {
+  // The node: its kubelet API over TLS, certificate from the cluster CA for its address.
+  const clusterCa = await newCa();
+  const nodeSars: NodeSar[] = [];
+  const vms: VmAccess = {
+    vmiPod: (namespace, name) => ({ namespace, name: `virt-launcher-${name}`, container: 'compute', vmiUid: `uid-${name}` }),
+    attachConsole: async () => echo(),
+    guestUsers: async () => [{ name: 'root', loginTimeS: 5 }],
+    guestFilesystems: async () => [],
+    softReboot: async () => {},
+    guestExec: () => Promise.reject(new Error('unused')),
+    consoleLogPath: () => Promise.reject(new Error('unused')),
+    podPorts: () => Promise.reject(new Error('unused')),
+    vncDisplay: () => Promise.reject(new Error('unused')),
+    listVmUsage: async () => [],
+  };
+  const nodeTls = await certFor(clusterCa, 'system:node:n1', [
+    new x509.SubjectAlternativeNameExtension([{ type: 'ip', value: '127.0.0.1' }]),
+  ]);
+  const node = await buildKubeletApi({
+    nodeName: 'n1',
+    backend: {
+      reviewToken: async (token) =>
+        token === CONTROLLERS_TOKEN ? { username: 'system:serviceaccount:kube-system:vkvm-controllers', groups: [] } : null,
+      authorize: async (_user, attrs) => (nodeSars.push(attrs), { allowed: true }),
+    },
+    tls: { ...nodeTls, clientCaPem: clusterCa.pem },
+    listPods: () => [],
+    vms,
+    log: pino({ level: 'silent' }),
+  });
+  await node.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => node.close());
+  const kubeletPort = (node.server.address() as AddressInfo).port;
+
+  // The subresource API, with a kubeconfig naming the cluster CA and its token.
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', caData: Buffer.from(clusterCa.pem).toString('base64') }],
+    users: [{ name: 'u', token: CONTROLLERS_TOKEN }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  const nodeObject: V1Node = {
+    metadata: { name: 'n1' },
+    status: { addresses: [{ type: 'InternalIP', address: '127.0.0.1' }], daemonEndpoints: { kubeletEndpoint: { Port: kubeletPort } } },
+  };
+  const vmis: Record<string, VirtualMachineInstance> = {
+    testvm: vmi('testvm', 'Running'),
+    pending: vmi('pending', 'Scheduling'),
+    failed: vmi('failed', 'Failed'),
+  };
+  const proxyCa = await newCa();
+  const api = await buildSubresourceApi({
+    requestHeader: {
+      clientCaPem: proxyCa.pem,
+      allowedNames: [],
+      usernameHeaders: ['X-Remote-User'],
+      groupHeaders: ['X-Remote-Group'],
+      extraHeaderPrefixes: [],
+    },
+    authorizer: { authorize: async (user) => ({ allowed: user.username === 'alice' }) },
+    kubevirt: {
+      getVmi: async (_ns: string, name: string) => vmis[name] ?? Promise.reject(Object.assign(new Error('not found'), { code: 404 })),
+    } as unknown as KubevirtApi,
+    clients: {} as KubeClients,
+    nodes: new VmiNodeClient(kc, async () => nodeObject),
+    tls: await selfSignedCert('vkvm-subresources.kube-system.svc'),
+    log: pino({ level: 'silent' }),
+  });
+  await api.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => api.close());
+  const proxyCert = await certFor(proxyCa, 'front-proxy-client');
+  const port = (api.server.address() as AddressInfo).port;
+  const base = `wss://127.0.0.1:${port}${VMI_PATH}`;
+  const tlsAsProxy = { cert: proxyCert.certPem, key: proxyCert.keyPem, rejectUnauthorized: false };
+  return { base, nodeSars, tlsAsProxy, port };
+}
+
+interface Session {
+  ws: WebSocket;
+  received: () => string;
+  closed: Promise<number>;
+}
+
+function openConsole(
+  s: Awaited<ReturnType<typeof serve>>,
+  name: string,
+  user = 'alice',
+): Promise<Session | { status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${s.base}/${name}/console`, ['plain.kubevirt.io'], { ...s.tlsAsProxy, headers: { 'X-Remote-User': user } });
+    let received = '';
+    ws.on('message', (data: Buffer) => (received += data.toString()));
+    const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+    ws.once('open', () => resolve({ ws, received: () => received, closed }));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.once('error', reject);
+  });
+}
+
+async function until(what: string, ok: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`no ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+t.test("the console reaches the node's kubelet API, authorized there for the VMI; a second session displaces the first", async (t) => {
+  const s = await serve(t);
+  const first = await openConsole(s, 'testvm');
+  if (!('ws' in first)) return t.fail(`refused: ${JSON.stringify(first)}`);
+  t.equal(first.ws.protocol, 'plain.kubevirt.io', "the node's subprotocol choice reached the client");
+  first.ws.send(Buffer.from('uname\r'));
+  await until('echo through both hops', () => first.received() === 'uname\r');
+  t.same(
+    s.nodeSars,
+    [
+      {
+        verb: 'get',
+        group: 'subresources.kubevirt.io',
+        resource: 'virtualmachineinstances',
+        subresource: 'console',
+        namespace: 'ns',
+        name: 'testvm',
+      },
+    ],
+    "the node authorized the subresource API's identity for this VMI's console",
+  );
+  const second = await openConsole(s, 'testvm');
+  if (!('ws' in second)) return t.fail('second session refused');
+  t.equal(await first.closed, 1000, 'the first session was closed normally');
+  second.ws.send('again');
+  await until('echo on the second session', () => second.received() === 'again');
+  second.ws.close(1000);
+  await second.closed;
+});
+
+t.test('KubeVirt refusals: not running 400 (virtctl retries), Failed 409, unknown 404, no grant 403', async (t) => {
+  const s = await serve(t);
+  t.match(
+    {
+      pending: await openConsole(s, 'pending'),
+      failed: await openConsole(s, 'failed'),
+      unknown: await openConsole(s, 'nosuch'),
+      bob: await openConsole(s, 'testvm', 'bob'),
+    },
+    {
+      pending: { status: 400, body: /"message":"VMI is not running"/ },
+      failed: {
+        status: 409,
+        body: /Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \\"failed\\": VMI is in failed status/,
+      },
+      unknown: { status: 404, body: /virtualmachineinstance.kubevirt.io \\"nosuch\\" not found/ },
+      bob: { status: 403, body: /User \\"bob\\" cannot get resource \\"virtualmachineinstances\/console\\"/ },
+    },
+  );
+  t.same(s.nodeSars, [], 'nothing reached the node');
+});
+
+t.test("userlist is the node's answer, passed through", async (t) => {
+  const s = await serve(t);
+  const res = await fetchJson(s, 'testvm/userlist');
+  t.same(res, { status: 200, body: { metadata: {}, items: [{ userName: 'root', loginTime: 5 }] } });
+});
+
+async function fetchJson(s: Awaited<ReturnType<typeof serve>>, path: string): Promise<{ status: number; body: unknown }> {
+  const { request } = await import('node:https');
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: '127.0.0.1', port: s.port, path: `${VMI_PATH}/${path}`, headers: { 'X-Remote-User': 'alice' }, ...s.tlsAsProxy },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
