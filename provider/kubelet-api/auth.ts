@@ -55,8 +55,9 @@ declare module 'fastify' {
 /**
  * The kubelet's mapping of URL paths to node subresources. The verb follows
  * the method, except on the endpoints that run commands or reach a console,
- * port or display (vkvm's /vnc): those are create whatever the method, since WebSocket clients must
- * use GET and `get nodes/proxy` is no grant to run anything.
+ * port or display (vkvm's /vnc): those are create whatever the method, since
+ * WebSocket clients must use GET and `get nodes/proxy` is no grant to run
+ * anything.
  */
 export function nodeAttributes(method: string, path: string): NodeAttributes {
   const verbs: Record<string, string> = { GET: 'get', HEAD: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };

@@ -16,6 +16,7 @@ import { execAttachRoutes } from './routes/exec-attach.js';
 import { portForwardRoutes } from './routes/port-forward.js';
 import { vncRoutes } from './routes/vnc.js';
 import { vmiSubresourceRoutes } from './routes/vmi-subresources.js';
+import { vmiPortForwardRoutes } from './routes/vmi-port-forward.js';
 import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
@@ -87,6 +88,7 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     await app.register(vncRoutes, { vms, sessions, idleTimeoutMs });
     // No session cap: a VMI has one console at a time (a new one displaces the old).
     await app.register(vmiSubresourceRoutes, { vms, sessions: metrics.streamingSessions });
+    await app.register(vmiPortForwardRoutes, { vms, sessions });
   }
   return app;
 }

@@ -1,6 +1,7 @@
 // What the kubelet API routes need from the running VMs, and nothing more.
 // The node agent implements it over its launcher registry; route tests use
 // small fakes.
+import type { Socket as UdpSocket } from 'node:dgram';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GuestFilesystem, GuestUser, VmUsage } from '../../launcher/agent-api.js';
@@ -27,6 +28,8 @@ export interface PodPorts {
    * not (the VM is not running, the pod has no address, the guest refused).
    */
   connect(port: number): Promise<Socket>;
+  /** A UDP socket connected from the node to `port` at the same address; rejects as connect does. */
+  connectUdp(port: number): Promise<UdpSocket>;
 }
 
 /** A VM's VNC display. */

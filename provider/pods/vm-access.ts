@@ -3,6 +3,7 @@
 // are read from its VM directory; usage from its cgroup; port-forward
 // connects from the node to the pod's address on the pod network, VNC to the
 // socket QEMU listens on in the launcher's directory.
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import path from 'node:path';
@@ -46,6 +47,18 @@ function connectSocket(to: { host: string; port: number } | { path: string }): P
     const socket = connect({ ...to, allowHalfOpen: true });
     socket.once('error', reject);
     socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+  });
+}
+
+/** A UDP socket connected to host:port (it then sends only there and hears only from there). */
+function connectUdp(host: string, port: number): Promise<UdpSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = createSocket('udp4');
+    socket.once('error', reject);
+    socket.connect(port, host, () => {
       socket.off('error', reject);
       resolve(socket);
     });
@@ -160,15 +173,17 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
 
     async podPorts(ref) {
       const { uid } = resolve(ref);
+      // Only the address this node leased to the pod: never a host or another pod's.
+      const address = async (): Promise<string> => {
+        runningVm(uid, ref);
+        const leased = await addresses.addressOf(uid);
+        if (!leased) throw new Error(`pod ${ref.namespace}/${ref.name} has no address on the pod network`);
+        return leased;
+      };
       return {
         uid,
-        async connect(port) {
-          runningVm(uid, ref);
-          // Only the address this node leased to the pod: never a host or another pod's.
-          const address = await addresses.addressOf(uid);
-          if (!address) throw new Error(`pod ${ref.namespace}/${ref.name} has no address on the pod network`);
-          return connectSocket({ host: address, port });
-        },
+        connect: async (port) => connectSocket({ host: await address(), port }),
+        connectUdp: async (port) => connectUdp(await address(), port),
       };
     },
 

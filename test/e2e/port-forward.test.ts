@@ -5,17 +5,19 @@
 // refused with the kubelet's error); ssh reaches the guest's dropbear; the
 // kubelet's WebSocket variant works through kube-apiserver too; a view-only
 // user is refused.
-import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { WebSocket, type ClientOptions } from 'ws';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../../provider/kube/client.js';
 import {
+  authorizeKey,
   createTenant,
+  httpGet,
+  kubectlAs,
+  kubectlPortForward,
+  runCommand,
+  SSH_OPTIONS,
+  sshKey,
   isRunningAndReady,
   kubeconfigFile,
   poll,
@@ -24,7 +26,6 @@ import {
   testGuestPod,
   testNamespace,
   waitFor,
-  type TestCluster,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-portfwd';
@@ -39,74 +40,6 @@ function vmPod(name: string, network: 'bridge' | 'masquerade', ports?: number[])
     terminationGracePeriodSeconds: 1,
     ...(ports ? { ports } : {}),
   });
-}
-
-interface PortForward {
-  localPort: number;
-  /** kubectl's stderr so far. */
-  stderr: () => string;
-}
-
-/** `kubectl port-forward pod/<pod> :<port>` as the user of `kubeconfig`, until the test ends. */
-async function portForward(t: Test, cluster: TestCluster, kubeconfig: string, pod: string, port: number): Promise<PortForward> {
-  const child = spawn(cluster.binary, ['kubectl', `--kubeconfig=${kubeconfig}`, '-n', NS, 'port-forward', `pod/${pod}`, `:${port}`], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => void child.kill('SIGKILL'));
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const localPort = await new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const m = /^Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)$/.exec(line);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`kubectl port-forward exited (${code}): ${stderr}`)));
-  });
-  return { localPort, stderr: () => stderr };
-}
-
-/** kubectl as the user of `kubeconfig`; its exit code and output. */
-function kubectlAs(cluster: TestCluster, kubeconfig: string, args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(cluster.binary, ['kubectl', `--kubeconfig=${kubeconfig}`, '-n', NS, ...args], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stderr })));
-}
-
-/** A program's exit code and output. */
-function run(program: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
-}
-
-/** ssh with a throw-away identity: no prompts, no known_hosts (the guest makes new host keys each boot). */
-const sshOptions = (key: string) => [
-  '-i',
-  key,
-  '-o',
-  'IdentitiesOnly=yes',
-  '-o',
-  'BatchMode=yes',
-  '-o',
-  'StrictHostKeyChecking=no',
-  '-o',
-  'UserKnownHostsFile=/dev/null',
-  '-o',
-  'ConnectTimeout=20',
-  '-o',
-  'LogLevel=ERROR',
-];
-
-/** GET / through a local port; the body, or the error. */
-async function get(localPort: number): Promise<string> {
-  const res = await fetch(`http://127.0.0.1:${localPort}/`, { signal: AbortSignal.timeout(20_000) });
-  return (await res.text()).trim();
 }
 
 /**
@@ -156,11 +89,11 @@ t.test('kubectl port-forward to VM pods', async (t) => {
   );
 
   await t.test('a tenant reaches the guest of a bridge pod, which holds the pod address', async (t) => {
-    const forward = await portForward(t, cluster, tenantConfig, 'bridged', 80);
+    const forward = await kubectlPortForward(t, cluster, tenantConfig, NS, 'bridged', 80);
     // The guest serves its address once DHCP gave it one.
     const body = await poll(
       'the guest HTTP server through kubectl port-forward',
-      () => get(forward.localPort),
+      () => httpGet(forward.localPort),
       (b) => b.startsWith('vkvm-guest 1'),
       {
         deadlineMs: BOOT_DEADLINE_MS,
@@ -170,18 +103,18 @@ t.test('kubectl port-forward to VM pods', async (t) => {
   });
 
   await t.test('a masquerade pod forwards its listed port to the guest and no other', async (t) => {
-    const listed = await portForward(t, cluster, tenantConfig, 'masq', 8080);
+    const listed = await kubectlPortForward(t, cluster, tenantConfig, NS, 'masq', 8080);
     const body = await poll(
       'the guest HTTP server on the listed port',
-      () => get(listed.localPort),
+      () => httpGet(listed.localPort),
       (b) => b.startsWith('vkvm-guest 1'),
       {
         deadlineMs: BOOT_DEADLINE_MS,
       },
     );
     t.equal(body, 'vkvm-guest 10.0.2.2', 'the answer comes from the guest behind the pod address');
-    const unlisted = await portForward(t, cluster, tenantConfig, 'masq', 80);
-    await t.rejects(get(unlisted.localPort), 'port 80 is not forwarded to the guest');
+    const unlisted = await kubectlPortForward(t, cluster, tenantConfig, NS, 'masq', 80);
+    await t.rejects(httpGet(unlisted.localPort), 'port 80 is not forwarded to the guest');
     await poll(
       'kubectl reporting the error',
       async () => unlisted.stderr(),
@@ -197,26 +130,23 @@ t.test('kubectl port-forward to VM pods', async (t) => {
   });
 
   await t.test("ssh into the guest's dropbear through kubectl port-forward, with a key the test set-up wrote", async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-ssh-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
-    const key = join(dir, 'id');
-    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-    const publicKey = (await readFile(`${key}.pub`, 'utf8')).trim();
+    const key = await sshKey(t);
     t.match(
-      await kubectlAs(cluster, tenantConfig, [
-        'exec',
-        'bridged',
-        '--',
-        '/bin/sh',
-        '-c',
-        `mkdir -p /root/.ssh && echo '${publicKey}' >/root/.ssh/authorized_keys`,
-      ]),
+      await kubectlAs(cluster, tenantConfig, NS, ['exec', 'bridged', '--', '/bin/sh', '-c', authorizeKey(key.publicKey)]),
       { code: 0 },
       'the key is in place (through the guest agent)',
     );
-    const forward = await portForward(t, cluster, tenantConfig, 'bridged', 22);
+    const forward = await kubectlPortForward(t, cluster, tenantConfig, NS, 'bridged', 22);
     const ssh = () =>
-      run('ssh', [...sshOptions(key), '-p', String(forward.localPort), 'root@127.0.0.1', 'echo ssh-$((6*7)) on $(hostname)']);
+      runCommand('ssh', [
+        '-i',
+        key.path,
+        ...SSH_OPTIONS.flatMap((o) => ['-o', o]),
+        '-p',
+        `${forward.localPort}`,
+        'root@127.0.0.1',
+        'echo ssh-$((6*7)) on $(hostname)',
+      ]);
     const out = await poll('a command over ssh', ssh, (o) => o.code === 0, { deadlineMs: 120_000, intervalMs: 2000 });
     t.equal(out.stdout, 'ssh-42 on vkvm-guest\n');
   });
@@ -231,7 +161,7 @@ t.test('kubectl port-forward to VM pods', async (t) => {
   });
 
   await t.test('a view-only user may not forward ports', async (t) => {
-    t.match(await kubectlAs(cluster, viewerConfig, ['port-forward', 'pod/bridged', ':80']), {
+    t.match(await kubectlAs(cluster, viewerConfig, NS, ['port-forward', 'pod/bridged', ':80']), {
       code: 1,
       stderr: new RegExp(`cannot create resource "pods/portforward" in API group "" in the namespace "${NS}"`),
     });

@@ -89,6 +89,7 @@ async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingId
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
       return {
         uid: 'uid-1',
+        connectUdp: () => Promise.reject(new Error('not in this test')),
         connect: (port) =>
           new Promise((resolve, reject) => {
             connected.push(port);

@@ -1,7 +1,9 @@
 // KubeVirt's plain.kubevirt.io WebSocket, as virt-handler serves it to
 // virt-api: raw bytes both ways in binary messages, no channel prefix. What is
 // carried (a serial console, a VNC display, a guest port) is the caller's
-// Duplex; this module only accepts the upgrade and relays.
+// Duplex; this module only accepts the upgrade and relays (datagrams: a
+// message is one datagram each way).
+import type { Socket as UdpSocket } from 'node:dgram';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
@@ -59,7 +61,11 @@ export function relayPlain(ws: WebSocket, target: Duplex): Promise<void> {
       target.destroy();
       resolve();
     };
-    ws.on('message', (data) => target.write(bytesOf(data)));
+    // Backpressure: a target that reads slowly (a guest port) stops the client's socket being read.
+    ws.on('message', (data) => {
+      if (!target.write(bytesOf(data))) ws.pause();
+    });
+    target.on('drain', () => ws.resume());
     target.on('data', (chunk: Buffer) => {
       ws.send(chunk, { binary: true }, () => {
         if (target.isPaused() && ws.bufferedAmount < HIGH_WATER_BYTES) target.resume();
@@ -71,5 +77,31 @@ export function relayPlain(ws: WebSocket, target: Duplex): Promise<void> {
     target.once('end', finish);
     target.once('error', finish);
     target.once('close', finish);
+  });
+}
+
+/**
+ * Relays between the client and a connected UDP socket: each message is one
+ * datagram to the guest, each datagram from it one message. Ends, closing
+ * both, when the client goes or the socket fails (an ICMP refusal shows as
+ * ECONNREFUSED on a connected socket). Resolves once done.
+ */
+export function relayDatagrams(ws: WebSocket, socket: UdpSocket): Promise<void> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      if (ws.readyState === ws.OPEN) ws.close(1000);
+      socket.close();
+      resolve();
+    };
+    ws.on('message', (data) => {
+      if (!done) socket.send(bytesOf(data));
+    });
+    socket.on('message', (datagram) => ws.send(datagram, { binary: true }));
+    ws.once('close', finish);
+    ws.once('error', finish);
+    socket.once('error', finish);
   });
 }

@@ -7,6 +7,7 @@
 // refusals KubeVirt gives.
 import { webcrypto } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import 'reflect-metadata';
 import { KubeConfig, type V1Node } from '@kubernetes/client-node';
@@ -20,7 +21,7 @@ import { buildKubeletApi } from '../../kubelet-api/server.js';
 import type { VmAccess } from '../../kubelet-api/vm-access.js';
 import type { KubeClients } from '../../kube/client.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
-import type { VirtualMachineInstance, VmiPhase } from '../../kubevirt/types.js';
+import type { VirtualMachine, VirtualMachineInstance, VmiPhase } from '../../kubevirt/types.js';
 import { buildSubresourceApi } from '../server.js';
 import { selfSignedCert } from '../serving-cert.js';
 import { VmiNodeClient } from '../vmi-node.js';
@@ -64,10 +65,34 @@ const vmi = (name: string, phase: VmiPhase): VirtualMachineInstance => ({
   status: { phase, nodeName: 'n1', conditions: [{ type: 'AgentConnected', status: 'True' }] },
 });
 
+/** A local TCP server standing in for a guest port (echo) or a VNC display (greets as RFB, then echoes). */
+async function guestServer(t: Test, greeting = ''): Promise<number> {
+  const sockets = new Set<Socket>();
+  const server = createServer((s) => {
+    sockets.add(s);
+    s.write(greeting);
+    s.pipe(s);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+const dial = (port: number): Promise<Socket> =>
+  new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+    s.once('error', reject);
+    s.once('connect', () => resolve(s));
+  });
+
 async function serve(t: Test) {
   // The node: its kubelet API over TLS, certificate from the cluster CA for its address.
   const clusterCa = await newCa();
   const nodeSars: NodeSar[] = [];
+  const [sshPort, vncPort] = await Promise.all([guestServer(t), guestServer(t, 'RFB 003.008\n')]);
   const vms: VmAccess = {
     vmiPod: (namespace, name) => ({ namespace, name: `virt-launcher-${name}`, container: 'compute', vmiUid: `uid-${name}` }),
     attachConsole: async () => echo(),
@@ -76,8 +101,12 @@ async function serve(t: Test) {
     softReboot: async () => {},
     guestExec: () => Promise.reject(new Error('unused')),
     consoleLogPath: () => Promise.reject(new Error('unused')),
-    podPorts: () => Promise.reject(new Error('unused')),
-    vncDisplay: () => Promise.reject(new Error('unused')),
+    podPorts: async () => ({
+      uid: 'pod-uid',
+      connect: (port) => (port === 22 ? dial(sshPort) : Promise.reject(new Error('connect ECONNREFUSED'))),
+      connectUdp: () => Promise.reject(new Error('unused')),
+    }),
+    vncDisplay: async () => ({ uid: 'pod-uid', connect: () => dial(vncPort) }),
     listVmUsage: async () => [],
   };
   const nodeTls = await certFor(clusterCa, 'system:node:n1', [
@@ -111,8 +140,34 @@ async function serve(t: Test) {
     metadata: { name: 'n1' },
     status: { addresses: [{ type: 'InternalIP', address: '127.0.0.1' }], daemonEndpoints: { kubeletEndpoint: { Port: kubeletPort } } },
   };
+  const paused = vmi('paused', 'Running');
+  paused.status!.conditions!.push({ type: 'Paused', status: 'True' });
+  const headless = vmi('headless', 'Running');
+  headless.spec.domain!.devices = { autoattachGraphicsDevice: false };
+  const owned = vmi('testvm', 'Running');
+  owned.metadata.ownerReferences = [
+    { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true },
+  ];
+  const vms_: Record<string, VirtualMachine> = {
+    testvm: {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachine',
+      metadata: { name: 'testvm', uid: 'vm-uid' },
+      spec: { template: { spec: { domain: {} } } },
+      status: { created: true },
+    },
+    halted: {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachine',
+      metadata: { name: 'halted', uid: 'halted-uid' },
+      spec: { template: { spec: { domain: {} } } },
+      status: {},
+    },
+  };
   const vmis: Record<string, VirtualMachineInstance> = {
-    testvm: vmi('testvm', 'Running'),
+    testvm: owned,
+    paused,
+    headless,
     pending: vmi('pending', 'Scheduling'),
     failed: vmi('failed', 'Failed'),
   };
@@ -128,6 +183,7 @@ async function serve(t: Test) {
     authorizer: { authorize: async (user) => ({ allowed: user.username === 'alice' }) },
     kubevirt: {
       getVmi: async (_ns: string, name: string) => vmis[name] ?? Promise.reject(Object.assign(new Error('not found'), { code: 404 })),
+      getVm: async (_ns: string, name: string) => vms_[name] ?? Promise.reject(Object.assign(new Error('not found'), { code: 404 })),
     } as unknown as KubevirtApi,
     clients: {} as KubeClients,
     nodes: new VmiNodeClient(kc, async () => nodeObject),
@@ -153,9 +209,10 @@ function openConsole(
   s: Awaited<ReturnType<typeof serve>>,
   name: string,
   user = 'alice',
+  path = `${s.base}/${name}/console`,
 ): Promise<Session | { status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${s.base}/${name}/console`, ['plain.kubevirt.io'], { ...s.tlsAsProxy, headers: { 'X-Remote-User': user } });
+    const ws = new WebSocket(path, ['plain.kubevirt.io'], { ...s.tlsAsProxy, headers: { 'X-Remote-User': user } });
     let received = '';
     ws.on('message', (data: Buffer) => (received += data.toString()));
     const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
@@ -250,3 +307,73 @@ async function fetchJson(s: Awaited<ReturnType<typeof serve>>, path: string): Pr
     req.end();
   });
 }
+
+const VM_PATH = '/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines';
+
+t.test(
+  'portforward reaches the guest port through the node, for a VMI and for a VM; the node authorizes the VMI portforward',
+  async (t) => {
+    const s = await serve(t);
+    const viaVmi = await openConsole(s, 'testvm', 'alice', `${s.base}/testvm/portforward/22/tcp`);
+    const viaVm = await openConsole(s, 'testvm', 'alice', `wss://127.0.0.1:${s.port}${VM_PATH}/testvm/portforward/22`);
+    if (!('ws' in viaVmi) || !('ws' in viaVm)) return t.fail(`refused: ${JSON.stringify([viaVmi, viaVm])}`);
+    viaVmi.ws.send(Buffer.from('SSH-2.0-vmi\r\n'));
+    viaVm.ws.send(Buffer.from('SSH-2.0-vm\r\n'));
+    await until('echo through both hops', () => viaVmi.received() === 'SSH-2.0-vmi\r\n' && viaVm.received() === 'SSH-2.0-vm\r\n');
+    viaVmi.ws.close(1000);
+    viaVm.ws.close(1000);
+    await Promise.all([viaVmi.closed, viaVm.closed]);
+    t.same(
+      [...new Set(s.nodeSars.map((a) => `${a.resource}/${a.subresource} ${a.name}`))],
+      ['virtualmachineinstances/portforward testvm'],
+      'both asked the node for the VMI portforward (one decision, cached)',
+    );
+  },
+);
+
+t.test('vnc: the RFB greeting through both hops; preserveSession=true while a session is open is 503, as the node answers', async (t) => {
+  const s = await serve(t);
+  const first = await openConsole(s, 'testvm', 'alice', `${s.base}/testvm/vnc`);
+  if (!('ws' in first)) return t.fail(`refused: ${JSON.stringify(first)}`);
+  await until('the greeting', () => first.received() === 'RFB 003.008\n');
+  const kept = await openConsole(s, 'testvm', 'alice', `${s.base}/testvm/vnc?preserveSession=true`);
+  t.match(kept, { status: 503, body: /in use by another session.*"reason":"ServiceUnavailable"/ });
+  const second = await openConsole(s, 'testvm', 'alice', `${s.base}/testvm/vnc`);
+  if (!('ws' in second)) return t.fail('a second session without preserveSession was refused');
+  t.equal(await first.closed, 1000, 'the first session was closed for the second');
+  second.ws.close(1000);
+  await second.closed;
+  t.same(
+    [...new Set(s.nodeSars.map((a) => `${a.resource}/${a.subresource}`))],
+    ['virtualmachineinstances/vnc'],
+    "the node authorized the subresource API's identity for this VMI's vnc",
+  );
+});
+
+t.test("KubeVirt's refusals for vnc and portforward, before anything reaches the node", async (t) => {
+  const s = await serve(t);
+  const at = (path: string) => openConsole(s, 'testvm', 'alice', path);
+  t.match(
+    {
+      headless: await at(`${s.base}/headless/vnc`),
+      pending: await at(`${s.base}/pending/vnc`),
+      paused: await at(`${s.base}/paused/portforward/22/tcp`),
+      badPort: await at(`${s.base}/testvm/portforward/0/tcp`),
+      badProtocol: await at(`${s.base}/testvm/portforward/22/sctp`),
+      halted: await at(`wss://127.0.0.1:${s.port}${VM_PATH}/halted/portforward/22/tcp`),
+      noVm: await at(`wss://127.0.0.1:${s.port}${VM_PATH}/nosuch/portforward/22/tcp`),
+      bob: await openConsole(s, 'testvm', 'bob', `${s.base}/testvm/portforward/22/tcp`),
+    },
+    {
+      headless: { status: 400, body: /"message":"No graphics devices are present."/ },
+      pending: { status: 400, body: /Unable to connect to VM because phase is Scheduling instead of Running/ },
+      paused: { status: 409, body: /VMI is paused/ },
+      badPort: { status: 400, body: /port \\"0\\" must be a number from 1 to 65535/ },
+      badProtocol: { status: 400, body: /protocol \\"sctp\\" must be tcp or udp/ },
+      halted: { status: 409, body: /VMI is not started/ },
+      noVm: { status: 404, body: /virtualmachine.kubevirt.io \\"nosuch\\" not found/ },
+      bob: { status: 403, body: /cannot get resource \\"virtualmachineinstances\/portforward\\"/ },
+    },
+  );
+  t.same(s.nodeSars, [], 'nothing reached the node');
+});
