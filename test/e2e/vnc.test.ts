@@ -78,7 +78,7 @@ t.test('the VNC display of a VM pod through the node proxy', async (t) => {
   const asTenant = await vncUrl(tenant, 'vm1');
   t.match(
     await refusal(asTenant.url, asTenant.options),
-    { status: 403, body: /cannot get resource "nodes\/proxy"/ },
+    { status: 403, body: /cannot get resource \\"nodes\/proxy\\"/ },
     'a tenant has no way in here',
   );
 
