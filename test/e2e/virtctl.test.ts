@@ -180,8 +180,13 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
     };
     t.match(
       await json(['guestosinfo', 'testvm']),
-      { os: { kernelRelease: /^\d+\.\d+/, machine: 'x86_64' } },
-      'the OS, as the agent reports it',
+      {
+        guestAgentVersion: /^\d+\./,
+        hostname: 'vkvm-guest',
+        os: { kernelRelease: /^\d+\.\d+/, machine: 'x86_64' },
+        fsInfo: { disks: Array },
+      },
+      'the agent, the host name and the OS, as the agent reports them',
     );
     t.match(
       await json(['userlist', 'testvm']),
