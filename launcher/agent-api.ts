@@ -9,7 +9,7 @@ export { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } fr
 export { consoleLogPaths } from './console/log-file.js';
 export { PreconditionError, UnavailableError } from './errors.js';
 export { vncSocketPath } from './qemu-sockets.js';
-export type { GuestFilesystem, GuestUser } from './guest-queries.js';
+export type { GuestAgentInfo, GuestFilesystem, GuestUser } from './guest-queries.js';
 export { lookupUser, QEMU_USER } from './libvirtd.js';
 export { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, memoryLimitMiB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from './limits.js';
 export { spawnLauncher } from './spawn.js';

@@ -8,12 +8,13 @@ import { SpecError, type SpecCause } from '../vmm/errors.js';
 import type { VmSpec } from '../vmm/spec.js';
 import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
 import type { GuestExecRequest, GuestExecResult } from './guest-exec.js';
-import type { GuestFilesystem, GuestUser } from './guest-queries.js';
+import type { GuestAgentInfo, GuestFilesystem, GuestUser } from './guest-queries.js';
 import { loadLauncherService } from './proto/load.js';
 import {
   fromWireState,
   type ConsoleMessage,
   type GuestExecResponse,
+  type GetGuestAgentInfoResponse,
   type InfoResponse,
   type ListGuestFilesystemsResponse,
   type ListGuestUsersResponse,
@@ -181,6 +182,10 @@ export class LauncherClient {
       ...f,
       disks: f.disks.map((d) => ({ busType: d.busType, ...(d.serial ? { serial: d.serial } : {}) })),
     }));
+  }
+
+  getGuestAgentInfo(): Promise<GuestAgentInfo> {
+    return this.unary<GetGuestAgentInfoResponse>('getGuestAgentInfo', {}, GUEST_QUERY_TIMEOUT_MS);
   }
 
   /** See SoftReboot in launcher.proto. */

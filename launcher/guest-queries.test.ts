@@ -1,5 +1,5 @@
 import t from 'tap';
-import { filesystemsFromAgent, guestUsers, usersFromAgent } from './guest-queries.js';
+import { agentInfoFromReplies, filesystemsFromAgent, guestAgentInfo, guestUsers, usersFromAgent } from './guest-queries.js';
 
 t.test("guest-get-users' reply becomes users; entries without a user name are left out", async (t) => {
   t.same(
@@ -52,4 +52,43 @@ t.test('the users query asks the agent guest-get-users', async (t) => {
     return [{ user: 'root', 'login-time': 1 }];
   });
   t.same({ asked, users }, { asked: [{ execute: 'guest-get-users' }], users: [{ name: 'root', loginTimeS: 1 }] });
+});
+
+t.test(
+  "guest-info, guest-get-host-name and guest-get-timezone become the agent's info; what the agent does not say is empty",
+  async (t) => {
+    t.same(
+      agentInfoFromReplies(
+        {
+          version: '7.2.19',
+          supported_commands: [{ name: 'guest-ping', enabled: true, 'success-response': true }, { name: 'guest-exec', enabled: false }, {}],
+        },
+        { 'host-name': 'vkvm-guest' },
+        { zone: 'UTC', offset: 0 },
+      ),
+      {
+        agentVersion: '7.2.19',
+        supportedCommands: [
+          { name: 'guest-ping', enabled: true },
+          { name: 'guest-exec', enabled: false },
+        ],
+        hostname: 'vkvm-guest',
+        timezone: 'UTC, 0',
+      },
+    );
+    t.same(agentInfoFromReplies({ version: '5.0' }, undefined, { offset: 3600 }), {
+      agentVersion: '5.0',
+      supportedCommands: [],
+      hostname: '',
+      timezone: ', 3600',
+    });
+  },
+);
+
+t.test('the agent info query tolerates an agent without the host name and time zone commands', async (t) => {
+  const info = await guestAgentInfo(async (command) => {
+    if (command.execute === 'guest-info') return { version: '2.5' };
+    throw new Error(`The command ${command.execute} has not been found`);
+  });
+  t.same(info, { agentVersion: '2.5', supportedCommands: [], hostname: '', timezone: '' });
 });

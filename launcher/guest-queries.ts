@@ -1,9 +1,11 @@
 // What the QEMU guest agent reports when asked: the users logged in
-// (guest-get-users) and the filesystems mounted on block devices
-// (guest-get-fsinfo), in the launcher's own shapes. Fields are renamed, never
+// (guest-get-users), the filesystems mounted on block devices
+// (guest-get-fsinfo), and the agent itself with the guest's host name and
+// time zone (guest-info, guest-get-host-name, guest-get-timezone), in the
+// launcher's own shapes. Fields are renamed, never
 // interpreted; an entry without its required fields is left out rather than
 // guessed at.
-import type { AgentCall } from './guest-exec.js';
+import { guestExec, type AgentCall, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
 
 export interface GuestUser {
   name: string;
@@ -27,6 +29,15 @@ export interface GuestFilesystem {
   usedBytes: number;
   totalBytes: number;
   disks: GuestFilesystemDisk[];
+}
+
+export interface GuestAgentInfo {
+  agentVersion: string;
+  supportedCommands: Array<{ name: string; enabled: boolean }>;
+  /** Empty when the agent does not say. */
+  hostname: string;
+  /** "ZONE, OFFSET_SECONDS", as KubeVirt words it; empty when the agent does not say. */
+  timezone: string;
 }
 
 /** Each query may take this long before the agent counts as unresponsive. */
@@ -74,4 +85,45 @@ export async function guestUsers(call: AgentCall): Promise<GuestUser[]> {
 
 export async function guestFilesystems(call: AgentCall): Promise<GuestFilesystem[]> {
   return filesystemsFromAgent(await call({ execute: 'guest-get-fsinfo' }, AGENT_QUERY_TIMEOUT_S));
+}
+
+/** guest-info, guest-get-host-name and guest-get-timezone's replies as GuestAgentInfo. */
+export function agentInfoFromReplies(info: unknown, host: unknown, zone: unknown): GuestAgentInfo {
+  const i = (info ?? {}) as Record<string, unknown>;
+  const h = (host ?? {}) as Record<string, unknown>;
+  const z = (zone ?? {}) as Record<string, unknown>;
+  const offset = num(z.offset);
+  return {
+    agentVersion: str(i.version) ?? '',
+    supportedCommands: entries(i.supported_commands).flatMap((c) => {
+      const name = str(c.name);
+      return name ? [{ name, enabled: c.enabled === true }] : [];
+    }),
+    hostname: str(h['host-name']) ?? '',
+    timezone: offset === undefined ? '' : `${str(z.zone) ?? ''}, ${offset}`,
+  };
+}
+
+/** The agent's version and commands; the host name and time zone are left empty when an older agent lacks their commands. */
+export async function guestAgentInfo(call: AgentCall): Promise<GuestAgentInfo> {
+  const optional = (execute: string) => call({ execute }, AGENT_QUERY_TIMEOUT_S).catch(() => undefined);
+  const info = await call({ execute: 'guest-info' }, AGENT_QUERY_TIMEOUT_S);
+  return agentInfoFromReplies(info, await optional('guest-get-host-name'), await optional('guest-get-timezone'));
+}
+
+/** What can be asked of a VM's guest agent, each call on the agent `connect` yields (it checks the VM can be asked). */
+export interface GuestAgent {
+  exec(req: GuestExecRequest): Promise<GuestExecResult>;
+  users(): Promise<GuestUser[]>;
+  filesystems(): Promise<GuestFilesystem[]>;
+  agentInfo(): Promise<GuestAgentInfo>;
+}
+
+export function guestAgent(connect: () => Promise<AgentCall>): GuestAgent {
+  return {
+    exec: async (req) => guestExec(await connect(), req),
+    users: async () => guestUsers(await connect()),
+    filesystems: async () => guestFilesystems(await connect()),
+    agentInfo: async () => guestAgentInfo(await connect()),
+  };
 }

@@ -16,8 +16,8 @@ import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
 import { PreconditionError } from './errors.js';
-import { guestExec, type AgentCall, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
-import { guestFilesystems, guestUsers, type GuestFilesystem, type GuestUser } from './guest-queries.js';
+import type { AgentCall } from './guest-exec.js';
+import { guestAgent, type GuestAgent } from './guest-queries.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
@@ -228,17 +228,8 @@ export class VmManager {
     return { write: (data) => serial.write(data), detach };
   }
 
-  async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
-    return guestExec(await this.agentCall(), req);
-  }
-
-  async guestUsers(): Promise<GuestUser[]> {
-    return guestUsers(await this.agentCall());
-  }
-
-  async guestFilesystems(): Promise<GuestFilesystem[]> {
-    return guestFilesystems(await this.agentCall());
-  }
+  /** The guest agent's commands and answers; each call fails FAILED_PRECONDITION unless the spec has an agent and the VM runs. */
+  readonly guest: GuestAgent = guestAgent(() => this.agentCall());
 
   /**
    * Reboots the guest as KubeVirt's soft reboot does: through the guest agent

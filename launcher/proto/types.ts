@@ -70,6 +70,12 @@ export interface ListGuestFilesystemsResponse {
     disks: Array<{ busType: string; serial: string }>;
   }>;
 }
+export interface GetGuestAgentInfoResponse {
+  agentVersion: string;
+  supportedCommands: Array<{ name: string; enabled: boolean }>;
+  hostname: string;
+  timezone: string;
+}
 export interface SoftRebootResponse {
   method: RebootMethod;
 }

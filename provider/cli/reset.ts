@@ -9,7 +9,8 @@ export const RESET_HELP = `Usage: vkvm reset [--state-dir DIR] [--grace-period-s
 Leaves the cluster: stops the node agent (systemd unit or detached process),
 powers off every VM on this host (ACPI, destroyed after the grace period),
 deletes this host's Node, and removes the node's certificates and state from
-DIR (default /var/lib/vkvm). The image cache stays. Safe to re-run: with
+DIR (default /var/lib/vkvm), images pulled into DIR/images included. The
+downloaded-image cache (--image-cache-dir) stays. Safe to re-run: with
 nothing left to reset it says so.
 
   --state-dir DIR       the state dir given to vkvm join (default /var/lib/vkvm)

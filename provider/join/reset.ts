@@ -37,8 +37,11 @@ export interface ResetResult {
   nodeWarning?: string;
 }
 
-/** Everything join and the agent keep in the state dir; the join record last, so an interrupted reset can be re-run. */
-const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', PID_FILE, AGENT_LOG, JOIN_RECORD];
+/**
+ * Everything join and the agent keep in the state dir, the pulled-image store included (as
+ * `kubeadm reset` leaves no kubelet state); the join record last, so an interrupted reset can be re-run.
+ */
+const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', 'images', PID_FILE, AGENT_LOG, JOIN_RECORD];
 
 async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(

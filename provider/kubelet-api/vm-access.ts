@@ -4,9 +4,17 @@
 import type { Socket as UdpSocket } from 'node:dgram';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { GuestFilesystem, GuestUser, VmUsage } from '../../launcher/agent-api.js';
+import type { GuestAgentInfo, GuestFilesystem, GuestOsInfo, GuestUser, VmUsage } from '../../launcher/agent-api.js';
 
-export type { GuestFilesystem, GuestUser };
+export type { GuestAgentInfo, GuestFilesystem, GuestOsInfo, GuestUser };
+
+/** Everything the guest agent reports: asked now, but the OS as it was reported when the agent connected. */
+export interface GuestInfo {
+  agent: GuestAgentInfo;
+  os?: GuestOsInfo;
+  users: GuestUser[];
+  filesystems: GuestFilesystem[];
+}
 
 export interface PodRef {
   namespace: string;
@@ -84,6 +92,7 @@ export interface VmAccess {
    */
   guestUsers(ref: PodRef): Promise<GuestUser[]>;
   guestFilesystems(ref: PodRef): Promise<GuestFilesystem[]>;
+  guestInfo(ref: PodRef): Promise<GuestInfo>;
   /** Reboots the guest (launcher SoftReboot). ConflictError when it cannot (paused, no agent and no ACPI). */
   softReboot(ref: PodRef): Promise<void>;
   /**

@@ -108,6 +108,15 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
 
     guestUsers: (ref) => guestCall(ref, (view) => view.client.listGuestUsers()),
     guestFilesystems: (ref) => guestCall(ref, (view) => view.client.listGuestFilesystems()),
+    guestInfo: (ref) =>
+      guestCall(ref, async (view) => {
+        const [agent, users, filesystems] = [
+          await view.client.getGuestAgentInfo(),
+          await view.client.listGuestUsers(),
+          await view.client.listGuestFilesystems(),
+        ];
+        return { agent, users, filesystems, ...(view.state.guestOsInfo ? { os: view.state.guestOsInfo } : {}) };
+      }),
     async softReboot(ref) {
       await guestCall(ref, (view) => view.client.softReboot());
     },

@@ -6,9 +6,10 @@ const none = (): never => {
   throw new NotFoundError('no virtualmachineinstance on this node');
 };
 
-export const noVmis: Pick<VmAccess, 'vmiPod' | 'guestUsers' | 'guestFilesystems' | 'softReboot'> = {
+export const noVmis: Pick<VmAccess, 'vmiPod' | 'guestUsers' | 'guestFilesystems' | 'guestInfo' | 'softReboot'> = {
   vmiPod: none,
   guestUsers: async () => none(),
   guestFilesystems: async () => none(),
+  guestInfo: async () => none(),
   softReboot: async () => none(),
 };

@@ -98,10 +98,13 @@ case "$1" in
     ip link set "$interface" up
     ;;
   bound|renew)
+    # The same lease renewed: flushing would drop open connections for nothing.
+    [ "$1" = renew ] && ip -4 addr show dev "$interface" | grep -q " $ip/" && exit 0
     ip addr flush dev "$interface"
     ip addr add "$ip/\${mask:-24}" dev "$interface"
     for r in $router; do ip route add default via "$r" dev "$interface"; break; done
-    echo "vkvm-guest $ip" >/www/index.html
+    # Written aside and renamed, so httpd never serves a half-written page.
+    echo "vkvm-guest $ip" >/www/index.html.new && mv /www/index.html.new /www/index.html
     echo "vkvm-guest: $interface has $ip" >/dev/ttyS0
     ;;
 esac

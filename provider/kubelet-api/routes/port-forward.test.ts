@@ -14,6 +14,7 @@ import { invalidStream, requestIdOf } from '../streaming/port-forward-spdy.js';
 import { ignorePeerWindow } from '../streaming/spdy-connection.js';
 import { parsePorts } from '../streaming/port-forward-websocket.js';
 import type { VmAccess } from '../vm-access.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 // --- the guest side: servers standing in for the VM's ports -------------------
 
@@ -78,12 +79,7 @@ async function serve(t: Test, opts: { sessionLimits?: SessionLimits; streamingId
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => [],
-    vmiPod: () => {
-      throw new Error('not in this test');
-    },
-    guestUsers: () => Promise.reject(new Error('not in this test')),
-    guestFilesystems: () => Promise.reject(new Error('not in this test')),
-    softReboot: () => Promise.reject(new Error('not in this test')),
+    ...noVmis,
     vncDisplay: () => Promise.reject(new Error('not in this test')),
     async podPorts(ref) {
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);

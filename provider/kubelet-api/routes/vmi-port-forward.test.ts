@@ -86,6 +86,7 @@ async function serve(t: Test) {
     attachConsole: () => Promise.reject(new Error('unused')),
     guestUsers: () => Promise.reject(new Error('unused')),
     guestFilesystems: () => Promise.reject(new Error('unused')),
+    guestInfo: () => Promise.reject(new Error('unused')),
     softReboot: () => Promise.reject(new Error('unused')),
     guestExec: () => Promise.reject(new Error('unused')),
     consoleLogPath: () => Promise.reject(new Error('unused')),

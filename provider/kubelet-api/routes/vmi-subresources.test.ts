@@ -34,7 +34,7 @@ async function serve(t: Test) {
     reviewToken: async (token) => users[token] ?? null,
     async authorize(user, attrs) {
       sars.push(attrs);
-      const viewable = ['userlist', 'filesystemlist'].includes(attrs.subresource ?? '');
+      const viewable = ['guestosinfo', 'userlist', 'filesystemlist'].includes(attrs.subresource ?? '');
       return user.username === 'editor' || viewable ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
     },
   };
@@ -60,6 +60,23 @@ async function serve(t: Test) {
     async guestFilesystems(ref) {
       vm(ref);
       return [{ diskName: 'vdc', mountPoint: '/mnt', type: 'iso9660', usedBytes: 4096, totalBytes: 4096, disks: [{ busType: 'virtio' }] }];
+    },
+    async guestInfo(ref) {
+      vm(ref);
+      return {
+        agent: {
+          agentVersion: '7.2.19',
+          supportedCommands: [
+            { name: 'guest-ping', enabled: true },
+            { name: 'guest-exec', enabled: false },
+          ],
+          hostname: 'vkvm-guest',
+          timezone: 'UTC, 0',
+        },
+        os: { kernelRelease: '6.1.0-56-amd64', machine: 'x86_64' },
+        users: [],
+        filesystems: [],
+      };
     },
     async softReboot(ref) {
       vm(ref);
@@ -175,10 +192,11 @@ t.test('console refusals: no credentials 401, no grant 403, no subprotocol or a 
   );
 });
 
-t.test('userlist and filesystemlist answer in KubeVirt shapes; softreboot is update and 202, a refused one 409', async (t) => {
+t.test('guestosinfo, userlist and filesystemlist answer in KubeVirt shapes; softreboot is update and 202, a refused one 409', async (t) => {
   const s = await serve(t);
   t.same(
     {
+      info: await s.http('GET', 'testvm/guestosinfo', 'viewer'),
       users: await s.http('GET', 'testvm/userlist', 'viewer'),
       filesystems: await s.http('GET', 'testvm/filesystemlist', 'viewer'),
       viewerReboot: (await s.http('PUT', 'testvm/softreboot', 'viewer')).status,
@@ -186,6 +204,17 @@ t.test('userlist and filesystemlist answer in KubeVirt shapes; softreboot is upd
       again: await s.http('PUT', 'testvm/softreboot', 'editor'),
     },
     {
+      info: {
+        status: 200,
+        body: {
+          guestAgentVersion: '7.2.19',
+          supportedCommands: [{ name: 'guest-ping', enabled: true }, { name: 'guest-exec' }],
+          hostname: 'vkvm-guest',
+          os: { kernelRelease: '6.1.0-56-amd64', machine: 'x86_64' },
+          timezone: 'UTC, 0',
+          fsInfo: { disks: [] },
+        },
+      },
       users: { status: 200, body: { metadata: {}, items: [{ userName: 'root', loginTime: 1732420000.5 }] } },
       filesystems: {
         status: 200,

@@ -1,7 +1,7 @@
 // KubeVirt's VMI subresources that need the VM itself, served by the node as
 // virt-handler serves them to virt-api: the serial console (a WebSocket with
 // subprotocol plain.kubevirt.io), the guest agent's user and filesystem lists
-// in KubeVirt's JSON shapes, and soft reboot. The paths are the subresource
+// and guest OS info in KubeVirt's JSON shapes, and soft reboot. The paths are the subresource
 // API's (provider/subresources/, which forwards here), and so is the
 // authorization: a SubjectAccessReview on the VMI's subresource in
 // subresources.kubevirt.io, whoever calls. The subresource API calls with its
@@ -21,7 +21,7 @@ import {
   PLAIN_PROTOCOL,
 } from '../streaming/plain-websocket.js';
 import { isUpgrade, takeUpgrade } from '../upgrade.js';
-import type { GuestFilesystem, GuestUser, VmAccess } from '../vm-access.js';
+import type { GuestFilesystem, GuestInfo, GuestUser, VmAccess } from '../vm-access.js';
 
 export const SUBRESOURCE_GROUP = 'subresources.kubevirt.io';
 /** Where each VMI subresource is served, on the node as on the aggregated API. */
@@ -56,17 +56,29 @@ export const userList = (users: GuestUser[]) => ({
   items: users.map((u) => ({ userName: u.name, ...(u.domain ? { domain: u.domain } : {}), loginTime: u.loginTimeS })),
 });
 
+const filesystem = (f: GuestFilesystem) => ({
+  diskName: f.diskName,
+  mountPoint: f.mountPoint,
+  fileSystemType: f.type,
+  usedBytes: f.usedBytes,
+  totalBytes: f.totalBytes,
+  ...(f.disks.length > 0 ? { disk: f.disks.map((d) => ({ ...(d.serial ? { serial: d.serial } : {}), busType: d.busType })) } : {}),
+});
+
 /** KubeVirt's VirtualMachineInstanceFileSystemList. */
-export const filesystemList = (filesystems: GuestFilesystem[]) => ({
-  metadata: {},
-  items: filesystems.map((f) => ({
-    diskName: f.diskName,
-    mountPoint: f.mountPoint,
-    fileSystemType: f.type,
-    usedBytes: f.usedBytes,
-    totalBytes: f.totalBytes,
-    ...(f.disks.length > 0 ? { disk: f.disks.map((d) => ({ ...(d.serial ? { serial: d.serial } : {}), busType: d.busType })) } : {}),
-  })),
+export const filesystemList = (filesystems: GuestFilesystem[]) => ({ metadata: {}, items: filesystems.map(filesystem) });
+
+/** KubeVirt's VirtualMachineInstanceGuestAgentInfo (empty fields left out, as its omitempty does). */
+export const guestAgentInfo = (g: GuestInfo) => ({
+  ...(g.agent.agentVersion ? { guestAgentVersion: g.agent.agentVersion } : {}),
+  ...(g.agent.supportedCommands.length > 0
+    ? { supportedCommands: g.agent.supportedCommands.map((c) => ({ name: c.name, ...(c.enabled ? { enabled: true } : {}) })) }
+    : {}),
+  ...(g.agent.hostname ? { hostname: g.agent.hostname } : {}),
+  os: g.os ?? {},
+  ...(g.agent.timezone ? { timezone: g.agent.timezone } : {}),
+  ...(g.users.length > 0 ? { userList: userList(g.users).items } : {}),
+  fsInfo: { disks: g.filesystems.map(filesystem) },
 });
 
 export interface VmiSubresourceOptions {
@@ -109,6 +121,10 @@ export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubres
     if (consoles.get(ref.vmiUid) === ws) consoles.delete(ref.vmiUid);
     log.info('console session ended');
   });
+
+  app.get<{ Params: VmiParams }>(`${VMI_SUBRESOURCE_PATH}/guestosinfo`, route('guestosinfo'), async (req) =>
+    guestAgentInfo(await vms.guestInfo(vms.vmiPod(req.params.namespace, req.params.name))),
+  );
 
   app.get<{ Params: VmiParams }>(`${VMI_SUBRESOURCE_PATH}/userlist`, route('userlist'), async (req) =>
     userList(await vms.guestUsers(vms.vmiPod(req.params.namespace, req.params.name))),

@@ -11,6 +11,7 @@ import type { AuthBackend, UserInfo } from '../auth.js';
 import { BadRequestError, NotFoundError } from '../errors.js';
 import { buildKubeletApi } from '../server.js';
 import type { VmAccess } from '../vm-access.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 const GREETING = 'RFB 003.008\n';
 
@@ -43,12 +44,7 @@ async function serve(t: Test) {
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
     podPorts: () => Promise.reject(new Error('not in this test')),
-    vmiPod: () => {
-      throw new Error('not in this test');
-    },
-    guestUsers: () => Promise.reject(new Error('not in this test')),
-    guestFilesystems: () => Promise.reject(new Error('not in this test')),
-    softReboot: () => Promise.reject(new Error('not in this test')),
+    ...noVmis,
     listVmUsage: async () => [],
     async vncDisplay(ref) {
       if (ref.name === 'stopped') throw new BadRequestError(`the VM of pod ${ref.namespace}/stopped is not running`);

@@ -98,6 +98,11 @@ async function serve(t: Test) {
     attachConsole: async () => echo(),
     guestUsers: async () => [{ name: 'root', loginTimeS: 5 }],
     guestFilesystems: async () => [],
+    guestInfo: async () => ({
+      agent: { agentVersion: '7.2', supportedCommands: [], hostname: 'g', timezone: '' },
+      users: [],
+      filesystems: [],
+    }),
     softReboot: async () => {},
     guestExec: () => Promise.reject(new Error('unused')),
     consoleLogPath: () => Promise.reject(new Error('unused')),
@@ -286,10 +291,15 @@ t.test('KubeVirt refusals: not running 400 (virtctl retries), Failed 409, unknow
   t.same(s.nodeSars, [], 'nothing reached the node');
 });
 
-t.test("userlist is the node's answer, passed through", async (t) => {
+t.test("guestosinfo and userlist are the node's answers, passed through", async (t) => {
   const s = await serve(t);
-  const res = await fetchJson(s, 'testvm/userlist');
-  t.same(res, { status: 200, body: { metadata: {}, items: [{ userName: 'root', loginTime: 5 }] } });
+  t.same(
+    { info: await fetchJson(s, 'testvm/guestosinfo'), users: await fetchJson(s, 'testvm/userlist') },
+    {
+      info: { status: 200, body: { guestAgentVersion: '7.2', hostname: 'g', os: {}, fsInfo: { disks: [] } } },
+      users: { status: 200, body: { metadata: {}, items: [{ userName: 'root', loginTime: 5 }] } },
+    },
+  );
 });
 
 async function fetchJson(s: Awaited<ReturnType<typeof serve>>, path: string): Promise<{ status: number; body: unknown }> {

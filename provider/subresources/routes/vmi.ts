@@ -1,11 +1,9 @@
 // PUT virtualmachineinstances/NAME/pause, /unpause and /softreboot; GET
 // …/guestosinfo, /userlist and /filesystemlist. Pausing is the VMI's paused
 // annotation, the desired state the node already applies (and re-applies
-// after an agent restart). Guest OS info is what the node copied into the VMI
-// status from the guest agent, in KubeVirt's VirtualMachineInstanceGuestAgentInfo
-// shape. The user and filesystem lists and the reboot are the node's to
-// answer (vmi-node.ts), asked now as virt-handler asks virt-launcher. The
-// checks and messages are KubeVirt's.
+// after an agent restart). What the guest agent reports and the reboot are
+// the node's to answer (vmi-node.ts), as virt-handler asks virt-launcher.
+// The checks and messages are KubeVirt's.
 import type { FastifyInstance } from 'fastify';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import { PAUSED_ANNOTATION, VMI_PLURAL, type VirtualMachineInstance } from '../../kubevirt/types.js';
@@ -95,7 +93,7 @@ export async function vmiRoutes(app: FastifyInstance, opts: VmiRoutesOptions): P
     if (!node) throw conflict('virtualmachineinstance', vmi.metadata.name!, 'VMI is not running');
     return node;
   };
-  for (const subresource of ['userlist', 'filesystemlist'] as const) {
+  for (const subresource of ['guestosinfo', 'userlist', 'filesystemlist'] as const) {
     app.get<{ Params: NameParams }>(
       `${VMI}/${subresource}`,
       { schema: { params: nameParams }, config: { authorize: { resource: 'virtualmachineinstances', subresource } } },
@@ -119,16 +117,6 @@ export async function vmiRoutes(app: FastifyInstance, opts: VmiRoutesOptions): P
         'guest reboot requested',
       );
       return reply.code(200).send();
-    },
-  );
-
-  app.get<{ Params: NameParams }>(
-    `${VMI}/guestosinfo`,
-    { schema: { params: nameParams }, config: { authorize: { resource: 'virtualmachineinstances', subresource: 'guestosinfo' } } },
-    async (req) => {
-      const vmi = await readVmi(kubevirt, req.params);
-      checkAgent(vmi);
-      return { os: vmi.status?.guestOSInfo ?? {} };
     },
   );
 }
