@@ -36,7 +36,8 @@ function attachOnce(bin: string, kubeconfig: string, marker: string): Promise<nu
     });
     let stderr = '';
     let typed = false;
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no echo within 60 s: ${stderr}`))), 60_000);
+    let echoMs: number | undefined;
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.stderr.on('data', (d: Buffer) => {
       stderr += d.toString();
       if (!typed && stderr.includes('Successfully connected')) {
@@ -45,14 +46,14 @@ function attachOnce(bin: string, kubeconfig: string, marker: string): Promise<nu
       }
     });
     child.stdout.once('data', () => {
-      const ms = performance.now() - t0;
-      clearTimeout(timer);
+      echoMs = performance.now() - t0;
+      // Ctrl-]: virtctl detaches and exits.
       child.stdin.write('\x1d');
-      child.once('exit', () => resolve(ms));
     });
-    child.once('exit', (code) => {
+    child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`virtctl console exited ${code} before any output: ${stderr}`));
+      if (echoMs !== undefined) resolve(echoMs);
+      else reject(new Error(`virtctl console ended (${code ?? signal}) before any output: ${stderr}`));
     });
   });
 }
