@@ -20,6 +20,7 @@ import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
 import { bindVmm } from './vmm.js';
 import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
+import { qemuSocketDir } from './qemu-sockets.js';
 
 /** Refuses to start twice for one run dir: the first launcher owns the VM. */
 async function assertNotRunning(stateFile: string): Promise<void> {
@@ -68,7 +69,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const consoleLog = new ConsoleLog(consoleDir, args.consoleLogMaxBytes);
   const manager = new VmManager({
     uid: args.uid,
-    socketDir: path.join(args.runDir, 'qemu'),
+    socketDir: qemuSocketDir(args.runDir),
     emulatorPath: args.emulator,
     host,
     libvirtd,

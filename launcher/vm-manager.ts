@@ -8,14 +8,16 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
-import { domainUuidOf, VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
-import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
+import { domainUuidOf, type VmSpec } from '../vmm/spec.js';
+import type { SpecError } from '../vmm/errors.js';
+import { parseSpec } from './spec-parse.js';
 import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
 import { PreconditionError } from './errors.js';
-import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+import type { AgentCall } from './guest-exec.js';
+import { guestAgent, type GuestAgent } from './guest-queries.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
@@ -23,6 +25,7 @@ import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } fr
 import { withDeadline } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
+import { VNC_SOCKET_NAME } from './qemu-sockets.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
@@ -43,6 +46,7 @@ export type DomainOps = Pick<
   | 'suspend'
   | 'resume'
   | 'reset'
+  | 'reboot'
   | 'shutdownAcpi'
   | 'destroy'
   | 'undefine'
@@ -66,6 +70,8 @@ export interface VmManagerOptions {
 }
 
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
+/** How softReboot reached the guest. */
+export type RebootMethod = 'GuestAgent' | 'Acpi';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
@@ -73,10 +79,6 @@ const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
 const KILL = Symbol('kill');
 const KILLED: Cause = { reason: 'Killed', message: 'destroyed on request' };
-
-function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
-  return new SpecError([{ path, reason, message }]);
-}
 
 export class VmManager {
   private readonly ops = new OneAtATime();
@@ -151,7 +153,7 @@ export class VmManager {
 
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
   async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
-    const spec = this.parseSpec(specJson);
+    const spec = parseSpec(specJson, this.o.uid, this.o.vmm);
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
       if (this.spec && isTerminal(this.state.phase))
@@ -236,11 +238,23 @@ export class VmManager {
     return { write: (data) => serial.write(data), detach };
   }
 
-  async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
-    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.domainUuid);
-    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS), req);
+  /** The guest agent's commands and answers; each call fails FAILED_PRECONDITION unless the spec has an agent and the VM runs. */
+  readonly guest: GuestAgent = guestAgent(() => this.agentCall());
+
+  /**
+   * Reboots the guest as KubeVirt's soft reboot does: through the guest agent
+   * when it is connected, else by the ACPI power button, after which libvirt
+   * resets the domain instead of stopping it. The QEMU process stays.
+   */
+  softReboot(): Promise<RebootMethod> {
+    return this.ops.run(async () => {
+      if ((await this.requireActive('reboot')) === 'paused') throw new PreconditionError('cannot reboot: the VM is paused');
+      const method: RebootMethod | undefined = this.state.guestAgentConnected ? 'GuestAgent' : this.spec?.acpi ? 'Acpi' : undefined;
+      if (!method) throw new PreconditionError('cannot reboot: the guest agent is not connected and the VM has no ACPI', ['acpi']);
+      await this.o.driver.reboot(this.domainUuid, method === 'GuestAgent' ? 'agent' : 'acpi');
+      this.o.log.info({ method }, 'guest reboot requested');
+      return method;
+    });
   }
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
@@ -265,26 +279,12 @@ export class VmManager {
     });
   }
 
-  private parseSpec(specJson: string): VmSpec {
-    let spec: VmSpec;
-    try {
-      spec = JSON.parse(specJson) as VmSpec;
-    } catch (err) {
-      throw invalidSpec('', 'FieldValueInvalid', `spec_json is not JSON: ${(err as Error).message}`);
-    }
-    if (typeof spec !== 'object' || spec === null) throw invalidSpec('', 'FieldValueInvalid', 'spec_json must hold a JSON object');
-    if (spec.version !== VM_SPEC_VERSION) {
-      throw invalidSpec(
-        'version',
-        'FieldValueNotSupported',
-        `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`,
-      );
-    }
-    if (spec.uid !== this.o.uid)
-      throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
-    const invalid = this.o.vmm.validate(spec);
-    if (invalid) throw invalid;
-    return spec;
+  /** The guest agent, once the spec has one and the VM runs; FAILED_PRECONDITION otherwise. */
+  private async agentCall(): Promise<AgentCall> {
+    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
+    const s = await this.o.driver.state(this.domainUuid);
+    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
+    return (command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS);
   }
 
   private async requireActive(what: string): Promise<string> {
@@ -307,11 +307,13 @@ export class VmManager {
       await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
       await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
       await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
-      await rm(this.consoleSocketPath, { force: true });
+      const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
+      for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
       const runtime: DomainRuntime = {
         emulatorPath: this.o.emulatorPath,
         consoleSocketPath: this.consoleSocketPath,
         ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
+        ...(spec.vnc ? { vncSocketPath } : {}),
         disks: await this.o.vmm.prepareDisks(onHost),
       };
       const xml = this.o.vmm.buildDomainXml(onHost, runtime);

@@ -14,7 +14,7 @@ export interface AgentMetrics {
   vmsRunning: Gauge;
   /** Launcher processes started, by whether they came up and answered Info. */
   launcherStarts: Counter<'result'>;
-  /** Kubelet API streaming sessions (exec, attach, log follow) open, by endpoint. */
+  /** Kubelet API streaming sessions (exec, attach, log follow, port-forward, VNC) open, by endpoint. */
   streamingSessions: Gauge<'endpoint'>;
   /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
   streamingSessionsRefused: Counter<'limit' | 'endpoint'>;
@@ -71,13 +71,13 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     streamingSessions: new Gauge({
       name: 'vkvm_streaming_sessions',
-      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log).',
+      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log, portForward, vnc, vmi-console).',
       labelNames: ['endpoint'] as const,
       registers,
     }),
     streamingSessionsRefused: new Counter({
       name: 'vkvm_streaming_sessions_refused_total',
-      help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log).',
+      help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log, portForward, vnc).',
       labelNames: ['limit', 'endpoint'] as const,
       registers,
     }),

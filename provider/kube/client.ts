@@ -49,3 +49,4 @@ export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: nu
 
 export const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+export const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);

@@ -201,6 +201,11 @@ export class PodNetwork {
     };
   }
 
+  /** The pod address of a VM on this node, from its port record (the address its port filter lets out). */
+  async addressOf(uid: string): Promise<string | undefined> {
+    return (await readVmPort(this.vmDir(uid)))?.ip;
+  }
+
   /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {

@@ -130,3 +130,9 @@ export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> 
     images,
   };
 }
+
+/** The IPv4 address of the host's default-route interface (what the node advertises as InternalIP), if any. */
+export async function defaultRouteAddress(): Promise<string | undefined> {
+  const iface = await si.networkInterfaces('default');
+  return (Array.isArray(iface) ? iface[0] : iface)?.ip4 || undefined;
+}

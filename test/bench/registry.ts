@@ -4,8 +4,16 @@ import type { Benchmark } from './bench.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { POD_BENCHMARKS } from './pods.js';
+import { STREAM_BENCHMARKS } from './streams.js';
+import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...IMAGE_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [
+  ...LAUNCHER_BENCHMARKS,
+  ...POD_BENCHMARKS,
+  ...IMAGE_BENCHMARKS,
+  ...STREAM_BENCHMARKS,
+  ...VIRTCTL_BENCHMARKS,
+];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one
