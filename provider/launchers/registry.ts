@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Logger } from '../log.js';
 import { unsearchableDir, unsearchableMessage } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
+import { treeCpuMs } from '../proc-cpu.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -75,6 +76,8 @@ export interface Launchers<C = LauncherClient> {
   forget(uid: string): void;
   remove(uid: string): Promise<void>;
   close(): void;
+  /** CPU ms the VM's launcher and its helpers (libvirtd, virsh, namespace set-up, what they reaped) have used, QEMU's aside; 0 when none runs. */
+  cpuMs(uid: string): Promise<number>;
 }
 
 interface Entry {
@@ -259,6 +262,11 @@ export class LauncherRegistry implements Launchers {
     await removeCgroupOf(uid);
     await rm(this.dirOf(uid), { recursive: true, force: true });
     this.qemuUids.release(uid);
+  }
+
+  async cpuMs(uid: string): Promise<number> {
+    const view = this.get(uid);
+    return view?.live ? treeCpuMs(view.pid, (comm) => comm.startsWith('qemu-system')) : 0;
   }
 
   /** Stops following launchers (agent shutdown); the launchers and their VMs keep running. */
