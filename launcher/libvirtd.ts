@@ -15,11 +15,13 @@
 // /var/log/libvirt and /etc/libvirt, so domains, sockets and configs never
 // meet the host's or another launcher's. /var/cache/libvirt stays shared: the
 // QEMU capabilities cache turns a ~4.7 s probe into nothing after the first VM.
+// The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
+import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
@@ -201,6 +203,11 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
   await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
+  const installedDrivers = await findDriverDir();
+  const env = installedDrivers
+    ? { ...process.env, LIBVIRT_DRIVER_DIR: await qemuOnlyDriverDir(path.join(opts.dir, 'drivers'), installedDrivers) }
+    : process.env;
+
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);
   let child: ChildProcess;
@@ -232,7 +239,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
       ],
-      { stdio: ['ignore', out, out] },
+      { stdio: ['ignore', out, out], env },
     );
   } finally {
     closeSync(out);
