@@ -158,11 +158,21 @@ t.test('on the host: both bindings are built on the node bridge, rebuilt when le
     'masquerade: eth0 holds the pod address, forwarding on, the listed port forwarded, the guest served 10.0.2.2, its port sends as eth0',
   );
 
+  t.same(
+    { built: names.portRecorded, again: (await ensureVmNetwork(br)).portRecorded },
+    { built: true, again: false },
+    'a port record written is reported (the port filter must follow), an unchanged namespace is not',
+  );
+
   // A crash after the namespace was made but before it was marked ready: the next ensure starts over.
   await rm(path.join(br.dir, 'ready'));
   await run(['ip', '-n', names.netns, 'link', 'del', 'tap0']);
-  await ensureVmNetwork(br);
-  t.ok((await links(names.netnsPath)).has('tap0'), 'a namespace never marked ready is rebuilt whole');
+  const rebuilt = await ensureVmNetwork(br);
+  t.same(
+    { tap0: (await links(names.netnsPath)).has('tap0'), portRecorded: rebuilt.portRecorded },
+    { tap0: true, portRecorded: true },
+    'a namespace never marked ready is rebuilt whole, its port recorded again',
+  );
 
   for (const p of [br, masq]) await removeVmNetwork(p.uid, p.dir);
   t.same(

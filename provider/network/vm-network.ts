@@ -98,14 +98,15 @@ export function podIfaceMac(uid: string): string {
  * its own MAC; a masquerade guest only through the namespace's routing, as
  * eth0 (`eth0Mac` when known, else read from the namespace).
  */
-async function recordPort(p: VmNetworkPlan, names: VmNetworkNames, eth0Mac?: string): Promise<void> {
+async function recordPort(p: VmNetworkPlan, names: VmNetworkNames, eth0Mac?: string): Promise<boolean> {
   const file = path.join(p.dir, PORT_FILE);
-  if (await exists(file)) return;
+  if (await exists(file)) return false;
   const mac = p.iface.binding === 'bridge' ? p.iface.mac : (eth0Mac ?? (await links(names.netnsPath)).get(POD_IFACE)?.address);
   if (!mac) throw new Error(`${POD_IFACE} of ${names.netns} has no MAC address`);
   const port: VmPort = { veth: names.hostVeth, mac: mac.toLowerCase(), ip: p.podIP };
   assertFilterable(port);
   await writeAtomic(file, JSON.stringify(port), 0o600);
+  return true;
 }
 
 /** A removal's failures that only say the thing was gone already. */
@@ -175,12 +176,13 @@ export function renderMasqueradeNat(forwardPorts: InterfaceSpec['forwardPorts'])
 /**
  * Makes the VM's namespace match the plan. A namespace that was never
  * completed (crash half-way) is rebuilt from scratch; a complete one only gets
- * its DHCP server restarted if it died. Idempotent. A fresh build is a few
+ * its DHCP server restarted if it died. Idempotent. `portRecorded`: the VM's
+ * port record was written now, so the bridge's port filter must follow. A fresh build is a few
  * processes whatever the binding: one `ip -batch` on the host, one in the
  * namespace, and for masquerade one that turns forwarding on and loads the
  * NAT, then the DHCP server.
  */
-export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames> {
+export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames & { portRecorded: boolean }> {
   const names = vmNetworkNames(p.uid);
   const ready = path.join(p.dir, 'ready');
   await mkdir(p.dir, { recursive: true, mode: 0o700 });
@@ -188,8 +190,7 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
   if ((await exists(ready)) && (await exists(names.netnsPath)) && hostVeth) {
     await rejoinNodeBridge(hostVeth, p.nodeBridge);
     if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
-    await recordPort(p, names);
-    return names;
+    return { ...names, portRecorded: await recordPort(p, names) };
   }
   await removeVmNetwork(p.uid, p.dir, { keepDir: true, hostVethExists: hostVeth !== undefined });
   const ns = names.netns;
@@ -210,7 +211,7 @@ export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames>
   }
   await recordPort(p, names, eth0Mac);
   await writeFile(ready, `${new Date().toISOString()}\n`);
-  return names;
+  return { ...names, portRecorded: true };
 }
 
 function masqueradeDhcp(p: VmNetworkPlan): string {
