@@ -119,6 +119,12 @@ async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void
 
 export class LauncherRegistry implements Launchers {
   private readonly entries = new Map<string, Entry>();
+  /**
+   * Starts under way, by VM: until one resolves its launcher is not in
+   * `entries`, and a stop or removal meanwhile (the pod deleted as its VM
+   * starts) would find nothing to stop and remove the directory under it.
+   */
+  private readonly starting = new Map<string, Promise<unknown>>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
   private readonly qemuUids: QemuUids;
   private readonly changeHandlers: Array<(uid: string) => void> = [];
@@ -164,7 +170,8 @@ export class LauncherRegistry implements Launchers {
       throw err;
     });
     for (const uid of names) {
-      if (this.entries.has(uid)) continue;
+      // A launcher being started has no state file yet: it would pass for a dead one.
+      if (this.entries.has(uid) || this.starting.has(uid)) continue;
       const dir = this.dirOf(uid);
       let client: LauncherClient | undefined;
       try {
@@ -193,6 +200,21 @@ export class LauncherRegistry implements Launchers {
    * console log); `netns`: the VM's network namespace, where its taps are.
    */
   async start(uid: string, opts: { netns?: string } = {}): Promise<LiveLauncher> {
+    const pending = this.startNow(uid, opts);
+    this.starting.set(uid, pending);
+    try {
+      return await pending;
+    } finally {
+      if (this.starting.get(uid) === pending) this.starting.delete(uid);
+    }
+  }
+
+  /** Lets a start of `uid` under way finish (or fail) first. */
+  private async afterStart(uid: string): Promise<void> {
+    await this.starting.get(uid)?.catch(() => undefined);
+  }
+
+  private async startNow(uid: string, opts: { netns?: string }): Promise<LiveLauncher> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);
@@ -223,9 +245,11 @@ export class LauncherRegistry implements Launchers {
   /**
    * Stops the VM (ACPI, destroy after the grace period) and waits until its
    * launcher has exited and cleaned up; a launcher that does not answer or
-   * exit in time is killed, which takes QEMU with it. Idempotent.
+   * exit in time is killed, which takes QEMU with it. A start under way is
+   * let finish first, so its launcher is stopped too. Idempotent.
    */
   async stop(uid: string, gracePeriodS: number): Promise<void> {
+    await this.afterStart(uid);
     const view = this.get(uid);
     if (!view?.live) return;
     const exitDeadlineMs = (gracePeriodS + 30) * 1000;
@@ -251,6 +275,7 @@ export class LauncherRegistry implements Launchers {
 
   /** Forgets a launcher and deletes its directory (console logs included). Its launcher must have exited. */
   async remove(uid: string): Promise<void> {
+    await this.afterStart(uid);
     if (!(await launcherGone(this.dirOf(uid)))) throw new Error(`the launcher of ${uid} still runs; not removing its directory`);
     // Its exit record comes before its last clean-up (and its last log line, into this directory): a directory
     // removed before the process is gone would be partly written again.

@@ -6,7 +6,7 @@
 // socket, file or Kubernetes object more. The 200-cycle audit with the
 // agent's memory is `npm run bench -- leaks`; both use test/helpers/leftovers.ts.
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
@@ -14,11 +14,30 @@ import { startControllers } from '../../provider/controllers/cluster-controllers
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, kubeFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
 import { CYCLE_MIX, runCycle, runCycles } from './framework/vm-cycles.js';
-import { poll, startAgent, startTestCluster, testLog, testNamespace } from './framework/index.js';
+import {
+  pidsWhere,
+  pods,
+  poll,
+  qemuPidsOf,
+  startAgent,
+  startTestCluster,
+  testGuestPod,
+  testLog,
+  testNamespace,
+  waitForGone,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-leaks';
 const NS = 'e2e-leaks';
 const CYCLES = CYCLE_MIX.length;
+
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
+/** Launcher processes of one VM, by `--uid <uid>` on their command line. */
+const launcherPids = (uid: string) => pidsWhere((argv) => argv.some((a, i) => a === '--uid' && argv[i + 1] === uid));
 
 /** Until the agent has torn down every VM (a forced deletion's teardown goes on after the pod is gone). */
 const drained = (a: AuditedAgent) =>
@@ -56,6 +75,23 @@ t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
   await drained(audited);
   const left = [...leftSince(before, await hostFootprint(audited)), ...leftSince({}, await kubeFootprint(cluster.clients, NS))];
   t.same(left, [], `nothing of ${CYCLES} VMs is left:\n${left.join('\n')}`);
+
+  await t.test('a pod deleted while its launcher starts: once the pod is gone, so is its VM, with no wait for the repair', async (t) => {
+    const pod = await cluster.clients.core.createNamespacedPod({
+      namespace: NS,
+      body: testGuestPod({ name: 'racer', node: NODE, terminationGracePeriodSeconds: 1 }),
+    });
+    const uid = pod.metadata!.uid!;
+    // The agent makes the VM's directory right before it spawns the launcher, which takes a few hundred ms to answer.
+    await poll('the agent to begin starting the VM', () => exists(join(audited.stateDir, 'vms', uid)), Boolean, { intervalMs: 10 });
+    await cluster.clients.core.deleteNamespacedPod({ name: 'racer', namespace: NS });
+    await waitForGone(pods(cluster.clients, NS, { name: 'racer' }), { deadlineMs: 120_000 });
+    t.same(
+      { qemu: qemuPidsOf(uid), launchers: launcherPids(uid), dir: await exists(join(audited.stateDir, 'vms', uid)) },
+      { qemu: [], launchers: [], dir: false },
+      'no QEMU, no launcher and no directory of it',
+    );
+  });
 
   await t.test('the audit sees a leak of each kind it plants', async (t) => {
     const uid = randomUUID();
