@@ -19,7 +19,7 @@ import { KeyQueue } from '../kube/key-queue.js';
 import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
-import { ChildCpuMeter } from '../child-cpu.js';
+import type { ChildCpuMeter } from '../child-cpu.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { BuiltinImages } from '../vm-identity.js';
 import { SpecError } from '../../vmm/errors.js';
@@ -101,11 +101,7 @@ export class PodController {
       clock,
     });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
-    this.runtime = new VmRuntime({
-      ...o,
-      childCpu: o.childCpu ?? new ChildCpuMeter(),
-      learnt: (uid, context) => this.learnt(uid, context),
-    });
+    this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
     o.launchers.onChange((uid) => this.onLauncherChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));

@@ -10,7 +10,7 @@ import type { EventRecorder } from '../kube/events.js';
 import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
-import type { ChildCpuMeter } from '../child-cpu.js';
+import { ChildCpuMeter } from '../child-cpu.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import type { BuiltinImages } from '../vm-identity.js';
 import { ImagePullError } from '../images/errors.js';
@@ -37,8 +37,8 @@ export interface VmRuntimeOptions {
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
-  /** Charges the host commands of a network attach to it. */
-  childCpu: ChildCpuMeter;
+  /** Charges the host commands of a network attach to it; one of its own by default. */
+  childCpu?: ChildCpuMeter;
   log: Logger;
 }
 
@@ -57,8 +57,11 @@ function imageNotFound(err: SpecError): boolean {
 export class VmRuntime {
   /** The host commands' CPU of each VM's first network attach (ms), until its start is counted. */
   private readonly attachCpuMs = new Map<string, number>();
+  private readonly childCpu: ChildCpuMeter;
 
-  constructor(private readonly o: VmRuntimeOptions) {}
+  constructor(private readonly o: VmRuntimeOptions) {
+    this.childCpu = o.childCpu ?? new ChildCpuMeter();
+  }
 
   /** The pod's VM is gone: nothing of it is kept. */
   forget(uid: string): void {
@@ -96,7 +99,7 @@ export class VmRuntime {
     let cpuMs = 0;
     try {
       const t0 = performance.now();
-      const endCpu = this.o.childCpu.begin();
+      const endCpu = this.childCpu.begin();
       const { spec: wired, attachment } = await this.o.network.attach(spec).finally(() => (cpuMs = endCpu()));
       if (attachment && attachment.podIP !== lc.attachment?.podIP) {
         this.attachCpuMs.set(lc.uid, cpuMs);
