@@ -121,8 +121,11 @@ export class LauncherRegistry implements Launchers {
   private readonly entries = new Map<string, Entry>();
   /**
    * Starts under way, by VM: until one resolves its launcher is not in
-   * `entries`, and a stop or removal meanwhile (the pod deleted as its VM
-   * starts) would find nothing to stop and remove the directory under it.
+   * `entries` and has no state file yet. The pod controller never stops a
+   * VM its own sync is starting, but the periodic repair runs beside it:
+   * discover would take the launcher for a dead one, and the removal of an
+   * orphan (its pod force-deleted meanwhile) would find nothing to stop and
+   * delete the directory under the starting launcher.
    */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();

@@ -76,7 +76,7 @@ t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
   const left = [...leftSince(before, await hostFootprint(audited)), ...leftSince({}, await kubeFootprint(cluster.clients, NS))];
   t.same(left, [], `nothing of ${CYCLES} VMs is left:\n${left.join('\n')}`);
 
-  await t.test('a pod deleted while its launcher starts: once the pod is gone, so is its VM, with no wait for the repair', async (t) => {
+  await t.test('a pod deleted while its launcher spawns: once the pod is gone, so is its VM, with no wait for the repair', async (t) => {
     const pod = await cluster.clients.core.createNamespacedPod({
       namespace: NS,
       body: testGuestPod({ name: 'racer', node: NODE, terminationGracePeriodSeconds: 1 }),
