@@ -113,14 +113,16 @@ async function benchDensity(ctx: BenchContext): Promise<void> {
   await sleep(IDLE_WINDOW_MS, undefined, { signal: ctx.signal });
   const used = cpuUsed(before, await cpuSnapshot(node, uids));
   const cores = (s: number): number => s / used.windowS;
+  const millicores = (s: number): number => (1000 * s) / used.windowS;
   ctx.log(
     `idle ${used.windowS.toFixed(0)} s with ${VMS} VMs: host ${cores(used.hostBusyS).toFixed(2)} cores busy, QEMU ${cores(used.qemuS).toFixed(2)}, ` +
       `launchers ${cores(LAUNCHER_PARTS.reduce((a, p) => a + used[p], 0)).toFixed(3)}, agent ${cores(used.agentS).toFixed(3)} ` +
       `(+ its host commands ${cores(used.agentChildrenS).toFixed(3)}), control plane ${cores(used.controlPlaneS).toFixed(3)}`,
   );
-  ctx.emit('density_agent_cpu_cores_idle', cores(used.agentS + used.agentChildrenS), 'cores');
-  ctx.emit('density_launchers_cpu_cores_idle', cores(LAUNCHER_PARTS.reduce((a, p) => a + used[p], 0)), 'cores');
-  ctx.emit('density_qemu_cpu_cores_idle', cores(used.qemuS), 'cores');
+  ctx.emit('density_agent_cpu_millicores_idle', millicores(used.agentS + used.agentChildrenS), 'millicores');
+  ctx.emit('density_launchers_cpu_millicores_idle', millicores(LAUNCHER_PARTS.reduce((a, p) => a + used[p], 0)), 'millicores');
+  ctx.emit('density_qemu_cpu_millicores_idle', millicores(used.qemuS), 'millicores');
+  ctx.emit('density_control_plane_cpu_millicores_idle', millicores(used.controlPlaneS), 'millicores');
   ctx.emit('density_host_cpu_busy_pct_idle', (100 * used.hostBusyS) / (used.windowS * os.cpus().length), '%');
   await memoryFigures(ctx, node, uids);
 
