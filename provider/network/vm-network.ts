@@ -176,11 +176,11 @@ export function renderMasqueradeNat(forwardPorts: InterfaceSpec['forwardPorts'])
 /**
  * Makes the VM's namespace match the plan. A namespace that was never
  * completed (crash half-way) is rebuilt from scratch; a complete one only gets
- * its DHCP server restarted if it died. Idempotent. `portRecorded`: the VM's
- * port record was written now, so the bridge's port filter must follow. A fresh build is a few
+ * its DHCP server restarted if it died. Idempotent. A fresh build is a few
  * processes whatever the binding: one `ip -batch` on the host, one in the
  * namespace, and for masquerade one that turns forwarding on and loads the
- * NAT, then the DHCP server.
+ * NAT, then the DHCP server. `portRecorded`: the VM's port record was written
+ * now, so the bridge's port filter must follow.
  */
 export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames & { portRecorded: boolean }> {
   const names = vmNetworkNames(p.uid);
