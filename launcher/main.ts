@@ -62,7 +62,8 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     throw err;
   }
   const driver = new DomainDriver(libvirtd.hypervisor, libvirtd.uri);
-  const libvirtVersion = await driver.version();
+  // Asked when Info first needs it: a virsh process at every start would cost more CPU than the rest of start-up's queries.
+  let libvirtVersion: Promise<string> | undefined;
   const libvirtdMs = Math.round(performance.now() - tLibvirtd);
   const consoleDir = path.join(args.runDir, 'console');
   await mkdir(consoleDir, { recursive: true, mode: 0o700 });
@@ -169,7 +170,10 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       runDir: args.runDir,
       consoleLogPath: consoleLog.paths.current,
       previousConsoleLogPath: consoleLog.paths.previous,
-      libvirtVersion,
+      libvirtVersion: await (libvirtVersion ??= driver.version().catch((err: unknown) => {
+        libvirtVersion = undefined;
+        throw err;
+      })),
       accelerator: host.accelerator,
       cgroup: cgroup.describe(),
       memoryLimitBytes: cgroup.memoryLimitBytes,
@@ -207,7 +211,6 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       socket: args.socket,
       accelerator: host.accelerator,
       cgroup: cgroup.describe(),
-      libvirtVersion,
     },
     'launcher ready',
   );

@@ -242,9 +242,8 @@ export class VmManager {
   readonly guest: GuestAgent = guestAgent(() => this.agentCall());
 
   /**
-   * Reboots the guest as KubeVirt's soft reboot does: through the guest agent
-   * when it is connected, else by the ACPI power button, after which libvirt
-   * resets the domain instead of stopping it. The QEMU process stays.
+   * Reboots the guest as KubeVirt's soft reboot does: through the guest agent when it is connected, else by the
+   * ACPI power button, after which libvirt resets the domain instead of stopping it. The QEMU process stays.
    */
   softReboot(): Promise<RebootMethod> {
     return this.ops.run(async () => {

@@ -14,6 +14,13 @@ export interface AgentMetrics {
   vmsRunning: Gauge;
   /** Launcher processes started, by whether they came up and answered Info. */
   launcherStarts: Counter<'result'>;
+  /**
+   * vkvm's own CPU for one VM start, in ms, observed when the VM runs: its
+   * launcher and helpers (libvirtd, virsh, namespace set-up, what they
+   * reaped) and the host commands of its network attach. QEMU and the guest
+   * are not in it, nor the agent's own work (process_cpu_seconds_total).
+   */
+  cpuMsPerVmStart: Histogram;
   /** Kubelet API streaming sessions (exec, attach, log follow, port-forward, VNC) open, by endpoint. */
   streamingSessions: Gauge<'endpoint'>;
   /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
@@ -67,6 +74,12 @@ export function createAgentMetrics(): AgentMetrics {
       name: 'vkvm_launcher_starts_total',
       help: 'Launcher process starts by result (success, error).',
       labelNames: ['result'] as const,
+      registers,
+    }),
+    cpuMsPerVmStart: new Histogram({
+      name: 'vkvm_cpu_ms_per_vm_start',
+      help: 'CPU milliseconds vkvm spent on one VM start besides QEMU: the launcher and its helpers until the VM ran, and the host commands of its network attach.',
+      buckets: [25, 50, 100, 150, 200, 300, 400, 600, 800, 1200, 2000, 5000],
       registers,
     }),
     streamingSessions: new Gauge({

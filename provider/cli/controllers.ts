@@ -8,7 +8,7 @@ import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
-import { defaultRouteAddress } from '../node/host-facts.js';
+import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi } from '../subresources/start.js';
 
 export const CONTROLLERS_HELP = `Usage: vkvm controllers [--kubeconfig FILE] [flags]

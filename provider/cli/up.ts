@@ -21,7 +21,7 @@ import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 import { localNodeRanges } from '../controllers/serving-policy.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
-import { defaultRouteAddress } from '../node/host-facts.js';
+import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';

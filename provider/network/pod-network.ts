@@ -187,8 +187,9 @@ export class PodNetwork {
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
     });
-    // Before the VM runs: its first frame is filtered.
-    await this.filterPorts();
+    // Before the VM runs: its first frame is filtered. A port already recorded is in the filter, which
+    // the periodic repair keeps (ensureNode): a sync of a running VM starts no nft process.
+    if (names.portRecorded) await this.filterPorts();
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
     const guest =
       iface.binding === 'bridge'

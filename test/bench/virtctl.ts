@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import { defaultRouteAddress } from '../../provider/node/host-facts.js';
+import { defaultRouteAddress } from '../../provider/node/default-address.js';
 import { startSubresourceApi } from '../../provider/subresources/start.js';
 import { condition, poll, waitFor } from '../e2e/framework/wait.js';
 import { virtualMachineInstances } from '../e2e/framework/watched.js';

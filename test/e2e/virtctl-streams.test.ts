@@ -13,7 +13,7 @@ import t from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { KubeClients } from '../../provider/kube/client.js';
-import { defaultRouteAddress } from '../../provider/node/host-facts.js';
+import { defaultRouteAddress } from '../../provider/node/default-address.js';
 import { startSubresourceApi } from '../../provider/subresources/start.js';
 import { ensureVirtctl } from '../helpers/virtctl.js';
 import { captureScreen, ensureVncdotool } from '../helpers/vnc-client.js';

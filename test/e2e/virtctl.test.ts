@@ -17,7 +17,7 @@ import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import { defaultRouteAddress } from '../../provider/node/host-facts.js';
+import { defaultRouteAddress } from '../../provider/node/default-address.js';
 import { startSubresourceApi } from '../../provider/subresources/start.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { ensureVirtctl, openConsole, runVirtctl } from '../helpers/virtctl.js';

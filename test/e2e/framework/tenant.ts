@@ -49,7 +49,7 @@ export async function kubeconfigFile(t: Test, clients: KubeClients): Promise<str
 }
 
 /** kubectl as the user of `clients` (a tenant's token) against `cluster`. */
-export async function kubectlAs(t: Test, cluster: RunningCluster, clients: KubeClients): Promise<RunningCluster['kubectl']> {
+export async function tenantKubectl(t: Test, cluster: RunningCluster, clients: KubeClients): Promise<RunningCluster['kubectl']> {
   const file = await kubeconfigFile(t, clients);
   // kubectl takes the last --kubeconfig given: this one, after the admin's.
   return (args, opts) => cluster.kubectl([`--kubeconfig=${file}`, ...args], opts);
