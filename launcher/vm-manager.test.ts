@@ -226,3 +226,35 @@ t.test('soft reboot asks the guest agent when it is connected, else presses the 
     },
   );
 });
+
+t.test('once libvirtd has died, Kill, Shutdown and close end without asking libvirt, which can no longer answer', async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  await manager.sync(JSON.stringify(spec));
+  // As after libvirtd's SIGKILL: every call on the old connection fails.
+  const libvirtCalls: string[] = [];
+  for (const op of ['state', 'destroy', 'undefine', 'shutdownAcpi'] as const) {
+    libvirt[op] = async () => {
+      libvirtCalls.push(op);
+      throw new Error('invalid connection pointer in virConnectListAllDomains');
+    };
+  }
+  manager.libvirtdExited('libvirtd was killed by SIGKILL; QEMU went with it');
+  const outcome = {
+    kill: await manager.kill().catch((err: Error) => `refused: ${err.message}`),
+    shutdown: await manager.shutdown(30).catch((err: Error) => `refused: ${err.message}`),
+    close: await manager.close().then(
+      () => 'closed',
+      (err: Error) => `refused: ${err.message}`,
+    ),
+  };
+  t.match(
+    { ...outcome, libvirtCalls },
+    {
+      kill: { phase: 'Failed', reason: 'LibvirtdExited' },
+      shutdown: { phase: 'Failed', reason: 'LibvirtdExited' },
+      close: 'closed',
+      libvirtCalls: [],
+    },
+    'the VM stays Failed with the reason libvirtd died, and the launcher can exit cleanly',
+  );
+});

@@ -1,6 +1,5 @@
-// The launcher's logic: one VM, driven by the RPCs (through server.ts) and by
-// libvirt's lifecycle events. Mutating operations run one at a time; state is
-// re-derived from libvirt after every event and operation and published to
+// The launcher's logic: one VM, driven by the RPCs (through server.ts) and by libvirt's lifecycle events. Mutating
+// operations run one at a time; state is re-derived from libvirt after every event and operation and published to
 // watchers only when it changed.
 import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -94,6 +93,7 @@ export class VmManager {
   private starting = false;
   /** After close() the domain is gone on purpose; the last state stays the final one. */
   private closing = false;
+  private libvirtdGone = false; // and QEMU with it: no libvirt call can answer, and nothing is left to stop
   private state: VmState;
   private requestKill!: () => void;
   /** Resolved by the first kill(): a shutdown waiting out its grace period destroys at once instead. */
@@ -178,7 +178,7 @@ export class VmManager {
   /** ACPI power-off, destroy after the grace period, or at once when a Kill comes meanwhile. Resolves with the final state. */
   shutdown(gracePeriodS: number): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
+      if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
       await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
@@ -197,7 +197,7 @@ export class VmManager {
   kill(): Promise<VmState> {
     this.requestKill();
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
+      if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       return this.destroy(KILLED);
     });
   }
@@ -258,6 +258,7 @@ export class VmManager {
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
   libvirtdExited(message: string): void {
+    this.libvirtdGone = true;
     this.serial?.close();
     this.publish({ phase: 'Failed', reason: 'LibvirtdExited', message, domainState: 'absent', qemuPid: 0 });
   }
@@ -265,13 +266,13 @@ export class VmManager {
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
-      if (ACTIVE.has(await this.o.driver.state(this.domainUuid)))
+      if (!this.libvirtdGone && ACTIVE.has(await this.o.driver.state(this.domainUuid)))
         await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
       // A refresh already past its closing check would read the domain undefined below.
       await this.refreshes.run(async () => {});
       this.agent.stop();
-      await this.o.driver.undefine(this.domainUuid);
+      if (!this.libvirtdGone) await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
       if (this.spec) await this.o.vmm.removeDisks(this.spec);
@@ -316,8 +317,7 @@ export class VmManager {
         disks: await this.o.vmm.prepareDisks(onHost),
       };
       const xml = this.o.vmm.buildDomainXml(onHost, runtime);
-      // Left behind by a crashed launcher, or by a failed start here under another system UUID
-      // (libvirt refuses a second domain of the same name).
+      // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
       await driver.undefine(this.domainUuid);
       await driver.undefine(uid);
       this.domainUuid = uid;

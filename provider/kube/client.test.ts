@@ -59,3 +59,48 @@ t.test('API calls of every client share one TLS connection to the API server', a
     'four calls, two clients, one handshake; each call still carries the kubeconfig credentials',
   );
 });
+
+t.test('closeConnections fails a request stuck on a silent connection at once, and the next request connects anew', async (t) => {
+  const ca = await newCa();
+  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const sans = new x509.SubjectAlternativeNameExtension([{ type: 'ip', value: '127.0.0.1' }]);
+  const cert = await issue(ca, keys.publicKey, 'CN=kube-apiserver', new Date(Date.now() - 60_000), new Date(Date.now() + 3600_000), [sans]);
+  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey)).toString('base64');
+  let handshakes = 0;
+  let silent = true;
+  const server = createServer({ cert, key: `-----BEGIN PRIVATE KEY-----\n${pkcs8}\n-----END PRIVATE KEY-----\n` }, (req, res) => {
+    // As a half-open connection: the request arrives, no answer ever comes.
+    if (silent) return;
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ kind: 'List', apiVersion: 'v1', metadata: {}, items: [] }));
+  });
+  server.on('secureConnection', () => handshakes++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      { name: 'c', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caData: Buffer.from(ca.pem).toString('base64') },
+    ],
+    users: [{ name: 'u', token: 'secret-token' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u', namespace: 'team' }],
+    currentContext: 'x',
+  });
+  const clients = makeClients(kc);
+  const stuck = clients.core.listNamespacedPod({ namespace: 'team' }).then(
+    () => 'answered',
+    (err: Error) => `failed: ${err.message}`,
+  );
+  while (handshakes === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  silent = false;
+  clients.closeConnections();
+  const next = await clients.core.listNamespacedPod({ namespace: 'team' });
+  t.match(
+    { stuck: await stuck, next: next.items, handshakes },
+    { stuck: /^failed: /, next: [], handshakes: 2 },
+    'the stuck request failed instead of waiting forever; the next one was answered on a new connection',
+  );
+});

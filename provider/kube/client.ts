@@ -30,6 +30,12 @@ export interface KubeClients {
   custom: CustomObjectsApi;
   /** A watch silent this long is taken for a half-open connection and started again (progress-watch.ts). */
   watchProgressDeadlineMs: number;
+  /**
+   * Closes every pooled connection to the API server, busy ones included: requests on them fail at once and the
+   * next ones connect anew. What the kubelet does when a heartbeat fails, since a request on a half-open
+   * keep-alive connection would otherwise wait forever (lease.ts).
+   */
+  closeConnections(): void;
 }
 
 export function loadKubeConfig(path: string): KubeConfig {
@@ -50,10 +56,14 @@ const RETIRED_POOL_MS = 60_000;
  * rotated client certificate) gets a new one. Plain HTTP and proxies keep
  * the agent client-node made.
  */
-export function pooledAuthentication(kc: KubeConfig): SecurityAuthentication {
+export function pooledAuthentication(kc: KubeConfig): SecurityAuthentication & Pick<KubeClients, 'closeConnections'> {
   let pool: { key: string; agent: https.Agent } | undefined;
   return {
     getName: () => 'kubeconfig',
+    closeConnections: () => {
+      pool?.agent.destroy();
+      pool = undefined;
+    },
     applySecurityAuthentication: async (context: RequestContext) => {
       await kc.applySecurityAuthentication(context);
       const made = context.getAgent();
@@ -82,10 +92,8 @@ class ObjectApi extends KubernetesObjectApi {
 export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: number } = {}): KubeClients {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const config = createConfiguration({
-    baseServer: new ServerConfiguration(cluster.server, {}),
-    authMethods: { default: pooledAuthentication(kc) },
-  });
+  const auth = pooledAuthentication(kc);
+  const config = createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: auth } });
   return {
     kc,
     core: new CoreV1Api(config),
@@ -96,6 +104,7 @@ export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: nu
     objects: new ObjectApi(config, kc),
     custom: new CustomObjectsApi(config),
     watchProgressDeadlineMs: opts.watchProgressDeadlineMs ?? DEFAULT_WATCH_PROGRESS_DEADLINE_MS,
+    closeConnections: auth.closeConnections,
   };
 }
 

@@ -267,6 +267,9 @@ export class LauncherRegistry implements Launchers {
       await this.untilGone(uid, 30_000);
     }
     await untilProcessExited(view.dir);
+    // A launcher killed (here, or mid-exit) leaves its cgroup and socket; its directory stays until the pod goes.
+    await removeCgroupOf(uid);
+    await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
   }
 
   /** Drops a stopped launcher's entry but keeps its directory: the next start reuses it (previous console log). */
