@@ -17,6 +17,7 @@
 // what libvirtd and QEMU need (filesystem-view.ts). /var/cache/libvirt stays
 // shared: the QEMU capabilities cache turns a ~4.7 s probe into nothing after
 // the first VM.
+// The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -24,6 +25,7 @@ import { constants } from 'node:os';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
 import { viewArgs, type ViewEntry } from './filesystem-view.js';
+import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
@@ -256,6 +258,11 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
   await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
+  const installedDrivers = await findDriverDir();
+  const env = installedDrivers
+    ? { ...process.env, LIBVIRT_DRIVER_DIR: await qemuOnlyDriverDir(path.join(opts.dir, 'drivers'), installedDrivers) }
+    : process.env;
+
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);
   let child: ChildProcess;
@@ -288,7 +295,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         String(await firstAllowedCpu()),
         ...viewArgs(opts.view),
       ],
-      { stdio: ['ignore', out, out] },
+      { stdio: ['ignore', out, out], env },
     );
   } finally {
     closeSync(out);

@@ -35,6 +35,7 @@ t.test('the test guest image boots its kernel with args and env on the command l
     kernelBoot: { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet MODE=e2e loglevel=3' },
     disks: [],
     guestAgent: true,
+    vnc: true,
   });
 });
 

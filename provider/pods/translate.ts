@@ -208,6 +208,7 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
             },
           ],
     guestAgent: true,
+    vnc: true,
     acpi: true,
     labels: { 'vkvm.io/namespace': meta.namespace ?? 'default', 'vkvm.io/pod': meta.name ?? '' },
   };
