@@ -7,7 +7,7 @@
 import type { EventEmitter } from 'node:events';
 import type { WebSocket } from 'ws';
 import { formatDuration } from '../../duration.js';
-import type { SessionLogger } from './connection.js';
+import type { Logger } from '../../log.js';
 
 /** The kubelet's default. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 4 * 3_600_000;
@@ -85,7 +85,7 @@ export class IdleTimer {
  * message the pod paths put in their Status). Watch the other side once the
  * session reads it, and stop the timer when the session ends.
  */
-export function closeWhenIdle(ws: WebSocket, timeoutMs: number, log: SessionLogger): IdleTimer {
+export function closeWhenIdle(ws: WebSocket, timeoutMs: number, log: Pick<Logger, 'info'>): IdleTimer {
   const idle = new IdleTimer(timeoutMs);
   idle.signal.addEventListener('abort', () => {
     const reason = (idle.signal.reason as Error).message;
