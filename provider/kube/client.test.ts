@@ -1,5 +1,6 @@
 // The API clients against a real TLS server: requests share one keep-alive
-// connection instead of a TLS handshake each (client-node's default).
+// connection instead of a TLS handshake each (client-node's default), and
+// closeConnections ends whatever hangs on it.
 import { webcrypto } from 'node:crypto';
 import type { RequestListener, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
