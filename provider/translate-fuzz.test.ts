@@ -216,5 +216,18 @@ t.test('any VMI translates to a VM spec or field-naming causes, never an excepti
     const result = translateVmi(v as unknown as VirtualMachineInstance, ctx);
     return wellFormed(result instanceof SpecError ? result : result.spec);
   });
-  t.doesNotThrow(() => fc.assert(property, { numRuns: RUNS }), `${RUNS} generated VMIs`);
+  // Found by the generator once (fields whose toString is not a function): kept as fixed examples.
+  const badToString = { toString: '' };
+  const examples: [unknown][] = [
+    [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: {}, spec: { domain: { cpu: { cores: badToString } } } }],
+    [
+      {
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'VirtualMachineInstance',
+        metadata: {},
+        spec: { domain: { resources: { requests: { memory: badToString } } } },
+      },
+    ],
+  ];
+  t.doesNotThrow(() => fc.assert(property, { numRuns: RUNS, examples }), `${RUNS} generated VMIs and the examples`);
 });

@@ -23,9 +23,11 @@ type Report = (path: string, reason: SpecCauseReason, message: string) => void;
 const isPositiveInt = (n: unknown): n is number => Number.isInteger(n) && (n as number) > 0;
 const isAbsolutePath = (p: unknown): p is string => typeof p === 'string' && p.startsWith('/');
 
+/** A value from the spec as text for a message: JSON, since String() throws on an object whose toString is not a function. */
+const shown = (v: unknown): string => JSON.stringify(v) ?? String(v);
 function checkIdentity(spec: VmSpec, report: Report): void {
   if (spec.version !== VM_SPEC_VERSION)
-    report('version', 'FieldValueNotSupported', `must be ${VM_SPEC_VERSION}, got ${String(spec.version)}`);
+    report('version', 'FieldValueNotSupported', `must be ${VM_SPEC_VERSION}, got ${shown(spec.version)}`);
   if (!UUID.test(spec.uid ?? '')) report('uid', 'FieldValueInvalid', 'must be a UUID (the libvirt domain uuid unless systemUuid is set)');
   if (spec.systemUuid !== undefined && !UUID.test(spec.systemUuid))
     report('systemUuid', 'FieldValueInvalid', 'must be a UUID (it becomes the libvirt domain uuid)');
@@ -39,9 +41,10 @@ function checkIdentity(spec: VmSpec, report: Report): void {
 function checkCompute(spec: VmSpec, report: Report): void {
   const { cpu } = spec;
   for (const field of ['sockets', 'cores', 'threads'] as const) {
-    if (!isPositiveInt(cpu[field])) report(`cpu.${field}`, 'FieldValueInvalid', `must be a positive integer, got ${String(cpu[field])}`);
+    if (!isPositiveInt(cpu[field])) report(`cpu.${field}`, 'FieldValueInvalid', `must be a positive integer, got ${shown(cpu[field])}`);
   }
-  if (vcpuCount(cpu) > MAX_VCPUS) report('cpu', 'FieldValueInvalid', `${vcpuCount(cpu)} vCPUs exceed the limit of ${MAX_VCPUS}`);
+  const counted = (['sockets', 'cores', 'threads'] as const).every((f) => isPositiveInt(cpu[f]));
+  if (counted && vcpuCount(cpu) > MAX_VCPUS) report('cpu', 'FieldValueInvalid', `${vcpuCount(cpu)} vCPUs exceed the limit of ${MAX_VCPUS}`);
   if (typeof cpu.model === 'object' && !cpu.model.named) report('cpu.model.named', 'FieldValueRequired', 'a named CPU model needs a name');
   if (typeof cpu.model === 'string' && cpu.model !== 'host-model' && cpu.model !== 'host-passthrough') {
     report('cpu.model', 'FieldValueNotSupported', `"${cpu.model}" is not supported: use host-model, host-passthrough or { named }`);
@@ -49,7 +52,7 @@ function checkCompute(spec: VmSpec, report: Report): void {
   if (cpu.limitMillicores !== undefined && !isPositiveInt(cpu.limitMillicores))
     report('cpu.limitMillicores', 'FieldValueInvalid', 'must be a positive integer');
   if (!Number.isInteger(spec.memoryMiB) || spec.memoryMiB < MIN_MEMORY_MIB) {
-    report('memoryMiB', 'FieldValueInvalid', `must be an integer of at least ${MIN_MEMORY_MIB} MiB, got ${String(spec.memoryMiB)}`);
+    report('memoryMiB', 'FieldValueInvalid', `must be an integer of at least ${MIN_MEMORY_MIB} MiB, got ${shown(spec.memoryMiB)}`);
   }
 }
 
@@ -126,7 +129,7 @@ function checkBootOrders(spec: VmSpec, report: Report): void {
 function checkClock(spec: VmSpec, report: Report): void {
   const clock = spec.clock;
   if (clock?.kind === 'utc' && clock.offsetSeconds !== undefined && !Number.isInteger(clock.offsetSeconds)) {
-    report('clock.offsetSeconds', 'FieldValueInvalid', `must be a whole number of seconds, got ${String(clock.offsetSeconds)}`);
+    report('clock.offsetSeconds', 'FieldValueInvalid', `must be a whole number of seconds, got ${shown(clock.offsetSeconds)}`);
   }
   if (clock?.kind === 'timezone' && !isTimeZone(clock.timezone)) {
     report('clock.timezone', 'FieldValueInvalid', `"${clock.timezone}" is not an IANA time zone (such as Europe/Paris)`);

@@ -15,7 +15,8 @@ const R = RESOURCES;
 /** A quantity's value, or undefined after reporting why it is unusable (absent is not reported). */
 function quantity(d: Draft, raw: Quantity | undefined, path: string): number | undefined {
   if (raw === undefined || raw === null || raw === '') return undefined;
-  const n = parseQuantity(String(raw));
+  // Only strings and numbers are quantities (String() of an object whose toString is not a function throws).
+  const n = typeof raw === 'string' || typeof raw === 'number' ? parseQuantity(String(raw)) : null;
   if (n === null) return void d.report(path, 'FieldValueInvalid', `${JSON.stringify(raw)} is not a resource quantity`);
   if (n < 0) return void d.report(path, 'FieldValueInvalid', `${path} '${raw}': must be greater than or equal to 0.`);
   return n;

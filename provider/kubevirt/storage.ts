@@ -67,7 +67,8 @@ function sizeMiB(d: Draft, raw: Quantity | undefined, at: string): number | unde
     d.report(at, 'FieldValueRequired', 'a size is required');
     return undefined;
   }
-  const bytes = parseQuantity(String(raw));
+  // Only strings and numbers are quantities (String() of an object whose toString is not a function throws).
+  const bytes = typeof raw === 'string' || typeof raw === 'number' ? parseQuantity(String(raw)) : null;
   if (bytes === null) {
     d.report(at, 'FieldValueInvalid', `${JSON.stringify(raw)} is not a resource quantity`);
     return undefined;
