@@ -21,6 +21,8 @@ import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 import { localNodeRanges } from '../controllers/serving-policy.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
+import { ImageStore } from '../images/store.js';
+import { publishTestGuest } from '../images/test-guest-images.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -85,6 +87,18 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   ]);
 }
 
+/**
+ * The test guest as images in the node's store (provider/images/test-guest-images.ts), so the examples
+ * run on a machine without internet access.
+ */
+async function importTestGuest(imageStoreDir: string, log: Logger): Promise<void> {
+  const store = new ImageStore(imageStoreDir);
+  await store.init();
+  const t0 = performance.now();
+  const imported = await publishTestGuest(store, { log: log.child({ component: 'test-guest' }) });
+  log.info({ images: imported.map((r) => r.reference), ms: Math.round(performance.now() - t0) }, 'test guest images imported');
+}
+
 const UP_OPTIONS = { ...AGENT_OPTIONS, ...APPROVER_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
@@ -146,6 +160,8 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     await installClusterManifests(kubeconfig);
     shutdown.throwIfAborted();
     controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), { servingCsr });
+    await importTestGuest(config.imageStoreDir, log);
+    shutdown.throwIfAborted();
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);

@@ -43,7 +43,10 @@ t.test('a written layout imports under its names, and its files come out of the 
   const listing = execFileSync('tar', ['-tvf', join(dir, 'a', 'blobs', 'sha256', manifest.layers[0]!.digest.slice(7)), '--numeric-owner'], {
     encoding: 'utf8',
   });
-  t.match(listing, /^drwxr-xr-x 107\/107 +0 .* boot\/\n-rw-r--r-- 107\/107 +6 .* boot\/vmlinuz\n-rw-r--r-- 107\/107 +0 .* boot\/initrd.img\n$/);
+  t.match(
+    listing,
+    /^drwxr-xr-x 107\/107 +0 .* boot\/\n-rw-r--r-- 107\/107 +6 .* boot\/vmlinuz\n-rw-r--r-- 107\/107 +0 .* boot\/initrd.img\n$/,
+  );
 
   const store = new ImageStore(join(dir, 'store'));
   await store.init();
@@ -53,9 +56,13 @@ t.test('a written layout imports under its names, and its files come out of the 
   );
   const service = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 1, maxImageBytes: MAX, log: pino({ level: 'silent' }) });
   t.teardown(() => service.close());
-  const [diskPath] = await service.files(await service.ensure({ image: 'localhost/test/disk:v1', policy: 'Never' }), [{ onlyIn: '/disk' }], {
-    disk: true,
-  });
+  const [diskPath] = await service.files(
+    await service.ensure({ image: 'localhost/test/disk:v1', policy: 'Never' }),
+    [{ onlyIn: '/disk' }],
+    {
+      disk: true,
+    },
+  );
   const kernelFiles = await service.files(
     await service.ensure({ image: 'localhost/test/kernel:v1', policy: 'Never' }),
     [{ path: '/boot/vmlinuz' }, { path: '/boot/initrd.img' }],
@@ -70,7 +77,10 @@ t.test('a written layout imports under its names, and its files come out of the 
 
 t.test('a name longer than ustar holds is refused, naming it', async (t) => {
   const dir = t.testdir({ f: 'x' });
-  await t.rejects(writeLayout(join(dir, 'l'), [{ name: 'localhost/x:v1', files: [{ path: `${'d/'.repeat(60)}f`, source: join(dir, 'f') }] }]), {
-    message: /longer than a ustar name/,
-  });
+  await t.rejects(
+    writeLayout(join(dir, 'l'), [{ name: 'localhost/x:v1', files: [{ path: `${'d/'.repeat(60)}f`, source: join(dir, 'f') }] }]),
+    {
+      message: /longer than a ustar name/,
+    },
+  );
 });

@@ -8,7 +8,13 @@ import { ensureTestGuest } from '../../vmm/guest/build.js';
 import { ImageService } from './image-service.js';
 import { defaultPullPolicy } from './reference.js';
 import { ImageStore } from './store.js';
-import { publishTestGuest, TEST_GUEST_IMAGE, TEST_GUEST_INITRD_PATH, TEST_GUEST_KERNEL_IMAGE, TEST_GUEST_KERNEL_PATH } from './test-guest-images.js';
+import {
+  publishTestGuest,
+  TEST_GUEST_IMAGE,
+  TEST_GUEST_INITRD_PATH,
+  TEST_GUEST_KERNEL_IMAGE,
+  TEST_GUEST_KERNEL_PATH,
+} from './test-guest-images.js';
 
 t.test('the test guest is published into a store as a containerDisk and a kernel-boot image, used with no registry', async (t) => {
   const store = new ImageStore(join(t.testdir(), 'store'));
@@ -30,7 +36,13 @@ t.test('the test guest is published into a store as a containerDisk and a kernel
     'not latest: the default policy takes them from the store, never from a registry at "localhost"',
   );
 
-  const images = new ImageService({ store, ...LOOPBACK_PULLS, maxParallelPulls: 1, maxImageBytes: 1 << 30, log: pino({ level: 'silent' }) });
+  const images = new ImageService({
+    store,
+    ...LOOPBACK_PULLS,
+    maxParallelPulls: 1,
+    maxImageBytes: 1 << 30,
+    log: pino({ level: 'silent' }),
+  });
   t.teardown(() => images.close());
   const [disk] = await images.files(await images.ensure({ image: TEST_GUEST_IMAGE, policy: 'IfNotPresent' }), [{ onlyIn: '/disk' }], {
     disk: true,

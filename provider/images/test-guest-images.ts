@@ -67,10 +67,7 @@ export async function publishTestGuest(store: ImageStore, opts: EnsureTestGuestO
   const images = await testGuestImages(opts);
   const cacheDir = resolve(opts.cacheDir ?? DEFAULT_GUEST_CACHE_DIR);
   // The guest's cache entries are named by content keys, so their paths key the layout.
-  const key = createHash('sha256')
-    .update(JSON.stringify({ LAYOUT_VERSION, images }))
-    .digest('hex')
-    .slice(0, 32);
+  const key = createHash('sha256').update(JSON.stringify({ LAYOUT_VERSION, images })).digest('hex').slice(0, 32);
   const dir = join(cacheDir, `oci-${key}`);
   if (!(await isLayout(dir))) {
     const tmp = await newBuildDir(cacheDir, `oci-${key}`);

@@ -29,6 +29,7 @@ import {
   virtualMachineInstances,
   waitFor,
   type AgentProcess,
+  TEST_GUEST_IMAGE,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-tenant';
@@ -207,9 +208,9 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
       const withSeed = { annotations: { 'vkvm.io/user-data': '#cloud-config\npassword: tenant-secret\n' } };
       await tenant.core.createNamespacedPod({
         namespace: NS,
-        body: vmPod('small', 'vkvm/test-guest', { ...withSeed, memory: { request: '64Mi', limit: '2Gi' } }),
+        body: vmPod('small', TEST_GUEST_IMAGE, { ...withSeed, memory: { request: '64Mi', limit: '2Gi' } }),
       });
-      await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('other', 'vkvm/test-guest', withSeed) });
+      await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('other', TEST_GUEST_IMAGE, withSeed) });
       const running = (name: string) =>
         waitFor(pods(tenant, NS, { name }), (p) => p.status?.phase === 'Running', { what: 'Running', deadlineMs: 180_000 });
       const [small, other] = await Promise.all([running('small'), running('other')]);
@@ -288,7 +289,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
         },
       },
       volumes: [
-        { name: 'root', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+        { name: 'root', containerDisk: { image: TEST_GUEST_IMAGE } },
         { name: 'data', hostDisk: { path, type: 'DiskOrCreate', capacity: '16Mi' } },
       ],
     },
