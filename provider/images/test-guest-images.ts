@@ -1,4 +1,4 @@
-// The built-in test guest (vmm/guest/) as two ordinary images in the node's
+// The test guest (vmm/guest/) as two ordinary images in the node's
 // image store, so `vkvm up`, the examples and the tests run it on a machine
 // without internet access:
 //   localhost/vkvm/test-guest:v1         a containerDisk: the bootable disk (MBR,

@@ -195,7 +195,7 @@ function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): Vm
   return bus as DiskBus; // the VmSpec bus of the same name (crds/subset/constants.ts)
 }
 
-/** Translates spec.domain.devices.disks with spec.volumes into d.disks (and d.kernelBoot for a built-in image). */
+/** Translates spec.domain.devices.disks with spec.volumes into d.disks. */
 export function translateStorage(d: Draft, input: StorageInput): void {
   const volumeByName = new Map<string, number>();
   input.volumes.forEach((volume, j) => {

@@ -70,6 +70,7 @@ async function startAgentProcess(
   ctx: BenchContext,
   kubeconfigPath: string,
   nodeName: string,
+  extraArgs: string[],
 ): Promise<{ pid: number; stateDir: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
@@ -95,6 +96,7 @@ async function startAgentProcess(
       '--healthz-port=0',
       '--approve-serving-csr',
       `--bridge=${bridge}`,
+      ...extraArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -128,10 +130,13 @@ async function startAgentProcess(
  * Starts a control plane, a node agent for `nodeName` and the namespace, and
  * waits until the node is Ready (so the scheduler places the first pod at once).
  */
-export async function startBenchNode(ctx: BenchContext, opts: { nodeName: string; namespace: string }): Promise<BenchNode> {
+export async function startBenchNode(
+  ctx: BenchContext,
+  opts: { nodeName: string; namespace: string; extraArgs?: string[] },
+): Promise<BenchNode> {
   const cluster = await startControlPlane(ctx);
   const clients = makeClients(loadKubeConfig(cluster.kubeconfigPath));
-  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName);
+  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName, opts.extraArgs ?? []);
   await waitFor(nodes(clients, { name: opts.nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
   const namespace = opts.namespace;
   ctx.defer(`namespace ${namespace}`, async () => {

@@ -3,9 +3,10 @@
 import type { Benchmark } from './bench.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
+import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
 
-export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...IMAGE_BENCHMARKS];
+export const BENCHMARKS: readonly Benchmark[] = [...LAUNCHER_BENCHMARKS, ...POD_BENCHMARKS, ...IMAGE_BENCHMARKS, ...POD_IMAGE_BENCHMARKS];
 
 /**
  * The benchmarks the names pick, in registry order: a full name picks one
