@@ -52,7 +52,7 @@ t.test('the test guest is published into a store as a containerDisk and a kernel
     [{ path: TEST_GUEST_KERNEL_PATH }, { path: TEST_GUEST_INITRD_PATH }],
     { disk: false },
   );
-  const guest = await ensureTestGuest();
+  const guest = await ensureTestGuest({ pvh: false });
   t.ok(readFileSync(disk!).equals(readFileSync((await ensureTestGuestDisk()).path)), 'the containerDisk holds the bootable disk');
   t.ok(
     readFileSync(kernel!).equals(readFileSync(guest.kernelPath)) && readFileSync(initrd!).equals(readFileSync(guest.initrdPath)),
