@@ -30,8 +30,11 @@ export const UP_HELP = `Usage: vkvm up [--state-dir DIR] [--kubeconfig FILE] [fl
 
 Starts a local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
-kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs the
-VM/VMI controllers and this host as a node in the foreground. With
+kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, imports the
+test guest into the node's image store (localhost/vkvm/test-guest:v1, a
+containerDisk, and localhost/vkvm/test-guest-kernel:v1, a kernel-boot image,
+built from this host's Debian packages), and runs the VM/VMI controllers and
+this host as a node in the foreground. With
 --kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
 read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
 host first and starts nothing on a failed check. Stop with Ctrl-C (or
