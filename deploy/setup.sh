@@ -15,9 +15,10 @@ fi
 packages=(
   qemu-system-x86 qemu-utils qemu-guest-agent
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
-  linux-image-amd64 busybox-static
+  linux-image-amd64 busybox-static dropbear-bin  # the test guest: kernel, userland, SSH server
   genisoimage libxml2-utils jq iproute2 iptables nftables dnsmasq-base dnsmasq-utils
   pkg-config make g++ python3 cpio
+  python3-venv  # the tests' VNC client (vncdotool from PyPI) lives in a virtualenv
   systemd openssl  # systemd-analyze verifies deploy/vkvm.service; openssl checks the CA hash in tests
   zstd  # zstd-compressed image layers
   docker-registry apache2-utils skopeo  # the tests' real OCI registry, its htpasswd (bcrypt) files, and OCI layouts

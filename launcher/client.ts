@@ -8,18 +8,26 @@ import { SpecError, type SpecCause } from '../vmm/errors.js';
 import type { VmSpec } from '../vmm/spec.js';
 import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
 import type { GuestExecRequest, GuestExecResult } from './guest-exec.js';
+import type { GuestAgentInfo, GuestFilesystem, GuestUser } from './guest-queries.js';
 import { loadLauncherService } from './proto/load.js';
 import {
   fromWireState,
   type ConsoleMessage,
   type GuestExecResponse,
+  type GetGuestAgentInfoResponse,
   type InfoResponse,
+  type ListGuestFilesystemsResponse,
+  type ListGuestUsersResponse,
+  type SoftRebootResponse,
   type StateResponse,
   type SyncVmResponse,
 } from './proto/types.js';
 import { FIELD_PATHS_KEY, SPEC_CAUSES_KEY } from './server.js';
 import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type StateFile, type VmState } from './state.js';
-import type { SyncAction } from './vm-manager.js';
+import type { RebootMethod, SyncAction } from './vm-manager.js';
+
+/** A guest agent query's deadline: the launcher allows the agent 10 s. */
+const GUEST_QUERY_TIMEOUT_MS = 20_000;
 
 /** How a launcher ended, as seen from outside. */
 export interface LauncherGone {
@@ -160,6 +168,29 @@ export class LauncherClient {
       (timeoutS + 30) * 1000,
     );
     return res;
+  }
+
+  async listGuestUsers(): Promise<GuestUser[]> {
+    const res = await this.unary<ListGuestUsersResponse>('listGuestUsers', {}, GUEST_QUERY_TIMEOUT_MS);
+    // proto3 strings default to '': no domain.
+    return res.users.map((u) => ({ name: u.name, ...(u.domain ? { domain: u.domain } : {}), loginTimeS: u.loginTimeS }));
+  }
+
+  async listGuestFilesystems(): Promise<GuestFilesystem[]> {
+    const res = await this.unary<ListGuestFilesystemsResponse>('listGuestFilesystems', {}, GUEST_QUERY_TIMEOUT_MS);
+    return res.filesystems.map((f) => ({
+      ...f,
+      disks: f.disks.map((d) => ({ busType: d.busType, ...(d.serial ? { serial: d.serial } : {}) })),
+    }));
+  }
+
+  getGuestAgentInfo(): Promise<GuestAgentInfo> {
+    return this.unary<GetGuestAgentInfoResponse>('getGuestAgentInfo', {}, GUEST_QUERY_TIMEOUT_MS);
+  }
+
+  /** See SoftReboot in launcher.proto. */
+  async softReboot(): Promise<RebootMethod> {
+    return (await this.unary<SoftRebootResponse>('softReboot', {}, 60_000)).method;
   }
 
   /**

@@ -115,6 +115,15 @@ export class DomainDriver {
     await this.virsh(['reset', uuid]);
   }
 
+  /**
+   * Asks the guest to reboot: `agent` through the guest agent (guest-shutdown
+   * mode reboot), `acpi` by the power button, libvirt then resetting the
+   * domain when the guest powers off rather than stopping it.
+   */
+  async reboot(uuid: string, mode: 'agent' | 'acpi'): Promise<void> {
+    await this.virsh(['reboot', '--mode', mode, uuid]);
+  }
+
   /** ACPI power button only; libvirt's default would use the guest agent when one is connected. */
   async shutdownAcpi(uuid: string): Promise<void> {
     await this.virsh(['shutdown', '--mode', 'acpi', uuid]);

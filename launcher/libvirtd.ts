@@ -16,6 +16,7 @@
 // meet the host's or another launcher's; the directories that hold the node's
 // and other VMs' files are hidden (filesystem-view.ts). /var/cache/libvirt stays shared: the
 // QEMU capabilities cache turns a ~4.7 s probe into nothing after the first VM.
+// The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -23,6 +24,7 @@ import { constants } from 'node:os';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
 import { viewArgs, type ViewEntry } from './filesystem-view.js';
+import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
@@ -242,6 +244,11 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
   await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
+  const installedDrivers = await findDriverDir();
+  const env = installedDrivers
+    ? { ...process.env, LIBVIRT_DRIVER_DIR: await qemuOnlyDriverDir(path.join(opts.dir, 'drivers'), installedDrivers) }
+    : process.env;
+
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);
   let child: ChildProcess;
@@ -274,7 +281,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         String(await firstAllowedCpu()),
         ...viewArgs(opts.view ?? []),
       ],
-      { stdio: ['ignore', out, out] },
+      { stdio: ['ignore', out, out], env },
     );
   } finally {
     closeSync(out);

@@ -8,4 +8,5 @@ t.test('memory limit is guest memory plus overhead, more under TCG', async (t) =
   t.equal(memoryLimitMiB(spec, 'tcg'), 1024 + 16 + 256 + 16 + 256);
   t.same(cgroupLimits(spec, 'kvm'), { memoryBytes: 1312 * 1024 * 1024, cpuMillicores: 1500, pidsMax: 1024 });
   t.notOk('cpuMillicores' in cgroupLimits(testSpec(), 'kvm'), 'no quota without a CPU limit');
+  t.equal(memoryLimitMiB({ ...spec, vnc: true }, 'kvm'), 1024 + 16 + 256 + 16 + 16, 'a VNC display adds its video memory');
 });

@@ -19,21 +19,24 @@ export const PER_VCPU_OVERHEAD_MIB = 8;
  * domain XML can cap the cache (<tcg><tb-cache>).
  */
 export const TCG_OVERHEAD_MIB = 256;
+/** A VNC display's VGA card: its video memory (KubeVirt counts the same for a graphics device). */
+export const GRAPHICS_OVERHEAD_MIB = 16;
 /** Enough for QEMU's I/O and vCPU threads, libvirtd's workers and Node's pool. */
 export const PIDS_MAX = 1024;
 
 /** Memory for the cgroup: guest RAM, 1/64 of it for page tables and bookkeeping, and fixed costs. */
-export function memoryLimitMiB(spec: Pick<VmSpec, 'memoryMiB' | 'cpu'>, accelerator: Accelerator): number {
+export function memoryLimitMiB(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, accelerator: Accelerator): number {
   return (
     spec.memoryMiB +
     Math.ceil(spec.memoryMiB / 64) +
     FIXED_OVERHEAD_MIB +
     PER_VCPU_OVERHEAD_MIB * vcpuCount(spec.cpu) +
-    (accelerator === 'tcg' ? TCG_OVERHEAD_MIB : 0)
+    (accelerator === 'tcg' ? TCG_OVERHEAD_MIB : 0) +
+    (spec.vnc ? GRAPHICS_OVERHEAD_MIB : 0)
   );
 }
 
-export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu'>, accelerator: Accelerator): CgroupLimits {
+export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, accelerator: Accelerator): CgroupLimits {
   return {
     memoryBytes: memoryLimitMiB(spec, accelerator) * MiB,
     ...(spec.cpu.limitMillicores !== undefined ? { cpuMillicores: spec.cpu.limitMillicores } : {}),

@@ -20,6 +20,7 @@ import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
 import { bindVmm } from './vmm.js';
 import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
+import { qemuSocketDir } from './qemu-sockets.js';
 
 /** Refuses to start twice for one run dir: the first launcher owns the VM. */
 async function assertNotRunning(stateFile: string): Promise<void> {
@@ -61,14 +62,15 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     throw err;
   }
   const driver = new DomainDriver(libvirtd.hypervisor, libvirtd.uri);
-  const libvirtVersion = await driver.version();
+  // Asked when Info first needs it: a virsh process at every start would cost more CPU than the rest of start-up's queries.
+  let libvirtVersion: Promise<string> | undefined;
   const libvirtdMs = Math.round(performance.now() - tLibvirtd);
   const consoleDir = path.join(args.runDir, 'console');
   await mkdir(consoleDir, { recursive: true, mode: 0o700 });
   const consoleLog = new ConsoleLog(consoleDir, args.consoleLogMaxBytes);
   const manager = new VmManager({
     uid: args.uid,
-    socketDir: path.join(args.runDir, 'qemu'),
+    socketDir: qemuSocketDir(args.runDir),
     emulatorPath: args.emulator,
     host,
     libvirtd,
@@ -168,7 +170,10 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       runDir: args.runDir,
       consoleLogPath: consoleLog.paths.current,
       previousConsoleLogPath: consoleLog.paths.previous,
-      libvirtVersion,
+      libvirtVersion: await (libvirtVersion ??= driver.version().catch((err: unknown) => {
+        libvirtVersion = undefined;
+        throw err;
+      })),
       accelerator: host.accelerator,
       cgroup: cgroup.describe(),
       memoryLimitBytes: cgroup.memoryLimitBytes,
@@ -206,7 +211,6 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       socket: args.socket,
       accelerator: host.accelerator,
       cgroup: cgroup.describe(),
-      libvirtVersion,
     },
     'launcher ready',
   );

@@ -10,7 +10,11 @@ import {
   type Empty,
   type GuestExecRequest,
   type GuestExecResponse,
+  type GetGuestAgentInfoResponse,
   type InfoResponse,
+  type ListGuestFilesystemsResponse,
+  type ListGuestUsersResponse,
+  type SoftRebootResponse,
   type ShutdownRequest,
   type StateResponse,
   type SyncVmRequest,
@@ -93,8 +97,19 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
     Reset: unary<Empty, StateResponse>(async () => stateReply(await m.reset())),
     GetState: unary<Empty, StateResponse>(async () => stateReply(m.current)),
     GuestExec: unary<GuestExecRequest, GuestExecResponse>((req) =>
-      m.guestExec({ path: req.path, args: req.args, stdin: req.stdin, timeoutS: req.timeoutS || DEFAULT_GUEST_EXEC_TIMEOUT_S }),
+      m.guest.exec({ path: req.path, args: req.args, stdin: req.stdin, timeoutS: req.timeoutS || DEFAULT_GUEST_EXEC_TIMEOUT_S }),
     ),
+    ListGuestUsers: unary<Empty, ListGuestUsersResponse>(async () => ({
+      users: (await m.guest.users()).map((u) => ({ name: u.name, domain: u.domain ?? '', loginTimeS: u.loginTimeS })),
+    })),
+    ListGuestFilesystems: unary<Empty, ListGuestFilesystemsResponse>(async () => ({
+      filesystems: (await m.guest.filesystems()).map((f) => ({
+        ...f,
+        disks: f.disks.map((d) => ({ busType: d.busType, serial: d.serial ?? '' })),
+      })),
+    })),
+    GetGuestAgentInfo: unary<Empty, GetGuestAgentInfoResponse>(() => m.guest.agentInfo()),
+    SoftReboot: unary<Empty, SoftRebootResponse>(async () => ({ method: await m.softReboot() })),
 
     WatchEvents: (call: grpc.ServerWritableStream<Empty, StateResponse>) => {
       streams.add(call);

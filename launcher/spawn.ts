@@ -3,7 +3,7 @@
 // agent exiting, unless asked to die with it. It is ready when its gRPC socket
 // accepts connections.
 import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, statSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,7 @@ export interface SpawnOptions {
   args: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<LauncherArgs>;
   /** Node options before the entry script; tests pass a TypeScript loader. */
   nodeArgs?: string[];
-  /** The launcher's entry script; default main.js beside this module. */
+  /** The launcher's entry script; default `launcherEntry()`. */
   entry?: string;
   /** Default <runDir>/launcher.log. */
   logFile?: string;
@@ -37,11 +37,30 @@ export interface SpawnedLauncher {
   exited: Promise<ExitInfo>;
 }
 
+/**
+ * The build's one-file bundle of the launcher (deploy/bundle-launcher.ts:
+ * about 100 ms less CPU per start than loading its modules one by one), or
+ * main.js beside this module when there is no bundle or it is older than
+ * main.js (compiled again since it was made).
+ */
+export function launcherEntry(dir = path.dirname(fileURLToPath(import.meta.url))): string {
+  const main = path.join(dir, 'main.js');
+  const bundle = path.join(dir, 'bundle', 'main.js');
+  const mtime = (f: string): number => {
+    try {
+      return statSync(f).mtimeMs;
+    } catch {
+      return Number.NaN;
+    }
+  };
+  return mtime(bundle) >= mtime(main) ? bundle : main;
+}
+
 export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
   const runDir = path.resolve(o.args.runDir);
   const socket = o.args.socket ?? path.join(runDir, 'launcher.sock');
   const logFile = o.logFile ?? path.join(runDir, 'launcher.log');
-  const entry = o.entry ?? fileURLToPath(new URL('./main.js', import.meta.url));
+  const entry = o.entry ?? launcherEntry();
   await mkdir(runDir, { recursive: true, mode: 0o711 });
   const stateFile = path.join(runDir, STATE_FILE_NAME);
   const previous = await readStateFile(stateFile).catch(() => undefined);

@@ -63,6 +63,12 @@ class FakeLibvirt implements DomainOps {
 
   async reset(): Promise<void> {}
 
+  /** The modes reboot() was asked for, in order. */
+  readonly reboots: string[] = [];
+  async reboot(_uuid: string, mode: 'agent' | 'acpi'): Promise<void> {
+    this.reboots.push(mode);
+  }
+
   async shutdownAcpi(): Promise<void> {
     this.pressPowerButton();
   }
@@ -77,12 +83,15 @@ class FakeLibvirt implements DomainOps {
     this.domainState = 'absent';
   }
 
+  /** Whether a guest agent has its channel open; it answers every command with {}. */
+  agentUp = false;
   async agentCommand(): Promise<unknown> {
-    throw new Error('no guest agent');
+    if (!this.agentUp) throw new Error('no guest agent');
+    return {};
   }
 
   async agentConnected(): Promise<boolean> {
-    return false;
+    return this.agentUp;
   }
 
   close(): void {
@@ -181,4 +190,71 @@ t.test('a Kill during a graceful shutdown destroys the VM at once instead of wai
     'the Kill supersedes the shutdown: one destroy before anything else happened, and both calls end with the VM Killed',
   );
   await manager.close(); // as the launcher does after a Kill: its console connection goes with it
+});
+
+t.test('soft reboot asks the guest agent when it is connected, else presses the ACPI button; refused paused or with neither', async (t) => {
+  const outcome = async (specFields: Partial<VmSpec>, prepare: (m: VmManager, l: FakeLibvirt) => Promise<void> = async () => {}) => {
+    const { manager, libvirt, spec } = setUp(t);
+    await manager.sync(JSON.stringify({ ...spec, ...specFields }));
+    await prepare(manager, libvirt);
+    const result = await manager.softReboot().catch((err: Error) => `refused: ${err.message}`);
+    // Power off, as libvirt confirms a destroy, so that close() finds the VM gone.
+    const killed = manager.kill();
+    while (libvirt.domainState !== 'shutoff') await settled();
+    manager.onLifecycle({ type: 'Stopped', detail: 'Destroyed' });
+    await killed;
+    await manager.close();
+    return { result, reboots: libvirt.reboots };
+  };
+  const agentConnects = async (m: VmManager, l: FakeLibvirt) => {
+    l.agentUp = true;
+    m.onAgentLifecycle();
+    while (!m.current.guestAgentConnected) await settled();
+  };
+  t.same(
+    {
+      agent: await outcome({ guestAgent: true, acpi: true }, agentConnects),
+      acpi: await outcome({ guestAgent: true, acpi: true }),
+      neither: await outcome({ guestAgent: false, acpi: false }),
+      paused: await outcome({ acpi: true }, async (m) => void (await m.pause())),
+    },
+    {
+      agent: { result: 'GuestAgent', reboots: ['agent'] },
+      acpi: { result: 'Acpi', reboots: ['acpi'] },
+      neither: { result: 'refused: cannot reboot: the guest agent is not connected and the VM has no ACPI', reboots: [] },
+      paused: { result: 'refused: cannot reboot: the VM is paused', reboots: [] },
+    },
+  );
+});
+
+t.test('once libvirtd has died, Kill, Shutdown and close end without asking libvirt, which can no longer answer', async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  await manager.sync(JSON.stringify(spec));
+  // As after libvirtd's SIGKILL: every call on the old connection fails.
+  const libvirtCalls: string[] = [];
+  for (const op of ['state', 'destroy', 'undefine', 'shutdownAcpi'] as const) {
+    libvirt[op] = async () => {
+      libvirtCalls.push(op);
+      throw new Error('invalid connection pointer in virConnectListAllDomains');
+    };
+  }
+  manager.libvirtdExited('libvirtd was killed by SIGKILL; QEMU went with it');
+  const outcome = {
+    kill: await manager.kill().catch((err: Error) => `refused: ${err.message}`),
+    shutdown: await manager.shutdown(30).catch((err: Error) => `refused: ${err.message}`),
+    close: await manager.close().then(
+      () => 'closed',
+      (err: Error) => `refused: ${err.message}`,
+    ),
+  };
+  t.match(
+    { ...outcome, libvirtCalls },
+    {
+      kill: { phase: 'Failed', reason: 'LibvirtdExited' },
+      shutdown: { phase: 'Failed', reason: 'LibvirtdExited' },
+      close: 'closed',
+      libvirtCalls: [],
+    },
+    'the VM stays Failed with the reason libvirtd died, and the launcher can exit cleanly',
+  );
 });

@@ -1,6 +1,5 @@
-// The launcher's logic: one VM, driven by the RPCs (through server.ts) and by
-// libvirt's lifecycle events. Mutating operations run one at a time; state is
-// re-derived from libvirt after every event and operation and published to
+// The launcher's logic: one VM, driven by the RPCs (through server.ts) and by libvirt's lifecycle events. Mutating
+// operations run one at a time; state is re-derived from libvirt after every event and operation and published to
 // watchers only when it changed.
 import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,14 +7,16 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
 import type { HostCaps } from '../vmm/probe/virtualization.js';
-import { domainUuidOf, VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
-import { SpecError, type SpecCauseReason } from '../vmm/errors.js';
+import { domainUuidOf, type VmSpec } from '../vmm/spec.js';
+import type { SpecError } from '../vmm/errors.js';
+import { parseSpec } from './spec-parse.js';
 import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
 import { PreconditionError } from './errors.js';
-import { guestExec, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+import type { AgentCall } from './guest-exec.js';
+import { guestAgent, type GuestAgent } from './guest-queries.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
@@ -23,6 +24,7 @@ import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } fr
 import { withDeadline } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
+import { VNC_SOCKET_NAME } from './qemu-sockets.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
@@ -43,6 +45,7 @@ export type DomainOps = Pick<
   | 'suspend'
   | 'resume'
   | 'reset'
+  | 'reboot'
   | 'shutdownAcpi'
   | 'destroy'
   | 'undefine'
@@ -66,6 +69,8 @@ export interface VmManagerOptions {
 }
 
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
+/** How softReboot reached the guest. */
+export type RebootMethod = 'GuestAgent' | 'Acpi';
 
 const ACTIVE = new Set(['running', 'blocked', 'paused', 'shutdown', 'pmsuspended', 'crashed']);
 /** How long libvirt gets to confirm a destroy with its Stopped event. */
@@ -73,10 +78,6 @@ const STOP_CONFIRM_MS = 15_000;
 export const DEFAULT_GRACE_PERIOD_S = 30;
 const KILL = Symbol('kill');
 const KILLED: Cause = { reason: 'Killed', message: 'destroyed on request' };
-
-function invalidSpec(path: string, reason: SpecCauseReason, message: string): SpecError {
-  return new SpecError([{ path, reason, message }]);
-}
 
 export class VmManager {
   private readonly ops = new OneAtATime();
@@ -92,6 +93,7 @@ export class VmManager {
   private starting = false;
   /** After close() the domain is gone on purpose; the last state stays the final one. */
   private closing = false;
+  private libvirtdGone = false; // and QEMU with it: no libvirt call can answer, and nothing is left to stop
   private state: VmState;
   private requestKill!: () => void;
   /** Resolved by the first kill(): a shutdown waiting out its grace period destroys at once instead. */
@@ -151,7 +153,7 @@ export class VmManager {
 
   /** Parse, validate, then create, update in place, or refuse. See SyncVm in launcher.proto. */
   async sync(specJson: string): Promise<{ action: SyncAction; state: VmState }> {
-    const spec = this.parseSpec(specJson);
+    const spec = parseSpec(specJson, this.o.uid, this.o.vmm);
     return this.ops.run(async () => {
       // One run per launcher: restarting a stopped VM is the agent's decision (restartPolicy, back-off), with a new launcher.
       if (this.spec && isTerminal(this.state.phase))
@@ -176,7 +178,7 @@ export class VmManager {
   /** ACPI power-off, destroy after the grace period, or at once when a Kill comes meanwhile. Resolves with the final state. */
   shutdown(gracePeriodS: number): Promise<VmState> {
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
+      if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
       await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
@@ -195,7 +197,7 @@ export class VmManager {
   kill(): Promise<VmState> {
     this.requestKill();
     return this.ops.run(async () => {
-      if (!ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
+      if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       return this.destroy(KILLED);
     });
   }
@@ -236,15 +238,27 @@ export class VmManager {
     return { write: (data) => serial.write(data), detach };
   }
 
-  async guestExec(req: GuestExecRequest): Promise<GuestExecResult> {
-    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.domainUuid);
-    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return guestExec((command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS), req);
+  /** The guest agent's commands and answers; each call fails FAILED_PRECONDITION unless the spec has an agent and the VM runs. */
+  readonly guest: GuestAgent = guestAgent(() => this.agentCall());
+
+  /**
+   * Reboots the guest as KubeVirt's soft reboot does: through the guest agent when it is connected, else by the
+   * ACPI power button, after which libvirt resets the domain instead of stopping it. The QEMU process stays.
+   */
+  softReboot(): Promise<RebootMethod> {
+    return this.ops.run(async () => {
+      if ((await this.requireActive('reboot')) === 'paused') throw new PreconditionError('cannot reboot: the VM is paused');
+      const method: RebootMethod | undefined = this.state.guestAgentConnected ? 'GuestAgent' : this.spec?.acpi ? 'Acpi' : undefined;
+      if (!method) throw new PreconditionError('cannot reboot: the guest agent is not connected and the VM has no ACPI', ['acpi']);
+      await this.o.driver.reboot(this.domainUuid, method === 'GuestAgent' ? 'agent' : 'acpi');
+      this.o.log.info({ method }, 'guest reboot requested');
+      return method;
+    });
   }
 
   /** libvirtd is gone, and QEMU with it: the state can no longer be asked for. */
   libvirtdExited(message: string): void {
+    this.libvirtdGone = true;
     this.serial?.close();
     this.publish({ phase: 'Failed', reason: 'LibvirtdExited', message, domainState: 'absent', qemuPid: 0 });
   }
@@ -252,39 +266,25 @@ export class VmManager {
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
-      if (ACTIVE.has(await this.o.driver.state(this.domainUuid)))
+      if (!this.libvirtdGone && ACTIVE.has(await this.o.driver.state(this.domainUuid)))
         await this.destroy({ reason: 'LauncherExiting', message: 'the launcher is exiting' });
       this.closing = true;
       // A refresh already past its closing check would read the domain undefined below.
       await this.refreshes.run(async () => {});
       this.agent.stop();
-      await this.o.driver.undefine(this.domainUuid);
+      if (!this.libvirtdGone) await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
       if (this.spec) await this.o.vmm.removeDisks(this.spec);
     });
   }
 
-  private parseSpec(specJson: string): VmSpec {
-    let spec: VmSpec;
-    try {
-      spec = JSON.parse(specJson) as VmSpec;
-    } catch (err) {
-      throw invalidSpec('', 'FieldValueInvalid', `spec_json is not JSON: ${(err as Error).message}`);
-    }
-    if (typeof spec !== 'object' || spec === null) throw invalidSpec('', 'FieldValueInvalid', 'spec_json must hold a JSON object');
-    if (spec.version !== VM_SPEC_VERSION) {
-      throw invalidSpec(
-        'version',
-        'FieldValueNotSupported',
-        `spec version ${String(spec.version)} is not supported; this launcher speaks ${VM_SPEC_VERSION}`,
-      );
-    }
-    if (spec.uid !== this.o.uid)
-      throw invalidSpec('uid', 'FieldValueInvalid', `this launcher runs VM ${this.o.uid}, not ${String(spec.uid)}`);
-    const invalid = this.o.vmm.validate(spec);
-    if (invalid) throw invalid;
-    return spec;
+  /** The guest agent, once the spec has one and the VM runs; FAILED_PRECONDITION otherwise. */
+  private async agentCall(): Promise<AgentCall> {
+    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
+    const s = await this.o.driver.state(this.domainUuid);
+    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
+    return (command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS);
   }
 
   private async requireActive(what: string): Promise<string> {
@@ -307,16 +307,17 @@ export class VmManager {
       await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
       await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
       await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
-      await rm(this.consoleSocketPath, { force: true });
+      const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
+      for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
       const runtime: DomainRuntime = {
         emulatorPath: this.o.emulatorPath,
         consoleSocketPath: this.consoleSocketPath,
         ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
+        ...(spec.vnc ? { vncSocketPath } : {}),
         disks: await this.o.vmm.prepareDisks(onHost),
       };
       const xml = this.o.vmm.buildDomainXml(onHost, runtime);
-      // Left behind by a crashed launcher, or by a failed start here under another system UUID
-      // (libvirt refuses a second domain of the same name).
+      // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
       await driver.undefine(this.domainUuid);
       await driver.undefine(uid);
       this.domainUuid = uid;

@@ -1,9 +1,6 @@
-// Waiting on signals with deadlines: a file appearing (inotify), a unix
-// socket accepting, a promise settling. No fixed sleeps.
-import { watch } from 'node:fs';
-import { access } from 'node:fs/promises';
+// Waiting with deadlines: a unix socket accepting (tried with back-off), a
+// promise settling. No fixed sleeps.
 import net from 'node:net';
-import path from 'node:path';
 import { TimeoutError } from './errors.js';
 
 /** Rejects with TimeoutError when `promise` has not settled within `timeoutMs`. */
@@ -19,26 +16,6 @@ export async function withDeadline<T>(promise: Promise<T>, timeoutMs: number, wh
   }
 }
 
-/** Resolves once `file` exists, woken by inotify on its directory. */
-export async function waitForFile(file: string, timeoutMs: number, abort?: Promise<never>): Promise<void> {
-  const dir = path.dirname(file);
-  const name = path.basename(file);
-  let watcher: ReturnType<typeof watch> | undefined;
-  const appeared = new Promise<void>((resolve, reject) => {
-    // Watch before checking, so a file created in between is not missed.
-    watcher = watch(dir, (_event, changed) => {
-      if (changed === name) access(file).then(resolve, () => {});
-    });
-    watcher.on('error', reject);
-    access(file).then(resolve, () => {});
-  });
-  try {
-    await withDeadline(abort ? Promise.race([appeared, abort]) : appeared, timeoutMs, `waiting for ${file}`);
-  } finally {
-    watcher?.close();
-  }
-}
-
 function tryConnect(socketPath: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const s = net.connect(socketPath);
@@ -51,21 +28,35 @@ function tryConnect(socketPath: string): Promise<void> {
 }
 
 /**
- * Resolves once `socketPath` accepts a connection. The file appearing is the
- * signal; a server binds before it listens, so ECONNREFUSED right after the
- * file appears is retried with a short backoff until the deadline.
+ * Resolves once `socketPath` accepts a connection, tried with a back-off from
+ * 5 ms doubling to 100 ms while it is missing or refuses. Not woken by inotify
+ * on its directory: libuv keeps a process's inotify instance open for good
+ * once it made one, and the kernel allows 128 per user by default, so one per
+ * launcher would cap a node near a hundred VMs (and starve dnsmasq and
+ * systemd of theirs).
  */
 export async function waitForUnixSocket(socketPath: string, timeoutMs: number, abort?: Promise<never>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  await waitForFile(socketPath, timeoutMs, abort);
-  for (let delayMs = 5; ; delayMs = Math.min(delayMs * 2, 100)) {
-    try {
-      await tryConnect(socketPath);
-      return;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ECONNREFUSED' || Date.now() + delayMs > deadline) throw err;
+  let stopped = false;
+  const poll = async (): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    for (let delayMs = 5; !stopped; delayMs = Math.min(delayMs * 2, 100)) {
+      try {
+        return await tryConnect(socketPath);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ECONNREFUSED' && code !== 'ENOENT') throw err;
+        if (Date.now() + delayMs > deadline)
+          throw new TimeoutError(`waiting for ${socketPath} to accept: no answer within ${timeoutMs} ms`);
+      }
+      await new Promise((r) => setTimeout(r, delayMs));
     }
-    await new Promise((r) => setTimeout(r, delayMs));
+  };
+  const polling = poll();
+  // When `abort` wins, the polling ends at its next turn; its outcome no longer matters.
+  polling.catch(() => undefined);
+  try {
+    await (abort ? Promise.race([polling, abort]) : polling);
+  } finally {
+    stopped = true;
   }
 }

@@ -281,7 +281,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         backend: kubeAuthBackend(clients),
         tls: { ...pair, clientCaPem },
         listPods: () => [...podController.pods()],
-        vms: createVmAccess(podController, launchers),
+        vms: createVmAccess(podController, launchers, network),
         sessionLimits: config.sessionLimits,
         streamingIdleTimeoutMs: config.streamingIdleTimeoutMs,
         log: rootLog,

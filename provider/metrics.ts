@@ -14,7 +14,14 @@ export interface AgentMetrics {
   vmsRunning: Gauge;
   /** Launcher processes started, by whether they came up and answered Info. */
   launcherStarts: Counter<'result'>;
-  /** Kubelet API streaming sessions (exec, attach, log follow) open, by endpoint. */
+  /**
+   * vkvm's own CPU for one VM start, in ms, observed when the VM runs: its
+   * launcher and helpers (libvirtd, virsh, namespace set-up, what they
+   * reaped) and the host commands of its network attach. QEMU and the guest
+   * are not in it, nor the agent's own work (process_cpu_seconds_total).
+   */
+  cpuMsPerVmStart: Histogram;
+  /** Kubelet API streaming sessions (exec, attach, log follow, port-forward, VNC) open, by endpoint. */
   streamingSessions: Gauge<'endpoint'>;
   /** Streaming sessions refused with 429, by the cap reached (node, user) and endpoint. */
   streamingSessionsRefused: Counter<'limit' | 'endpoint'>;
@@ -69,15 +76,21 @@ export function createAgentMetrics(): AgentMetrics {
       labelNames: ['result'] as const,
       registers,
     }),
+    cpuMsPerVmStart: new Histogram({
+      name: 'vkvm_cpu_ms_per_vm_start',
+      help: 'CPU milliseconds vkvm spent on one VM start besides QEMU: the launcher and its helpers until the VM ran, and the host commands of its network attach.',
+      buckets: [25, 50, 100, 150, 200, 300, 400, 600, 800, 1200, 2000, 5000],
+      registers,
+    }),
     streamingSessions: new Gauge({
       name: 'vkvm_streaming_sessions',
-      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log).',
+      help: 'Kubelet API streaming sessions open, by endpoint (exec, attach, log, portForward, vnc, vmi-console).',
       labelNames: ['endpoint'] as const,
       registers,
     }),
     streamingSessionsRefused: new Counter({
       name: 'vkvm_streaming_sessions_refused_total',
-      help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log).',
+      help: 'Kubelet API streaming sessions refused with 429, by the cap reached (node, user) and endpoint (exec, attach, log, portForward, vnc).',
       labelNames: ['limit', 'endpoint'] as const,
       registers,
     }),

@@ -129,6 +129,8 @@ export interface VmSpec {
   interfaces: InterfaceSpec[];
   /** Expose a QEMU guest agent channel. */
   guestAgent: boolean;
+  /** A VNC display: a VGA card whose screen is served on the launcher's VNC socket. Absent: none. */
+  vnc?: boolean;
   /** ACPI on; required for graceful shutdown. */
   acpi: boolean;
   /** The guest's real-time clock at boot; UTC when absent. */

@@ -17,9 +17,18 @@ export const LOADER_OPTIONS: protoLoader.Options = { keepCase: false, longs: Num
 
 type ClientConstructor = new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => grpc.Client;
 
+let loaded: { service: grpc.ServiceDefinition; Client: ClientConstructor } | undefined;
+
+/**
+ * The service and its client class, parsed once per process: the agent
+ * connects to every launcher, and parsing the .proto with its generated
+ * (de)serializers for each would cost CPU and memory per VM.
+ */
 export function loadLauncherService(): { service: grpc.ServiceDefinition; Client: ClientConstructor } {
+  if (loaded) return loaded;
   const def = protoLoader.loadSync(PROTO_PATH, LOADER_OPTIONS);
   const pkg = grpc.loadPackageDefinition(def) as unknown as { vkvm: { launcher: { v1: { Launcher: grpc.ServiceClientConstructor } } } };
   const Launcher = pkg.vkvm.launcher.v1.Launcher;
-  return { service: Launcher.service, Client: Launcher };
+  loaded = { service: Launcher.service, Client: Launcher };
+  return loaded;
 }

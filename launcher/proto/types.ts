@@ -3,7 +3,7 @@
 // mapping between the wire VmState and the launcher's own.
 import type { DomainStateName } from '../domain-driver.js';
 import type { GuestOsInfo, Phase, VmState } from '../state.js';
-import type { SyncAction } from '../vm-manager.js';
+import type { RebootMethod, SyncAction } from '../vm-manager.js';
 
 export type WirePhase = `VM_PHASE_${'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'PAUSED' | 'SUCCEEDED' | 'FAILED'}`;
 export type WireDomainState = `DOMAIN_STATE_${Uppercase<DomainStateName> | 'UNSPECIFIED'}`;
@@ -56,6 +56,28 @@ export interface GuestExecResponse {
   stderr: Buffer;
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+}
+export interface ListGuestUsersResponse {
+  users: Array<{ name: string; domain: string; loginTimeS: number }>;
+}
+export interface ListGuestFilesystemsResponse {
+  filesystems: Array<{
+    diskName: string;
+    mountPoint: string;
+    type: string;
+    usedBytes: number;
+    totalBytes: number;
+    disks: Array<{ busType: string; serial: string }>;
+  }>;
+}
+export interface GetGuestAgentInfoResponse {
+  agentVersion: string;
+  supportedCommands: Array<{ name: string; enabled: boolean }>;
+  hostname: string;
+  timezone: string;
+}
+export interface SoftRebootResponse {
+  method: RebootMethod;
 }
 export type Empty = Record<string, never>;
 

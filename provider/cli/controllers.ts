@@ -8,20 +8,30 @@ import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
+import { defaultRouteAddress } from '../node/default-address.js';
+import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi } from '../subresources/start.js';
 
 export const CONTROLLERS_HELP = `Usage: vkvm controllers [--kubeconfig FILE] [flags]
 
 Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
-node, which alone may read it. Also approves the kubelet-serving CSRs of nodes
-(vkvm join) whose names and addresses check out, and denies the rest. Any
-number may run; the one holding the Lease kube-system/vkvm-controllers acts.
-Runs in the foreground until SIGINT/SIGTERM. Needs the vkvm:controllers
+node, which alone may read it. Serves KubeVirt's subresource API (virtctl
+start, stop, console, …) as the APIService v1.subresources.kubevirt.io. Also
+approves the kubelet-serving CSRs of nodes (vkvm join) whose names and
+addresses check out, and denies the rest. Any number may run; the one holding
+the Lease kube-system/vkvm-controllers acts. Runs in the foreground until
+SIGINT/SIGTERM. Needs the vkvm:controllers
 ClusterRole (deploy/rbac.yaml) bound to its identity.
 
   --kubeconfig FILE    kubeconfig of the cluster (default: $KUBECONFIG)
   --identity NAME      lease holder identity (default <hostname>_<pid>)
+  --subresources-address IP
+                       where KubeVirt's subresource API (virtctl) listens, an
+                       address the kube-apiserver reaches (default: this
+                       host's default-route address)
+  --subresources-port PORT
+                       its port (default 8443; 0 picks a free one)
   --log-level LEVEL    trace, debug, info (default), warn, error
   -h, --help           show this help
 
@@ -33,6 +43,8 @@ export async function controllersCommand(argv: string[]): Promise<number> {
     options: {
       kubeconfig: { type: 'string' },
       identity: { type: 'string' },
+      'subresources-address': { type: 'string' },
+      'subresources-port': { type: 'string', default: String(DEFAULT_SUBRESOURCES_PORT) },
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h' },
       ...APPROVER_OPTIONS,
@@ -49,14 +61,23 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   const log = createRootLogger(values['log-level']);
   if (!servingCsr.nodeIpRanges.length)
     log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
-  const controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), {
+  const clients = makeClients(loadKubeConfig(kubeconfig));
+  const address = values['subresources-address'] ?? (await defaultRouteAddress());
+  if (!address) throw new ConfigError('--subresources-address', 'the host has no default route: give --subresources-address');
+  const subresources = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), {
+    address,
+    port: parsePort('--subresources-port', values['subresources-port']),
+  });
+  const controllers = startControllers(clients, log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
     servingCsr,
+    onLeading: () => subresources.register(),
   });
   log.info('controllers running; waiting for leadership');
   await onShutdownSignal(async () => {
     log.info('shutting down');
     await controllers.stop();
+    await subresources.close();
   });
   return 0;
 }

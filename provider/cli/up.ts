@@ -23,6 +23,8 @@ import { localNodeRanges } from '../controllers/serving-policy.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 import { ImageStore } from '../images/store.js';
 import { publishTestGuest } from '../images/test-guest-images.js';
+import { defaultRouteAddress } from '../node/default-address.js';
+import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -46,6 +48,9 @@ killed, the control plane and the VMs die with it.
                     where the local control plane listens (default
                     127.0.0.1, this host only); give an address other hosts
                     reach to let them \`vkvm join\` it
+  --subresources-port PORT
+                    port of KubeVirt's subresource API (virtctl), on the
+                    node's InternalIP (default 8443; 0 picks a free one)
 
 ${AGENT_HELP}
 ${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
@@ -102,7 +107,12 @@ async function importTestGuest(imageStoreDir: string, log: Logger): Promise<void
   log.info({ images: imported.map((r) => r.reference), ms: Math.round(performance.now() - t0) }, 'test guest images imported');
 }
 
-const UP_OPTIONS = { ...AGENT_OPTIONS, ...APPROVER_OPTIONS, 'control-plane-address': { type: 'string' } } as const;
+const UP_OPTIONS = {
+  ...AGENT_OPTIONS,
+  ...APPROVER_OPTIONS,
+  'control-plane-address': { type: 'string' },
+  'subresources-port': { type: 'string' },
+} as const;
 
 /** Where the local control plane listens: loopback unless hosts elsewhere are to join it. */
 function controlPlaneAddress(value: string | undefined, kubeconfig: string | undefined): string {
@@ -114,10 +124,17 @@ function controlPlaneAddress(value: string | undefined, kubeconfig: string | und
 
 async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promise<number> {
   const { values: flags } = parseArgs({ args: argv, options: UP_OPTIONS, strict: true });
-  const { 'control-plane-address': addressFlag, 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern, ...values } = flags;
+  const {
+    'control-plane-address': addressFlag,
+    'subresources-port': subresourcesPort,
+    'node-ip-ranges': ranges,
+    'node-dns-pattern': dnsPattern,
+    ...values
+  } = flags;
   const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () =>
     localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
   );
+  const subresourcesListenPort = parsePort('--subresources-port', subresourcesPort ?? String(DEFAULT_SUBRESOURCES_PORT));
   const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
@@ -139,11 +156,13 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let cluster: RunningCluster | undefined;
   let agent: RunningAgent | undefined;
   let controllers: RunningControllers | undefined;
+  let subresources: RunningSubresourceApi | undefined;
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
     // Controllers first: nothing creates VMIs or launcher pods while the agent stops its VMs.
     await controllers?.stop();
+    await subresources?.close();
     await agent?.stop({ stopVms: true });
     await cluster?.stop();
   };
@@ -162,7 +181,14 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     shutdown.throwIfAborted();
     await installClusterManifests(kubeconfig);
     shutdown.throwIfAborted();
-    controllers = startControllers(makeClients(loadKubeConfig(kubeconfig)), log.child({ component: 'controllers' }), { servingCsr });
+    const clients = makeClients(loadKubeConfig(kubeconfig));
+    // On this host, at the node's address: the kube-apiserver dials it as it dials the kubelet.
+    const address = config.internalIP ?? (await defaultRouteAddress());
+    if (!address)
+      throw new ConfigError('--internal-ip', 'the host has no default route; give the address the control plane reaches this host at');
+    const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
+    subresources = api;
+    controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
     await importTestGuest(config.imageStoreDir, log);
     shutdown.throwIfAborted();
     agent = await startAgent(config, log);

@@ -32,6 +32,12 @@ export interface ControllersOptions {
   workers?: number;
   /** What node serving certificates may hold; default: no IP SAN, no DNS SAN but the node name. */
   servingCsr?: ServingCsrPolicy;
+  /**
+   * Run at the start of each leadership term, retried with back-off until it
+   * succeeds or the term ends: points the subresource API's registration at
+   * this process.
+   */
+  onLeading?: () => Promise<void>;
 }
 
 export const CONTROLLERS_LEASE = { name: 'vkvm-controllers', namespace: 'kube-system' } as const;
@@ -111,6 +117,19 @@ class ControllerTerm {
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
+  /** Runs `step` until it succeeds or this term stops, backing off (with jitter) up to 30 s. */
+  async retryWhileLeading(step: () => Promise<void>, log: Logger): Promise<void> {
+    for (let delayMs = 1000; !this.stopped; delayMs = Math.min(delayMs * 2, 30_000)) {
+      try {
+        await step();
+        return;
+      } catch (err) {
+        log.warn({ err, retryInMs: delayMs }, 'leader start-up step failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, delayMs * (0.5 + Math.random() / 2)).unref());
+      }
+    }
+  }
+
   /** Syncs the caches, then starts both queues; does nothing more if stopped meanwhile. */
   async start(): Promise<void> {
     // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
@@ -154,6 +173,8 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.
         void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));
+        const onLeading = opts.onLeading;
+        if (onLeading) void t.retryWhileLeading(onLeading, log);
         log.info('VM and VMI controllers and the serving CSR approver started');
       }),
     onStoppedLeading: () =>

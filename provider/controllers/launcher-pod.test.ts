@@ -2,7 +2,7 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { V1Node } from '@kubernetes/client-node';
 import { launcherAccelerator, launcherMemoryRequestMiB, launcherPodFor, launcherPodOf, vmiCompute } from './launcher-pod.js';
-import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from '../../launcher/agent-api.js';
+import { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from '../../launcher/agent-api.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 
 const vmi = (spec: Partial<VirtualMachineInstance['spec']> = {}): VirtualMachineInstance => ({
@@ -69,7 +69,9 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
           {
             name: 'compute',
             image: 'quay.io/containerdisks/fedora:40',
-            resources: { requests: { memory: `${1024 + 16 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi`, cpu: '500m' } },
+            resources: {
+              requests: { memory: `${1024 + 16 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + GRAPHICS_OVERHEAD_MIB}Mi`, cpu: '500m' },
+            },
           },
         ],
       },
@@ -85,7 +87,12 @@ t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) 
     tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
     terminationGracePeriodSeconds: 30,
     containers: [
-      { image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi` } } },
+      {
+        image: 'vkvm/vmi',
+        resources: {
+          requests: { cpu: '100m', memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + GRAPHICS_OVERHEAD_MIB}Mi` },
+        },
+      },
     ],
   });
   t.notOk(pod.spec?.affinity, 'no affinity unless the VMI has one');
@@ -149,7 +156,7 @@ t.test('sized for TCG when a schedulable node the VMI may land on runs VMs under
     'KVM only nodes, a TCG node, a nodeSelector that excludes it, an unschedulable one, none',
   );
   t.match(launcherPodFor(vmi(), 'tcg').spec?.containers?.[0]?.resources?.requests, {
-    memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + TCG_OVERHEAD_MIB}Mi`,
+    memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + TCG_OVERHEAD_MIB + GRAPHICS_OVERHEAD_MIB}Mi`,
   });
 });
 
@@ -171,7 +178,15 @@ t.test('guest memory and vCPUs are read as translate.ts reads them', async (t) =
   );
   t.equal(
     launcherMemoryRequestMiB(vmi({ domain: { cpu: { cores: 4 }, resources: { requests: { memory: '1Gi' } } } }), 'kvm'),
-    1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB,
+    1024 + 16 + FIXED_OVERHEAD_MIB + 4 * PER_VCPU_OVERHEAD_MIB + GRAPHICS_OVERHEAD_MIB,
+  );
+  t.equal(
+    launcherMemoryRequestMiB(
+      vmi({ domain: { devices: { autoattachGraphicsDevice: false }, resources: { requests: { memory: '1Gi' } } } }),
+      'kvm',
+    ),
+    1024 + 16 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB,
+    'no display, no video memory',
   );
 });
 

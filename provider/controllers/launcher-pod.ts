@@ -53,7 +53,8 @@ export function vmiCompute(vmi: VirtualMachineInstance): { memoryMiB: number; vc
  */
 export function launcherMemoryRequestMiB(vmi: VirtualMachineInstance, accelerator: Accelerator): number {
   const { memoryMiB, vcpus } = vmiCompute(vmi);
-  return memoryLimitMiB({ memoryMiB, cpu: { sockets: vcpus, cores: 1, threads: 1 } }, accelerator);
+  const vnc = vmi.spec.domain?.devices?.autoattachGraphicsDevice !== false;
+  return memoryLimitMiB({ memoryMiB, cpu: { sockets: vcpus, cores: 1, threads: 1 }, vnc }, accelerator);
 }
 
 /**

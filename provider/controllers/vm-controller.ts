@@ -15,7 +15,7 @@ import { WrittenVersions } from './written-versions.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
 import { statusPatch } from '../kube/status-patch.js';
 import { KUBEVIRT_API_VERSION, VM_PLURAL, type VirtualMachine, type VirtualMachineInstance } from '../kubevirt/types.js';
-import { desiredVmi, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
+import { desiredVmi, haltedStartSpec, nextStartFailure, startBackoffRemainingMs } from './vm-status.js';
 import { controlledBy, nextVmStatus, unsupportedVmFields, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
 import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VmiAction } from './vm-status.js';
@@ -102,6 +102,13 @@ export class VmController {
     const log = this.o.log.child({ vm: key, uid: vm.metadata.uid });
     const cached = this.o.vmis.get(key);
     const vmi = cached && controlledBy(cached, vm) ? cached : undefined;
+    const started = haltedStartSpec(vm, vmi);
+    if (started) {
+      // The VM's own watch event brings it back here with the new strategy and the request still pending.
+      await this.o.kubevirt.patch(VM_PLURAL, vm.metadata.namespace ?? 'default', vm.metadata.name!, { spec: started });
+      log.info({ spec: started }, 'start request on a Halted VM: set it to run');
+      return;
+    }
     const now = this.now();
     const jitter = this.random();
     const createPending = this.createPending(key, vmi, now.getTime());

@@ -140,6 +140,7 @@ export function desiredVmi(vm: VirtualMachine, vmi: VirtualMachineInstance | und
       if (vmi) return hasStopRequestFor(vm, vmi) ? stop() : 'keep';
       return hasStartRequest(vm) ? 'create' : 'keep';
     case 'Halted':
+      // A Start request (virtctl start --paused) switches the VM to Always first: see haltedStartSpec.
       return stop();
     case 'Once':
       return vmi ? 'keep' : 'create';
@@ -269,4 +270,18 @@ export function deriveVmStatus(i: VmStatusInput): Pick<VirtualMachineStatus, 'pr
     ready: Boolean(i.vmi) && vmiCondition(i.vmi, 'Ready', 'True'),
     ...(strategy ? { runStrategy: strategy } : {}),
   };
+}
+
+/**
+ * The spec patch that starts a Halted VM holding a Start request (virtctl
+ * start --paused sends one instead of changing the spec, so the request's
+ * data reaches the VMI): KubeVirt's VM controller sets runStrategy Always, or
+ * running true on a VM that uses running. Undefined when there is nothing to do.
+ */
+export function haltedStartSpec(
+  vm: VirtualMachine,
+  vmi: VirtualMachineInstance | undefined,
+): { runStrategy: 'Always' } | { running: true } | undefined {
+  if (isDeleting(vm) || vmi || runStrategyOf(vm) !== 'Halted' || !hasStartRequest(vm)) return undefined;
+  return vm.spec.running != null ? { running: true } : { runStrategy: 'Always' };
 }

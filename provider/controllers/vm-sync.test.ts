@@ -91,6 +91,11 @@ t.test('state-change requests: added on a RerunOnFailure delete, consumed by cre
     'Stop stays while its VMI goes',
   );
   t.same(nextStateChangeRequests(stopping, undefined, 'keep', { ok: true }), [{ action: 'Start' }], 'and is dropped once it is gone');
+  t.equal(
+    nextStateChangeRequests(stopping, undefined, 'create', { ok: true }),
+    undefined,
+    'a restart served in one sync (old VMI gone, new one created) leaves no Start behind for a later stop to trip over',
+  );
 });
 
 t.test('VM status after a sync', async (t) => {

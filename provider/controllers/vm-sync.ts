@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { removeCondition, setCondition, findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import { SUPPORTED_VM_SPEC } from '../kubevirt/supported-fields.js';
-import { KUBEVIRT_API_VERSION } from '../kubevirt/types.js';
+import { KUBEVIRT_API_VERSION, PAUSED_ANNOTATION } from '../kubevirt/types.js';
 import type {
   Condition,
   VirtualMachine,
@@ -36,13 +36,24 @@ export function firmwareUuid(name: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-/** The VMI a VM starts: its template, named after the VM and controlled by it. */
+/** The first state-change request starts the VM paused (virtctl start --paused: data paused=true). */
+export function hasStartPausedRequest(vm: VirtualMachine): boolean {
+  const request = vm.status?.stateChangeRequests?.[0];
+  return request?.action === 'Start' && request.data?.paused === 'true';
+}
+
+/**
+ * The VMI a VM starts: its template, named after the VM and controlled by it.
+ * A paused start marks it with the paused annotation (KubeVirt sets
+ * startStrategy Paused), which the node applies as soon as the VM runs.
+ */
 export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
   const name = vm.metadata.name!;
   const template = vm.spec.template;
   const spec = structuredClone(template.spec);
   spec.domain ??= {};
   if (!spec.domain.firmware?.uuid) spec.domain.firmware = { ...(spec.domain.firmware ?? {}), uuid: firmwareUuid(name) };
+  const annotations = { ...(template.metadata?.annotations ?? {}), ...(hasStartPausedRequest(vm) ? { [PAUSED_ANNOTATION]: 'true' } : {}) };
   return {
     apiVersion: KUBEVIRT_API_VERSION,
     kind: 'VirtualMachineInstance',
@@ -50,7 +61,7 @@ export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
       name,
       namespace: vm.metadata.namespace ?? 'default',
       labels: { ...(template.metadata?.labels ?? {}), [VM_LABEL]: name },
-      ...(template.metadata?.annotations ? { annotations: { ...template.metadata.annotations } } : {}),
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
       ownerReferences: [
         {
           apiVersion: KUBEVIRT_API_VERSION,
@@ -104,9 +115,10 @@ export function nextStateChangeRequests(
   if (outcome.ok && action === 'delete' && vmi && restartsAfterDelete(vm, vmi) && !requests.some((r) => r.action === 'Start')) {
     requests.push({ action: 'Start' });
   }
-  if (outcome.ok && action === 'create' && requests[0]?.action === 'Start') requests.shift();
+  // A Stop whose VMI is gone has been served; dropped first, so that a create in the same sync consumes the Start behind it (restart).
   const first = requests[0];
   if (first?.action === 'Stop' && action !== 'delete' && (!vmi || first.uid !== vmi.metadata.uid)) requests.shift();
+  if (outcome.ok && action === 'create' && requests[0]?.action === 'Start') requests.shift();
   return requests.length > 0 ? requests : undefined;
 }
 

@@ -1,6 +1,7 @@
 // Authenticates and authorizes every kubelet API request, as the kubelet does:
 // a client certificate verified against the cluster CA, else a bearer token
-// via TokenReview; then a SubjectAccessReview on nodes/<subresource>.
+// via TokenReview; then a SubjectAccessReview on nodes/<subresource>, or on
+// the resource a route names (authorizeAs: a VMI's console).
 // There is no anonymous or allow-all mode. Upgrade requests (exec, attach)
 // pass through this same hook: upgrade.ts routes them through fastify.
 import type { TLSSocket } from 'node:tls';
@@ -21,28 +22,47 @@ export interface NodeAttributes {
   subresource: 'proxy' | 'log' | 'stats' | 'metrics' | 'spec' | 'checkpoint';
 }
 
+/** A SubjectAccessReview's resourceAttributes. */
+export interface ResourceAttributes {
+  verb: string;
+  group?: string;
+  resource: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}
+
 /** The two API calls auth needs; the real ones come from the Kubernetes client. */
 export interface AuthBackend {
   reviewToken(token: string): Promise<UserInfo | null>;
-  authorize(user: UserInfo, attrs: NodeAttributes & { nodeName: string }): Promise<{ allowed: boolean; reason?: string }>;
+  authorize(user: UserInfo, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason?: string }>;
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     user?: UserInfo;
   }
+  interface FastifyContextConfig {
+    /**
+     * Authorizes the route's requests as these attributes instead of a node
+     * subresource: for endpoints that act on one namespaced object (a VMI's
+     * console), so the caller needs the same grant wherever it calls from.
+     */
+    authorizeAs?: (params: Record<string, string>, method: string) => ResourceAttributes;
+  }
 }
 
 /**
  * The kubelet's mapping of URL paths to node subresources. The verb follows
- * the method, except on the endpoints that run commands or reach a console or
- * port: those are create whatever the method, since WebSocket clients must
- * use GET and `get nodes/proxy` is no grant to run anything.
+ * the method, except on the endpoints that run commands or reach a console,
+ * port or display (vkvm's /vnc): those are create whatever the method, since
+ * WebSocket clients must use GET and `get nodes/proxy` is no grant to run
+ * anything.
  */
 export function nodeAttributes(method: string, path: string): NodeAttributes {
   const verbs: Record<string, string> = { GET: 'get', HEAD: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
   const under = (p: string) => path === p || path.startsWith(p + '/');
-  const streaming = ['/exec', '/attach', '/portForward', '/run'].some(under);
+  const streaming = ['/exec', '/attach', '/portForward', '/run', '/vnc'].some(under);
   const verb = streaming ? 'create' : (verbs[method] ?? method.toLowerCase());
   const subresource: NodeAttributes['subresource'] = under('/stats')
     ? 'stats'
@@ -77,7 +97,7 @@ function userFromCertificate(req: FastifyRequest): UserInfo | null | 'invalid' {
  * but not a uid, groups or extra never share a decision. Object keys are
  * sorted: one user's extra is one key whatever order a TokenReview lists it in.
  */
-function decisionKey(user: UserInfo, review: NodeAttributes & { nodeName: string }): string {
+function decisionKey(user: UserInfo, review: ResourceAttributes): string {
   return JSON.stringify({ user, review }, (_key, value: unknown) =>
     value !== null && typeof value === 'object' && !Array.isArray(value)
       ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
@@ -120,8 +140,10 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
       }
     }
     if (!user) throw new UnauthorizedError();
-    const attrs = nodeAttributes(req.method, path);
-    const review = { ...attrs, nodeName: opts.nodeName };
+    const authorizeAs = req.routeOptions.config.authorizeAs;
+    const review: ResourceAttributes = authorizeAs
+      ? authorizeAs(req.params as Record<string, string>, req.method)
+      : { ...nodeAttributes(req.method, path), resource: 'nodes', name: opts.nodeName };
     const key = decisionKey(user, review);
     let decision = decisions.get(key);
     if (!decision) {
@@ -129,8 +151,9 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
       decisions.set(key, decision, { ttl: decision.allowed ? 5 * 60_000 : 30_000 });
     }
     if (!decision.allowed) {
+      const where = review.namespace ? `, namespace=${review.namespace}` : '';
       throw new ForbiddenError(
-        `Forbidden (user=${user.username}, verb=${attrs.verb}, resource=nodes, subresource=${attrs.subresource})${decision.reason ? `: ${decision.reason}` : ''}`,
+        `Forbidden (user=${user.username}, verb=${review.verb}, resource=${review.resource}, subresource=${review.subresource ?? ''}${where})${decision.reason ? `: ${decision.reason}` : ''}`,
       );
     }
     req.user = user;

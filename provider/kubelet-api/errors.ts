@@ -40,6 +40,22 @@ export class BadRequestError extends HttpError {
   }
 }
 
+/** The request does not fit the object's current state (a guest agent that is not connected). */
+export class ConflictError extends HttpError {
+  readonly kind = 'Conflict';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(409, message, options);
+  }
+}
+
+/** A dependency is not ready; the same request can succeed later (a guest agent that does not answer). */
+export class UnavailableError extends HttpError {
+  readonly kind = 'Unavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(503, message, options);
+  }
+}
+
 export function errorHandler(err: FastifyError | HttpError | Error, req: FastifyRequest, reply: FastifyReply): void {
   if (err instanceof SessionLimitError) {
     req.log.debug({ err: err.message, limit: err.limit }, 'streaming session refused');
@@ -58,11 +74,13 @@ export function errorHandler(err: FastifyError | HttpError | Error, req: Fastify
     return;
   }
   const fastifyCode = (err as FastifyError).statusCode;
-  const status = err instanceof HttpError ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
-  if (status >= 500) req.log.error({ err }, 'kubelet API request failed');
+  // An HttpError is an answer the API chose (a 503 included); anything else that fails is a 500 without details.
+  const chosen = err instanceof HttpError;
+  const status = chosen ? err.statusCode : typeof fastifyCode === 'number' && fastifyCode < 500 ? fastifyCode : 500;
+  if (!chosen && status >= 500) req.log.error({ err }, 'kubelet API request failed');
   else req.log.debug({ err: err.message, status }, 'kubelet API request rejected');
   void reply
     .code(status)
     .type('text/plain; charset=utf-8')
-    .send(status >= 500 ? 'Internal Server Error' : err.message);
+    .send(chosen || status < 500 ? err.message : 'Internal Server Error');
 }

@@ -22,7 +22,7 @@ export function kubeAuthBackend(clients: KubeClients): AuthBackend {
             uid: user.uid,
             groups: user.groups,
             extra: user.extra,
-            resourceAttributes: { verb: attrs.verb, resource: 'nodes', subresource: attrs.subresource, name: attrs.nodeName },
+            resourceAttributes: attrs,
           },
         },
       });

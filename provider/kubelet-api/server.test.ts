@@ -12,8 +12,8 @@ function fakeBackend(tokens: Record<string, UserInfo>, allowed: (u: UserInfo, su
       return tokens[token] ?? null;
     },
     async authorize(user, attrs) {
-      calls.sars.push(`${user.username} ${attrs.verb} nodes/${attrs.subresource} ${attrs.nodeName}`);
-      return allowed(user, attrs.subresource) ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
+      calls.sars.push(`${user.username} ${attrs.verb} nodes/${attrs.subresource} ${attrs.name}`);
+      return allowed(user, attrs.subresource ?? '') ? { allowed: true } : { allowed: false, reason: 'no RBAC rule' };
     },
   };
   return { backend, calls };
@@ -67,11 +67,11 @@ t.test('paths map to node subresources as the kubelet maps them', async (t) => {
     ['stats', 'metrics', 'metrics', 'log', 'proxy', 'proxy', 'proxy'],
   );
   t.same(
-    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /containerLogs/a/b/c'].map(
+    ['POST /exec/a/b/c', 'GET /exec/a/b/c', 'GET /attach/a/b/c', 'GET /portForward/a/b', 'GET /vnc/a/b', 'GET /containerLogs/a/b/c'].map(
       (r) => nodeAttributes(r.split(' ')[0]!, r.split(' ')[1]!).verb,
     ),
-    ['create', 'create', 'create', 'get'],
-    'exec and attach are create whatever the method (WebSocket clients use GET)',
+    ['create', 'create', 'create', 'create', 'create', 'get'],
+    'exec, attach, port-forward and VNC are create whatever the method (WebSocket clients use GET)',
   );
 });
 

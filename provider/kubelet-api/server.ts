@@ -13,6 +13,10 @@ import type { VmAccess } from './vm-access.js';
 import { routeUpgradesThroughFastify } from './upgrade.js';
 import { logRoutes } from './routes/logs.js';
 import { execAttachRoutes } from './routes/exec-attach.js';
+import { portForwardRoutes } from './routes/port-forward.js';
+import { vncRoutes } from './routes/vnc.js';
+import { vmiSubresourceRoutes } from './routes/vmi-subresources.js';
+import { vmiPortForwardRoutes } from './routes/vmi-port-forward.js';
 import { DEFAULT_SESSION_LIMITS, SessionLimiter, type SessionLimits } from './session-limiter.js';
 import { DEFAULT_IDLE_TIMEOUT_MS } from './streaming/idle-timer.js';
 
@@ -36,9 +40,9 @@ export interface KubeletApiOptions {
   nodeStats?: NodeStatsSource;
   /** The agent's own metrics, served on /metrics and counting streaming sessions; default: agentMetrics. */
   metrics?: AgentMetrics;
-  /** Caps on concurrent exec, attach and log follow sessions; default DEFAULT_SESSION_LIMITS. */
+  /** Caps on concurrent exec, attach, log follow, port-forward and VNC sessions; default DEFAULT_SESSION_LIMITS. */
   sessionLimits?: SessionLimits;
-  /** A console session without traffic for this long is closed; default the kubelet's 4 h. */
+  /** A console, port-forward or VNC session without traffic for this long is closed; default the kubelet's 4 h. */
   streamingIdleTimeoutMs?: number;
 }
 
@@ -73,12 +77,18 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     listVmUsage: vms ? () => vms.listVmUsage() : async () => [],
     registry: metrics.registry,
   });
-  // Without VMs there are no logs or consoles to reach: those paths are 404s.
+  // Without VMs there are no logs, consoles, ports or displays to reach: those paths are 404s.
   if (vms) {
     // One limiter for both route groups: the caps count every kind of session together.
     const sessions = new SessionLimiter(opts.sessionLimits ?? DEFAULT_SESSION_LIMITS, opts.nodeName, metrics);
     await app.register(logRoutes, { vms, sessions });
-    await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs: opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS });
+    const idleTimeoutMs = opts.streamingIdleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs });
+    await app.register(portForwardRoutes, { vms, sessions, idleTimeoutMs });
+    await app.register(vncRoutes, { vms, sessions, idleTimeoutMs });
+    // No session cap: a VMI has one console at a time (a new one displaces the old).
+    await app.register(vmiSubresourceRoutes, { vms, sessions: metrics.streamingSessions });
+    await app.register(vmiPortForwardRoutes, { vms, sessions });
   }
   return app;
 }

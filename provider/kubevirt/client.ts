@@ -3,7 +3,7 @@
 // custom-objects API stays in this file.
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { mergePatch } from '../kube/client.js';
+import { jsonPatch, mergePatch } from '../kube/client.js';
 import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL, type VirtualMachine, type VirtualMachineInstance } from './types.js';
 
 export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
@@ -18,6 +18,8 @@ export interface KubevirtList<T> {
   metadata?: { resourceVersion?: string };
   items: T[];
 }
+
+export type JsonPatchOp = { op: 'add' | 'replace' | 'test'; path: string; value: unknown } | { op: 'remove'; path: string };
 
 export class KubevirtApi {
   private readonly api: CustomObjectsApi;
@@ -65,6 +67,42 @@ export class KubevirtApi {
       name,
       body: { preconditions: { uid } },
     });
+  }
+
+  getVm(namespace: string, name: string): Promise<VirtualMachine> {
+    return this.api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VM_PLURAL,
+      name,
+    }) as Promise<VirtualMachine>;
+  }
+
+  getVmi(namespace: string, name: string): Promise<VirtualMachineInstance> {
+    return this.api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMI_PLURAL,
+      name,
+    }) as Promise<VirtualMachineInstance>;
+  }
+
+  /** A merge patch of the object (spec, metadata); `dryRun` validates without persisting. */
+  async patch(plural: KubevirtPlural, namespace: string, name: string, body: Record<string, unknown>, dryRun = false): Promise<void> {
+    await this.api.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace, plural, name, body, ...(dryRun ? { dryRun: 'All' } : {}) },
+      mergePatch,
+    );
+  }
+
+  /** A JSON patch (RFC 6902, `test` operations included) of the status subresource. */
+  async jsonPatchStatus(plural: KubevirtPlural, namespace: string, name: string, ops: JsonPatchOp[], dryRun = false): Promise<void> {
+    await this.api.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, namespace, plural, name, body: ops, ...(dryRun ? { dryRun: 'All' } : {}) },
+      jsonPatch,
+    );
   }
 
   /**

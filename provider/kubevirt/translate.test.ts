@@ -136,12 +136,33 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
         ],
         interfaces: [{ name: 'default', binding: 'masquerade', mac: '52:54:00:05:c0:8b' }],
         guestAgent: true,
+        vnc: true,
         acpi: true,
         labels: { 'vkvm.io/namespace': 'default', 'vkvm.io/vmi': 'testvm', 'vkvm.io/vm': 'testvm' },
       },
       unsupported: [],
     },
     'containerDisk is a registry image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
+  );
+});
+
+t.test('a VNC display unless autoattachGraphicsDevice is false, as KubeVirt decides', async (t) => {
+  const display = (value: boolean | undefined) =>
+    ok(
+      translateVmi(
+        smokeWith((v) => {
+          if (value !== undefined) v.spec.domain.devices!.autoattachGraphicsDevice = value;
+        }),
+        ctx(),
+      ),
+    );
+  t.same(
+    [undefined, true, false].map((v) => ({ vnc: display(v).spec.vnc, unsupported: display(v).unsupported })),
+    [
+      { vnc: true, unsupported: [] },
+      { vnc: true, unsupported: [] },
+      { vnc: false, unsupported: [] },
+    ],
   );
 });
 
@@ -431,7 +452,6 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     const d = v.spec.domain;
     d.cpu = { cores: 2, dedicatedCpuPlacement: false, features: [] } as never; // asking for nothing is not reported
     (d.devices as Record<string, unknown>).gpus = [{ name: 'gpu1', deviceName: 'nvidia.com/TU104GL' }];
-    (d.devices as Record<string, unknown>).autoattachGraphicsDevice = true;
     d.features = { smm: {} };
     d.clock = { utc: {}, timer: { hpet: { present: false } } } as never;
     (d.devices!.disks![1] as unknown as Record<string, unknown>).cache = 'writeback';
@@ -450,7 +470,6 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     'spec.volumes[3].dataVolume',
     'spec.evictionStrategy',
     'spec.domain.features.smm',
-    'spec.domain.devices.autoattachGraphicsDevice',
   ]);
   t.same(
     {

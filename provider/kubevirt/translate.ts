@@ -219,7 +219,6 @@ function unsupportedOf(vmi: VirtualMachineInstance, d: Draft): string[] {
   const devices = vmi.spec.domain?.devices ?? {};
   const byValue = [...d.unsupported];
   if (devices.autoattachSerialConsole === false) byValue.push('spec.domain.devices.autoattachSerialConsole'); // always attached
-  if (devices.autoattachGraphicsDevice === true) byValue.push('spec.domain.devices.autoattachGraphicsDevice'); // no VNC
   if (devices.autoattachMemBalloon === true) byValue.push('spec.domain.devices.autoattachMemBalloon');
   if (vmi.spec.domain?.features?.apic?.enabled === false) byValue.push('spec.domain.features.apic'); // always on
   return [...new Set([...unsupportedFields(vmi.spec, SUPPORTED_VMI_SPEC, 'spec'), ...byValue])];
@@ -288,6 +287,8 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
     disks: d.disks,
     interfaces: d.interfaces,
     guestAgent: true,
+    // KubeVirt's default: a display unless autoattachGraphicsDevice is false.
+    vnc: devices.autoattachGraphicsDevice !== false,
     acpi: domain.features?.acpi?.enabled !== false,
     labels: { [LABEL.namespace]: namespace, [LABEL.vmi]: meta.name ?? '', ...(owner ? { [LABEL.vm]: owner.name } : {}) },
   };

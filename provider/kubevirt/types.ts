@@ -29,6 +29,9 @@ export {
 export type { Quantity } from '../../crds/subset/field.js';
 export type { PrintableStatus, VmConditionType, VmiPhase } from '../../crds/subset/status.js';
 
+/** `vkvm.io/paused: "true"` on a VMI pauses its vCPUs (virtctl pause sets it); the node applies it whenever the VM differs. */
+export const PAUSED_ANNOTATION = 'vkvm.io/paused';
+
 export interface OwnerReference {
   apiVersion: string;
   kind: string;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Logger } from '../log.js';
 import { unsearchableDir, unsearchableMessage } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
+import { treeCpuMs } from '../proc-cpu.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -75,6 +76,8 @@ export interface Launchers<C = LauncherClient> {
   forget(uid: string): void;
   remove(uid: string): Promise<void>;
   close(): void;
+  /** CPU ms the VM's launcher and its helpers (libvirtd, virsh, namespace set-up, what they reaped) have used, QEMU's aside; 0 when none runs. */
+  cpuMs(uid: string): Promise<number>;
 }
 
 interface Entry {
@@ -116,6 +119,15 @@ async function untilProcessExited(dir: string, timeoutMs = 10_000): Promise<void
 
 export class LauncherRegistry implements Launchers {
   private readonly entries = new Map<string, Entry>();
+  /**
+   * Starts under way, by VM: until one resolves its launcher is not in
+   * `entries` and has no state file yet. The pod controller never stops a
+   * VM its own sync is starting, but the periodic repair runs beside it:
+   * discover would take the launcher for a dead one, and the removal of an
+   * orphan (its pod force-deleted meanwhile) would find nothing to stop and
+   * delete the directory under the starting launcher.
+   */
+  private readonly starting = new Map<string, Promise<unknown>>();
   private readonly goneWaiters = new Map<string, Array<() => void>>();
   private readonly qemuUids: QemuUids;
   private readonly changeHandlers: Array<(uid: string) => void> = [];
@@ -161,7 +173,8 @@ export class LauncherRegistry implements Launchers {
       throw err;
     });
     for (const uid of names) {
-      if (this.entries.has(uid)) continue;
+      // A launcher being started has no state file yet: it would pass for a dead one.
+      if (this.entries.has(uid) || this.starting.has(uid)) continue;
       const dir = this.dirOf(uid);
       let client: LauncherClient | undefined;
       try {
@@ -190,6 +203,21 @@ export class LauncherRegistry implements Launchers {
    * console log); `netns`: the VM's network namespace, where its taps are.
    */
   async start(uid: string, opts: { netns?: string } = {}): Promise<LiveLauncher> {
+    const pending = this.startNow(uid, opts);
+    this.starting.set(uid, pending);
+    try {
+      return await pending;
+    } finally {
+      if (this.starting.get(uid) === pending) this.starting.delete(uid);
+    }
+  }
+
+  /** Lets a start of `uid` under way finish (or fail) first. */
+  private async afterStart(uid: string): Promise<void> {
+    await this.starting.get(uid)?.catch(() => undefined);
+  }
+
+  private async startNow(uid: string, opts: { netns?: string }): Promise<LiveLauncher> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);
@@ -220,9 +248,11 @@ export class LauncherRegistry implements Launchers {
   /**
    * Stops the VM (ACPI, destroy after the grace period) and waits until its
    * launcher has exited and cleaned up; a launcher that does not answer or
-   * exit in time is killed, which takes QEMU with it. Idempotent.
+   * exit in time is killed, which takes QEMU with it. A start under way is
+   * let finish first, so its launcher is stopped too. Idempotent.
    */
   async stop(uid: string, gracePeriodS: number): Promise<void> {
+    await this.afterStart(uid);
     const view = this.get(uid);
     if (!view?.live) return;
     const exitDeadlineMs = (gracePeriodS + 30) * 1000;
@@ -237,6 +267,9 @@ export class LauncherRegistry implements Launchers {
       await this.untilGone(uid, 30_000);
     }
     await untilProcessExited(view.dir);
+    // A launcher killed (here, or mid-exit) leaves its cgroup and socket; its directory stays until the pod goes.
+    await removeCgroupOf(uid);
+    await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
   }
 
   /** Drops a stopped launcher's entry but keeps its directory: the next start reuses it (previous console log). */
@@ -248,6 +281,7 @@ export class LauncherRegistry implements Launchers {
 
   /** Forgets a launcher and deletes its directory (console logs included). Its launcher must have exited. */
   async remove(uid: string): Promise<void> {
+    await this.afterStart(uid);
     if (!(await launcherGone(this.dirOf(uid)))) throw new Error(`the launcher of ${uid} still runs; not removing its directory`);
     // Its exit record comes before its last clean-up (and its last log line, into this directory): a directory
     // removed before the process is gone would be partly written again.
@@ -261,6 +295,11 @@ export class LauncherRegistry implements Launchers {
     await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
     await rm(this.dirOf(uid), { recursive: true, force: true });
     this.qemuUids.release(uid);
+  }
+
+  async cpuMs(uid: string): Promise<number> {
+    const view = this.get(uid);
+    return view?.live ? treeCpuMs(view.pid, (comm) => comm.startsWith('qemu-system')) : 0;
   }
 
   /** Stops following launchers (agent shutdown); the launchers and their VMs keep running. */

@@ -3,7 +3,8 @@
 // (nsenter), and every failure carries the command and its stderr, so an
 // operator can re-run it.
 import { execFile } from 'node:child_process';
-import { access, readFile, writeFile } from 'node:fs/promises';
+import { access, readFile, readlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 
 /** A Linux interface name (IFNAMSIZ: at most 15 characters). */
 export const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
@@ -34,6 +35,46 @@ export function run(command: string[], opts: { netns?: string; input?: string } 
   });
 }
 
+/** One argument of an `ip -batch` line: the batch is split on whitespace and has no quoting. */
+const BATCH_ARG = /^[^\s"'\\#]+$/;
+
+/** The `ip -batch` input for `commands` (pure; throws on an argument the batch format cannot carry). */
+export function renderIpBatch(commands: readonly string[][]): string {
+  for (const c of commands) {
+    const bad = c.find((a) => !BATCH_ARG.test(a));
+    if (bad !== undefined) throw new Error(`ip -batch cannot carry the argument ${JSON.stringify(bad)} (in: ${c.join(' ')})`);
+  }
+  return commands.map((c) => c.join(' ') + '\n').join('');
+}
+
+/**
+ * Runs iproute2 commands in order in one `ip -batch` process (in the named
+ * network namespace with `netns`): one process instead of one per command,
+ * which is most of what a VM's network costs. Stops at the first failure,
+ * whose line and message the error carries.
+ */
+export async function ipBatch(commands: readonly string[][], opts: { netns?: string } = {}): Promise<void> {
+  if (commands.length === 0) return;
+  await run(['ip', ...(opts.netns ? ['-n', opts.netns] : []), '-batch', '-'], { input: renderIpBatch(commands) });
+}
+
+/**
+ * Runs every command of a removal, going on past failures (`ip -force
+ * -batch`); failures matching `gone` (the thing was not there) are fine,
+ * any other is thrown with the whole of ip's report.
+ */
+export async function ipBatchRemoval(commands: readonly string[][], gone: RegExp): Promise<void> {
+  if (commands.length === 0) return;
+  try {
+    await run(['ip', '-force', '-batch', '-'], { input: renderIpBatch(commands) });
+  } catch (err) {
+    if (!(err instanceof HostCommandError)) throw err;
+    // ip reports each failure as its message, then "Command failed -:<line>".
+    const failures = err.stderr.split('\n').filter((l) => l.trim() && !/^Command failed /.test(l));
+    if (failures.some((l) => !gone.test(l))) throw err;
+  }
+}
+
 export interface IpLink {
   ifname: string;
   /** The MAC address. */
@@ -47,6 +88,24 @@ export interface IpLink {
 export async function links(netns?: string): Promise<Map<string, IpLink>> {
   const out = await run(['ip', '-j', 'link', 'show'], netns ? { netns } : {});
   return new Map((JSON.parse(out || '[]') as IpLink[]).map((l) => [l.ifname, l]));
+}
+
+/**
+ * One link of the host's network namespace as `links()` would list it, read
+ * from sysfs without starting a process; undefined when there is none.
+ */
+export async function hostLink(ifname: string): Promise<IpLink | undefined> {
+  if (!INTERFACE_NAME.test(ifname) || ifname === '.' || ifname === '..')
+    throw new Error(`${JSON.stringify(ifname)} is not an interface name`);
+  const dir = `/sys/class/net/${ifname}`;
+  const operstate = await readFile(`${dir}/operstate`, 'utf8').catch(() => undefined);
+  if (operstate === undefined) return undefined;
+  const master = await readlink(`${dir}/master`).then(
+    (target) => path.basename(target),
+    () => undefined,
+  );
+  const address = (await readFile(`${dir}/address`, 'utf8').catch(() => '')).trim();
+  return { ifname, operstate: operstate.trim().toUpperCase(), ...(address ? { address } : {}), ...(master ? { master } : {}) };
 }
 
 /** IPv4 addresses of a link as "a.b.c.d/len". */

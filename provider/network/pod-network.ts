@@ -187,8 +187,9 @@ export class PodNetwork {
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
     });
-    // Before the VM runs: its first frame is filtered.
-    await this.filterPorts();
+    // Before the VM runs: its first frame is filtered. A port already recorded is in the filter, which
+    // the periodic repair keeps (ensureNode): a sync of a running VM starts no nft process.
+    if (names.portRecorded) await this.filterPorts();
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
     const guest =
       iface.binding === 'bridge'
@@ -199,6 +200,11 @@ export class PodNetwork {
       spec: { ...spec, interfaces: [iface], disks },
       attachment: { netnsPath: names.netnsPath, podIP, mac: iface.mac, interfaceName: iface.name },
     };
+  }
+
+  /** The pod address of a VM on this node, from its port record (the address its port filter lets out). */
+  async addressOf(uid: string): Promise<string | undefined> {
+    return (await readVmPort(this.vmDir(uid)))?.ip;
   }
 
   /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */

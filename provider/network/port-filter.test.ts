@@ -14,7 +14,7 @@ import { buildRawsend } from '../../test/helpers/rawsend.js';
 import { run } from './host.js';
 import { gatewayOf, intToIp, parseIpv4Range } from './ipv4.js';
 import { bridgeMac, NodeNetwork } from './node-network.js';
-import { portFilterTable, removePortFilter, renderPortFilter, type VmPort } from './port-filter.js';
+import { PortFilter, portFilterTable, removePortFilter, renderPortFilter, type VmPort } from './port-filter.js';
 
 t.test('the script replaces the table whole: one chain per port, dispatched by the port name', async (t) => {
   const port = { veth: 'vh0123456789ab', mac: '52:54:00:12:34:56', ip: '10.244.0.7' };
@@ -303,3 +303,43 @@ function handleOf(listing: string, comment: string): string {
   if (!m) throw new Error(`no rule "${comment}" in:\n${listing}`);
   return m[1]!;
 }
+
+t.test('on the host: callers arriving while a rebuild waits share it, and the table ends as the last one asked', async (t) => {
+  const filter = new PortFilter(`vkc${randomBytes(2).toString('hex')}`, pino({ level: 'silent' }));
+  t.teardown(() => removePortFilter(filter.table));
+  const port = (i: number): VmPort => ({
+    veth: `vhc${String(i).padStart(11, '0')}`,
+    mac: `02:00:00:00:00:${String(i).padStart(2, '0')}`,
+    ip: `10.9.0.${i}`,
+  });
+  const loaded: number[] = [];
+  let release!: () => void;
+  const firstLoading = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let firstStarted!: () => void;
+  const started = new Promise<void>((resolve) => (firstStarted = resolve));
+  // Ten VMs attached one after another, each asking for the filter with the ports recorded so far;
+  // the first one's rebuild is under way while the other nine ask.
+  const first = filter.ensure(async () => {
+    loaded.push(1);
+    firstStarted();
+    await firstLoading;
+    return [port(1)];
+  });
+  await started;
+  const rest = Array.from({ length: 9 }, (_, i) =>
+    filter.ensure(async () => {
+      loaded.push(i + 2);
+      return Array.from({ length: i + 2 }, (_, j) => port(j + 1));
+    }),
+  );
+  release();
+  await Promise.all([first, ...rest]);
+  const chains = [...(await run(['nft', 'list', 'table', 'bridge', filter.table])).matchAll(/chain (port-\S+) \{/g)].map((m) => m[1]);
+  t.same(
+    { loaded, chains },
+    { loaded: [1, 10], chains: Array.from({ length: 10 }, (_, j) => `port-${port(j + 1).veth}`) },
+    'two rebuilds for ten callers: the first, and one shared by the nine that came while it ran, with the last list',
+  );
+});

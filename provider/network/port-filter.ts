@@ -90,6 +90,8 @@ export class PortFilter {
   /** The last script applied and nft's listing of it right after (without counters). */
   private applied: { script: string; listing: string } | undefined;
   private queue: Promise<unknown> = Promise.resolve();
+  /** The run that waits for the one under way, with the load it will call; callers arriving meanwhile share it. */
+  private next: { run: Promise<void>; load: () => Promise<VmPort[]> } | undefined;
 
   constructor(
     bridge: string,
@@ -100,14 +102,27 @@ export class PortFilter {
 
   /**
    * Makes the table filter exactly the ports `load` returns, loaded in turn
-   * so concurrent callers never apply a stale list. Unchanged and intact, it
-   * is left alone (its counters with it); removed or edited behind the
-   * agent's back, it is rebuilt.
+   * so concurrent callers never apply a stale list. Callers that arrive while
+   * a run waits to start share that run, which calls the last one's `load`
+   * when it starts: a burst of VM starts rebuilds the table a few times, not
+   * once per VM. Unchanged and intact, it is left alone (its counters with
+   * it); removed or edited behind the agent's back, it is rebuilt.
    */
   ensure(load: () => Promise<VmPort[]>): Promise<void> {
-    const next = this.queue.then(() => this.ensureNow(load));
-    this.queue = next.catch(() => undefined);
-    return next;
+    if (this.next) {
+      this.next.load = load;
+      return this.next.run;
+    }
+    const next: { run: Promise<void>; load: () => Promise<VmPort[]> } = {
+      load,
+      run: this.queue.then(() => {
+        this.next = undefined;
+        return this.ensureNow(next.load);
+      }),
+    };
+    this.next = next;
+    this.queue = next.run.catch(() => undefined);
+    return next.run;
   }
 
   private async ensureNow(load: () => Promise<VmPort[]>): Promise<void> {

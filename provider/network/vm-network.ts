@@ -17,7 +17,7 @@ import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
 import { writeAtomic } from '../atomic-file.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
-import { ensureRule, HostCommandError, links, run, setNetSysctl, type IpLink } from './host.js';
+import { hostLink, ipBatch, ipBatchRemoval, links, run, type IpLink } from './host.js';
 import { assertFilterable, type VmPort } from './port-filter.js';
 
 export const NETNS_DIR = '/run/netns';
@@ -84,88 +84,134 @@ export async function readVmPort(dir: string): Promise<VmPort | undefined> {
 }
 
 /**
+ * The MAC of the namespace's end of the veth pair, fixed from the VM uid (a
+ * locally administered unicast address), so the port record needs no lookup.
+ */
+export function podIfaceMac(uid: string): string {
+  const hash = createHash('sha256').update(`vkvm-eth0/${uid}`).digest();
+  return ['02', ...[...hash.subarray(0, 5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+}
+
+/**
  * Records the VM's port unless it is recorded (a namespace built afresh has
  * no record; one an older agent built gets it now). A bridge guest sends as
- * its own MAC; a masquerade guest only through the namespace's routing, as eth0.
+ * its own MAC; a masquerade guest only through the namespace's routing, as
+ * eth0 (`eth0Mac` when known, else read from the namespace).
  */
-async function recordPort(p: VmNetworkPlan, names: VmNetworkNames): Promise<void> {
+async function recordPort(p: VmNetworkPlan, names: VmNetworkNames, eth0Mac?: string): Promise<boolean> {
   const file = path.join(p.dir, PORT_FILE);
-  if (await exists(file)) return;
-  const mac = p.iface.binding === 'bridge' ? p.iface.mac : (await links(names.netnsPath)).get(POD_IFACE)?.address;
+  if (await exists(file)) return false;
+  const mac = p.iface.binding === 'bridge' ? p.iface.mac : (eth0Mac ?? (await links(names.netnsPath)).get(POD_IFACE)?.address);
   if (!mac) throw new Error(`${POD_IFACE} of ${names.netns} has no MAC address`);
   const port: VmPort = { veth: names.hostVeth, mac: mac.toLowerCase(), ip: p.podIP };
   assertFilterable(port);
   await writeAtomic(file, JSON.stringify(port), 0o600);
+  return true;
 }
 
-/** Rethrows unless the error says the thing to delete is already gone. */
-function unlessGone(err: unknown): void {
-  if (err instanceof HostCommandError && /Cannot find device|No such file or directory/.test(err.stderr)) return;
-  throw err;
+/** A removal's failures that only say the thing was gone already. */
+const GONE = /Cannot find device|No such file or directory/;
+
+/**
+ * The iproute2 commands that build the inside of a VM's namespace (pure):
+ * a bridge joining eth0 and the tap, or eth0 holding the pod address and
+ * the tap the masquerade gateway.
+ */
+export function namespaceCommands(p: Pick<VmNetworkPlan, 'iface' | 'podIP' | 'prefixLength' | 'gateway'>): string[][] {
+  const common = [
+    ['link', 'set', 'lo', 'up'],
+    ['tuntap', 'add', 'dev', GUEST_TAP, 'mode', 'tap'],
+  ];
+  if (p.iface.binding === 'bridge') {
+    return [
+      ...common,
+      ['link', 'add', INNER_BRIDGE, 'type', 'bridge'],
+      ['link', 'set', POD_IFACE, 'master', INNER_BRIDGE],
+      ['link', 'set', GUEST_TAP, 'master', INNER_BRIDGE],
+      ...[INNER_BRIDGE, POD_IFACE, GUEST_TAP].map((dev) => ['link', 'set', dev, 'up']),
+    ];
+  }
+  return [
+    ...common,
+    ['addr', 'add', `${p.podIP}/${p.prefixLength}`, 'dev', POD_IFACE],
+    ['link', 'set', POD_IFACE, 'up'],
+    ['route', 'add', 'default', 'via', p.gateway],
+    ['addr', 'add', `${MASQUERADE_GATEWAY}/24`, 'dev', GUEST_TAP],
+    ['link', 'set', GUEST_TAP, 'up'],
+  ];
+}
+
+/** Table of the masquerade NAT inside a VM's namespace. */
+export const MASQUERADE_TABLE = 'vkvm-masquerade';
+
+/**
+ * The `nft -f` script of a masquerade VM's NAT (pure): the listed ports of
+ * the pod address (all when none are listed, as KubeVirt does) go to the
+ * guest, and the whole guest subnet leaves as the pod address, so a guest
+ * that picks another 10.0.2.x does not leave un-NATed.
+ */
+export function renderMasqueradeNat(forwardPorts: InterfaceSpec['forwardPorts']): string {
+  const dnat = `dnat to ${MASQUERADE_GUEST}`;
+  const forwards = forwardPorts?.length
+    ? forwardPorts.map((fp) => {
+        if (!Number.isInteger(fp.port) || fp.port < 1 || fp.port > 65535) throw new Error(`cannot forward port ${JSON.stringify(fp)}`);
+        return `iifname "${POD_IFACE}" ${fp.protocol === 'UDP' ? 'udp' : 'tcp'} dport ${fp.port} ${dnat}`;
+      })
+    : [`iifname "${POD_IFACE}" ${dnat}`];
+  return [
+    `table ip ${MASQUERADE_TABLE} {`,
+    '\tchain prerouting {',
+    '\t\ttype nat hook prerouting priority dstnat; policy accept;',
+    ...forwards.map((r) => `\t\t${r}`),
+    '\t}',
+    '\tchain postrouting {',
+    '\t\ttype nat hook postrouting priority srcnat; policy accept;',
+    `\t\tip saddr 10.0.2.0/24 oifname "${POD_IFACE}" masquerade`,
+    '\t}',
+    '}',
+    '',
+  ].join('\n');
 }
 
 /**
  * Makes the VM's namespace match the plan. A namespace that was never
  * completed (crash half-way) is rebuilt from scratch; a complete one only gets
- * its DHCP server restarted if it died. Idempotent.
+ * its DHCP server restarted if it died. Idempotent. A fresh build is a few
+ * processes whatever the binding: one `ip -batch` on the host, one in the
+ * namespace, and for masquerade one that turns forwarding on and loads the
+ * NAT, then the DHCP server. `portRecorded`: the VM's port record was written
+ * now, so the bridge's port filter must follow.
  */
-export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames> {
+export async function ensureVmNetwork(p: VmNetworkPlan): Promise<VmNetworkNames & { portRecorded: boolean }> {
   const names = vmNetworkNames(p.uid);
   const ready = path.join(p.dir, 'ready');
   await mkdir(p.dir, { recursive: true, mode: 0o700 });
-  const hostVeth = (await links()).get(names.hostVeth);
+  const hostVeth = await hostLink(names.hostVeth);
   if ((await exists(ready)) && (await exists(names.netnsPath)) && hostVeth) {
     await rejoinNodeBridge(hostVeth, p.nodeBridge);
     if (p.iface.binding === 'masquerade') await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
-    await recordPort(p, names);
-    return names;
+    return { ...names, portRecorded: await recordPort(p, names) };
   }
-  await removeVmNetwork(p.uid, p.dir, { keepDir: true });
+  await removeVmNetwork(p.uid, p.dir, { keepDir: true, hostVethExists: hostVeth !== undefined });
   const ns = names.netns;
-  await run(['ip', 'netns', 'add', ns]);
-  await run(['ip', 'link', 'add', names.hostVeth, 'type', 'veth', 'peer', 'name', POD_IFACE, 'netns', ns]);
-  await run(['ip', 'link', 'set', names.hostVeth, 'master', p.nodeBridge]);
-  await run(['ip', 'link', 'set', names.hostVeth, 'up']);
-  const inNs = (...args: string[]) => run(['ip', '-n', ns, ...args]);
-  await inNs('link', 'set', 'lo', 'up');
-  await inNs('tuntap', 'add', 'dev', GUEST_TAP, 'mode', 'tap');
-  if (p.iface.binding === 'bridge') {
-    await inNs('link', 'add', INNER_BRIDGE, 'type', 'bridge');
-    await inNs('link', 'set', POD_IFACE, 'master', INNER_BRIDGE);
-    await inNs('link', 'set', GUEST_TAP, 'master', INNER_BRIDGE);
-    for (const dev of [INNER_BRIDGE, POD_IFACE, GUEST_TAP]) await inNs('link', 'set', dev, 'up');
-  } else {
-    await inNs('addr', 'add', `${p.podIP}/${p.prefixLength}`, 'dev', POD_IFACE);
-    await inNs('link', 'set', POD_IFACE, 'up');
-    await inNs('route', 'add', 'default', 'via', p.gateway);
-    await inNs('addr', 'add', `${MASQUERADE_GATEWAY}/24`, 'dev', GUEST_TAP);
-    await inNs('link', 'set', GUEST_TAP, 'up');
-    await setNetSysctl('net.ipv4.ip_forward', '1', names.netnsPath);
-    const nat = (chain: string, rule: string[]) => ensureRule('nat', chain, rule, { netns: names.netnsPath });
-    const ports = p.iface.forwardPorts;
-    if (!ports?.length) await nat('PREROUTING', ['-i', POD_IFACE, '-j', 'DNAT', '--to-destination', MASQUERADE_GUEST]);
-    for (const port of ports ?? []) {
-      const proto = port.protocol.toLowerCase();
-      await nat('PREROUTING', [
-        '-i',
-        POD_IFACE,
-        '-p',
-        proto,
-        '--dport',
-        String(port.port),
-        '-j',
-        'DNAT',
-        '--to-destination',
-        MASQUERADE_GUEST,
-      ]);
-    }
-    // The whole guest subnet: a guest that picks another 10.0.2.x must not leave un-NATed.
-    await nat('POSTROUTING', ['-s', '10.0.2.0/24', '-o', POD_IFACE, '-j', 'MASQUERADE']);
+  const eth0Mac = podIfaceMac(p.uid);
+  await ipBatch([
+    ['netns', 'add', ns],
+    ['link', 'add', names.hostVeth, 'type', 'veth', 'peer', 'name', POD_IFACE, 'address', eth0Mac, 'netns', ns],
+    ['link', 'set', names.hostVeth, 'master', p.nodeBridge],
+    ['link', 'set', names.hostVeth, 'up'],
+  ]);
+  await ipBatch(namespaceCommands(p), { netns: ns });
+  if (p.iface.binding === 'masquerade') {
+    // One process: nsenter and sh exec in place, so forwarding is set and the NAT loaded inside the namespace.
+    await run(['nsenter', `--net=${names.netnsPath}`, '--', 'sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward && exec nft -f -'], {
+      input: renderMasqueradeNat(p.iface.forwardPorts),
+    });
     await ensureDnsmasq(dnsmasqOf(p.dir, names.netnsPath), masqueradeDhcp(p));
   }
-  await recordPort(p, names);
+  await recordPort(p, names, eth0Mac);
   await writeFile(ready, `${new Date().toISOString()}\n`);
-  return names;
+  return { ...names, portRecorded: true };
 }
 
 function masqueradeDhcp(p: VmNetworkPlan): string {
@@ -183,13 +229,24 @@ function masqueradeDhcp(p: VmNetworkPlan): string {
   );
 }
 
-/** Removes the VM's namespace, veth pair and DHCP server. Idempotent; call after its launcher is gone. */
-export async function removeVmNetwork(uid: string, dir: string, opts: { keepDir?: boolean } = {}): Promise<void> {
+/**
+ * Removes the VM's namespace, veth pair and DHCP server. Idempotent; call
+ * after its launcher is gone. The host end goes first, in the same process:
+ * that destroys the pair at once, where the namespace's teardown would take
+ * it down only later, in the kernel's own time.
+ */
+export async function removeVmNetwork(
+  uid: string,
+  dir: string,
+  opts: { keepDir?: boolean; /** The caller just listed the host's links: skip what is not there. */ hostVethExists?: boolean } = {},
+): Promise<void> {
   const names = vmNetworkNames(uid);
   await stopDnsmasq(dnsmasqOf(dir, names.netnsPath));
-  if (await exists(names.netnsPath)) await run(['ip', 'netns', 'del', names.netns]).catch(unlessGone);
-  // The kernel tears a namespace down asynchronously: its half of the pair may still be listed for a moment.
-  if ((await links()).has(names.hostVeth)) await run(['ip', 'link', 'del', names.hostVeth]).catch(unlessGone);
+  const commands = [
+    ...(opts.hostVethExists === false ? [] : [['link', 'del', names.hostVeth]]),
+    ...((await exists(names.netnsPath)) ? [['netns', 'del', names.netns]] : []),
+  ];
+  await ipBatchRemoval(commands, GONE);
   if (opts.keepDir) for (const file of ['ready', PORT_FILE]) await rm(path.join(dir, file), { force: true });
   else await rm(dir, { recursive: true, force: true });
 }

@@ -2,12 +2,13 @@
 // for node status lives here; status.ts is pure.
 import { readFile, stat, statfs, mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import si from 'systeminformation';
+import si, { type Systeminformation } from 'systeminformation';
 import { probeHostCaps, type HostCaps } from '../../vmm/probe/virtualization.js';
 import { evaluatePreflight, type PreflightCheck } from '../preflight/checks.js';
 import { readPreflightFacts } from '../preflight/facts.js';
 import { readNodeImages, type NodeImage } from '../images/node-images.js';
 import { ImageStore } from '../images/store.js';
+import { defaultRouteAddress } from './default-address.js';
 
 /** One filesystem's space and inodes, as the kubelet's eviction signals read them. */
 export interface FsFacts {
@@ -91,12 +92,22 @@ async function readImageFs(dirs: string[]): Promise<FsFacts[]> {
   return all.filter((f, i) => all.findIndex((o) => o.dev === f.dev) === i).map(withoutDev);
 }
 
+/**
+ * What does not change while the agent runs (CPUs, kernel, distribution),
+ * read once: systeminformation runs commands for them, and host facts are
+ * read every few seconds (node status, the lease's health check).
+ */
+let staticFacts: Promise<[Systeminformation.CpuData, Systeminformation.OsData]> | undefined;
+
 export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> {
-  const [cpu, mem, os, iface, nodeFs, imageFs, pidMax, pidsInUse, machineID, bootID, virtualization, images] = await Promise.all([
-    si.cpu(),
+  staticFacts ??= Promise.all([si.cpu(), si.osInfo()]).catch((err: unknown) => {
+    staticFacts = undefined;
+    throw err;
+  });
+  const [[cpu, os], mem, iface, nodeFs, imageFs, pidMax, pidsInUse, machineID, bootID, virtualization, images] = await Promise.all([
+    staticFacts,
     si.mem(),
-    si.osInfo(),
-    opts.internalIP ? Promise.resolve(null) : si.networkInterfaces('default'),
+    opts.internalIP ? Promise.resolve(null) : defaultRouteAddress(),
     readFs(opts.stateDir),
     readImageFs([opts.imageStoreDir, opts.imageCacheDir]),
     readTrimmed('/proc/sys/kernel/pid_max').then(Number),
@@ -109,10 +120,9 @@ export async function readHostFacts(opts: HostFactsOptions): Promise<HostFacts> 
   const preflight = evaluatePreflight(await readPreflightFacts({ searchPath: opts.searchPath, imageCacheDir: opts.imageCacheDir }), {
     allowSoftwareEmulation: opts.allowSoftwareEmulation,
   });
-  const defaultIface = Array.isArray(iface) ? iface[0] : iface;
   return {
     hostname: hostname().toLowerCase(),
-    internalIP: opts.internalIP ?? defaultIface?.ip4 ?? null,
+    internalIP: opts.internalIP ?? iface,
     cpuCount: cpu.cores,
     memoryTotalBytes: mem.total,
     memoryAvailableBytes: mem.available,

@@ -1,9 +1,13 @@
 // The node heartbeat: a coordination.k8s.io/v1 Lease in kube-node-lease, owned
 // by the Node so it is garbage-collected with it. Renewed only while the host
 // self-check passes, so a sick agent lets the node go NotReady instead of lying.
+// A renewal gets one renew interval, as the kubelet's heartbeat client does;
+// one that fails or hangs closes every connection to the API server (the
+// kubelet's closeAllConns), so requests stuck on a half-open keep-alive
+// connection fail and the next ones connect anew.
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
-import { isConflict, isNotFound } from '../kube/errors.js';
+import { apiStatusCode, isConflict, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 
 export const LEASE_NAMESPACE = 'kube-node-lease';
@@ -32,9 +36,11 @@ export class LeaseController {
   start(): void {
     const tick = async () => {
       try {
-        if (await this.opts.healthy()) await this.renew();
+        if (await this.opts.healthy()) await this.renewWithin(this.opts.renewIntervalMs);
         else this.log.warn('host self-check failed; not renewing the node lease');
       } catch (err) {
+        // No answer at all (a timeout, a reset): the connection may be half-open.
+        if (apiStatusCode(err) === undefined) this.clients.closeConnections();
         this.log.warn({ err }, 'lease renewal failed; retrying at the next interval');
       }
       if (!this.stopped) this.timer = setTimeout(tick, this.opts.renewIntervalMs);
@@ -60,6 +66,20 @@ export class LeaseController {
       },
       spec: { ...existing?.spec, holderIdentity: nodeName, leaseDurationSeconds: leaseDurationS, renewTime: new V1MicroTime() },
     };
+  }
+
+  private async renewWithin(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from the API server within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const renewal = this.renew();
+    renewal.catch(() => {}); // its failure after the deadline is the closed connection's
+    try {
+      await Promise.race([renewal, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Create or renew; on conflict re-read once and try again. */

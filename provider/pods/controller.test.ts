@@ -5,7 +5,13 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { ImagePullError } from '../images/errors.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { VmiSource } from './vmi-source.js';
-import { podControllerEnv, vmPod, type PodControllerEnv } from '../../test/helpers/pod-controller.js';
+import {
+  FAKE_ATTACH_CPU_MS,
+  FAKE_LAUNCHER_CPU_MS,
+  podControllerEnv,
+  vmPod,
+  type PodControllerEnv,
+} from '../../test/helpers/pod-controller.js';
 
 /** The part of a pod's status the tests look at. */
 function summary(pod: V1Pod | undefined) {
@@ -445,6 +451,38 @@ t.test(
         },
         pod: { phase: 'Failed', reason: 'InvalidVMSpec' },
         events: ['Pod/virt-launcher-testvm Failed', 'VirtualMachineInstance/testvm SyncFailed'],
+      },
+    );
+  },
+);
+
+t.test(
+  'a VM start is charged its launcher’s CPU and its first network attach’s host commands; a restart only its launcher’s',
+  async (t) => {
+    const env = await podControllerEnv(t);
+    const charged = async () => {
+      const h = (await env.metrics.cpuMsPerVmStart.get()).values;
+      return {
+        count: h.find((v) => v.metricName === 'vkvm_cpu_ms_per_vm_start_count')?.value,
+        sum: h.find((v) => v.metricName === 'vkvm_cpu_ms_per_vm_start_sum')?.value,
+      };
+    };
+    env.pods.put(vmPod('charged'));
+    await env.settle();
+    const first = await charged();
+    touch(env, 'charged', 1);
+    await env.settle();
+    const resynced = await charged();
+    env.launchers.powerOff('uid-charged');
+    await env.settle();
+    await env.advance(10_000);
+    t.same(
+      { first, resynced, restarted: await charged(), starts: env.launchers.starts.get('uid-charged') },
+      {
+        first: { count: 1, sum: FAKE_LAUNCHER_CPU_MS + FAKE_ATTACH_CPU_MS },
+        resynced: { count: 1, sum: FAKE_LAUNCHER_CPU_MS + FAKE_ATTACH_CPU_MS },
+        restarted: { count: 2, sum: 2 * FAKE_LAUNCHER_CPU_MS + FAKE_ATTACH_CPU_MS },
+        starts: 2,
       },
     );
   },

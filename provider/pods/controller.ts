@@ -4,10 +4,9 @@
 //                           (lifecycle.ts) says where it stands, the runtime
 //                           (vm-runtime.ts) acts on the VM
 //   syncStatusFromLauncher  writes the pod's and its VMI's status (status-writer.ts)
-// Informer and launcher events only enqueue keys; both handlers read the latest
-// state and are idempotent, so a crash at any point is repaired by the next
-// pass. Deletions run beside the queues, one per VM. At start-up the launchers
-// left running are re-attached before anything acts, and VMs without a pod are
+// Informer and launcher events only enqueue keys; both handlers read the latest state and are idempotent,
+// so a crash at any point is repaired by the next pass. Deletions run beside the queues, one per VM. At
+// start-up the launchers left running are re-attached before anything acts, and VMs without a pod are
 // removed only after the pod list is synced.
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -19,6 +18,7 @@ import { KeyQueue } from '../kube/key-queue.js';
 import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
+import type { ChildCpuMeter } from '../child-cpu.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { PressureCondition } from '../node/status.js';
 import { SpecError } from '../../vmm/errors.js';
@@ -72,6 +72,8 @@ export interface PodControllerOptions {
   nodePressure?: () => readonly PressureCondition[];
   /** Concurrent pod syncs; one pod never syncs twice at once. */
   workers?: number;
+  /** Charges the agent's host commands to the VM starts they were for (vkvm_cpu_ms_per_vm_start). */
+  childCpu?: ChildCpuMeter;
 }
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
@@ -237,9 +239,8 @@ export class PodController {
   }
 
   /**
-   * Moves a pod's lifecycle on by one event (lifecycle.ts decides where to):
-   * stored, its status queued, the Events of a state entered recorded.
-   * Undefined when the pod's VM was removed meanwhile.
+   * Moves a pod's lifecycle on by one event (lifecycle.ts decides where to): stored, its status queued, the
+   * Events of a state entered recorded. Undefined when the pod's VM was removed meanwhile.
    */
   private apply(pod: V1Pod, event: LifecycleEvent): PodLifecycle | undefined {
     const uid = pod.metadata!.uid!;
@@ -329,10 +330,9 @@ export class PodController {
   }
 
   /**
-   * Folds the launcher's word into the lifecycle: a VM that runs is Running;
-   * a run that is over ends, its launcher stopped first (which frees its
-   * libvirt daemon and cgroup; its last word stays in its state file). False
-   * when the VM was removed meanwhile.
+   * Folds the launcher's word into the lifecycle: a VM that runs is Running; a run that is over ends, its
+   * launcher stopped first (which frees its libvirt daemon and cgroup; its last word stays in its state
+   * file). False when the VM was removed meanwhile.
    */
   private async observeLauncher(pod: V1Pod): Promise<boolean> {
     const uid = pod.metadata!.uid!;
@@ -353,10 +353,9 @@ export class PodController {
   }
 
   /**
-   * Deletions run beside the queue, one per VM, as the kubelet gives each pod
-   * its own worker: a guest taking its whole grace period must not hold a sync
-   * worker (eight such would stall every start), nor the pod's key, so a force
-   * delete meanwhile is synced at once and kills the VM.
+   * Deletions run beside the queue, one per VM, as the kubelet gives each pod its own worker: a guest taking
+   * its whole grace period must not hold a sync worker (eight such would stall every start), nor the pod's
+   * key, so a force delete meanwhile is synced at once and kills the VM.
    */
   private startDeletion(pod: V1Pod, lc: PodLifecycle): void {
     this.apply(pod, { type: 'deleting' });
@@ -403,6 +402,7 @@ export class PodController {
     await this.o.network.detach(uid);
     this.lifecycles.delete(uid);
     this.status.forget(uid);
+    this.runtime.forget(uid);
   }
 
   // ---- syncStatusFromLauncher -------------------------------------------------

@@ -34,6 +34,7 @@ t.test('a kernel image boots with its initrd, and args and env on the command li
     kernelBoot: { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet MODE=e2e loglevel=3' },
     disks: [],
     guestAgent: true,
+    vnc: true,
   });
 });
 

@@ -199,6 +199,7 @@ export function translatePod(pod: V1Pod): VmSpec | SpecError {
             },
           ],
     guestAgent: true,
+    vnc: true,
     acpi: true,
     labels: { 'vkvm.io/namespace': meta.namespace ?? 'default', 'vkvm.io/pod': meta.name ?? '' },
   };

@@ -1,11 +1,22 @@
 // VmAccess for the kubelet API, over the pod cache and the launcher registry:
 // console streams and guest commands go to the pod's launcher; console logs
-// are read from its VM directory; usage from its cgroup.
+// are read from its VM directory; usage from its cgroup; port-forward
+// connects from the node to the pod's address on the pod network, VNC to the
+// socket QEMU listens on in the launcher's directory.
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { BadRequestError, NotFoundError } from '../kubelet-api/errors.js';
-import { NoGuestAgentError, type ExecResult, type PodRef, type VmAccess, type VmCpuMemory } from '../kubelet-api/vm-access.js';
+import { BadRequestError, ConflictError, NotFoundError, UnavailableError as ServiceUnavailableError } from '../kubelet-api/errors.js';
+import {
+  NoGuestAgentError,
+  type ExecResult,
+  type PodName,
+  type PodRef,
+  type VmAccess,
+  type VmCpuMemory,
+} from '../kubelet-api/vm-access.js';
 import type { LauncherRegistry, LiveLauncher } from '../launchers/registry.js';
 import {
   PreconditionError,
@@ -14,16 +25,48 @@ import {
   LAUNCHER_DEFAULTS,
   CgroupNotFoundError,
   readVmUsage,
+  vncSocketPath,
 } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
+import { vmiOwner } from './vmi-source.js';
 
 export interface PodSource {
   pod(key: string): V1Pod | undefined;
   pods(): readonly V1Pod[];
 }
 
-export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmAccess {
-  const resolve = (ref: PodRef): { pod: V1Pod; uid: string } => {
+/** Where each VM is on the pod network (PodNetwork). */
+export interface PodAddresses {
+  /** The pod address leased to the VM, if it has one. */
+  addressOf(uid: string): Promise<string | undefined>;
+}
+
+/** A TCP or unix socket connection that may be half-closed from either end. */
+function connectSocket(to: { host: string; port: number } | { path: string }): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ ...to, allowHalfOpen: true });
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+  });
+}
+
+/** A UDP socket connected to host:port (it then sends only there and hears only from there). */
+function connectUdp(host: string, port: number): Promise<UdpSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = createSocket('udp4');
+    socket.once('error', reject);
+    socket.connect(port, host, () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+  });
+}
+
+export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addresses: PodAddresses): VmAccess {
+  const resolve = (ref: PodName & { container?: string }): { pod: V1Pod; uid: string } => {
     const pod = pods.pod(objectKey(ref.namespace, ref.name));
     const uid = pod?.metadata?.uid;
     if (!pod || !uid) throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found on this node`);
@@ -32,16 +75,52 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       throw new NotFoundError(`container ${ref.container} not found in pod ${ref.namespace}/${ref.name}`);
     return { pod, uid };
   };
-  const running = (ref: PodRef): LiveLauncher => {
-    const { uid } = resolve(ref);
+  const runningVm = (uid: string, ref: PodName): LiveLauncher => {
     const view = registry.get(uid);
     if (!view?.live || (view.state.phase !== 'Running' && view.state.phase !== 'Paused')) {
       throw new BadRequestError(`the VM of pod ${ref.namespace}/${ref.name} is not running`);
     }
     return view;
   };
+  const running = (ref: PodName): LiveLauncher => runningVm(resolve(ref).uid, ref);
+
+  /** A launcher call as the kubelet API answers it: its state errors as 409 and 503, not 500. */
+  const guestCall = async <T>(ref: PodRef, call: (view: LiveLauncher) => Promise<T>): Promise<T> => {
+    const view = running(ref);
+    try {
+      return await call(view);
+    } catch (err) {
+      if (err instanceof PreconditionError) throw new ConflictError(err.message, { cause: err });
+      if (err instanceof UnavailableError) throw new ServiceUnavailableError(err.message, { cause: err });
+      throw err;
+    }
+  };
 
   return {
+    vmiPod(namespace, name) {
+      const owned = pods.pods().filter((p) => p.metadata?.namespace === namespace && vmiOwner(p)?.name === name);
+      // A restarted VMI's old pod may linger while it stops: the one whose VM is up comes first.
+      const pod = owned.find((p) => registry.get(p.metadata?.uid ?? '')?.live) ?? owned[0];
+      const owner = pod && vmiOwner(pod);
+      if (!pod || !owner) throw new NotFoundError(`virtualmachineinstance ${namespace}/${name} has no launcher pod on this node`);
+      return { namespace, name: pod.metadata!.name!, container: pod.spec?.containers?.[0]?.name ?? '', vmiUid: owner.uid };
+    },
+
+    guestUsers: (ref) => guestCall(ref, (view) => view.client.listGuestUsers()),
+    guestFilesystems: (ref) => guestCall(ref, (view) => view.client.listGuestFilesystems()),
+    guestInfo: (ref) =>
+      guestCall(ref, async (view) => {
+        const [agent, users, filesystems] = [
+          await view.client.getGuestAgentInfo(),
+          await view.client.listGuestUsers(),
+          await view.client.listGuestFilesystems(),
+        ];
+        return { agent, users, filesystems, ...(view.state.guestOsInfo ? { os: view.state.guestOsInfo } : {}) };
+      }),
+    async softReboot(ref) {
+      await guestCall(ref, (view) => view.client.softReboot());
+    },
+
     async attachConsole(ref) {
       const view = running(ref);
       let session: ReturnType<typeof view.client.console> | undefined;
@@ -99,6 +178,35 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry): VmA
       const { uid } = resolve(ref);
       const paths = consoleLogPaths(path.join(registry.dirOf(uid), 'console'));
       return previous ? paths.previous : paths.current;
+    },
+
+    async podPorts(ref) {
+      const { uid } = resolve(ref);
+      // Only the address this node leased to the pod: never a host or another pod's.
+      const address = async (): Promise<string> => {
+        runningVm(uid, ref);
+        const leased = await addresses.addressOf(uid);
+        if (!leased) throw new Error(`pod ${ref.namespace}/${ref.name} has no address on the pod network`);
+        return leased;
+      };
+      return {
+        uid,
+        connect: async (port) => connectSocket({ host: await address(), port }),
+        connectUdp: async (port) => connectUdp(await address(), port),
+      };
+    },
+
+    async vncDisplay(ref) {
+      const view = running(ref);
+      return {
+        uid: view.uid,
+        // The launcher has QEMU listen there when the spec asks for a display (VmSpec.vnc).
+        connect: () =>
+          connectSocket({ path: vncSocketPath(view.dir) }).catch((err: NodeJS.ErrnoException) => {
+            if (err.code === 'ENOENT') throw new BadRequestError('No graphics devices are present.');
+            throw err;
+          }),
+      };
     },
 
     async listVmUsage(): Promise<VmCpuMemory[]> {

@@ -10,6 +10,7 @@ import type { EventRecorder } from '../kube/events.js';
 import type { LiveLauncher, Launchers, VmControl } from '../launchers/registry.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
+import { ChildCpuMeter } from '../child-cpu.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import { ImagePullError } from '../images/errors.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
@@ -42,6 +43,8 @@ export interface VmRuntimeOptions {
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
+  /** Charges the host commands of a network attach to it; one of its own by default. */
+  childCpu?: ChildCpuMeter;
   log: Logger;
 }
 
@@ -80,7 +83,18 @@ function imageNotFound(err: SpecError): boolean {
 }
 
 export class VmRuntime {
-  constructor(private readonly o: VmRuntimeOptions) {}
+  /** The host commands' CPU of each VM's first network attach (ms), until its start is counted. */
+  private readonly attachCpuMs = new Map<string, number>();
+  private readonly childCpu: ChildCpuMeter;
+
+  constructor(private readonly o: VmRuntimeOptions) {
+    this.childCpu = o.childCpu ?? new ChildCpuMeter();
+  }
+
+  /** The pod's VM is gone: nothing of it is kept. */
+  forget(uid: string): void {
+    this.attachCpuMs.delete(uid);
+  }
 
   /**
    * The VmSpec the pod asks for, its NIC on the VM's tap: 'gone' when its
@@ -116,12 +130,15 @@ export class VmRuntime {
 
   /** Leases the VM's address and builds its network namespace (idempotent, so every sync repairs it). */
   private async attachNetwork(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<VmSpec | SpecError | 'waiting'> {
+    let cpuMs = 0;
     try {
       const t0 = performance.now();
-      const { spec: wired, attachment } = await this.o.network.attach(spec);
+      const endCpu = this.childCpu.begin();
+      const { spec: wired, attachment } = await this.o.network.attach(spec).finally(() => (cpuMs = endCpu()));
       if (attachment && attachment.podIP !== lc.attachment?.podIP) {
+        this.attachCpuMs.set(lc.uid, cpuMs);
         this.o.log.info(
-          { pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0) },
+          { pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0), cpuMs: Math.round(cpuMs) },
           'VM network attached',
         );
       }
@@ -182,7 +199,10 @@ export class VmRuntime {
       );
       const { state } = await live.client.syncVm(resolved.spec);
       const ms = Math.round(performance.now() - t0);
-      this.o.log.info({ pod: lc.key, uid: lc.uid, ms, qemuPid: state.qemuPid, restartCount: lc.history.restartCount }, 'VM started');
+      const cpuMs = Math.round((await this.o.launchers.cpuMs(lc.uid)) + (this.attachCpuMs.get(lc.uid) ?? 0));
+      this.attachCpuMs.delete(lc.uid);
+      this.o.metrics.cpuMsPerVmStart.observe(cpuMs);
+      this.o.log.info({ pod: lc.key, uid: lc.uid, ms, cpuMs, qemuPid: state.qemuPid, restartCount: lc.history.restartCount }, 'VM started');
       if (!resolved.fromRegistry) this.o.events.record(pod, 'Normal', 'Pulled', `Boot image "${image}" is ready`);
       this.o.events.record(pod, 'Normal', 'Created', `Created VM ${state.domainUuid}`);
       this.o.events.record(pod, 'Normal', 'Started', `Started VM (QEMU pid ${state.qemuPid}) in ${ms} ms`);

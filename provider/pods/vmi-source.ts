@@ -21,14 +21,7 @@ import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
-import { GROUP, KUBEVIRT_API_VERSION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
-
-/**
- * `kubectl annotate vmi NAME vkvm.io/paused=true` pauses the VM's vCPUs (virtctl
- * pause); removing the annotation, or any other value, runs them again. The node
- * applies it whenever the VM's state differs, so it holds across agent restarts.
- */
-export const PAUSED_ANNOTATION = 'vkvm.io/paused';
+import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {

@@ -23,6 +23,8 @@ export interface BenchContext {
   defer(what: string, cleanup: () => Promise<void> | void): void;
   /** Aborted on SIGINT/SIGTERM: waits stop and the benchmark unwinds into its cleanup. */
   readonly signal: AbortSignal;
+  /** `--cycles N`, for the benchmarks that repeat something (leaks). */
+  readonly cycles?: number;
 }
 
 export interface Benchmark {
@@ -30,6 +32,8 @@ export interface Benchmark {
   name: string;
   /** One line for `npm run bench -- --list`. */
   description: string;
+  /** Runs only when named (its group or itself): it takes long or loads the host for long. */
+  heavy?: boolean;
   run(ctx: BenchContext): Promise<void>;
 }
 

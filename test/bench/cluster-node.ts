@@ -32,6 +32,8 @@ export interface BenchNode {
   agentPid: number;
   /** The agent's --state-dir; VM directories are <agentStateDir>/vms/<pod uid>. */
   agentStateDir: string;
+  /** Its pod network's bridge. */
+  bridge: string;
   /** The agent's log lines so far (pino JSON, stdout and stderr). */
   agentOutput: string[];
   /** The bundled kubectl in the benchmark's namespace. */
@@ -71,7 +73,7 @@ async function startAgentProcess(
   kubeconfigPath: string,
   nodeName: string,
   extraArgs: string[],
-): Promise<{ pid: number; stateDir: string; output: string[] }> {
+): Promise<{ pid: number; stateDir: string; bridge: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
@@ -123,7 +125,7 @@ async function startAgentProcess(
     );
   });
   await running;
-  return { pid: child.pid!, stateDir, output };
+  return { pid: child.pid!, stateDir, bridge, output };
 }
 
 /**
@@ -163,6 +165,7 @@ export async function startBenchNode(
     namespace,
     agentPid: agent.pid,
     agentStateDir: agent.stateDir,
+    bridge: agent.bridge,
     agentOutput: agent.output,
     kubectl: (args, kopts) => cluster.kubectl(['-n', namespace, ...args], kopts),
   };

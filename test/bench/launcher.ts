@@ -11,7 +11,7 @@ import { ensureTestGuest, type TestGuest } from '../../vmm/guest/build.js';
 import { abortable, until, type BenchContext, type Benchmark } from './bench.js';
 import { benchVmSpec, readyLogLine, startLauncher, waitForTextInFile, type BenchLauncher } from './launchers.js';
 import { inspectNodeMemory } from './node-inspect.js';
-import { isRunning, memRollup, processTree, type MemRollup, type ProcEntry } from './proc.js';
+import { classify, isRunning, memRollup, processTree, type MemRollup, type ProcClass, type ProcEntry } from './proc.js';
 import { BYTES_PER_MiB, KiB_PER_MiB, mean, percentile } from './stats.js';
 
 /** VMs timed by launcher.start, after one warm-up VM that is reported apart. */
@@ -120,19 +120,6 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     ctx.emit(`${name}_p95`, percentile(samples, 95), 'ms');
   }
   ctx.emit('launcher_start_caps_reprobes', reprobes, 'runs');
-}
-
-/** Which part of a VM's process tree a process is; everything but qemu counts as overhead. */
-type ProcClass = 'launcher' | 'libvirtd' | 'virsh' | 'ns-helpers' | 'qemu' | 'other';
-
-function classify(p: ProcEntry, launcherPid: number): ProcClass {
-  if (p.pid === launcherPid) return 'launcher';
-  if (p.comm.startsWith('qemu-system')) return 'qemu';
-  if (p.comm === 'libvirtd') return 'libvirtd';
-  if (p.comm === 'virsh') return 'virsh';
-  // setpriv execs unshare; unshare forks sh, PID 1 of the namespace (argv[0] vkvm-ns-init).
-  if (p.comm === 'unshare' || p.comm === 'setpriv' || p.comm === 'sh') return 'ns-helpers';
-  return 'other';
 }
 
 interface ClassSample extends MemRollup {

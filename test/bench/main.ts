@@ -1,7 +1,8 @@
-// `npm run bench -- [--list | --machine | <name…>]`: runs benchmarks and
-// prints one JSON line {"name","value","unit"} per figure on stdout; progress
-// goes to stderr. Names pick benchmarks ("launcher.start") or whole groups
-// ("launcher"); none runs everything in registry.ts. Exits 1 when a benchmark
+// `npm run bench -- [--list | --machine | [--cycles N] <name…>]`: runs
+// benchmarks and prints one JSON line {"name","value","unit"} per figure on
+// stdout; progress goes to stderr. Names pick benchmarks ("launcher.start")
+// or whole groups ("launcher"); none runs everything in registry.ts but the
+// heavy ones (density, leaks). Exits 1 when a benchmark
 // failed (its figures so far are still printed), 130 after Ctrl-C. Whatever a
 // benchmark created is removed before the next one starts.
 import { parseArgs } from 'node:util';
@@ -19,13 +20,14 @@ function emitFigure(f: Figure): void {
 }
 
 /** Runs one benchmark, then its cleanup in reverse order of registration; false when either failed. */
-async function runOne(b: Benchmark, signal: AbortSignal): Promise<boolean> {
+async function runOne(b: Benchmark, signal: AbortSignal, cycles: number | undefined): Promise<boolean> {
   const cleanups: { what: string; fn: () => Promise<void> | void }[] = [];
   const ctx: BenchContext = {
     emit: (name, value, unit) => emitFigure({ name, value, unit }),
     log: (msg) => log(`[${b.name}] ${msg}`),
     defer: (what, fn) => void cleanups.push({ what, fn }),
     signal,
+    ...(cycles !== undefined ? { cycles } : {}),
   };
   let ok = true;
   const t0 = performance.now();
@@ -52,14 +54,17 @@ async function runOne(b: Benchmark, signal: AbortSignal): Promise<boolean> {
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { list: { type: 'boolean' }, machine: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: { list: { type: 'boolean' }, machine: { type: 'boolean' }, cycles: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   });
+  const cycles = values.cycles === undefined ? undefined : Number(values.cycles);
+  if (cycles !== undefined && !(Number.isInteger(cycles) && cycles > 0))
+    throw new Error(`--cycles: a positive integer, got ${values.cycles}`);
   if (values.help) {
-    process.stdout.write('usage: npm run bench -- [--list | --machine | <benchmark or group>…]\n');
+    process.stdout.write('usage: npm run bench -- [--list | --machine | [--cycles N] <benchmark or group>…]\n');
     return 0;
   }
   if (values.list) {
-    for (const b of BENCHMARKS) process.stdout.write(`${b.name.padEnd(26)} ${b.description}\n`);
+    for (const b of BENCHMARKS) process.stdout.write(`${b.name.padEnd(26)} ${b.heavy ? '(only when named) ' : ''}${b.description}\n`);
     return 0;
   }
   if (values.machine) {
@@ -81,7 +86,7 @@ async function main(): Promise<number> {
   let failed = 0;
   for (const b of selected) {
     if (abort.signal.aborted) break;
-    if (!(await runOne(b, abort.signal))) failed++;
+    if (!(await runOne(b, abort.signal, cycles))) failed++;
   }
   if (abort.signal.aborted) return 130;
   return failed > 0 ? 1 : 0;

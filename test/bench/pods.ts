@@ -17,12 +17,12 @@ import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { PodWatch, type PodMarks } from './pod-watch.js';
-import { readNodeUsage } from '../../provider/node/usage.js';
-import { cpuTimes, isRunning, launcherPidsOf, processTree, qemuPidsOf } from './proc.js';
+import { cpuSnapshot, cpuUsed, LAUNCHER_PARTS } from './cpu-split.js';
+import { isRunning, qemuPidsOf } from './proc.js';
 import { percentile } from './stats.js';
 
-const NODE = 'vkvm-bench-pods';
-const NAMESPACE = 'bench-pods';
+export const NODE = 'vkvm-bench-pods';
+export const NAMESPACE = 'bench-pods';
 /** Pods pods.start creates at once, after one warm-up pod. */
 const START_PODS = 20;
 /** Pods pods.poweroff powers off, one after another. */
@@ -35,7 +35,7 @@ const POWEROFF_TIMEOUT_MS = 120_000;
 const QEMU_EXIT_POLL_MS = 5;
 
 /** A VM pod as the e2e tests write it: the test guest's containerDisk (in the node's store) on the vkvm node. */
-function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
+export function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
   return {
     metadata: { name, namespace: NAMESPACE },
     spec: {
@@ -49,11 +49,11 @@ function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
 }
 
 const round = (ms: number): number => Math.round(ms);
-const podNames = (prefix: string, n: number): string[] =>
+export const podNames = (prefix: string, n: number): string[] =>
   Array.from({ length: n }, (_, i) => `${prefix}-${String(i + 1).padStart(2, '0')}`);
 
 /** Creates the pods concurrently; returns Date.now() taken just before each create call, by name. */
-async function createPods(node: BenchNode, pods: V1Pod[]): Promise<Map<string, number>> {
+export async function createPods(node: BenchNode, pods: V1Pod[]): Promise<Map<string, number>> {
   const createdAt = new Map<string, number>();
   await Promise.all(
     pods.map((body) => {
@@ -65,7 +65,7 @@ async function createPods(node: BenchNode, pods: V1Pod[]): Promise<Map<string, n
 }
 
 /** A short summary of the pods' last statuses, for timeout messages. */
-function describePods(watch: PodWatch, names: string[]): string {
+export function describePods(watch: PodWatch, names: string[]): string {
   return names
     .map((n) => {
       const p = watch.pod(n);
@@ -77,7 +77,7 @@ function describePods(watch: PodWatch, names: string[]): string {
 }
 
 /** Waits until every pod reached `mark` (Running, Ready); fails at once when one of them fails. */
-async function untilAll(ctx: BenchContext, watch: PodWatch, names: string[], mark: 'running' | 'ready'): Promise<void> {
+export async function untilAll(ctx: BenchContext, watch: PodWatch, names: string[], mark: 'running' | 'ready'): Promise<void> {
   await watch.until(
     `${names.length} pod(s) ${mark}`,
     () => {
@@ -89,52 +89,10 @@ async function untilAll(ctx: BenchContext, watch: PodWatch, names: string[], mar
   );
 }
 
-/** CPU seconds used so far, by whom: the host in all, and the processes of the benchmark. */
-interface CpuSnapshot {
-  atMs: number;
-  hostBusyS: number;
-  /** QEMU of the given pods' VMs (guest vCPUs under TCG, and QEMU itself). */
-  qemuS: number;
-  /** Everything else under their launchers: Node, libvirtd (with the QEMU capability probes it ran and reaped), virsh, helpers. */
-  launchersS: number;
-  agentS: number;
-  controlPlaneS: number;
-}
-
-async function cpuSnapshot(node: BenchNode, uids: string[]): Promise<CpuSnapshot> {
-  const atMs = Date.now();
-  const usage = await readNodeUsage();
-  const selfS = async (pids: number[]): Promise<number> => {
-    let s = 0;
-    for (const pid of pids) s += (await cpuTimes(pid))?.selfS ?? 0;
-    return s;
-  };
-  let qemuS = 0;
-  let launchersS = 0;
-  for (const uid of uids) {
-    for (const launcher of launcherPidsOf(uid)) {
-      for (const p of await processTree(launcher)) {
-        const t = await cpuTimes(p.pid);
-        if (!t) continue;
-        if (p.comm.startsWith('qemu-system')) qemuS += t.selfS;
-        else launchersS += t.selfS + t.reapedChildrenS;
-      }
-    }
-  }
-  return {
-    atMs,
-    hostBusyS: usage.cpuUsageCoreNanoSeconds / 1e9,
-    qemuS,
-    launchersS,
-    agentS: await selfS([node.agentPid]),
-    controlPlaneS: await selfS((await processTree(node.cluster.pid)).map((p) => p.pid)),
-  };
-}
-
-type LogLine = Record<string, unknown> & { msg?: string; time?: number | string };
+export type LogLine = Record<string, unknown> & { msg?: string; time?: number | string };
 
 /** pino JSON lines; other lines are skipped. */
-function parseLogLines(lines: string[]): LogLine[] {
+export function parseLogLines(lines: string[]): LogLine[] {
   const out: LogLine[] = [];
   for (const line of lines) {
     if (!line.startsWith('{')) continue;
@@ -238,7 +196,7 @@ function describeTimeline(t: StartTimeline): string {
 }
 
 /** Force-deletes one pod and waits until the agent removed its VM (directory gone, no QEMU). */
-async function removePod(ctx: BenchContext, node: BenchNode, watch: PodWatch, name: string): Promise<void> {
+export async function removePod(ctx: BenchContext, node: BenchNode, watch: PodWatch, name: string): Promise<void> {
   const uid = watch.pod(name)?.metadata?.uid ?? '';
   await node.clients.core.deleteNamespacedPod({ name, namespace: node.namespace, gracePeriodSeconds: 0 });
   const dir = join(node.agentStateDir, 'vms', uid);
@@ -295,19 +253,20 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     ctx.emit('pod_create_to_boot_marker_ms_p95', percentile(toBootMarker, 95), 'ms');
   }
   ctx.emit('pod_create_to_all_running_ms', Math.max(...timelines.map((t) => t.marks.running!)) - firstCreate, 'ms');
-  const windowS = (cpuAfter.atMs - cpuBefore.atMs) / 1000;
-  const used = (k: Exclude<keyof CpuSnapshot, 'atMs'>): number => cpuAfter[k] - cpuBefore[k];
-  const otherS = used('hostBusyS') - used('qemuS') - used('launchersS') - used('agentS') - used('controlPlaneS');
+  const used = cpuUsed(cpuBefore, cpuAfter);
+  const launchersS = LAUNCHER_PARTS.reduce((sum, part) => sum + used[part], 0);
+  // As before the split had parts: the agent's host commands (ip, nft, …) count as the rest of the host.
+  const otherS = used.hostBusyS - used.qemuS - launchersS - used.agentS - used.controlPlaneS;
   ctx.log(
-    `CPU from the first create to all Running (${windowS.toFixed(1)} s × ${os.cpus().length} cores): busy ${used('hostBusyS').toFixed(1)} s; ` +
-      `QEMU ${used('qemuS').toFixed(1)} s, launchers+libvirtd ${used('launchersS').toFixed(1)} s, agent ${used('agentS').toFixed(1)} s, ` +
-      `control plane ${used('controlPlaneS').toFixed(1)} s, other ${otherS.toFixed(1)} s`,
+    `CPU from the first create to all Running (${used.windowS.toFixed(1)} s × ${os.cpus().length} cores): busy ${used.hostBusyS.toFixed(1)} s; ` +
+      `QEMU ${used.qemuS.toFixed(1)} s, launchers+libvirtd ${launchersS.toFixed(1)} s, agent ${used.agentS.toFixed(1)} s ` +
+      `(its host commands ${used.agentChildrenS.toFixed(1)} s more), control plane ${used.controlPlaneS.toFixed(1)} s, other ${otherS.toFixed(1)} s`,
   );
-  ctx.emit('pod_start_host_cpu_busy_pct', (100 * used('hostBusyS')) / (windowS * os.cpus().length), '%');
-  ctx.emit('pod_start_cpu_qemu_s', used('qemuS'), 's');
-  ctx.emit('pod_start_cpu_launchers_s', used('launchersS'), 's');
-  ctx.emit('pod_start_cpu_agent_s', used('agentS'), 's');
-  ctx.emit('pod_start_cpu_control_plane_s', used('controlPlaneS'), 's');
+  ctx.emit('pod_start_host_cpu_busy_pct', (100 * used.hostBusyS) / (used.windowS * os.cpus().length), '%');
+  ctx.emit('pod_start_cpu_qemu_s', used.qemuS, 's');
+  ctx.emit('pod_start_cpu_launchers_s', launchersS, 's');
+  ctx.emit('pod_start_cpu_agent_s', used.agentS, 's');
+  ctx.emit('pod_start_cpu_control_plane_s', used.controlPlaneS, 's');
   ctx.emit('pod_start_cpu_other_s', otherS, 's');
   for (const [name, from, to] of START_STEPS) {
     const samples = timelines.flatMap((t) => {
@@ -343,7 +302,7 @@ async function exitTime(pid: number, timeoutMs: number, signal: AbortSignal): Pr
 }
 
 /** Retries `kubectl exec POD -- /bin/true` until the guest agent answers. */
-async function untilGuestAgentAnswers(ctx: BenchContext, node: BenchNode, name: string): Promise<void> {
+export async function untilGuestAgentAnswers(ctx: BenchContext, node: BenchNode, name: string): Promise<void> {
   const deadline = Date.now() + GUEST_AGENT_TIMEOUT_MS;
   for (;;) {
     const r = await node.kubectl(['exec', name, '--', '/bin/true'], { timeoutMs: 60_000 });
@@ -366,7 +325,7 @@ interface PoweroffTimes {
   status: number;
 }
 
-async function powerOff(ctx: BenchContext, node: BenchNode, watch: PodWatch, name: string): Promise<PoweroffTimes> {
+export async function powerOff(ctx: BenchContext, node: BenchNode, watch: PodWatch, name: string): Promise<PoweroffTimes> {
   const uid = watch.pod(name)?.metadata?.uid ?? '';
   const [qemuPid, ...more] = qemuPidsOf(uid);
   if (qemuPid === undefined || more.length > 0)

@@ -1,5 +1,6 @@
 // What the bench reads from /proc about processes it did not necessarily
-// start: liveness, process trees, command lines and memory (PSS).
+// start: liveness, process trees, command lines and memory (PSS). CPU times
+// come from provider/proc-cpu.ts (cpu-split.ts sums them by part).
 import { readdir, readFile } from 'node:fs/promises';
 import { argvOf, isRunning, pidsWhere } from '../helpers/processes.js';
 
@@ -41,6 +42,19 @@ export async function processTree(pid: number): Promise<ProcEntry[]> {
   return out;
 }
 
+/** Which part of a VM's process tree a process is; everything but qemu counts as overhead. */
+export type ProcClass = 'launcher' | 'libvirtd' | 'virsh' | 'ns-helpers' | 'qemu' | 'other';
+
+export function classify(p: ProcEntry, launcherPid: number): ProcClass {
+  if (p.pid === launcherPid) return 'launcher';
+  if (p.comm.startsWith('qemu-system')) return 'qemu';
+  if (p.comm === 'libvirtd') return 'libvirtd';
+  if (p.comm === 'virsh') return 'virsh';
+  // setpriv execs unshare; unshare forks sh, PID 1 of the namespace (argv[0] vkvm-ns-init).
+  if (p.comm === 'unshare' || p.comm === 'setpriv' || p.comm === 'sh') return 'ns-helpers';
+  return 'other';
+}
+
 /** Memory of one process from /proc/<pid>/smaps_rollup, in KiB. */
 export interface MemRollup {
   /** Proportional set size: private pages plus each shared page divided by its sharers. */
@@ -50,31 +64,27 @@ export interface MemRollup {
   rssKiB: number;
 }
 
+/**
+ * PSS of a QEMU's guest RAM, in KiB: its anonymous mappings of the guest's
+ * size (QEMU may round a mapping up by an alignment of at most 2 MiB).
+ * undefined when the process is gone.
+ */
+export async function guestRamPssKiB(qemuPid: number, guestMiB: number): Promise<number | undefined> {
+  const text = await readFile(`/proc/${qemuPid}/smaps`, 'utf8').catch(() => undefined);
+  if (text === undefined) return undefined;
+  let total = 0;
+  for (const block of text.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    const size = Number(/^Size:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+    const anonymous = !/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+[ \t]+\S/.test(block);
+    if (anonymous && size >= guestMiB * 1024 && size <= (guestMiB + 2) * 1024) total += Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+  }
+  return total;
+}
+
 /** undefined when the process is gone. */
 export async function memRollup(pid: number): Promise<MemRollup | undefined> {
   const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => undefined);
   if (!text) return undefined;
   const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
   return { pssKiB: field('Pss'), pssAnonKiB: field('Pss_Anon'), pssFileKiB: field('Pss_File'), rssKiB: field('Rss') };
-}
-
-/** USER_HZ, the unit of the times in /proc/<pid>/stat (fixed at 100 by the kernel's ABI). */
-const USER_HZ = 100;
-
-/** CPU time in seconds: the process's own (utime + stime) and that of its children it reaped (cutime + cstime). */
-export interface CpuTimes {
-  selfS: number;
-  reapedChildrenS: number;
-}
-
-/** undefined when the process is gone. */
-export async function cpuTimes(pid: number): Promise<CpuTimes | undefined> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  // Fields after "(comm) ": state is field 3, so utime (14) … cstime (17) sit at 11 … 14.
-  const f = stat
-    .slice(stat.lastIndexOf(') ') + 2)
-    .split(' ')
-    .map(Number);
-  if (f.length < 15) return undefined;
-  return { selfS: (f[11]! + f[12]!) / USER_HZ, reapedChildrenS: (f[13]! + f[14]!) / USER_HZ };
 }

@@ -30,6 +30,24 @@ t.test('names pick benchmarks or whole groups, in registry order', async (t) => 
   );
 });
 
+t.test('heavy benchmarks run only when named, by themselves or their group', async (t) => {
+  const heavy: Benchmark = { ...fake('leaks.cycles'), heavy: true };
+  const all = [...ALL, heavy];
+  t.same(
+    {
+      none: names(selectBenchmarks([], all)),
+      group: names(selectBenchmarks(['leaks'], all)),
+      one: names(selectBenchmarks(['leaks.cycles'], all)),
+    },
+    { none: names(ALL), group: ['leaks.cycles'], one: ['leaks.cycles'] },
+  );
+  t.same(
+    BENCHMARKS.filter((b) => b.heavy).map((b) => b.name),
+    ['density.vms', 'leaks.cycles'],
+    'the density and leak runs are the heavy ones',
+  );
+});
+
 t.test('registered benchmarks have unique <group>.<name> names', async (t) => {
   const all = names([...BENCHMARKS]);
   t.same(

@@ -22,7 +22,7 @@ import { buildImage, pushImage, tarLayer } from '../helpers/oci.js';
 import {
   condition,
   createTenant,
-  kubectlAs,
+  tenantKubectl,
   poll,
   qemuPidsOf,
   startAgent,
@@ -79,7 +79,7 @@ t.test('containerDisks boot through their firmware and boot loader, and their cl
   await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--local-registry=${registry.host}`] });
   await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);
-  const kubectl = await kubectlAs(t, cluster, tenant);
+  const kubectl = await tenantKubectl(t, cluster, tenant);
 
   const apply = async (manifest: object) => {
     const res = await kubectl(['apply', '-n', NS, '-f', '-'], { input: stringify(manifest) });

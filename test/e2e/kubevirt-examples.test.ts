@@ -24,7 +24,7 @@ import { argvOf } from '../helpers/processes.js';
 import {
   condition,
   createTenant,
-  kubectlAs,
+  tenantKubectl,
   poll,
   qemuPidsOf,
   startAgent,
@@ -71,7 +71,7 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
   await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--local-registry=${registry.host}`] });
   await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);
-  const kubectl = await kubectlAs(t, cluster, tenant);
+  const kubectl = await tenantKubectl(t, cluster, tenant);
 
   const manifests = Object.fromEntries(
     EXAMPLES.map((name) => [name, readFileSync(join(FIXTURES, `${name}.yaml`), 'utf8').replaceAll('registry:5000/', `${registry.host}/`)]),

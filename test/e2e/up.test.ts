@@ -55,7 +55,7 @@ interface UpRun {
  * group, as a shell starts a foreground job.
  */
 function startUp(t: Test, stateDir: string, args: string[], opts: { npm?: boolean } = {}): UpRun {
-  const upArgs = [`--state-dir=${stateDir}`, ...args];
+  const upArgs = [`--state-dir=${stateDir}`, '--subresources-port=0', ...args];
   const [cmd, argv] = opts.npm ? ['npm', ['start', '--', ...upArgs]] : [process.execPath, [CLI, 'up', ...upArgs]];
   const child = spawn(cmd, argv, { cwd: packageRoot(), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const output: string[] = [];

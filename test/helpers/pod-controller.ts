@@ -9,7 +9,8 @@ import { pino } from 'pino';
 import type { EventRecorder, EventType } from '../../provider/kube/events.js';
 import { keyOfObject } from '../../provider/kube/informer.js';
 import type { LauncherView, Launchers, LiveLauncher, VmControl } from '../../provider/launchers/registry.js';
-import { createAgentMetrics } from '../../provider/metrics.js';
+import { createAgentMetrics, type AgentMetrics } from '../../provider/metrics.js';
+import { ChildCpuMeter } from '../../provider/child-cpu.js';
 import { PodController, type PodControllerOptions, type PodInformer } from '../../provider/pods/controller.js';
 import type { PodApi } from '../../provider/pods/pod-api.js';
 import type { VmNetwork } from '../../provider/pods/vm-runtime.js';
@@ -18,7 +19,10 @@ import type { VmState } from '../../launcher/agent-api.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { fakeClock, type FakeClock } from './fake-clock.js';
 
-const metrics = createAgentMetrics();
+/** What a fake launcher and its helpers have used by the time its VM runs (launchers.cpuMs). */
+export const FAKE_LAUNCHER_CPU_MS = 200;
+/** What the host commands of a VM's first network attach cost in the fake network. */
+export const FAKE_ATTACH_CPU_MS = 30;
 
 /** An API error as client-node raises it, with its HTTP code. */
 const apiError = (code: number, message: string) => Object.assign(new Error(message), { code });
@@ -82,6 +86,9 @@ export class FakeLaunchers implements Launchers<VmControl> {
     this.removed.push(uid);
   }
   close(): void {}
+  async cpuMs(uid: string): Promise<number> {
+    return this.views.get(uid)?.live ? FAKE_LAUNCHER_CPU_MS : 0;
+  }
 
   // ---- what a test does to the VMs ----
 
@@ -232,6 +239,8 @@ export interface PodControllerEnv {
   launchers: FakeLaunchers;
   pods: FakePods;
   events: RecordedEvent[];
+  /** This controller's metrics. */
+  metrics: AgentMetrics;
   /** Lets every queued sync and deletion run to its end. */
   settle(): Promise<void>;
   /** Moves the clock on and lets what fell due run. */
@@ -245,7 +254,7 @@ export interface PodControllerEnv {
  */
 export async function podControllerEnv(
   t: Test,
-  before: (env: Omit<PodControllerEnv, 'controller' | 'settle' | 'advance'>) => void = () => {},
+  before: (env: Omit<PodControllerEnv, 'controller' | 'settle' | 'advance' | 'metrics'>) => void = () => {},
   vmis: VmiSource = {
     onChange: () => {},
     follow: () => {},
@@ -270,9 +279,17 @@ export async function podControllerEnv(
     recordFor,
     record: (pod, type, reason, message) => recordFor({ kind: 'Pod', name: pod.metadata?.name ?? '' }, type, reason, message),
   };
+  const metrics = createAgentMetrics();
+  // The agent's reaped-children CPU, as the fake network's first attach of each VM moves it.
+  let childCpuMs = 0;
+  const attached = new Set<string>();
   const network: VmNetwork = {
-    attach: async (spec) =>
-      spec.interfaces.length
+    attach: async (spec) => {
+      if (spec.interfaces.length && !attached.has(spec.uid)) {
+        attached.add(spec.uid);
+        childCpuMs += FAKE_ATTACH_CPU_MS;
+      }
+      return spec.interfaces.length
         ? {
             spec,
             attachment: {
@@ -282,7 +299,8 @@ export async function podControllerEnv(
               interfaceName: 'default',
             },
           }
-        : { spec },
+        : { spec };
+    },
     detach: async () => {},
     ensureNode: async () => true,
     retainOnly: async () => [],
@@ -303,6 +321,7 @@ export async function podControllerEnv(
     metrics,
     log: pino({ level: 'silent' }),
     clock,
+    childCpu: new ChildCpuMeter(() => childCpuMs),
   });
   t.teardown(() => controller.stop());
   await controller.start();
@@ -314,6 +333,7 @@ export async function podControllerEnv(
     launchers,
     pods,
     events,
+    metrics,
     settle,
     advance: async (ms) => {
       clock.advance(ms);

@@ -65,6 +65,16 @@ export interface UnixCharDraft<Target> {
   target: { $: Target };
 }
 
+/** A VNC server on a unix socket QEMU listens on. */
+export interface GraphicsDraft {
+  $: { type: 'vnc' };
+  listen: { $: { type: 'socket'; socket: string } };
+}
+
+export interface VideoDraft {
+  model: { $: { type: 'vga'; vram: number; heads: number } };
+}
+
 export interface DevicesDraft {
   emulator: string;
   disk: DiskDraft[];
@@ -73,6 +83,8 @@ export interface DevicesDraft {
   serial: UnixCharDraft<{ port: number }>[];
   console: UnixCharDraft<{ type: 'serial'; port: number }>[];
   channel: UnixCharDraft<{ type: 'virtio'; name: string }>[];
+  graphics: GraphicsDraft[];
+  video: VideoDraft[];
 }
 
 export interface DomainDraft {
@@ -113,6 +125,16 @@ export function newDomainDraft(spec: VmSpec, runtime: DomainRuntime): DomainDraf
     on_poweroff: undefined,
     on_reboot: undefined,
     on_crash: undefined,
-    devices: { emulator: runtime.emulatorPath, disk: [], controller: [], interface: [], serial: [], console: [], channel: [] },
+    devices: {
+      emulator: runtime.emulatorPath,
+      disk: [],
+      controller: [],
+      interface: [],
+      serial: [],
+      console: [],
+      channel: [],
+      graphics: [],
+      video: [],
+    },
   };
 }

@@ -26,6 +26,7 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
         cmdline: 'console=ttyS0 panic=-1',
       },
       guestAgent: true,
+      vnc: true,
     }),
     runtime: testRuntime(),
   },

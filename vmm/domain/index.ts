@@ -17,6 +17,7 @@ import { configureDisks } from './disks.js';
 import { configureNet } from './net.js';
 import { configureSerial } from './serial.js';
 import { configureChannels } from './channels.js';
+import { configureGraphics } from './graphics.js';
 
 const DOMAIN_BUILDERS: readonly DomainBuilder[] = [
   configureAccel,
@@ -30,6 +31,7 @@ const DOMAIN_BUILDERS: readonly DomainBuilder[] = [
   configureNet,
   configureSerial,
   configureChannels,
+  configureGraphics,
 ];
 
 /** Runs every builder on a fresh draft. Expects a spec that passed validateVmSpec. */

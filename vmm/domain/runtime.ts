@@ -19,6 +19,8 @@ export interface DomainRuntime {
   consoleSocketPath: string;
   /** Unix socket QEMU binds for the guest-agent channel, when the spec asks for one. */
   guestAgentSocketPath?: string;
+  /** Unix socket QEMU listens on for VNC clients, when the spec asks for a display. */
+  vncSocketPath?: string;
   /** Prepared disks keyed by DiskSpec.name; every disk in the spec must be present. */
   disks: Record<string, PreparedDisk>;
 }

@@ -1,6 +1,7 @@
 // The generated text files of the test guest (/init, inittab, scripts).
 import { renderNoCloudFiles } from './nocloud.js';
 import { GUEST_AGENT_PORT, GUEST_BOOT_MARKER, GUEST_PROMPT, type Inputs } from './recipe.js';
+import { SSH_SERVER_INITTAB, sshServerFiles } from './ssh-server.js';
 
 /** The generated text files of the guest, keyed by guest path. */
 export function renderGuestFiles(inputs: Inputs): Map<string, string> {
@@ -48,6 +49,7 @@ ttyS0::respawn:-/bin/sh
 ::respawn:/bin/httpd -f -p 80 -h /www
 ::respawn:/bin/httpd -f -p 8080 -h /www
 ::once:/bin/vkvm-nocloud
+${SSH_SERVER_INITTAB}
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/bin/sync
 `,
@@ -122,10 +124,25 @@ exec /bin/poweroff
 `,
   );
 
+  // qemu-ga's guest-shutdown runs `/sbin/shutdown -h -P|-H|-r +0 MESSAGE`, as
+  // on a distribution (libvirt's agent reboot, KubeVirt's soft reboot); busybox
+  // has no shutdown applet.
+  files.set(
+    '/bin/shutdown',
+    `#!/bin/sh
+case " $* " in
+  *" -r "*) echo "vkvm-guest: rebooting" >/dev/console; exec /bin/reboot ;;
+  *" -H "*) exec /bin/halt ;;
+  *) exec /bin/poweroff ;;
+esac
+`,
+  );
+
   files.set('/etc/profile', `export PATH=/bin HOME=/root\nPS1='${GUEST_PROMPT}'\ncd /root\n`);
   files.set('/etc/passwd', 'root:x:0:0:root:/root:/bin/sh\n');
   files.set('/etc/group', 'root:x:0:\ntty:x:5:\n');
   files.set('/etc/hostname', 'vkvm-guest\n');
+  for (const [name, content] of sshServerFiles()) files.set(name, content);
   files.set('/etc/modules.order', inputs.modules.map((m) => m.name).join('\n') + '\n');
   const bootModules = new Set(inputs.bootModules);
   for (const [name, content] of renderNoCloudFiles(inputs.modules.map((m) => m.name).filter((m) => !bootModules.has(m)))) {

@@ -1,4 +1,4 @@
-// The test guest's initramfs: busybox, qemu-ga and its libraries, the kernel
+// The test guest's initramfs: busybox, qemu-ga, dropbear and their libraries, the kernel
 // modules and the generated files, as a reproducible gzipped newc cpio.
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs/promises';
@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import { BUSYBOX, QEMU_GA, type Inputs } from './recipe.js';
+import { DROPBEAR } from './ssh-server.js';
 
 const execFileP = promisify(execFile);
 const gzipP = promisify(gzip);
@@ -64,6 +65,7 @@ export async function buildInitramfs(inputs: Inputs, files: Map<string, string>)
     symlink(`bin/${applet}`, 'busybox');
   }
   file('bin/qemu-ga', await fs.readFile(QEMU_GA), 0o755);
+  file('bin/dropbear', await fs.readFile(DROPBEAR), 0o755);
   for (const lib of inputs.libs) file(lib.guestPath, await fs.readFile(lib.hostPath), 0o755);
   for (const m of inputs.modules) file(`lib/modules/${m.name}.ko`, await readModule(m.file), 0o644);
 

@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { NOCLOUD_MODULES } from './nocloud.js';
+import { DROPBEAR } from './ssh-server.js';
 
 const execFileP = promisify(execFile);
 
@@ -29,7 +30,8 @@ const REQUIRED_MODULES = [
   'button', // ACPI power button → input event
   'evdev', // /dev/input/event* for busybox acpid
 ];
-const OPTIONAL_MODULES = ['virtio_blk', 'virtio_net'];
+// isofs: a test can mount the cloud-init seed, a filesystem the guest agent reports (guest-get-fsinfo).
+const OPTIONAL_MODULES = ['virtio_blk', 'virtio_net', 'isofs'];
 
 export const BUSYBOX = '/bin/busybox';
 export const QEMU_GA = '/usr/sbin/qemu-ga';
@@ -53,14 +55,14 @@ export async function collectInputs(kernelVersionOpt: string | undefined): Promi
   await fs.access(kernelImage).catch(() => {
     throw new Error(`kernel image ${kernelImage} not found (install linux-image-amd64)`);
   });
-  for (const bin of [BUSYBOX, QEMU_GA]) {
+  for (const bin of [BUSYBOX, QEMU_GA, DROPBEAR]) {
     await fs.access(bin).catch(() => {
-      throw new Error(`${bin} not found (install busybox-static and qemu-guest-agent)`);
+      throw new Error(`${bin} not found (install busybox-static, qemu-guest-agent and dropbear-bin)`);
     });
   }
   const [{ modules, bootModules }, libs, applets, packages, sourceHash] = await Promise.all([
     resolveModules(kernelVersion),
-    sharedLibraries(QEMU_GA),
+    sharedLibrariesOf([QEMU_GA, DROPBEAR]),
     busyboxApplets(),
     packageVersions(kernelImage),
     builderSourceHash(),
@@ -115,6 +117,12 @@ async function resolveModules(kernelVersion: string): Promise<Pick<Inputs, 'modu
   return { modules: order, bootModules };
 }
 
+/** The libraries of every binary, each once. */
+async function sharedLibrariesOf(binaries: string[]): Promise<{ guestPath: string; hostPath: string }[]> {
+  const all = (await Promise.all(binaries.map(sharedLibraries))).flat();
+  return [...new Map(all.map((l) => [l.guestPath, l])).values()];
+}
+
 async function sharedLibraries(binary: string): Promise<{ guestPath: string; hostPath: string }[]> {
   const { stdout } = await execFileP('ldd', [binary]);
   const libs: { guestPath: string; hostPath: string }[] = [];
@@ -152,7 +160,7 @@ async function packageVersions(kernelImage: string): Promise<Record<string, stri
       return undefined;
     }
   };
-  const pkgs = new Set(['busybox-static', 'qemu-guest-agent']);
+  const pkgs = new Set(['busybox-static', 'qemu-guest-agent', 'dropbear-bin']);
   const kpkg = await owner(kernelImage);
   if (kpkg) pkgs.add(kpkg);
   for (const p of pkgs) {
@@ -193,7 +201,9 @@ export async function cacheKey(inputs: Inputs, files: Map<string, string>, pvh: 
     return `${p}:${st.size}:${Math.floor(st.mtimeMs)}`;
   };
   const stamps = await Promise.all(
-    [inputs.kernelImage, BUSYBOX, QEMU_GA, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(fingerprint),
+    [inputs.kernelImage, BUSYBOX, QEMU_GA, DROPBEAR, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(
+      fingerprint,
+    ),
   );
   h.update(
     JSON.stringify({

@@ -40,6 +40,7 @@ export function testRuntime(overrides: Partial<DomainRuntime> = {}): DomainRunti
     emulatorPath: '/usr/bin/qemu-system-x86_64',
     consoleSocketPath: '/run/vkvm/vms/test/console.sock',
     guestAgentSocketPath: '/run/vkvm/vms/test/qga.sock',
+    vncSocketPath: '/run/vkvm/vms/test/vnc.sock',
     disks: {},
     ...overrides,
   };

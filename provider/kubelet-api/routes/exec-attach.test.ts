@@ -1,8 +1,8 @@
-import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
-import transport from 'spdy-transport';
+import type transport from 'spdy-transport';
+import { upgradeSpdy, type HttpAnswer } from '../../../test/helpers/spdy-client.js';
 import { WebSocket } from 'ws';
 import type { AuthBackend, UserInfo } from '../auth.js';
 import { NotFoundError } from '../errors.js';
@@ -12,6 +12,7 @@ import { createAgentMetrics } from '../../metrics.js';
 import type { SessionLimits } from '../session-limiter.js';
 import { MAX_MESSAGE_BYTES } from '../streaming/websocket.js';
 import { sessionTarget, streamOptions } from './exec-attach.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 // --- the node side: a fake VM access and an auth backend ----------------------
 
@@ -52,6 +53,7 @@ function fakeVms() {
   const consoles: FakeConsole[] = [];
   const execs: { pod: string; command: string[] }[] = [];
   const vms: VmAccess = {
+    ...noVmis,
     async attachConsole(ref) {
       if (ref.name !== 'vm1') throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
       const console = echoConsole();
@@ -69,6 +71,12 @@ function fakeVms() {
     },
     async consoleLogPath() {
       throw new NotFoundError('no logs here');
+    },
+    async podPorts() {
+      throw new NotFoundError('no ports here');
+    },
+    async vncDisplay() {
+      throw new NotFoundError('no display here');
     },
     async listVmUsage() {
       return [];
@@ -186,12 +194,6 @@ function isSession(s: WsSession | { status: number }): s is WsSession {
 
 type StreamType = 'error' | 'stdin' | 'stdout' | 'stderr' | 'resize';
 
-interface HttpAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
 interface SpdySession extends HttpAnswer {
   streams: Map<StreamType, transport.SpdyStream>;
   /** Everything a stream carried, once it has ended. */
@@ -202,66 +204,16 @@ interface SpdySession extends HttpAnswer {
   close(): void;
 }
 
-/** Reads the HTTP response head; the bytes after it go back into the socket. */
-function readHead(socket: Socket): Promise<{ status: number; headers: Record<string, string> }> {
-  return new Promise((resolve) => {
-    let buffered = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      const end = buffered.indexOf('\r\n\r\n');
-      if (end === -1) return;
-      socket.off('data', onData);
-      socket.pause();
-      socket.unshift(buffered.subarray(end + 4));
-      const [statusLine, ...lines] = buffered.subarray(0, end).toString().split('\r\n');
-      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-      resolve({ status: Number(statusLine!.split(' ')[1]), headers });
-    };
-    socket.on('data', onData);
-  });
-}
-
 async function openSpdy(
   port: number,
   path: string,
   opts: { token?: string; protocols?: string[]; streams: StreamType[] },
 ): Promise<SpdySession> {
-  const socket = connect(port, '127.0.0.1');
-  await new Promise((r) => socket.once('connect', r));
-  const protocols = opts.protocols ?? ['v4.channel.k8s.io'];
-  socket.write(
-    [
-      `POST ${path} HTTP/1.1`,
-      'Host: 127.0.0.1',
-      ...(opts.token ? [`Authorization: Bearer ${opts.token}`] : []),
-      'Connection: Upgrade',
-      'Upgrade: SPDY/3.1',
-      ...protocols.map((p) => `X-Stream-Protocol-Version: ${p}`),
-      'Content-Length: 0',
-      '',
-      '',
-    ].join('\r\n'),
-  );
-  const { status, headers } = await readHead(socket);
+  const upgrade = await upgradeSpdy(port, path, { token: opts.token, protocols: opts.protocols ?? ['v4.channel.k8s.io'] });
+  const { status, headers } = upgrade;
   const streams = new Map<StreamType, transport.SpdyStream>();
-  if (status !== 101) {
-    let body = '';
-    socket.on('data', (d: Buffer) => (body += d.toString()));
-    socket.resume();
-    await new Promise((r) => socket.once('close', r));
-    return { status, headers, body, streams, read: async () => '', ping: async () => {}, close: () => socket.destroy() };
-  }
-  const conn = transport.connection.create(socket, { protocol: 'spdy', isServer: false });
-  conn.on('error', () => socket.destroy());
-  // spdystream sends SYN_STREAM with the streamtype header only, and neither
-  // SETTINGS (so the server's send window stays at SPDY's 64 KiB) nor WINDOW_UPDATE.
-  const framer = (conn as unknown as { _spdyState: { framer: Record<string, (...args: unknown[]) => unknown> } })._spdyState.framer;
-  const headersToDict = framer.headersToDict!.bind(framer);
-  framer.headersToDict = (h, _preprocess, callback) => headersToDict(h, null, callback);
-  const skipFrame = (_frame: unknown, callback: unknown) => (callback as (() => void) | undefined)?.();
-  framer.settingsFrame = skipFrame;
-  framer.windowUpdateFrame = skipFrame;
-  conn.start(3);
+  if (!upgrade.conn) return { ...upgrade, streams, read: async () => '', ping: async () => {}, close: () => {} };
+  const { conn, socket } = upgrade;
   const reads = new Map<StreamType, Promise<string>>();
   // One at a time, each after the server's reply, as client-go creates them.
   for (const type of opts.streams) {

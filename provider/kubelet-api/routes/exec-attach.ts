@@ -6,24 +6,16 @@
 // `tty` = "1", or the PodExecOptions names stdin/stdout/stderr).
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { BadRequestError, ForbiddenError } from '../errors.js';
+import { BadRequestError } from '../errors.js';
 import { acceptSpdy } from '../streaming/spdy.js';
 import { acceptWebSocket, webSocketServer } from '../streaming/websocket.js';
 import type { SessionLogger, StreamingConnection, StreamOptions } from '../streaming/connection.js';
-import {
-  ACCEPTED_PROTOCOLS_HEADER,
-  negotiate,
-  offeredProtocols,
-  PROTOCOL_HEADER,
-  requestedTransport,
-  SPDY_PROTOCOLS,
-  WEBSOCKET_PROTOCOLS,
-  type StreamProtocol,
-} from '../streaming/negotiate.js';
+import { SPDY_PROTOCOLS, WEBSOCKET_PROTOCOLS } from '../streaming/negotiate.js';
 import { serveConsole, serveGuestExec } from '../streaming/session.js';
 import { IdleTimer } from '../streaming/idle-timer.js';
 import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
-import { isUpgrade, takeUpgrade } from '../upgrade.js';
+import { takeUpgrade } from '../upgrade.js';
+import { negotiateUpgrade } from './negotiate-upgrade.js';
 import type { VmAccess } from '../vm-access.js';
 import { isSet, queryFlag } from './query-flag.js';
 import { containerParamsSchema, type ContainerParams } from './container-params.js';
@@ -83,33 +75,6 @@ export function sessionTarget(endpoint: Endpoint, options: StreamOptions): 'cons
   return endpoint === 'attach' || options.stdin ? 'console' : 'agent';
 }
 
-type Negotiated = { transport: 'spdy'; protocol: StreamProtocol } | { transport: 'websocket' };
-
-/** Checks the upgrade headers before anything is opened; failures are plain HTTP answers. */
-function negotiateUpgrade(req: FastifyRequest, reply: FastifyReply): Negotiated {
-  const transport = requestedTransport(req.headers);
-  if (!transport || !isUpgrade(req.raw)) throw new BadRequestError('unable to upgrade: missing upgrade headers in request');
-  if (transport === 'websocket') {
-    const offered = offeredProtocols(req.headers['sec-websocket-protocol']);
-    if (!negotiate(offered, WEBSOCKET_PROTOCOLS)) {
-      throw new BadRequestError(
-        `unable to upgrade: requested protocol(s) are not supported: [${offered.join(' ')}]; supports [${WEBSOCKET_PROTOCOLS.join(' ')}]`,
-      );
-    }
-    return { transport };
-  }
-  const offered = offeredProtocols(req.headers[PROTOCOL_HEADER.toLowerCase()]);
-  if (offered.length === 0) throw new BadRequestError(`unable to upgrade: ${PROTOCOL_HEADER} is required`);
-  const protocol = negotiate(offered, SPDY_PROTOCOLS);
-  if (!protocol) {
-    void reply.header(ACCEPTED_PROTOCOLS_HEADER, SPDY_PROTOCOLS.join(', '));
-    throw new ForbiddenError(
-      `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${SPDY_PROTOCOLS.join(' ')}]`,
-    );
-  }
-  return { transport, protocol };
-}
-
 export interface ExecAttachOptions {
   vms: VmAccess;
   sessions: SessionLimiter;
@@ -134,7 +99,7 @@ export async function execAttachRoutes(app: FastifyInstance, opts: ExecAttachOpt
     const options = streamOptions(req.query);
     const command = req.query.command ?? [];
     if (endpoint === 'exec' && command.length === 0) throw new BadRequestError('missing command');
-    const negotiated = negotiateUpgrade(req, reply);
+    const negotiated = negotiateUpgrade(req, reply, { spdy: SPDY_PROTOCOLS, websocket: WEBSOCKET_PROTOCOLS });
     const { namespace, pod, container } = req.params;
     const ref = { namespace, name: pod, container };
     const target = sessionTarget(endpoint, options);

@@ -8,6 +8,7 @@ import type { VmAccess } from '../vm-access.js';
 import { logRoutes } from './logs.js';
 import { createAgentMetrics } from '../../metrics.js';
 import { SessionLimiter } from '../session-limiter.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 const record = (time: string, tag: 'F' | 'P', text: string) => `2024-05-01T${time}Z stdout ${tag} ${text}\n`;
 
@@ -34,6 +35,7 @@ function logDir(t: Test): string {
 /** vm1 and fresh as above; gone: a pod whose console log has vanished. */
 function fakeVms(dir: string): VmAccess {
   return {
+    ...noVmis,
     async consoleLogPath(ref, previous) {
       if (ref.name !== 'vm1' && ref.name !== 'fresh' && ref.name !== 'gone')
         throw new NotFoundError(`pod ${ref.namespace}/${ref.name} not found`);
@@ -41,6 +43,8 @@ function fakeVms(dir: string): VmAccess {
     },
     attachConsole: () => Promise.reject(new Error('unused')),
     guestExec: () => Promise.reject(new Error('unused')),
+    podPorts: () => Promise.reject(new Error('unused')),
+    vncDisplay: () => Promise.reject(new Error('unused')),
     listVmUsage: async () => [],
   };
 }

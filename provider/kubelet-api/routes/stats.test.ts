@@ -5,6 +5,7 @@ import type { NodeUsage } from '../../node/usage.js';
 import type { AuthBackend, UserInfo } from '../auth.js';
 import { buildKubeletApi } from '../server.js';
 import type { VmAccess, VmCpuMemory } from '../vm-access.js';
+import { noVmis } from '../../../test/helpers/vm-access.js';
 
 const GiB = 1024 ** 3;
 const t0 = new Date('2026-03-01T12:00:00Z');
@@ -53,9 +54,12 @@ const backend: AuthBackend = {
 async function build(t: Test) {
   const state = { node: nodeSample(0, 100), vms: [vmSample(0, 10)] as VmCpuMemory[], vmError: undefined as Error | undefined };
   const vms: VmAccess = {
+    ...noVmis,
     attachConsole: () => Promise.reject(new Error('not in this test')),
     guestExec: () => Promise.reject(new Error('not in this test')),
     consoleLogPath: () => Promise.reject(new Error('not in this test')),
+    podPorts: () => Promise.reject(new Error('not in this test')),
+    vncDisplay: () => Promise.reject(new Error('not in this test')),
     listVmUsage: async () => {
       if (state.vmError) throw state.vmError;
       return state.vms;

@@ -20,6 +20,15 @@ export const WEBSOCKET_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'] as
 
 export type StreamProtocol = (typeof SPDY_PROTOCOLS)[number];
 
+/** port-forward over SPDY: one version (the kubelet's PortForwardProtocolV1Name). */
+export const PORT_FORWARD_SPDY_PROTOCOLS = ['portforward.k8s.io'] as const;
+/**
+ * port-forward over WebSocket: binary channels, as exec's v4 (or no
+ * subprotocol at all, which the kubelet reads the same way). The kubelet's
+ * text variant v4.base64.channel.k8s.io is left out, as for exec.
+ */
+export const PORT_FORWARD_WEBSOCKET_PROTOCOLS = ['v4.channel.k8s.io'] as const;
+
 export interface ProtocolTraits {
   /** The error stream carries a JSON metav1.Status (v4+); before, a plain-text message on failure only. */
   jsonStatus: boolean;

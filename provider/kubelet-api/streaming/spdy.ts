@@ -3,15 +3,15 @@
 // opens one SPDY stream per channel, named by its streamtype header, and waits
 // for each stream's SYN_REPLY before opening the next; the session starts
 // once every expected stream is there (kubelet cri/streaming/remotecommand
-// httpstream.go). spdy-transport does the framing.
+// httpstream.go). spdy-connection.ts does the framing.
 import type { Socket } from 'node:net';
-import transport from 'spdy-transport';
+import type transport from 'spdy-transport';
 import type { Upgrade } from '../upgrade.js';
 import { endWritable, StreamSetupError, type SessionLogger, type StreamingConnection, type StreamOptions } from './connection.js';
-import { PROTOCOL_HEADER, protocolTraits, type ProtocolTraits, type StreamProtocol } from './negotiate.js';
+import { protocolTraits, type ProtocolTraits, type StreamProtocol } from './negotiate.js';
+import { ignorePeerWindow, upgradeToSpdy, type SpdyStream } from './spdy-connection.js';
 import { encodeStatus, type Status } from './status.js';
 
-type SpdyStream = transport.SpdyStream;
 type StreamType = 'error' | 'stdin' | 'stdout' | 'stderr' | 'resize';
 
 /** How long the client has to open its streams (the kubelet's DefaultStreamCreationTimeout). */
@@ -30,17 +30,7 @@ export async function acceptSpdy(
   want: StreamOptions,
   log: SessionLogger,
 ): Promise<StreamingConnection> {
-  const socket = upgrade.socket as Socket;
-  socket.setNoDelay(true);
-  socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${PROTOCOL_HEADER}: ${protocol}\r\n\r\n`);
-  if (upgrade.head.length > 0) socket.unshift(upgrade.head);
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  const conn = transport.connection.create(socket, { protocol: 'spdy', isServer: true });
-  acceptBareSynStreams(conn);
-  conn.on('error', (err) => {
-    log.debug({ err }, 'SPDY connection failed');
-    socket.destroy();
-  });
+  const { socket, conn, closed } = upgradeToSpdy(upgrade, protocol, log);
   const traits = protocolTraits(protocol);
   const streams = await receiveStreams(conn, expectedStreams(want, traits), closed, log).catch((err: unknown) => {
     socket.destroy();
@@ -142,38 +132,4 @@ class SpdyStreams implements StreamingConnection {
     const timer = setTimeout(() => this.socket.destroy(), FINISH_TIMEOUT_MS).unref();
     void this.closed.then(() => clearTimeout(timer));
   }
-}
-
-type ParseKVs = (buffer: unknown, callback: (err: Error | null, headers?: Record<string, string>) => void) => void;
-
-/**
- * client-go's SPDY library (moby/spdystream) uses SPDY/3 as bare stream
- * multiplexing: its SYN_STREAM frames carry the streamtype header and nothing
- * else, while spdy-transport's parser rejects a SYN_STREAM without the HTTP
- * pseudo-headers :method and :path. Supply them while the header block is
- * decoded, before the parser checks.
- */
-function acceptBareSynStreams(conn: transport.SpdyConnection): void {
-  const parser = (conn as unknown as { _spdyState: { parser: { parseKVs: ParseKVs } } })._spdyState.parser;
-  const parseKVs = parser.parseKVs.bind(parser);
-  parser.parseKVs = (buffer, callback) =>
-    parseKVs(buffer, (err, headers) => callback(err, headers && { ':method': 'POST', ':path': '/', ...headers }));
-}
-
-interface SendWindow {
-  current: number;
-  max: number;
-  update(delta: number): void;
-  on(event: 'drain', listener: () => void): void;
-}
-
-/**
- * spdystream has no flow control: it never sends WINDOW_UPDATE and ignores
- * ours, relying on TCP backpressure (so does the kubelet's server). spdy-transport
- * honours the peer's window and would stall each stream after its first 64 KiB
- * of output. Refill the send window whenever it runs low.
- */
-function ignorePeerWindow(stream: SpdyStream): void {
-  const send = (stream as unknown as { _spdyState: { window: { send: SendWindow } } })._spdyState.window.send;
-  send.on('drain', () => send.update(send.max - send.current));
 }

@@ -28,29 +28,34 @@ const CLOSE = 255;
  */
 export const MAX_MESSAGE_BYTES = 1024 * 1024;
 
-/** One per kubelet API; upgrades are handed to it by the exec/attach routes. */
-export function webSocketServer(): WebSocketServer {
+/** One per route group; its routes hand it their upgrades. `protocols`: what it answers to, best first. */
+export function webSocketServer(protocols: readonly string[] = WEBSOCKET_PROTOCOLS): WebSocketServer {
   return new WebSocketServer({
     noServer: true,
     maxPayload: MAX_MESSAGE_BYTES,
-    handleProtocols: (offered) => negotiate([...offered], WEBSOCKET_PROTOCOLS) ?? false,
+    handleProtocols: (offered) => negotiate([...offered], protocols) ?? false,
   });
 }
 
-export function acceptWebSocket(
+export async function acceptWebSocket(
   wss: WebSocketServer,
   req: IncomingMessage,
   upgrade: Upgrade,
   want: StreamOptions,
   log: SessionLogger,
 ): Promise<StreamingConnection> {
+  return new WebSocketChannels(await upgradeToWebSocket(wss, req, upgrade), want, log);
+}
+
+/** Completes the WebSocket handshake on an upgrade request's socket. */
+export function upgradeToWebSocket(wss: WebSocketServer, req: IncomingMessage, upgrade: Upgrade): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     // ws answers a bad handshake itself and closes the socket without calling back.
     const onClose = () => reject(new StreamSetupError('WebSocket handshake failed'));
     upgrade.socket.once('close', onClose);
     wss.handleUpgrade(req, upgrade.socket, upgrade.head, (ws) => {
       upgrade.socket.off('close', onClose);
-      resolve(new WebSocketChannels(ws, want, log));
+      resolve(ws);
     });
   });
 }

@@ -3,6 +3,7 @@
 // fail with the last state seen.
 export * from './agent.js';
 export * from './cluster.js';
+export * from './commands.js';
 export * from './faults.js';
 export * from './kubevirt.js';
 export * from './pods.js';

@@ -9,14 +9,17 @@ import type { Test } from 'tap';
 import type { RunningCluster } from '../../../deploy/cluster/cluster.js';
 import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
 
-/** The tenant's clients, in a namespace (see testNamespace) the admin made. */
-export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant'): Promise<KubeClients> {
+/**
+ * The tenant's clients, in a namespace (see testNamespace) the admin made.
+ * `role`: the ClusterRole bound in the namespace (`view` for a read-only user).
+ */
+export async function createTenant(admin: KubeClients, namespace: string, name = 'tenant', role = 'edit'): Promise<KubeClients> {
   await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
   await admin.kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
     namespace,
     body: {
-      metadata: { name: `${name}-edit` },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+      metadata: { name: `${name}-${role}` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
       subjects: [{ kind: 'ServiceAccount', name, namespace }],
     },
   });
@@ -36,15 +39,18 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
   return makeClients(kc);
 }
 
-/**
- * kubectl as the user of `clients` (a tenant's token) against `cluster`:
- * its kubeconfig is written to a file of its own, removed in `t`'s teardown.
- */
-export async function kubectlAs(t: Test, cluster: RunningCluster, clients: KubeClients): Promise<RunningCluster['kubectl']> {
+/** A kubeconfig file for `clients` (for kubectl and virtctl), removed with the test. */
+export async function kubeconfigFile(t: Test, clients: KubeClients): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-kubeconfig-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const file = join(dir, 'kubeconfig');
+  const file = join(dir, 'config');
   await writeFile(file, clients.kc.exportConfig(), { mode: 0o600 });
+  return file;
+}
+
+/** kubectl as the user of `clients` (a tenant's token) against `cluster`. */
+export async function tenantKubectl(t: Test, cluster: RunningCluster, clients: KubeClients): Promise<RunningCluster['kubectl']> {
+  const file = await kubeconfigFile(t, clients);
   // kubectl takes the last --kubeconfig given: this one, after the admin's.
   return (args, opts) => cluster.kubectl([`--kubeconfig=${file}`, ...args], opts);
 }

@@ -1,0 +1,12 @@
+// Where a launcher's QEMU listens: a directory of the VM's run directory that
+// only QEMU's user may enter (mode 0700), holding the serial console, guest
+// agent and VNC sockets. The node agent reaches the VNC socket as root from
+// the host, as KubeVirt's virt-handler reaches virt-launcher's private dir.
+import path from 'node:path';
+
+export const qemuSocketDir = (runDir: string): string => path.join(runDir, 'qemu');
+
+export const VNC_SOCKET_NAME = 'vnc.sock';
+
+/** The VNC socket of the VM whose launcher runs in `runDir`, when its spec asks for a display. */
+export const vncSocketPath = (runDir: string): string => path.join(qemuSocketDir(runDir), VNC_SOCKET_NAME);

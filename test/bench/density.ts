@@ -1,0 +1,150 @@
+// Density: 50 small VMs created together on one node and left running. All
+// must reach Running and Ready; then, with the guests booted and the node
+// idle, the agent's CPU and memory, each VM's overhead besides QEMU (PSS of
+// its launcher, libvirtd and helpers) and QEMU's own besides guest RAM, and
+// how quickly status still follows the VMs: a 51st pod's start, and guests
+// powering off (QEMU gone → pod Succeeded in the watch).
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ensureTestGuest } from '../../vmm/guest/build.js';
+import type { BenchContext, Benchmark } from './bench.js';
+import { startBenchNode, type BenchNode } from './cluster-node.js';
+import { cpuSnapshot, cpuUsed, LAUNCHER_PARTS } from './cpu-split.js';
+import { PodWatch } from './pod-watch.js';
+import { createPods, NAMESPACE, NODE, podNames, powerOff, untilAll, untilGuestAgentAnswers, vmPod } from './pods.js';
+import { classify, guestRamPssKiB, launcherPidsOf, memRollup, processTree, type ProcClass } from './proc.js';
+import { KiB_PER_MiB, mean, percentile } from './stats.js';
+
+const VMS = 50;
+/** Of the 50, these are restartPolicy Never and are powered off at the end, for the status latency. */
+const POWEROFF_VMS = 5;
+/**
+ * The smallest guest memory the test guest boots in, to its userspace
+ * marker (measured here, 2026-11-24: 92 and 96 MiB do; at 88, 84, 80 and 72 MiB
+ * its kernel panics, at 64 MiB it prints nothing in 2 minutes).
+ */
+export const DENSITY_GUEST_MEMORY = '92Mi';
+const GUEST_MIB = 92;
+/** How long the node is left idle before and while its CPU is measured. */
+const SETTLE_MS = 30_000;
+const IDLE_WINDOW_MS = 60_000;
+
+/** A small VM: 80 MiB, 10m of CPU requested, so 50 fit the node's 2 cores and the scheduler places them all. */
+function densityPod(name: string, restartPolicy?: 'Never'): V1Pod {
+  const pod = vmPod(name, restartPolicy);
+  pod.spec!.containers[0]!.resources = { requests: { cpu: '10m' }, limits: { memory: DENSITY_GUEST_MEMORY } };
+  return pod;
+}
+
+const mib = (kib: number): number => kib / KiB_PER_MiB;
+
+/** VmRSS of a process in MiB. */
+async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN) / KiB_PER_MiB;
+}
+
+/** PSS per VM, MiB: its processes but QEMU (by kind), QEMU, and QEMU without its guest RAM. */
+async function vmMemory(uid: string): Promise<{ overhead: number; byClass: Map<ProcClass, number>; qemu: number; qemuBesidesRam: number }> {
+  const [launcher] = launcherPidsOf(uid);
+  if (launcher === undefined) throw new Error(`no launcher runs for ${uid}`);
+  const byClass = new Map<ProcClass, number>();
+  let qemu = 0;
+  let ram = 0;
+  for (const p of await processTree(launcher)) {
+    const mem = await memRollup(p.pid);
+    if (!mem) continue;
+    const cls = classify(p, launcher);
+    byClass.set(cls, (byClass.get(cls) ?? 0) + mib(mem.pssKiB));
+    if (cls === 'qemu') {
+      qemu += mib(mem.pssKiB);
+      ram += mib((await guestRamPssKiB(p.pid, GUEST_MIB)) ?? 0);
+    }
+  }
+  const overhead = [...byClass].filter(([c]) => c !== 'qemu').reduce((sum, [, v]) => sum + v, 0);
+  return { overhead, byClass, qemu, qemuBesidesRam: qemu - ram };
+}
+
+async function memoryFigures(ctx: BenchContext, node: BenchNode, uids: string[]): Promise<void> {
+  const vms = await Promise.all(uids.map((uid) => vmMemory(uid)));
+  ctx.emit('density_vm_overhead_pss_mib', mean(vms.map((v) => v.overhead)), 'MiB');
+  ctx.emit('density_vm_overhead_pss_mib_max', Math.max(...vms.map((v) => v.overhead)), 'MiB');
+  for (const c of ['launcher', 'libvirtd', 'virsh', 'ns-helpers', 'other'] as const) {
+    ctx.emit(`density_vm_overhead_${c.replace('-', '_')}_pss_mib`, mean(vms.map((v) => v.byClass.get(c) ?? 0)), 'MiB');
+  }
+  ctx.emit('density_qemu_pss_mib', mean(vms.map((v) => v.qemu)), 'MiB');
+  ctx.emit('density_qemu_pss_besides_guest_ram_mib', mean(vms.map((v) => v.qemuBesidesRam)), 'MiB');
+  const agent = await memRollup(node.agentPid);
+  ctx.emit('density_agent_rss_mib', await rssMiB(node.agentPid), 'MiB');
+  ctx.emit('density_agent_pss_mib', mib(agent?.pssKiB ?? Number.NaN), 'MiB');
+  ctx.emit('density_host_memory_used_mib', (os.totalmem() - os.freemem()) / 2 ** 20, 'MiB');
+}
+
+async function benchDensity(ctx: BenchContext): Promise<void> {
+  await ensureTestGuest({ log: (m) => ctx.log(m) });
+  const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
+  const watch = await PodWatch.start(node.clients, node.namespace);
+  ctx.defer('pod watch', () => watch.stop());
+
+  const offNames = podNames('off', POWEROFF_VMS);
+  const names = [...podNames('vm', VMS - POWEROFF_VMS), ...offNames];
+  ctx.log(`creating ${VMS} pods at once (${DENSITY_GUEST_MEMORY} each)`);
+  const createdAt = await createPods(node, [
+    ...names.slice(0, VMS - POWEROFF_VMS).map((n) => densityPod(n)),
+    ...offNames.map((n) => densityPod(n, 'Never')),
+  ]);
+  const first = Math.min(...createdAt.values());
+  await untilAll(ctx, watch, names, 'running');
+  const toRunning = names.map((n) => watch.of(n).running! - createdAt.get(n)!);
+  ctx.emit('density_pod_create_to_running_ms_p50', percentile(toRunning, 50), 'ms');
+  ctx.emit('density_pod_create_to_all_running_ms', Math.max(...names.map((n) => watch.of(n).running!)) - first, 'ms');
+  await untilAll(ctx, watch, names, 'ready');
+  ctx.emit('density_pod_create_to_all_ready_ms', Math.max(...names.map((n) => watch.of(n).ready!)) - first, 'ms');
+  ctx.log(`all ${VMS} Running and Ready; waiting for their guest agents (booted guests)`);
+  for (const n of names) await untilGuestAgentAnswers(ctx, node, n);
+  ctx.emit('density_pod_create_to_all_booted_ms', Date.now() - first, 'ms');
+
+  // Idle: every guest booted, nothing asked of the node.
+  await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
+  const uids = names.map((n) => watch.pod(n)!.metadata!.uid!);
+  const before = await cpuSnapshot(node, uids);
+  await sleep(IDLE_WINDOW_MS, undefined, { signal: ctx.signal });
+  const used = cpuUsed(before, await cpuSnapshot(node, uids));
+  const cores = (s: number): number => s / used.windowS;
+  const millicores = (s: number): number => (1000 * s) / used.windowS;
+  ctx.log(
+    `idle ${used.windowS.toFixed(0)} s with ${VMS} VMs: host ${cores(used.hostBusyS).toFixed(2)} cores busy, QEMU ${cores(used.qemuS).toFixed(2)}, ` +
+      `launchers ${cores(LAUNCHER_PARTS.reduce((a, p) => a + used[p], 0)).toFixed(3)}, agent ${cores(used.agentS).toFixed(3)} ` +
+      `(+ its host commands ${cores(used.agentChildrenS).toFixed(3)}), control plane ${cores(used.controlPlaneS).toFixed(3)}`,
+  );
+  ctx.emit('density_agent_cpu_millicores_idle', millicores(used.agentS + used.agentChildrenS), 'millicores');
+  ctx.emit('density_launchers_cpu_millicores_idle', millicores(LAUNCHER_PARTS.reduce((a, p) => a + used[p], 0)), 'millicores');
+  ctx.emit('density_qemu_cpu_millicores_idle', millicores(used.qemuS), 'millicores');
+  ctx.emit('density_control_plane_cpu_millicores_idle', millicores(used.controlPlaneS), 'millicores');
+  ctx.emit('density_host_cpu_busy_pct_idle', (100 * used.hostBusyS) / (used.windowS * os.cpus().length), '%');
+  await memoryFigures(ctx, node, uids);
+
+  // Status still follows the VMs with 50 running: a new pod's start, and guests powering off.
+  const extra = 'vm-51';
+  const extraAt = await createPods(node, [densityPod(extra)]);
+  await untilAll(ctx, watch, [extra], 'running');
+  ctx.emit('density_51st_pod_create_to_running_ms', watch.of(extra).running! - extraAt.get(extra)!, 'ms');
+  const latencies: number[] = [];
+  for (const n of offNames) {
+    const r = await powerOff(ctx, node, watch, n);
+    latencies.push(r.status - r.qemuExit);
+  }
+  ctx.emit('density_guest_poweroff_to_status_ms_p50', percentile(latencies, 50), 'ms');
+  ctx.emit('density_guest_poweroff_to_status_ms_max', Math.max(...latencies), 'ms');
+}
+
+export const DENSITY_BENCHMARKS: Benchmark[] = [
+  {
+    name: 'density.vms',
+    description: `${VMS} small VMs (${DENSITY_GUEST_MEMORY}) created together and left running: all Running and Ready, then the agent's idle CPU and memory, per-VM overhead (PSS), status latency`,
+    heavy: true,
+    run: benchDensity,
+  },
+];
