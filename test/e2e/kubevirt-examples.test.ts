@@ -36,7 +36,8 @@ import {
   waitFor,
 } from './framework/index.js';
 
-const NODE = 'vkvm-e2e-kv-examples';
+// Short: the agent's state dir, and the launcher sockets below it, are named after it (108-byte socket paths).
+const NODE = 'vkvm-e2e-kvex';
 const NS = 'e2e-kubevirt-examples';
 const BOOT_DEADLINE_MS = 240_000;
 const FIXTURES = join(packageRoot(), 'test', 'e2e', 'fixtures', 'kubevirt-examples');
