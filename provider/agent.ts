@@ -185,6 +185,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));
+    let cacheGc: UrlCacheGc | undefined;
     const launchers = new LauncherRegistry(
       {
         vmsDir: join(config.stateDir, 'vms'),
@@ -201,11 +202,15 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
         dieWithAgent: config.vmsDieWithAgent,
+        // A removed VM's images and downloads are no longer in use: a store past its threshold need not wait a period.
+        onRemoved: () => {
+          gc?.kick();
+          cacheGc?.kick();
+        },
       },
       rootLog.child({ component: 'launchers' }),
     );
     const urlImages = new UrlImagesInUse();
-    let cacheGc: UrlCacheGc | undefined;
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -231,7 +236,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
     await pods.start();
     // After the pod cache synced: a pod's pins hold until it is neither there nor has a VM.
-    const alive = (uid: string) => launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid);
+    // A pod being deleted whose VM is gone uses its images no more (its API object may outlive the VM a moment).
+    const alive = (uid: string) =>
+      launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid && !p.metadata.deletionTimestamp);
     const collector = new ImageGc({
       store,
       pins,

@@ -43,6 +43,8 @@ export interface LauncherSettings {
   logLevel: string;
   /** Launchers (and so VMs) die with the agent, however it dies (vkvm up); otherwise they outlive it. */
   dieWithAgent?: boolean;
+  /** A VM's launcher and directory are gone for good (its pod is). */
+  onRemoved?: (uid: string) => void;
   /** Tests run the launcher from source: node options and entry script. */
   nodeArgs?: string[];
   entry?: string;
@@ -295,6 +297,7 @@ export class LauncherRegistry implements Launchers {
     await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
     await rm(this.dirOf(uid), { recursive: true, force: true });
     this.qemuUids.release(uid);
+    this.settings.onRemoved?.(uid);
   }
 
   async cpuMs(uid: string): Promise<number> {

@@ -7,7 +7,7 @@ import t from 'tap';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import { FIXED_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from '../../launcher/limits.js';
+import { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from '../../launcher/limits.js';
 import {
   kubevirtIn,
   pooledVm,
@@ -90,7 +90,10 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
               {
                 name: 'compute',
                 image: 'quay.io/kubevirt/cirros-container-disk-demo',
-                resources: { requests: { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB}Mi`, cpu: '200m' } },
+                // Every VM has a VNC display unless autoattachGraphicsDevice is false: its video memory is requested too.
+                resources: {
+                  requests: { memory: `${128 + 2 + FIXED_OVERHEAD_MIB + PER_VCPU_OVERHEAD_MIB + GRAPHICS_OVERHEAD_MIB}Mi`, cpu: '200m' },
+                },
               },
             ],
           },

@@ -74,11 +74,12 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       [{ kind: 'VirtualMachineInstance', name: 'testvm', uid: vmi.metadata.uid, controller: true }],
       'the launcher pod is owned by the VMI',
     );
-    // The request covers what the launcher's cgroup allows on this node: more under TCG (as on this workplace's machines).
+    // The request covers what the launcher's cgroup allows on this node: more under TCG (as on this workplace's machines),
+    // and the video memory of its VNC display.
     const accelerator = (await cluster.clients.core.readNode({ name: NODE })).metadata?.labels?.['vkvm.io/virtualization'] as 'kvm' | 'tcg';
     t.equal(
       pod?.spec?.containers[0]?.resources?.requests?.memory,
-      `${memoryLimitMiB({ memoryMiB: 128, cpu: { sockets: 1, cores: 1, threads: 1 } }, accelerator)}Mi`,
+      `${memoryLimitMiB({ memoryMiB: 128, cpu: { sockets: 1, cores: 1, threads: 1 }, vnc: true }, accelerator)}Mi`,
       `the launcher pod requests the memory its cgroup gets under ${accelerator}`,
     );
     t.equal(testQemuPids().length, 1, 'one QEMU runs');
