@@ -15,7 +15,7 @@ fi
 packages=(
   qemu-system-x86 qemu-utils qemu-guest-agent
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
-  linux-image-amd64 busybox-static dropbear-bin  # the test guest: kernel, userland, SSH server
+  linux-image-amd64 busybox-static dropbear-bin netcat-traditional  # the test guest: kernel, userland, SSH server, UDP echo
   genisoimage libxml2-utils jq iproute2 iptables nftables dnsmasq-base dnsmasq-utils
   pkg-config make g++ python3 cpio
   python3-venv  # the tests' VNC client (vncdotool from PyPI) lives in a virtualenv

@@ -9,6 +9,10 @@ t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
     cgroupParent: 'kubepods/vkvm',
     allowSoftwareEmulation: false,
     hostFiles,
+    volumeDirs: [
+      { path: '/srv/pv/a', readOnly: false },
+      { path: '/srv/pv/b', readOnly: true },
+    ],
   });
   t.match(parseLauncherArgs(argv), {
     uid: 'abc-1',
@@ -18,6 +22,10 @@ t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
     allowSoftwareEmulation: false,
     consoleLogMaxBytes: 10 * 1024 * 1024,
     hostFiles,
+    volumeDirs: [
+      { path: '/srv/pv/a', readOnly: false },
+      { path: '/srv/pv/b', readOnly: true },
+    ],
   });
 });
 

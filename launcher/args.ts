@@ -28,6 +28,8 @@ export interface LauncherArgs {
   qemuUid?: number;
   /** Which host files the VM may name (the node operator's lists). */
   hostFiles: HostFilePolicy;
+  /** Directories of the VM's PersistentVolume disks, which its QEMU's view must hold (filesystem-view.ts). */
+  volumeDirs: { path: string; readOnly: boolean }[];
   /** Where image URLs may lead, how large and how slow a download may be. */
   downloads: DownloadPolicy;
   logLevel: string;
@@ -67,6 +69,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'host-disk-dir': { type: 'string', multiple: true },
       'denied-host-dir': { type: 'string', multiple: true },
       'image-store-dir': { type: 'string' },
+      'volume-dir': { type: 'string', multiple: true },
+      'volume-dir-ro': { type: 'string', multiple: true },
       'download-max-bytes': { type: 'string' },
       'download-timeout-s': { type: 'string' },
       'download-idle-timeout-s': { type: 'string' },
@@ -126,6 +130,10 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       deniedDirs: absolute('denied-host-dir', values['denied-host-dir']),
       ...(values['image-store-dir'] ? { imageStoreDir: absolute('image-store-dir', [values['image-store-dir']])[0]! } : {}),
     },
+    volumeDirs: [
+      ...absolute('volume-dir', values['volume-dir']).map((p) => ({ path: p, readOnly: false })),
+      ...absolute('volume-dir-ro', values['volume-dir-ro']).map((p) => ({ path: p, readOnly: true })),
+    ],
     downloads,
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
   };
@@ -148,6 +156,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
   if (a.hostFiles?.imageStoreDir) argv.push('--image-store-dir', a.hostFiles.imageStoreDir);
+  for (const v of a.volumeDirs ?? []) argv.push(v.readOnly ? '--volume-dir-ro' : '--volume-dir', v.path);
   if (a.downloads) {
     argv.push('--download-max-bytes', String(a.downloads.maxBytes));
     argv.push('--download-timeout-s', String(Math.ceil(a.downloads.timeoutMs / 1000)));

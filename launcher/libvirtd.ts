@@ -13,9 +13,10 @@
 //
 // Private directories are bind-mounted over /run/libvirt, /var/lib/libvirt,
 // /var/log/libvirt and /etc/libvirt, so domains, sockets and configs never
-// meet the host's or another launcher's; the directories that hold the node's
-// and other VMs' files are hidden (filesystem-view.ts). /var/cache/libvirt stays shared: the
-// QEMU capabilities cache turns a ~4.7 s probe into nothing after the first VM.
+// meet the host's or another launcher's, inside a new root that holds only
+// what libvirtd and QEMU need (filesystem-view.ts). /var/cache/libvirt stays
+// shared: the QEMU capabilities cache turns a ~4.7 s probe into nothing after
+// the first VM.
 // The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
@@ -84,13 +85,14 @@ export interface QemuIdentity {
 // daemon would refuse to start. `wait` reaps every child (QEMU included) and
 // returns when libvirtd exits, which ends the namespace.
 //
-// The view: every kept directory is bound aside first (under a staging tmpfs
-// on /run/libvirt, which the private run dir covers afterwards), since one
-// under a hidden directory is out of reach once that is covered; then each
-// hidden directory is covered with an empty tmpfs and each kept one bound
-// back in place (read-only ones remounted so); last the hidden tmpfs are made
-// read-only. mount --no-canonicalize: the paths are used as given, never
-// resolved again through what the view has already covered.
+// The view is a new root: a tmpfs (mounted on /run/libvirt, which exists on
+// every libvirt host) where each entry is mounted at its host path (/proc a
+// new procfs: this is the new PID namespace's PID 1), symlinks
+// (merged /usr's /bin, /etc/localtime) recreated last so no mkdir follows
+// one out of the new root; then libvirt's private directories; then the root
+// and the hiding tmpfs made read-only, and pivot_root into it (the host's
+// root stacked on top of it, and detached). mount --no-canonicalize: paths are used as
+// given, never resolved through what the view has already covered.
 //
 // Why pin libvirtd: libvirt keys its shared QEMU capabilities cache on the
 // CPUID of the CPU the daemon happens to run on. Where CPUs report different
@@ -101,28 +103,40 @@ export interface QemuIdentity {
 export const NAMESPACE_INIT_SCRIPT = `set -e
 run=$1 lib=$2 log=$3 etc=$4 libvirtd=$5 cpu=$6
 shift 6
-mount -t tmpfs -o mode=0700 vkvm-stage ${MOUNTS[0].target}
-i=0
-for e in "$@"; do
-  case $e in keep-*) i=$((i + 1)); mkdir ${MOUNTS[0].target}/$i; mount --no-canonicalize --bind "\${e#*:}" ${MOUNTS[0].target}/$i;; esac
-done
-i=0
+root=${MOUNTS[0].target}
+mount -t tmpfs -o mode=0755,size=1m vkvm-root $root
 for e in "$@"; do
   p=\${e#*:}
+  t=$root$p
   case $e in
-    hide:*) mount -t tmpfs -o mode=0755,size=64k vkvm-hidden "$p";;
-    keep-*) i=$((i + 1)); mkdir -p "$p"; mount --no-canonicalize --bind ${MOUNTS[0].target}/$i "$p";;
+    keep-*)
+      [ -L "$p" ] && continue
+      if [ -d "$p" ]; then mkdir -p "$t"; else mkdir -p "\${t%/*}"; [ -e "$t" ] || touch "$t"; fi
+      mount --no-canonicalize --bind "$p" "$t";;
+    rbind:*) mkdir -p "$t"; mount --no-canonicalize --rbind "$p" "$t";;
+    proc:*) mkdir -p "$t"; mount -t proc proc "$t";;
+    tmpfs:*) mkdir -p "$t"; mount -t tmpfs -o mode=1777,size=64m vkvm-tmp "$t";;
+    hide:*) mount -t tmpfs -o mode=0755,size=64k vkvm-hidden "$t";;
   esac
-  case $e in keep-ro:*) mount --no-canonicalize -o remount,bind,ro "$p";; esac
+  case $e in keep-ro:*) mount --no-canonicalize -o remount,bind,ro "$t";; esac
 done
-umount -l ${MOUNTS[0].target}
 for e in "$@"; do
-  case $e in hide:*) mount --no-canonicalize -o remount,ro "\${e#hide:}";; esac
+  p=\${e#*:}
+  case $e in keep-*) if [ -L "$p" ]; then mkdir -p "$root\${p%/*}"; ln -s "$(readlink "$p")" "$root$p"; fi;; esac
 done
-mount --bind "$run" ${MOUNTS[0].target}
-mount --bind "$lib" ${MOUNTS[1].target}
-mount --bind "$log" ${MOUNTS[2].target}
-mount --bind "$etc" ${MOUNTS[3].target}
+for d in ${MOUNTS.map((m) => m.target).join(' ')}; do mkdir -p "$root$d"; done
+mount --bind "$run" $root${MOUNTS[0].target}
+mount --bind "$lib" $root${MOUNTS[1].target}
+mount --bind "$log" $root${MOUNTS[2].target}
+mount --bind "$etc" $root${MOUNTS[3].target}
+for e in "$@"; do
+  case $e in hide:*) mount --no-canonicalize -o remount,ro "$root\${e#hide:}";; esac
+done
+mount --no-canonicalize -o remount,ro $root
+cd $root
+pivot_root . .
+umount -l .
+cd /
 taskset -c "$cpu" "$libvirtd" --config ${MOUNTS[3].target}/libvirtd.conf --pid-file ${MOUNTS[0].target}/libvirtd.pid &
 wait "$!"
 `;
@@ -135,8 +149,8 @@ export interface LibvirtdOptions {
   netns?: string;
   /** Who QEMU runs as. */
   qemu: QemuIdentity;
-  /** What libvirtd and QEMU see of the host (filesystem-view.ts); the host's whole filesystem when absent. */
-  view?: ViewEntry[];
+  /** What libvirtd and QEMU see of the host (filesystem-view.ts), which must hold libvirtd itself. */
+  view: ViewEntry[];
   startTimeoutMs?: number;
 }
 
@@ -279,7 +293,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         ...dirs,
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
-        ...viewArgs(opts.view ?? []),
+        ...viewArgs(opts.view),
       ],
       { stdio: ['ignore', out, out], env },
     );

@@ -14,7 +14,7 @@ import { parseLauncherArgs, type LauncherArgs } from './args.js';
 import { Cgroup } from './cgroup.js';
 import { ConsoleLog } from './console/log-file.js';
 import { DomainDriver } from './domain-driver.js';
-import { existingEntries, planFilesystemView } from './filesystem-view.js';
+import { existingEntries, planFilesystemView, realViewInputs } from './filesystem-view.js';
 import { describeExit, qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd } from './libvirtd.js';
 import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
@@ -54,7 +54,17 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       dir: path.join(args.runDir, 'libvirt'),
       libvirtdPath: args.libvirtd,
       qemu: qemuUser,
-      view: await existingEntries(planFilesystemView({ vmDir: args.runDir, imageCacheDir: args.imageCacheDir, hostFiles: args.hostFiles })),
+      view: await existingEntries(
+        planFilesystemView(
+          await realViewInputs({
+            vmDir: args.runDir,
+            imageCacheDir: args.imageCacheDir,
+            hostFiles: args.hostFiles,
+            volumeDirs: args.volumeDirs,
+            programs: [args.libvirtd, args.emulator],
+          }),
+        ),
+      ),
       ...(args.netns ? { netns: args.netns } : {}),
     });
   } catch (err) {

@@ -222,6 +222,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
       downloadImage: async (url, at, log, signal) => {
+        // Over --image-cache-quota-mib with nothing collectable: refused before a byte arrives.
+        await cacheGc?.admit(url, at);
         await downloadBase(url, at, config.imageCacheDir, config.imageDownloads, log, signal);
         cacheGc?.kick();
       },
@@ -245,6 +247,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       alive,
       inUse: () => images.inUse(),
       policy: config.imageGc,
+      quotaBytes: config.imageStoreQuotaBytes,
       periodMs: config.imageGcPeriodMs,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'image-gc' }),
@@ -257,6 +260,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       dir: config.imageCacheDir,
       inUse: () => urlImages.cachePaths(config.imageCacheDir, alive),
       policy: config.imageGc,
+      quotaBytes: config.imageCacheQuotaBytes,
       periodMs: config.imageGcPeriodMs,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'image-cache-gc' }),

@@ -101,6 +101,22 @@ t.test("image garbage collection: the kubelet's defaults, flags, and bad values 
   });
 });
 
+t.test('image quotas: none by default, MiB flags in bytes, bad values naming the flag', async (t) => {
+  t.match(resolveAgentConfig({ kubeconfig: '/k' }), { imageStoreQuotaBytes: 0, imageCacheQuotaBytes: 0 });
+  t.match(resolveAgentConfig({ kubeconfig: '/k', 'image-store-quota-mib': '10240', 'image-cache-quota-mib': '2048' }), {
+    imageStoreQuotaBytes: 10240 * 2 ** 20,
+    imageCacheQuotaBytes: 2048 * 2 ** 20,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'image-cache-quota-mib': '-1' }), {
+    field: '--image-cache-quota-mib',
+    message: /must be an integer in \[0, 1073741824\]/,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'image-store-quota-mib': '1.5G' }), {
+    field: '--image-store-quota-mib',
+    message: /must be an integer/,
+  });
+});
+
 t.test("local registries: Docker's loopback default, the operator's, each with its port", async (t) => {
   t.same(resolveAgentConfig({ kubeconfig: '/k', 'local-registry': ['registry.node:5443', '[::1]:5001'] }).localRegistries, [
     'localhost:5000',

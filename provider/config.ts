@@ -41,6 +41,9 @@ export interface AgentConfig {
   localRegistries: string[];
   /** When the image store is garbage-collected (the kubelet's thresholds and minimum age). */
   imageGc: ImageGcPolicy;
+  /** Operator byte quotas (0: none) on the image store and the URL image cache, beside the filesystem thresholds. */
+  imageStoreQuotaBytes: number;
+  imageCacheQuotaBytes: number;
   /** How often garbage collection looks at the disk besides after each pull (the kubelet's ImageGCPeriod). */
   imageGcPeriodMs: number;
   kubeletPort: number;
@@ -117,6 +120,8 @@ export interface AgentFlags {
   'image-gc-high-threshold'?: string;
   'image-gc-low-threshold'?: string;
   'image-minimum-gc-age'?: string;
+  'image-store-quota-mib'?: string;
+  'image-cache-quota-mib'?: string;
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
@@ -277,6 +282,9 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),
     localRegistries: [...DEFAULT_LOCAL_REGISTRIES, ...(flags['local-registry'] ?? []).map((r) => localRegistry(r))],
     imageGc: imageGcPolicy(flags),
+    // Unset: only the filesystem rule, as the kubelet (no byte count fits every disk); docs/configuration.md.
+    imageStoreQuotaBytes: int(flags, 'image-store-quota-mib', 0, 0, 2 ** 30) * 2 ** 20,
+    imageCacheQuotaBytes: int(flags, 'image-cache-quota-mib', 0, 0, 2 ** 30) * 2 ** 20,
     imageGcPeriodMs: DEFAULT_IMAGE_GC_PERIOD_MS,
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',

@@ -39,6 +39,9 @@ export interface AgentMetrics {
   imageCacheGcRuns: Counter<'result'>;
   imageCacheGarbageCollected: Counter;
   imageCacheGcFreedBytes: Counter;
+  /** Bytes over an operator quota GC could not free, by cache (image-store, url-cache); downloads refused for the URL cache's. */
+  imageQuotaExcessBytes: Gauge<'cache'>;
+  imageCacheQuotaRefusals: Counter;
   /** Image pulls and downloads of VM starts under way or waiting their turn, beside the sync workers. Set, not incremented. */
   vmPreparations: Gauge;
   /** Pods failed with reason Evicted, by cause: the node's admission under pressure, or ephemeral storage over the limit. */
@@ -119,6 +122,17 @@ export function createAgentMetrics(): AgentMetrics {
     imageGcFreedBytes: new Counter({
       name: 'vkvm_image_gc_freed_bytes_total',
       help: 'Bytes image garbage collection freed on the filesystem holding the image store.',
+      registers,
+    }),
+    imageQuotaExcessBytes: new Gauge({
+      name: 'vkvm_image_quota_excess_bytes',
+      help: 'Bytes over the operator quota (--image-store-quota-mib, --image-cache-quota-mib) that garbage collection could not free (in use or too new), by cache (image-store, url-cache).',
+      labelNames: ['cache'] as const,
+      registers,
+    }),
+    imageCacheQuotaRefusals: new Counter({
+      name: 'vkvm_image_cache_quota_refusals_total',
+      help: 'URL image downloads refused because the URL image cache stayed over --image-cache-quota-mib.',
       registers,
     }),
     imageCacheBytes: new Gauge({ name: 'vkvm_image_cache_bytes', help: 'Bytes of downloaded URL images in the image cache.', registers }),

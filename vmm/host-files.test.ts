@@ -3,7 +3,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { SpecError } from './errors.js';
-import { NO_HOST_FILES, resolveHostFiles, type HostFilePolicy } from './host-files.js';
+import { NO_HOST_FILES, persistentVolumeDirs, resolveHostFiles, type HostFilePolicy } from './host-files.js';
 import type { DiskSource, VmSpec } from './spec.js';
 import { testSpec } from './testing/specs.js';
 
@@ -196,4 +196,18 @@ t.test("the image store's files pass only with the agent's marker, and only insi
     ],
   ];
   for (const [what, s, p, want] of attempts) t.same(await refusals(s, p), want, what);
+});
+
+t.test("a VM's filesystem view needs the directories of its PersistentVolume disks, and nothing for its other disks", async (t) => {
+  const s = spec([
+    { kind: 'host', path: '/mnt/pv-a/disk.img', fromPersistentVolume: true, createSizeMiB: 16 },
+    { kind: 'host', path: '/dev/sdb', fromPersistentVolume: true },
+    { kind: 'host', path: '/srv/disks/data.img' },
+    { kind: 'image', path: '/srv/images/disk.qcow2' },
+  ]);
+  s.disks[1]!.readOnly = true;
+  t.same(persistentVolumeDirs(s), [
+    { path: '/mnt/pv-a', readOnly: false },
+    { path: '/dev', readOnly: true },
+  ]);
 });

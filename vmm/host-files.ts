@@ -168,3 +168,15 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
   if (causes.length) throw new SpecError(causes);
   return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };
 }
+
+/**
+ * The directories of the spec's PersistentVolume disks, which the VM's
+ * filesystem view must hold: the PV's own directory for a file on a
+ * Filesystem volume (where the launcher may create it), the device's for a
+ * Block one (nothing beyond the host's /dev, which the view has).
+ */
+export function persistentVolumeDirs(spec: VmSpec): { path: string; readOnly: boolean }[] {
+  return spec.disks.flatMap((d) =>
+    d.source.kind === 'host' && d.source.fromPersistentVolume ? [{ path: path.dirname(d.source.path), readOnly: !!d.readOnly }] : [],
+  );
+}

@@ -15,6 +15,8 @@ export const AGENT_OPTIONS = {
   'image-gc-high-threshold': { type: 'string' },
   'image-gc-low-threshold': { type: 'string' },
   'image-minimum-gc-age': { type: 'string' },
+  'image-store-quota-mib': { type: 'string' },
+  'image-cache-quota-mib': { type: 'string' },
   'kubelet-port': { type: 'string' },
   'kubelet-bind-address': { type: 'string' },
   'healthz-port': { type: 'string' },
@@ -61,6 +63,10 @@ export const AGENT_HELP = `Node agent flags:
                                (default 85; 100 turns it off)
   --image-gc-low-threshold N   use (%) garbage collection frees down to (default 80)
   --image-minimum-gc-age D     images pulled more recently are never collected (default 2m)
+  --image-store-quota-mib N    bytes (MiB) the image store may hold: past it, GC frees down to
+                               low/high of it too; pulls are never refused (default 0: none)
+  --image-cache-quota-mib N    the same for the URL image cache; a new URL is refused while what is
+                               in use or too new fills it (default 0: none)
   --run-dir DIR                launcher sockets (default /run/vkvm)
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)

@@ -54,6 +54,13 @@ export class GcLoop {
     });
   }
 
+  /** Kicks, then waits until no pass runs or is due: the one kicked (or queued after the one under way) included. */
+  async settle(): Promise<void> {
+    this.kick();
+    // A pass's own `finally` (registered first) starts the queued one before this wakes.
+    while (this.running) await this.running;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);

@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import { LOOPBACK_PULLS, startFakeRegistry } from '../../test/helpers/fake-registry.js';
 import { buildImage, tarLayer } from '../../test/helpers/oci.js';
 import { createAgentMetrics } from '../metrics.js';
-import { ImageGc, planImageGc, usagePercent, type FsUsage } from './image-gc.js';
+import { ImageGc, planImageGc, quotaLowMarkBytes, usagePercent, type FsUsage } from './image-gc.js';
 import { ImageService } from './image-service.js';
 import type { StoredImage } from './inventory.js';
 import { readInventory } from './inventory.js';
@@ -72,6 +72,7 @@ t.test('the plan: pinned and young images stay; a shared part counts with its la
     {
       usagePercent: 100,
       needBytes: 40 * MiB,
+      quotaNeedBytes: 0,
       remove: [
         { id: 'r/a@sha256:3', freesBytes: 1 * MiB },
         { id: 'r/b@sha256:4', freesBytes: 31 * MiB },
@@ -82,10 +83,49 @@ t.test('the plan: pinned and young images stay; a shared part counts with its la
   );
 });
 
+t.test('the plan with a quota: past it, least recently used first down to its low mark; pinned and young stay', async (t) => {
+  const images = [
+    image('r/pinned@sha256:1', { p: 10 * MiB }, { lastUsedMs: NOW - 9_900_000 }),
+    image('r/a@sha256:2', { a: 10 * MiB }, { lastUsedMs: NOW - 9_000_000 }),
+    image('r/young@sha256:3', { y: 10 * MiB }, { pulledAtMs: NOW - 60_000 }),
+    image('r/b@sha256:4', { b: 10 * MiB }, { lastUsedMs: NOW - 8_000_000 }),
+    image('r/c@sha256:5', { c: 10 * MiB }, { lastUsedMs: NOW - 7_000_000 }),
+  ];
+  // A filesystem nearly empty: only the quota can ask for anything.
+  const roomy = { capacityBytes: 1000 * MiB, availableBytes: 900 * MiB };
+  const plan = (quotaBytes: number, heldBytes: number, usage = roomy) =>
+    planImageGc({ images, pinned: new Set(['r/pinned@sha256:1']), usage, policy: POLICY, nowMs: NOW, quota: { quotaBytes, heldBytes } });
+  t.equal(quotaLowMarkBytes(34 * MiB, POLICY), 32 * MiB, 'the low mark is low/high of the quota: 80/85 of 34 MiB');
+  t.match(plan(34 * MiB, 50 * MiB), {
+    needBytes: 18 * MiB,
+    quotaNeedBytes: 18 * MiB,
+    remove: [
+      { id: 'r/a@sha256:2', freesBytes: 10 * MiB },
+      { id: 'r/b@sha256:4', freesBytes: 10 * MiB },
+    ],
+    freesBytes: 20 * MiB,
+  });
+  t.match(plan(34 * MiB, 34 * MiB), { needBytes: 0, quotaNeedBytes: 0, remove: [] }, 'at the quota, not past it: nothing');
+  t.match(plan(0, 50 * MiB), { needBytes: 0, remove: [] }, 'no quota (0): only the filesystem rule');
+  t.match(
+    plan(10 * MiB, 50 * MiB),
+    {
+      quotaNeedBytes: 50 * MiB - quotaLowMarkBytes(10 * MiB, POLICY),
+      remove: [{ id: 'r/a@sha256:2' }, { id: 'r/b@sha256:4' }, { id: 'r/c@sha256:5' }],
+    },
+    'far past: every unpinned old image, and the pinned and the young stay',
+  );
+  t.match(
+    plan(49 * MiB, 50 * MiB, { capacityBytes: 200 * MiB, availableBytes: 10 * MiB }),
+    { usagePercent: 95, needBytes: 30 * MiB, remove: [{ id: 'r/a@sha256:2' }, { id: 'r/b@sha256:4' }, { id: 'r/c@sha256:5' }] },
+    'the filesystem needs more than the quota: its need wins',
+  );
+});
+
 /** A pid no process has: one that ran and exited. */
 const deadPid = () => spawnSync('true').pid;
 
-async function setup(t: Test) {
+async function setup(t: Test, quotaBytes = 0) {
   const registry = await startFakeRegistry(t);
   const store = new ImageStore(join(t.testdir(), 'images'));
   await store.init();
@@ -113,6 +153,7 @@ async function setup(t: Test) {
     alive: (uid) => alive.has(uid),
     inUse: () => images.inUse(),
     policy: POLICY,
+    quotaBytes,
     periodMs: 300_000,
     fsUsage,
     metrics,
@@ -196,3 +237,35 @@ t.test('shared layers: removing one of two images that share a large layer frees
   t.equal(await gc.runOnce(), 'freed');
   t.same(await ids(), []);
 });
+
+t.test(
+  'a quota on a roomy filesystem: past it, a pass removes the least recently used unpinned images and reports what stays over',
+  async (t) => {
+    const { store, pins, metrics, gc, alive, now, pulled, ids, setCapacity } = await setup(t, 3 * MiB);
+    setCapacity(1000 * MiB);
+    const pinned = await pulled('pinned', 1);
+    const old = await pulled('old', 1);
+    const older = await pulled('older', 1);
+    await store.updateImage(pinned.imageID, (r) => ({ ...r, lastUsedMs: now.ms - 90_000_000 }));
+    await store.updateImage(old.imageID, (r) => ({ ...r, lastUsedMs: now.ms - 86_400_000 }));
+    await store.updateImage(older.imageID, (r) => ({ ...r, lastUsedMs: now.ms - 88_000_000 }));
+    alive.add('uid-pinned');
+    await pins.pin({ uid: 'uid-pinned', pod: 'ns/pinned', references: [pinned.reference], imageIds: [pinned.imageID] });
+    const excess = async () => (await metrics.imageQuotaExcessBytes.get()).values.find((v) => v.labels.cache === 'image-store')?.value;
+
+    // Three images of ~1 MiB: past 3 MiB; down to 80/85 of it (~2.8 MiB) is one image, the older unpinned one.
+    t.equal(await gc.runOnce(), 'freed');
+    t.same(await ids(), ['old', 'pinned']);
+    t.equal(await excess(), 0, 'within the quota again');
+    t.equal(await gc.runOnce(), 'below-threshold', 'within the quota: nothing more goes');
+    t.same(await ids(), ['old', 'pinned']);
+
+    // A young pull past the quota: the old one goes; the young and the pinned stay over it, and say so.
+    const young = await pulled('young', 2);
+    await store.updateImage(young.imageID, (r) => ({ ...r, pulledAtMs: now.ms - 60_000 }));
+    t.equal(await gc.runOnce(), 'insufficient');
+    t.same(await ids(), ['pinned', 'young']);
+    t.ok((await excess())! > 0, 'what could not be freed is in vkvm_image_quota_excess_bytes');
+    t.ok(young.imageID, 'the pull itself was not refused');
+  },
+);

@@ -7,6 +7,11 @@
 // with the last image holding them. Runs every `periodMs` and after every
 // pull (a pull is what fills the disk); each run first releases the pins of
 // pods gone from the node and clears partial downloads of processes gone.
+// Beside the filesystem an operator's byte quota on what the store holds
+// (a filesystem shared with etcd and VM disks): past it, the same order
+// frees down to the quota's low mark, whichever rule needs more. A pull is
+// never refused for it, as the kubelet refuses none; what cannot be freed is
+// logged and shown in vkvm_image_quota_excess_bytes.
 import { statfs } from 'node:fs/promises';
 import type { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
@@ -33,10 +38,18 @@ export interface FsUsage {
   availableBytes: number;
 }
 
+/** An operator's cap on the bytes a store holds (0: none), and what it holds now. */
+export interface GcQuota {
+  quotaBytes: number;
+  heldBytes: number;
+}
+
 export interface GcPlan {
   usagePercent: number;
-  /** What must go to get down to the low threshold; 0 below the high one. */
+  /** What must go to get down to the low threshold (and the quota's low mark); 0 below both. */
   needBytes: number;
+  /** What the quota alone asks for: held bytes down to its low mark once past it; 0 within it. */
+  quotaNeedBytes: number;
   remove: Array<{ id: string; freesBytes: number }>;
   freesBytes: number;
 }
@@ -46,6 +59,20 @@ export function usagePercent(u: FsUsage): number {
   return u.capacityBytes > 0 ? 100 - Math.floor((u.availableBytes * 100) / u.capacityBytes) : 0;
 }
 
+/**
+ * The quota's low mark, as the thresholds' ratio: a 10 GiB quota with 85/80
+ * frees down to 80/85 of 10 GiB, so that one more download does not start
+ * another pass at once.
+ */
+export function quotaLowMarkBytes(quotaBytes: number, policy: ImageGcPolicy): number {
+  return Math.floor((quotaBytes * policy.lowThresholdPercent) / policy.highThresholdPercent);
+}
+
+/** Bytes over the quota; 0 within it or without one. */
+export function quotaExcessBytes(q: GcQuota): number {
+  return q.quotaBytes > 0 ? Math.max(0, q.heldBytes - q.quotaBytes) : 0;
+}
+
 /** What to remove, in order: least recently used first, pinned and young images left. Pure. */
 export function planImageGc(o: {
   images: readonly StoredImage[];
@@ -53,13 +80,16 @@ export function planImageGc(o: {
   usage: FsUsage;
   policy: ImageGcPolicy;
   nowMs: number;
+  quota?: GcQuota;
 }): GcPlan {
   const percent = usagePercent(o.usage);
-  const needBytes =
+  const fsNeedBytes =
     percent >= o.policy.highThresholdPercent
       ? Math.max(0, Math.ceil((o.usage.capacityBytes * (100 - o.policy.lowThresholdPercent)) / 100 - o.usage.availableBytes))
       : 0;
-  const plan: GcPlan = { usagePercent: percent, needBytes, remove: [], freesBytes: 0 };
+  const quotaNeedBytes = o.quota && quotaExcessBytes(o.quota) > 0 ? o.quota.heldBytes - quotaLowMarkBytes(o.quota.quotaBytes, o.policy) : 0;
+  const needBytes = Math.max(fsNeedBytes, quotaNeedBytes);
+  const plan: GcPlan = { usagePercent: percent, needBytes, quotaNeedBytes, remove: [], freesBytes: 0 };
   if (needBytes === 0) return plan;
   // How many images hold each part: a part is freed when its last holder goes.
   const holders = new Map<string, number>();
@@ -88,6 +118,7 @@ export interface ImageGcMetrics {
   imageGcRuns: Counter<'result'>;
   imagesGarbageCollected: Counter;
   imageGcFreedBytes: Counter;
+  imageQuotaExcessBytes: Gauge<'cache'>;
 }
 
 export interface ImageGcOptions {
@@ -98,6 +129,8 @@ export interface ImageGcOptions {
   /** Blobs of pulls under way in this process: never pruned, whatever their age. */
   inUse: () => ReadonlySet<string>;
   policy: ImageGcPolicy;
+  /** --image-store-quota-mib in bytes; 0: only the filesystem rule. */
+  quotaBytes?: number;
   periodMs: number;
   /** The filesystem holding `path`; statfs by default. */
   fsUsage?: (path: string) => Promise<FsUsage>;
@@ -152,13 +185,16 @@ export class ImageGc {
     const inventory = await readInventory(store);
     const usage = await this.fsUsage(store.root);
     this.record(inventory.storeBytes, inventory.images.length, usage);
+    const quotaBytes = this.o.quotaBytes ?? 0;
     const plan = planImageGc({
       images: inventory.images,
       pinned: new Set(pinnedImages(await pins.list(), await store.records()).keys()),
       usage,
       policy: this.o.policy,
       nowMs: this.now(),
+      quota: { quotaBytes, heldBytes: inventory.storeBytes },
     });
+    this.o.metrics.imageQuotaExcessBytes.set({ cache: 'image-store' }, 0);
     if (plan.needBytes === 0) return 'below-threshold';
     let removed = 0;
     for (const { id } of plan.remove) {
@@ -176,9 +212,24 @@ export class ImageGc {
     const freedBytes = Math.max(0, after.availableBytes - usage.availableBytes);
     this.o.metrics.imagesGarbageCollected.inc(removed);
     this.o.metrics.imageGcFreedBytes.inc(freedBytes);
-    this.record((await readInventory(store)).storeBytes, inventory.images.length - removed, after);
+    const heldBytes = (await readInventory(store)).storeBytes;
+    this.record(heldBytes, inventory.images.length - removed, after);
+    const excessBytes = quotaExcessBytes({ quotaBytes, heldBytes });
+    this.o.metrics.imageQuotaExcessBytes.set({ cache: 'image-store' }, excessBytes);
+    if (excessBytes > 0)
+      log.warn(
+        { heldBytes, quotaBytes, excessBytes },
+        'image store over --image-store-quota-mib: the rest is in use or too new; pulls go on, as the kubelet refuses none',
+      );
     const enough = plan.freesBytes >= plan.needBytes;
-    const summary = { usagePercent: plan.usagePercent, needBytes: plan.needBytes, removed, prunedBlobs: pruned.blobs, freedBytes };
+    const summary = {
+      usagePercent: plan.usagePercent,
+      needBytes: plan.needBytes,
+      quotaNeedBytes: plan.quotaNeedBytes,
+      removed,
+      prunedBlobs: pruned.blobs,
+      freedBytes,
+    };
     if (enough) log.info(summary, 'image garbage collection done');
     else
       log.warn(

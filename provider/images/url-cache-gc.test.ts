@@ -1,6 +1,8 @@
 // The URL image cache's garbage collection over real files and a fake
 // filesystem size: partial downloads of processes gone go first, then the least
 // recently used entries until the low threshold; pinned and young ones stay.
+// With a quota: the same order down to its low mark, and a new URL refused
+// while what cannot go still fills it.
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -9,6 +11,7 @@ import t from 'tap';
 import { createAgentMetrics } from '../metrics.js';
 import { testSpec } from '../../vmm/testing/specs.js';
 import { imageCachePath } from '../../vmm/disks/image-cache.js';
+import { ImagePullError } from './errors.js';
 import { UrlCacheGc, UrlImagesInUse } from './url-cache-gc.js';
 
 const MiB = 2 ** 20;
@@ -88,3 +91,65 @@ t.test('partials of dead processes, then least recently used entries; pinned, yo
     },
   );
 });
+
+t.test(
+  'a quota: past it, least recently used entries go to its low mark; a new URL is refused while pinned and young ones fill it',
+  async (t) => {
+    const dir = join(t.testdir(), 'cache');
+    await mkdir(dir);
+    const url = (name: string) => `https://images.example/${name}.qcow2`;
+    const age = async (name: string, minutes: number) => {
+      const path = imageCachePath(dir, url(name));
+      await writeFile(path, randomBytes(300_000));
+      const at = new Date(NOW - minutes * 60_000);
+      await utimes(path, at, at);
+    };
+    for (const [name, minutes] of Object.entries({ running: 900, older: 600, old: 500, young: 1 })) await age(name, minutes);
+    const entryBytes = (await stat(imageCachePath(dir, url('running')))).blocks * 512;
+    const inUse = new UrlImagesInUse();
+    inUse.note('uid-running', urlSpec(url('running')));
+    const metrics = createAgentMetrics();
+    const collector = (quotaBytes: number) =>
+      new UrlCacheGc({
+        dir,
+        inUse: () => inUse.cachePaths(dir, () => true),
+        policy: POLICY,
+        quotaBytes,
+        periodMs: 300_000,
+        // A roomy filesystem: only the quota asks for anything.
+        fsUsage: async () => ({ capacityBytes: 1000 * MiB, availableBytes: 900 * MiB }),
+        metrics,
+        log: pino({ level: 'silent' }),
+        now: () => NOW,
+      });
+    const left = async () => {
+      const names = new Map(['running', 'older', 'old', 'young'].map((n) => [imageCachePath(dir, url(n)).slice(dir.length + 1), n]));
+      return (await readdir(dir)).map((n) => names.get(n) ?? n).sort();
+    };
+    const excess = async () => (await metrics.imageQuotaExcessBytes.get()).values.find((v) => v.labels.cache === 'url-cache')?.value;
+
+    // Four entries past 2.5 of them: down to 80/85 of that takes the two least recently used unpinned.
+    const roomy = collector(2.5 * entryBytes);
+    t.equal(await roomy.runOnce(), 'freed');
+    t.same(await left(), ['running', 'young'], 'older and old went; the pinned and the young stay');
+    t.equal(await excess(), 0);
+    t.equal(await roomy.runOnce(), 'below-threshold', 'within the quota: nothing more goes');
+    await roomy.admit(url('new'), 'disks[0].source.url');
+    t.pass('within the quota a new URL may download');
+
+    // A quota of 1.5 entries: an old entry is collected by the pass the refusal runs first; the pinned and young still fill it.
+    await age('old', 500);
+    const tight = collector(1.5 * entryBytes);
+    await t.rejects(tight.admit(url('new'), 'disks[0].source.url'), {
+      constructor: ImagePullError,
+      reason: 'ErrImagePull',
+      message: /^disks\[0\]\.source\.url: .*quota \(--image-cache-quota-mib\)/,
+    });
+    t.same(await left(), ['running', 'young'], 'the pass before the refusal collected what it could');
+    t.equal((await metrics.imageCacheQuotaRefusals.get()).values[0]?.value, 1);
+    t.equal(await excess(), 2 * entryBytes - 1.5 * entryBytes, 'what stays over the quota is reported');
+    await tight.admit(url('running'), 'disks[0].source.url');
+    t.pass('a URL already cached adds nothing: never refused');
+    await tight.stop();
+  },
+);

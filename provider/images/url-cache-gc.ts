@@ -8,17 +8,28 @@
 // Partial downloads of processes gone (an agent or launcher killed mid-way) are
 // cleared first. A running VM whose entry were removed anyway would keep its
 // open file; a restart downloads the image again before its launcher starts.
+// An operator's byte quota (--image-cache-quota-mib) collects the same way
+// once the cache holds more, down to its low mark; when what is pinned or too
+// new still passes it, a new URL is refused (tenants choose URLs, and each
+// download holds disk the filesystem shares with etcd and VM disks).
 import { readdir, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { downloadsInFlight, imageCachePath } from '../../vmm/disks/image-cache.js';
+import { ImagePullError } from './errors.js';
 import { GcLoop } from './gc-loop.js';
-import { planImageGc, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
+import { planImageGc, quotaExcessBytes, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
 
 const ENTRY = /^[0-9a-f]{64}\.img$/;
 const PARTIAL = /^[0-9a-f]{64}\.img\.(\d+)-[0-9a-f]+\.part$/;
+const mib = (bytes: number) => Math.ceil(bytes / 2 ** 20);
+
+/** Bytes a file holds on disk; 0 once gone. */
+async function diskBytes(path: string): Promise<number> {
+  return ((await stat(path).catch(() => undefined))?.blocks ?? 0) * 512;
+}
 
 /** The URLs each pod's VM uses, as its last synced spec named them (VmRuntime notes them). */
 export class UrlImagesInUse {
@@ -47,13 +58,21 @@ export interface UrlCacheGcOptions {
   /** The cache paths pinned by pods on this node. */
   inUse: () => ReadonlySet<string>;
   policy: ImageGcPolicy;
+  /** --image-cache-quota-mib in bytes; 0: only the filesystem rule. */
+  quotaBytes?: number;
   periodMs: number;
   fsUsage?: (path: string) => Promise<FsUsage>;
   /** Whether a process runs; kill(pid, 0) by default. */
   processAlive?: (pid: number) => boolean;
   metrics: Pick<
     AgentMetrics,
-    'imageCacheBytes' | 'imageCacheEntries' | 'imageCacheGcRuns' | 'imageCacheGarbageCollected' | 'imageCacheGcFreedBytes'
+    | 'imageCacheBytes'
+    | 'imageCacheEntries'
+    | 'imageCacheGcRuns'
+    | 'imageCacheGarbageCollected'
+    | 'imageCacheGcFreedBytes'
+    | 'imageQuotaExcessBytes'
+    | 'imageCacheQuotaRefusals'
   >;
   log: Logger;
   now?: () => number;
@@ -104,6 +123,35 @@ export class UrlCacheGc {
     return this.loop.stop();
   }
 
+  /**
+   * Lets a download of `url` (named by the spec at `at`) begin unless the cache
+   * is over its quota even after a pass: then ErrImagePull naming the flag, and
+   * the pod backs off until pins go. A cached or in-flight URL adds nothing.
+   */
+  async admit(url: string, at: string): Promise<void> {
+    const quotaBytes = this.o.quotaBytes ?? 0;
+    const path = imageCachePath(this.o.dir, url);
+    if (quotaBytes === 0 || downloadsInFlight().has(path) || (await stat(path).catch(() => undefined))) return;
+    if ((await this.heldBytes()) < quotaBytes) return;
+    await this.loop.settle();
+    const heldBytes = await this.heldBytes();
+    if (heldBytes < quotaBytes) return;
+    this.o.metrics.imageCacheQuotaRefusals.inc();
+    this.o.log.warn({ field: at, heldBytes, quotaBytes }, 'image download refused: the image cache is full of images in use or too new');
+    throw new ImagePullError(
+      'ErrImagePull',
+      `${at}: the node's image cache holds ${mib(heldBytes)} MiB of images in use or downloaded recently, its quota (--image-cache-quota-mib) is ${mib(quotaBytes)} MiB; retried as pods using them go`,
+    );
+  }
+
+  /** Entries and downloads under way: what the cache holds on disk. */
+  private async heldBytes(): Promise<number> {
+    const names = await readdir(this.o.dir).catch(() => [] as string[]);
+    let sum = 0;
+    for (const name of names) if (ENTRY.test(name) || PARTIAL.test(name)) sum += await diskBytes(join(this.o.dir, name));
+    return sum;
+  }
+
   async runOnce(): Promise<GcResult> {
     const { dir, log, metrics } = this.o;
     const alive = this.o.processAlive ?? processAlive;
@@ -127,6 +175,10 @@ export class UrlCacheGc {
       if (s) entries.push({ path, bytes: s.blocks * 512, lastUsedMs: s.mtimeMs });
     }
     const usage = await (this.o.fsUsage ?? statfsUsage)(dir);
+    // Downloads under way hold disk too, though none of it can be freed.
+    let liveBytes = 0;
+    for (const name of names.filter((n) => PARTIAL.test(n))) liveBytes += await diskBytes(join(dir, name));
+    const quotaBytes = this.o.quotaBytes ?? 0;
     const plan = planImageGc({
       images: entries.map((e) => ({
         id: e.path,
@@ -139,6 +191,7 @@ export class UrlCacheGc {
       usage,
       policy: this.o.policy,
       nowMs: this.now(),
+      quota: { quotaBytes, heldBytes: entries.reduce((sum, e) => sum + e.bytes, liveBytes) },
     });
     const gone = new Set<string>();
     let freedBytes = partialBytes;
@@ -155,10 +208,24 @@ export class UrlCacheGc {
     metrics.imageCacheGcFreedBytes.inc(freedBytes);
     const left = entries.filter((e) => !gone.has(e.path));
     metrics.imageCacheEntries.set(left.length);
-    metrics.imageCacheBytes.set(left.reduce((sum, e) => sum + e.bytes, 0));
+    const heldBytes = left.reduce((sum, e) => sum + e.bytes, 0);
+    metrics.imageCacheBytes.set(heldBytes);
+    const excessBytes = quotaExcessBytes({ quotaBytes, heldBytes: heldBytes + liveBytes });
+    metrics.imageQuotaExcessBytes.set({ cache: 'url-cache' }, excessBytes);
+    if (excessBytes > 0)
+      log.warn(
+        { heldBytes, liveBytes, quotaBytes, excessBytes },
+        'image cache over --image-cache-quota-mib: the rest is in use or too new',
+      );
     if (plan.needBytes === 0) return 'below-threshold';
     const enough = plan.freesBytes >= plan.needBytes;
-    const summary = { usagePercent: plan.usagePercent, needBytes: plan.needBytes, removed, freedBytes };
+    const summary = {
+      usagePercent: plan.usagePercent,
+      needBytes: plan.needBytes,
+      quotaNeedBytes: plan.quotaNeedBytes,
+      removed,
+      freedBytes,
+    };
     if (enough) log.info(summary, 'image cache garbage collection done');
     else
       log.warn(

@@ -86,9 +86,8 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     await app.register(execAttachRoutes, { vms, sessions, idleTimeoutMs });
     await app.register(portForwardRoutes, { vms, sessions, idleTimeoutMs });
     await app.register(vncRoutes, { vms, sessions, idleTimeoutMs });
-    // No session cap: a VMI has one console at a time (a new one displaces the old).
-    await app.register(vmiSubresourceRoutes, { vms, sessions: metrics.streamingSessions });
-    await app.register(vmiPortForwardRoutes, { vms, sessions });
+    await app.register(vmiSubresourceRoutes, { vms, sessions, idleTimeoutMs });
+    await app.register(vmiPortForwardRoutes, { vms, sessions, idleTimeoutMs });
   }
   return app;
 }

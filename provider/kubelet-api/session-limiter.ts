@@ -1,4 +1,4 @@
-// Caps on the streaming sessions (exec, attach, log follow, port-forward, VNC) open at once: on
+// Caps on the streaming sessions (exec, attach, log follow, port-forward, VNC, a VMI's console) open at once: on
 // the node, and per user. A session holds its slot from before its upgrade
 // (or response) until its connection closes, whichever way the session ends:
 // the caps bound the connections held, not only the sessions being served.
@@ -26,7 +26,7 @@ export interface SessionUser {
   uid?: string;
 }
 
-export type StreamingEndpoint = 'exec' | 'attach' | 'log' | 'portForward' | 'vnc';
+export type StreamingEndpoint = 'exec' | 'attach' | 'log' | 'portForward' | 'vnc' | 'vmi-console';
 export type SessionLimitName = 'node' | 'user';
 
 /** A session refused because a cap is reached; the kubelet API answers 429. */

@@ -62,6 +62,14 @@ export interface VmControl {
   unpause(): Promise<unknown>;
 }
 
+/** How to start a VM's launcher. */
+export interface StartOptions {
+  /** The VM's network namespace, where its taps are. */
+  netns?: string;
+  /** Directories of its PersistentVolume disks, which its QEMU must see (persistentVolumeDirs). */
+  volumeDirs?: { path: string; readOnly: boolean }[];
+}
+
 /**
  * The launchers as the pod controller uses them (LauncherRegistry; a fake in
  * its unit tests). `C` is the client of a live launcher.
@@ -73,7 +81,7 @@ export interface Launchers<C = LauncherClient> {
   uids(): string[];
   prepare(): Promise<void>;
   discover(): Promise<string[]>;
-  start(uid: string, opts?: { netns?: string }): Promise<LiveLauncher<C>>;
+  start(uid: string, opts?: StartOptions): Promise<LiveLauncher<C>>;
   stop(uid: string, gracePeriodS: number): Promise<void>;
   forget(uid: string): void;
   remove(uid: string): Promise<void>;
@@ -202,9 +210,9 @@ export class LauncherRegistry implements Launchers {
 
   /**
    * Spawns a launcher for `uid` (its directory may hold the previous run's
-   * console log); `netns`: the VM's network namespace, where its taps are.
+   * console log).
    */
-  async start(uid: string, opts: { netns?: string } = {}): Promise<LiveLauncher> {
+  async start(uid: string, opts: StartOptions = {}): Promise<LiveLauncher> {
     const pending = this.startNow(uid, opts);
     this.starting.set(uid, pending);
     try {
@@ -219,7 +227,7 @@ export class LauncherRegistry implements Launchers {
     await this.starting.get(uid)?.catch(() => undefined);
   }
 
-  private async startNow(uid: string, opts: { netns?: string }): Promise<LiveLauncher> {
+  private async startNow(uid: string, opts: StartOptions): Promise<LiveLauncher> {
     const current = this.entries.get(uid)?.view;
     if (current?.live) return current;
     const dir = this.dirOf(uid);

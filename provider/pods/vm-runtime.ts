@@ -17,6 +17,7 @@ import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError } from '../../vmm/errors.js';
+import { persistentVolumeDirs } from '../../vmm/host-files.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
@@ -187,7 +188,8 @@ export class VmRuntime {
     const t0 = performance.now();
     try {
       if (!prepared.pullingRecorded) this.o.events.record(pod, 'Normal', 'Pulling', `Preparing boot image "${image}"`);
-      const live = await this.o.launchers.start(lc.uid, lc.attachment ? { netns: lc.attachment.netnsPath } : {}).then(
+      const volumeDirs = persistentVolumeDirs(resolved.spec);
+      const live = await this.o.launchers.start(lc.uid, { ...(lc.attachment ? { netns: lc.attachment.netnsPath } : {}), volumeDirs }).then(
         (l) => {
           this.o.metrics.launcherStarts.inc({ result: 'success' });
           return l;

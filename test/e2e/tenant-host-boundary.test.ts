@@ -250,24 +250,54 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
         );
       const agentLog = join(agent.stateDir, 'agent.log');
       const host = asQemuOfA(['cat', agentLog], false);
+      // World-readable files anyone on the node might leave where QEMU used to see them.
+      const planted = [
+        '/etc/vkvm-e2e-secret',
+        `/tmp/vkvm-e2e-secret-${NS}`,
+        '/var/lib/vkvm-e2e-secret',
+        '/srv/vkvm-e2e-secret',
+        '/opt/vkvm-e2e-secret',
+      ];
+      for (const f of planted) {
+        await writeFile(f, 'host secret', { mode: 0o644 });
+        t.teardown(() => rm(f, { force: true }));
+      }
       const inView = {
         vms: asQemuOfA(['ls', '-A', join(agent.stateDir, 'vms')], true).stdout.trim(),
         agentLog: asQemuOfA(['cat', agentLog], true).stderr,
         seedOfB: asQemuOfA(['cat', seedOfB], true).stderr,
         pki: asQemuOfA(['ls', join(agent.stateDir, 'pki')], true).stderr,
+        planted: planted.map((f) => asQemuOfA(['cat', f], true).stderr),
+        root: asQemuOfA(['ls', '-A', '/'], true).stdout.split('\n').filter(Boolean).sort(),
+        etc: asQemuOfA(['ls', '-A', '/etc'], true).stdout.split('\n').filter(Boolean).sort(),
       };
+      const onHost = (dir: string, names: string[]) => names.filter((n) => existsSync(join(dir, n)));
       t.match(
-        { hostReadsAgentLog: host.status === 0 && host.stdout.length > 0, inView },
+        {
+          hostReadsAgentLog: host.status === 0 && host.stdout.length > 0,
+          hostReadsPlanted: planted.map((f) => readFileSync(f, 'utf8')),
+          inView,
+        },
         {
           hostReadsAgentLog: true,
+          hostReadsPlanted: planted.map(() => 'host secret'),
           inView: {
             vms: small.metadata!.uid!,
             agentLog: /No such file or directory/,
             seedOfB: /No such file or directory/,
             pki: /No such file or directory/,
+            planted: planted.map(() => /No such file or directory/),
           },
         },
-        "in its own mount namespace QEMU sees its VM's directory and nothing else of the state dir",
+        "in its own mount namespace QEMU sees its VM's directory and nothing else of the state dir, nor what the host keeps in /etc, /tmp, /var, /srv or /opt",
+      );
+      t.same(
+        { root: inView.root, etc: inView.etc },
+        {
+          root: onHost('/', ['bin', 'dev', 'etc', 'lib', 'lib32', 'lib64', 'libx32', 'proc', 'run', 'sbin', 'sys', 'tmp', 'usr', 'var']),
+          etc: ['libvirt', ...onHost('/etc', ['group', 'ld.so.cache', 'localtime', 'nsswitch.conf', 'passwd'])].sort(),
+        },
+        "QEMU's / holds only system software, devices and the directories it needs; its /etc only what libvirt and QEMU open",
       );
       for (const name of ['small', 'other'])
         await tenant.core.deleteNamespacedPod({ name, namespace: NS, body: { gracePeriodSeconds: 0 } });

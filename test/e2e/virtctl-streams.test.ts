@@ -1,13 +1,16 @@
 // Issue 16's streams with KubeVirt's own virtctl (v1.5.1) against the real
 // control plane, the subresource API, the controllers and a node agent
 // booting the test guest, as a tenant (edit in one namespace): virtctl
-// port-forward to a VM and to its VMI reaches the guest's HTTP server;
+// port-forward to a VM and to its VMI reaches the guest's HTTP server, and
+// over UDP (udp/LOCAL:7) the guest's UDP echo;
 // virtctl ssh runs the local ssh through virtctl port-forward --stdio to the
 // guest's dropbear; kubectl port-forward reaches the same VM through its
 // launcher pod; virtctl vnc --proxy-only serves a real VNC client
 // (vncdotool) a whole framebuffer not all one colour, and while that session
 // is open a second one asking preserveSession=true gets 503. A viewer may do
 // none of it.
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { once } from 'node:events';
 import { WebSocket, type ClientOptions } from 'ws';
 import t from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
@@ -15,6 +18,7 @@ import { startControllers } from '../../provider/controllers/cluster-controllers
 import type { KubeClients } from '../../provider/kube/client.js';
 import { defaultRouteAddress } from '../../provider/node/default-address.js';
 import { startSubresourceApi } from '../../provider/subresources/start.js';
+import { UDP_ECHO_PORT } from '../../vmm/guest/udp-echo.js';
 import { ensureVirtctl } from '../helpers/virtctl.js';
 import { captureScreen, ensureVncdotool } from '../helpers/vnc-client.js';
 import {
@@ -52,6 +56,14 @@ async function freeLocalPort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** A UDP socket on a free local port, closed with the test. */
+async function udpClient(t: { teardown(fn: () => void): void }): Promise<UdpSocket> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  t.teardown(() => socket.close());
+  return socket;
 }
 
 /** How the subresource API answers a WebSocket to a VMI's vnc (a refusal's status and body, or an upgrade). */
@@ -148,6 +160,51 @@ t.test('virtctl port-forward, ssh and vnc', async (t) => {
       ),
       GUEST_PAGE,
       'and through vmi/testvm',
+    );
+  });
+
+  await t.test('virtctl port-forward udp/LOCAL:7 carries datagrams to and back from the guest', async (t) => {
+    // virtctl's own UDP listener: its port is free now, so it is free for virtctl.
+    const free = createSocket('udp4');
+    await new Promise<void>((resolve) => free.bind(0, '127.0.0.1', resolve));
+    const local = free.address().port;
+    await new Promise<void>((resolve) => free.close(resolve));
+    await startForwarder(
+      t,
+      virtctlBin,
+      [`--namespace=${NS}`, 'port-forward', 'vmi/testvm', `udp/${local}:${UDP_ECHO_PORT}`],
+      (line) => (line.includes(`forwarding udp 127.0.0.1:${local}`) ? local : undefined),
+      asUser('tenant'),
+    );
+    const client = await udpClient(t);
+    const replies: string[] = [];
+    client.on('message', (m) => replies.push(String(m)));
+    // virtctl says it forwards before it listens, and UDP may drop: send until one comes back.
+    const sent: string[] = [];
+    await poll(
+      'a datagram echoed by the guest through virtctl port-forward',
+      async () => {
+        const payload = `vkvm-udp-${sent.length}`;
+        sent.push(payload);
+        client.send(payload, local, '127.0.0.1');
+        await once(client, 'message', { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+        return replies.length;
+      },
+      (n) => n > 0,
+      { deadlineMs: 60_000, intervalMs: 0 },
+    );
+    sent.push('a second datagram');
+    client.send('a second datagram', local, '127.0.0.1');
+    await poll(
+      'the second datagram echoed',
+      async () => replies,
+      (r) => r.includes('a second datagram'),
+      { deadlineMs: 30_000, intervalMs: 100 },
+    );
+    t.same(
+      { second: replies.includes('a second datagram'), notSent: replies.filter((r) => !sent.includes(r)) },
+      { second: true, notSent: [] },
+      `each datagram came back as it was sent, over the same tunnel: ${JSON.stringify(replies)}`,
     );
   });
 

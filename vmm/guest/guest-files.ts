@@ -2,6 +2,7 @@
 import { renderNoCloudFiles } from './nocloud.js';
 import { GUEST_AGENT_PORT, GUEST_BOOT_MARKER, GUEST_PROMPT, type Inputs } from './recipe.js';
 import { SSH_SERVER_INITTAB, sshServerFiles } from './ssh-server.js';
+import { UDP_ECHO_INITTAB, udpEchoFiles } from './udp-echo.js';
 
 /** The generated text files of the guest, keyed by guest path. */
 export function renderGuestFiles(inputs: Inputs): Map<string, string> {
@@ -50,6 +51,7 @@ ttyS0::respawn:-/bin/sh
 ::respawn:/bin/httpd -f -p 8080 -h /www
 ::once:/bin/vkvm-nocloud
 ${SSH_SERVER_INITTAB}
+${UDP_ECHO_INITTAB}
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/bin/sync
 `,
@@ -142,7 +144,7 @@ esac
   files.set('/etc/passwd', 'root:x:0:0:root:/root:/bin/sh\n');
   files.set('/etc/group', 'root:x:0:\ntty:x:5:\n');
   files.set('/etc/hostname', 'vkvm-guest\n');
-  for (const [name, content] of sshServerFiles()) files.set(name, content);
+  for (const [name, content] of [...sshServerFiles(), ...udpEchoFiles()]) files.set(name, content);
   files.set('/etc/modules.order', inputs.modules.map((m) => m.name).join('\n') + '\n');
   const bootModules = new Set(inputs.bootModules);
   for (const [name, content] of renderNoCloudFiles(inputs.modules.map((m) => m.name).filter((m) => !bootModules.has(m)))) {

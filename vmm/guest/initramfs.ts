@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import { BUSYBOX, QEMU_GA, type Inputs } from './recipe.js';
 import { DROPBEAR } from './ssh-server.js';
+import { NETCAT } from './udp-echo.js';
 
 const execFileP = promisify(execFile);
 const gzipP = promisify(gzip);
@@ -66,6 +67,7 @@ export async function buildInitramfs(inputs: Inputs, files: Map<string, string>)
   }
   file('bin/qemu-ga', await fs.readFile(QEMU_GA), 0o755);
   file('bin/dropbear', await fs.readFile(DROPBEAR), 0o755);
+  file('bin/nc.traditional', await fs.readFile(NETCAT), 0o755);
   for (const lib of inputs.libs) file(lib.guestPath, await fs.readFile(lib.hostPath), 0o755);
   for (const m of inputs.modules) file(`lib/modules/${m.name}.ko`, await readModule(m.file), 0o644);
 

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { NOCLOUD_MODULES } from './nocloud.js';
 import { DROPBEAR } from './ssh-server.js';
+import { NETCAT } from './udp-echo.js';
 
 const execFileP = promisify(execFile);
 
@@ -55,14 +56,14 @@ export async function collectInputs(kernelVersionOpt: string | undefined): Promi
   await fs.access(kernelImage).catch(() => {
     throw new Error(`kernel image ${kernelImage} not found (install linux-image-amd64)`);
   });
-  for (const bin of [BUSYBOX, QEMU_GA, DROPBEAR]) {
+  for (const bin of [BUSYBOX, QEMU_GA, DROPBEAR, NETCAT]) {
     await fs.access(bin).catch(() => {
-      throw new Error(`${bin} not found (install busybox-static, qemu-guest-agent and dropbear-bin)`);
+      throw new Error(`${bin} not found (install busybox-static, qemu-guest-agent, dropbear-bin and netcat-traditional)`);
     });
   }
   const [{ modules, bootModules }, libs, applets, packages, sourceHash] = await Promise.all([
     resolveModules(kernelVersion),
-    sharedLibrariesOf([QEMU_GA, DROPBEAR]),
+    sharedLibrariesOf([QEMU_GA, DROPBEAR, NETCAT]),
     busyboxApplets(),
     packageVersions(kernelImage),
     builderSourceHash(),
@@ -160,7 +161,7 @@ async function packageVersions(kernelImage: string): Promise<Record<string, stri
       return undefined;
     }
   };
-  const pkgs = new Set(['busybox-static', 'qemu-guest-agent', 'dropbear-bin']);
+  const pkgs = new Set(['busybox-static', 'qemu-guest-agent', 'dropbear-bin', 'netcat-traditional']);
   const kpkg = await owner(kernelImage);
   if (kpkg) pkgs.add(kpkg);
   for (const p of pkgs) {
@@ -201,9 +202,15 @@ export async function cacheKey(inputs: Inputs, files: Map<string, string>, pvh: 
     return `${p}:${st.size}:${Math.floor(st.mtimeMs)}`;
   };
   const stamps = await Promise.all(
-    [inputs.kernelImage, BUSYBOX, QEMU_GA, DROPBEAR, ...inputs.modules.map((m) => m.file), ...inputs.libs.map((l) => l.hostPath)].map(
-      fingerprint,
-    ),
+    [
+      inputs.kernelImage,
+      BUSYBOX,
+      QEMU_GA,
+      DROPBEAR,
+      NETCAT,
+      ...inputs.modules.map((m) => m.file),
+      ...inputs.libs.map((l) => l.hostPath),
+    ].map(fingerprint),
   );
   h.update(
     JSON.stringify({

@@ -4,14 +4,17 @@
 // (plain.kubevirt.io) per forwarded connection, raw bytes both ways (over UDP,
 // a message per datagram), to PORT at the VMI's pod address, from the node.
 // The connection is made before the upgrade, so one the guest refuses is an
-// HTTP error the subresource API relays. `virtctl port-forward` and
-// `virtctl ssh` come this way.
+// HTTP error the subresource API relays. Each stream holds a slot of the
+// node's streaming caps and is closed after --streaming-connection-idle-timeout
+// without traffic either way, as the pod's port-forward is. `virtctl
+// port-forward` and `virtctl ssh` come this way.
 import type { Socket as UdpSocket } from 'node:dgram';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket } from 'ws';
 import { BadRequestError, HttpError } from '../errors.js';
 import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
+import { closeWhenIdle } from '../streaming/idle-timer.js';
 import {
   acceptPlainWebSocket,
   offersPlainProtocol,
@@ -57,6 +60,8 @@ export interface VmiPortForwardOptions {
   vms: VmAccess;
   /** Each forwarded connection counts as a session (endpoint portForward). */
   sessions: SessionLimiter;
+  /** A stream without traffic for this long is closed (IdleTimer). */
+  idleTimeoutMs: number;
 }
 
 export async function vmiPortForwardRoutes(app: FastifyInstance, opts: VmiPortForwardOptions): Promise<void> {
@@ -100,7 +105,12 @@ export async function vmiPortForwardRoutes(app: FastifyInstance, opts: VmiPortFo
         if (!ws) return close();
         open.add(ws);
         log.debug('port-forward stream opened');
-        await (target.kind === 'tcp' ? relayPlain(ws, target.socket) : relayDatagrams(ws, target.socket));
+        const idle = closeWhenIdle(ws, opts.idleTimeoutMs, log);
+        const relayed = target.kind === 'tcp' ? relayPlain(ws, target.socket) : relayDatagrams(ws, target.socket);
+        // Now that the relay reads it (see IdleTimer.watch); a UDP socket's datagrams are messages.
+        idle.watch([target.socket], target.kind === 'tcp' ? 'data' : 'message');
+        await relayed;
+        idle.stop();
         open.delete(ws);
         log.debug('port-forward stream closed');
       },

@@ -7,12 +7,16 @@
 // subresources.kubevirt.io, whoever calls. The subresource API calls with its
 // own identity after authorizing its user; a user who reaches the node
 // directly needs the same grant. One console per VMI: a new session closes
-// the one before, as virt-handler does.
+// the one before, as virt-handler does. A console holds a slot of the node's
+// streaming caps (the displaced one until it has closed) and is closed after
+// --streaming-connection-idle-timeout without traffic either way, as exec
+// and attach are.
 import type { FastifyInstance } from 'fastify';
-import type { Gauge } from 'prom-client';
 import type { WebSocket } from 'ws';
 import { BadRequestError } from '../errors.js';
 import type { ResourceAttributes } from '../auth.js';
+import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
+import { closeWhenIdle } from '../streaming/idle-timer.js';
 import {
   acceptPlainWebSocket,
   offersPlainProtocol,
@@ -83,8 +87,10 @@ export const guestAgentInfo = (g: GuestInfo) => ({
 
 export interface VmiSubresourceOptions {
   vms: VmAccess;
-  /** Open consoles are counted here under endpoint "vmi-console". */
-  sessions: Gauge<'endpoint'>;
+  /** Each console counts as a session (endpoint vmi-console). */
+  sessions: SessionLimiter;
+  /** A console without traffic for this long is closed (IdleTimer). */
+  idleTimeoutMs: number;
 }
 
 export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubresourceOptions): Promise<void> {
@@ -106,6 +112,8 @@ export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubres
     if (!offersPlainProtocol(req.raw)) throw new BadRequestError(`the console speaks the WebSocket subprotocol ${PLAIN_PROTOCOL}`);
     const { namespace, name } = req.params;
     const ref = vms.vmiPod(namespace, name);
+    // Refused (429) before the console is opened or the open one displaced.
+    releaseOnClose(opts.sessions.acquire(req.user!, 'vmi-console'), req.raw.socket);
     // Attached before the upgrade: a VM that is not running is a plain 400, which virtctl retries.
     const serial = await vms.attachConsole(ref);
     reply.hijack();
@@ -115,9 +123,12 @@ export async function vmiSubresourceRoutes(app: FastifyInstance, opts: VmiSubres
     consoles.get(ref.vmiUid)?.close(1000, 'a new console session replaced this one');
     consoles.set(ref.vmiUid, ws);
     log.info('console session started');
-    opts.sessions.inc({ endpoint: 'vmi-console' });
-    await relayPlain(ws, serial);
-    opts.sessions.dec({ endpoint: 'vmi-console' });
+    const idle = closeWhenIdle(ws, opts.idleTimeoutMs, log);
+    const relayed = relayPlain(ws, serial);
+    // Now that the relay reads it (see IdleTimer.watch).
+    idle.watch([serial]);
+    await relayed;
+    idle.stop();
     if (consoles.get(ref.vmiUid) === ws) consoles.delete(ref.vmiUid);
     log.info('console session ended');
   });

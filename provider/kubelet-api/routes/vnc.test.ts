@@ -37,7 +37,7 @@ async function vncServer(t: Test): Promise<{ path: string; connections: () => nu
   return { path, connections: () => count };
 }
 
-async function serve(t: Test) {
+async function serve(t: Test, opts: { streamingIdleTimeoutMs?: number } = {}) {
   const display = await vncServer(t);
   const vms: VmAccess = {
     attachConsole: () => Promise.reject(new Error('not in this test')),
@@ -78,6 +78,7 @@ async function serve(t: Test) {
     log: pino({ level: 'silent' }),
     vms,
     metrics: createAgentMetrics(),
+    ...opts,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
@@ -193,4 +194,11 @@ t.test('requests that may not reach a display are refused before the upgrade', a
     },
   );
   t.equal(s.display.connections(), 0);
+});
+
+t.test('a session without traffic is closed with the idle message the other streaming paths give', async (t) => {
+  const s = await serve(t, { streamingIdleTimeoutMs: 100 });
+  const vnc = session(await open(s.port, '/vnc/default/vm1'));
+  await vnc.until(GREETING);
+  t.same(await vnc.closed, { code: 1000, reason: 'session closed after 100ms without traffic (--streaming-connection-idle-timeout)' });
 });

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createWebSocketStream, type WebSocket } from 'ws';
 import { BadRequestError, UnavailableError } from '../errors.js';
 import { releaseOnClose, type SessionLimiter } from '../session-limiter.js';
-import { IdleTimer } from '../streaming/idle-timer.js';
+import { closeWhenIdle } from '../streaming/idle-timer.js';
 import { requestedTransport } from '../streaming/negotiate.js';
 import { splice } from '../streaming/splice.js';
 import { upgradeToWebSocket, webSocketServer } from '../streaming/websocket.js';
@@ -93,16 +93,12 @@ export async function vncRoutes(app: FastifyInstance, opts: VncOptions): Promise
     }
     open.get(display.uid)?.close(1000, 'a new VNC session replaced this one');
     open.set(display.uid, ws);
-    const idle = new IdleTimer(opts.idleTimeoutMs);
-    idle.signal.addEventListener('abort', () => {
-      log.info({ reason: (idle.signal.reason as Error).message }, 'VNC session closed');
-      ws.close(1000, 'idle');
-    });
+    const idle = closeWhenIdle(ws, opts.idleTimeoutMs, log);
     log.info('VNC session started');
     const client = createWebSocketStream(ws);
     client.on('error', (err) => log.debug({ err }, 'VNC client stream failed'));
     const done = splice(client, vnc);
-    idle.watch([client, vnc]);
+    idle.watch([vnc]);
     const err = await done;
     idle.stop();
     if (open.get(display.uid) === ws) open.delete(display.uid);

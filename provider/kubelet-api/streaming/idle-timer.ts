@@ -4,8 +4,10 @@
 // output. Keep-alives are not: kube-apiserver pings its SPDY connection to the
 // node every 5 s, so counting them, as the kubelet's spdystream does, would
 // keep every session it proxies open for ever.
-import type { Readable } from 'node:stream';
+import type { EventEmitter } from 'node:events';
+import type { WebSocket } from 'ws';
 import { formatDuration } from '../../duration.js';
+import type { Logger } from '../../log.js';
 
 /** The kubelet's default. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 4 * 3_600_000;
@@ -47,12 +49,13 @@ export class IdleTimer {
   }
 
   /**
-   * Counts the chunks read from `streams` as traffic. Call once the session
-   * reads them: a 'data' listener attached first would start the flow before
-   * the session is there to receive it.
+   * Counts each `event` of `sources` (a stream's chunks; a WebSocket's or a
+   * UDP socket's messages) as traffic. Watch a stream once the session reads
+   * it: a 'data' listener attached first would start the flow before the
+   * session is there to receive it.
    */
-  watch(streams: (Readable | undefined)[]): void {
-    for (const stream of streams) stream?.on('data', this.traffic);
+  watch(sources: (EventEmitter | undefined)[], event: 'data' | 'message' = 'data'): void {
+    for (const source of sources) source?.on(event, this.traffic);
   }
 
   private readonly traffic = (): void => {
@@ -74,4 +77,21 @@ export class IdleTimer {
       new SessionIdleError(`session closed after ${formatDuration(this.timeoutMs)} without traffic (--streaming-connection-idle-timeout)`),
     );
   }
+}
+
+/**
+ * An IdleTimer for a WebSocket session that already counts the client's
+ * messages: once it fires, the client is closed normally with the reason (the
+ * message the pod paths put in their Status). Watch the other side once the
+ * session reads it, and stop the timer when the session ends.
+ */
+export function closeWhenIdle(ws: WebSocket, timeoutMs: number, log: Pick<Logger, 'info'>): IdleTimer {
+  const idle = new IdleTimer(timeoutMs);
+  idle.signal.addEventListener('abort', () => {
+    const reason = (idle.signal.reason as Error).message;
+    log.info({ reason }, 'session closed');
+    ws.close(1000, reason);
+  });
+  idle.watch([ws], 'message');
+  return idle;
 }
