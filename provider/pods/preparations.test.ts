@@ -58,7 +58,8 @@ t.test(
     const env = await podControllerEnv(t, undefined, undefined, images, { downloadImage: (url) => downloads.wait(url) });
     env.pods.put(vmPod('old'));
     await env.settle();
-    // Ten slow registry images and two slow URLs: more than the 8 sync workers, and than the 3 preparation slots.
+    // Ten slow registry images and two slow URLs: more than the 8 sync workers. Registry pulls wait for the image
+    // service's own cap (not in this fake), URLs for the 3 preparation slots.
     const slow = [...Array(10).keys()].map((i) => `slow-${i}`);
     for (const [i, name] of slow.entries()) {
       const pod = vmPod(name);
@@ -70,11 +71,11 @@ t.test(
       pod.spec!.containers[0]!.image = `https://images.example/${name}.qcow2`;
       env.pods.put(pod);
     }
-    await until('three preparations run', () => pulls.started().length + downloads.started().length === 3);
+    await until('every preparation runs', () => pulls.started().length + downloads.started().length === 12);
 
     env.pods.put(vmPod('quick'));
     deleting(env, 'old');
-    // One whose pull runs, one still waiting for a slot.
+    // Two whose pulls run.
     deleting(env, 'slow-0');
     deleting(env, 'slow-9');
     await until('quick runs and the three deletions are done', () => env.launchers.running('uid-quick') && env.pods.deleted.length === 3);
@@ -110,14 +111,12 @@ t.test(
           deleted: ['old', 'slow-0', 'slow-9'],
           slow: 'Pending/ContainerCreating',
           url: 'Pending/ContainerCreating',
-          // slow-0's deletion aborted its pull and gave its slot to the next in line.
-          fetching: 4,
+          fetching: 12,
         },
         after: {
           running: left,
           startsOfDeleted: [undefined, undefined],
-          // slow-9 was deleted before its turn: its pull never ran.
-          pulled: slow.slice(0, 9).map((_, i) => `quay.io/slow/disk:v${i}`),
+          pulled: slow.map((_, i) => `quay.io/slow/disk:v${i}`).sort(),
         },
       },
     );
@@ -186,4 +185,24 @@ t.test('a pod naming a URL pins its cache entry while it is on the node; deleted
     { whileThere, afterDeletion: [...urlImages.cachePaths('/cache', onNode)] },
     { whileThere: [imageCachePath('/cache', 'https://images.example/pinned.qcow2')], afterDeletion: [] },
   );
+});
+
+t.test('an unbounded preparation (a registry image, capped by the image service) never waits behind the bounded ones', async (t) => {
+  const preps = new Preparations<string>({ maxParallel: 1, onSettled: () => undefined });
+  // A trickling URL holds the one slot.
+  preps.poll('slow-url', 'spec', () => new Promise<string>(() => undefined));
+  preps.poll('second-url', 'spec', async () => 'second url');
+  preps.poll('cached-image', 'spec', async () => 'from the store', { bounded: false });
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  t.same(
+    {
+      image: preps.poll('cached-image', 'spec', async () => 'again', { bounded: false }),
+      url: preps.poll('second-url', 'spec', async () => 'again'),
+    },
+    { image: { ok: true, value: 'from the store' }, url: 'pending' },
+    'the image is prepared at once; the second URL still waits for the slot',
+  );
+  preps.forget('slow-url');
+  preps.forget('second-url');
 });

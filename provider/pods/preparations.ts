@@ -4,7 +4,10 @@
 // every other pod's start and deletion (eight slow URLs held all eight).
 //
 // Each pod has at most one preparation, for one spec; at most `maxParallel`
-// run at once and the others wait their turn, in arrival order. Nothing is
+// bounded ones run at once and the others wait their turn, in arrival order
+// (an unbounded one, whose fetches are capped where they happen, never waits
+// behind them: a pod whose image is in the store starts while URLs trickle).
+// Nothing is
 // pushed into a pod's lifecycle: when a preparation settles its owner is told
 // the pod's UID and queues the pod's sync, which polls for the result
 // (level-triggered; a sync that finds it still running just returns).
@@ -40,7 +43,12 @@ export class Preparations<T> {
    * when none was under way for that spec), its result once settled. A
    * result is handed out once; the next poll begins anew.
    */
-  poll(uid: string, forSpec: string, prepare: (signal: AbortSignal) => Promise<T>): 'pending' | PreparationResult<T> {
+  poll(
+    uid: string,
+    forSpec: string,
+    prepare: (signal: AbortSignal) => Promise<T>,
+    opts: { bounded: boolean } = { bounded: true },
+  ): 'pending' | PreparationResult<T> {
     const job = this.jobs.get(uid);
     if (job?.forSpec === forSpec) {
       if (!job.result) return 'pending';
@@ -50,7 +58,7 @@ export class Preparations<T> {
     job?.abort.abort(new Error("the pod's spec changed"));
     const fresh: Job<T> = { forSpec, abort: new AbortController() };
     this.jobs.set(uid, fresh);
-    const run = this.inSlot(fresh.abort.signal, prepare)
+    const run = this.inSlot(fresh.abort.signal, prepare, opts.bounded)
       .then(
         (value): PreparationResult<T> => ({ ok: true, value }),
         (error: unknown): PreparationResult<T> => ({ ok: false, error }),
@@ -89,9 +97,9 @@ export class Preparations<T> {
     return this.running.size === 0;
   }
 
-  private async inSlot(signal: AbortSignal, prepare: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    if (this.slotsInUse >= this.o.maxParallel) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.slotsInUse++;
+  private async inSlot(signal: AbortSignal, prepare: (signal: AbortSignal) => Promise<T>, bounded: boolean): Promise<T> {
+    if (bounded && this.slotsInUse >= this.o.maxParallel) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    if (bounded) this.slotsInUse++;
     try {
       // One aborted while it waited never runs; one aborted while running gives up its slot
       // even if what it awaits (a registry pull) does not heed the signal.
@@ -102,8 +110,10 @@ export class Preparations<T> {
       aborted.catch(() => undefined);
       return await Promise.race([prepare(signal), aborted]);
     } finally {
-      this.slotsInUse--;
-      this.waiting.shift()?.();
+      if (bounded) {
+        this.slotsInUse--;
+        this.waiting.shift()?.();
+      }
     }
   }
 }

@@ -70,7 +70,9 @@ export class VmStarts {
   async carryOn(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<void> {
     let prepared: Prepared = { type: 'prepared', resolved: { spec, fromRegistry: false }, pullingRecorded: false };
     if (needsPreparation(spec)) {
-      const polled = this.preparations.poll(lc.uid, specHash(spec), (signal) => this.o.runtime.prepare(pod, lc, spec, signal));
+      // Registry pulls wait for the image service's own cap; only URL downloads need a preparation slot.
+      const bounded = spec.disks.some((d) => d.source.kind === 'url');
+      const polled = this.preparations.poll(lc.uid, specHash(spec), (signal) => this.o.runtime.prepare(pod, lc, spec, signal), { bounded });
       if (polled === 'pending') return;
       if (!polled.ok) this.failed(pod, polled.error);
       prepared = polled.value;

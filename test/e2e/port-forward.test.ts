@@ -88,9 +88,19 @@ t.test('kubectl port-forward to VM pods', async (t) => {
     ),
   );
 
+  // kubectl port-forward ends at the first connection the pod refuses (as kubectl does since 1.23), so forwarding starts
+  // once both guests serve: their web servers write the guest's address when DHCP gave it one.
+  for (const pod of ['bridged', 'masq']) {
+    await poll(
+      `the ${pod} guest serving its address`,
+      () => kubectlAs(cluster, tenantConfig, NS, ['exec', pod, '--', '/bin/cat', '/www/index.html']),
+      (r) => r.code === 0 && /^vkvm-guest \d/.test(r.stdout),
+      { deadlineMs: BOOT_DEADLINE_MS },
+    );
+  }
+
   await t.test('a tenant reaches the guest of a bridge pod, which holds the pod address', async (t) => {
     const forward = await kubectlPortForward(t, cluster, tenantConfig, NS, 'bridged', 80);
-    // The guest serves its address once DHCP gave it one.
     const body = await poll(
       'the guest HTTP server through kubectl port-forward',
       () => httpGet(forward.localPort),
