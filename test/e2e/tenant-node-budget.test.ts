@@ -112,11 +112,14 @@ t.test("a tenant is held to the node's budget", async (t) => {
       what: 'Running',
       deadlineMs: 120_000,
     });
-    // One whose download runs, one still waiting for its turn.
+    // One whose download runs, one still waiting for its turn (the last in line). The waiting one goes first and is gone
+    // before the other's slot frees, so the slot goes to a pod still there.
     const downloading = slow.find((name) => requests.includes(`/${name}.img`))!;
-    const queued = slow.find((name) => !requests.includes(`/${name}.img`))!;
-    for (const name of [downloading, queued]) await tenant.core.deleteNamespacedPod({ name, namespace: NS });
-    for (const name of [downloading, queued]) await waitForGone(pods(tenant, NS, { name }), { deadlineMs: 60_000 });
+    const queued = slow.findLast((name) => !requests.includes(`/${name}.img`))!;
+    for (const name of [queued, downloading]) {
+      await tenant.core.deleteNamespacedPod({ name, namespace: NS });
+      await waitForGone(pods(tenant, NS, { name }), { deadlineMs: 60_000 });
+    }
     const stillSlow = slow.filter((name) => name !== downloading && name !== queued);
     // The deleted pod's download was aborted: its slot went to the next in line.
     await poll(
