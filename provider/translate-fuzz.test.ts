@@ -10,8 +10,15 @@ import type { VmSpec } from '../vmm/spec.js';
 import { translateVmi } from './kubevirt/translate.js';
 import type { VirtualMachineInstance } from './kubevirt/types.js';
 import { translatePod } from './pods/translate.js';
+import { TEST_GUEST_IMAGE } from './vm-identity.js';
 
-const TEST_GUEST_IMAGE = 'localhost/vkvm/test-guest:v1';
+const BUILTINS = {
+  [TEST_GUEST_IMAGE]: {
+    kernelPath: '/var/cache/vkvm/guest/k/vmlinux',
+    initrdPath: '/var/cache/vkvm/guest/k/initrd.img',
+    cmdline: 'console=ttyS0',
+  },
+};
 const RUNS = 400;
 
 const text = fc.oneof(
@@ -191,7 +198,7 @@ t.test('any pod translates to a VM spec or field-naming causes, never an excepti
   t.doesNotThrow(
     () =>
       fc.assert(
-        fc.property(pod, (p) => wellFormed(translatePod(p as V1Pod))),
+        fc.property(pod, (p) => wellFormed(translatePod(p as V1Pod, BUILTINS))),
         { numRuns: RUNS },
       ),
     `${RUNS} generated pods`,
@@ -200,6 +207,8 @@ t.test('any pod translates to a VM spec or field-naming causes, never an excepti
 
 t.test('any VMI translates to a VM spec or field-naming causes, never an exception', async (t) => {
   const ctx = {
+    builtins: BUILTINS,
+    imageAliases: {},
     secrets: { init: { userdata: '#cloud-config\n' } },
     pvcs: { data: { hostPath: '/mnt/pv', volumeMode: 'Filesystem' as const, capacity: '1Gi' } },
   };
