@@ -6,6 +6,7 @@
 // kubelet's closeAllConns), so requests stuck on a half-open keep-alive
 // connection fail and the next ones connect anew.
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
+import { withDeadline } from '../../launcher/agent-api.js';
 import type { KubeClients } from '../kube/client.js';
 import { apiStatusCode, isConflict, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
@@ -36,7 +37,7 @@ export class LeaseController {
   start(): void {
     const tick = async () => {
       try {
-        if (await this.opts.healthy()) await this.renewWithin(this.opts.renewIntervalMs);
+        if (await this.opts.healthy()) await withDeadline(this.renew(), this.opts.renewIntervalMs, 'lease renewal');
         else this.log.warn('host self-check failed; not renewing the node lease');
       } catch (err) {
         // No answer at all (a timeout, a reset): the connection may be half-open.
@@ -66,20 +67,6 @@ export class LeaseController {
       },
       spec: { ...existing?.spec, holderIdentity: nodeName, leaseDurationSeconds: leaseDurationS, renewTime: new V1MicroTime() },
     };
-  }
-
-  private async renewWithin(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from the API server within ${timeoutMs} ms`)), timeoutMs);
-    });
-    const renewal = this.renew();
-    renewal.catch(() => {}); // its failure after the deadline is the closed connection's
-    try {
-      await Promise.race([renewal, timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Create or renew; on conflict re-read once and try again. */
