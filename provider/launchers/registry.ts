@@ -277,7 +277,12 @@ export class LauncherRegistry implements Launchers {
       await this.untilGone(uid, 30_000);
     }
     await untilProcessExited(view.dir);
-    // A launcher killed (here, or mid-exit) leaves its cgroup and socket; its directory stays until the pod goes.
+    // Killed here or mid-exit, it left them; its directory stays until the pod goes.
+    await this.removeLeftovers(uid);
+  }
+
+  /** What a killed launcher leaves besides its directory: its cgroup, and its socket (it removes that only when it exits). */
+  private async removeLeftovers(uid: string): Promise<void> {
     await removeCgroupOf(uid);
     await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
   }
@@ -300,9 +305,7 @@ export class LauncherRegistry implements Launchers {
     entry?.stopWatching?.();
     if (entry?.view.live) entry.view.client.close();
     this.entries.delete(uid);
-    await removeCgroupOf(uid);
-    // A launcher removes its socket when it exits, but not when it is killed.
-    await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
+    await this.removeLeftovers(uid);
     await rm(this.dirOf(uid), { recursive: true, force: true });
     this.qemuUids.release(uid);
     this.settings.onRemoved?.(uid);
