@@ -21,7 +21,6 @@ import { createEventRecorder } from './kube/events.js';
 import { PodController } from './pods/controller.js';
 import { createVmAccess } from './pods/vm-access.js';
 import { agentMetrics } from './metrics.js';
-import { builtinImageResolver } from './images/builtin-images.js';
 import { ClusterVmiSource } from './pods/vmi-source.js';
 import { createPodInformer } from './pods/informer.js';
 import { kubePodApi } from './pods/pod-api.js';
@@ -36,7 +35,6 @@ import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
-import { DEFAULT_GUEST_CACHE_DIR } from '../vmm/guest/build.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -150,7 +148,6 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       stops.push(() => rotator.stop());
     }
 
-    const builtins = builtinImageResolver(rootLog.child({ component: 'builtin-images' }));
     const events = createEventRecorder(clients, { component: 'vkvm', host: config.nodeName }, rootLog.child({ component: 'events' }));
     let gc: ImageGc | undefined;
     const { store, images, pins } = await startImageService(config, rootLog, () => gc?.kick());
@@ -195,8 +192,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         socketDir: join(config.runDir, 'launchers'),
         imageCacheDir: config.imageCacheDir,
         hostFiles: {
-          // The built-in test guest's kernel and initrd are the node's own, public files.
-          imageDirs: [...config.hostImageDirs, DEFAULT_GUEST_CACHE_DIR],
+          imageDirs: config.hostImageDirs,
           hostDiskDirs: config.hostDiskDirs,
           deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir, config.imageStoreDir],
           // Files the agent took out of registry images, named by specs it marked itself.
@@ -218,11 +214,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
-      vmis: new ClusterVmiSource(clients, builtins.byName, rootLog.child({ component: 'vmi-informer' })),
+      vmis: new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' })),
       network,
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
-      builtinImages: builtins.forPod,
       urlImages,
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.

@@ -10,15 +10,8 @@ import type { VmSpec } from '../vmm/spec.js';
 import { translateVmi } from './kubevirt/translate.js';
 import type { VirtualMachineInstance } from './kubevirt/types.js';
 import { translatePod } from './pods/translate.js';
-import { TEST_GUEST_IMAGE } from './vm-identity.js';
 
-const BUILTINS = {
-  [TEST_GUEST_IMAGE]: {
-    kernelPath: '/var/cache/vkvm/guest/k/vmlinux',
-    initrdPath: '/var/cache/vkvm/guest/k/initrd.img',
-    cmdline: 'console=ttyS0',
-  },
-};
+const TEST_GUEST_IMAGE = 'localhost/vkvm/test-guest:v1';
 const RUNS = 400;
 
 const text = fc.oneof(
@@ -198,7 +191,7 @@ t.test('any pod translates to a VM spec or field-naming causes, never an excepti
   t.doesNotThrow(
     () =>
       fc.assert(
-        fc.property(pod, (p) => wellFormed(translatePod(p as V1Pod, BUILTINS))),
+        fc.property(pod, (p) => wellFormed(translatePod(p as V1Pod))),
         { numRuns: RUNS },
       ),
     `${RUNS} generated pods`,
@@ -207,8 +200,6 @@ t.test('any pod translates to a VM spec or field-naming causes, never an excepti
 
 t.test('any VMI translates to a VM spec or field-naming causes, never an exception', async (t) => {
   const ctx = {
-    builtins: BUILTINS,
-    imageAliases: {},
     secrets: { init: { userdata: '#cloud-config\n' } },
     pvcs: { data: { hostPath: '/mnt/pv', volumeMode: 'Filesystem' as const, capacity: '1Gi' } },
   };

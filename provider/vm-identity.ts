@@ -3,19 +3,8 @@
 // Its own module so that neither translator imports the other.
 import { createHash } from 'node:crypto';
 
-export const TEST_GUEST_IMAGE = 'vkvm/test-guest';
-
-/** Kernel-boot images the agent provides itself, resolved before translation. */
-export interface BuiltinImage {
-  kernelPath: string;
-  initrdPath: string;
-  cmdline: string;
-}
-export type BuiltinImages = Record<string, BuiltinImage>;
-
 /** Where the VM boots from, as parsed from the container image. */
 export type BootSource =
-  | { kind: 'builtin'; name: string }
   | { kind: 'image'; path: string }
   | { kind: 'url'; url: string }
   | { kind: 'kernel'; kernelPath: string }
@@ -23,8 +12,6 @@ export type BootSource =
   | { kind: 'registry'; image: string };
 
 export function parseImage(image: string): BootSource | null {
-  const bare = image.replace(/:latest$/, '');
-  if (bare === TEST_GUEST_IMAGE || bare === `docker.io/${TEST_GUEST_IMAGE}`) return { kind: 'builtin', name: TEST_GUEST_IMAGE };
   if (image.startsWith('/')) return { kind: 'image', path: image };
   if (image.startsWith('file:///')) return { kind: 'image', path: decodeURIComponent(image.slice('file://'.length)) };
   if (/^https?:\/\/[^/]+\/.+/.test(image)) return { kind: 'url', url: image };

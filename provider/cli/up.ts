@@ -21,6 +21,8 @@ import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 import { localNodeRanges } from '../controllers/serving-policy.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
+import { ImageStore } from '../images/store.js';
+import { publishTestGuest } from '../images/test-guest-images.js';
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 
@@ -30,8 +32,11 @@ export const UP_HELP = `Usage: vkvm up [--state-dir DIR] [--kubeconfig FILE] [fl
 
 Starts a local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
-kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, and runs the
-VM/VMI controllers and this host as a node in the foreground. With
+kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, imports the
+test guest into the node's image store (localhost/vkvm/test-guest:v1, a
+containerDisk, and localhost/vkvm/test-guest-kernel:v1, a kernel-boot image,
+built from this host's Debian packages), and runs the VM/VMI controllers and
+this host as a node in the foreground. With
 --kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
 read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
 host first and starts nothing on a failed check. Stop with Ctrl-C (or
@@ -88,6 +93,18 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
     ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
   ]);
+}
+
+/**
+ * The test guest as images in the node's store (provider/images/test-guest-images.ts), so the examples
+ * run on a machine without internet access.
+ */
+async function importTestGuest(imageStoreDir: string, log: Logger): Promise<void> {
+  const store = new ImageStore(imageStoreDir);
+  await store.init();
+  const t0 = performance.now();
+  const imported = await publishTestGuest(store, { log: log.child({ component: 'test-guest' }) });
+  log.info({ images: imported.map((r) => r.reference), ms: Math.round(performance.now() - t0) }, 'test guest images imported');
 }
 
 const UP_OPTIONS = {
@@ -172,6 +189,8 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
     subresources = api;
     controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
+    await importTestGuest(config.imageStoreDir, log);
+    shutdown.throwIfAborted();
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
     process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);

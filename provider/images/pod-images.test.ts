@@ -136,7 +136,7 @@ t.test("registry sources become files in the store, marked; the kubelet's events
     'the registry was asked, with the pod’s own (no) credentials, for the manifest by digest',
   );
   t.same(
-    await podImages.resolve(pod('vkvm/test-guest', []), spec({}), log),
+    await podImages.resolve(pod('/var/lib/images/disk.qcow2', []), spec({}), log),
     { spec: spec({}), fromRegistry: false },
     'a spec without registry images passes as it is',
   );

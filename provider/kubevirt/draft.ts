@@ -4,7 +4,6 @@
 // validation finds can be reported at the KubeVirt field that produced them.
 import type { SpecCause, SpecCauseReason } from '../../vmm/errors.js';
 import type { DiskSpec, InterfaceSpec, KernelBoot } from '../../vmm/spec.js';
-import type { BuiltinImages } from '../vm-identity.js';
 import type { Quantity } from './types.js';
 
 /** A PVC bound to a local or hostPath PersistentVolume on this node, resolved by the caller. */
@@ -18,14 +17,6 @@ export interface BoundClaim {
 
 /** Everything translation needs that takes I/O to learn, resolved by the caller (see vmiReferences). */
 export interface VmiTranslateContext {
-  /** Built-in kernel-boot images (the test guest), as for pods. */
-  builtins: BuiltinImages;
-  /**
-   * containerDisk / kernelBoot image repository → the image vkvm uses instead
-   * (a host path, an http(s) URL, or a built-in name). DEFAULT_IMAGE_ALIASES
-   * maps the KubeVirt documentation's demo images to the test guest.
-   */
-  imageAliases: Readonly<Record<string, string>>;
   /** Secrets in the VMI's namespace by name: key → decoded (UTF-8) value. */
   secrets: Readonly<Record<string, Readonly<Record<string, string>>>>;
   /** PersistentVolumeClaims in the VMI's namespace by claim name. */

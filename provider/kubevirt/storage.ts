@@ -5,9 +5,7 @@
 //   containerDisk          → an overlay on the image (pulled from its registry
 //                            by the node agent: `path` in it, else the one file
 //                            under /disk; or a host file, or an http(s) image
-//                            downloaded into the cache); a built-in kernel-boot
-//                            image (the test guest) becomes the VM's kernel and
-//                            initrd instead of a disk
+//                            downloaded into the cache)
 //   emptyDisk              → a new sparse disk of `capacity`, removed with the VM
 //   cloudInitNoCloud       → a NoCloud seed (cidata ISO) on the disk's device
 //   hostDisk               → the file itself, raw, kept after the VM; DiskOrCreate
@@ -22,7 +20,8 @@ import { join, posix } from 'node:path';
 import { parseQuantity } from '../kube/quantity.js';
 import type { DiskBus as VmDiskBus, DiskSource } from '../../vmm/spec.js';
 import { noCloudData, noCloudMetaData } from './cloud-init.js';
-import { IMAGE_FORMS, pullPolicyOf, resolveImage } from './images.js';
+import { parseImage } from '../vm-identity.js';
+import { IMAGE_FORMS, pullPolicyOf } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
 import { DISK_BUSES, type Disk, type DiskBus, type Quantity, type Volume } from './types.js';
@@ -81,7 +80,7 @@ function sizeMiB(d: Draft, raw: Quantity | undefined, at: string): number | unde
   return mib;
 }
 
-type Resolved = { source: DiskSource; field: string; readOnly?: boolean } | 'kernel' | null;
+type Resolved = { source: DiskSource; field: string; readOnly?: boolean } | null;
 
 function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
   const image = volume.containerDisk?.image;
@@ -89,7 +88,7 @@ function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
     d.report(`${at}.image`, 'FieldValueRequired', 'containerDisk needs an image');
     return null;
   }
-  const source = resolveImage(image, d.ctx.imageAliases);
+  const source = parseImage(image);
   switch (source?.kind) {
     case 'image':
       return { source: { kind: 'image', path: source.path }, field: `${at}.image` };
@@ -103,24 +102,6 @@ function containerDisk(d: Draft, volume: Volume, at: string): Resolved {
       }
       const pullPolicy = pullPolicyOf(d, volume.containerDisk?.imagePullPolicy, image, `${at}.imagePullPolicy`);
       return { source: { kind: 'registry', image: source.image, ...(path ? { path } : {}), pullPolicy }, field: `${at}.image` };
-    }
-    case 'builtin': {
-      const builtin = d.ctx.builtins[source.name];
-      if (!builtin) {
-        d.report(`${at}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
-        return null;
-      }
-      if (d.kernelBootOrigin) {
-        d.report(
-          `${at}.image`,
-          'FieldValueInvalid',
-          `${image} is a kernel-boot image, and ${d.kernelBootOrigin.image} already gives the VM its kernel`,
-        );
-        return null;
-      }
-      d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: builtin.cmdline };
-      d.kernelBootOrigin = { image: `${at}.image`, kernelPath: `${at}.image`, initrdPath: `${at}.image` };
-      return 'kernel';
     }
     default:
       d.report(`${at}.image`, 'FieldValueNotSupported', `${JSON.stringify(image)} is not a disk image vkvm can use: give ${IMAGE_FORMS}`);
@@ -215,7 +196,7 @@ function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): Vm
   return bus as DiskBus; // the VmSpec bus of the same name (crds/subset/constants.ts)
 }
 
-/** Translates spec.domain.devices.disks with spec.volumes into d.disks (and d.kernelBoot for a built-in image). */
+/** Translates spec.domain.devices.disks with spec.volumes into d.disks. */
 export function translateStorage(d: Draft, input: StorageInput): void {
   const volumeByName = new Map<string, number>();
   input.volumes.forEach((volume, j) => {
@@ -283,7 +264,7 @@ export function translateStorage(d: Draft, input: StorageInput): void {
       return;
     }
     const resolved = volumeSource(d, input, input.volumes[j]!, `spec.volumes[${j}]`, cloudInit);
-    if (resolved === null || resolved === 'kernel' || bus === undefined) return;
+    if (resolved === null || bus === undefined) return;
     d.disks.push({
       name: disk.name,
       device,

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parse } from 'yaml';
 import { SpecError } from '../../vmm/errors.js';
-import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type VmiTranslateContext, type VmiTranslation } from './translate.js';
+import { translateVmi, vmiReferences, type VmiTranslateContext, type VmiTranslation } from './translate.js';
 import type { VirtualMachine, VirtualMachineInstance } from './types.js';
 
 // KubeVirt's quickstart VM (kubevirt.io "Use KubeVirt" lab, testvm), with the
@@ -60,7 +60,6 @@ spec:
 
 const VMI_UID = '6a1e2c3d-4b5f-4a6b-8c7d-9e0f1a2b3c4d';
 const FIRMWARE_UUID = '5d307ca9-b3ef-428c-8861-06e72d69f223';
-const CIRROS = '/var/lib/vkvm/images/cirros-0.6.2-x86_64-disk.img';
 
 /** The VMI KubeVirt's VM controller makes of a VM (setupVMIFromVM), as the API server returns it. */
 function vmiOf(vm: VirtualMachine, uid = VMI_UID): VirtualMachineInstance {
@@ -85,8 +84,6 @@ function vmiOf(vm: VirtualMachine, uid = VMI_UID): VirtualMachineInstance {
 const smokeVmi = (): VirtualMachineInstance => vmiOf(parse(SMOKE_VM) as VirtualMachine);
 
 const ctx = (over: Partial<VmiTranslateContext> = {}): VmiTranslateContext => ({
-  builtins: { 'vkvm/test-guest': { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet' } },
-  imageAliases: { 'quay.io/kubevirt/cirros-container-disk-demo': CIRROS },
   secrets: {},
   pvcs: {},
   ...over,
@@ -122,7 +119,13 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
         memoryMiB: 62,
         firmware: { kind: 'bios' },
         disks: [
-          { name: 'containerdisk', device: 'disk', bus: 'virtio', source: { kind: 'image', path: CIRROS } },
+          {
+            name: 'containerdisk',
+            device: 'disk',
+            bus: 'virtio',
+            // An ordinary image the node pulls; latest defaults to Always, as in KubeVirt.
+            source: { kind: 'registry', image: 'quay.io/kubevirt/cirros-container-disk-demo', pullPolicy: 'Always' },
+          },
           { name: 'emptydisk', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 2048 } },
           {
             name: 'cloudinitdisk',
@@ -139,7 +142,7 @@ t.test("KubeVirt's smoke VM becomes the expected VmSpec", async (t) => {
       },
       unsupported: [],
     },
-    'containerDisk is an overlay on the cached image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
+    'containerDisk is a registry image, emptyDisk a new disk, cloudInitNoCloud a seed on its virtio disk',
   );
 });
 
@@ -161,22 +164,6 @@ t.test('a VNC display unless autoattachGraphicsDevice is false, as KubeVirt deci
       { vnc: false, unsupported: [] },
     ],
   );
-});
-
-t.test("with the default aliases the docs' demo image boots the built-in test guest", async (t) => {
-  const { spec } = ok(translateVmi(smokeVmi(), ctx({ imageAliases: DEFAULT_IMAGE_ALIASES })));
-  t.same(
-    { kernelBoot: spec.kernelBoot, disks: spec.disks.map((d) => d.name) },
-    {
-      kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet' },
-      disks: ['emptydisk', 'cloudinitdisk'],
-    },
-  );
-  const tagged = smokeWith((v) => (v.spec.volumes![0]!.containerDisk!.image = 'quay.io/kubevirt/cirros-container-disk-demo:v1.4.0'));
-  t.ok(ok(translateVmi(tagged, ctx({ imageAliases: DEFAULT_IMAGE_ALIASES }))).spec.kernelBoot, 'any tag of an aliased repository matches');
-  t.match(translateVmi(smokeVmi(), ctx({ imageAliases: DEFAULT_IMAGE_ALIASES, builtins: {} })), {
-    causes: [{ path: 'spec.volumes[0].containerDisk.image', reason: 'FieldValueNotFound' }],
-  });
 });
 
 t.test('OCI images: a containerDisk (its path, KubeVirt-defaulted pull policy) and a kernelBoot container the node pulls', async (t) => {
@@ -403,19 +390,16 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
     [
       'a kernel boot container with neither kernel nor initrd, and a relative path',
       (v) =>
-        (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet', container: { image: 'vkvm/test-guest', initrdPath: 'boot/initrd' } }),
+        (v.spec.domain.firmware!.kernelBoot = {
+          kernelArgs: 'quiet',
+          container: { image: 'localhost/vkvm/test-guest-kernel:v1', initrdPath: 'boot/initrd' },
+        }),
       [['spec.domain.firmware.kernelBoot.container.initrdPath', 'FieldValueInvalid']],
     ],
     [
       'kernel args without a kernel',
       (v) => (v.spec.domain.firmware!.kernelBoot = { kernelArgs: 'quiet' }),
       [['spec.domain.firmware.kernelBoot.kernelArgs', 'FieldValueInvalid']],
-    ],
-    [
-      'two kernels: a built-in containerDisk and a kernelBoot',
-      (v) => (v.spec.domain.firmware!.kernelBoot = { container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } }),
-      [['spec.volumes[0].containerDisk.image', 'FieldValueInvalid']],
-      ctx({ imageAliases: DEFAULT_IMAGE_ALIASES }),
     ],
     [
       'a second cloud-init volume',
@@ -540,7 +524,7 @@ t.test('compute: topology, vCPUs from resources, CPU cap, memory precedence, CPU
   );
 });
 
-t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the test guest or a host directory', async (t) => {
+t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the test guest image or a host directory', async (t) => {
   const fw = (domain: Partial<VirtualMachineInstance['spec']['domain']>, context = ctx()) => {
     const r = ok(
       translateVmi(
@@ -571,12 +555,25 @@ t.test('firmware: EFI with SMM, EFI without secure boot, kernel boot from the te
     'bios.useSerial false is the default',
   );
   t.same(
-    fw({ firmware: { kernelBoot: { kernelArgs: 'loglevel=3', container: { image: 'vkvm/test-guest', kernelPath: '/boot/vmlinuz' } } } }),
+    fw({
+      firmware: {
+        kernelBoot: {
+          kernelArgs: 'console=ttyS0',
+          container: { image: 'localhost/vkvm/test-guest-kernel:v1', kernelPath: '/boot/vmlinuz', initrdPath: '/boot/initrd.img' },
+        },
+      },
+    }),
     {
       firmware: { kind: 'bios' },
-      kernelBoot: { kernelPath: '/cache/vmlinuz', initrdPath: '/cache/initrd.img', cmdline: 'console=ttyS0 quiet loglevel=3' },
+      kernelBoot: {
+        kernelPath: '/boot/vmlinuz',
+        initrdPath: '/boot/initrd.img',
+        cmdline: 'console=ttyS0',
+        container: { image: 'localhost/vkvm/test-guest-kernel:v1', pullPolicy: 'IfNotPresent' },
+      },
       unsupported: [],
     },
+    'a tag other than latest: IfNotPresent, so the node takes it from its store',
   );
   t.same(
     fw({
@@ -762,8 +759,7 @@ t.test('vmiReferences lists what the caller resolves first', async (t) => {
       { name: 'b', cloudInitNoCloud: { secretRef: { name: 'init' }, networkDataSecretRef: { name: 'init' } } },
     );
   });
-  t.same(vmiReferences(vmi, DEFAULT_IMAGE_ALIASES), { builtinImages: ['vkvm/test-guest'], secrets: ['init'], claims: ['data'] });
-  t.same(vmiReferences(vmi, {}).builtinImages, [], 'without the alias the demo image is not the test guest');
+  t.same(vmiReferences(vmi), { secrets: ['init'], claims: ['data'] });
 });
 
 t.test('clock and interface boot order reach the VmSpec', async (t) => {

@@ -1,6 +1,6 @@
 // Pure translation of a kubevirt.io/v1 VirtualMachineInstance into a VmSpec,
-// mirroring provider/pods/translate.ts. No I/O: what needs it (built-in
-// images, Secrets, bound PVCs) arrives resolved in the context; vmiReferences
+// mirroring provider/pods/translate.ts. No I/O: what needs it (Secrets,
+// bound PVCs) arrives resolved in the context; vmiReferences
 // says what to resolve.
 //
 // KubeVirt semantics followed (file names are in kubevirt/kubevirt):
@@ -24,9 +24,9 @@
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
-import { domainName, TEST_GUEST_IMAGE, type BootSource } from '../vm-identity.js';
+import { domainName, parseImage, type BootSource } from '../vm-identity.js';
 import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
-import { pullPolicyOf, resolveImage } from './images.js';
+import { pullPolicyOf } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
@@ -34,7 +34,6 @@ import type { Clock, DomainSpec, VirtualMachineInstance } from './types.js';
 import { RESOURCES, translateCompute, type Compute } from './compute.js';
 
 export type { BoundClaim, VmiTranslateContext } from './draft.js';
-export { DEFAULT_IMAGE_ALIASES } from './images.js';
 
 export const LABEL = { namespace: 'vkvm.io/namespace', vmi: 'vkvm.io/vmi', vm: 'vkvm.io/vm' } as const;
 
@@ -76,7 +75,7 @@ function translateFirmware(d: Draft, domain: DomainSpec): Firmware {
   return { kind: 'efi', secureBoot };
 }
 
-/** firmware.kernelBoot: an OCI image (pulled by the node agent), a built-in image, or a host directory holding kernelPath and initrdPath. */
+/** firmware.kernelBoot: an OCI image (pulled by the node agent) or a host directory holding kernelPath and initrdPath. */
 function translateKernelBoot(d: Draft, domain: DomainSpec): void {
   const kb = domain.firmware?.kernelBoot;
   if (!kb) return;
@@ -97,16 +96,9 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
       d.report(`${C}.${field}`, 'FieldValueInvalid', `${C}.${field} must be an absolute path to a file without relative components`);
   }
   if (d.causes.length > before || !c.image) return;
-  const source: BootSource | null = resolveImage(c.image, d.ctx.imageAliases);
+  const source: BootSource | null = parseImage(c.image);
   const origin = { image: `${C}.image`, kernelPath: `${C}.kernelPath`, initrdPath: `${C}.initrdPath` };
-  const cmdline = (base: string | undefined) => [base, kb.kernelArgs].filter(Boolean).join(' ');
-  if (source?.kind === 'builtin') {
-    // A built-in image brings its own kernel, initrd and base command line; the container paths name them.
-    const builtin = d.ctx.builtins[source.name];
-    if (!builtin) return void d.report(`${C}.image`, 'FieldValueNotFound', `built-in image ${source.name} is not available on this node`);
-    d.kernelBoot = { kernelPath: builtin.kernelPath, initrdPath: builtin.initrdPath, cmdline: cmdline(builtin.cmdline) };
-    d.kernelBootOrigin = { ...origin, kernelPath: origin.image, initrdPath: origin.image };
-  } else if (source?.kind === 'registry') {
+  if (source?.kind === 'registry') {
     if (!c.kernelPath) return void d.report(`${C}.kernelPath`, 'FieldValueRequired', 'vkvm boots a kernel; an initrd alone is not enough');
     const pullPolicy = pullPolicyOf(d, c.imagePullPolicy, c.image, `${C}.imagePullPolicy`);
     d.kernelBoot = { kernelPath: c.kernelPath, container: { image: source.image, pullPolicy } };
@@ -124,7 +116,7 @@ function translateKernelBoot(d: Draft, domain: DomainSpec): void {
     d.report(
       `${C}.image`,
       'FieldValueNotSupported',
-      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image, a host directory (/path or file:///path) or ${TEST_GUEST_IMAGE}`,
+      `${JSON.stringify(c.image)} is not a kernel-boot image vkvm can use: give an OCI image or a host directory (/path or file:///path)`,
     );
   }
 }
@@ -314,24 +306,13 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   };
 }
 
-/** What the caller resolves before translateVmi: built-in images, Secrets and PVCs the VMI names. */
-export function vmiReferences(
-  vmi: VirtualMachineInstance,
-  imageAliases: Readonly<Record<string, string>>,
-): { builtinImages: string[]; secrets: string[]; claims: string[] } {
-  const images = [
-    ...(vmi.spec?.volumes ?? []).map((v) => v.containerDisk?.image),
-    vmi.spec?.domain?.firmware?.kernelBoot?.container?.image,
-  ].filter((i): i is string => Boolean(i));
-  const builtinImages = images.flatMap((ref) => {
-    const source = resolveImage(ref, imageAliases);
-    return source?.kind === 'builtin' ? [source.name] : [];
-  });
+/** What the caller resolves before translateVmi: the Secrets and PVCs the VMI names. */
+export function vmiReferences(vmi: VirtualMachineInstance): { secrets: string[]; claims: string[] } {
   const secrets = (vmi.spec?.volumes ?? []).flatMap((v) => [
     v.cloudInitNoCloud?.secretRef?.name,
     v.cloudInitNoCloud?.networkDataSecretRef?.name,
   ]);
   const claims = (vmi.spec?.volumes ?? []).map((v) => v.persistentVolumeClaim?.claimName);
   const unique = (xs: Array<string | undefined>) => [...new Set(xs.filter((x): x is string => Boolean(x)))];
-  return { builtinImages: unique(builtinImages), secrets: unique(secrets), claims: unique(claims) };
+  return { secrets: unique(secrets), claims: unique(claims) };
 }

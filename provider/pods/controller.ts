@@ -20,7 +20,6 @@ import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import type { ChildCpuMeter } from '../child-cpu.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
-import type { BuiltinImages } from '../vm-identity.js';
 import type { PressureCondition } from '../node/status.js';
 import { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
@@ -55,8 +54,6 @@ export interface PodControllerOptions {
   network: VmNetwork;
   api: PodApi;
   hostIP: () => string;
-  /** Resolves the built-in images a pod refers to (building the test guest on first use). */
-  builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
   images: VmRuntimeOptions['images'];
   /** Downloads a URL image into the node's image cache before its launcher starts. */

@@ -6,7 +6,7 @@ const now = new Date('2026-11-21T00:00:00Z');
 const started = new Date('2026-11-20T23:59:00Z');
 const pod = (restartPolicy = 'Always'): V1Pod => ({
   metadata: { name: 'p', namespace: 'ns', uid: 'u' },
-  spec: { restartPolicy, containers: [{ name: 'vm', image: 'vkvm/test-guest' }] },
+  spec: { restartPolicy, containers: [{ name: 'vm', image: 'localhost/vkvm/test-guest:v1' }] },
 });
 const base = (over: Partial<PodStatusInput> = {}): PodStatusInput => ({ pod: pod(), now, hostIP: '192.0.2.2', ...over });
 const summary = (i: PodStatusInput) => {
@@ -97,7 +97,7 @@ t.test('container status carries the domain uuid, restart count and last termina
       {
         containerID: 'vkvm://abc',
         restartCount: 1,
-        image: 'vkvm/test-guest',
+        image: 'localhost/vkvm/test-guest:v1',
         lastState: { terminated: { reason: 'Completed', exitCode: 0, message: 'the guest powered off' } },
       },
     ],

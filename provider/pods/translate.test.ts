@@ -3,11 +3,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../../vmm/errors.js';
 import { atPodFields, translatePod } from './translate.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { type BuiltinImages } from '../vm-identity.js';
 
-const builtins: BuiltinImages = {
-  'vkvm/test-guest': { kernelPath: '/c/vmlinux', initrdPath: '/c/initrd', cmdline: 'console=ttyS0 quiet' },
-};
+const TEST_GUEST = 'localhost/vkvm/test-guest:v1';
 const pod = (container: Record<string, unknown>, annotations: Record<string, string> = {}): V1Pod => ({
   metadata: { name: 'vm1', namespace: 'ns', uid: '0b6a3c1e-2d7a-4c8e-9b55-0d2f1e3a4b5c', annotations },
   spec: {
@@ -17,15 +14,17 @@ const pod = (container: Record<string, unknown>, annotations: Record<string, str
   },
 });
 
-t.test('the test guest image boots its kernel with args and env on the command line', async (t) => {
+t.test('a kernel image boots with its initrd, and args and env on the command line', async (t) => {
   const spec = translatePod(
-    pod({
-      image: 'vkvm/test-guest',
-      args: ['loglevel=3'],
-      env: [{ name: 'MODE', value: 'e2e' }],
-      resources: { limits: { cpu: '1500m', memory: '128Mi' } },
-    }),
-    builtins,
+    pod(
+      {
+        image: 'kernel:/c/vmlinux',
+        args: ['loglevel=3'],
+        env: [{ name: 'MODE', value: 'e2e' }],
+        resources: { limits: { cpu: '1500m', memory: '128Mi' } },
+      },
+      { 'vkvm.io/initrd': '/c/initrd', 'vkvm.io/kernel-cmdline': 'console=ttyS0 quiet' },
+    ),
   );
   t.match(spec, {
     uid: '0b6a3c1e-2d7a-4c8e-9b55-0d2f1e3a4b5c',
@@ -40,8 +39,7 @@ t.test('the test guest image boots its kernel with args and env on the command l
 });
 
 t.test('guest memory is the memory request the scheduler charged, not the limit', async (t) => {
-  const memoryOf = (resources: object) =>
-    (translatePod(pod({ image: 'vkvm/test-guest', resources }), builtins) as { memoryMiB: number }).memoryMiB;
+  const memoryOf = (resources: object) => (translatePod(pod({ image: TEST_GUEST, resources })) as { memoryMiB: number }).memoryMiB;
   t.same(
     [
       memoryOf({ requests: { memory: '64Mi' }, limits: { memory: '2Gi' } }),
@@ -52,10 +50,7 @@ t.test('guest memory is the memory request the scheduler charged, not the limit'
     [64, 256, 96, 512],
     'request; the limit when only it is set (the API server defaults the request to it); the default without either',
   );
-  const err = translatePod(
-    pod({ image: 'vkvm/test-guest', resources: { requests: { memory: '16Mi' }, limits: { memory: '1Gi' } } }),
-    builtins,
-  );
+  const err = translatePod(pod({ image: TEST_GUEST, resources: { requests: { memory: '16Mi' }, limits: { memory: '1Gi' } } }));
   t.match(
     err,
     { causes: [{ path: 'spec.containers[0].resources.requests.memory', reason: 'FieldValueInvalid' }] },
@@ -69,7 +64,6 @@ t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; req
       { image: 'https://img.example/disk.qcow2', resources: { requests: { cpu: '2', memory: '1Gi' } } },
       { 'vkvm.io/user-data': '#cloud-config\n' },
     ),
-    builtins,
   );
   t.match(spec, {
     cpu: { cores: 2 },
@@ -80,7 +74,7 @@ t.test('disk images become a virtio boot disk; user-data a cloud-init cdrom; req
     ],
   });
   t.notOk((spec as { cpu: { limitMillicores?: number } }).cpu.limitMillicores, 'no CPU limit without limits.cpu');
-  t.match(translatePod(pod({ image: '/var/lib/images/d.raw' }), builtins), {
+  t.match(translatePod(pod({ image: '/var/lib/images/d.raw' })), {
     memoryMiB: 512,
     cpu: { cores: 1 },
     disks: [{ source: { kind: 'image', path: '/var/lib/images/d.raw' } }],
@@ -91,7 +85,7 @@ t.test(
   'an OCI reference is a registry disk the node pulls, with the pull policy the API server defaulted, else Kubernetes’ default',
   async (t) => {
     const source = (container: Record<string, unknown>) =>
-      (translatePod(pod(container), builtins) as { disks: Array<{ source: unknown }> }).disks[0]?.source;
+      (translatePod(pod(container)) as { disks: Array<{ source: unknown }> }).disks[0]?.source;
     t.same(
       [
         source({ image: 'quay.io/containerdisks/fedora:41', imagePullPolicy: 'Never' }),
@@ -113,7 +107,6 @@ t.test(
 t.test('every unrealizable field is named', async (t) => {
   const err = translatePod(
     pod({ image: '', imagePullPolicy: 'Sometimes', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }),
-    builtins,
   );
   t.ok(err instanceof SpecError);
   t.same(
@@ -125,33 +118,27 @@ t.test('every unrealizable field is named', async (t) => {
       'spec.containers[0].resources.limits.memory',
     ],
   );
-  const two = translatePod(
-    {
-      ...pod({ image: 'vkvm/test-guest' }),
-      spec: {
-        containers: [
-          { name: 'a', image: 'vkvm/test-guest' },
-          { name: 'b', image: 'x' },
-        ],
-      },
+  const two = translatePod({
+    ...pod({ image: TEST_GUEST }),
+    spec: {
+      containers: [
+        { name: 'a', image: TEST_GUEST },
+        { name: 'b', image: 'x' },
+      ],
     },
-    builtins,
-  );
-  t.match(translatePod(pod({ image: 'quay.io/a/b:1', imagePullPolicy: 'Sometimes' }), builtins), {
+  });
+  t.match(translatePod(pod({ image: 'quay.io/a/b:1', imagePullPolicy: 'Sometimes' })), {
     causes: [{ path: 'spec.containers[0].imagePullPolicy', reason: 'FieldValueNotSupported' }],
   });
   t.match(two, { causes: [{ path: 'spec.containers', message: /exactly one container/ }] });
-  t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] }), builtins), {
+  t.match(translatePod(pod({ image: '/d.qcow2', args: ['x'] })), {
     causes: [{ path: 'spec.containers[0].args', reason: 'FieldValueNotSupported' }],
-  });
-  t.match(translatePod(pod({ image: 'vkvm/test-guest' }), {}), {
-    causes: [{ path: 'spec.containers[0].image', reason: 'FieldValueNotFound' }],
   });
 });
 
 t.test('the pod network: bridge by default, masquerade forwarding the container ports, none, bad values named', async (t) => {
   const nic = (container: Record<string, unknown>, annotations: Record<string, string> = {}) => {
-    const spec = translatePod(pod({ image: 'vkvm/test-guest', ...container }, annotations), builtins);
+    const spec = translatePod(pod({ image: TEST_GUEST, ...container }, annotations));
     return spec instanceof SpecError ? spec.causes : spec.interfaces;
   };
   const bridge = nic({});
@@ -200,8 +187,8 @@ t.test('the pod network: bridge by default, masquerade forwarding the container 
 });
 
 t.test("causes found after translation are renamed to the pod's fields", async (t) => {
-  const disk = translatePod(pod({ image: '/srv/images/d.qcow2' }, { 'vkvm.io/user-data': '#cloud-config\n' }), builtins) as VmSpec;
-  const kernel = translatePod(pod({ image: 'kernel:/srv/k/vmlinuz' }, { 'vkvm.io/initrd': '/srv/k/initrd' }), builtins) as VmSpec;
+  const disk = translatePod(pod({ image: '/srv/images/d.qcow2' }, { 'vkvm.io/user-data': '#cloud-config\n' })) as VmSpec;
+  const kernel = translatePod(pod({ image: 'kernel:/srv/k/vmlinuz' }, { 'vkvm.io/initrd': '/srv/k/initrd' })) as VmSpec;
   const cause = (path: string) => ({ path, reason: 'FieldValueForbidden' as const, message: 'no' });
   t.same(
     [

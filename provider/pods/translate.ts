@@ -1,13 +1,13 @@
 // Pure translation of a plain pod into a VmSpec, or a SpecError naming every
-// pod field that cannot be realized. No I/O: built-in images arrive resolved.
+// pod field that cannot be realized. No I/O.
 //
 // How a pod describes its VM (documented in README):
 //   image  /path/disk.qcow2 | file:///path   host image (qcow2 or raw), booted from a per-VM overlay
 //          http(s)://…/disk.qcow2            downloaded once into the image cache, then overlaid
 //          kernel:/path/vmlinuz              direct kernel boot; initrd from annotation vkvm.io/initrd
-//          vkvm/test-guest                   the built-in test guest (Debian kernel + busybox initramfs)
-//          any other OCI reference           a containerDisk image: the node agent pulls it (imagePullPolicy,
-//                                            imagePullSecrets) and boots the one file under /disk
+//          an OCI reference                  a containerDisk image: the node agent pulls it (imagePullPolicy,
+//                                            imagePullSecrets) and boots the one file under /disk, e.g. the
+//                                            test guest every node has, localhost/vkvm/test-guest:v1
 //   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
 //              ephemeral-storage limit → what the VM's disks may take (provider/pods/ephemeral-storage.ts),
 //              memory → guest RAM (requests, which the API server defaults to limits; default 512Mi)
@@ -30,7 +30,7 @@ import {
   type VmSpec,
 } from '../../vmm/spec.js';
 import { defaultPullPolicy, PULL_POLICIES } from '../images/reference.js';
-import { derivedMac, domainName, parseImage, TEST_GUEST_IMAGE, type BootSource, type BuiltinImages } from '../vm-identity.js';
+import { derivedMac, domainName, parseImage, type BootSource } from '../vm-identity.js';
 
 export const DEFAULT_MEMORY = '512Mi';
 export const ANNOTATION = {
@@ -71,7 +71,7 @@ function diskSource(
   return { kind: 'registry', image: source.image, pullPolicy };
 }
 
-export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | SpecError {
+export function translatePod(pod: V1Pod): VmSpec | SpecError {
   const causes: SpecCause[] = [];
   const meta = pod.metadata ?? {};
   const annotations = meta.annotations ?? {};
@@ -95,7 +95,7 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
     causes.push({
       path: `${at}.image`,
       reason: 'FieldValueNotSupported',
-      message: `${JSON.stringify(c.image ?? '')} is not a VM image: use an OCI reference, a host path, file:///path, an http(s) URL, kernel:/path, or ${TEST_GUEST_IMAGE}`,
+      message: `${JSON.stringify(c.image ?? '')} is not a VM image: use an OCI reference, a host path, file:///path, an http(s) URL or kernel:/path`,
     });
   }
   if (c.command?.length) {
@@ -125,16 +125,7 @@ export function translatePod(pod: V1Pod, builtins: BuiltinImages): VmSpec | Spec
   const extraCmdline = [...(c.env ?? []).map((e) => `${e.name}=${e.value ?? ''}`), ...(c.args ?? [])];
   let kernelBoot: KernelBoot | undefined;
   const disks: DiskSpec[] = [];
-  if (source?.kind === 'builtin') {
-    const b = builtins[source.name];
-    if (!b)
-      causes.push({
-        path: `${at}.image`,
-        reason: 'FieldValueNotFound',
-        message: `built-in image ${source.name} is not available on this node`,
-      });
-    else kernelBoot = { kernelPath: b.kernelPath, initrdPath: b.initrdPath, cmdline: [b.cmdline, ...extraCmdline].join(' ') };
-  } else if (source?.kind === 'kernel') {
+  if (source?.kind === 'kernel') {
     kernelBoot = {
       kernelPath: source.kernelPath,
       cmdline: [annotations[ANNOTATION.kernelCmdline] ?? 'console=ttyS0', ...extraCmdline].join(' '),

@@ -12,7 +12,6 @@ import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics.js';
 import { ChildCpuMeter } from '../child-cpu.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
-import type { BuiltinImages } from '../vm-identity.js';
 import { ImagePullError } from '../images/errors.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import type { UrlImagesInUse } from '../images/url-cache-gc.js';
@@ -32,8 +31,6 @@ export interface VmRuntimeOptions {
   launchers: Launchers<VmControl>;
   network: Pick<VmNetwork, 'attach'>;
   vmis: Pick<VmiSource, 'specFor'>;
-  /** Resolves the built-in images a pod refers to (building the test guest on first use). */
-  builtinImages: (pod: V1Pod) => Promise<BuiltinImages>;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
   images: Pick<PodImages, 'resolve' | 'resolveRunning'>;
   /**
@@ -116,7 +113,7 @@ export class VmRuntime {
   }
 
   private async specFor(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone'> {
-    if (!vmiOwner(pod)) return translatePod(pod, await this.o.builtinImages(pod));
+    if (!vmiOwner(pod)) return translatePod(pod);
     const result = await this.o.vmis.specFor(pod);
     if (result === 'gone' || result instanceof SpecError) return result;
     const { spec, ...vmi } = result;

@@ -17,11 +17,10 @@ import { isNotFound } from '../kube/errors.js';
 import { objectReference } from '../kube/events.js';
 import { ClusterInformer } from '../kube/informer.js';
 import type { Logger } from '../log.js';
-import type { BuiltinImages } from '../vm-identity.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
-import { DEFAULT_IMAGE_ALIASES, translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
+import { translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
@@ -73,7 +72,6 @@ export class ClusterVmiSource implements VmiSource {
 
   constructor(
     private readonly clients: KubeClients,
-    private readonly builtins: (names: string[]) => Promise<BuiltinImages>,
     private readonly log: Logger,
   ) {
     this.kubevirt = new KubevirtApi(clients);
@@ -126,11 +124,9 @@ export class ClusterVmiSource implements VmiSource {
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {
     const vmi = await this.read(pod);
     if (!vmi) return 'gone';
-    const refs = vmiReferences(vmi, DEFAULT_IMAGE_ALIASES);
+    const refs = vmiReferences(vmi);
     const namespace = vmi.metadata.namespace ?? 'default';
     const result = translateVmi(vmi, {
-      builtins: await this.builtins(refs.builtinImages),
-      imageAliases: DEFAULT_IMAGE_ALIASES,
       secrets: Object.fromEntries(
         await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const)),
       ),

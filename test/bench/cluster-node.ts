@@ -17,6 +17,8 @@ import { CLI, killLaunchersOf, removeNetworkOf } from '../e2e/framework/agent.js
 import { condition, waitFor } from '../e2e/framework/wait.js';
 import { nodes } from '../e2e/framework/watched.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
+import { ImageStore } from '../../provider/images/store.js';
+import { publishTestGuest } from '../../provider/images/test-guest-images.js';
 import { until, type BenchContext } from './bench.js';
 
 /** How long the removal waits for the agent to stop the VMs of force-deleted pods before it kills what is left. */
@@ -70,11 +72,16 @@ async function startAgentProcess(
   ctx: BenchContext,
   kubeconfigPath: string,
   nodeName: string,
+  extraArgs: string[],
 ): Promise<{ pid: number; stateDir: string; bridge: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
   await chmod(stateDir, 0o711);
+  // The test guest's images, as `vkvm up` and the e2e agents have them.
+  const store = new ImageStore(join(stateDir, 'images'));
+  await store.init();
+  await publishTestGuest(store);
   const kubeletPort = await freePort();
   const output: string[] = [];
   const bridge = `vkb${randomBytes(4).toString('hex')}`;
@@ -91,6 +98,7 @@ async function startAgentProcess(
       '--healthz-port=0',
       '--approve-serving-csr',
       `--bridge=${bridge}`,
+      ...extraArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -124,10 +132,13 @@ async function startAgentProcess(
  * Starts a control plane, a node agent for `nodeName` and the namespace, and
  * waits until the node is Ready (so the scheduler places the first pod at once).
  */
-export async function startBenchNode(ctx: BenchContext, opts: { nodeName: string; namespace: string }): Promise<BenchNode> {
+export async function startBenchNode(
+  ctx: BenchContext,
+  opts: { nodeName: string; namespace: string; extraArgs?: string[] },
+): Promise<BenchNode> {
   const cluster = await startControlPlane(ctx);
   const clients = makeClients(loadKubeConfig(cluster.kubeconfigPath));
-  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName);
+  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName, opts.extraArgs ?? []);
   await waitFor(nodes(clients, { name: opts.nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
   const namespace = opts.namespace;
   ctx.defer(`namespace ${namespace}`, async () => {

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ensureTestGuest, GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
+import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { PodWatch, type PodMarks } from './pod-watch.js';
@@ -33,7 +34,7 @@ const POWEROFF_TIMEOUT_MS = 120_000;
 /** How often the host is asked whether a powered-off guest's QEMU is gone: the resolution of that t0. */
 const QEMU_EXIT_POLL_MS = 5;
 
-/** A VM pod as the e2e tests write it: the built-in test guest on the vkvm node. */
+/** A VM pod as the e2e tests write it: the test guest's containerDisk (in the node's store) on the vkvm node. */
 export function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
   return {
     metadata: { name, namespace: NAMESPACE },
@@ -42,7 +43,7 @@ export function vmPod(name: string, restartPolicy?: 'Never'): V1Pod {
       tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
       ...(restartPolicy ? { restartPolicy } : {}),
       // 20 × 100m fill the node's 2 cores exactly; every VM still gets 1 vCPU, uncapped.
-      containers: [{ name: 'vm', image: 'vkvm/test-guest', resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
+      containers: [{ name: 'vm', image: TEST_GUEST_IMAGE, resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
     },
   };
 }

@@ -6,6 +6,7 @@ import { DENSITY_BENCHMARKS } from './density.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { LEAK_BENCHMARKS } from './leaks.js';
+import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
 import { STREAM_BENCHMARKS } from './streams.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
@@ -14,6 +15,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...LAUNCHER_BENCHMARKS,
   ...POD_BENCHMARKS,
   ...IMAGE_BENCHMARKS,
+  ...POD_IMAGE_BENCHMARKS,
   ...STREAM_BENCHMARKS,
   ...VIRTCTL_BENCHMARKS,
   ...BURST_BENCHMARKS,

@@ -10,6 +10,7 @@ import { abortable, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { readFirstFrame } from './rfb.js';
 import { percentile } from './stats.js';
+import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 
 const NODE = 'vkvm-bench-streams';
 const NAMESPACE = 'bench-streams';
@@ -22,7 +23,7 @@ const vmPod: V1Pod = {
   spec: {
     nodeSelector: { 'kubernetes.io/hostname': NODE },
     tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
-    containers: [{ name: 'vm', image: 'vkvm/test-guest', resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
+    containers: [{ name: 'vm', image: TEST_GUEST_IMAGE, resources: { requests: { cpu: '100m' }, limits: { memory: '192Mi' } } }],
   },
 };
 

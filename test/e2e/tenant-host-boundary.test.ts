@@ -29,6 +29,7 @@ import {
   virtualMachineInstances,
   waitFor,
   type AgentProcess,
+  TEST_GUEST_IMAGE,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-tenant';
@@ -86,7 +87,8 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
   const tenant: KubeClients = await createTenant(cluster.clients, NS);
 
   // The node operator's choices: one image directory, one hostDisk directory, loopback 127.0.0.2 allowed
-  // as if it were a remote image server, and a 1 MiB download cap.
+  // as if it were a remote image server, and a 32 MiB download cap (which images in the store meet too: the test
+  // guest's 14 MiB disk fits).
   const scratch = await mkdtemp(join(tmpdir(), 'vkvm-e2e-tenant-'));
   t.teardown(() => rm(scratch, { recursive: true, force: true }));
   await chmod(scratch, 0o755);
@@ -99,7 +101,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
     `--host-image-dir=${images}`,
     `--image-cache-dir=${cache}`,
     '--image-download-allow=127.0.0.2/32',
-    '--image-download-max-mib=1',
+    '--image-download-max-mib=32',
   ];
   let agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: operatorArgs });
   // Planted where a tenant may name files: links into what must stay private.
@@ -192,7 +194,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
   await refused(
     'a URL streaming past the size cap',
     vmPod('endless-url', `${endless.base}/huge.img`),
-    new RegExp(`${image}: .*larger than this node's 1 MiB cap`),
+    new RegExp(`${image}: .*larger than this node's 32 MiB cap`),
   );
   await t.test('the cap and refusals left no file in the image cache, and the node-local server heard nothing', async (t) => {
     t.same(
@@ -207,9 +209,9 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
       const withSeed = { annotations: { 'vkvm.io/user-data': '#cloud-config\npassword: tenant-secret\n' } };
       await tenant.core.createNamespacedPod({
         namespace: NS,
-        body: vmPod('small', 'vkvm/test-guest', { ...withSeed, memory: { request: '64Mi', limit: '2Gi' } }),
+        body: vmPod('small', TEST_GUEST_IMAGE, { ...withSeed, memory: { request: '64Mi', limit: '2Gi' } }),
       });
-      await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('other', 'vkvm/test-guest', withSeed) });
+      await tenant.core.createNamespacedPod({ namespace: NS, body: vmPod('other', TEST_GUEST_IMAGE, withSeed) });
       const running = (name: string) =>
         waitFor(pods(tenant, NS, { name }), (p) => p.status?.phase === 'Running', { what: 'Running', deadlineMs: 180_000 });
       const [small, other] = await Promise.all([running('small'), running('other')]);
@@ -318,7 +320,7 @@ t.test('a tenant gets its VM and nothing of the host', async (t) => {
         },
       },
       volumes: [
-        { name: 'root', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+        { name: 'root', containerDisk: { image: TEST_GUEST_IMAGE } },
         { name: 'data', hostDisk: { path, type: 'DiskOrCreate', capacity: '16Mi' } },
       ],
     },

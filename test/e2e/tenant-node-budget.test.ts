@@ -33,6 +33,7 @@ import {
   waitFor,
   waitForGone,
   type AgentProcess,
+  TEST_GUEST_IMAGE,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-budget';
@@ -106,7 +107,7 @@ t.test("a tenant is held to the node's budget", async (t) => {
       (n) => n >= 3,
       { deadlineMs: 60_000 },
     );
-    await tenant.core.createNamespacedPod({ namespace: NS, body: pod('quick', 'vkvm/test-guest') });
+    await tenant.core.createNamespacedPod({ namespace: NS, body: pod('quick', TEST_GUEST_IMAGE) });
     const quick = await waitFor(pods(tenant, NS, { name: 'quick' }), (p) => p.status?.phase === 'Running', {
       what: 'Running',
       deadlineMs: 120_000,
@@ -199,6 +200,8 @@ t.test("a tenant is held to the node's budget", async (t) => {
       const pressed = await startAgent(t, cluster, {
         nodeName: PRESSED,
         extraArgs: [`--image-store-dir=${imageFs}`, `--image-cache-dir=${join(scratch, 'cache-pressed')}`],
+        // 8 MiB hold no test guest; the pod below is refused before any image is looked at.
+        testGuestImages: false,
       });
       await writeFile(join(imageFs, 'filler'), Buffer.alloc(7 * 2 ** 20 + 512 * 1024));
       const node = await waitFor(
@@ -211,7 +214,7 @@ t.test("a tenant is held to the node's budget", async (t) => {
       // Bound by hand, past the scheduler and its taint check: the node itself must refuse it.
       const created = await tenant.core.createNamespacedPod({
         namespace: NS,
-        body: pod('pressed', 'vkvm/test-guest', { nodeName: PRESSED }),
+        body: pod('pressed', TEST_GUEST_IMAGE, { nodeName: PRESSED }),
       });
       const refused = await waitFor(pods(tenant, NS, { name: 'pressed' }), (p) => p.status?.phase === 'Failed', {
         what: 'Failed',

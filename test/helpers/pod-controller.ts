@@ -313,7 +313,6 @@ export async function podControllerEnv(
     network,
     api: pods.api,
     hostIP: () => '192.0.2.10',
-    builtinImages: async () => ({}),
     images,
     downloadImage: async () => {},
     usageBytes: async () => 0,

@@ -15,6 +15,8 @@ import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../../launcher/args.js';
 import { Cgroup } from '../../../launcher/cgroup.js';
 import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../../launcher/state.js';
 import { PodNetwork } from '../../../provider/network/pod-network.js';
+import { ImageStore } from '../../../provider/images/store.js';
+import { publishTestGuest } from '../../../provider/images/test-guest-images.js';
 import { testLog } from './cluster.js';
 import { poll } from './wait.js';
 
@@ -34,11 +36,22 @@ export interface AgentProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts `vkvm node` from the built CLI; waits for its "node agent running" log line. */
+/** The image store the agent's flags name (--image-store-dir, else <state dir>/images, as provider/config.ts says). */
+function imageStoreDirOf(stateDir: string, extraArgs: string[]): string {
+  const flag = extraArgs.findLast((a) => a.startsWith('--image-store-dir='));
+  return flag ? flag.slice('--image-store-dir='.length) : join(stateDir, 'images');
+}
+
+/**
+ * Starts `vkvm node` from the built CLI; waits for its "node agent running"
+ * log line. The test guest's images (localhost/vkvm/test-guest:v1 and
+ * test-guest-kernel:v1) are imported into its store first, as `vkvm up`
+ * does, unless `testGuestImages` is false (a store too small for them).
+ */
 export async function startAgent(
   t: Test,
   cluster: { kubeconfigPath: string },
-  opts: { nodeName: string; kubeletPort?: number; stateDir?: string; bridge?: string; extraArgs?: string[] },
+  opts: { nodeName: string; kubeletPort?: number; stateDir?: string; bridge?: string; extraArgs?: string[]; testGuestImages?: boolean },
 ): Promise<AgentProcess> {
   const kubeletPort = opts.kubeletPort ?? (await freePort());
   const stateDir = opts.stateDir ?? (await mkdtemp(join(tmpdir(), `vkvm-e2e-${opts.nodeName}-`)));
@@ -46,6 +59,11 @@ export async function startAgent(
   const bridge = opts.bridge ?? `vkt${randomBytes(4).toString('hex')}`;
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
   await chmod(stateDir, 0o711);
+  if (opts.testGuestImages !== false) {
+    const store = new ImageStore(imageStoreDirOf(stateDir, opts.extraArgs ?? []));
+    await store.init();
+    await publishTestGuest(store, { log: (msg) => testLog.debug(msg) });
+  }
   const child = spawn(
     process.execPath,
     [

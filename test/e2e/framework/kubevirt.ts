@@ -4,13 +4,15 @@ import { parse } from 'yaml';
 import { mergePatch } from '../../../provider/kube/client.js';
 import { isNotFound } from '../../../provider/kube/errors.js';
 import type { VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec } from '../../../provider/kubevirt/types.js';
+import { TEST_GUEST_IMAGE } from '../../../provider/images/test-guest-images.js';
 import type { TestNamespace } from './cluster.js';
 
 /**
  * The VMI spec of KubeVirt's quickstart smoke VM: 1 core, q35, containerDisk
  * + emptyDisk + cloudInitNoCloud on virtio, masquerade on the pod network.
- * Its demo image is served by the test guest; memory is 128Mi because the
- * docs' 64M is below what the test guest's Debian kernel boots in.
+ * Its containerDisk is the test guest's (in every test agent's store), in
+ * place of the docs' CirrOS demo; memory is 128Mi because the docs' 64M is
+ * below what the test guest's Debian kernel boots in.
  */
 export function smokeVmiSpec(): VirtualMachineInstanceSpec {
   return {
@@ -29,7 +31,7 @@ export function smokeVmiSpec(): VirtualMachineInstanceSpec {
     },
     networks: [{ name: 'default', pod: {} }],
     volumes: [
-      { name: 'containerdisk', containerDisk: { image: 'quay.io/kubevirt/cirros-container-disk-demo' } },
+      { name: 'containerdisk', containerDisk: { image: TEST_GUEST_IMAGE } },
       { name: 'emptydisk', emptyDisk: { capacity: '64Mi' } },
       { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
     ],

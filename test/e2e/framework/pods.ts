@@ -3,7 +3,9 @@
 import type { V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { condition } from './wait.js';
 
-export const TEST_GUEST_IMAGE = 'vkvm/test-guest';
+/** The test guest's containerDisk, which startAgent imports into every agent's store (no registry is asked). */
+export { TEST_GUEST_IMAGE, TEST_GUEST_KERNEL_IMAGE } from '../../../provider/images/test-guest-images.js';
+import { TEST_GUEST_IMAGE } from '../../../provider/images/test-guest-images.js';
 export const VKVM_TOLERATION = { key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' };
 
 export interface TestGuestPodOptions {

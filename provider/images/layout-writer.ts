@@ -1,0 +1,125 @@
+// Writes an OCI image layout (what `vkvm images import` reads): one
+// uncompressed tar layer per image, made of host files streamed through
+// sha256, its config and manifest, and an index naming each image by
+// containerd's io.containerd.image.name annotation. Deterministic: the same
+// files give the same digests (mtime 0, fixed owners), so importing an
+// unchanged image again stores nothing new.
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rename, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { MEDIA_TYPES, sha256Digest, type Descriptor } from './manifest.js';
+
+export interface LayoutFile {
+  /** Path in the image, without a leading slash (at most 100 bytes: plain ustar). */
+  path: string;
+  /** The host file whose bytes it holds. */
+  source: string;
+}
+
+export interface LayoutImage {
+  /** A full reference, e.g. localhost/vkvm/test-guest:v1. */
+  name: string;
+  files: LayoutFile[];
+}
+
+const BLOCK = 512;
+/** containerDisks' files belong to uid/gid 107 (KubeVirt's qemu user), as quay.io/containerdisks ship them. */
+const OWNER = 107;
+
+/** A ustar header; `size` 0 and type '5' for a directory. */
+export function ustarHeader(path: string, type: 'file' | 'directory', size: number): Buffer {
+  const name = type === 'directory' ? `${path}/` : path;
+  if (Buffer.byteLength(name) > 100) throw new Error(`${name} is longer than a ustar name (100 bytes)`);
+  const h = Buffer.alloc(BLOCK);
+  const octal = (value: number, at: number, width: number) => h.write(value.toString(8).padStart(width - 1, '0') + '\0', at, 'ascii');
+  h.write(name, 0, 'utf8');
+  octal(type === 'directory' ? 0o755 : 0o644, 100, 8);
+  octal(OWNER, 108, 8);
+  octal(OWNER, 116, 8);
+  octal(size, 124, 12);
+  octal(0, 136, 12);
+  h.write('        ', 148, 'ascii');
+  h.write(type === 'directory' ? '5' : '0', 156, 'ascii');
+  h.write('ustar\0', 257, 'ascii');
+  h.write('00', 263, 'ascii');
+  const sum = h.reduce((a, b) => a + b, 0);
+  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'ascii');
+  return h;
+}
+
+/** The parent directories of `files` (parents first), then the files, each once. */
+function entriesOf(files: LayoutFile[]): Array<{ path: string; source?: string }> {
+  const dirs = new Set<string>();
+  for (const f of files) {
+    const parts = f.path.split('/').slice(0, -1);
+    parts.forEach((_, i) => dirs.add(parts.slice(0, i + 1).join('/')));
+  }
+  return [...[...dirs].map((path) => ({ path })), ...files.map((f) => ({ path: f.path, source: f.source }))];
+}
+
+/** Writes the layer tar of `files` into the layout's blobs; returns its descriptor. */
+async function writeLayer(blobsDir: string, files: LayoutFile[]): Promise<Descriptor> {
+  const tmp = join(blobsDir, `.layer-${process.pid}-${Date.now()}`);
+  const hash = createHash('sha256');
+  const fh = await open(tmp, 'w', 0o644);
+  let size = 0;
+  const put = async (chunk: Buffer) => {
+    hash.update(chunk);
+    size += chunk.length;
+    await fh.write(chunk);
+  };
+  try {
+    for (const e of entriesOf(files)) {
+      if (!e.source) {
+        await put(ustarHeader(e.path, 'directory', 0));
+        continue;
+      }
+      const bytes = (await stat(e.source)).size;
+      await put(ustarHeader(e.path, 'file', bytes));
+      for await (const chunk of createReadStream(e.source)) await put(chunk as Buffer);
+      if (bytes % BLOCK) await put(Buffer.alloc(BLOCK - (bytes % BLOCK)));
+    }
+    // The end of an archive: two zero blocks.
+    await put(Buffer.alloc(2 * BLOCK));
+  } finally {
+    await fh.close();
+  }
+  const digest = `sha256:${hash.digest('hex')}`;
+  await rename(tmp, join(blobsDir, digest.slice('sha256:'.length)));
+  return { mediaType: MEDIA_TYPES.ociLayer, digest, size };
+}
+
+async function writeJsonBlob(blobsDir: string, mediaType: string, doc: unknown): Promise<Descriptor> {
+  const data = Buffer.from(JSON.stringify(doc));
+  const digest = sha256Digest(data);
+  await writeFile(join(blobsDir, digest.slice('sha256:'.length)), data, { mode: 0o644 });
+  return { mediaType, digest, size: data.length };
+}
+
+/** Writes the layout of `images` into the directory `dir` (created; expected empty). */
+export async function writeLayout(dir: string, images: LayoutImage[]): Promise<void> {
+  const blobsDir = join(dir, 'blobs', 'sha256');
+  await mkdir(blobsDir, { recursive: true, mode: 0o755 });
+  const manifests: Descriptor[] = [];
+  for (const image of images) {
+    const layer = await writeLayer(blobsDir, image.files);
+    const config = await writeJsonBlob(blobsDir, MEDIA_TYPES.ociConfig, {
+      architecture: 'amd64',
+      os: 'linux',
+      // Uncompressed: the layer's digest is its diff ID.
+      rootfs: { type: 'layers', diff_ids: [layer.digest] },
+      config: {},
+    });
+    const manifest = await writeJsonBlob(blobsDir, MEDIA_TYPES.ociManifest, {
+      schemaVersion: 2,
+      mediaType: MEDIA_TYPES.ociManifest,
+      config,
+      layers: [layer],
+    });
+    manifests.push({ ...manifest, annotations: { 'io.containerd.image.name': image.name } });
+  }
+  await writeFile(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociIndex, manifests }));
+  // Last: a layout without it is not one, so a half-written layout is never imported.
+  await writeFile(join(dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+}
