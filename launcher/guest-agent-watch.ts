@@ -5,8 +5,15 @@ import type { DomainDriver } from './domain-driver.js';
 import { OneAtATime } from './one-at-a-time.js';
 import type { GuestOsInfo, VmState } from './state.js';
 
-/** Tries at asking a just-connected guest agent about the guest OS, 1 s, 2 s, 4 s … apart. */
-const OS_INFO_ATTEMPTS = 5;
+/**
+ * A just-connected guest agent may not answer yet (a guest still booting
+ * under TCG can take a minute): it is asked again 1 s, 2 s, 4 s … apart, at
+ * most this far apart, for as long as it stays connected, as KubeVirt's agent
+ * poller keeps asking.
+ */
+const OS_INFO_RETRY_MAX_MS = 30_000;
+/** Failed tries after which a failure is worth a warning rather than a debug line. */
+const OS_INFO_QUIET_ATTEMPTS = 5;
 const AGENT_QUERY_TIMEOUT_S = 5;
 
 export interface GuestAgentWatchOptions {
@@ -54,10 +61,10 @@ export class GuestAgentWatch {
         const reply = await this.o.driver.agentCommand(this.o.domainUuid(), { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);
         this.o.publish({ guestOsInfo: osInfoFromAgent(reply) });
       } catch (err) {
-        if (this.osInfoAttempts >= OS_INFO_ATTEMPTS)
-          return this.o.log.warn({ err }, 'the guest agent did not report the guest OS; giving up until it reconnects');
-        this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
-        this.osInfoRetry = setTimeout(() => void this.refresh(), 1000 * 2 ** this.osInfoAttempts++);
+        const attempt = this.osInfoAttempts++;
+        if (attempt === OS_INFO_QUIET_ATTEMPTS) this.o.log.warn({ err }, 'the guest agent does not report the guest OS yet; still asking');
+        else this.o.log.debug({ err }, 'guest-get-osinfo failed; asking again');
+        this.osInfoRetry = setTimeout(() => void this.refresh(), Math.min(1000 * 2 ** attempt, OS_INFO_RETRY_MAX_MS));
       }
     });
   }
