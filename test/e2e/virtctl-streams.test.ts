@@ -139,15 +139,28 @@ t.test('virtctl port-forward, ssh and vnc', async (t) => {
     (s) => condition(s as { status?: { conditions?: Array<{ type: string; status: string }> } }, 'Available') === 'True',
   );
 
+  // The guest serves its page once DHCP gave it an address, which may be after Ready; a forward
+  // ends at its first refused connection (as kubectl's does), so forwards start once it serves.
+  const launcherPod = async () => {
+    const pods = await cluster.clients.core.listNamespacedPod({ namespace: NS, labelSelector: 'vm.kubevirt.io/name=testvm' });
+    const pod = pods.items[0]?.metadata?.name;
+    if (!pod) throw new Error('no launcher pod');
+    return pod;
+  };
+  await poll(
+    'the guest serving its page',
+    async () => kubectlAs(cluster, kubeconfigs.tenant, NS, ['exec', await launcherPod(), '--', '/bin/cat', '/www/index.html']),
+    (r) => r.code === 0 && r.stdout.trim() === GUEST_PAGE,
+    { deadlineMs: BOOT_DEADLINE_MS },
+  );
+
   await t.test("virtctl port-forward to the VM and to its VMI reaches the guest's HTTP server", async (t) => {
     const viaVm = await virtctlForward('vm/testvm', 80);
-    // The guest serves its address once DHCP gave it one.
     t.equal(
       await poll(
         'the guest page through vm/testvm',
         () => httpGet(viaVm.localPort),
         (b) => b === GUEST_PAGE,
-        { deadlineMs: 120_000 },
       ),
       GUEST_PAGE,
     );
@@ -210,9 +223,7 @@ t.test('virtctl port-forward, ssh and vnc', async (t) => {
 
   await t.test("virtctl ssh: the local ssh, its ProxyCommand virtctl port-forward --stdio, the guest's dropbear", async (t) => {
     const key = await sshKey(t);
-    const pods = await cluster.clients.core.listNamespacedPod({ namespace: NS, labelSelector: 'vm.kubevirt.io/name=testvm' });
-    const pod = pods.items[0]?.metadata?.name;
-    if (!pod) throw new Error('no launcher pod');
+    const pod = await launcherPod();
     t.match(
       await kubectlAs(cluster, kubeconfigs.tenant, NS, ['exec', pod, '--', '/bin/sh', '-c', authorizeKey(key.publicKey)]),
       { code: 0 },

@@ -169,7 +169,12 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
   });
 
   await t.test('guestosinfo, userlist and fslist return what the guest agent reports', async (t) => {
-    await vmiIs('AgentConnected', (v) => condition(v, 'AgentConnected') === 'True', BOOT_DEADLINE_MS);
+    // As in KubeVirt, the agent's answers reach the VMI a little after its channel connects.
+    await vmiIs(
+      'AgentConnected and guestOSInfo',
+      (v) => condition(v, 'AgentConnected') === 'True' && !!v.status?.guestOSInfo?.kernelRelease,
+      BOOT_DEADLINE_MS,
+    );
     const json = async (args: string[]) => {
       const r = await virtctl(args);
       t.equal(r.code, 0, `virtctl ${args[0]} succeeded ${r.stderr}`);
