@@ -286,7 +286,8 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   });
 
   await t.test('a pod on the joined node runs and kubectl logs reaches it through the apiserver', async (t) => {
-    // What an operator of an offline host does with `vkvm images import`: the test guest into the joined node's store.
+    // A joined node has no test guest (only `vkvm up` imports it): an operator copies the layout `vkvm up` wrote and loads
+    // it with `vkvm images import` (docs/kubevirt.md#images). This host holds the guest cache, so its layout is imported here.
     const store = new ImageStore(join(stateDir, 'images'));
     await store.init();
     await publishTestGuest(store);
