@@ -53,7 +53,7 @@ log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
 // QEMU never runs as root, and each VM's QEMU as its own uid (numeric: the
 // account exists nowhere else). dynamic_ownership=0: libvirt would otherwise
 // chown every file QEMU opens to that uid, shared ones included (a base image,
-// the built-in guest's kernel), handing one VM write access to what others
+// a kernel taken out of an image), handing one VM write access to what others
 // boot from; the launcher gives QEMU its own files itself (0600/0700), and
 // shared read-only files stay root's and world-readable. stdio_handler=file:
 // QEMU's stderr goes straight to /var/log/libvirt/qemu/<name>.log, so no

@@ -77,7 +77,7 @@ async function removeVm(uid: string, runDir: string, knownPid: number | undefine
   await rm(runDir, { recursive: true, force: true });
 }
 
-/** The launchers may boot the built-in test guest's kernel and initrd, and nothing else of the host. */
+/** The launchers may boot the test guest's kernel and initrd from its build cache (host paths, not images), and nothing else of the host. */
 const GUEST_FILES = { imageDirs: [DEFAULT_GUEST_CACHE_DIR], hostDiskDirs: [], deniedDirs: [] };
 
 /** Spawns a launcher for a fresh VM uid; its removal is registered with ctx first. */
