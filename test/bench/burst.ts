@@ -5,7 +5,6 @@
 // (vkvm_cpu_ms_per_vm_start, read from its /metrics through kube-apiserver,
 // and per VM from its "VM started" log lines) is reported beside the bench's.
 import os from 'node:os';
-import { ensureTestGuest } from '../../vmm/guest/build.js';
 import type { BenchContext, Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { cpuSnapshot, cpuUsed, VKVM_PARTS, type CpuPart } from './cpu-split.js';
@@ -41,7 +40,6 @@ const PART_NAMES: Record<CpuPart, string> = {
 };
 
 async function benchBurst(ctx: BenchContext): Promise<void> {
-  await ensureTestGuest({ log: (m) => ctx.log(m) });
   const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
   const watch = await PodWatch.start(node.clients, node.namespace);
   ctx.defer('pod watch', () => watch.stop());

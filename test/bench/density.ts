@@ -8,7 +8,6 @@ import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import { ensureTestGuest } from '../../vmm/guest/build.js';
 import type { BenchContext, Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { cpuSnapshot, cpuUsed, LAUNCHER_PARTS } from './cpu-split.js';
@@ -83,7 +82,6 @@ async function memoryFigures(ctx: BenchContext, node: BenchNode, uids: string[])
 }
 
 async function benchDensity(ctx: BenchContext): Promise<void> {
-  await ensureTestGuest({ log: (m) => ctx.log(m) });
   const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
   const watch = await PodWatch.start(node.clients, node.namespace);
   ctx.defer('pod watch', () => watch.stop());

@@ -14,7 +14,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import { ensureTestGuest } from '../../vmm/guest/build.js';
 import { CYCLE_MIX, runCycle, runCycles, type CycleResult } from '../e2e/framework/vm-cycles.js';
 import { hostFootprint, kubeFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
@@ -43,7 +42,6 @@ async function agentMemory(pid: number, signal: AbortSignal): Promise<{ rss: num
 
 async function benchLeaks(ctx: BenchContext): Promise<void> {
   const cycles = ctx.cycles ?? DEFAULT_CYCLES;
-  await ensureTestGuest({ log: (m) => ctx.log(m) });
   const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
   await installClusterManifests(node.cluster.kubeconfigPath);
   const controllers = startControllers(node.clients, pino({ level: 'warn' }, pino.destination(2)), { retryPeriodMs: 500 });

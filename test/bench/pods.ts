@@ -12,7 +12,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import { ensureTestGuest, GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
+import { GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
 import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
@@ -204,8 +204,6 @@ export async function removePod(ctx: BenchContext, node: BenchNode, watch: PodWa
 }
 
 async function benchStart(ctx: BenchContext): Promise<void> {
-  // Built and cached before the agent needs it, so no pod waits for a build.
-  await ensureTestGuest({ log: (m) => ctx.log(m) });
   const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
   const watch = await PodWatch.start(node.clients, node.namespace);
   ctx.defer('pod watch', () => watch.stop());
@@ -356,7 +354,6 @@ export async function powerOff(ctx: BenchContext, node: BenchNode, watch: PodWat
 }
 
 async function benchPoweroff(ctx: BenchContext): Promise<void> {
-  await ensureTestGuest({ log: (m) => ctx.log(m) });
   const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
   const watch = await PodWatch.start(node.clients, node.namespace);
   ctx.defer('pod watch', () => watch.stop());
