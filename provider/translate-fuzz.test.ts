@@ -7,11 +7,11 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SpecError } from '../vmm/errors.js';
 import type { VmSpec } from '../vmm/spec.js';
+import { TEST_GUEST_IMAGE } from './images/test-guest-images.js';
 import { translateVmi } from './kubevirt/translate.js';
 import type { VirtualMachineInstance } from './kubevirt/types.js';
 import { translatePod } from './pods/translate.js';
 
-const TEST_GUEST_IMAGE = 'localhost/vkvm/test-guest:v1';
 const RUNS = 400;
 
 const text = fc.oneof(

@@ -2,7 +2,7 @@
 // is refused with a message naming the pod, and goes once the pod is gone.
 import { join } from 'node:path';
 import t from 'tap';
-import { buildImage, tarLayer, writeLayout } from '../../test/helpers/oci.js';
+import { buildImage, tarLayer, writeTestImagesToLayout } from '../../test/helpers/oci.js';
 import { importLayout } from '../images/oci-layout.js';
 import { PinStore } from '../images/pins.js';
 import { ImageStore } from '../images/store.js';
@@ -14,7 +14,7 @@ t.test('rm refuses an image a pod on this node uses, naming the pod; removes it 
   await store.init();
   const layout = join(dir, 'layout');
   const disk = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'disk' }]) }]);
-  writeLayout(layout, [{ image: disk, annotations: { 'io.containerd.image.name': 'localhost/vkvm/disk:v1' } }]);
+  writeTestImagesToLayout(layout, [{ image: disk, annotations: { 'io.containerd.image.name': 'localhost/vkvm/disk:v1' } }]);
   await importLayout(layout, store, { maxImageBytes: 1 << 30 });
   const pins = new PinStore(store.pinsDir);
   await pins.pin({ uid: 'u1', pod: 'team-a/vm', references: ['localhost/vkvm/disk:v1'], imageIds: [] });

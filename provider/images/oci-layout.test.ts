@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import t from 'tap';
 import { LOOPBACK_PULLS } from '../../test/helpers/fake-registry.js';
-import { buildImage, buildIndex, tarLayer, writeLayout } from '../../test/helpers/oci.js';
+import { buildImage, buildIndex, tarLayer, writeTestImagesToLayout } from '../../test/helpers/oci.js';
 import { ImageService } from './image-service.js';
 import { importLayout } from './oci-layout.js';
 import { pruneStore, removeImage } from './remove.js';
@@ -20,7 +20,7 @@ t.test('an OCI layout, as a directory or a compressed tar, is imported under its
   const arm = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'arm' }]) }], { architecture: 'arm64' });
   const kernel = buildImage([{ tar: tarLayer([{ path: 'boot/vmlinuz', content: 'k' }]) }]);
   const layout = join(dir, 'layout');
-  writeLayout(layout, [
+  writeTestImagesToLayout(layout, [
     {
       image: disk,
       index: buildIndex([
@@ -51,7 +51,7 @@ t.test('an OCI layout, as a directory or a compressed tar, is imported under its
 
   const archive = join(dir, 'layout.tar.zst');
   const tagOnly = join(dir, 'tagonly');
-  writeLayout(tagOnly, [{ image: disk, annotations: { 'org.opencontainers.image.ref.name': 'latest' } }]);
+  writeTestImagesToLayout(tagOnly, [{ image: disk, annotations: { 'org.opencontainers.image.ref.name': 'latest' } }]);
   execFileSync('sh', ['-c', `tar -C ${tagOnly} -cf - . | zstd -q -o ${archive}`]);
   await t.rejects(importLayout(archive, store, { maxImageBytes: MAX }), {
     message: /has no full reference as its name; give one with --name/,
@@ -77,7 +77,7 @@ t.test('rm removes names, then prune the content no name leads to', async (t) =>
   const a = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'a' }]) }]);
   const b = buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: 'b' }]) }]);
   const layout = join(dir, 'layout');
-  writeLayout(layout, [
+  writeTestImagesToLayout(layout, [
     { image: a, annotations: { 'io.containerd.image.name': 'localhost/a:v1' } },
     { image: b, annotations: { 'io.containerd.image.name': 'localhost/b:v1' } },
   ]);

@@ -186,7 +186,7 @@ export async function pushImage(
 }
 
 /** Writes `images` as an OCI image layout in `dir` (oci-layout, index.json, blobs/sha256/), each named by `annotations`. */
-export function writeLayout(
+export function writeTestImagesToLayout(
   dir: string,
   images: Array<{ image: TestImage; index?: Blob; extra?: TestImage[]; annotations?: Record<string, string> }>,
 ): void {
