@@ -2,7 +2,8 @@
 // collects a runtime's images: when the filesystem holding the store is
 // `highThresholdPercent` full, images are removed least recently used first
 // until it would be `lowThresholdPercent` full; an image pinned by a pod on
-// this node (pins.ts), or pulled less than `minAgeMs` ago, is never removed.
+// this node (pins.ts) or by the store (the test guest, as the kubelet's pause
+// image), or pulled less than `minAgeMs` ago, is never removed.
 // Parts shared between images (layers, taken-out files) count as freed only
 // with the last image holding them. Runs every `periodMs` and after every
 // pull (a pull is what fills the disk); each run first releases the pins of
@@ -19,7 +20,7 @@ import { GcLoop } from './gc-loop.js';
 import { readInventory, type StoredImage } from './inventory.js';
 import { pinnedImages, type PinStore } from './pins.js';
 import { pruneStore, removeImage } from './remove.js';
-import type { ImageStore } from './store.js';
+import { imageIdOf, type ImageStore } from './store.js';
 
 export interface ImageGcPolicy {
   highThresholdPercent: number;
@@ -146,6 +147,12 @@ export async function statfsUsage(path: string): Promise<FsUsage> {
   return { capacityBytes: s.blocks * s.bsize, availableBytes: s.bavail * s.bsize };
 }
 
+/** Images the store pins for good, and those the pods on this node hold. */
+async function pinnedIds(store: ImageStore, pins: PinStore): Promise<Set<string>> {
+  const records = await store.records();
+  return new Set([...records.filter((r) => r.pinned).map(imageIdOf), ...pinnedImages(await pins.list(), records).keys()]);
+}
+
 export class ImageGc {
   private readonly loop: GcLoop;
   private readonly now: () => number;
@@ -188,7 +195,7 @@ export class ImageGc {
     const quotaBytes = this.o.quotaBytes ?? 0;
     const plan = planImageGc({
       images: inventory.images,
-      pinned: new Set(pinnedImages(await pins.list(), await store.records()).keys()),
+      pinned: await pinnedIds(store, pins),
       usage,
       policy: this.o.policy,
       nowMs: this.now(),

@@ -22,8 +22,7 @@ import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { acceptsConnections } from '../../provider/join/join.js';
 import { links } from '../../provider/network/host.js';
-import { ImageStore } from '../../provider/images/store.js';
-import { publishTestGuest } from '../../provider/images/test-guest-images.js';
+import { importTestGuest } from '../../provider/images/test-guest-images.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { localNodeRanges } from '../../provider/controllers/serving-policy.js';
 import {
@@ -287,9 +286,7 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
 
   await t.test('a pod on the joined node runs and kubectl logs reaches it through the apiserver', async (t) => {
     // What an operator of an offline host does with `vkvm images import`: the test guest into the joined node's store.
-    const store = new ImageStore(join(stateDir, 'images'));
-    await store.init();
-    await publishTestGuest(store);
+    await importTestGuest(join(stateDir, 'images'));
     await ns.createPod(testGuestPod({ name: 'guest', node: NODE, terminationGracePeriodSeconds: 5 }));
     const running = await waitFor(ns.pod('guest'), (p) => p.status?.phase === 'Running', { what: 'Running', deadlineMs: 240_000 });
     t.equal(running.spec?.nodeName, NODE, 'scheduled to the joined node');
