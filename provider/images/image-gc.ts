@@ -146,28 +146,14 @@ export async function statfsUsage(path: string): Promise<FsUsage> {
   return { capacityBytes: s.blocks * s.bsize, availableBytes: s.bavail * s.bsize };
 }
 
-export class ImageGc {
-  private readonly loop: GcLoop;
+export class ImageGc extends GcLoop {
   private readonly now: () => number;
   private readonly fsUsage: (path: string) => Promise<FsUsage>;
 
   constructor(private readonly o: ImageGcOptions) {
+    super({ periodMs: o.periodMs, runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
     this.now = o.now ?? Date.now;
     this.fsUsage = o.fsUsage ?? statfsUsage;
-    this.loop = new GcLoop({ periodMs: o.periodMs, pass: () => this.runOnce(), runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Runs a pass now, or once more after the one under way; never two at once. */
-  kick(): void {
-    this.loop.kick();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
   }
 
   /** One pass: release the pins of pods gone, then collect if the filesystem is past its high threshold. */

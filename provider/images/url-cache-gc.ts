@@ -93,34 +93,14 @@ interface Entry {
   lastUsedMs: number;
 }
 
-export class UrlCacheGc {
-  private readonly loop: GcLoop;
+/** Kicked after every download: a download is what fills the cache. */
+export class UrlCacheGc extends GcLoop {
   private readonly now: () => number;
 
   constructor(private readonly o: UrlCacheGcOptions) {
-    this.now = o.now ?? Date.now;
     // The first pass waits a period: pins are noted as pods sync, after an agent restart too.
-    this.loop = new GcLoop({
-      periodMs: o.periodMs,
-      passAtStart: false,
-      pass: () => this.runOnce(),
-      runs: o.metrics.imageCacheGcRuns,
-      log: o.log,
-      what: 'image cache',
-    });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Runs a pass now, or once more after the one under way (a download is what fills the cache). */
-  kick(): void {
-    this.loop.kick();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
+    super({ periodMs: o.periodMs, passAtStart: false, runs: o.metrics.imageCacheGcRuns, log: o.log, what: 'image cache' });
+    this.now = o.now ?? Date.now;
   }
 
   /**
@@ -133,7 +113,7 @@ export class UrlCacheGc {
     const path = imageCachePath(this.o.dir, url);
     if (quotaBytes === 0 || downloadsInFlight().has(path) || (await stat(path).catch(() => undefined))) return;
     if ((await this.heldBytes()) < quotaBytes) return;
-    await this.loop.settle();
+    await this.settle();
     const heldBytes = await this.heldBytes();
     if (heldBytes < quotaBytes) return;
     this.o.metrics.imageCacheQuotaRefusals.inc();
