@@ -13,8 +13,8 @@
 // never refused for it, as the kubelet refuses none; what cannot be freed is
 // logged and shown in vkvm_image_quota_excess_bytes.
 import { statfs } from 'node:fs/promises';
-import type { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics.js';
 import { GcLoop } from './gc-loop.js';
 import { readInventory, type StoredImage } from './inventory.js';
 import { pinnedImages, type PinStore } from './pins.js';
@@ -111,15 +111,34 @@ export function planImageGc(o: {
   return plan;
 }
 
-export interface ImageGcMetrics {
-  imageStoreBytes: Gauge;
-  imageStoreImages: Gauge;
-  imageFsUsageRatio: Gauge;
-  imageGcRuns: Counter<'result'>;
-  imagesGarbageCollected: Counter;
-  imageGcFreedBytes: Counter;
-  imageQuotaExcessBytes: Gauge<'cache'>;
+/** A collecting pass's result, logged with what it did: at info when it freed enough, at warn when it could not. */
+export function reportPass(
+  plan: GcPlan,
+  did: { removed: number; prunedBlobs?: number; freedBytes: number },
+  log: Logger,
+  what: string,
+): GcResult {
+  const enough = plan.freesBytes >= plan.needBytes;
+  const summary = { usagePercent: plan.usagePercent, needBytes: plan.needBytes, quotaNeedBytes: plan.quotaNeedBytes, ...did };
+  if (enough) log.info(summary, `${what} garbage collection done`);
+  else
+    log.warn(
+      { ...summary, eligibleBytes: plan.freesBytes },
+      `${what} garbage collection could not free enough: the rest is in use or too new`,
+    );
+  return enough ? 'freed' : 'insufficient';
 }
+
+export type ImageGcMetrics = Pick<
+  AgentMetrics,
+  | 'imageStoreBytes'
+  | 'imageStoreImages'
+  | 'imageFsUsageRatio'
+  | 'imageGcRuns'
+  | 'imagesGarbageCollected'
+  | 'imageGcFreedBytes'
+  | 'imageQuotaExcessBytes'
+>;
 
 export interface ImageGcOptions {
   store: ImageStore;
@@ -207,22 +226,7 @@ export class ImageGc extends GcLoop {
         { heldBytes, quotaBytes, excessBytes },
         'image store over --image-store-quota-mib: the rest is in use or too new; pulls go on, as the kubelet refuses none',
       );
-    const enough = plan.freesBytes >= plan.needBytes;
-    const summary = {
-      usagePercent: plan.usagePercent,
-      needBytes: plan.needBytes,
-      quotaNeedBytes: plan.quotaNeedBytes,
-      removed,
-      prunedBlobs: pruned.blobs,
-      freedBytes,
-    };
-    if (enough) log.info(summary, 'image garbage collection done');
-    else
-      log.warn(
-        { ...summary, eligibleBytes: plan.freesBytes },
-        'image garbage collection could not free enough: the rest is in use or too new',
-      );
-    return enough ? 'freed' : 'insufficient';
+    return reportPass(plan, { removed, prunedBlobs: pruned.blobs, freedBytes }, log, 'image');
   }
 
   private record(storeBytes: number, images: number, usage: FsUsage): void {

@@ -20,7 +20,7 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { downloadsInFlight, imageCachePath } from '../../vmm/disks/image-cache.js';
 import { ImagePullError } from './errors.js';
 import { GcLoop } from './gc-loop.js';
-import { planImageGc, quotaExcessBytes, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
+import { planImageGc, quotaExcessBytes, reportPass, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
 
 const ENTRY = /^[0-9a-f]{64}\.img$/;
 const PARTIAL = /^[0-9a-f]{64}\.img\.(\d+)-[0-9a-f]+\.part$/;
@@ -198,20 +198,6 @@ export class UrlCacheGc extends GcLoop {
         'image cache over --image-cache-quota-mib: the rest is in use or too new',
       );
     if (plan.needBytes === 0) return 'below-threshold';
-    const enough = plan.freesBytes >= plan.needBytes;
-    const summary = {
-      usagePercent: plan.usagePercent,
-      needBytes: plan.needBytes,
-      quotaNeedBytes: plan.quotaNeedBytes,
-      removed,
-      freedBytes,
-    };
-    if (enough) log.info(summary, 'image cache garbage collection done');
-    else
-      log.warn(
-        { ...summary, eligibleBytes: plan.freesBytes },
-        'image cache garbage collection could not free enough: the rest is in use or too new',
-      );
-    return enough ? 'freed' : 'insufficient';
+    return reportPass(plan, { removed, freedBytes }, log, 'image cache');
   }
 }
