@@ -14,8 +14,8 @@
 // never refused for it, as the kubelet refuses none; what cannot be freed is
 // logged and shown in vkvm_image_quota_excess_bytes.
 import { statfs } from 'node:fs/promises';
-import type { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics.js';
 import { GcLoop } from './gc-loop.js';
 import { readInventory, type StoredImage } from './inventory.js';
 import { pinnedImages, type PinStore } from './pins.js';
@@ -112,15 +112,34 @@ export function planImageGc(o: {
   return plan;
 }
 
-export interface ImageGcMetrics {
-  imageStoreBytes: Gauge;
-  imageStoreImages: Gauge;
-  imageFsUsageRatio: Gauge;
-  imageGcRuns: Counter<'result'>;
-  imagesGarbageCollected: Counter;
-  imageGcFreedBytes: Counter;
-  imageQuotaExcessBytes: Gauge<'cache'>;
+/** A collecting pass's result, logged with what it did: at info when it freed enough, at warn when it could not. */
+export function reportPass(
+  plan: GcPlan,
+  did: { removed: number; prunedBlobs?: number; freedBytes: number },
+  log: Logger,
+  what: string,
+): GcResult {
+  const enough = plan.freesBytes >= plan.needBytes;
+  const summary = { usagePercent: plan.usagePercent, needBytes: plan.needBytes, quotaNeedBytes: plan.quotaNeedBytes, ...did };
+  if (enough) log.info(summary, `${what} garbage collection done`);
+  else
+    log.warn(
+      { ...summary, eligibleBytes: plan.freesBytes },
+      `${what} garbage collection could not free enough: the rest is in use or too new`,
+    );
+  return enough ? 'freed' : 'insufficient';
 }
+
+export type ImageGcMetrics = Pick<
+  AgentMetrics,
+  | 'imageStoreBytes'
+  | 'imageStoreImages'
+  | 'imageFsUsageRatio'
+  | 'imageGcRuns'
+  | 'imagesGarbageCollected'
+  | 'imageGcFreedBytes'
+  | 'imageQuotaExcessBytes'
+>;
 
 export interface ImageGcOptions {
   store: ImageStore;
@@ -153,28 +172,14 @@ async function pinnedIds(store: ImageStore, pins: PinStore): Promise<Set<string>
   return new Set([...records.filter((r) => r.pinned).map(imageIdOf), ...pinnedImages(await pins.list(), records).keys()]);
 }
 
-export class ImageGc {
-  private readonly loop: GcLoop;
+export class ImageGc extends GcLoop {
   private readonly now: () => number;
   private readonly fsUsage: (path: string) => Promise<FsUsage>;
 
   constructor(private readonly o: ImageGcOptions) {
+    super({ periodMs: o.periodMs, runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
     this.now = o.now ?? Date.now;
     this.fsUsage = o.fsUsage ?? statfsUsage;
-    this.loop = new GcLoop({ periodMs: o.periodMs, pass: () => this.runOnce(), runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Runs a pass now, or once more after the one under way; never two at once. */
-  kick(): void {
-    this.loop.kick();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
   }
 
   /** One pass: release the pins of pods gone, then collect if the filesystem is past its high threshold. */
@@ -228,22 +233,7 @@ export class ImageGc {
         { heldBytes, quotaBytes, excessBytes },
         'image store over --image-store-quota-mib: the rest is in use or too new; pulls go on, as the kubelet refuses none',
       );
-    const enough = plan.freesBytes >= plan.needBytes;
-    const summary = {
-      usagePercent: plan.usagePercent,
-      needBytes: plan.needBytes,
-      quotaNeedBytes: plan.quotaNeedBytes,
-      removed,
-      prunedBlobs: pruned.blobs,
-      freedBytes,
-    };
-    if (enough) log.info(summary, 'image garbage collection done');
-    else
-      log.warn(
-        { ...summary, eligibleBytes: plan.freesBytes },
-        'image garbage collection could not free enough: the rest is in use or too new',
-      );
-    return enough ? 'freed' : 'insufficient';
+    return reportPass(plan, { removed, prunedBlobs: pruned.blobs, freedBytes }, log, 'image');
   }
 
   private record(storeBytes: number, images: number, usage: FsUsage): void {
