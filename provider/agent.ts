@@ -25,6 +25,7 @@ import { ClusterVmiSource } from './pods/vmi-source.js';
 import { createPodInformer } from './pods/informer.js';
 import { kubePodApi } from './pods/pod-api.js';
 import { LauncherRegistry } from './launchers/registry.js';
+import type { GcLoop } from './images/gc-loop.js';
 import { ImageGc } from './images/image-gc.js';
 import { UrlCacheGc, UrlImagesInUse } from './images/url-cache-gc.js';
 import { ImageService } from './images/image-service.js';
@@ -241,33 +242,34 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     // A pod being deleted whose VM is gone uses its images no more (its API object may outlive the VM a moment).
     const alive = (uid: string) =>
       launchers.get(uid) !== undefined || podController.pods().some((p) => p.metadata?.uid === uid && !p.metadata.deletionTimestamp);
-    const collector = new ImageGc({
-      store,
-      pins,
-      alive,
-      inUse: () => images.inUse(),
-      policy: config.imageGc,
-      quotaBytes: config.imageStoreQuotaBytes,
-      periodMs: config.imageGcPeriodMs,
-      metrics: agentMetrics,
-      log: rootLog.child({ component: 'image-gc' }),
-    });
-    gc = collector;
-    collector.start();
-    stops.push(() => collector.stop());
-    // The URL image cache, on the same policy: pinned by the URLs of pods on the node and downloads under way.
-    const cacheCollector = new UrlCacheGc({
-      dir: config.imageCacheDir,
-      inUse: () => urlImages.cachePaths(config.imageCacheDir, alive),
-      policy: config.imageGc,
-      quotaBytes: config.imageCacheQuotaBytes,
-      periodMs: config.imageGcPeriodMs,
-      metrics: agentMetrics,
-      log: rootLog.child({ component: 'image-cache-gc' }),
-    });
-    cacheGc = cacheCollector;
-    cacheCollector.start();
-    stops.push(() => cacheCollector.stop());
+    // Both collectors run on the one policy and period; each is stopped with the agent.
+    const gcShared = { policy: config.imageGc, periodMs: config.imageGcPeriodMs, metrics: agentMetrics };
+    const started = <C extends GcLoop>(collector: C): C => {
+      collector.start();
+      stops.push(() => collector.stop());
+      return collector;
+    };
+    gc = started(
+      new ImageGc({
+        ...gcShared,
+        store,
+        pins,
+        alive,
+        inUse: () => images.inUse(),
+        quotaBytes: config.imageStoreQuotaBytes,
+        log: rootLog.child({ component: 'image-gc' }),
+      }),
+    );
+    // The URL image cache: pinned by the URLs of pods on the node and downloads under way.
+    cacheGc = started(
+      new UrlCacheGc({
+        ...gcShared,
+        dir: config.imageCacheDir,
+        inUse: () => urlImages.cachePaths(config.imageCacheDir, alive),
+        quotaBytes: config.imageCacheQuotaBytes,
+        log: rootLog.child({ component: 'image-cache-gc' }),
+      }),
+    );
 
     const certs = new ServingCertManager(
       clients,

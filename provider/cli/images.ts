@@ -20,7 +20,7 @@ export const IMAGES_HELP = `Usage: vkvm images <ls|pull|rm|import> [flags] [args
 The node's image store: what the agent pulled for pods and VMIs, and what
 was pulled or imported here. Run as root, on the node.
 
-  ls                       list images: reference, digest, size, when pulled
+  ls                       list images: reference, digest, size, pinned (never garbage-collected), when pulled
   pull IMAGE               pull (always asking the registry) into the store
   rm IMAGE...              remove images, then the content no image refers to; an image
                            a pod on this node uses is refused
@@ -62,11 +62,13 @@ function humanBytes(n: number): string {
 
 function table(recs: ImageRecord[]): string {
   const rows = [
-    ['IMAGE', 'DIGEST', 'SIZE', 'PULLED'],
+    // PINNED as crictl's: never garbage-collected.
+    ['IMAGE', 'DIGEST', 'SIZE', 'PINNED', 'PULLED'],
     ...recs.map((r) => [
       r.reference,
       r.digest.slice(0, 19),
       humanBytes(r.sizeBytes),
+      String(!!r.pinned),
       new Date(r.pulledAtMs).toISOString().replace(/\.\d+Z$/, 'Z'),
     ]),
   ];

@@ -5,26 +5,35 @@ import { Counter, Registry } from 'prom-client';
 import t from 'tap';
 import { GcLoop } from './gc-loop.js';
 
+/** Its first pass is held open until released; later ones finish at once. */
+class HeldFirstPass extends GcLoop {
+  readonly started: number[] = [];
+  readonly finished: number[] = [];
+  release: (() => void) | undefined;
+
+  constructor() {
+    super({
+      periodMs: 3_600_000,
+      runs: new Counter({ name: 'runs', help: 'runs', labelNames: ['result'] as const, registers: [new Registry()] }),
+      log: pino({ level: 'silent' }),
+      what: 'test',
+    });
+  }
+
+  async runOnce(): Promise<string> {
+    const n = this.started.push(this.started.length + 1);
+    if (n === 1) await new Promise<void>((resolve) => (this.release = resolve));
+    this.finished.push(n);
+    return 'freed';
+  }
+}
+
 t.test('settle during a pass waits for the one queued after it; with none under way, for one it starts', async (t) => {
-  const started: number[] = [];
-  const finished: number[] = [];
-  let release: (() => void) | undefined;
-  const loop = new GcLoop({
-    periodMs: 3_600_000,
-    pass: async () => {
-      const n = started.push(started.length + 1);
-      // The first pass is held open until released; later ones finish at once.
-      if (n === 1) await new Promise<void>((resolve) => (release = resolve));
-      finished.push(n);
-      return 'freed';
-    },
-    runs: new Counter({ name: 'runs', help: 'runs', labelNames: ['result'] as const, registers: [new Registry()] }),
-    log: pino({ level: 'silent' }),
-    what: 'test',
-  });
+  const loop = new HeldFirstPass();
+  const { finished } = loop;
   loop.kick();
   const settled = loop.settle();
-  release!();
+  loop.release!();
   await settled;
   t.same(finished, [1, 2], 'the pass under way, then the one queued by settle');
   await loop.settle();

@@ -1,6 +1,7 @@
 // The schedule of a garbage collector (the image store's, the URL image
 // cache's): a pass every period and whenever kicked (after a pull or a
 // download), never two at once; a kick during a pass runs one more after it.
+// Each collector extends it with its pass, `runOnce`.
 import type { Counter } from 'prom-client';
 import type { Logger } from '../log.js';
 
@@ -8,25 +9,27 @@ export interface GcLoopOptions {
   periodMs: number;
   /** Runs at start too, unless false (the URL cache's pins are known only once pods have synced). */
   passAtStart?: boolean;
-  pass: () => Promise<string>;
   /** Passes by result ('error' for a failed one). */
   runs: Counter<'result'>;
   log: Logger;
   what: string;
 }
 
-export class GcLoop {
+export abstract class GcLoop {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
 
-  constructor(private readonly o: GcLoopOptions) {}
+  constructor(private readonly options: GcLoopOptions) {}
+
+  /** One pass; its result counts in `runs`. */
+  abstract runOnce(): Promise<string>;
 
   start(): void {
-    this.timer = setInterval(() => this.kick(), this.o.periodMs);
+    this.timer = setInterval(() => this.kick(), this.options.periodMs);
     this.timer.unref();
-    if (this.o.passAtStart !== false) this.kick();
+    if (this.options.passAtStart !== false) this.kick();
   }
 
   /** Runs a pass now, or once more after the one under way. */
@@ -36,13 +39,13 @@ export class GcLoop {
       this.again = true;
       return;
     }
-    this.running = this.o.pass().then(
+    this.running = this.runOnce().then(
       (result) => {
-        this.o.runs.inc({ result });
+        this.options.runs.inc({ result });
       },
       (err: unknown) => {
-        this.o.runs.inc({ result: 'error' });
-        this.o.log.warn({ err }, `${this.o.what} garbage collection failed; the next pass retries`);
+        this.options.runs.inc({ result: 'error' });
+        this.options.log.warn({ err }, `${this.options.what} garbage collection failed; the next pass retries`);
       },
     );
     void this.running.finally(() => {

@@ -225,6 +225,16 @@ t.test('a pass: pins of pods gone released, partial downloads of dead processes 
   t.ok((await values('vkvm_image_store_bytes'))[0]!.value > 2 * MiB, 'the store size is reported');
 });
 
+t.test('an image the store pins (the test guest) is never collected, however old and however full the disk', async (t) => {
+  const { store, gc, now, pulled, ids, setCapacity } = await setup(t);
+  const guest = await pulled('guest', 1);
+  await pulled('other', 1);
+  await store.updateImage(guest.imageID, (r) => ({ ...r, pinned: true, lastUsedMs: now.ms - 86_400_000 }));
+  setCapacity(5 * MiB);
+  t.equal(await gc.runOnce(), 'insufficient', 'what is left is not enough, and the pass says so');
+  t.same(await ids(), ['guest'], 'the unpinned image went, the pinned one stayed though least recently used');
+});
+
 t.test('shared layers: removing one of two images that share a large layer frees little, the second frees it', async (t) => {
   const { store, gc, now, pulled, ids, setCapacity } = await setup(t);
   const shared = randomBytes(2 * MiB);

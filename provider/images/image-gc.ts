@@ -2,7 +2,8 @@
 // collects a runtime's images: when the filesystem holding the store is
 // `highThresholdPercent` full, images are removed least recently used first
 // until it would be `lowThresholdPercent` full; an image pinned by a pod on
-// this node (pins.ts), or pulled less than `minAgeMs` ago, is never removed.
+// this node (pins.ts) or by the store (the test guest, as the kubelet's pause
+// image), or pulled less than `minAgeMs` ago, is never removed.
 // Parts shared between images (layers, taken-out files) count as freed only
 // with the last image holding them. Runs every `periodMs` and after every
 // pull (a pull is what fills the disk); each run first releases the pins of
@@ -13,13 +14,13 @@
 // never refused for it, as the kubelet refuses none; what cannot be freed is
 // logged and shown in vkvm_image_quota_excess_bytes.
 import { statfs } from 'node:fs/promises';
-import type { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics.js';
 import { GcLoop } from './gc-loop.js';
 import { readInventory, type StoredImage } from './inventory.js';
 import { pinnedImages, type PinStore } from './pins.js';
 import { pruneStore, removeImage } from './remove.js';
-import type { ImageStore } from './store.js';
+import { imageIdOf, type ImageStore } from './store.js';
 
 export interface ImageGcPolicy {
   highThresholdPercent: number;
@@ -111,15 +112,34 @@ export function planImageGc(o: {
   return plan;
 }
 
-export interface ImageGcMetrics {
-  imageStoreBytes: Gauge;
-  imageStoreImages: Gauge;
-  imageFsUsageRatio: Gauge;
-  imageGcRuns: Counter<'result'>;
-  imagesGarbageCollected: Counter;
-  imageGcFreedBytes: Counter;
-  imageQuotaExcessBytes: Gauge<'cache'>;
+/** A collecting pass's result, logged with what it did: at info when it freed enough, at warn when it could not. */
+export function reportPass(
+  plan: GcPlan,
+  did: { removed: number; prunedBlobs?: number; freedBytes: number },
+  log: Logger,
+  what: string,
+): GcResult {
+  const enough = plan.freesBytes >= plan.needBytes;
+  const summary = { usagePercent: plan.usagePercent, needBytes: plan.needBytes, quotaNeedBytes: plan.quotaNeedBytes, ...did };
+  if (enough) log.info(summary, `${what} garbage collection done`);
+  else
+    log.warn(
+      { ...summary, eligibleBytes: plan.freesBytes },
+      `${what} garbage collection could not free enough: the rest is in use or too new`,
+    );
+  return enough ? 'freed' : 'insufficient';
 }
+
+export type ImageGcMetrics = Pick<
+  AgentMetrics,
+  | 'imageStoreBytes'
+  | 'imageStoreImages'
+  | 'imageFsUsageRatio'
+  | 'imageGcRuns'
+  | 'imagesGarbageCollected'
+  | 'imageGcFreedBytes'
+  | 'imageQuotaExcessBytes'
+>;
 
 export interface ImageGcOptions {
   store: ImageStore;
@@ -146,28 +166,20 @@ export async function statfsUsage(path: string): Promise<FsUsage> {
   return { capacityBytes: s.blocks * s.bsize, availableBytes: s.bavail * s.bsize };
 }
 
-export class ImageGc {
-  private readonly loop: GcLoop;
+/** Images the store pins for good, and those the pods on this node hold. */
+async function pinnedIds(store: ImageStore, pins: PinStore): Promise<Set<string>> {
+  const records = await store.records();
+  return new Set([...records.filter((r) => r.pinned).map(imageIdOf), ...pinnedImages(await pins.list(), records).keys()]);
+}
+
+export class ImageGc extends GcLoop {
   private readonly now: () => number;
   private readonly fsUsage: (path: string) => Promise<FsUsage>;
 
   constructor(private readonly o: ImageGcOptions) {
+    super({ periodMs: o.periodMs, runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
     this.now = o.now ?? Date.now;
     this.fsUsage = o.fsUsage ?? statfsUsage;
-    this.loop = new GcLoop({ periodMs: o.periodMs, pass: () => this.runOnce(), runs: o.metrics.imageGcRuns, log: o.log, what: 'image' });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Runs a pass now, or once more after the one under way; never two at once. */
-  kick(): void {
-    this.loop.kick();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
   }
 
   /** One pass: release the pins of pods gone, then collect if the filesystem is past its high threshold. */
@@ -188,7 +200,7 @@ export class ImageGc {
     const quotaBytes = this.o.quotaBytes ?? 0;
     const plan = planImageGc({
       images: inventory.images,
-      pinned: new Set(pinnedImages(await pins.list(), await store.records()).keys()),
+      pinned: await pinnedIds(store, pins),
       usage,
       policy: this.o.policy,
       nowMs: this.now(),
@@ -221,22 +233,7 @@ export class ImageGc {
         { heldBytes, quotaBytes, excessBytes },
         'image store over --image-store-quota-mib: the rest is in use or too new; pulls go on, as the kubelet refuses none',
       );
-    const enough = plan.freesBytes >= plan.needBytes;
-    const summary = {
-      usagePercent: plan.usagePercent,
-      needBytes: plan.needBytes,
-      quotaNeedBytes: plan.quotaNeedBytes,
-      removed,
-      prunedBlobs: pruned.blobs,
-      freedBytes,
-    };
-    if (enough) log.info(summary, 'image garbage collection done');
-    else
-      log.warn(
-        { ...summary, eligibleBytes: plan.freesBytes },
-        'image garbage collection could not free enough: the rest is in use or too new',
-      );
-    return enough ? 'freed' : 'insufficient';
+    return reportPass(plan, { removed, prunedBlobs: pruned.blobs, freedBytes }, log, 'image');
   }
 
   private record(storeBytes: number, images: number, usage: FsUsage): void {

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import t from 'tap';
@@ -83,4 +84,14 @@ t.test('a name longer than ustar holds is refused, naming it', async (t) => {
       message: /longer than a ustar name/,
     },
   );
+});
+
+t.test('a file larger than a ustar size field holds (8 GiB) is refused, naming it, before a byte is read', async (t) => {
+  const dir = t.testdir({ 'big.img': '' });
+  const big = join(dir, 'big.img');
+  // Sparse: takes no space.
+  await truncate(big, 8 * 2 ** 30);
+  await t.rejects(writeLayout(join(dir, 'l'), [{ name: 'localhost/x:v1', files: [{ path: 'disk/disk.img', source: big }] }]), {
+    message: /disk\/disk\.img is 8589934592 bytes, more than a ustar size field holds/,
+  });
 });

@@ -26,11 +26,14 @@ export interface LayoutImage {
 const BLOCK = 512;
 /** containerDisks' files belong to uid/gid 107 (KubeVirt's qemu user), as quay.io/containerdisks ship them. */
 const OWNER = 107;
+/** Eleven octal digits. */
+const USTAR_MAX_SIZE = 8 ** 11;
 
 /** A ustar header; `size` 0 and type '5' for a directory. */
-export function ustarHeader(path: string, type: 'file' | 'directory', size: number): Buffer {
+function ustarHeader(path: string, type: 'file' | 'directory', size: number): Buffer {
   const name = type === 'directory' ? `${path}/` : path;
   if (Buffer.byteLength(name) > 100) throw new Error(`${name} is longer than a ustar name (100 bytes)`);
+  if (size >= USTAR_MAX_SIZE) throw new Error(`${name} is ${size} bytes, more than a ustar size field holds (8 GiB)`);
   const h = Buffer.alloc(BLOCK);
   const octal = (value: number, at: number, width: number) => h.write(value.toString(8).padStart(width - 1, '0') + '\0', at, 'ascii');
   h.write(name, 0, 'utf8');

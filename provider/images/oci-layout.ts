@@ -19,15 +19,16 @@ import { readTar } from './tar.js';
 /** What the layout may hold: everything else in an archive is ignored, never written. */
 const LAYOUT_FILE = /^(oci-layout|index\.json|blobs\/sha256\/[a-f0-9]{64})$/;
 
-/**
- * Imports every image of the layout at `source`; `name` names the one image
- * of a layout whose index carries no usable name.
- */
-export async function importLayout(
-  source: string,
-  store: ImageStore,
-  opts: { name?: string; maxImageBytes: number },
-): Promise<ImageRecord[]> {
+export interface ImportOptions {
+  /** Names the one image of a layout whose index carries no usable name. */
+  name?: string;
+  maxImageBytes: number;
+  /** Records the images pinned: never garbage-collected. */
+  pinned?: boolean;
+}
+
+/** Imports every image of the layout at `source`. */
+export async function importLayout(source: string, store: ImageStore, opts: ImportOptions): Promise<ImageRecord[]> {
   if ((await stat(source)).isDirectory()) return importFrom(source, store, opts);
   const root = store.tempPath('layout');
   try {
@@ -75,7 +76,7 @@ function nameOf(d: Descriptor, fallback: string | undefined): ImageReference {
   throw new ImageContentError(`image ${d.digest} of the layout has no full reference as its name; give one with --name`);
 }
 
-async function importFrom(root: string, store: ImageStore, opts: { name?: string; maxImageBytes: number }): Promise<ImageRecord[]> {
+async function importFrom(root: string, store: ImageStore, opts: ImportOptions): Promise<ImageRecord[]> {
   const layout = JSON.parse(await readFile(join(root, 'oci-layout'), 'utf8').catch(() => '{}')) as { imageLayoutVersion?: string };
   if (!layout.imageLayoutVersion) throw new ImageContentError('not an OCI image layout (no oci-layout file)');
   const index = parseManifest(await readFile(join(root, 'index.json')).catch(() => Buffer.from('{}')));
@@ -111,6 +112,7 @@ async function importFrom(root: string, store: ImageStore, opts: { name?: string
         digest: entry.digest,
         manifestDigest,
         sizeBytes: blobBytes + manifests.reduce((n, [, b]) => n + b.length, 0),
+        ...(opts.pinned ? { pinned: true as const } : {}),
       }),
     );
   }

@@ -42,6 +42,8 @@ export interface ImageRecord {
   lastUsedMs?: number;
   /** The credentials the registry accepted for it, when the agent pulled it; none: preloaded (pull-access.ts). */
   access?: ImageAccess;
+  /** Never garbage-collected (the CRI's Image.pinned, as the kubelet keeps its pause image): the test guest `vkvm up` imports. */
+  pinned?: true;
 }
 
 /** repository@digest: one image of one repository, whatever names it (the kubelet's imageID). */
@@ -165,14 +167,15 @@ export class ImageStore {
   /**
    * Records an image under its reference and, named by tag, under
    * repository@digest too (as containerd records both). What a name already
-   * knew of the same digest (its access, its last use) is kept: a pull
+   * knew of the same digest (its access, its last use, its pin) is kept: a pull
    * without credentials never makes a secret-pulled image preloaded.
    */
   async recordImage(
     ref: ImageReference,
-    image: Pick<ImageRecord, 'digest' | 'manifestDigest' | 'sizeBytes' | 'access'>,
+    image: Pick<ImageRecord, 'digest' | 'manifestDigest' | 'sizeBytes' | 'access' | 'pinned'>,
   ): Promise<ImageRecord> {
-    const base: ImageRecord = { reference: storeKey(ref), repository: repositoryOf(ref), ...image, pulledAtMs: Date.now() };
+    const { pinned, ...content } = image;
+    const base: ImageRecord = { reference: storeKey(ref), repository: repositoryOf(ref), ...content, pulledAtMs: Date.now() };
     const names = [base.reference, ...(ref.digest ? [] : [imageIdOf(base)])];
     const written: ImageRecord[] = [];
     for (const reference of names) {
@@ -184,6 +187,7 @@ export class ImageStore {
         reference,
         ...(same?.lastUsedMs !== undefined ? { lastUsedMs: same.lastUsedMs } : {}),
         ...(access ? { access } : {}),
+        ...(pinned || same?.pinned ? { pinned: true as const } : {}),
       };
       await this.putRecord(rec);
       written.push(rec);

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import t from 'tap';
@@ -9,6 +10,7 @@ import { ImageService } from './image-service.js';
 import { defaultPullPolicy } from './reference.js';
 import { ImageStore } from './store.js';
 import {
+  importCachedLayout,
   publishTestGuest,
   TEST_GUEST_IMAGE,
   TEST_GUEST_INITRD_PATH,
@@ -22,8 +24,12 @@ t.test('the test guest is published into a store as a containerDisk and a kernel
   const first = await publishTestGuest(store);
   const again = await publishTestGuest(store);
   t.same(
-    first.map((r) => r.reference),
-    [TEST_GUEST_IMAGE, TEST_GUEST_KERNEL_IMAGE],
+    first.map((r) => [r.reference, r.pinned]),
+    [
+      [TEST_GUEST_IMAGE, true],
+      [TEST_GUEST_KERNEL_IMAGE, true],
+    ],
+    'both images, pinned against garbage collection',
   );
   t.same(
     again.map((r) => r.digest),
@@ -58,4 +64,27 @@ t.test('the test guest is published into a store as a containerDisk and a kernel
     readFileSync(kernel!).equals(readFileSync(guest.kernelPath)) && readFileSync(initrd!).equals(readFileSync(guest.initrdPath)),
     "the kernel-boot image holds the guest's kernel and initramfs",
   );
+});
+
+t.test('the cached layout: imported pinned; written again when damaged; an earlier build removed', async (t) => {
+  const dir = t.testdir({ disk: 'disk v1', disk2: 'disk v2' });
+  const cache = join(dir, 'cache');
+  const store = new ImageStore(join(dir, 'store'));
+  await store.init();
+  const image = (source: string) => [{ name: 'localhost/x/disk:v1', files: [{ path: 'disk/disk.img', source: join(dir, source) }] }];
+  const [first] = await importCachedLayout(store, cache, image('disk'));
+  t.match(first, { reference: 'localhost/x/disk:v1', pinned: true }, 'recorded pinned');
+  const [layout] = readdirSync(cache).filter((n) => n.startsWith('oci-'));
+  const blobs = join(cache, layout!, 'blobs', 'sha256');
+  // A layer truncated by a crash: its bytes no longer match its digest.
+  for (const b of readdirSync(blobs)) if (statSync(join(blobs, b)).size > 1024) truncateSync(join(blobs, b), 10);
+  await rm(store.root, { recursive: true });
+  await store.init();
+  t.match(
+    await importCachedLayout(store, cache, image('disk')),
+    [{ digest: first!.digest, pinned: true }],
+    'the damaged layout written again',
+  );
+  await importCachedLayout(store, cache, image('disk2'));
+  t.equal(readdirSync(cache).filter((n) => n.startsWith('oci-')).length, 1, "a new build's layout replaced the old one");
 });

@@ -17,15 +17,16 @@
 // registry at "localhost" that does not exist; any other tag defaults to
 // IfNotPresent, which the store answers.
 import { createHash } from 'node:crypto';
-import { access, rm } from 'node:fs/promises';
+import { access, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ensureTestGuestDisk } from '../../vmm/guest/boot-disk.js';
 import { ensureTestGuest, type EnsureTestGuestOptions } from '../../vmm/guest/build.js';
 import { newBuildDir, publishEntry } from '../../vmm/guest/cache-entry.js';
 import { DEFAULT_GUEST_CACHE_DIR } from '../../vmm/guest/recipe.js';
+import { ImageContentError } from './errors.js';
 import { writeLayout, type LayoutImage } from './layout-writer.js';
 import { importLayout } from './oci-layout.js';
-import type { ImageRecord, ImageStore } from './store.js';
+import { ImageStore, type ImageRecord } from './store.js';
 
 export const TEST_GUEST_IMAGE = 'localhost/vkvm/test-guest:v1';
 export const TEST_GUEST_KERNEL_IMAGE = 'localhost/vkvm/test-guest-kernel:v1';
@@ -60,13 +61,8 @@ const isLayout = (dir: string) =>
     () => false,
   );
 
-/**
- * Builds the test guest's images (on first use; cached with the guest) and
- * imports them into `store` under their names; returns what was recorded.
- */
-export async function publishTestGuest(store: ImageStore, opts: EnsureTestGuestOptions = {}): Promise<ImageRecord[]> {
-  const images = await testGuestImages(opts);
-  const cacheDir = resolve(opts.cacheDir ?? DEFAULT_GUEST_CACHE_DIR);
+/** The layout of `images` in the guest cache, written on first use; layouts of earlier builds are removed. */
+async function ensureLayout(cacheDir: string, images: LayoutImage[]): Promise<string> {
   // The guest's cache entries are named by content keys, so their paths key the layout.
   const key = createHash('sha256').update(JSON.stringify({ LAYOUT_VERSION, images })).digest('hex').slice(0, 32);
   const dir = join(cacheDir, `oci-${key}`);
@@ -79,6 +75,39 @@ export async function publishTestGuest(store: ImageStore, opts: EnsureTestGuestO
       await rm(tmp, { recursive: true, force: true });
     }
   }
+  // A new kernel or initramfs makes a new layout: the old one's bytes are in the store if still used.
+  for (const name of await readdir(cacheDir)) {
+    if (name.startsWith('oci-') && name !== `oci-${key}`) await rm(join(cacheDir, name), { recursive: true, force: true });
+  }
+  return dir;
+}
+
+/**
+ * Imports `images` into `store` through an OCI layout cached in `cacheDir`
+ * (written on first use, and again if damaged since), pinned against image
+ * garbage collection as the kubelet's pause image is.
+ */
+export async function importCachedLayout(store: ImageStore, cacheDir: string, images: LayoutImage[]): Promise<ImageRecord[]> {
   // Our own build: no size cap beyond the disk's.
-  return importLayout(dir, store, { maxImageBytes: Number.MAX_SAFE_INTEGER });
+  const importOpts = { maxImageBytes: Number.MAX_SAFE_INTEGER, pinned: true };
+  const dir = await ensureLayout(cacheDir, images);
+  try {
+    return await importLayout(dir, store, importOpts);
+  } catch (err) {
+    if (!(err instanceof ImageContentError)) throw err;
+    // Damaged since it was written (a crash before its blobs reached the disk, a full disk): written again, once.
+    await rm(dir, { recursive: true, force: true });
+    return importLayout(await ensureLayout(cacheDir, images), store, importOpts);
+  }
+}
+
+/** Builds the test guest's images (on first use; cached with the guest) and imports them into `store`; returns what was recorded. */
+export const publishTestGuest = async (store: ImageStore, opts: EnsureTestGuestOptions = {}): Promise<ImageRecord[]> =>
+  importCachedLayout(store, resolve(opts.cacheDir ?? DEFAULT_GUEST_CACHE_DIR), await testGuestImages(opts));
+
+/** publishTestGuest into the store at `storeDir`, as `vkvm up` and the test fixtures want it. */
+export async function importTestGuest(storeDir: string, opts: EnsureTestGuestOptions = {}): Promise<ImageRecord[]> {
+  const store = new ImageStore(storeDir);
+  await store.init();
+  return publishTestGuest(store, opts);
 }

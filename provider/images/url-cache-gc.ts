@@ -20,7 +20,7 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { downloadsInFlight, imageCachePath } from '../../vmm/disks/image-cache.js';
 import { ImagePullError } from './errors.js';
 import { GcLoop } from './gc-loop.js';
-import { planImageGc, quotaExcessBytes, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
+import { planImageGc, quotaExcessBytes, reportPass, statfsUsage, type FsUsage, type GcResult, type ImageGcPolicy } from './image-gc.js';
 
 const ENTRY = /^[0-9a-f]{64}\.img$/;
 const PARTIAL = /^[0-9a-f]{64}\.img\.(\d+)-[0-9a-f]+\.part$/;
@@ -93,34 +93,14 @@ interface Entry {
   lastUsedMs: number;
 }
 
-export class UrlCacheGc {
-  private readonly loop: GcLoop;
+/** Kicked after every download: a download is what fills the cache. */
+export class UrlCacheGc extends GcLoop {
   private readonly now: () => number;
 
   constructor(private readonly o: UrlCacheGcOptions) {
-    this.now = o.now ?? Date.now;
     // The first pass waits a period: pins are noted as pods sync, after an agent restart too.
-    this.loop = new GcLoop({
-      periodMs: o.periodMs,
-      passAtStart: false,
-      pass: () => this.runOnce(),
-      runs: o.metrics.imageCacheGcRuns,
-      log: o.log,
-      what: 'image cache',
-    });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Runs a pass now, or once more after the one under way (a download is what fills the cache). */
-  kick(): void {
-    this.loop.kick();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
+    super({ periodMs: o.periodMs, passAtStart: false, runs: o.metrics.imageCacheGcRuns, log: o.log, what: 'image cache' });
+    this.now = o.now ?? Date.now;
   }
 
   /**
@@ -133,7 +113,7 @@ export class UrlCacheGc {
     const path = imageCachePath(this.o.dir, url);
     if (quotaBytes === 0 || downloadsInFlight().has(path) || (await stat(path).catch(() => undefined))) return;
     if ((await this.heldBytes()) < quotaBytes) return;
-    await this.loop.settle();
+    await this.settle();
     const heldBytes = await this.heldBytes();
     if (heldBytes < quotaBytes) return;
     this.o.metrics.imageCacheQuotaRefusals.inc();
@@ -218,20 +198,6 @@ export class UrlCacheGc {
         'image cache over --image-cache-quota-mib: the rest is in use or too new',
       );
     if (plan.needBytes === 0) return 'below-threshold';
-    const enough = plan.freesBytes >= plan.needBytes;
-    const summary = {
-      usagePercent: plan.usagePercent,
-      needBytes: plan.needBytes,
-      quotaNeedBytes: plan.quotaNeedBytes,
-      removed,
-      freedBytes,
-    };
-    if (enough) log.info(summary, 'image cache garbage collection done');
-    else
-      log.warn(
-        { ...summary, eligibleBytes: plan.freesBytes },
-        'image cache garbage collection could not free enough: the rest is in use or too new',
-      );
-    return enough ? 'freed' : 'insufficient';
+    return reportPass(plan, { removed, freedBytes }, log, 'image cache');
   }
 }

@@ -17,8 +17,7 @@ import { CLI, killLaunchersOf, removeNetworkOf } from '../e2e/framework/agent.js
 import { condition, waitFor } from '../e2e/framework/wait.js';
 import { nodes } from '../e2e/framework/watched.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
-import { ImageStore } from '../../provider/images/store.js';
-import { publishTestGuest } from '../../provider/images/test-guest-images.js';
+import { importTestGuest } from '../../provider/images/test-guest-images.js';
 import { until, type BenchContext } from './bench.js';
 
 /** How long the removal waits for the agent to stop the VMs of force-deleted pods before it kills what is left. */
@@ -79,9 +78,7 @@ async function startAgentProcess(
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
   await chmod(stateDir, 0o711);
   // The test guest's images, as `vkvm up` and the e2e agents have them.
-  const store = new ImageStore(join(stateDir, 'images'));
-  await store.init();
-  await publishTestGuest(store);
+  await importTestGuest(join(stateDir, 'images'));
   const kubeletPort = await freePort();
   const output: string[] = [];
   const bridge = `vkb${randomBytes(4).toString('hex')}`;

@@ -22,8 +22,7 @@ import { installClusterManifests } from '../../provider/cli/up.js';
 import { bootstrapTokenSecret, generateBootstrapToken } from '../../provider/join/bootstrap-token.js';
 import { acceptsConnections } from '../../provider/join/join.js';
 import { links } from '../../provider/network/host.js';
-import { ImageStore } from '../../provider/images/store.js';
-import { publishTestGuest } from '../../provider/images/test-guest-images.js';
+import { importTestGuest } from '../../provider/images/test-guest-images.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { localNodeRanges } from '../../provider/controllers/serving-policy.js';
 import {
@@ -288,9 +287,7 @@ t.test('a host joins from a bootstrap token and the CA hash, serves pods, resets
   await t.test('a pod on the joined node runs and kubectl logs reaches it through the apiserver', async (t) => {
     // A joined node has no test guest (only `vkvm up` imports it): an operator copies the layout `vkvm up` wrote and loads
     // it with `vkvm images import` (docs/kubevirt.md#images). This host holds the guest cache, so its layout is imported here.
-    const store = new ImageStore(join(stateDir, 'images'));
-    await store.init();
-    await publishTestGuest(store);
+    await importTestGuest(join(stateDir, 'images'));
     await ns.createPod(testGuestPod({ name: 'guest', node: NODE, terminationGracePeriodSeconds: 5 }));
     const running = await waitFor(ns.pod('guest'), (p) => p.status?.phase === 'Running', { what: 'Running', deadlineMs: 240_000 });
     t.equal(running.spec?.nodeName, NODE, 'scheduled to the joined node');

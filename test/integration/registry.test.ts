@@ -154,10 +154,10 @@ t.test('vkvm images: pull with credentials, ls, an OCI layout skopeo wrote impor
   t.match(
     ls.stdout.split('\n'),
     [
-      /^IMAGE\s+DIGEST\s+SIZE\s+PULLED$/,
+      /^IMAGE\s+DIGEST\s+SIZE\s+PINNED\s+PULLED$/,
       /^127\.0\.0\.1:\d+\/cli\/disk:v1\s+sha256:[a-f0-9]{12}\s+\d/,
       /^127\.0\.0\.1:\d+\/cli\/disk@sha256/,
-      /^localhost\/vkvm\/cli-disk:v1\s/,
+      /^localhost\/vkvm\/cli-disk:v1\s+sha256:[a-f0-9]{12}\s+\S+\s+false\s/,
       /^localhost\/vkvm\/cli-disk@sha256/,
       '',
     ],

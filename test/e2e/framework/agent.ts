@@ -15,8 +15,7 @@ import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../../launcher/args.js';
 import { Cgroup } from '../../../launcher/cgroup.js';
 import { isLauncherAlive, readStateFile, STATE_FILE_NAME } from '../../../launcher/state.js';
 import { PodNetwork } from '../../../provider/network/pod-network.js';
-import { ImageStore } from '../../../provider/images/store.js';
-import { publishTestGuest } from '../../../provider/images/test-guest-images.js';
+import { importTestGuest } from '../../../provider/images/test-guest-images.js';
 import { testLog } from './cluster.js';
 import { poll } from './wait.js';
 
@@ -59,11 +58,8 @@ export async function startAgent(
   const bridge = opts.bridge ?? `vkt${randomBytes(4).toString('hex')}`;
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
   await chmod(stateDir, 0o711);
-  if (opts.testGuestImages !== false) {
-    const store = new ImageStore(imageStoreDirOf(stateDir, opts.extraArgs ?? []));
-    await store.init();
-    await publishTestGuest(store, { log: (msg) => testLog.debug(msg) });
-  }
+  if (opts.testGuestImages !== false)
+    await importTestGuest(imageStoreDirOf(stateDir, opts.extraArgs ?? []), { log: (msg) => testLog.debug(msg) });
   const child = spawn(
     process.execPath,
     [
