@@ -195,6 +195,16 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
   },
   {
+    name: 'broadcast MAC',
+    spec: { interfaces: [nic('a', 'ff:ff:ff:ff:ff:ff')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'all-zero MAC',
+    spec: { interfaces: [nic('a', '00:00:00:00:00:00')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
     name: 'duplicate MAC and interface name',
     spec: { interfaces: [nic('a', '52:54:00:00:00:01'), nic('a', '52:54:00:00:00:01')] },
     causes: [

@@ -174,6 +174,8 @@ function checkInterfaces(interfaces: InterfaceSpec[], report: Report): void {
       report(`${at}.mac`, 'FieldValueInvalid', `"${nic.mac}" is not a lower-case, colon-separated MAC address`);
     } else if (parseInt(nic.mac.slice(0, 2), 16) & 1) {
       report(`${at}.mac`, 'FieldValueInvalid', `${nic.mac} is a multicast address; a NIC needs a unicast one`);
+    } else if (nic.mac === '00:00:00:00:00:00') {
+      report(`${at}.mac`, 'FieldValueInvalid', 'the all-zero MAC is no address; a NIC needs a unicast one');
     } else if (macs.has(nic.mac)) {
       report(`${at}.mac`, 'FieldValueDuplicate', `${nic.mac} is also the MAC of interfaces[${macs.get(nic.mac)}]`);
     } else {

@@ -221,6 +221,8 @@ export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] 
     const disk = /^disks\[(\d+)\]/.exec(path);
     if (disk) return spec.disks[Number(disk[1])]?.name === 'cloudinit' ? `metadata.annotations[${ANNOTATION.userData}]` : image;
     if (path === 'kernelBoot.initrdPath') return `metadata.annotations[${ANNOTATION.initrd}]`;
+    // A pod's NIC, MAC included, follows from its UID and its network annotation.
+    if (path.startsWith('interfaces')) return path === 'interfaces' ? `metadata.annotations[${ANNOTATION.podNetwork}]` : 'metadata.uid';
     return path.startsWith('kernelBoot') ? image : path;
   };
   return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));
