@@ -63,6 +63,11 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     spec: { cpu: cpu({ limitMillicores: 0 }) },
     causes: [{ path: 'cpu.limitMillicores', reason: 'FieldValueInvalid' }],
   },
+  {
+    name: 'negative or fractional CPU request',
+    spec: { cpu: cpu({ requestMillicores: -1 }) },
+    causes: [{ path: 'cpu.requestMillicores', reason: 'FieldValueInvalid' }],
+  },
   { name: 'memory below 32 MiB', spec: { memoryMiB: 16 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
   { name: 'fractional memory', spec: { memoryMiB: 64.5 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
   {

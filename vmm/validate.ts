@@ -51,6 +51,8 @@ function checkCompute(spec: VmSpec, report: Report): void {
   }
   if (cpu.limitMillicores !== undefined && !isPositiveInt(cpu.limitMillicores))
     report('cpu.limitMillicores', 'FieldValueInvalid', 'must be a positive integer');
+  if (cpu.requestMillicores !== undefined && !(Number.isInteger(cpu.requestMillicores) && cpu.requestMillicores >= 0))
+    report('cpu.requestMillicores', 'FieldValueInvalid', 'must be a non-negative integer');
   if (!Number.isInteger(spec.memoryMiB) || spec.memoryMiB < MIN_MEMORY_MIB) {
     report('memoryMiB', 'FieldValueInvalid', `must be an integer of at least ${MIN_MEMORY_MIB} MiB, got ${shown(spec.memoryMiB)}`);
   }

@@ -19,6 +19,7 @@ import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { persistentVolumeDirs } from '../../vmm/host-files.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import { podCpuRequestMillicores } from './cpu-request.js';
 import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';
@@ -117,8 +118,18 @@ export class VmRuntime {
     return attached instanceof SpecError ? new SpecError(atUserFields(attached.causes), { cause: attached }) : attached;
   }
 
-  /** The spec, and how to name its fields as the pod or VMI does. */
+  /** The spec with the pod's CPU request, and how to name its fields as the pod or VMI does. */
   private async specFor(
+    pod: V1Pod,
+    lc: PodLifecycle,
+  ): Promise<{ spec: VmSpec; atUserFields: (causes: SpecCause[]) => SpecCause[] } | SpecError | 'gone'> {
+    const found = await this.translated(pod, lc);
+    if (found === 'gone' || found instanceof SpecError) return found;
+    // The pod's, not the VMI's: the launcher pod's request is what the scheduler accounted on this node.
+    return { ...found, spec: { ...found.spec, cpu: { ...found.spec.cpu, requestMillicores: podCpuRequestMillicores(pod) } } };
+  }
+
+  private async translated(
     pod: V1Pod,
     lc: PodLifecycle,
   ): Promise<{ spec: VmSpec; atUserFields: (causes: SpecCause[]) => SpecCause[] } | SpecError | 'gone'> {
