@@ -32,6 +32,8 @@ export class MacClaims {
    * may be another tenant's.
    */
   async claim(uid: string, mac: string, path: string): Promise<void> {
+    // Held since its last claim: nobody could take it meanwhile, and a running VM's every sync reads no records.
+    if (this.claimed.get(uid) === mac) return;
     const [recorded, reserved] = await Promise.all([this.recorded(), this.reserved()]);
     // From here to the set, no await: a concurrent claim sees this one.
     // A VM whose port was built with the MAC keeps it (two built before this check existed both run on).
