@@ -181,7 +181,7 @@ export class PodNetwork {
     if (spec.interfaces.length > 1) {
       throw new SpecError([
         {
-          path: 'interfaces',
+          path: 'interfaces[1]',
           reason: 'FieldValueNotSupported',
           message: 'a VM has one interface on the pod network; vkvm has no secondary networks',
         },

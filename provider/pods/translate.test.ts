@@ -194,7 +194,7 @@ t.test("causes found after translation are renamed to the pod's fields", async (
     [
       ...atPodFields(disk)([cause('disks[0].source.path'), cause('disks[1].source.userData')]),
       ...atPodFields(kernel)([cause('kernelBoot.kernelPath'), cause('kernelBoot.initrdPath'), cause('memoryMiB')]),
-      ...atPodFields(disk)([cause('interfaces[0].mac'), cause('interfaces')]),
+      ...atPodFields(disk)([cause('interfaces[0].mac')]),
     ].map((c) => c.path),
     [
       'spec.containers[0].image',
@@ -204,7 +204,6 @@ t.test("causes found after translation are renamed to the pod's fields", async (
       'memoryMiB',
       // A pod's MAC is derived from its UID.
       'metadata.uid',
-      'metadata.annotations[vkvm.io/pod-network]',
     ],
   );
 });

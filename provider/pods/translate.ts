@@ -222,8 +222,8 @@ export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] 
     const disk = /^disks\[(\d+)\]/.exec(path);
     if (disk) return spec.disks[Number(disk[1])]?.name === 'cloudinit' ? `metadata.annotations[${ANNOTATION.userData}]` : image;
     if (path === 'kernelBoot.initrdPath') return `metadata.annotations[${ANNOTATION.initrd}]`;
-    // A pod's NIC, MAC included, follows from its UID and its network annotation.
-    if (path.startsWith('interfaces')) return path === 'interfaces' ? `metadata.annotations[${ANNOTATION.podNetwork}]` : 'metadata.uid';
+    // A pod's one NIC and its MAC follow from its UID.
+    if (path.startsWith('interfaces')) return 'metadata.uid';
     return path.startsWith('kernelBoot') ? image : path;
   };
   return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));
