@@ -3,7 +3,8 @@ import path from 'node:path';
 import t from 'tap';
 import { Cgroup, cgroupDir, detectLayout } from './cgroup.js';
 
-const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, pidsMax: 1024 };
+// 2048 shares: a 2-core request.
+const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, cpuShares: 2048, pidsMax: 1024 };
 
 t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
   const root = t.testdir({ 'cgroup.controllers': 'cpuset cpu io memory pids\n', 'cgroup.subtree_control': '' });
@@ -12,9 +13,9 @@ t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
   await cg.setLimits(limits);
   const dir = path.join(root, 'vkvm', 'u1');
   t.same(
-    ['memory.max', 'cpu.max', 'pids.max'].map((f) => readFileSync(path.join(dir, f), 'utf8')),
-    [String(512 * 1024 * 1024), '25000 100000', '1024'],
-    'limits land in the v2 files',
+    ['memory.max', 'cpu.max', 'cpu.weight', 'pids.max'].map((f) => readFileSync(path.join(dir, f), 'utf8')),
+    [String(512 * 1024 * 1024), '25000 100000', '79', '1024'],
+    'limits land in the v2 files, the request as the weight the kubelet would set',
   );
   t.equal(
     readFileSync(path.join(root, 'vkvm', 'cgroup.subtree_control'), 'utf8'),
@@ -36,9 +37,9 @@ t.test('v1 when the unified hierarchy is empty (hybrid mount)', async (t) => {
   await cg.setLimits({ ...limits, cpuMillicores: undefined });
   const read = (c: string, f: string) => readFileSync(path.join(root, c, 'vkvm', 'u1', f), 'utf8');
   t.same(
-    [read('memory', 'memory.limit_in_bytes'), read('cpu', 'cpu.cfs_quota_us'), read('pids', 'pids.max')],
-    [String(512 * 1024 * 1024), '-1', '1024'],
-    'limits land in the v1 files; no CPU limit means no quota',
+    [read('memory', 'memory.limit_in_bytes'), read('cpu', 'cpu.cfs_quota_us'), read('cpu', 'cpu.shares'), read('pids', 'pids.max')],
+    [String(512 * 1024 * 1024), '-1', '2048', '1024'],
+    'limits land in the v1 files (the request as shares); no CPU limit means no quota',
   );
   t.equal(cg.memoryLimitBytes, 512 * 1024 * 1024);
 });

@@ -5,6 +5,7 @@
 // QEMU (children of children) are born inside it. usage.ts reads it.
 import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { cpuSharesToWeight } from './cpu-shares.js';
 
 const CONTROLLERS = ['memory', 'cpu', 'pids'] as const;
 type Controller = (typeof CONTROLLERS)[number];
@@ -17,6 +18,8 @@ export interface CgroupLimits {
   memoryBytes: number;
   /** Absent: no CPU quota. */
   cpuMillicores?: number;
+  /** The CPU request as cgroup v1 CPU shares (v2's cpu.weight is derived from them, as the kubelet does). */
+  cpuShares: number;
   pidsMax: number;
 }
 
@@ -173,11 +176,13 @@ export class Cgroup {
       const dir = this.dirOf('memory');
       await writeFile(path.join(dir, 'memory.max'), String(limits.memoryBytes));
       await writeFile(path.join(dir, 'cpu.max'), `${quotaUs ?? 'max'} ${CPU_PERIOD_US}`);
+      await writeFile(path.join(dir, 'cpu.weight'), String(cpuSharesToWeight(limits.cpuShares)));
       await writeFile(path.join(dir, 'pids.max'), String(limits.pidsMax));
     } else {
       await writeFile(path.join(this.dirOf('memory'), 'memory.limit_in_bytes'), String(limits.memoryBytes));
       await writeFile(path.join(this.dirOf('cpu'), 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
       await writeFile(path.join(this.dirOf('cpu'), 'cpu.cfs_quota_us'), String(quotaUs ?? -1));
+      await writeFile(path.join(this.dirOf('cpu'), 'cpu.shares'), String(limits.cpuShares));
       await writeFile(path.join(this.dirOf('pids'), 'pids.max'), String(limits.pidsMax));
     }
     this.limits = limits;

@@ -5,6 +5,7 @@
 import { vcpuCount, type VmSpec } from '../vmm/spec.js';
 import type { Accelerator } from '../vmm/probe/virtualization.js';
 import type { CgroupLimits } from './cgroup.js';
+import { milliCpuToShares } from './cpu-shares.js';
 
 const MiB = 1024 * 1024;
 
@@ -39,6 +40,7 @@ export function memoryLimitMiB(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, 
 export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, accelerator: Accelerator): CgroupLimits {
   return {
     memoryBytes: memoryLimitMiB(spec, accelerator) * MiB,
+    cpuShares: milliCpuToShares(spec.cpu.requestMillicores ?? 0),
     ...(spec.cpu.limitMillicores !== undefined ? { cpuMillicores: spec.cpu.limitMillicores } : {}),
     pidsMax: PIDS_MAX,
   };

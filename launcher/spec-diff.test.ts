@@ -12,8 +12,8 @@ t.test('classifyChange separates live fields from restart fields', async (t) => 
   const running = testSpec();
   t.same(classifyChange(running, testSpec()), { live: [], restart: [] }, 'equal specs');
   t.same(
-    classifyChange(running, testSpec({ labels: { team: 'a' }, cpu: { ...running.cpu, limitMillicores: 500 } })),
-    { live: ['cpu.limitMillicores', 'labels.team'], restart: [] },
+    classifyChange(running, testSpec({ labels: { team: 'a' }, cpu: { ...running.cpu, limitMillicores: 500, requestMillicores: 250 } })),
+    { live: ['cpu.limitMillicores', 'cpu.requestMillicores', 'labels.team'], restart: [] },
     'labels and the CPU quota apply in place',
   );
   t.same(

@@ -2,8 +2,8 @@
 // whether the launcher can apply them without restarting QEMU.
 import type { VmSpec } from '../vmm/spec.js';
 
-/** Fields applied in place: labels are only carried; the CPU quota is a cgroup write. */
-const LIVE_FIELDS = [/^labels(\.|$)/, /^cpu\.limitMillicores$/];
+/** Fields applied in place: labels are only carried; the CPU quota and weight are cgroup writes. */
+const LIVE_FIELDS = [/^labels(\.|$)/, /^cpu\.(limitMillicores|requestMillicores)$/];
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

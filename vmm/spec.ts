@@ -79,6 +79,11 @@ export interface CpuSpec {
   model?: CpuModel;
   /** CPU limit in millicores, enforced by the launcher's cgroup quota; absent = unlimited. */
   limitMillicores?: number;
+  /**
+   * CPU request in millicores (the pod's, as the scheduler accounted it): the launcher cgroup's CPU
+   * weight under contention, as the kubelet sets a pod's; absent = none, the least weight.
+   */
+  requestMillicores?: number;
 }
 
 export type InterfaceBinding = 'masquerade' | 'bridge';

@@ -63,6 +63,11 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     spec: { cpu: cpu({ limitMillicores: 0 }) },
     causes: [{ path: 'cpu.limitMillicores', reason: 'FieldValueInvalid' }],
   },
+  {
+    name: 'negative or fractional CPU request',
+    spec: { cpu: cpu({ requestMillicores: -1 }) },
+    causes: [{ path: 'cpu.requestMillicores', reason: 'FieldValueInvalid' }],
+  },
   { name: 'memory below 32 MiB', spec: { memoryMiB: 16 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
   { name: 'fractional memory', spec: { memoryMiB: 64.5 }, causes: [{ path: 'memoryMiB', reason: 'FieldValueInvalid' }] },
   {
@@ -192,6 +197,16 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
   {
     name: 'multicast MAC',
     spec: { interfaces: [nic('a', '01:00:5e:00:00:01')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'broadcast MAC',
+    spec: { interfaces: [nic('a', 'ff:ff:ff:ff:ff:ff')] },
+    causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'all-zero MAC',
+    spec: { interfaces: [nic('a', '00:00:00:00:00:00')] },
     causes: [{ path: 'interfaces[0].mac', reason: 'FieldValueInvalid' }],
   },
   {

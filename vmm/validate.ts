@@ -51,6 +51,8 @@ function checkCompute(spec: VmSpec, report: Report): void {
   }
   if (cpu.limitMillicores !== undefined && !isPositiveInt(cpu.limitMillicores))
     report('cpu.limitMillicores', 'FieldValueInvalid', 'must be a positive integer');
+  if (cpu.requestMillicores !== undefined && !(Number.isInteger(cpu.requestMillicores) && cpu.requestMillicores >= 0))
+    report('cpu.requestMillicores', 'FieldValueInvalid', 'must be a non-negative integer');
   if (!Number.isInteger(spec.memoryMiB) || spec.memoryMiB < MIN_MEMORY_MIB) {
     report('memoryMiB', 'FieldValueInvalid', `must be an integer of at least ${MIN_MEMORY_MIB} MiB, got ${shown(spec.memoryMiB)}`);
   }
@@ -174,6 +176,8 @@ function checkInterfaces(interfaces: InterfaceSpec[], report: Report): void {
       report(`${at}.mac`, 'FieldValueInvalid', `"${nic.mac}" is not a lower-case, colon-separated MAC address`);
     } else if (parseInt(nic.mac.slice(0, 2), 16) & 1) {
       report(`${at}.mac`, 'FieldValueInvalid', `${nic.mac} is a multicast address; a NIC needs a unicast one`);
+    } else if (nic.mac === '00:00:00:00:00:00') {
+      report(`${at}.mac`, 'FieldValueInvalid', 'the all-zero MAC is no address; a NIC needs a unicast one');
     } else if (macs.has(nic.mac)) {
       report(`${at}.mac`, 'FieldValueDuplicate', `${nic.mac} is also the MAC of interfaces[${macs.get(nic.mac)}]`);
     } else {

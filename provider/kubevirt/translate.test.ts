@@ -325,6 +325,16 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       [['spec.domain.devices.interfaces[0].macAddress', 'FieldValueInvalid']],
     ],
     [
+      'the broadcast MAC',
+      (v) => (v.spec.domain.devices!.interfaces![0]!.macAddress = 'FF:FF:FF:FF:FF:FF'),
+      [['spec.domain.devices.interfaces[0].macAddress', 'FieldValueInvalid']],
+    ],
+    [
+      'the all-zero MAC',
+      (v) => (v.spec.domain.devices!.interfaces![0]!.macAddress = '00-00-00-00-00-00'),
+      [['spec.domain.devices.interfaces[0].macAddress', 'FieldValueInvalid']],
+    ],
+    [
       'an interface without a network, and a network without an interface',
       (v) => (v.spec.networks![0]!.name = 'pod'),
       [

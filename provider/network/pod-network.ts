@@ -4,7 +4,7 @@
 // (kube-controller-manager allocates it) unless configured; other nodes'
 // ranges are routed to them (peer-routes.ts). Each VM's port on the bridge
 // lets out only its own addresses (port-filter.ts), from its port record.
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { SpecError } from '../../vmm/errors.js';
@@ -12,6 +12,7 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
+import { MacClaims } from './mac-claims.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
 import {
@@ -21,6 +22,7 @@ import {
   GUEST_TAP,
   MASQUERADE_GATEWAY,
   MASQUERADE_GUEST,
+  podIfaceMac,
   removeVmNetwork,
   vmNetworkNames,
 } from './vm-network.js';
@@ -63,9 +65,18 @@ export class PodNetwork {
   /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
   private closed = false;
+  /** Which VM shows which MAC on the bridge. */
+  private readonly macs: MacClaims;
 
   constructor(private readonly o: PodNetworkOptions) {
     this.node = new NodeNetwork({ bridge: o.bridge, dir: o.dir, log: o.log });
+    this.macs = new MacClaims(
+      async () => (await this.recordedPorts()).map(({ uid, port }) => ({ uid, mac: port.mac })),
+      async () => {
+        const mac = (await readFile(`/sys/class/net/${o.bridge}/address`, 'utf8').catch(() => '')).trim();
+        return new Map(mac ? [[mac, "the node bridge (the VMs' gateway)"]] : []);
+      },
+    );
   }
 
   private vmDir(uid: string): string {
@@ -124,13 +135,16 @@ export class PodNetwork {
     }
   }
 
+  /** The VMs' port records, by VM. */
+  private async recordedPorts(): Promise<Array<{ uid: string; port: VmPort }>> {
+    const uids = await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[]);
+    const ports = await Promise.all(uids.map(async (uid) => ({ uid, port: await readVmPort(this.vmDir(uid)) })));
+    return ports.filter((p): p is { uid: string; port: VmPort } => p.port !== undefined);
+  }
+
   /** Makes the bridge's port filter match the VMs' port records. */
   private filterPorts(): Promise<void> {
-    return this.node.ports.ensure(async () => {
-      const uids = await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[]);
-      const ports = await Promise.all(uids.map((uid) => readVmPort(this.vmDir(uid))));
-      return ports.filter((p): p is VmPort => p !== undefined);
-    });
+    return this.node.ports.ensure(async () => (await this.recordedPorts()).map((p) => p.port));
   }
 
   /**
@@ -167,7 +181,7 @@ export class PodNetwork {
     if (spec.interfaces.length > 1) {
       throw new SpecError([
         {
-          path: 'interfaces',
+          path: 'interfaces[1]',
           reason: 'FieldValueNotSupported',
           message: 'a VM has one interface on the pod network; vkvm has no secondary networks',
         },
@@ -176,6 +190,9 @@ export class PodNetwork {
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
     const { range, ipam, dnsServers } = this.ready!;
     const iface: InterfaceSpec = { ...spec.interfaces[0]!, tapDevice: GUEST_TAP };
+    // Before anything is made for the VM: the MAC its port will show on the bridge (a masquerade guest's stays in its namespace).
+    if (iface.binding === 'bridge') await this.macs.claim(spec.uid, iface.mac, 'interfaces[0].mac');
+    else await this.macs.claim(spec.uid, podIfaceMac(spec.uid), 'interfaces[0]');
     const podIP = await ipam.lease(spec.uid);
     const names = await ensureVmNetwork({
       uid: spec.uid,
@@ -211,6 +228,7 @@ export class PodNetwork {
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
       await removeVmNetwork(uid, this.vmDir(uid));
+      this.macs.release(uid);
       // Without a node set up here (vkvm reset), the node's removal takes the whole filter.
       if (this.ready) await this.filterPorts();
       await this.node.removeDhcpHost(uid);

@@ -487,3 +487,18 @@ t.test(
     );
   },
 );
+
+t.test('the pod’s CPU request reaches its launcher in the VM spec, none as 0', async (t) => {
+  const env = await podControllerEnv(t);
+  const synced = new Map<string, VmSpec['cpu']>();
+  env.launchers.onSync = async (spec) => void synced.set(spec.uid, spec.cpu);
+  const requesting = vmPod('requesting');
+  requesting.spec!.containers[0]!.resources!.requests = { cpu: '250m', memory: '256Mi' };
+  env.pods.put(requesting);
+  env.pods.put(vmPod('none'));
+  await env.settle();
+  t.match(
+    { requesting: synced.get('uid-requesting'), none: synced.get('uid-none') },
+    { requesting: { requestMillicores: 250 }, none: { requestMillicores: 0 } },
+  );
+});

@@ -194,6 +194,7 @@ t.test("causes found after translation are renamed to the pod's fields", async (
     [
       ...atPodFields(disk)([cause('disks[0].source.path'), cause('disks[1].source.userData')]),
       ...atPodFields(kernel)([cause('kernelBoot.kernelPath'), cause('kernelBoot.initrdPath'), cause('memoryMiB')]),
+      ...atPodFields(disk)([cause('interfaces[0].mac')]),
     ].map((c) => c.path),
     [
       'spec.containers[0].image',
@@ -201,6 +202,8 @@ t.test("causes found after translation are renamed to the pod's fields", async (
       'spec.containers[0].image',
       'metadata.annotations[vkvm.io/initrd]',
       'memoryMiB',
+      // A pod's MAC is derived from its UID.
+      'metadata.uid',
     ],
   );
 });

@@ -8,7 +8,8 @@
 //          an OCI reference                  a containerDisk image: the node agent pulls it (imagePullPolicy,
 //                                            imagePullSecrets) and boots the one file under /disk, e.g. the
 //                                            test guest every node has, localhost/vkvm/test-guest:v1
-//   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time),
+//   resources  cpu → vCPUs (limits, else requests, default 1; the limit also caps CPU time, and the
+//              request weighs the VM's CPU under contention as the kubelet's cgroup weight does),
 //              ephemeral-storage limit → what the VM's disks may take (provider/pods/ephemeral-storage.ts),
 //              memory → guest RAM (requests, which the API server defaults to limits; default 512Mi)
 //   args, env  kernel boot: appended to the kernel command line (env as KEY=VALUE, which the
@@ -221,6 +222,8 @@ export function atPodFields(spec: VmSpec): (causes: SpecCause[]) => SpecCause[] 
     const disk = /^disks\[(\d+)\]/.exec(path);
     if (disk) return spec.disks[Number(disk[1])]?.name === 'cloudinit' ? `metadata.annotations[${ANNOTATION.userData}]` : image;
     if (path === 'kernelBoot.initrdPath') return `metadata.annotations[${ANNOTATION.initrd}]`;
+    // A pod's one NIC and its MAC follow from its UID.
+    if (path.startsWith('interfaces')) return 'metadata.uid';
     return path.startsWith('kernelBoot') ? image : path;
   };
   return (causes) => causes.map((c) => ({ ...c, path: fieldOf(c.path) }));

@@ -16,9 +16,10 @@ import { ImagePullError } from '../images/errors.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
-import { SpecError } from '../../vmm/errors.js';
+import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { persistentVolumeDirs } from '../../vmm/host-files.js';
 import type { VmSpec } from '../../vmm/spec.js';
+import { podCpuRequestMillicores } from './cpu-request.js';
 import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';
@@ -102,18 +103,40 @@ export class VmRuntime {
    * VMI was deleted, 'waiting' while the node has no pod range (NetworkNotReadyError).
    */
   async desiredSpec(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone' | 'waiting'> {
-    const spec = await this.specFor(pod, lc);
-    if (spec === 'gone' || spec instanceof SpecError) return spec;
+    const found = await this.specFor(pod, lc);
+    if (found === 'gone' || found instanceof SpecError) return found;
+    const { spec, atUserFields } = found;
     this.o.urlImages?.note(lc.uid, spec);
     // Checked before the pod gets anything of the node: an address, a network, a disk.
     const field = vmiOwner(pod)
       ? 'spec.domain.resources.limits.ephemeral-storage'
       : 'spec.containers[0].resources.limits.ephemeral-storage';
-    return disksOverLimit(pod, spec, field) ?? this.attachNetwork(pod, lc, spec);
+    const overLimit = disksOverLimit(pod, spec, field);
+    if (overLimit) return overLimit;
+    const attached = await this.attachNetwork(pod, lc, spec);
+    // What the network refuses (a MAC another VM holds) is reported at the user's fields, as what a start finds.
+    return attached instanceof SpecError ? new SpecError(atUserFields(attached.causes), { cause: attached }) : attached;
   }
 
-  private async specFor(pod: V1Pod, lc: PodLifecycle): Promise<VmSpec | SpecError | 'gone'> {
-    if (!vmiOwner(pod)) return translatePod(pod);
+  /** The spec with the pod's CPU request, and how to name its fields as the pod or VMI does. */
+  private async specFor(
+    pod: V1Pod,
+    lc: PodLifecycle,
+  ): Promise<{ spec: VmSpec; atUserFields: (causes: SpecCause[]) => SpecCause[] } | SpecError | 'gone'> {
+    const found = await this.translated(pod, lc);
+    if (found === 'gone' || found instanceof SpecError) return found;
+    // The pod's, not the VMI's: the launcher pod's request is what the scheduler accounted on this node.
+    return { ...found, spec: { ...found.spec, cpu: { ...found.spec.cpu, requestMillicores: podCpuRequestMillicores(pod) } } };
+  }
+
+  private async translated(
+    pod: V1Pod,
+    lc: PodLifecycle,
+  ): Promise<{ spec: VmSpec; atUserFields: (causes: SpecCause[]) => SpecCause[] } | SpecError | 'gone'> {
+    if (!vmiOwner(pod)) {
+      const spec = translatePod(pod);
+      return spec instanceof SpecError ? spec : { spec, atUserFields: atPodFields(spec) };
+    }
     const result = await this.o.vmis.specFor(pod);
     if (result === 'gone' || result instanceof SpecError) return result;
     const { spec, ...vmi } = result;
@@ -126,7 +149,7 @@ export class VmRuntime {
       );
     }
     this.o.learnt(lc.uid, { vmi });
-    return spec;
+    return { spec, atUserFields: (causes) => vmi.atKubevirtFields(causes) };
   }
 
   /** Leases the VM's address and builds its network namespace (idempotent, so every sync repairs it). */

@@ -3,35 +3,45 @@
 // runs a rogue DHCP server while B asks for a lease, then claims the
 // gateway's and B's addresses by ARP, sends as B and as a MAC not its own,
 // declines B's address to dnsmasq and advertises an IPv6 prefix. None of it reaches B, the
-// node or dnsmasq as valid; A's own traffic flows; the port filter goes with
-// its VM, comes back after the repair, and goes with the node network.
+// node or dnsmasq as valid; A's own traffic flows. A tenant in another
+// namespace cannot take A's MAC (or the gateway's) for a bridged VMI: the node
+// refuses it naming the field, and nothing of it is made. The port filter goes
+// with its VM, comes back after the repair, and goes with the node network.
 import { createSocket } from 'node:dgram';
 import { randomBytes, randomInt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { installClusterManifests } from '../../provider/cli/up.js';
+import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { run } from '../../provider/network/host.js';
 import { gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
 import { bridgeMac } from '../../provider/network/node-network.js';
 import { portFilterTable } from '../../provider/network/port-filter.js';
 import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import { arpClaim, dhcpDecline, routerAdvertisement, udp4 } from '../helpers/frames.js';
+import { hostFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
 import { buildRawsend } from '../helpers/rawsend.js';
 import {
   condition,
+  createTenant,
   poll,
   removeNetworkOf,
+  smokeVmiSpec,
   startAgent,
   startTestCluster,
   testGuestPod,
+  testLog,
   testNamespace,
+  vmiOf,
   waitFor,
   waitForGone,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-spoof';
 const NS = 'e2e-spoof';
+const TENANT_NS = 'e2e-spoof-tenant';
 const BOOT_DEADLINE_MS = 240_000;
 /** A MAC no VM on the bridge has: the bridge must never learn it from A's port. */
 const SILENT_MAC = '02:00:00:00:00:5c';
@@ -241,6 +251,66 @@ t.test('a spoofing guest reaches neither its neighbour, the node nor dnsmasq', a
     );
     t.match(await kubectlExec('a', '/bin/ping', '-c', '1', '-W', '5', gw), { code: 0 }, 'A still reaches the gateway');
     t.match(await kubectlExec('a', '/bin/wget', '-q', '-O', '-', `http://${b.ip}/`), { code: 0, stdout: `vkvm-guest ${b.ip}\n` }, 'and B');
+  });
+
+  await t.test('a tenant’s bridged VMI with A’s MAC or the gateway’s is refused naming the field; nothing of it is made', async (t) => {
+    await installClusterManifests(cluster.kubeconfigPath);
+    const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500 });
+    t.teardown(() => controllers.stop());
+    const tenantNs = await testNamespace(t, cluster, TENANT_NS);
+    const tenant = await createTenant(cluster.clients, TENANT_NS);
+    const audited: AuditedAgent = { stateDir: agent.stateDir, runDir: join(agent.stateDir, 'run'), bridge: agent.bridge };
+    const before = await hostFootprint(audited);
+    const fdb = () => run(['bridge', 'fdb', 'show', 'br', agent.bridge]).then((out) => out.split('\n').filter((l) => l.includes(a.mac)));
+    const fdbBefore = await fdb();
+    // Another spelling of the same address (upper case, hyphens) is the same MAC.
+    const attempts = [
+      { name: 'thief', mac: a.mac.toUpperCase().replace(/:/g, '-'), holder: 'another VM on this node', normalized: a.mac },
+      { name: 'gateway', mac: bridgeMac(agent.bridge), holder: 'the node bridge', normalized: bridgeMac(agent.bridge) },
+    ];
+    for (const { name, mac } of attempts) {
+      const spec = smokeVmiSpec();
+      spec.domain.devices!.interfaces = [{ name: 'default', bridge: {}, macAddress: mac }];
+      await tenant.custom.createNamespacedCustomObject({
+        group: 'kubevirt.io',
+        version: 'v1',
+        namespace: TENANT_NS,
+        plural: 'virtualmachineinstances',
+        body: vmiOf(name, spec),
+      });
+    }
+    for (const { name, holder, normalized } of attempts) {
+      const failed = await waitFor(tenantNs.vmi(name), (v) => v.status?.phase === 'Failed', { what: 'Failed', deadlineMs: 120_000 });
+      t.match(
+        { reason: failed.status?.reason, synchronized: failed.status?.conditions?.find((c) => c.type === 'Synchronized') },
+        {
+          reason: 'InvalidVMSpec',
+          synchronized: {
+            status: 'False',
+            message: new RegExp(
+              `spec\\.domain\\.devices\\.interfaces\\[0\\]\\.macAddress: MAC address ${normalized} is in use by ${holder}`,
+            ),
+          },
+        },
+        `${name}: Failed, InvalidVMSpec, naming spec.domain.devices.interfaces[0].macAddress`,
+      );
+    }
+    t.same(
+      leftSince(before, await hostFootprint(audited)),
+      [],
+      'no veth, namespace, tap, nft chain, lease, DHCP entry, process or file of theirs on the node',
+    );
+    t.same(await fdb(), fdbBefore, 'the bridge still knows A’s MAC on A’s port alone');
+    t.match(await kubectlExec('a', '/bin/ping', '-c', '1', '-W', '5', gw), { code: 0 }, 'A still reaches the gateway');
+    for (const { name } of attempts)
+      await tenant.custom.deleteNamespacedCustomObject({
+        group: 'kubevirt.io',
+        version: 'v1',
+        namespace: TENANT_NS,
+        plural: 'virtualmachineinstances',
+        name,
+      });
+    await waitForGone(tenantNs.pods({}), { deadlineMs: 120_000 });
   });
 
   await t.test('the filter goes with its VM, comes back after the repair, and goes with the node network', async (t) => {
