@@ -79,7 +79,7 @@ async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[])
   }
 }
 
-/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and node restriction policy. */
+/** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and admission policies. */
 export async function installClusterManifests(kubeconfigPath: string): Promise<void> {
   const root = packageRoot();
   const crdFiles = (await readdir(join(root, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
@@ -91,6 +91,7 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
     ...crds,
     ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
+    ...(await readManifests(join(root, 'deploy', 'kubevirt-admission.yaml'))),
   ]);
 }
 

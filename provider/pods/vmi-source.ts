@@ -22,6 +22,7 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
+import { undersizedLauncherPod } from './launcher-pod-size.js';
 
 /** The VMI a launcher pod belongs to, by its controller owner reference. */
 export function vmiOwner(pod: V1Pod): V1OwnerReference | undefined {
@@ -124,6 +125,9 @@ export class ClusterVmiSource implements VmiSource {
   async specFor(pod: V1Pod): Promise<VmiSpecResult | SpecError | 'gone'> {
     const vmi = await this.read(pod);
     if (!vmi) return 'gone';
+    // Before anything the VMI names (its secrets, its claims) is read for a pod not charged for it.
+    const undersized = undersizedLauncherPod(pod, vmi);
+    if (undersized) return undersized;
     const refs = vmiReferences(vmi);
     const namespace = vmi.metadata.namespace ?? 'default';
     const result = translateVmi(vmi, {

@@ -6,6 +6,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
+import { launcherMemoryRequestMiB } from '../../provider/controllers/launcher-pod.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import {
   condition,
@@ -61,7 +62,13 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
       nodeSelector: { 'kubevirt.io/schedulable': 'true' },
       tolerations: [VKVM_TOLERATION],
       restartPolicy: 'Never',
-      containers: [{ name: 'compute', image: 'vkvm/vmi', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
+      containers: [
+        {
+          name: 'compute',
+          image: 'vkvm/vmi',
+          resources: { requests: { cpu: '100m', memory: `${launcherMemoryRequestMiB(created, 'tcg')}Mi` } },
+        },
+      ],
     },
   };
   await ns.createPod(pod);
