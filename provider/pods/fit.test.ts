@@ -38,6 +38,7 @@ t.test("a pod's requests are counted as the scheduler counts them", async (t) =>
         ),
       ),
       overhead: of(pod('overhead', { memory: '100Mi' }, { overhead: { memory: '20Mi', cpu: '250m' } })),
+      podLevel: of(pod('pod-level', { memory: '100Mi', cpu: '1' }, { resources: { requests: { memory: '300Mi' } } })),
     },
     {
       none: {},
@@ -45,8 +46,9 @@ t.test("a pod's requests are counted as the scheduler counts them", async (t) =>
       initMax: { cpu: 1000, memory: 512 * Mi },
       sidecar: { memory: 170 * Mi },
       overhead: { memory: 120 * Mi, cpu: 250 },
+      podLevel: { memory: 300 * Mi, cpu: 1000 },
     },
-    'containers summed, init containers by the max rule (sidecars included), overhead added, cpu in millicores, none is zero',
+    'containers summed, init containers by the max rule (sidecars included), pod-level requests first, overhead added, cpu in millicores, none is zero',
   );
 });
 

@@ -4,8 +4,9 @@
 // pod bound with spec.nodeName skips the scheduler, so the node must not
 // start what its allocatable cannot hold. Requests as the scheduler counts
 // them (component-helpers' PodRequests): the containers' sum, at least the
-// largest init container (with the sidecars started before it), plus the
-// pod's overhead; no requests is zero. Pure.
+// largest init container (with the sidecars started before it), or the
+// pod-level requests where the pod sets them, plus the pod's overhead; no
+// requests is zero. Pure.
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { parseQuantity } from '../kube/quantity.js';
 
@@ -56,6 +57,8 @@ export function podRequests(pod: V1Pod): Requests {
     }
   }
   max(total, initPeak);
+  // Pod-level resources (KEP-2837) stand for the containers' sum, for the resources they name.
+  for (const [name, raw] of Object.entries(pod.spec?.resources?.requests ?? {})) total.set(name, amount(name, raw));
   add(total, pod.spec?.overhead);
   return total;
 }
