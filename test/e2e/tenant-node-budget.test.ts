@@ -214,7 +214,13 @@ t.test("a tenant is held to the node's budget", async (t) => {
         deadlineMs: 60_000,
       });
       const used = Number(/used: (\d+),/.exec(refused.status?.message ?? '')?.[1]);
-      const events = await tenant.core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=greedy' });
+      // The Event is recorded beside the status write, not before it.
+      const events = await poll(
+        'an OutOfmemory event',
+        () => tenant.core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=greedy' }),
+        (list) => list.items.some((e) => e.reason === 'OutOfmemory'),
+        { deadlineMs: 30_000 },
+      ).catch(() => tenant.core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=greedy' }));
       t.match(
         {
           status: { phase: refused.status?.phase, reason: refused.status?.reason, message: refused.status?.message },
