@@ -13,7 +13,7 @@ import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
-import { deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
+import { deriveAllocatable, deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
 import { kubeAuthBackend } from './kubelet-api/kube-auth-backend.js';
 import { strategicMerge } from './kube/client.js';
@@ -93,7 +93,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       ...(config.internalIP ? { internalIP: config.internalIP } : {}),
       allowSoftwareEmulation: config.allowSoftwareEmulation,
     });
-  // The latest facts, also for the pod controller's admission (pressure conditions), refreshed with node status.
+  // The latest facts, also for the pod controller's admission (pressure conditions, allocatable), refreshed with node status.
   let latestFacts = await readFreshFacts();
   const facts = latestFacts;
   const readFacts = async () => (latestFacts = await readFreshFacts());
@@ -231,6 +231,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       // Pulls and downloads share the bound the operator sets for image pulls.
       maxParallelPreparations: config.maxParallelImagePulls,
       nodePressure: () => pressureConditions(latestFacts),
+      nodeAllocatable: () => deriveAllocatable(config, latestFacts),
       events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

@@ -44,7 +44,7 @@ export interface AgentMetrics {
   imageCacheQuotaRefusals: Counter;
   /** Image pulls and downloads of VM starts under way or waiting their turn, beside the sync workers. Set, not incremented. */
   vmPreparations: Gauge;
-  /** Pods failed with reason Evicted, by cause: the node's admission under pressure, or ephemeral storage over the limit. */
+  /** Pods the node failed, by cause: its admission under pressure or short of resources, or ephemeral storage over the limit. */
   podEvictions: Counter<'cause'>;
 }
 
@@ -160,7 +160,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     podEvictions: new Counter({
       name: 'vkvm_pod_evictions_total',
-      help: 'Pods failed with reason Evicted, by cause (admission: refused under node pressure; ephemeral-storage: over the limit).',
+      help: 'Pods the node failed, by cause (admission: Evicted, refused under node pressure; resources: OutOfcpu, OutOfmemory, OutOfpods..., refused as the node could not hold them; ephemeral-storage: Evicted, over the limit).',
       labelNames: ['cause'] as const,
       registers,
     }),

@@ -160,8 +160,7 @@ export function deriveLabels(config: AgentConfig, facts: HostFacts): Record<stri
 
 const ki = (bytes: number) => `${Math.floor(bytes / 1024)}Ki`;
 
-/** Status fields vkvm owns. Conditions of other components are left alone by the patch. */
-export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous: V1NodeCondition[], now: Date): V1NodeStatus {
+function deriveCapacity(config: AgentConfig, facts: HostFacts): Record<string, string> {
   const capacity: Record<string, string> = {
     cpu: String(facts.cpuCount),
     memory: ki(facts.memoryTotalBytes),
@@ -169,12 +168,23 @@ export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous
     pods: String(config.maxPods),
   };
   if (facts.virtualization.accelerator === 'kvm') capacity[KVM_DEVICE_RESOURCE] = String(KVM_DEVICE_COUNT);
-  const allocatable = {
-    ...capacity,
+  return capacity;
+}
+
+/** What pods may have of the node: what the scheduler places by, and what the node's own admission holds pods to. */
+export function deriveAllocatable(config: AgentConfig, facts: HostFacts): Record<string, string> {
+  return {
+    ...deriveCapacity(config, facts),
     memory: ki(Math.max(0, facts.memoryTotalBytes - config.memoryReservedMiB * 1024 * 1024)),
     // As the kubelet: capacity less the hard eviction threshold, the part pods can never have.
     'ephemeral-storage': ki(facts.nodeFs.totalBytes * (1 - NODEFS_AVAILABLE_BELOW_FRACTION)),
   };
+}
+
+/** Status fields vkvm owns. Conditions of other components are left alone by the patch. */
+export function deriveNodeStatus(config: AgentConfig, facts: HostFacts, previous: V1NodeCondition[], now: Date): V1NodeStatus {
+  const capacity = deriveCapacity(config, facts);
+  const allocatable = deriveAllocatable(config, facts);
   const addresses = [{ type: 'Hostname', address: facts.hostname }];
   if (facts.internalIP) addresses.unshift({ type: 'InternalIP', address: facts.internalIP });
   return {

@@ -31,7 +31,7 @@ import {
   type PodLifecycle,
   type RestartBackoff,
 } from './lifecycle.js';
-import { admissionRefusal } from './admission.js';
+import { NodeAdmission } from './node-admission.js';
 import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
@@ -70,6 +70,8 @@ export interface PodControllerOptions {
   usageBytes?: (dir: string) => Promise<number>;
   /** The pressure conditions the node is under now, which refuse new pods (provider/node/status.ts); none when absent. */
   nodePressure?: () => readonly PressureCondition[];
+  /** The node's allocatable as its status reports it (provider/node/status.ts), which new pods must fit in; none when absent. */
+  nodeAllocatable?: () => Record<string, string>;
   /** Concurrent pod syncs; one pod never syncs twice at once. */
   workers?: number;
   /** Charges the agent's host commands to the VM starts they were for (vkvm_cpu_ms_per_vm_start). */
@@ -95,6 +97,7 @@ export class PodController {
   private readonly storage: StorageEvictionOptions;
   private readonly orphanSweep: OrphanSweepOptions;
   private readonly status: StatusWriter;
+  private readonly admission: NodeAdmission;
   private readonly clock: Clock;
   private readonly backoff: RestartBackoff;
   /** Every pod this agent acts on, by UID. */
@@ -127,6 +130,8 @@ export class PodController {
       clock,
       metrics: o.metrics,
     });
+    const [lifecycleOf, apply] = [(pod: V1Pod) => this.lifecycleOf(pod), (pod: V1Pod, e: LifecycleEvent) => this.apply(pod, e)];
+    this.admission = new NodeAdmission({ ...o, lifecycles: () => this.lifecycles.values(), lifecycleOf, apply });
     this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
     this.orphanSweep = {
       pods: () => o.pods.list(),
@@ -158,7 +163,7 @@ export class PodController {
     await this.o.pods.start();
     this.o.vmis.onChange((vmi) => this.onVmi(vmi));
     // Their launchers' events reach the pod from now on; the first sync takes the VM as it is, never restarts it.
-    for (const pod of this.o.pods.list()) if (found.includes(pod.metadata?.uid ?? '')) this.lifecycleOf(pod);
+    this.admission.readmit(this.o.pods.list());
     await this.o.network.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network not ready yet; will retry'));
     await removeOrphans(this.orphanSweep);
     this.started = true;
@@ -292,11 +297,8 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
-    // Admission precedes anything made for the pod; a VM found running after an agent restart was admitted before.
-    const admitted = lc.admitted || !!this.o.launchers.get(uid);
-    const refusal = admitted ? undefined : admissionRefusal(pod, this.o.nodePressure?.() ?? []);
-    if (refusal && lc.state.kind !== 'Evicted' && this.apply(pod, { type: 'evicted', message: refusal }))
-      this.o.metrics.podEvictions.inc({ cause: 'admission' });
+    // Admission precedes anything made for the pod.
+    this.admission.admit(pod);
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     if (this.starts.heldByBackOff(lc)) return;

@@ -13,10 +13,11 @@ export function recordEntered(events: EventRecorder, pod: V1Pod, state: Lifecycl
     const vmi = vmiReferenceOf(pod);
     if (vmi) events.recordFor(vmi, 'Warning', 'SyncFailed', state.message);
   } else if (state.kind === 'Evicted') {
-    // The kubelet's eviction event: reason Evicted, its message.
-    events.record(pod, 'Warning', 'Evicted', state.message);
+    // The kubelet's eviction or rejection event: its reason (Evicted, OutOfmemory...), its message.
+    const reason = state.reason ?? 'Evicted';
+    events.record(pod, 'Warning', reason, state.message);
     const vmi = vmiReferenceOf(pod);
-    if (vmi) events.recordFor(vmi, 'Warning', 'Evicted', state.message);
+    if (vmi) events.recordFor(vmi, 'Warning', reason, state.message);
   } else if (state.kind === 'ImageBackOff') {
     // The message names the image already: the pull's own words, or the missing boot image's.
     events.record(pod, 'Warning', 'Failed', state.error.message);

@@ -22,16 +22,19 @@
 //   any but Preparing, Terminating         launcherRunning  Running (a launcher adopted, or found running)
 //   any but Terminating                    invalid          Invalid
 //   Invalid, found in translation          valid            Waiting (what the node found starting it stays)
+//   any but Terminating                    admitted         the same, admitted: the node's admission took it
 //   any but Terminating                    evicted          Evicted: refused by the node's admission (under disk
-//                                                           pressure), or its disks outgrew its ephemeral-storage
+//                                                           pressure, or short of cpu, memory, pods: the reason
+//                                                           says), or its disks outgrew its ephemeral-storage
 //                                                           limit; final, whatever the restart policy
 //   any                                    deleting         Terminating
 //
 // Any other pair leaves the lifecycle as it is (the same object: callers
 // compare by identity to see a change); an Evicted lifecycle moves only to
-// Terminating. A pod is admitted (`admitted`) from its first start on, or
-// once a launcher of it is found running; the node's admission judges only
-// pods not admitted yet, as the kubelet's judges only new pods.
+// Terminating. A pod is admitted (`admitted`) once the node's admission
+// took it, from its first start on, or once a launcher of it is found
+// running; the admission judges only pods not admitted yet, as the
+// kubelet's judges only new pods.
 import type { V1Pod } from '@kubernetes/client-node';
 import { keyOfObject } from '../kube/informer.js';
 import type { ImageErrorReason, ImagePullReason } from '../images/errors.js';
@@ -96,8 +99,11 @@ export type LifecycleState =
   | { kind: 'Invalid'; message: string; found: InvalidFound }
   /** The run ended and restartPolicy leaves it ended. */
   | { kind: 'Finished' }
-  /** The kubelet's reason Evicted: the node refused the pod, or stopped its VM for the disk it used; final. */
-  | { kind: 'Evicted'; message: string }
+  /**
+   * The node refused the pod (reason Evicted under pressure, OutOfmemory, OutOfcpu... short of resources), or
+   * stopped its VM for the disk it used (Evicted); final. No reason is Evicted.
+   */
+  | { kind: 'Evicted'; message: string; reason?: string }
   | Terminating;
 
 /** The pod is being deleted; until it is gone its status still shows what it was (Invalid, ImageBackOff, ...). */
@@ -128,7 +134,7 @@ export interface PodLifecycle {
   readonly vmi?: VmiContext;
   /** The registry image the VM runs, as repository@digest (the container's imageID). */
   readonly imageID?: string;
-  /** The node admitted the pod: a start began, or a launcher of it was found running. */
+  /** The node admitted the pod: its admission took it, a start began, or a launcher of it was found running. */
   readonly admitted: boolean;
 }
 
@@ -147,8 +153,9 @@ export type LifecycleEvent =
   | { type: 'restart' }
   | { type: 'invalid'; message: string; found: InvalidFound }
   | { type: 'valid' }
-  /** `message`: the pod status's, as the kubelet words it. */
-  | { type: 'evicted'; message: string }
+  | { type: 'admitted' }
+  /** `message`: the pod status's, as the kubelet words it; `reason` the status's, Evicted when absent. */
+  | { type: 'evicted'; message: string; reason?: string }
   | { type: 'deleting' };
 
 /** A pod first seen by this agent; after a restart its status is the only memory of earlier runs. */
@@ -229,8 +236,10 @@ export function transition(
   switch (event.type) {
     case 'deleting':
       return to(lc, { kind: 'Terminating', was: s });
+    case 'admitted':
+      return lc.admitted ? lc : { ...lc, admitted: true };
     case 'evicted':
-      return to(lc, { kind: 'Evicted', message: event.message });
+      return to(lc, { kind: 'Evicted', message: event.message, ...(event.reason ? { reason: event.reason } : {}) });
     case 'invalid':
       return s.kind === 'Invalid' && s.message === event.message
         ? lc

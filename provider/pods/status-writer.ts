@@ -39,7 +39,7 @@ function factsOf(s: LifecycleState): LifecycleFacts {
     case 'Invalid':
       return { invalid: { reason: 'InvalidVMSpec', message: s.message } };
     case 'Evicted':
-      return { evicted: { message: s.message } };
+      return { evicted: { message: s.message, ...(s.reason ? { reason: s.reason } : {}) } };
     case 'ImageBackOff':
     case 'StartBackOff':
       return failureOf(s);

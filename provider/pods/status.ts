@@ -33,8 +33,8 @@ export interface PodStatusInput {
   podIP?: string;
   /** The pod cannot be realized as written (SpecError): terminal. */
   invalid?: { reason: 'InvalidVMSpec'; message: string };
-  /** The node refused the pod, or stopped its VM for the disk it used (the kubelet's Evicted): terminal. */
-  evicted?: { message: string };
+  /** The node refused the pod (reason Evicted, OutOfmemory...), or stopped its VM for the disk it used (Evicted): terminal. */
+  evicted?: { message: string; reason?: string };
   /** The boot image could not be fetched or found. */
   imageError?: { reason: ImageErrorReason; message: string };
   /** The registry image the VM runs, as repository@digest; the container's image otherwise. */
@@ -101,14 +101,14 @@ const ROWS: Row[] = [
     state: (i) => ({
       terminated: {
         exitCode: 137,
-        reason: 'Evicted',
+        reason: i.evicted!.reason ?? 'Evicted',
         message: i.evicted!.message,
         ...(i.vm?.startedAt ? { startedAt: i.vm.startedAt } : {}),
         finishedAt: i.vm?.finishedAt ?? i.now,
       },
     }),
     ready: () => false,
-    podReason: (i) => ({ reason: 'Evicted', message: i.evicted!.message }),
+    podReason: (i) => ({ reason: i.evicted!.reason ?? 'Evicted', message: i.evicted!.message }),
   },
   {
     // Pulls are retried with back-off whatever the restart policy, as the kubelet does: not final.

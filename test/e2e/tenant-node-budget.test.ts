@@ -1,9 +1,11 @@
 // A tenant (a ServiceAccount with `edit` in one namespace) is held to what the
 // node can give: slow image URLs hold none of the agent's sync workers, so
 // other pods still start and deletions go through; disks count against the
-// pod's ephemeral-storage limit; and a node whose image filesystem is nearly
-// full reports DiskPressure, is tainted, and refuses new pods before making
-// anything for them.
+// pod's ephemeral-storage limit; a pod bound past the scheduler that the
+// node's allocatable cannot hold beside the pods it admitted is refused
+// (OutOfmemory) before anything is made for it; and a node whose image
+// filesystem is nearly full reports DiskPressure, is tainted, and refuses new
+// pods before making anything for them.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,9 +16,12 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
+import { parseQuantity } from '../../provider/kube/quantity.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import {
   createTenant,
+  hostTracesOf,
+  NO_TRACES,
   nodes,
   pidsWhere,
   pods,
@@ -188,6 +193,58 @@ t.test("a tenant is held to the node's budget", async (t) => {
       'the launcher pod charges the disks up to the limit; the node refuses the VM before making anything',
     );
   });
+
+  await t.test(
+    "a pod bound past the scheduler whose memory request exceeds what is left of the node's allocatable fails OutOfmemory, with nothing made",
+    async (t) => {
+      // One admitted pod holds its share; the greedy one would fit on the empty node, but not beside it.
+      await tenant.core.createNamespacedPod({ namespace: NS, body: pod('holder', TEST_GUEST_IMAGE, { nodeName: NODE }) });
+      await waitFor(pods(tenant, NS, { name: 'holder' }), (p) => p.status?.phase === 'Running', { what: 'Running', deadlineMs: 120_000 });
+      const capacity = parseQuantity((await cluster.clients.core.readNode({ name: NODE })).status!.allocatable!.memory!)!;
+      const greedy = String(capacity - 64 * 2 ** 20);
+      const created = await tenant.core.createNamespacedPod({
+        namespace: NS,
+        body: pod('greedy', TEST_GUEST_IMAGE, {
+          nodeName: NODE,
+          containers: [{ name: 'vm', image: TEST_GUEST_IMAGE, resources: { requests: { memory: greedy }, limits: { memory: greedy } } }],
+        }),
+      });
+      const refused = await waitFor(pods(tenant, NS, { name: 'greedy' }), (p) => p.status?.phase === 'Failed', {
+        what: 'Failed',
+        deadlineMs: 60_000,
+      });
+      const used = Number(/used: (\d+),/.exec(refused.status?.message ?? '')?.[1]);
+      // The Event is recorded beside the status write, not before it.
+      const events = await poll(
+        'an OutOfmemory event',
+        () => tenant.core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=greedy' }),
+        (list) => list.items.some((e) => e.reason === 'OutOfmemory'),
+        { deadlineMs: 30_000 },
+      ).catch(() => tenant.core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=greedy' }));
+      t.match(
+        {
+          status: { phase: refused.status?.phase, reason: refused.status?.reason, message: refused.status?.message },
+          holderCounted: used >= 128 * 2 ** 20,
+          event: events.items.find((e) => e.reason === 'OutOfmemory'),
+          left: await hostTracesOf(agent, created.metadata!.uid!),
+        },
+        {
+          status: {
+            phase: 'Failed',
+            reason: 'OutOfmemory',
+            message: new RegExp(
+              `^Pod was rejected: Node didn't have enough resource: memory, requested: ${greedy}, used: \\d+, capacity: ${capacity}$`,
+            ),
+          },
+          holderCounted: true,
+          event: { type: 'Warning', message: /Node didn't have enough resource: memory/ },
+          left: NO_TRACES,
+        },
+        'refused as the kubelet refuses, counting the admitted pod, with no launcher, QEMU, cgroup or network for it',
+      );
+      await tenant.core.deleteNamespacedPod({ name: 'holder', namespace: NS, body: { gracePeriodSeconds: 0 } });
+    },
+  );
 
   await t.test(
     'a node whose image filesystem is nearly full has DiskPressure and the disk-pressure taint, and refuses a new pod before making anything',

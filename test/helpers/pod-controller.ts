@@ -266,8 +266,8 @@ export async function podControllerEnv(
     resolve: async (_pod, spec) => ({ spec, fromRegistry: false }),
     resolveRunning: async (spec) => spec,
   },
-  /** The node's side: downloads (none by default), pressure conditions (none), the disk VMs use (0), URL pins. */
-  node: Partial<Pick<PodControllerOptions, 'downloadImage' | 'nodePressure' | 'usageBytes' | 'urlImages'>> = {},
+  /** The node's side: downloads (none by default), pressure conditions (none), allocatable (no fit check), the disk VMs use (0), URL pins. */
+  node: Partial<Pick<PodControllerOptions, 'downloadImage' | 'nodePressure' | 'nodeAllocatable' | 'usageBytes' | 'urlImages'>> = {},
 ): Promise<PodControllerEnv> {
   const clock = fakeClock();
   const launchers = new FakeLaunchers(clock);
