@@ -326,7 +326,6 @@ export class VmManager {
       this.o.consoleLog.startRun();
       await driver.startPaused(uid);
       this.input.started = true;
-      // libvirtd binds it and hands QEMU the fd (root-owned); a libvirt without fd passing has QEMU bind it.
       this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
       this.state = {
         ...this.state,

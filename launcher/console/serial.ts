@@ -32,8 +32,8 @@ export class SerialConsole {
   }
 
   /**
-   * `owners`: who may have bound the socket (libvirtd as root, or QEMU). QEMU's uid owns its directory, so the
-   * socket is reached without following a link planted there.
+   * `owners`: who may have bound the socket (libvirtd as root, passing QEMU the fd; QEMU itself where libvirt
+   * cannot). QEMU's uid owns its directory, so the socket is reached without following a link planted there.
    */
   static async connect(socketPath: string, owners: readonly number[], log: ConsoleLog): Promise<SerialConsole> {
     return new SerialConsole(await connectNoFollow(socketPath, { owners }), log);
