@@ -8,7 +8,7 @@ export { Cgroup, DEFAULT_CGROUP_ROOT, detectLayout } from './cgroup.js';
 export { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from './client.js';
 export { consoleLogPaths } from './console/log-file.js';
 export { PreconditionError, UnavailableError } from './errors.js';
-export { vncSocketPath } from './qemu-sockets.js';
+export { connectVncSocket } from './qemu-sockets.js';
 export type { GuestAgentInfo, GuestFilesystem, GuestUser } from './guest-queries.js';
 export { lookupUser, QEMU_USER } from './libvirtd.js';
 export { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, memoryLimitMiB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from './limits.js';

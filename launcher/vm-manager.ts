@@ -326,7 +326,7 @@ export class VmManager {
       this.o.consoleLog.startRun();
       await driver.startPaused(uid);
       this.input.started = true;
-      this.serial = await SerialConsole.connect(this.consoleSocketPath, this.o.consoleLog);
+      this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
       this.state = {
         ...this.state,
         startedAtUnixMs: Date.now(),

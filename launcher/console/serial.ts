@@ -2,7 +2,8 @@
 // fans out to the log file and every attached stream; input from all streams
 // is merged into the one connection. QEMU serves a single client, which is why
 // the launcher holds the connection and streams never reach QEMU directly.
-import net from 'node:net';
+import type net from 'node:net';
+import { connectNoFollow } from '../../vmm/no-follow.js';
 import type { ConsoleLog } from './log-file.js';
 
 export type ConsoleListener = (data: Buffer) => void;
@@ -30,15 +31,12 @@ export class SerialConsole {
     });
   }
 
-  static connect(socketPath: string, log: ConsoleLog): Promise<SerialConsole> {
-    return new Promise((resolve, reject) => {
-      const socket = net.connect(socketPath);
-      socket.once('error', reject);
-      socket.once('connect', () => {
-        socket.off('error', reject);
-        resolve(new SerialConsole(socket, log));
-      });
-    });
+  /**
+   * `owners`: who may have bound the socket (libvirtd as root, passing QEMU the fd; QEMU itself where libvirt
+   * cannot). QEMU's uid owns its directory, so the socket is reached without following a link planted there.
+   */
+  static async connect(socketPath: string, owners: readonly number[], log: ConsoleLog): Promise<SerialConsole> {
+    return new SerialConsole(await connectNoFollow(socketPath, { owners }), log);
   }
 
   /** Output from now on goes to `onData`; `onClose` runs when QEMU's side ends. Returns detach. */

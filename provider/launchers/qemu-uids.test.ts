@@ -13,6 +13,7 @@ t.test('each VM gets its own uid, kept across agent restarts and freed with its 
 
   const restarted = new QemuUids(vms);
   await restarted.load();
+  t.same([restarted.of('a'), restarted.of('c')], [QEMU_UID_BASE, undefined], 'known once loaded, before any take');
   t.same(
     [await restarted.take('b'), await restarted.take('c')],
     [QEMU_UID_BASE + 1, QEMU_UID_BASE + 2],

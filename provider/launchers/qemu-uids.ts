@@ -38,6 +38,11 @@ export class QemuUids {
     return uid;
   }
 
+  /** The uid the VM's QEMU runs as, once taken (or loaded from its directory). */
+  of(vm: string): number | undefined {
+    return this.byVm.get(vm);
+  }
+
   /** The VM's directory is gone: its uid is free again. */
   release(vm: string): void {
     this.byVm.delete(vm);

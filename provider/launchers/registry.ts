@@ -161,6 +161,11 @@ export class LauncherRegistry implements Launchers {
     return this.entries.get(uid)?.view;
   }
 
+  /** The uid the VM's QEMU runs as (which owns the sockets it binds), once its launcher was started or found. */
+  qemuUidOf(uid: string): number | undefined {
+    return this.qemuUids.of(uid);
+  }
+
   uids(): string[] {
     return [...this.entries.keys()];
   }

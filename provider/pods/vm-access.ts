@@ -25,7 +25,7 @@ import {
   LAUNCHER_DEFAULTS,
   CgroupNotFoundError,
   readVmUsage,
-  vncSocketPath,
+  connectVncSocket,
 } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 import { vmiOwner } from './vmi-source.js';
@@ -41,8 +41,8 @@ export interface PodAddresses {
   addressOf(uid: string): Promise<string | undefined>;
 }
 
-/** A TCP or unix socket connection that may be half-closed from either end. */
-function connectSocket(to: { host: string; port: number } | { path: string }): Promise<Socket> {
+/** A TCP connection that may be half-closed from either end. */
+function connectSocket(to: { host: string; port: number }): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ ...to, allowHalfOpen: true });
     socket.once('error', reject);
@@ -201,11 +201,14 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
       return {
         uid: view.uid,
         // The launcher has QEMU listen there when the spec asks for a display (VmSpec.vnc).
-        connect: () =>
-          connectSocket({ path: vncSocketPath(view.dir) }).catch((err: NodeJS.ErrnoException) => {
+        connect: async () => {
+          const qemuUid = registry.qemuUidOf(view.uid);
+          if (qemuUid === undefined) throw new Error(`the QEMU uid of the VM of pod ${ref.namespace}/${ref.name} is not known`);
+          return connectVncSocket(view.dir, qemuUid).catch((err: NodeJS.ErrnoException) => {
             if (err.code === 'ENOENT') throw new BadRequestError('No graphics devices are present.');
             throw err;
-          }),
+          });
+        },
       };
     },
 

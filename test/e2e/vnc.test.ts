@@ -3,8 +3,14 @@
 // proxy as a WebSocket of raw RFB bytes; a real VNC client (vncdotool) runs
 // the handshake and reads a whole framebuffer whose pixels are not all one
 // colour. QEMU listens on a unix socket only: no VNC port on the node. A
-// tenant, who has no nodes/proxy, is refused.
+// tenant, who has no nodes/proxy, is refused. A guest escaped into QEMU owns
+// the socket's directory: a symlink it plants there in place of the socket,
+// to a root-owned service, is refused and that service sees no connection.
 import { execFile } from 'node:child_process';
+import { lstat, mkdtemp, rm, stat, symlink } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { WebSocket, type ClientOptions } from 'ws';
@@ -55,7 +61,7 @@ function refusal(url: string, options: ClientOptions): Promise<{ status: number;
 
 t.test('the VNC display of a VM pod through the node proxy', async (t) => {
   const [venv, cluster] = await Promise.all([ensureVncdotool(), startTestCluster(t)]);
-  await startAgent(t, cluster, { nodeName: NODE });
+  const agent = await startAgent(t, cluster, { nodeName: NODE });
   const ns = await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);
   await ns.createPod(testGuestPod({ name: 'vm1', node: NODE, terminationGracePeriodSeconds: 1 }));
@@ -80,6 +86,29 @@ t.test('the VNC display of a VM pod through the node proxy', async (t) => {
     await refusal(asTenant.url, asTenant.options),
     { status: 403, body: /cannot get resource \\"nodes\/proxy\\"/ },
     'a tenant has no way in here',
+  );
+
+  // As a compromised QEMU would: its uid may replace any name in its own socket directory.
+  const hostDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-vnc-host-'));
+  t.teardown(() => rm(hostDir, { recursive: true, force: true }));
+  let hostConnections = 0;
+  const hostService = createServer((c) => (hostConnections++, c.destroy()));
+  await new Promise<void>((resolve) => hostService.listen(join(hostDir, 'root.sock'), resolve));
+  t.teardown(() => new Promise<void>((resolve) => hostService.close(() => resolve())));
+  const vncSocket = join(agent.stateDir, 'vms', pod.metadata!.uid!, 'qemu', 'vnc.sock');
+  const qemuOwned = await stat(vncSocket);
+  await rm(vncSocket);
+  await symlink(join(hostDir, 'root.sock'), vncSocket);
+  await execFileP('chown', ['-h', `${qemuOwned.uid}:${qemuOwned.gid}`, vncSocket]);
+  t.match(
+    { answer: await refusal(admin.url, admin.options), planted: (await lstat(vncSocket)).isSymbolicLink(), hostConnections },
+    { answer: { status: 500 }, planted: true, hostConnections: 0 },
+    'a symlink planted in place of the VNC socket is refused, and the host service it points at is never reached',
+  );
+  await poll(
+    'the agent to log why it refused',
+    async () => agent.output.filter((l) => l.includes(`${vncSocket} is a symlink; refusing to follow it`)).length,
+    (n) => n === 1,
   );
 
   await poll(

@@ -1,7 +1,7 @@
 // Disk preparation against real qemu-img, genisoimage and files in t.testdir().
 import { DEFAULT_DOWNLOAD_POLICY } from './download-policy.js';
 import t, { type Test } from 'tap';
-import { readdir, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { prepareDisks, removePreparedDisks, type DiskDirs } from './prepare.js';
 import { readImageInfo } from './qemu-img.js';
@@ -109,6 +109,62 @@ t.test('preparing again reuses overlays and empty disks, which hold guest data',
     'guest data survives',
   );
   t.equal((await stat(second.scratch!.path)).mtimeMs, before.mtimeMs, 'the empty disk was not recreated');
+});
+
+t.test("links QEMU's uid planted in the VM directory are never followed: root's files keep owner, mode and bytes", async (t) => {
+  const { root, images, dirs } = await setup(t);
+  const spec = testSpec({
+    disks: [
+      disk('a', { kind: 'image', path: join(images, 'base.qcow2') }),
+      disk('seed', { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: vm1\n' }, { device: 'cdrom', bus: 'sata' }),
+    ],
+  });
+  await prepareDisks(spec, dirs, log);
+  await writeFile(join(root, 'shadow'), 'root:secret\n', { mode: 0o640 });
+  const shadow = async () => {
+    const s = await stat(join(root, 'shadow'));
+    return { uid: s.uid, mode: s.mode, text: await readFile(join(root, 'shadow'), 'utf8') };
+  };
+  const before = await shadow();
+  // As an escaped guest would between two starts: the seed and the overlay replaced with links to a host file.
+  for (const name of ['seed.iso', 'a.qcow2']) {
+    await rm(join(dirs.vmDir, name));
+    await symlink(join(root, 'shadow'), join(dirs.vmDir, name));
+  }
+  t.match(await rejection(prepareDisks(spec, dirs, log)), {
+    kind: 'UnsafePathError',
+    message: `${join(dirs.vmDir, 'a.qcow2')} is not a regular file (a symlink or other file put there); refusing it`,
+  });
+  // A dangling link, where qemu-img would otherwise create the file it points at.
+  await rm(join(dirs.vmDir, 'a.qcow2'));
+  await symlink(join(root, 'made-by-qemu-img'), join(dirs.vmDir, 'a.qcow2'));
+  await t.rejects(prepareDisks(spec, dirs, log), { name: 'Error', message: /is not a regular file/ });
+  t.same(
+    { shadow: await shadow(), madeByQemuImg: await stat(join(root, 'made-by-qemu-img')).catch(() => 'absent') },
+    { shadow: before, madeByQemuImg: 'absent' },
+    'the link targets are untouched and nothing was created through a link',
+  );
+  t.same((await readdir(join(root, 'vms'))).sort(), ['vm1'], 'no staging directory is left');
+});
+
+t.test('a link put in place of a file that is made anew is replaced, not written through', async (t) => {
+  const { root, dirs } = await setup(t);
+  await writeFile(join(root, 'target'), 'host file\n');
+  await mkdir(dirs.vmDir, { recursive: true });
+  await symlink(join(root, 'target'), join(dirs.vmDir, 'seed.iso'));
+  const seedOnly = testSpec({
+    disks: [
+      disk('seed', { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: vm1\n' }, { device: 'cdrom', bus: 'sata' }),
+    ],
+  });
+  await t.rejects(prepareDisks(seedOnly, dirs, log), { message: /is not a regular file/ }, 'a planted link is refused');
+  await rm(join(dirs.vmDir, 'seed.iso'));
+  const prepared = await prepareDisks(seedOnly, dirs, log);
+  const seed = await lstat(prepared.seed!.path);
+  t.same(
+    { file: seed.isFile(), uid: seed.uid, mode: seed.mode & 0o777, target: await readFile(join(root, 'target'), 'utf8') },
+    { file: true, uid: dirs.owner.uid, mode: 0o600, target: 'host file\n' },
+  );
 });
 
 t.test('missing images are SpecErrors naming every disk, and nothing prepared is left on disk', async (t) => {

@@ -2,14 +2,18 @@
 // a host or downloaded base image, sparse empty disks, cloud-init seed ISOs,
 // and host paths used in place. Idempotent, because the launcher's sync is:
 // an overlay or empty disk that already exists holds the guest's data and is
-// reused, never recreated.
-import { chmod, chown, mkdir, open, rm, rmdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+// reused, never recreated. The VM's directory is its QEMU's, whose uid may
+// put a link in place of any name there: files are made in a directory only
+// root can write and renamed into place, and given to QEMU through an fd
+// opened without following a link (no-follow.ts).
+import { lchown, lstat, mkdir, mkdtemp, open, rename, rm, rmdir } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { buildNoCloudIso } from '../cloud-init/nocloud-iso.js';
 import { SpecError } from '../errors.js';
 import type { Log } from '../log.js';
 import type { DiskSpec, VmSpec } from '../spec.js';
 import type { PreparedDisk } from '../domain/runtime.js';
+import { chownNoFollow, UnsafePathError } from '../no-follow.js';
 import { statIfExists } from './fs.js';
 import { baseFormat, downloadBase } from './base-image.js';
 import type { DownloadPolicy } from './download-policy.js';
@@ -31,8 +35,11 @@ function vmFile(dirs: DiskDirs, disk: DiskSpec): string {
   return join(dirs.vmDir, disk.source.kind === 'cloudInit' ? `${disk.name}.iso` : `${disk.name}.qcow2`);
 }
 
-/** Files created by this preparation, removed again if it fails. */
-type Created = string[];
+/** Files created by this preparation, removed again if it fails; `staging`: where new files are made first (root's only). */
+interface Created {
+  files: string[];
+  staging: string;
+}
 
 async function statOrSpecError(path: string, at: string) {
   const stats = await statIfExists(path);
@@ -40,10 +47,38 @@ async function statOrSpecError(path: string, at: string) {
   return stats;
 }
 
-/** Creates `path` with `make` unless it already exists; a file made here is recorded for cleanup. */
-async function createOnce(path: string, created: Created, make: () => Promise<void>): Promise<void> {
+/** What is at `path` in QEMU's directory, not following a link; only a regular file may be there. */
+async function existingVmFile(path: string): Promise<boolean> {
+  const stats = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (stats && !stats.isFile()) throw new UnsafePathError(`${path} is not a regular file (a symlink or other file put there); refusing it`);
+  return stats !== undefined;
+}
+
+/**
+ * Makes the VM's file `path` with `make(staged)`: the tool writes into root's
+ * staging directory, then the file is renamed over whatever is at `path`,
+ * so no tool ever opens a name QEMU's uid could have replaced with a link.
+ */
+async function createInVmDir(path: string, staging: string, make: (staged: string) => Promise<void>): Promise<void> {
+  const staged = join(staging, basename(path));
+  await make(staged);
+  await rename(staged, path);
+}
+
+/** Creates the VM's file `path` with `make` unless it already exists; a file made here is recorded for cleanup. */
+async function createOnce(path: string, created: Created, make: (staged: string) => Promise<void>): Promise<void> {
+  if (await existingVmFile(path)) return;
+  created.files.push(path);
+  await createInVmDir(path, created.staging, make);
+}
+
+/** Creates a host disk file with `make` unless it already exists; a file made here is recorded for cleanup. */
+async function createHostOnce(path: string, created: Created, make: () => Promise<void>): Promise<void> {
   if (await statIfExists(path)) return;
-  created.push(path);
+  created.files.push(path);
   await make();
 }
 
@@ -53,7 +88,7 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
   switch (source.kind) {
     case 'host': {
       const { createSizeMiB } = source;
-      if (createSizeMiB !== undefined) await createOnce(source.path, created, () => createSparseRaw(source.path, createSizeMiB));
+      if (createSizeMiB !== undefined) await createHostOnce(source.path, created, () => createSparseRaw(source.path, createSizeMiB));
       // Never probed: the guest writes to it, and a guest-written qcow2 header must not change how the host opens it.
       const stats = await statOrSpecError(source.path, `${at}.source.path`);
       return { path: source.path, format: 'raw', block: stats.isBlockDevice() };
@@ -61,13 +96,13 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
     case 'image': {
       await statOrSpecError(source.path, `${at}.source.path`);
       const format = await baseFormat(source.path, `${at}.source.path`);
-      await createOnce(path, created, () => createOverlay(source.path, format, path));
+      await createOnce(path, created, (staged) => createOverlay(source.path, format, staged));
       return { path, format: 'qcow2' };
     }
     case 'url': {
       const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, dirs.downloads, log);
       const format = await baseFormat(base, `${at}.source.url`);
-      await createOnce(path, created, () => createOverlay(base, format, path));
+      await createOnce(path, created, (staged) => createOverlay(base, format, staged));
       return { path, format: 'qcow2' };
     }
     case 'registry':
@@ -76,12 +111,12 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
         { path: `${at}.source`, reason: 'FieldValueInvalid', message: `image ${source.image} was not pulled by the node agent` },
       ]);
     case 'empty':
-      await createOnce(path, created, () => createEmptyDisk(path, source.sizeMiB));
+      await createOnce(path, created, (staged) => createEmptyDisk(staged, source.sizeMiB));
       return { path, format: 'qcow2' };
     case 'cloudInit':
       // Rebuilt every time: it is derived from the spec alone and holds no guest state.
-      if (!(await statIfExists(path))) created.push(path);
-      await buildNoCloudIso(source, path);
+      if (!(await existingVmFile(path))) created.files.push(path);
+      await createInVmDir(path, created.staging, (staged) => buildNoCloudIso(source, staged));
       return { path, format: 'raw' };
   }
 }
@@ -115,8 +150,11 @@ async function removeEmptyDirs(deepest: string, topmost: string): Promise<void> 
  */
 export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Promise<Record<string, PreparedDisk>> {
   const madeVmDir = await mkdir(dirs.vmDir, { recursive: true });
-  const created: Created = [];
-  const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareDisk(disk, `disks[${i}]`, dirs, created, log)));
+  // Beside the VM's directory, in the launcher's run directory: root's alone, and on the same filesystem for rename.
+  const created: Created = { files: [], staging: await mkdtemp(join(dirname(dirs.vmDir), '.disks-staging-')) };
+  const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareDisk(disk, `disks[${i}]`, dirs, created, log))).finally(() =>
+    rm(created.staging, { recursive: true, force: true }),
+  );
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (failures.length === 0) {
     const prepared = spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value] as const);
@@ -127,7 +165,7 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
     log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
     return Object.fromEntries(prepared);
   }
-  await Promise.all(created.map((file) => rm(file, { force: true })));
+  await Promise.all(created.files.map((file) => rm(file, { force: true })));
   if (madeVmDir) await removeEmptyDirs(dirs.vmDir, madeVmDir);
   throw combineFailures(failures);
 }
@@ -139,11 +177,11 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
  */
 async function giveToQemu(dirs: DiskDirs, disks: PreparedDisk[]): Promise<void> {
   const { uid, gid } = dirs.owner;
-  await chown(dirs.vmDir, uid, gid);
-  await chmod(dirs.vmDir, 0o700);
+  await chownNoFollow(dirs.vmDir, dirs.owner, 0o700);
   for (const disk of disks) {
-    await chown(disk.path, uid, gid);
-    if (!disk.block) await chmod(disk.path, 0o600);
+    // A block device is a host path resolved to its real name (no link left); lchown changes no link's target.
+    if (disk.block) await lchown(disk.path, uid, gid);
+    else await chownNoFollow(disk.path, dirs.owner, 0o600);
   }
 }
 
