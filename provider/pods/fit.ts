@@ -63,6 +63,13 @@ export function podRequests(pod: V1Pod): Requests {
   return total;
 }
 
+/**
+ * The pod's CPU request in millicores, which the kubelet also sizes the pod's
+ * cgroup by: the launcher makes it the VM cgroup's CPU weight, so under
+ * contention VMs share the CPU in proportion to what the scheduler counted.
+ */
+export const podCpuRequestMillicores = (pod: V1Pod): number => podRequests(pod).get('cpu') ?? 0;
+
 /** Extended resources (a domain other than kubernetes.io): those the node does not list are not the node's to judge. */
 const isExtended = (name: string) => name.includes('/') && !name.split('/')[0]!.endsWith('kubernetes.io');
 const isScalar = (name: string) => isExtended(name) || name.startsWith('hugepages-');

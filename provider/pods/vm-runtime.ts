@@ -19,7 +19,7 @@ import { PreconditionError } from '../../launcher/agent-api.js';
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
 import { persistentVolumeDirs } from '../../vmm/host-files.js';
 import type { VmSpec } from '../../vmm/spec.js';
-import { podCpuRequestMillicores } from './cpu-request.js';
+import { podCpuRequestMillicores } from './fit.js';
 import { disksOverLimit } from './ephemeral-storage.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';

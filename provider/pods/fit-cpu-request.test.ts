@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
-import { podCpuRequestMillicores } from './cpu-request.js';
+import { podCpuRequestMillicores } from './fit.js';
 
 const pod = (spec: Partial<NonNullable<V1Pod['spec']>>): V1Pod => ({ spec: { containers: [], ...spec } });
 const requesting = (cpu?: string) => ({ name: 'c', ...(cpu ? { resources: { requests: { cpu } } } : {}) });
