@@ -19,6 +19,8 @@ export interface LauncherArgs {
   emulator: string;
   /** Node-wide cache of downloaded disk images, shared by all launchers. */
   imageCacheDir: string;
+  /** Node-wide libvirt cache (QEMU capabilities), shared by the node's launchers; seen as /var/cache/libvirt. */
+  libvirtCacheDir: string;
   consoleLogMaxBytes: number;
   /** When false, a host without usable KVM makes the launcher fail instead of running TCG. */
   allowSoftwareEmulation: boolean;
@@ -41,6 +43,7 @@ export const DEFAULTS = {
   libvirtd: DEFAULT_LIBVIRTD,
   emulator: '/usr/bin/qemu-system-x86_64',
   imageCacheDir: '/var/cache/vkvm/images',
+  libvirtCacheDir: '/var/cache/vkvm/libvirt',
   consoleLogMaxBytes: 10 * 1024 * 1024,
   logLevel: 'info',
 };
@@ -61,6 +64,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       libvirtd: { type: 'string' },
       emulator: { type: 'string' },
       'image-cache-dir': { type: 'string' },
+      'libvirt-cache-dir': { type: 'string' },
       'console-log-max-bytes': { type: 'string' },
       'no-software-emulation': { type: 'boolean' },
       netns: { type: 'string' },
@@ -122,6 +126,7 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
     libvirtd: values.libvirtd ?? DEFAULTS.libvirtd,
     emulator: values.emulator ?? DEFAULTS.emulator,
     imageCacheDir: path.resolve(values['image-cache-dir'] ?? DEFAULTS.imageCacheDir),
+    libvirtCacheDir: path.resolve(values['libvirt-cache-dir'] ?? DEFAULTS.libvirtCacheDir),
     consoleLogMaxBytes: maxBytes,
     allowSoftwareEmulation: !values['no-software-emulation'],
     hostFiles: {
@@ -148,6 +153,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   if (a.libvirtd) argv.push('--libvirtd', a.libvirtd);
   if (a.emulator) argv.push('--emulator', a.emulator);
   if (a.imageCacheDir) argv.push('--image-cache-dir', a.imageCacheDir);
+  if (a.libvirtCacheDir) argv.push('--libvirt-cache-dir', a.libvirtCacheDir);
   if (a.consoleLogMaxBytes) argv.push('--console-log-max-bytes', String(a.consoleLogMaxBytes));
   if (a.allowSoftwareEmulation === false) argv.push('--no-software-emulation');
   if (a.netns) argv.push('--netns', a.netns);

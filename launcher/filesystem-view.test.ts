@@ -48,7 +48,6 @@ t.test(
       [
         ...SYSTEM,
         ...ETC.map((p) => ({ op: 'keep-ro', path: p })),
-        { op: 'keep-rw', path: '/var/cache/libvirt' },
         { op: 'keep-rw', path: '/mnt/pv1' },
         { op: 'keep-ro', path: '/mnt/pv2' },
         { op: 'keep-rw', path: '/srv/disks' },
@@ -113,11 +112,13 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
     join(state, 'pki'),
     join(state, 'images'),
     join(dir, 'cache'),
+    join(dir, 'libvirt-cache'),
     join(shared, 'private'),
   ])
     await mkdir(d, { recursive: true });
   await writeFile(join(shared, 'private', 'key'), 'secret');
   await writeFile(join(libvirt[0]!, 'marker'), '');
+  await writeFile(join(dir, 'libvirt-cache', 'capabilities'), '');
   await writeFile(join(state, 'vms', 'b', 'cloudinit.iso'), 'password: other-tenant');
   await writeFile(join(state, 'pki', 'ca.key'), 'node key');
   await writeFile(join(state, 'images', 'disk'), 'image bytes');
@@ -144,12 +145,15 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   touch /new || true
   touch ${vmDir}/written
   echo "run: $(ls -A /run/libvirt)"
+  echo "cache: $(ls -A /var/cache/libvirt)"
+  touch /var/cache/libvirt/written
   echo "qemu: $(ls /usr/bin/qemu-system-x86_64)"
 } > ${vmDir}/seen 2>&1
 `,
   );
   await chmod(fake, 0o755);
-  for (const target of ['/run/libvirt', '/var/lib/libvirt', '/var/log/libvirt', '/etc/libvirt']) await mkdir(target, { recursive: true });
+  // The view's root is mounted there; nothing else of libvirt's need exist on the host.
+  await mkdir('/run/libvirt', { recursive: true });
   const view = await existingEntries(
     planFilesystemView(
       await realViewInputs({
@@ -179,6 +183,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
       NAMESPACE_INIT_SCRIPT,
       'vkvm-ns-init',
       ...libvirt,
+      join(dir, 'libvirt-cache'),
       fake,
       '0',
       ...view.map((e) => `${e.op}:${e.path}`),
@@ -208,6 +213,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
         `touch: cannot touch '${state}/images/new': Read-only file system`,
         "touch: cannot touch '/new': Read-only file system",
         'run: marker',
+        'cache: capabilities',
         'qemu: /usr/bin/qemu-system-x86_64',
       ]
         .map((l) => l.replace(/[.+]/g, '\\$&'))
@@ -216,4 +222,5 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
     "only the allowed entries are there; another VM's files, the node's keys, the host's /tmp and a denied directory inside an image directory are not; images are read-only",
   );
   t.ok(existsSync(join(vmDir, 'written')), "the VM's own directory is writable, and is the host's");
+  t.ok(existsSync(join(dir, 'libvirt-cache', 'written')), "the node's libvirt cache is libvirtd's /var/cache/libvirt, writable");
 });

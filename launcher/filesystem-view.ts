@@ -3,8 +3,8 @@
 // only what they need: the system software (/usr and the merged-usr links),
 // /dev, /sys, a /proc of their own, an empty /tmp, the few /etc files
 // libvirtd and QEMU open (found with strace: the loader's cache, the account
-// and NSS files for uid lookups, the time zone), libvirt's shared QEMU
-// capabilities cache, libvirt's private directories (bound by libvirtd.ts),
+// and NSS files for uid lookups, the time zone), libvirt's private
+// directories and the node's libvirt cache (bound by libvirtd.ts),
 // and bound back at their host paths: the VM's own directory read-write, the
 // image store, the image cache and the operator's image directories
 // read-only, the operator's hostDisk directories and the VM's
@@ -37,8 +37,6 @@ const SYSTEM_VIEW: readonly ViewEntry[] = [
     op: 'keep-ro',
     path: p,
   })),
-  // Shared by every launcher: one QEMU capabilities probe per node, not per VM.
-  { op: 'keep-rw', path: '/var/cache/libvirt' },
 ];
 
 /**

@@ -14,9 +14,13 @@
 // Private directories are bind-mounted over /run/libvirt, /var/lib/libvirt,
 // /var/log/libvirt and /etc/libvirt, so domains, sockets and configs never
 // meet the host's or another launcher's, inside a new root that holds only
-// what libvirtd and QEMU need (filesystem-view.ts). /var/cache/libvirt stays
-// shared: the QEMU capabilities cache turns a ~4.7 s probe into nothing after
-// the first VM.
+// what libvirtd and QEMU need (filesystem-view.ts). /var/cache/libvirt is the
+// node's own libvirt cache directory, shared by its launchers: the QEMU
+// capabilities cache turns a ~4.7 s probe into nothing after the first VM.
+// vkvm makes it (root, 0700: libvirt hands its qemu/ subdirectory to the
+// VM's QEMU uid, and no QEMU may write what another VM's libvirtd reads); a
+// host's own /var/cache/libvirt is neither needed nor touched, so a host
+// where no system libvirtd ever ran works the same.
 // The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
@@ -38,6 +42,7 @@ const MOUNTS = [
   { name: 'log', target: '/var/log/libvirt' },
   { name: 'etc', target: '/etc/libvirt' },
 ] as const;
+const CACHE_TARGET = '/var/cache/libvirt';
 
 // Sockets are root-only: only the launcher talks to this daemon. libvirt's
 // own logs go to the private log dir.
@@ -78,8 +83,9 @@ export interface QemuIdentity {
   gid: number;
 }
 
-// PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order;
-// "$5" is the libvirtd binary, "$6" the CPU it is pinned to; the rest is the
+// PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order,
+// "$5" the node's libvirt cache directory; "$6" is the libvirtd binary, "$7"
+// the CPU it is pinned to; the rest is the
 // filesystem view (filesystem-view.ts), `op:path` entries, parents first. Its
 // default pid file, /run/libvirtd.pid, is host-wide and locked: a second
 // daemon would refuse to start. `wait` reaps every child (QEMU included) and
@@ -101,8 +107,8 @@ export interface QemuIdentity {
 // its daemon to the same CPU, so the cache stays valid. QEMU is not affected:
 // libvirt sets its affinity to all host CPUs when the domain names none.
 export const NAMESPACE_INIT_SCRIPT = `set -e
-run=$1 lib=$2 log=$3 etc=$4 libvirtd=$5 cpu=$6
-shift 6
+run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7
+shift 7
 root=${MOUNTS[0].target}
 mount -t tmpfs -o mode=0755,size=1m vkvm-root $root
 for e in "$@"; do
@@ -124,11 +130,12 @@ for e in "$@"; do
   p=\${e#*:}
   case $e in keep-*) if [ -L "$p" ]; then mkdir -p "$root\${p%/*}"; ln -s "$(readlink "$p")" "$root$p"; fi;; esac
 done
-for d in ${MOUNTS.map((m) => m.target).join(' ')}; do mkdir -p "$root$d"; done
+for d in ${[...MOUNTS.map((m) => m.target), CACHE_TARGET].join(' ')}; do mkdir -p "$root$d"; done
 mount --bind "$run" $root${MOUNTS[0].target}
 mount --bind "$lib" $root${MOUNTS[1].target}
 mount --bind "$log" $root${MOUNTS[2].target}
 mount --bind "$etc" $root${MOUNTS[3].target}
+mount --bind "$cache" $root${CACHE_TARGET}
 for e in "$@"; do
   case $e in hide:*) mount --no-canonicalize -o remount,ro "$root\${e#hide:}";; esac
 done
@@ -144,6 +151,8 @@ wait "$!"
 export interface LibvirtdOptions {
   /** Private state lives in <dir>/{run,lib,log,etc}; daemon output in <dir>/libvirtd.out. */
   dir: string;
+  /** The node's libvirt cache (QEMU capabilities), shared by its launchers; made root-only if missing. */
+  cacheDir: string;
   libvirtdPath?: string;
   /** Network namespace for libvirtd and QEMU: the VM's taps live there. */
   netns?: string;
@@ -221,6 +230,30 @@ function exitOf(child: ChildProcess): Promise<ExitInfo> {
   });
 }
 
+/** libvirtd ended before it served; `output` is the end of what it and its namespace's init printed. */
+export class LibvirtdStartError extends Error {
+  readonly output: string;
+  constructor(message: string, output: string) {
+    super(message);
+    this.name = 'LibvirtdStartError';
+    this.output = output;
+  }
+}
+
+/**
+ * The error libvirt logged last before it gave up, without the time, thread and function ("<time>:
+ * <thread>: error : <function>:<line> : <message>"): the driver's failure, which carries its cause. Not
+ * the first: earlier errors can be harmless (dmidecode without /dev/mem), and not the daemon's closing
+ * "Driver state initialization failed", which says nothing more. Else the last line of output that is
+ * not libvirt's (the init script's own, say).
+ */
+export function libvirtError(output: string): string | undefined {
+  const lines = output.split('\n').map((l) => l.trim());
+  const errors = lines.filter((l) => / error : /.test(l) && !/ error : daemonRunStateInit:/.test(l));
+  if (errors.length) return errors.at(-1)!.split(' : ').slice(2).join(' : ') || undefined;
+  return lines.filter((l) => l && !/^\d{4}-\d\d-\d\d /.test(l)).pop();
+}
+
 async function tail(file: string, bytes = 2000): Promise<string> {
   const text = await readFile(file, 'utf8').catch(() => '');
   return text.slice(-bytes).trim();
@@ -252,9 +285,11 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   const timeoutMs = opts.startTimeoutMs ?? 30_000;
   const dirs = MOUNTS.map((m) => path.join(opts.dir, m.name));
   for (const d of dirs) await mkdir(d, { recursive: true, mode: 0o755 });
-  // Mount points must exist on the host; Debian's libvirt packages create them,
-  // but a host with only the client packages may lack some.
-  for (const m of MOUNTS) await mkdir(m.target, { recursive: true, mode: 0o755 });
+  // Its parent as a cache directory is (other users pass through /var/cache/vkvm to the image cache), itself root's.
+  await mkdir(path.dirname(opts.cacheDir), { recursive: true, mode: 0o755 });
+  await mkdir(opts.cacheDir, { recursive: true, mode: 0o700 });
+  // The view's root is mounted there (the other private dirs exist only inside it); no Debian package creates it.
+  await mkdir(MOUNTS[0].target, { recursive: true, mode: 0o755 });
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
   await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
@@ -291,6 +326,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         NAMESPACE_INIT_SCRIPT,
         'vkvm-ns-init',
         ...dirs,
+        opts.cacheDir,
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
         ...viewArgs(opts.view),
@@ -307,7 +343,10 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   };
   const died = exited.then(async (e): Promise<never> => {
     const output = [await tail(outFile), await tail(path.join(opts.dir, 'log', 'libvirtd.log'))].filter(Boolean).join('\n');
-    throw new Error(`libvirtd exited during start-up (code ${e.code}, signal ${e.signal}): ${output}`);
+    throw new LibvirtdStartError(
+      `the VM's libvirt daemon failed to start: ${libvirtError(output) ?? `it exited with code ${e.code}, signal ${e.signal}`}`,
+      output,
+    );
   });
 
   const socketPath = path.join(dirs[0]!, 'libvirt-sock');

@@ -52,6 +52,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   try {
     libvirtd = await startPrivateLibvirtd({
       dir: path.join(args.runDir, 'libvirt'),
+      cacheDir: args.libvirtCacheDir,
       libvirtdPath: args.libvirtd,
       qemu: qemuUser,
       view: await existingEntries(

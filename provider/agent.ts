@@ -192,10 +192,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         vmsDir: join(config.stateDir, 'vms'),
         socketDir: join(config.runDir, 'launchers'),
         imageCacheDir: config.imageCacheDir,
+        libvirtCacheDir: config.libvirtCacheDir,
         hostFiles: {
           imageDirs: config.hostImageDirs,
           hostDiskDirs: config.hostDiskDirs,
-          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir, config.imageStoreDir],
+          deniedDirs: [config.stateDir, config.runDir, config.imageCacheDir, config.libvirtCacheDir, config.imageStoreDir],
           // Files the agent took out of registry images, named by specs it marked itself.
           imageStoreDir: config.imageStoreDir,
         },

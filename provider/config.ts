@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
+import { LAUNCHER_DEFAULTS } from '../launcher/agent-api.js';
 import { kubeconfigPath } from './kube/kubeconfig-path.js';
 import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './kube/progress-watch.js';
 import { parseIpv4Range } from './network/ipv4.js';
@@ -29,6 +30,8 @@ export interface AgentConfig {
   runDir: string;
   /** Node-wide cache of downloaded VM images. */
   imageCacheDir: string;
+  /** The node's libvirt cache (QEMU capabilities), shared by its launchers' libvirtds. */
+  libvirtCacheDir: string;
   /** The registry image store (provider/images/store.ts); default <stateDir>/images. */
   imageStoreDir: string;
   /** Registries besides loopback that may answer plain HTTP (host or host:port). */
@@ -112,6 +115,7 @@ export interface AgentFlags {
   'state-dir'?: string;
   'run-dir'?: string;
   'image-cache-dir'?: string;
+  'libvirt-cache-dir'?: string;
   'image-store-dir'?: string;
   'insecure-registry'?: string[];
   'registry-ca-file'?: string[];
@@ -276,6 +280,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     stateDir: flags['state-dir'] ?? '/var/lib/vkvm',
     runDir: flags['run-dir'] ?? '/run/vkvm',
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
+    libvirtCacheDir: resolve(flags['libvirt-cache-dir'] ?? LAUNCHER_DEFAULTS.libvirtCacheDir),
     imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
     insecureRegistries: (flags['insecure-registry'] ?? []).map((r) => registryHost(r)),
     registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),

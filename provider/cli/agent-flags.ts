@@ -7,6 +7,7 @@ export const AGENT_OPTIONS = {
   'state-dir': { type: 'string' },
   'run-dir': { type: 'string' },
   'image-cache-dir': { type: 'string' },
+  'libvirt-cache-dir': { type: 'string' },
   'image-store-dir': { type: 'string' },
   'insecure-registry': { type: 'string', multiple: true },
   'registry-ca-file': { type: 'string', multiple: true },
@@ -51,6 +52,8 @@ export const AGENT_HELP = `Node agent flags:
   --node-name NAME             Node name (default: hostname)
   --state-dir DIR              persistent state: certificates, VM directories (default /var/lib/vkvm)
   --image-cache-dir DIR        downloaded VM images, shared by all VMs (default /var/cache/vkvm/images)
+  --libvirt-cache-dir DIR      libvirt's QEMU capabilities cache, shared by all VMs; made root-only
+                               (default /var/cache/vkvm/libvirt)
   --image-store-dir DIR        images pulled from registries and the disks taken out of them
                                (default <state-dir>/images)
   --insecure-registry HOST[:PORT]  a registry that may answer plain HTTP (repeatable; loopback

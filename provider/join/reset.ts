@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
 import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
+import { LAUNCHER_DEFAULTS } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE, PodNetwork } from '../network/pod-network.js';
 import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
@@ -49,6 +50,8 @@ async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, 
       vmsDir: join(stateDir, 'vms'),
       socketDir: join(runDir, 'launchers'),
       imageCacheDir,
+      // Only stops launchers: starts none, so no libvirtd uses it.
+      libvirtCacheDir: LAUNCHER_DEFAULTS.libvirtCacheDir,
       hostFiles: NO_HOST_FILES,
       downloads: DEFAULT_DOWNLOAD_POLICY,
       allowSoftwareEmulation: true,

@@ -35,6 +35,7 @@ export interface LauncherSettings {
   /** Launcher gRPC sockets live here as <uid>.sock (volatile: a run dir). */
   socketDir: string;
   imageCacheDir: string;
+  libvirtCacheDir: string;
   /** Which host files VMs may name; passed to every launcher. */
   hostFiles: HostFilePolicy;
   /** Where image URLs may lead; passed to every launcher. */
@@ -247,6 +248,7 @@ export class LauncherRegistry implements Launchers {
         socket: path.join(s.socketDir, `${uid}.sock`),
         qemuUid,
         imageCacheDir: s.imageCacheDir,
+        libvirtCacheDir: s.libvirtCacheDir,
         hostFiles: s.hostFiles,
         downloads: s.downloads,
         allowSoftwareEmulation: s.allowSoftwareEmulation,

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { ensureTestGuest, type TestGuest } from '../../vmm/guest/build.js';
 import { abortable, until, type BenchContext, type Benchmark } from './bench.js';
 import { benchVmSpec, readyLogLine, startLauncher, waitForTextInFile, type BenchLauncher } from './launchers.js';
@@ -32,11 +33,11 @@ async function testGuest(ctx: BenchContext): Promise<TestGuest> {
 const round = (ms: number): number => Math.round(ms);
 
 /**
- * libvirt's shared QEMU capabilities cache (the launchers' libvirtds share it).
+ * libvirt's QEMU capabilities cache (the node's launchers' libvirtds share it: launcher/libvirtd.ts).
  * A file rewritten during a start means that libvirtd found the cache outdated
  * and probed QEMU again, which costs over a second under TCG.
  */
-const CAPS_CACHE_DIR = '/var/cache/libvirt/qemu/capabilities';
+const CAPS_CACHE_DIR = path.join(LAUNCHER_DEFAULTS.libvirtCacheDir, 'qemu', 'capabilities');
 
 async function capsCacheMtimeMs(): Promise<number> {
   const names = await readdir(CAPS_CACHE_DIR).catch(() => [] as string[]);
