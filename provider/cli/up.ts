@@ -17,6 +17,7 @@ import { packageRoot } from '../package-root.js';
 import { AGENT_HELP, AGENT_OPTIONS } from './agent-flags.js';
 import { hardFailures, PreflightError } from '../preflight/checks.js';
 import { hostPreflight } from '../preflight/host.js';
+import { makeStateDir } from '../preflight/state-dir.js';
 import { onShutdownSignal, shutdownSignal, type ShutdownRequested } from './run-until-signal.js';
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
 import { localNodeRanges } from '../controllers/serving-policy.js';
@@ -155,6 +156,9 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     // Nothing is left running: VMs go when vkvm up goes, even if it is killed.
     vmsDieWithAgent: true,
   };
+  // First, so the check below sees it as the agent will: the control plane's own directory inside it is
+  // 0700, and its recursive mkdir would otherwise make the state dir with that mode.
+  await makeStateDir(stateDir);
   // Before anything starts: a host that cannot run VMs gets no control plane either.
   const failed = hardFailures(await hostPreflight(config));
   if (failed.length) throw new PreflightError(failed, 'nothing was started');

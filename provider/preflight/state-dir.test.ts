@@ -1,8 +1,8 @@
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { unsearchableDir, vmsDirCheck } from './state-dir.js';
+import { makeStateDir, unsearchableDir, vmsDirCheck } from './state-dir.js';
 
 t.test('a state dir QEMU cannot search is named, missing directories are not', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'vkvm-state-dir-'));
@@ -21,4 +21,24 @@ t.test('a state dir QEMU cannot search is named, missing directories are not', a
   t.match(await vmsDirCheck(join(root, 'vms')), { ok: true });
   await mkdir(join(root, 'vms'), { mode: 0o700 });
   t.equal(await unsearchableDir(join(root, 'vms')), join(root, 'vms'), 'the vms dir itself counts');
+});
+
+t.test('a state dir vkvm up creates passes the check once the control plane made its 0700 directory inside', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'vkvm-state-dir-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  await chmod(root, 0o711);
+  const stateDir = join(root, 'var', 'lib', 'vkvm');
+  await makeStateDir(stateDir);
+  // As deploy/cluster/cluster.ts makes the control plane's directory, after.
+  await mkdir(join(stateDir, 'cluster'), { recursive: true, mode: 0o700 });
+  t.same(
+    { mode: ((await stat(stateDir)).mode & 0o777).toString(8), unsearchable: await unsearchableDir(join(stateDir, 'vms')) },
+    { mode: '711', unsearchable: undefined },
+    'created 0711: QEMU passes, nobody lists',
+  );
+
+  const operators = join(root, 'operators');
+  await mkdir(operators, { mode: 0o700 });
+  await makeStateDir(operators);
+  t.equal((await stat(operators)).mode & 0o777, 0o700, "an existing directory is the operator's: left as it is, for the check to judge");
 });

@@ -1,6 +1,6 @@
 // QEMU runs unprivileged and opens VM disks below <state dir>/vms: every
 // directory on the way there must be searchable by other users (o+x).
-import { stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { PreflightCheck } from './checks.js';
 
@@ -31,4 +31,14 @@ export async function vmsDirCheck(vmsDir: string): Promise<PreflightCheck> {
   return blocked
     ? { condition: 'StateDirSearchable', severity: 'hard', ok: false, reason: 'NotSearchable', message: unsearchableMessage(blocked) }
     : { condition: 'StateDirSearchable', severity: 'hard', ok: true, reason: 'Searchable', message: `QEMU can reach ${vmsDir}` };
+}
+
+/**
+ * Creates a missing state dir (and missing parents) 0711, as the check above wants it: QEMU passes through
+ * to its VM's directory, nobody else lists it. A directory that exists is the operator's and left as it
+ * is: the check judges it. Whatever creates directories inside it later (the control plane's 0700 one)
+ * must find it there first, or a recursive mkdir would make it with their mode.
+ */
+export async function makeStateDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o711 });
 }
