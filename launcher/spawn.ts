@@ -56,6 +56,38 @@ export function launcherEntry(dir = path.dirname(fileURLToPath(import.meta.url))
   return mtime(bundle) >= mtime(main) ? bundle : main;
 }
 
+/**
+ * A launcher that exited before it served. Its message is one sentence, for a pod event and status (as the
+ * kubelet's); the log's tail rides along for the agent's own log, and the log file keeps the rest.
+ */
+export class LauncherStartError extends Error {
+  readonly logFile: string;
+  readonly launcherLog: string;
+  constructor(message: string, o: { logFile: string; launcherLog: string }) {
+    super(message);
+    this.name = 'LauncherStartError';
+    this.logFile = o.logFile;
+    this.launcherLog = o.launcherLog;
+  }
+}
+
+/** The first line of the last error the launcher logged (pino JSON lines, level error or fatal). */
+export function startFailureCause(log: string): string | undefined {
+  for (const line of log.trimEnd().split('\n').reverse()) {
+    let entry: { level?: unknown; msg?: unknown; err?: { message?: unknown } };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue;
+    }
+    if (typeof entry.level !== 'number' || entry.level < 50) continue;
+    const text = typeof entry.err?.message === 'string' ? entry.err.message : typeof entry.msg === 'string' ? entry.msg : undefined;
+    const first = text?.split('\n')[0]?.trim();
+    if (first) return first;
+  }
+  return undefined;
+}
+
 export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
   const runDir = path.resolve(o.args.runDir);
   const socket = o.args.socket ?? path.join(runDir, 'launcher.sock');
@@ -82,7 +114,10 @@ export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {
   const exited = new Promise<ExitInfo>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const diedEarly = exited.then(async (e): Promise<never> => {
     const log = await readFile(logFile, 'utf8').catch(() => '');
-    throw new Error(`launcher exited during start-up (code ${e.code}, signal ${e.signal}): ${log.slice(-2000)}`);
+    throw new LauncherStartError(startFailureCause(log) ?? `launcher exited during start-up (code ${e.code}, signal ${e.signal})`, {
+      logFile,
+      launcherLog: log.slice(-4000),
+    });
   });
   try {
     // The launcher writes its state file before it binds: an accepting socket means both are there.

@@ -29,6 +29,7 @@ import {
 } from '../../launcher/agent-api.js';
 import { objectKey } from '../kube/informer.js';
 import { vmiOwner } from './vmi-source.js';
+import { containerLogRefusal } from './container-log-status.js';
 
 export interface PodSource {
   pod(key: string): V1Pod | undefined;
@@ -175,7 +176,9 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
     },
 
     async consoleLogPath(ref, previous) {
-      const { uid } = resolve(ref);
+      const { pod, uid } = resolve(ref);
+      const refusal = containerLogRefusal(pod, ref.container, previous);
+      if (refusal) throw new BadRequestError(refusal);
       const paths = consoleLogPaths(path.join(registry.dirOf(uid), 'console'));
       return previous ? paths.previous : paths.current;
     },
