@@ -160,7 +160,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     podEvictions: new Counter({
       name: 'vkvm_pod_evictions_total',
-      help: 'Pods the node failed, by cause (admission: Evicted, refused under node pressure; resources: OutOfcpu, OutOfmemory, OutOfpods..., refused as the node could not hold them; ephemeral-storage: Evicted, over the limit).',
+      help: 'Pods the node failed, by cause (admission: Evicted, refused under node pressure; resources: OutOfcpu, OutOfmemory, OutOfpods..., refused as the node could not hold them; not-a-vm: NotAVirtualMachine, a DaemonSet pod not meant for vkvm nodes; ephemeral-storage: Evicted, over the limit).',
       labelNames: ['cause'] as const,
       registers,
     }),

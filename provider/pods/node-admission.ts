@@ -1,7 +1,8 @@
 // The node's admission of a pod, as the kubelet's canAdmitPod runs its admit
-// handlers in order: the eviction manager's (pressure conditions,
-// admission.ts), then the predicates' resource fit (fit.ts) against the pods
-// the node admitted that are not terminal. A refused pod fails as the
+// handlers in order: first vkvm's own, a DaemonSet pod not meant for vkvm
+// nodes is not a VM (daemon-pods.ts); then the eviction manager's (pressure
+// conditions, admission.ts), then the predicates' resource fit (fit.ts)
+// against the pods the node admitted that are not terminal. A refused pod fails as the
 // kubelet's rejectPod fails it: phase Failed, the handler's reason, and
 // "Pod was rejected: " before its message. `NodeAdmission` judges each pod
 // once, before anything is made for it; the rest is pure.
@@ -9,6 +10,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { AgentMetrics } from '../metrics.js';
 import type { PressureCondition } from '../node/status.js';
 import { admissionRefusal } from './admission.js';
+import { daemonPodRefusal, NOT_A_VM_REASON } from './daemon-pods.js';
 import { fitRefusal } from './fit.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 
@@ -27,6 +29,8 @@ export interface NodeState {
 }
 
 export function judgeAdmission(pod: V1Pod, node: NodeState): Rejection | undefined {
+  const notVm = daemonPodRefusal(pod);
+  if (notVm) return { reason: NOT_A_VM_REASON, message: notVm };
   const pressure = admissionRefusal(pod, node.pressure);
   if (pressure) return { reason: 'Evicted', message: pressure };
   const fit = node.allocatable && fitRefusal(pod, node.admitted, node.allocatable);
@@ -71,6 +75,9 @@ export interface NodeAdmissionOptions {
   metrics: Pick<AgentMetrics, 'podEvictions'>;
 }
 
+/** The metric's cause per reason; the resource reasons (OutOfcpu, ...) are 'resources'. */
+const CAUSES: Record<string, string> = { Evicted: 'admission', [NOT_A_VM_REASON]: 'not-a-vm' };
+
 export class NodeAdmission {
   constructor(private readonly o: NodeAdmissionOptions) {}
 
@@ -89,7 +96,7 @@ export class NodeAdmission {
           admitted: admittedPods(this.o.lifecycles(), (key) => this.o.pods.get(key), lc.uid),
         });
     this.o.apply(pod, rejection ? { type: 'evicted', ...rejection } : { type: 'admitted' });
-    if (rejection) this.o.metrics.podEvictions.inc({ cause: rejection.reason === 'Evicted' ? 'admission' : 'resources' });
+    if (rejection) this.o.metrics.podEvictions.inc({ cause: CAUSES[rejection.reason] ?? 'resources' });
   }
 
   /**
