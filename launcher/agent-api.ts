@@ -3,7 +3,7 @@
 // connecting to a launcher, the record a launcher leaves in its directory,
 // the files the agent reads of a VM (console logs, cgroup usage, its VNC socket), and the
 // sizing facts the scheduler is told about.
-export { DEFAULTS as LAUNCHER_DEFAULTS } from './args.js';
+export { DEFAULTS as LAUNCHER_DEFAULTS, socketPathTooLong } from './args.js';
 export { Cgroup, DEFAULT_CGROUP_ROOT, detectLayout } from './cgroup.js';
 export { LauncherClient, LauncherGoneError, launcherGone, type LauncherGone } from './client.js';
 export { consoleLogPaths } from './console/log-file.js';

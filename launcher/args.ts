@@ -51,6 +51,12 @@ export const DEFAULTS = {
 /** sockaddr_un.sun_path holds 108 bytes including the terminating NUL. */
 const MAX_SOCKET_PATH = 107;
 
+/** The first unix socket the launcher (or its libvirtd and QEMU) would make in `runDir` that does not fit in sun_path. */
+export function socketPathTooLong(runDir: string, socket = path.join(runDir, 'launcher.sock')): string | undefined {
+  const paths = [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')];
+  return paths.find((p) => Buffer.byteLength(p) > MAX_SOCKET_PATH);
+}
+
 export function parseLauncherArgs(argv: string[]): LauncherArgs {
   const { values } = parseArgs({
     args: argv,
@@ -93,11 +99,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
   if (!values['run-dir']) throw new Error('--run-dir is required');
   const runDir = path.resolve(values['run-dir']);
   const socket = path.resolve(values.socket ?? path.join(runDir, 'launcher.sock'));
-  // The longest socket path the launcher makes is QEMU's console socket in <run-dir>/qemu/.
-  for (const p of [socket, path.join(runDir, 'qemu', 'console.sock'), path.join(runDir, 'libvirt', 'run', 'libvirt-sock-ro')]) {
-    if (Buffer.byteLength(p) > MAX_SOCKET_PATH)
-      throw new Error(`unix socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
-  }
+  const tooLong = socketPathTooLong(runDir, socket);
+  if (tooLong) throw new Error(`unix socket path ${tooLong} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir`);
   const positive = (flag: string, raw: string | undefined, dflt: number): number => {
     const n = Number(raw ?? dflt);
     if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${flag} must be a positive integer`);

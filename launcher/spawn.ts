@@ -71,9 +71,13 @@ export class LauncherStartError extends Error {
   }
 }
 
-/** The first line of the last error the launcher logged (pino JSON lines, level error or fatal). */
+/**
+ * The first line of the last error the launcher logged (pino JSON lines, level error or fatal), else of the
+ * error Node printed when one was thrown before the launcher's logger ran ("Error: ..." on its own line).
+ */
 export function startFailureCause(log: string): string | undefined {
-  for (const line of log.trimEnd().split('\n').reverse()) {
+  const lines = log.trimEnd().split('\n');
+  for (const line of [...lines].reverse()) {
     let entry: { level?: unknown; msg?: unknown; err?: { message?: unknown } };
     try {
       entry = JSON.parse(line) as typeof entry;
@@ -85,7 +89,7 @@ export function startFailureCause(log: string): string | undefined {
     const first = text?.split('\n')[0]?.trim();
     if (first) return first;
   }
-  return undefined;
+  return lines.map((l) => /^[A-Za-z]*Error: (.+)$/.exec(l)?.[1]).findLast((m) => m !== undefined);
 }
 
 export async function spawnLauncher(o: SpawnOptions): Promise<SpawnedLauncher> {

@@ -6,7 +6,7 @@
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { unsearchableDir, unsearchableMessage } from '../preflight/state-dir.js';
+import { unsearchableDir, unsearchableMessage, vmsDirTooLong } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
 import { treeCpuMs } from '../proc-cpu.js';
 import type { HostFilePolicy } from '../../vmm/host-files.js';
@@ -179,6 +179,8 @@ export class LauncherRegistry implements Launchers {
     await mkdir(this.settings.vmsDir, { recursive: true, mode: 0o711 });
     const blocked = await unsearchableDir(this.settings.vmsDir);
     if (blocked) throw new Error(unsearchableMessage(blocked));
+    const long = vmsDirTooLong(this.settings.vmsDir);
+    if (long) throw new Error(long);
     await this.qemuUids.load();
   }
 

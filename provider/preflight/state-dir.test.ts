@@ -2,7 +2,7 @@ import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { makeStateDir, unsearchableDir, vmsDirCheck } from './state-dir.js';
+import { makeStateDir, unsearchableDir, vmsDirCheck, vmsDirTooLong } from './state-dir.js';
 
 t.test('a state dir QEMU cannot search is named, missing directories are not', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'vkvm-state-dir-'));
@@ -41,4 +41,14 @@ t.test('a state dir vkvm up creates passes the check once the control plane made
   await mkdir(operators, { mode: 0o700 });
   await makeStateDir(operators);
   t.equal((await stat(operators)).mode & 0o777, 0o700, "an existing directory is the operator's: left as it is, for the check to judge");
+});
+
+t.test('a state dir too long for the VMs sockets below it is refused, naming the flag', async (t) => {
+  t.same(
+    [vmsDirTooLong('/var/lib/vkvm/vms'), vmsDirTooLong(`/tmp/${'x'.repeat(37)}/vms`)],
+    [
+      undefined,
+      `/tmp/${'x'.repeat(37)}/vms is too long: a VM's sockets below it (/00000000-0000-0000-0000-000000000000/libvirt/run/libvirt-sock-ro) would pass the 107 bytes of a unix socket path; use a shorter --state-dir`,
+    ],
+  );
 });

@@ -2,6 +2,7 @@
 // directory on the way there must be searchable by other users (o+x).
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { socketPathTooLong } from '../../launcher/agent-api.js';
 import type { PreflightCheck } from './checks.js';
 
 /**
@@ -26,7 +27,21 @@ export function unsearchableMessage(dir: string): string {
   return `${dir} is not searchable by other users (mode o+x): QEMU runs unprivileged and could not open VM disks below it; use chmod o+x ${dir} or another --state-dir`;
 }
 
+/** A pod UID as long as any (a UUID): the VM directory of each is <vms dir>/<uid>. */
+const SOME_POD_UID = '00000000-0000-0000-0000-000000000000';
+
+/** Why VMs could not make their sockets below `vmsDir` (a unix socket path holds 107 bytes), if so. */
+export function vmsDirTooLong(vmsDir: string): string | undefined {
+  const tooLong = socketPathTooLong(path.join(vmsDir, SOME_POD_UID));
+  return (
+    tooLong &&
+    `${vmsDir} is too long: a VM's sockets below it (${tooLong.slice(vmsDir.length)}) would pass the 107 bytes of a unix socket path; use a shorter --state-dir`
+  );
+}
+
 export async function vmsDirCheck(vmsDir: string): Promise<PreflightCheck> {
+  const long = vmsDirTooLong(vmsDir);
+  if (long) return { condition: 'StateDirSearchable', severity: 'hard', ok: false, reason: 'PathTooLong', message: long };
   const blocked = await unsearchableDir(vmsDir);
   return blocked
     ? { condition: 'StateDirSearchable', severity: 'hard', ok: false, reason: 'NotSearchable', message: unsearchableMessage(blocked) }
