@@ -313,8 +313,9 @@ export function translateStorage(d: Draft, input: StorageInput): void {
     );
   });
 
-  // KubeVirt's VMI admission rejects a volume no disk uses (its VM controller
-  // gives such volumes a default disk before it creates the VMI).
+  // KubeVirt's VMI admission rejects a volume no disk uses; the VMI controller
+  // gave every volume without one a default disk before the VMI got a pod
+  // (defaults.ts), so only a VMI that skipped it gets here.
   input.volumes.forEach((volume, j) => {
     const isMemoryDump = hasField(volume, 'memoryDump'); // KubeVirt exempts it
     if (usedVolumes.has(j) || !volume.name || isMemoryDump || volumeByName.get(volume.name) !== j) return;
