@@ -10,9 +10,13 @@
 // examples' cloud-init user-data runs, and the kernel-boot VMI boots the
 // image's kernel directly. Beside them, a VM of vm-cirros-sata's shape (no
 // disks for its two volumes) gets the SATA disks KubeVirt's defaulting gives.
+// A Service the tenant makes with vmi-ephemeral's label as its selector (what
+// `virtctl expose vmi` makes) gets the VM's address as a ready endpoint: the
+// launcher pod carries the VMI's labels.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
@@ -210,6 +214,32 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
   );
 
   const ephemeral = await launcherPod('vmi-ephemeral');
+  await tenant.core.createNamespacedService({
+    namespace: NS,
+    body: { metadata: { name: 'vmi-ephemeral' }, spec: { selector: { special: 'vmi-ephemeral' }, ports: [{ name: 'ssh', port: 22 }] } },
+  });
+  // The EndpointSlice controller (kube-controller-manager) writes it; the tenant reads it as `edit` allows.
+  const slices = await poll(
+    "the Service's EndpointSlice with a ready endpoint",
+    () => kubectl(['get', 'endpointslices', '-n', NS, '-l', 'kubernetes.io/service-name=vmi-ephemeral', '-o', 'json']),
+    (r) =>
+      r.code === 0 &&
+      (JSON.parse(r.stdout) as { items: V1EndpointSlice[] }).items.some((e) => e.endpoints?.some((x) => x.conditions?.ready)),
+    { deadlineMs: 60_000, intervalMs: 1000 },
+  );
+  t.same(
+    {
+      label: ephemeral?.metadata?.labels?.special,
+      endpoints: (JSON.parse(slices.stdout) as { items: V1EndpointSlice[] }).items
+        .flatMap((e) => e.endpoints ?? [])
+        .map((e) => ({ addresses: e.addresses, ready: e.conditions?.ready, pod: e.targetRef?.name })),
+    },
+    {
+      label: 'vmi-ephemeral',
+      endpoints: [{ addresses: [ephemeral?.status?.podIP], ready: true, pod: ephemeral?.metadata?.name }],
+    },
+    "the launcher pod carries the VMI's label, and a Service selecting it has the Ready VM's pod IP as its one ready endpoint",
+  );
   t.equal(
     ephemeral?.status?.containerStatuses?.[0]?.imageID,
     `${registry.host}/kubevirt/cirros-container-disk-demo@${diskDigest}`,
