@@ -2,7 +2,7 @@
 // volumes.ts) and interfaces (each on the network of its name, networks.ts).
 import { PRESERVED, name, uniqueNames } from './common.js';
 import { CDROM_BUSES, DISK_BUSES, MAX_DEVICES } from './constants.js';
-import { boolean, enumOf, integer, list, notInCrd, object, opaque, open, required, string } from './field.js';
+import { boolean, enumOf, integer, list, notInCrd, object, opaque, open, required, string, unsupported } from './field.js';
 
 const bootOrder = (what: string) => integer(`Boot priority of this ${what}, 1 first. Unique across disks and interfaces.`, { minimum: 1 });
 const bus = open(enumOf(DISK_BUSES, 'Bus to emulate. vkvm supports virtio, sata and scsi.'));
@@ -65,6 +65,8 @@ export const devices = object(
   {
     disks: list(disk, { maxItems: MAX_DEVICES, rules: (at) => [uniqueNames(at, 'disk')] }),
     interfaces: list(iface, { maxItems: MAX_DEVICES, rules: (at) => [uniqueNames(at, 'interface')] }),
+    /** virtiofs shares of volumes: typed so the node can refuse them by name (vkvm has no virtiofs), never pruned. */
+    filesystems: notInCrd(unsupported(list(object({ name: string() }, { preserveUnknown: true })))),
     /** Add a default pod-network interface when none is given (default true). */
     autoattachPodInterface: notInCrd(boolean()),
     autoattachSerialConsole: notInCrd(boolean()),

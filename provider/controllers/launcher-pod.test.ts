@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { V1Node } from '@kubernetes/client-node';
-import { launcherAccelerator, launcherMemoryRequestMiB, launcherPodFor, launcherPodOf, vmiCompute } from './launcher-pod.js';
+import { launcherAccelerator, launcherMemoryRequestMiB, launcherPodFor, launcherPodOf, vmiCompute, vmiIdOf } from './launcher-pod.js';
 import { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB, TCG_OVERHEAD_MIB } from '../../launcher/agent-api.js';
 import type { VirtualMachineInstance } from '../kubevirt/types.js';
 
@@ -37,7 +37,12 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
       metadata: {
         generateName: 'virt-launcher-testvm-',
         namespace: 'ns1',
-        labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': 'vmi-uid', 'vm.kubevirt.io/name': 'testvm' },
+        labels: {
+          'kubevirt.io': 'virt-launcher',
+          'kubevirt.io/created-by': 'vmi-uid',
+          'vm.kubevirt.io/name': 'testvm',
+          'vmi.kubevirt.io/id': 'testvm',
+        },
         annotations: { 'kubevirt.io/domain': 'testvm' },
         ownerReferences: [
           {
@@ -78,6 +83,30 @@ t.test('the launcher pod carries the labels, owner, scheduling constraints and r
     },
     'every field the scheduler and vkvm read',
   );
+});
+
+t.test("the VMI's labels are the pod's, so Services selecting them reach the VM; KubeVirt's own labels win", async (t) => {
+  const labelled = vmi();
+  labelled.metadata.labels = {
+    special: 'vmi-ephemeral',
+    'kubevirt.io/vm': 'testvm',
+    'kubevirt.io': 'not-a-launcher',
+    'kubevirt.io/created-by': 'another-vmi',
+    'vm.kubevirt.io/name': 'other',
+    'vmi.kubevirt.io/id': 'other',
+  };
+  t.same(launcherPodFor(labelled, 'kvm').metadata?.labels, {
+    special: 'vmi-ephemeral',
+    'kubevirt.io/vm': 'testvm',
+    'kubevirt.io': 'virt-launcher',
+    'kubevirt.io/created-by': 'vmi-uid',
+    'vm.kubevirt.io/name': 'testvm',
+    'vmi.kubevirt.io/id': 'testvm',
+  });
+});
+
+t.test("a VMI name too long for a label value becomes KubeVirt's truncated, hashed vmi.kubevirt.io/id", async (t) => {
+  t.same([vmiIdOf('testvm'), vmiIdOf('a'.repeat(63)), vmiIdOf('a'.repeat(70))], ['testvm', 'a'.repeat(63), `${'a'.repeat(54)}-ed6c69d9`]);
 });
 
 t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) => {

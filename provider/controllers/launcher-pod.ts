@@ -4,6 +4,7 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
+import { createHash } from 'node:crypto';
 import type { V1LocalObjectReference, V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/agent-api.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
@@ -15,6 +16,8 @@ export const LAUNCHER_APP_LABEL = 'kubevirt.io';
 export const LAUNCHER_APP = 'virt-launcher';
 export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
 export const VMI_NAME_LABEL = 'vm.kubevirt.io/name';
+/** KubeVirt's stable launcher-pod label (v1.7 on), which newer `virtctl expose` selects. */
+export const VMI_ID_LABEL = 'vmi.kubevirt.io/id';
 export const DOMAIN_ANNOTATION = 'kubevirt.io/domain';
 /** The label selector of every launcher pod. */
 export const LAUNCHER_SELECTOR = `${LAUNCHER_APP_LABEL}=${LAUNCHER_APP}`;
@@ -132,6 +135,33 @@ export function launcherPullSecrets(vmi: VirtualMachineInstance): V1LocalObjectR
   return [...new Set(names.filter((n): n is string => Boolean(n)))].map((name) => ({ name }));
 }
 
+/**
+ * The VMI_ID_LABEL value, as KubeVirt computes it: the VMI's name, or for a
+ * name longer than a label value may be (63), its first 54 characters, "-",
+ * and the first 8 hex digits of the name's SHA-1.
+ */
+export function vmiIdOf(name: string): string {
+  if (name.length <= 63) return name;
+  return `${name.slice(0, 54)}-${createHash('sha1').update(name).digest('hex').slice(0, 8)}`;
+}
+
+/**
+ * The launcher pod's labels, as KubeVirt's template service writes them: the
+ * VMI's own, so a Service (or `virtctl expose vmi`) selecting them routes to
+ * the VM, with the labels that mark the pod as this VMI's launcher written
+ * over any the VMI carries. Like KubeVirt, only at creation: KubeVirt syncs
+ * just a few node-related labels later, none of which vkvm sets.
+ */
+export function launcherLabels(vmi: VirtualMachineInstance): Record<string, string> {
+  return {
+    ...(vmi.metadata.labels ?? {}),
+    [LAUNCHER_APP_LABEL]: LAUNCHER_APP,
+    [CREATED_BY_LABEL]: vmi.metadata.uid!,
+    [VMI_NAME_LABEL]: vmi.metadata.name!,
+    [VMI_ID_LABEL]: vmiIdOf(vmi.metadata.name!),
+  };
+}
+
 /** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
 export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
   const name = vmi.metadata.name!;
@@ -147,7 +177,7 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
     metadata: {
       generateName: `virt-launcher-${name}-`,
       namespace: vmi.metadata.namespace ?? 'default',
-      labels: { [LAUNCHER_APP_LABEL]: LAUNCHER_APP, [CREATED_BY_LABEL]: uid, [VMI_NAME_LABEL]: name },
+      labels: launcherLabels(vmi),
       annotations: { [DOMAIN_ANNOTATION]: name },
       ownerReferences: [
         { apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance', name, uid, controller: true, blockOwnerDeletion: true },

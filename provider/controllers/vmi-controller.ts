@@ -2,7 +2,9 @@
 // VirtualMachineInstance gets one virt-launcher pod, which the scheduler
 // places on a vkvm node; the VMI's phase follows the pod up to Scheduled
 // (vmi-phase.ts). From Running on, the node agent owns the VMI's status; this
-// controller only fails a VMI whose pod terminated or vanished.
+// controller only fails a VMI whose pod terminated or vanished. Before its
+// pod, a VMI gets the disks KubeVirt's admission would have given it
+// (kubevirt/defaults.ts), written into its spec.
 //
 // One launcher pod per VMI: keys never sync concurrently, and before creating
 // a pod the controller asks the API server (not the cache, which may lag its
@@ -22,7 +24,8 @@ import { WrittenVersions } from './written-versions.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
 import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, VMI_NAME_LABEL } from './launcher-pod.js';
 import { statusPatch } from '../kube/status-patch.js';
-import { KUBEVIRT_API_VERSION, VMI_PLURAL, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
+import { disksWithDefaults } from '../kubevirt/defaults.js';
+import { KUBEVIRT_API_VERSION, VMI_PLURAL, type Disk, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
 import type { NodeVmiGrants } from './node-vmi-grant.js';
 
@@ -109,6 +112,11 @@ export class VmiController {
 
     let createError: string | undefined;
     let failure: unknown;
+    // KubeVirt defaults a VMI at admission; vkvm, without a mutating webhook,
+    // before the pod (sized and realized from the spec) exists. The write's
+    // watch event syncs the VMI again, and that sync creates the pod.
+    const defaultedDisks = needsLauncherPod(vmi, pod) ? disksWithDefaults(vmi.spec) : undefined;
+    if (defaultedDisks) return this.writeDefaults(key, vmi, defaultedDisks, log);
     if (needsLauncherPod(vmi, pod)) {
       const ref = objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' });
       try {
@@ -159,5 +167,25 @@ export class VmiController {
     }
     if (failure) throw failure;
     if (decision.recheckAfterMs !== undefined) this.queue.addAfter(key, decision.recheckAfterMs + 100);
+  }
+
+  /** Writes KubeVirt's default disks into the VMI's spec, conditional on the version read. */
+  private async writeDefaults(key: string, vmi: VirtualMachineInstance, disks: Disk[], log: Logger): Promise<void> {
+    try {
+      const rv = await this.o.kubevirt.patchSpec(
+        VMI_PLURAL,
+        vmi.metadata.namespace ?? 'default',
+        vmi.metadata.name!,
+        vmi.metadata.resourceVersion,
+        {
+          domain: { devices: { disks } },
+        },
+      );
+      this.written.record(key, rv);
+      log.info({ disks: disks.map((d) => d.name) }, 'gave the VMI default disks for its volumes without one');
+    } catch (err) {
+      if (!isConflict(err) && !isNotFound(err)) throw err;
+      log.debug({ err }, 'VMI changed while defaulting it; the next sync will see it');
+    }
   }
 }

@@ -106,6 +106,27 @@ export class KubevirtApi {
   }
 
   /**
+   * Merge-patches `spec`, conditional on `resourceVersion` as patchStatus is.
+   * Returns the new resourceVersion.
+   */
+  async patchSpec(
+    plural: KubevirtPlural,
+    namespace: string,
+    name: string,
+    resourceVersion: string | undefined,
+    spec: Record<string, unknown>,
+  ): Promise<string | undefined> {
+    const body = { metadata: resourceVersion ? { resourceVersion } : {}, spec };
+    const updated = (await this.api.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace, plural, name, body },
+      mergePatch,
+    )) as {
+      metadata?: { resourceVersion?: string };
+    };
+    return updated.metadata?.resourceVersion;
+  }
+
+  /**
    * Merge-patches `status` through the status subresource, conditional on
    * `resourceVersion` (409 Conflict when the object changed since it was
    * read, so a decision made on a stale copy is never written). Returns the

@@ -15,12 +15,17 @@ export interface BoundClaim {
   capacity?: Quantity;
 }
 
+/** A claim bound to a PersistentVolume this node cannot serve VM disks from (a CSI or network volume): the reason, for the claim's field. */
+export interface UnservableClaim {
+  unservable: string;
+}
+
 /** Everything translation needs that takes I/O to learn, resolved by the caller (see vmiReferences). */
 export interface VmiTranslateContext {
   /** Secrets in the VMI's namespace by name: key → decoded (UTF-8) value. */
   secrets: Readonly<Record<string, Readonly<Record<string, string>>>>;
-  /** PersistentVolumeClaims in the VMI's namespace by claim name. */
-  pvcs: Readonly<Record<string, BoundClaim>>;
+  /** PersistentVolumeClaims in the VMI's namespace by claim name (claims.ts claimOnNode). */
+  pvcs: Readonly<Record<string, BoundClaim | UnservableClaim>>;
   /** Binding of the interface added when the VMI names none (KubeVirt's defaultNetworkInterface; default bridge). */
   defaultInterfaceBinding?: 'bridge' | 'masquerade';
 }

@@ -14,8 +14,10 @@
 //                            at the claim's capacity when missing, as KubeVirt's
 //                            host-disk does) or the block device (Block)
 //
-// Volume kinds outside this list are reported as unsupported (by the schema
-// walk) and their disks are left out.
+// Every other volume kind KubeVirt has is refused, naming the volume's field
+// (NOT_PROVIDED): a guest that boots without a disk it was given may format a
+// blank one in its place, or run with data missing, so dropping the disk is
+// never an option. So are a `lun` disk and a `filesystems` entry.
 import { join, posix } from 'node:path';
 import { parseQuantity } from '../kube/quantity.js';
 import type { DiskBus as VmDiskBus, DiskSource } from '../../vmm/spec.js';
@@ -24,7 +26,7 @@ import { parseImage } from '../vm-identity.js';
 import { IMAGE_FORMS, pullPolicyOf } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
-import { DISK_BUSES, type Disk, type DiskBus, type Quantity, type Volume } from './types.js';
+import { DISK_BUSES, type Disk, type DiskBus, type Filesystem, type Quantity, type Volume } from './types.js';
 
 const MIB = 2 ** 20;
 /** Kubernetes' DNS-1123 label, which KubeVirt requires of disk names (they become container names). */
@@ -46,10 +48,26 @@ const VOLUME_KINDS = [
   'downwardMetrics',
   'memoryDump',
 ] as const;
+type VolumeKind = (typeof VOLUME_KINDS)[number];
+
+/** Why vkvm cannot provide each volume kind it does not handle (volumeSource), and what to use instead. */
+const NOT_PROVIDED: Partial<Record<VolumeKind, string>> = {
+  dataVolume: 'vkvm serves no DataVolumes (CDI): use a persistentVolumeClaim, a containerDisk or a hostDisk',
+  ephemeral: 'vkvm has no ephemeral (copy-on-write) claims: use a containerDisk, or the persistentVolumeClaim itself',
+  cloudInitConfigDrive: 'vkvm writes NoCloud seeds only: use cloudInitNoCloud',
+  sysprep: 'vkvm has no sysprep volumes',
+  configMap: 'vkvm presents no ConfigMaps to guests',
+  secret: 'vkvm presents no Secrets to guests as disks (cloudInitNoCloud.secretRef reads cloud-init data from one)',
+  serviceAccount: 'vkvm presents no ServiceAccount tokens to guests',
+  downwardAPI: 'vkvm presents no downward API volumes to guests',
+  downwardMetrics: 'vkvm serves no downward metrics',
+  memoryDump: 'vkvm takes no memory dumps',
+};
 
 export interface StorageInput {
   disks: Disk[];
   volumes: Volume[];
+  filesystems: Filesystem[];
   /** cloud-init instance-id: the firmware UUID (KubeVirt), else the VMI uid. */
   instanceId: string;
   hostname: string;
@@ -136,12 +154,16 @@ function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
     d.report(`${at}.claimName`, 'FieldValueRequired', 'a claim name is required');
     return null;
   }
+  const field = `${at}.claimName`;
   const bound = d.ctx.pvcs[claim.claimName];
   if (!bound) {
-    d.report(`${at}.claimName`, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a local or hostPath volume on this node`);
+    d.report(field, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a local or hostPath volume on this node`);
     return null;
   }
-  const field = `${at}.claimName`;
+  if ('unservable' in bound) {
+    d.report(field, 'FieldValueNotSupported', bound.unservable);
+    return null;
+  }
   const readOnly = claim.readOnly === true;
   if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath, fromPersistentVolume: true }, field, readOnly };
   const path = join(bound.hostPath, 'disk.img');
@@ -174,7 +196,10 @@ function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string,
   }
   if (volume.hostDisk) return hostDisk(d, volume, `${at}.hostDisk`);
   if (volume.persistentVolumeClaim) return persistentVolumeClaim(d, volume, `${at}.persistentVolumeClaim`);
-  return null; // another kind: reported as unsupported by the schema walk
+  // A kind handled by none of the above (a volume with several kinds is also reported by translateStorage).
+  const kind = VOLUME_KINDS.find((k) => hasField(volume, k));
+  if (kind) d.report(`${at}.${kind}`, 'FieldValueNotSupported', NOT_PROVIDED[kind] ?? `vkvm cannot provide a ${kind} volume`);
+  return null;
 }
 
 function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): VmDiskBus | undefined {
@@ -236,7 +261,8 @@ export function translateStorage(d: Draft, input: StorageInput): void {
 
     const targets = (['disk', 'cdrom', 'lun'] as const).filter((k) => hasField(disk, k));
     if (targets.length > 1) return void d.report(at, 'FieldValueInvalid', `${at} can only have a single target type defined`);
-    if (targets[0] === 'lun') return; // unsupported (schema walk)
+    if (targets[0] === 'lun')
+      return void d.report(`${at}.lun`, 'FieldValueNotSupported', 'vkvm attaches disks and CD-ROMs, not LUNs (SCSI pass-through)');
     const device = disk.cdrom ? 'cdrom' : 'disk';
     const bus = diskBus(d, disk, device, at);
 
@@ -276,8 +302,20 @@ export function translateStorage(d: Draft, input: StorageInput): void {
     d.diskOrigins.push({ disk: at, device, source: resolved.field });
   });
 
-  // KubeVirt's VMI admission rejects a volume no disk uses (its VM controller
-  // gives such volumes a default disk before it creates the VMI).
+  // A virtiofs share would hand the guest its volume as a filesystem; vkvm has none to hand.
+  input.filesystems.forEach((filesystem, k) => {
+    const j = filesystem.name ? volumeByName.get(filesystem.name) : undefined;
+    if (j !== undefined) usedVolumes.add(j);
+    d.report(
+      `spec.domain.devices.filesystems[${k}]`,
+      'FieldValueNotSupported',
+      'vkvm shares no filesystems with guests (virtiofs): attach the volume as a disk',
+    );
+  });
+
+  // KubeVirt's VMI admission rejects a volume no disk uses; the VMI controller
+  // gave every volume without one a default disk before the VMI got a pod
+  // (defaults.ts), so only a VMI that skipped it gets here.
   input.volumes.forEach((volume, j) => {
     const isMemoryDump = hasField(volume, 'memoryDump'); // KubeVirt exempts it
     if (usedVolumes.has(j) || !volume.name || isMemoryDump || volumeByName.get(volume.name) !== j) return;

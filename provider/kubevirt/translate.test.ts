@@ -465,8 +465,6 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     d.features = { smm: {} };
     d.clock = { utc: {}, timer: { hpet: { present: false } } } as never;
     (d.devices!.disks![1] as unknown as Record<string, unknown>).cache = 'writeback';
-    d.devices!.disks!.push({ name: 'rootdv' });
-    v.spec.volumes!.push({ name: 'rootdv', dataVolume: { name: 'fedora-root' } } as never);
     v.spec.networks!.push({ name: 'storage', multus: { networkName: 'storage-net' } } as never);
     d.devices!.interfaces!.push({ name: 'storage', bridge: {} });
     (v.spec as unknown as Record<string, unknown>).evictionStrategy = 'LiveMigrate';
@@ -477,7 +475,6 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     'spec.domain.devices.gpus',
     'spec.domain.clock.timer',
     'spec.networks[1].multus',
-    'spec.volumes[3].dataVolume',
     'spec.evictionStrategy',
     'spec.domain.features.smm',
   ]);
@@ -494,7 +491,84 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
       cpu: { sockets: 1, cores: 2, threads: 1 },
       clock: { kind: 'utc' },
     },
-    'the disk on the dataVolume and the interface on the multus network are left out',
+    'the interface on the multus network is left out',
+  );
+});
+
+t.test('a volume vkvm cannot provide is refused, naming its field; its disk is never dropped', async (t) => {
+  const kinds: Array<[string, Record<string, unknown>]> = [
+    ['dataVolume', { name: 'fedora-root' }],
+    ['ephemeral', { persistentVolumeClaim: { claimName: 'golden' } }],
+    ['cloudInitConfigDrive', { userData: '#cloud-config\n' }],
+    ['sysprep', { configMap: { name: 'unattend' } }],
+    ['configMap', { name: 'app-config' }],
+    ['secret', { secretName: 'app-secret' }],
+    ['serviceAccount', { serviceAccountName: 'default' }],
+    ['downwardAPI', { fields: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] }],
+    ['downwardMetrics', {}],
+    ['memoryDump', { claimName: 'dump' }],
+  ];
+  const refusals = kinds.map(([kind, source]) =>
+    causesOf(
+      translateVmi(
+        smokeWith((v) => {
+          v.spec.domain.devices!.disks!.push({ name: 'extra', disk: { bus: 'virtio' } });
+          v.spec.volumes!.push({ name: 'extra', [kind]: source } as never);
+        }),
+        ctx(),
+      ),
+    ),
+  );
+  t.same(
+    refusals,
+    kinds.map(([kind]) => [[`spec.volumes[3].${kind}`, 'FieldValueNotSupported']]),
+    'each kind KubeVirt has beyond containerDisk, emptyDisk, cloudInitNoCloud, hostDisk and persistentVolumeClaim',
+  );
+  const dataVolume = translateVmi(
+    smokeWith((v) => {
+      v.spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } });
+      v.spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never);
+    }),
+    ctx(),
+  );
+  t.match(
+    dataVolume,
+    { causes: [{ message: /no DataVolumes \(CDI\): use a persistentVolumeClaim, a containerDisk or a hostDisk/ }] },
+    'the message says what to use instead',
+  );
+
+  t.same(
+    causesOf(
+      translateVmi(
+        smokeWith((v) => {
+          v.spec.domain.devices!.disks![1] = { name: 'emptydisk', lun: {} } as never;
+          v.spec.domain.devices!.filesystems = [{ name: 'shared' }];
+          v.spec.volumes!.push({ name: 'shared', persistentVolumeClaim: { claimName: 'shared' } });
+        }),
+        ctx({ pvcs: { shared: { hostPath: '/mnt/shared', volumeMode: 'Filesystem' } } }),
+      ),
+    ),
+    [
+      ['spec.domain.devices.disks[1].lun', 'FieldValueNotSupported'],
+      ['spec.domain.devices.filesystems[0]', 'FieldValueNotSupported'],
+    ],
+    'a LUN disk and a virtiofs filesystem are refused too (the filesystem’s volume is not also called diskless)',
+  );
+
+  const csi = {
+    unservable:
+      'claim "data" is bound to PersistentVolume pvc-1, a CSI volume of driver hostpath.csi.k8s.io: vkvm serves VM disks from local and hostPath volumes only',
+  };
+  t.match(
+    translateVmi(
+      smokeWith((v) => {
+        v.spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+        v.spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'data' } });
+      }),
+      ctx({ pvcs: { data: csi } }),
+    ),
+    { causes: [{ path: 'spec.volumes[3].persistentVolumeClaim.claimName', reason: 'FieldValueNotSupported', message: csi.unservable }] },
+    'a claim the node cannot serve is refused at its claimName, with the reason',
   );
 });
 

@@ -18,7 +18,9 @@
 //             instance-id, and seeds the derived MACs
 //
 // Fields outside the subset are not errors: translateVmi lists them in
-// `unsupported` and the VM runs without them. Values vkvm cannot realize in
+// `unsupported` and the VM runs without them. Storage is the exception: a
+// volume vkvm cannot provide is refused (storage.ts), never dropped, as the
+// guest would run without its data. Values vkvm cannot realize in
 // fields it does implement (a usb disk, an e1000e NIC) are errors, because
 // running anyway would give the guest different hardware than it asked for.
 import { SpecError, type SpecCause } from '../../vmm/errors.js';
@@ -33,7 +35,7 @@ import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
 import type { Clock, DomainSpec, VirtualMachineInstance } from './types.js';
 import { RESOURCES, translateCompute, type Compute } from './compute.js';
 
-export type { BoundClaim, VmiTranslateContext } from './draft.js';
+export type { BoundClaim, UnservableClaim, VmiTranslateContext } from './draft.js';
 
 export const LABEL = { namespace: 'vkvm.io/namespace', vmi: 'vkvm.io/vmi', vm: 'vkvm.io/vm' } as const;
 
@@ -264,6 +266,7 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   translateStorage(d, {
     disks: objectsIn(d, devices.disks, 'spec.domain.devices.disks'),
     volumes: objectsIn(d, spec.volumes, 'spec.volumes'),
+    filesystems: objectsIn(d, devices.filesystems, 'spec.domain.devices.filesystems'),
     instanceId: firmwareUuid,
     hostname: hostnameOf(vmi),
   });

@@ -7,7 +7,7 @@
 // outside the subset are not typed but are kept on the object: translate.ts
 // finds and reports them.
 import type { KUBEVIRT_API_VERSION } from '../../crds/subset/constants.js';
-import type { disk, iface } from '../../crds/subset/devices.js';
+import type { devices, disk, iface } from '../../crds/subset/devices.js';
 import type { clock, domain } from '../../crds/subset/domain.js';
 import type { Time, TypeOf } from '../../crds/subset/field.js';
 import type { condition, startFailure, vmiStatus, vmStatus } from '../../crds/subset/status.js';
@@ -59,6 +59,7 @@ export interface ObjectMeta {
 export type DomainSpec = TypeOf<typeof domain>;
 export type Clock = TypeOf<typeof clock>;
 export type Disk = TypeOf<typeof disk>;
+export type Filesystem = NonNullable<TypeOf<typeof devices>['filesystems']>[number];
 export type Interface = TypeOf<typeof iface>;
 export type Network = TypeOf<typeof network>;
 export type Volume = TypeOf<typeof volume>;

@@ -20,7 +20,8 @@ import type { Logger } from '../log.js';
 import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
-import { translateVmi, vmiReferences, type BoundClaim, type VmiTranslation } from '../kubevirt/translate.js';
+import { claimOnNode } from '../kubevirt/claims.js';
+import { translateVmi, vmiReferences, type BoundClaim, type UnservableClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 import { undersizedLauncherPod } from './launcher-pod-size.js';
 
@@ -173,15 +174,16 @@ export class ClusterVmiSource implements VmiSource {
     return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   }
 
-  /** A claim bound to a local or hostPath PersistentVolume: where its data lives on this node. */
-  private async resolveClaim(namespace: string, name: string): Promise<BoundClaim> {
+  /**
+   * A bound claim: where its data lives on this node, or why the node cannot
+   * serve it (a refusal naming the claim's field). An unbound claim is
+   * retried: the scheduler binds the launcher pod, which carries the claim,
+   * only once it is bound, so the node rarely sees one.
+   */
+  private async resolveClaim(namespace: string, name: string): Promise<BoundClaim | UnservableClaim> {
     const pvc = await this.clients.core.readNamespacedPersistentVolumeClaim({ name, namespace });
     const pvName = pvc.spec?.volumeName;
     if (!pvName || pvc.status?.phase !== 'Bound') throw new Error(`PersistentVolumeClaim ${namespace}/${name} is not bound yet`);
-    const pv = await this.clients.core.readPersistentVolume({ name: pvName });
-    const hostPath = pv.spec?.local?.path ?? pv.spec?.hostPath?.path;
-    if (!hostPath) throw new Error(`PersistentVolume ${pvName} is neither local nor hostPath; vkvm cannot reach it from the node`);
-    const capacity = pvc.status?.capacity?.storage;
-    return { hostPath, volumeMode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem', ...(capacity ? { capacity } : {}) };
+    return claimOnNode(pvc, await this.clients.core.readPersistentVolume({ name: pvName }));
   }
 }

@@ -8,10 +8,15 @@
 // kubevirt/alpine-ext-kernel-boot-demo:devel at the paths the example names.
 // Each VMI runs and is Ready, its console shows the guest booted, the
 // examples' cloud-init user-data runs, and the kernel-boot VMI boots the
-// image's kernel directly.
+// image's kernel directly. Beside them, a VM of vm-cirros-sata's shape (no
+// disks for its two volumes) gets the SATA disks KubeVirt's defaulting gives.
+// A Service the tenant makes with vmi-ephemeral's label as its selector (what
+// `virtctl expose vmi` makes) gets the VM's address as a ready endpoint: the
+// launcher pod carries the VMI's labels.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
@@ -43,6 +48,39 @@ const BOOT_DEADLINE_MS = 240_000;
 const FIXTURES = join(packageRoot(), 'test', 'e2e', 'fixtures', 'kubevirt-examples');
 const EXAMPLES = ['vmi-ephemeral', 'vm-cirros', 'vmi-nocloud', 'vmi-kernel-boot'] as const;
 const USER_DATA_OUTPUT = 'printed from cloud-init userdata';
+/**
+ * KubeVirt's vm-cirros-sata example in shape (examples/vm-cirros-sata.yaml):
+ * `devices: {}` with a containerDisk and a cloud-init volume, which KubeVirt's
+ * defaulting gives SATA disks. Running from the start (the example is Halted).
+ */
+const sataVm = (registryHost: string): string => `
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: vm-cirros-sata
+  labels: { kubevirt.io/vm: vm-cirros-sata }
+spec:
+  runStrategy: Always
+  template:
+    metadata:
+      labels: { kubevirt.io/vm: vm-cirros-sata }
+    spec:
+      domain:
+        cpu: { cores: 1, sockets: 1, threads: 1 }
+        devices: {}
+        memory: { guest: 128Mi }
+        resources: { requests: { memory: 128Mi } }
+      terminationGracePeriodSeconds: 0
+      volumes:
+        - name: containerdisk
+          containerDisk:
+            image: ${registryHost}/kubevirt/cirros-container-disk-demo:devel
+        - name: cloudinitdisk
+          cloudInitNoCloud:
+            userData: |
+              #!/bin/sh
+              echo '${USER_DATA_OUTPUT}'
+`;
 
 t.test("KubeVirt's example manifests run unchanged but for the registry host", async (t) => {
   const registry = await startDockerRegistry(t, { dir: join(t.testdir(), 'registry') });
@@ -86,6 +124,8 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
     const res = await kubectl(['apply', '-n', NS, '-f', '-'], { input: manifests[name] });
     t.equal(res.code, 0, `kubectl apply -f ${name}.yaml as the tenant: ${res.stderr}`);
   }
+  const sata = await kubectl(['apply', '-n', NS, '-f', '-'], { input: sataVm(registry.host) });
+  t.equal(sata.code, 0, `kubectl apply of the vm-cirros-sata VM as the tenant: ${sata.stderr}`);
 
   // vm-cirros says running: false; KubeVirt's docs start it with virtctl start, or this patch.
   await waitFor(virtualMachines(tenant, NS, { name: 'vm-cirros' }), (vm) => vm.status?.printableStatus === 'Stopped', {
@@ -94,7 +134,7 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
   const started = await kubectl(['patch', 'vm', 'vm-cirros', '-n', NS, '--type', 'merge', '-p', '{"spec":{"running":true}}']);
   t.equal(started.code, 0, `vm-cirros started with kubectl patch as the tenant: ${started.stderr}`);
 
-  const vmiNames = ['vmi-ephemeral', 'vm-cirros', 'vmi-nocloud', 'vmi-kernel-boot'];
+  const vmiNames = ['vmi-ephemeral', 'vm-cirros', 'vmi-nocloud', 'vmi-kernel-boot', 'vm-cirros-sata'];
   const vmis = await Promise.all(
     vmiNames.map((name) =>
       waitFor(virtualMachineInstances(tenant, NS, { name }), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', {
@@ -132,7 +172,7 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
             name,
             await consoleWith(
               name,
-              name === 'vm-cirros' || name === 'vmi-nocloud' ? [GUEST_BOOT_MARKER, USER_DATA_OUTPUT] : [GUEST_BOOT_MARKER],
+              ['vm-cirros', 'vmi-nocloud', 'vm-cirros-sata'].includes(name) ? [GUEST_BOOT_MARKER, USER_DATA_OUTPUT] : [GUEST_BOOT_MARKER],
             ),
           ] as const,
       ),
@@ -150,11 +190,56 @@ t.test("KubeVirt's example manifests run unchanged but for the registry host", a
       { name: 'vm-cirros', unsupported: undefined, booted: true, userData: true },
       { name: 'vmi-nocloud', unsupported: undefined, booted: true, userData: true },
       { name: 'vmi-kernel-boot', unsupported: undefined, booted: true, userData: false },
+      { name: 'vm-cirros-sata', unsupported: undefined, booted: true, userData: true },
     ],
     'every example runs with each of its fields realized; the guests booted, and the user-data script ran where the example has one',
   );
 
+  const sataArgv = qemuArgv(byName.get('vm-cirros-sata')!).join(' ');
+  t.same(
+    {
+      disks: byName.get('vm-cirros-sata')?.spec.domain.devices?.disks,
+      sataDisks: sataArgv.match(/ide-hd/g)?.length ?? 0,
+      virtioDisks: sataArgv.match(/virtio-blk/g)?.length ?? 0,
+    },
+    {
+      disks: [
+        { name: 'containerdisk', disk: { bus: 'sata' } },
+        { name: 'cloudinitdisk', disk: { bus: 'sata' } },
+      ],
+      sataDisks: 2,
+      virtioDisks: 0,
+    },
+    "vm-cirros-sata's VMI shows a SATA disk per volume, as KubeVirt's defaulting writes them, and QEMU has both on SATA",
+  );
+
   const ephemeral = await launcherPod('vmi-ephemeral');
+  await tenant.core.createNamespacedService({
+    namespace: NS,
+    body: { metadata: { name: 'vmi-ephemeral' }, spec: { selector: { special: 'vmi-ephemeral' }, ports: [{ name: 'ssh', port: 22 }] } },
+  });
+  // The EndpointSlice controller (kube-controller-manager) writes it; the tenant reads it as `edit` allows.
+  const slices = await poll(
+    "the Service's EndpointSlice with a ready endpoint",
+    () => kubectl(['get', 'endpointslices', '-n', NS, '-l', 'kubernetes.io/service-name=vmi-ephemeral', '-o', 'json']),
+    (r) =>
+      r.code === 0 &&
+      (JSON.parse(r.stdout) as { items: V1EndpointSlice[] }).items.some((e) => e.endpoints?.some((x) => x.conditions?.ready)),
+    { deadlineMs: 60_000, intervalMs: 1000 },
+  );
+  t.same(
+    {
+      label: ephemeral?.metadata?.labels?.special,
+      endpoints: (JSON.parse(slices.stdout) as { items: V1EndpointSlice[] }).items
+        .flatMap((e) => e.endpoints ?? [])
+        .map((e) => ({ addresses: e.addresses, ready: e.conditions?.ready, pod: e.targetRef?.name })),
+    },
+    {
+      label: 'vmi-ephemeral',
+      endpoints: [{ addresses: [ephemeral?.status?.podIP], ready: true, pod: ephemeral?.metadata?.name }],
+    },
+    "the launcher pod carries the VMI's label, and a Service selecting it has the Ready VM's pod IP as its one ready endpoint",
+  );
   t.equal(
     ephemeral?.status?.containerStatuses?.[0]?.imageID,
     `${registry.host}/kubevirt/cirros-container-disk-demo@${diskDigest}`,

@@ -2,7 +2,8 @@
 // node agent (the node side has its own e2e): a VirtualMachine's run strategy
 // creates and deletes its VMI, each VMI gets a virt-launcher pod the real
 // scheduler sees, and the real garbage collector removes VMIs and pods with
-// their owners. With no node the launcher pod stays Unschedulable.
+// their owners. With no node the launcher pod stays Unschedulable. A VMI
+// whose volumes have no disks gets KubeVirt's default disks first.
 import t from 'tap';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
@@ -11,9 +12,11 @@ import { FIXED_OVERHEAD_MIB, GRAPHICS_OVERHEAD_MIB, PER_VCPU_OVERHEAD_MIB } from
 import {
   kubevirtIn,
   pooledVm,
+  smokeVmiSpec,
   startTestCluster,
   testLog,
   testNamespace,
+  vmiOf,
   waitFor,
   waitForAll,
   waitForGone,
@@ -199,6 +202,30 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
       what: 'the UnsupportedFields event',
     });
     t.match(warning, { type: 'Warning', message: /spec\.instancetype/ }, 'and by a Warning event on the VM');
+  });
+
+  await t.test("a VMI's volumes without a disk get KubeVirt's default SATA disks in its spec, before its launcher pod", async (t) => {
+    const spec = smokeVmiSpec();
+    spec.domain.devices = { interfaces: spec.domain.devices!.interfaces! };
+    await kv.createVmi(vmiOf('diskless', spec));
+    const defaulted = await waitFor(ns.vmi('diskless'), (v) => (v.spec.domain.devices?.disks?.length ?? 0) > 0, {
+      what: 'disks in its spec',
+    });
+    const pods = await waitFor(ns.pods({ labelSelector: 'vm.kubevirt.io/name=diskless' }), () => true, { what: 'its launcher pod' });
+    t.same(
+      { disks: defaulted.spec.domain.devices?.disks, pod: Boolean(pods.metadata?.name) },
+      {
+        disks: [
+          { name: 'containerdisk', disk: { bus: 'sata' } },
+          { name: 'emptydisk', disk: { bus: 'sata' } },
+          { name: 'cloudinitdisk', disk: { bus: 'sata' } },
+        ],
+        pod: true,
+      },
+      'one SATA disk per volume, in volume order, and then the launcher pod',
+    );
+    await kv.deleteVmi('diskless');
+    await waitForGone(ns.vmi('diskless'));
   });
 
   await t.test('runStrategy Manual starts and stops by the state change requests kubectl patches in', async (t) => {

@@ -4,7 +4,8 @@
 // garbage collector remove VMI and pod, and the VM stops. On the way: the
 // guest agent's report on the VMI, and pause/unpause by the documented
 // annotation, across an agent restart. The subtests up to the VM's deletion
-// follow one VM through its life; the storage and error cases have their own.
+// follow one VM through its life; the storage and error cases have their own,
+// among them volumes the node cannot provide, refused rather than dropped.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
@@ -319,4 +320,59 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
     await kv.deleteVmi('badpath');
   });
+
+  await t.test(
+    'volumes the node cannot provide (a dataVolume, a claim on a CSI PV) fail the VMI naming each field; no disk is dropped',
+    async (t) => {
+      const pvName = `vkvm-e2e-csi-${randomBytes(3).toString('hex')}`;
+      await cluster.clients.core.createPersistentVolume({
+        body: {
+          metadata: { name: pvName },
+          spec: {
+            capacity: { storage: '64Mi' },
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: 'vkvm-e2e-csi',
+            csi: { driver: 'csi.vkvm-e2e.example', volumeHandle: pvName },
+            persistentVolumeReclaimPolicy: 'Retain',
+          },
+        },
+      });
+      t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: pvName }).catch(() => undefined));
+      await cluster.clients.core.createNamespacedPersistentVolumeClaim({
+        namespace: NS,
+        body: {
+          metadata: { name: 'csi-data' },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: 'vkvm-e2e-csi',
+            volumeName: pvName,
+            resources: { requests: { storage: '64Mi' } },
+          },
+        },
+      });
+      await waitFor(ns.pvc('csi-data'), (c) => c.status?.phase === 'Bound', { what: 'Bound' });
+      const spec = smokeVmiSpec();
+      spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } }, { name: 'data', disk: { bus: 'virtio' } });
+      spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never, {
+        name: 'data',
+        persistentVolumeClaim: { claimName: 'csi-data' },
+      });
+      await kv.createVmi(vmiOf('nostorage', spec));
+      const failed = await waitFor(ns.vmi('nostorage'), (v) => v.status?.phase === 'Failed', { what: 'Failed', deadlineMs: 90_000 });
+      // Both causes in one message, in disk order: the dataVolume, then the claim with its PV's CSI driver.
+      const fields = new RegExp(
+        'spec\\.volumes\\[3\\]\\.dataVolume: vkvm serves no DataVolumes[\\s\\S]*' +
+          `spec\\.volumes\\[4\\]\\.persistentVolumeClaim\\.claimName: claim "csi-data" is bound to PersistentVolume ${pvName}, ` +
+          'a CSI volume of driver csi\\.vkvm-e2e\\.example',
+      );
+      t.match(
+        { reason: failed.status?.reason, synchronized: failed.status?.conditions?.find((c) => c.type === 'Synchronized') },
+        { reason: 'InvalidVMSpec', synchronized: { status: 'False', reason: 'InvalidVMSpec', message: fields } },
+        'phase Failed, reason InvalidVMSpec, Synchronized False naming the dataVolume and the claim (with its CSI driver)',
+      );
+      t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
+      await kv.deleteVmi('nostorage');
+      await waitForGone(ns.vmi('nostorage'), { deadlineMs: 90_000 });
+    },
+  );
 });
