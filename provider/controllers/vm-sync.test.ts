@@ -1,5 +1,14 @@
 import t from 'tap';
-import { controlledBy, firmwareUuid, nextStateChangeRequests, nextVmStatus, vmiFromTemplate } from './vm-sync.js';
+import {
+  controlledBy,
+  firmwareUuid,
+  nextStateChangeRequests,
+  nextVmStatus,
+  restartRequired,
+  TEMPLATE_HASH_ANNOTATION,
+  templateHash,
+  vmiFromTemplate,
+} from './vm-sync.js';
 import { statusPatch } from '../kube/status-patch.js';
 import { setCondition } from '../kubevirt/conditions.js';
 import type { VirtualMachine, VirtualMachineInstance, VirtualMachineStatus, VmiPhase } from '../kubevirt/types.js';
@@ -36,7 +45,7 @@ t.test('the VMI from the template is named after the VM and controlled by it', a
       name: 'testvm',
       namespace: 'ns',
       labels: { app: 'web', 'kubevirt.io/vm': 'testvm' },
-      annotations: { note: 'x' },
+      annotations: { note: 'x', 'vkvm.io/vm-template-hash': templateHash(vm()) },
       ownerReferences: [
         { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'testvm', uid: 'vm-uid', controller: true, blockOwnerDeletion: true },
       ],
@@ -198,5 +207,60 @@ t.test('VM fields vkvm keeps but does not realize are reported by an Unsupported
   t.notOk(
     plain.conditions?.some((c) => c.type === 'UnsupportedFields'),
     'the condition goes with the fields',
+  );
+});
+
+t.test('RestartRequired: a running VM whose template spec changed since its VMI was made, until the next VMI', async (t) => {
+  const running = (v: ReturnType<typeof vm>) => ({ ...vmiFromTemplate(v), status: { phase: 'Running' as const } });
+  const before = vm();
+  const changed = vm();
+  changed.spec.template.spec.domain.resources = { requests: { memory: '128Mi' } };
+  const relabelled = vm();
+  relabelled.spec.template.metadata = { labels: { app: 'other' } };
+  const oldVmi = running(before);
+  delete oldVmi.metadata.annotations![TEMPLATE_HASH_ANNOTATION];
+  t.same(
+    {
+      unchanged: restartRequired(before, running(before)),
+      specChanged: restartRequired(changed, running(before)),
+      labelsOnly: restartRequired(relabelled, running(before)),
+      restarted: restartRequired(changed, running(changed)),
+      stopped: restartRequired(changed, undefined),
+      finished: restartRequired(changed, { ...running(before), status: { phase: 'Succeeded' } }),
+      madeBeforeTheHash: restartRequired(changed, oldVmi),
+    },
+    {
+      unchanged: false,
+      specChanged: true,
+      labelsOnly: false,
+      restarted: false,
+      stopped: false,
+      finished: false,
+      madeBeforeTheHash: false,
+    },
+  );
+  const [a, b] = [vm(), vm()];
+  a.spec.template.spec = { domain: { cpu: { cores: 1 }, resources: {} }, terminationGracePeriodSeconds: 0 };
+  b.spec.template.spec = { terminationGracePeriodSeconds: 0, domain: { resources: {}, cpu: { cores: 1 } } };
+  t.equal(templateHash(a), templateHash(b), 'the same spec with its fields in another order hashes the same');
+  const status = nextVmStatus({ vm: changed, vmi: running(before), action: 'keep', outcome: { ok: true }, now: new Date(0), jitter: 0 });
+  t.match(
+    status.conditions?.find((c) => c.type === 'RestartRequired'),
+    {
+      status: 'True',
+      message: 'a non-live-updatable field was changed in the template spec',
+    },
+  );
+  const cleared = nextVmStatus({
+    vm: { ...changed, status },
+    vmi: running(changed),
+    action: 'keep',
+    outcome: { ok: true },
+    now: new Date(0),
+    jitter: 0,
+  });
+  t.notOk(
+    cleared.conditions?.some((c) => c.type === 'RestartRequired'),
+    'cleared once the VMI runs the template as it is',
   );
 });

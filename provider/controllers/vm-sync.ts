@@ -19,6 +19,31 @@ import { deriveVmStatus, nextStartFailure, restartsAfterDelete, type VmiAction }
 /** Label on a VMI naming the VM that created it (KubeVirt's kubevirt.io/vm). */
 export const VM_LABEL = 'kubevirt.io/vm';
 
+/**
+ * Annotation on a VMI: the hash of the VM template spec it was made from, so that a later change of the
+ * template shows as RestartRequired (KubeVirt keeps the spec in a ControllerRevision for the same check).
+ */
+export const TEMPLATE_HASH_ANNOTATION = 'vkvm.io/vm-template-hash';
+
+/** KubeVirt's message when a running VM's template changed in a field it cannot apply live (all, on vkvm). */
+export const RESTART_REQUIRED_MESSAGE = 'a non-live-updatable field was changed in the template spec';
+
+/** JSON with object keys sorted, so equal specs hash equal whatever order their fields came in. */
+function sortedJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(',')}]`;
+  if (value && typeof value === 'object')
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${sortedJson((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The hash of a VM's template spec (its metadata, labels and annotations, aside: those are not restarts). */
+export function templateHash(vm: VirtualMachine): string {
+  return createHash('sha256').update(sortedJson(vm.spec.template.spec)).digest('hex').slice(0, 32);
+}
+
 /** KubeVirt's firmwareUUIDns: the namespace of the name-based firmware UUIDs. */
 const FIRMWARE_UUID_NS = '6a1a24a1-4061-4607-8bf4-a3963d0c5895';
 
@@ -53,7 +78,11 @@ export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
   const spec = structuredClone(template.spec);
   spec.domain ??= {};
   if (!spec.domain.firmware?.uuid) spec.domain.firmware = { ...(spec.domain.firmware ?? {}), uuid: firmwareUuid(name) };
-  const annotations = { ...(template.metadata?.annotations ?? {}), ...(hasStartPausedRequest(vm) ? { [PAUSED_ANNOTATION]: 'true' } : {}) };
+  const annotations = {
+    ...(template.metadata?.annotations ?? {}),
+    ...(hasStartPausedRequest(vm) ? { [PAUSED_ANNOTATION]: 'true' } : {}),
+    [TEMPLATE_HASH_ANNOTATION]: templateHash(vm),
+  };
   return {
     apiVersion: KUBEVIRT_API_VERSION,
     kind: 'VirtualMachineInstance',
@@ -61,7 +90,7 @@ export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
       name,
       namespace: vm.metadata.namespace ?? 'default',
       labels: { ...(template.metadata?.labels ?? {}), [VM_LABEL]: name },
-      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+      annotations,
       ownerReferences: [
         {
           apiVersion: KUBEVIRT_API_VERSION,
@@ -136,6 +165,17 @@ export interface VmSyncInput {
   jitter: number;
 }
 
+/**
+ * The VM's template changed since its VMI was made from it, and that VMI still runs: the change waits for a
+ * restart (a stop and start, or virtctl restart, makes the next VMI from the template as it is). A VMI made
+ * before vkvm recorded the hash cannot tell, and says nothing.
+ */
+export function restartRequired(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined): boolean {
+  const madeFrom = vmi?.metadata.annotations?.[TEMPLATE_HASH_ANNOTATION];
+  const final = vmi?.status?.phase === 'Succeeded' || vmi?.status?.phase === 'Failed';
+  return Boolean(vmi && madeFrom && !final && controlledBy(vmi, vm) && madeFrom !== templateHash(vm));
+}
+
 function vmConditions(i: VmSyncInput): Condition<VmConditionType>[] {
   const { vm, vmi, now } = i;
   let conditions: Condition<VmConditionType>[] = vm.status?.conditions ?? [];
@@ -162,6 +202,9 @@ function vmConditions(i: VmSyncInput): Condition<VmConditionType>[] {
   conditions = i.outcome.ok
     ? removeCondition(conditions, 'Failure')
     : setCondition(conditions, { type: 'Failure', status: 'True', reason: i.outcome.reason, message: i.outcome.message }, now);
+  conditions = restartRequired(vm, vmi)
+    ? setCondition(conditions, { type: 'RestartRequired', status: 'True', message: RESTART_REQUIRED_MESSAGE }, now)
+    : removeCondition(conditions, 'RestartRequired');
   const unsupported = unsupportedVmFields(vm);
   conditions = unsupported.length
     ? setCondition(

@@ -184,6 +184,28 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
     },
   );
 
+  await t.test("a running VM's template change shows RestartRequired until its next VMI runs the template as it is", async (t) => {
+    await kv.createVm(pooledVm('restartvm'));
+    const first = await waitFor(ns.vmi('restartvm'), () => true, { what: 'created' });
+    const restartRequired = (v: { status?: { conditions?: Array<{ type: string }> } }) =>
+      v.status?.conditions?.find((c) => c.type === 'RestartRequired');
+    await kv.patchVm('restartvm', { spec: { template: { spec: { domain: { resources: { requests: { memory: '256Mi' } } } } } } });
+    const flagged = await waitFor(ns.vm('restartvm'), (v) => Boolean(restartRequired(v)), { what: 'the RestartRequired condition' });
+    t.match(
+      restartRequired(flagged),
+      { status: 'True', message: 'a non-live-updatable field was changed in the template spec' },
+      "KubeVirt's condition and message on the VM",
+    );
+    t.equal((await kv.readVmi('restartvm'))?.metadata.uid, first.metadata.uid, 'the running VMI is left as it is');
+    // virtctl restart's effect, as runStrategy Always does it: the VMI goes and the next one is made from the template.
+    await kv.deleteVmi('restartvm');
+    const next = await waitFor(ns.vmi('restartvm'), (v) => v.metadata.uid !== first.metadata.uid, { what: 'the next VMI' });
+    t.match(next.spec.domain?.resources, { requests: { memory: '256Mi' } }, 'the next VMI runs the changed template');
+    const cleared = await waitFor(ns.vm('restartvm'), (v) => !restartRequired(v), { what: 'RestartRequired cleared' });
+    t.notOk(restartRequired(cleared), 'and the condition is gone');
+    await kv.deleteVm('restartvm');
+  });
+
   await t.test('a VM field vkvm keeps but does not realize is reported by a condition and an event', async (t) => {
     const typed = pooledVm('instancetyped');
     Object.assign(typed.spec, { runStrategy: 'Halted', instancetype: { name: 'u1.small' } });
