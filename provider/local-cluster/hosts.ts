@@ -18,7 +18,7 @@ import { run } from '../network/host.js';
 import { imageStoreOf, NODES_CGROUP_PARENT, NODES_DIR, type LocalNode, type Segment } from './layout.js';
 import { createNodeNetns, removeNodeNetns } from './segment.js';
 import { cgroupMounts } from './cgroup-mounts.js';
-import type { SimulatedHostSpec } from './simulated-host.js';
+import { JOINED_MESSAGE, type SimulatedHostSpec } from './simulated-host.js';
 
 export interface LocalNodesOptions {
   nodes: LocalNode[];
@@ -61,15 +61,18 @@ async function joinArgs(o: LocalNodesOptions): Promise<string[]> {
   return command.split(/\s+/).slice(2);
 }
 
-/** The first line the host's init writes on fd 3: "ready", or why it failed. */
-function firstLine(stream: Readable): Promise<string | undefined> {
+/**
+ * Passes the init's log lines on to this process's log; resolves true at
+ * its JOINED_MESSAGE, false if it exits first (its log says why).
+ */
+function untilJoined(stream: Readable): Promise<boolean> {
   return new Promise((resolve) => {
     const lines = createInterface({ input: stream });
-    lines.once('line', (line) => {
-      lines.close();
-      resolve(line);
+    lines.on('line', (line) => {
+      process.stdout.write(`${line}\n`);
+      if (line.includes(`"msg":"${JOINED_MESSAGE}"`)) resolve(true);
     });
-    lines.once('close', () => resolve(undefined));
+    lines.once('close', () => resolve(false));
   });
 }
 
@@ -80,7 +83,7 @@ interface StartedHost {
   kill(): void;
 }
 
-async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[]): Promise<StartedHost> {
+async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[], signal: AbortSignal): Promise<StartedHost> {
   await createNodeNetns(node, o.segment);
   const spec: SimulatedHostSpec = {
     name: node.name,
@@ -122,7 +125,7 @@ async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[]):
       SIMULATED_HOST,
       JSON.stringify(spec),
     ],
-    { stdio: ['ignore', 'inherit', 'inherit', 'pipe'], detached: true },
+    { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const host: StartedHost = {
@@ -131,11 +134,15 @@ async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[]):
     terminate: () => void child.kill('SIGTERM'),
     kill: () => void child.kill('SIGKILL'),
   };
-  const said = await firstLine(child.stdio[3] as Readable);
-  if (said !== 'ready') {
+  // A stop asked for meanwhile: the init stops its join, and says it did not join.
+  const onAbort = () => host.terminate();
+  signal.addEventListener('abort', onAbort, { once: true });
+  const joined = await untilJoined(child.stdout!);
+  signal.removeEventListener('abort', onAbort);
+  if (!joined) {
     await exited;
     await removeNodeNetns(node);
-    throw new Error(`node ${node.name} did not join: ${said ?? 'its init exited'}`);
+    throw new Error(`node ${node.name} did not join (its log above says why)`);
   }
   o.log.info({ node: node.name, address: node.address }, 'simulated host joined');
   return host;
@@ -167,7 +174,7 @@ export async function startLocalNodes(o: LocalNodesOptions, signal: AbortSignal)
       signal.throwIfAborted();
       await o.importImages(imageStoreOf(node));
       signal.throwIfAborted();
-      started.push(await startHost(node, o, join));
+      started.push(await startHost(node, o, join, signal));
     }
   } catch (err) {
     await stop();

@@ -12,9 +12,9 @@
 //   3. on SIGTERM or SIGINT, stops the agent, powers its VMs off and removes
 //      its pod network and VM cgroups, then exits; the Node and the node's
 //      credentials stay, so the next vkvm up re-joins with them.
-// It tells vkvm up on fd 3: "ready" once joined, or the error.
+// Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined.
 import { spawn } from 'node:child_process';
-import { openSync, writeSync } from 'node:fs';
+import { openSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { Cgroup } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
@@ -22,7 +22,8 @@ import { NETNS_DIR } from '../network/vm-network.js';
 import { run } from '../network/host.js';
 import { cliPath, stopDetachedAgent } from '../join/service.js';
 import { stopNodeWorkloads } from '../join/reset.js';
-import { createRootLogger, type Logger } from '../log.js';
+import { pino } from 'pino';
+import type { Logger } from '../log.js';
 import { restoreCgroupMounts, type CgroupMounts } from './cgroup-mounts.js';
 
 export interface SimulatedHostSpec {
@@ -47,17 +48,12 @@ export interface SimulatedHostSpec {
   logLevel: string;
 }
 
-const READY_FD = 3;
+/** The log message vkvm up waits for. */
+export const JOINED_MESSAGE = 'joined the cluster';
+/** Where `mount` finds the directory it is handed. */
+const MOUNT_FD = 3;
 
-function tell(line: string, log: Logger): void {
-  try {
-    writeSync(READY_FD, `${line}\n`);
-  } catch (err) {
-    log.debug({ err }, 'nobody listens on fd 3 (run by hand?)');
-  }
-}
-
-/** Runs `mount` with `fd` as its fd 3 (so /proc/self/fd/3 names a directory hidden since it was opened). */
+/** Runs `mount` with `fd` as its MOUNT_FD (so /proc/self/fd/3 names a directory hidden since it was opened). */
 function mountWithFd(args: string[], fd?: number): Promise<void> {
   const child = spawn('mount', args, { stdio: ['ignore', 'ignore', 'pipe', ...(fd === undefined ? [] : [fd])] });
   let stderr = '';
@@ -91,7 +87,7 @@ async function hideTheRest(spec: SimulatedHostSpec): Promise<void> {
   for (const { dir, fd } of own) {
     await mkdir(dir, { recursive: true, mode: 0o711 });
     // Not canonicalized: the link's path is the hidden one; the open directory is what is meant.
-    await mountWithFd(['--no-canonicalize', '--bind', `/proc/self/fd/${READY_FD}`, dir], fd);
+    await mountWithFd(['--no-canonicalize', '--bind', `/proc/self/fd/${MOUNT_FD}`, dir], fd);
   }
   await mkdir(spec.libvirtCacheTarget, { recursive: true, mode: 0o711 });
   await run(['mount', '--bind', spec.libvirtCacheDir, spec.libvirtCacheTarget]);
@@ -145,8 +141,18 @@ async function stopHost(spec: SimulatedHostSpec, log: Logger): Promise<void> {
 }
 
 async function main(): Promise<number> {
-  const spec = JSON.parse(process.argv[2] ?? '{}') as SimulatedHostSpec;
-  const log = createRootLogger(spec.logLevel).child({ component: 'simulated-host', node: spec.name });
+  if (!process.argv[2]) {
+    process.stderr.write('simulated-host.js is started by vkvm up --nodes, with its spec as JSON\n');
+    return 2;
+  }
+  const spec = JSON.parse(process.argv[2]) as SimulatedHostSpec;
+  // Its log goes to vkvm up; once vkvm up is gone (killed), the stop it still has to do must not die of EPIPE.
+  const out = pino.destination({ fd: 1, sync: true });
+  out.on('error', () => undefined);
+  const log = pino({ level: spec.logLevel, base: { app: 'vkvm' }, timestamp: pino.stdTimeFunctions.isoTime }, out).child({
+    component: 'simulated-host',
+    node: spec.name,
+  });
   let killJoin: (() => void) | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -163,11 +169,9 @@ async function main(): Promise<number> {
     await hideTheRest(spec);
     await join(spec, log, (kill) => (killJoin = kill));
     killJoin = undefined;
-    if (!stopping) tell('ready', log);
-    log.info('joined');
+    if (!stopping) log.info(JOINED_MESSAGE);
   } catch (err) {
     log.error({ err }, 'the simulated host could not join');
-    tell(`failed: ${(err as Error).message.split('\n').slice(-3).join(' ')}`, log);
     await stop();
     return 1;
   }
