@@ -87,6 +87,7 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
     return interrupted;
   };
   t.teardown(async () => {
+    if (!t.passing()) t.comment(`vkvm up's last lines:\n${output.slice(-60).join('\n')}`);
     if (child.exitCode === null && child.signalCode === null) await interrupt();
     for (const pid of pidsWhere((argv) => argv.some((a) => a.includes(stateDir)))) process.kill(pid, 'SIGKILL');
     await rm(stateDir, { recursive: true, force: true });
