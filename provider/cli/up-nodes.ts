@@ -96,7 +96,8 @@ export async function startExtraNodes(o: {
       adminKubeconfig: o.adminKubeconfig,
       server: o.server,
       agentArgs: agentArgsOf(shared),
-      hidden: [o.upStateDir, o.config.runDir, o.config.imageCacheDir, o.config.imageStoreDir],
+      // /var/cache whole: node 1's caches, and room for the node's own libvirt cache that leaves nothing on this host.
+      hidden: [o.upStateDir, o.config.runDir, o.config.imageCacheDir, o.config.imageStoreDir, '/var/cache'],
       libvirtCacheTarget: '/var/cache/libvirt',
       importImages: o.importImages,
       gracePeriodS: 10,
