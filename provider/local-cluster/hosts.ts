@@ -160,6 +160,8 @@ async function stopHost(host: StartedHost, log: Logger): Promise<void> {
     await host.exited;
   }
   await removeNodeNetns(host.node);
+  // Volatile, as a host's /run is; mounted in its namespace, so removed from here.
+  await rm(host.node.runDir, { recursive: true, force: true });
 }
 
 /** Starts nodes 2..N, one after another (each join imports images and boots an agent on a shared CPU). */

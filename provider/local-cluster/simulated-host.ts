@@ -15,7 +15,7 @@
 // Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined.
 import { spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { Cgroup } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 import { NETNS_DIR } from '../network/vm-network.js';
@@ -138,8 +138,6 @@ async function stopHost(spec: SimulatedHostSpec, log: Logger): Promise<void> {
   // The node's own cgroup parent, <parent of parent>/<name>, now empty.
   const slash = spec.cgroupParent.lastIndexOf('/');
   if (slash > 0) await Cgroup.removeLeftover({ parent: spec.cgroupParent.slice(0, slash), uid: spec.cgroupParent.slice(slash + 1) });
-  // Volatile, as a host's /run is: gone with its last socket.
-  await rm(spec.runDir, { recursive: true, force: true });
 }
 
 async function main(): Promise<number> {
