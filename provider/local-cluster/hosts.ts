@@ -18,7 +18,7 @@ import { run } from '../network/host.js';
 import { imageStoreOf, NODES_CGROUP_PARENT, NODES_DIR, type LocalNode, type Segment } from './layout.js';
 import { createNodeNetns, removeNodeNetns } from './segment.js';
 import { cgroupMounts } from './cgroup-mounts.js';
-import { JOINED_MESSAGE, type SimulatedHostSpec } from './simulated-host.js';
+import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
 
 export interface LocalNodesOptions {
   nodes: LocalNode[];

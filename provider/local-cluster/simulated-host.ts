@@ -15,6 +15,7 @@
 // Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined.
 import { spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { mkdir } from 'node:fs/promises';
 import { Cgroup } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE } from '../network/pod-network.js';
@@ -24,32 +25,9 @@ import { cliPath, stopDetachedAgent } from '../join/service.js';
 import { stopNodeWorkloads } from '../join/reset.js';
 import { pino } from 'pino';
 import type { Logger } from '../log.js';
-import { restoreCgroupMounts, type CgroupMounts } from './cgroup-mounts.js';
+import { restoreCgroupMounts } from './cgroup-mounts.js';
+import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
 
-export interface SimulatedHostSpec {
-  name: string;
-  rootDir: string;
-  stateDir: string;
-  runDir: string;
-  imageCacheDir: string;
-  libvirtCacheDir: string;
-  /** Where launchers look for the libvirt cache (the agent has no flag for it): the node's own is mounted there. */
-  libvirtCacheTarget: string;
-  /** Paths of this machine the host must not see (node 1's directories, holding every other node's). */
-  hidden: string[];
-  /** `vkvm join` arguments as `vkvm token create` printed them, without "vkvm join". */
-  joinArgs: string[];
-  /** Node agent flags, passed through `vkvm join` to the agent. */
-  agentArgs: string[];
-  cgroupParent: string;
-  /** This machine's cgroup hierarchies, which the namespace's fresh /sys hides. */
-  cgroups: CgroupMounts;
-  gracePeriodS: number;
-  logLevel: string;
-}
-
-/** The log message vkvm up waits for. */
-export const JOINED_MESSAGE = 'joined the cluster';
 /** Where `mount` finds the directory it is handed. */
 const MOUNT_FD = 3;
 
@@ -181,10 +159,12 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+// Only as a program: importing this module must not run a host.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
+  main().then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
