@@ -13,6 +13,7 @@ import type { KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import { cliPath } from '../join/service.js';
+import { readJoinRecord } from '../join/join.js';
 import { NETNS_DIR } from '../network/vm-network.js';
 import { run } from '../network/host.js';
 import { imageStoreOf, NODES_CGROUP_PARENT, NODES_DIR, type LocalNode, type Segment } from './layout.js';
@@ -187,8 +188,9 @@ export async function startLocalNodes(o: LocalNodesOptions, signal: AbortSignal)
 
 /**
  * Removes the nodes a previous run had beyond `keep` (`vkvm up --nodes 2`
- * after `--nodes 3`): their Node objects, directories, namespaces and cgroup
- * parents. Their VMs were stopped when that run stopped.
+ * after `--nodes 3`): their Node objects (named in their join records),
+ * directories, namespaces and cgroup parents. Their VMs were stopped when
+ * that run stopped.
  */
 export async function removeStaleNodes(o: {
   keep: readonly LocalNode[];
@@ -197,16 +199,19 @@ export async function removeStaleNodes(o: {
   clients: KubeClients;
   log: Logger;
 }): Promise<void> {
-  const kept = new Set(o.keep.map((n) => n.name));
-  for (const name of await readdir(join(o.upStateDir, NODES_DIR)).catch(() => [] as string[])) {
-    if (kept.has(name)) continue;
-    await o.clients.core.deleteNode({ name }).catch((err: unknown) => {
-      if (!isNotFound(err)) throw err;
-    });
-    await Cgroup.removeLeftover({ parent: NODES_CGROUP_PARENT, uid: name });
-    await rm(join(o.upRunDir, NODES_DIR, name), { recursive: true, force: true });
-    await rm(join(o.upStateDir, NODES_DIR, name), { recursive: true, force: true });
-    o.log.info({ node: name }, 'removed a node of an earlier run');
+  const kept = new Set(o.keep.map((n) => String(n.index)));
+  for (const index of await readdir(join(o.upStateDir, NODES_DIR)).catch(() => [] as string[])) {
+    if (kept.has(index) || !/^\d+$/.test(index)) continue;
+    const rootDir = join(o.upStateDir, NODES_DIR, index);
+    const name = (await readJoinRecord(rootDir))?.nodeName;
+    if (name)
+      await o.clients.core.deleteNode({ name }).catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
+    await Cgroup.removeLeftover({ parent: NODES_CGROUP_PARENT, uid: `node-${index}` });
+    await rm(join(o.upRunDir, NODES_DIR, index), { recursive: true, force: true });
+    await rm(rootDir, { recursive: true, force: true });
+    o.log.info({ node: name, index }, 'removed a node of an earlier run');
   }
   const keptNetns = new Set(o.keep.map((n) => n.netns));
   for (const netns of await readdir(NETNS_DIR).catch(() => [] as string[])) {

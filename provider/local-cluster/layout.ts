@@ -27,12 +27,16 @@ export interface LocalNode {
   netns: string;
   /** Its end of the veth pair on the segment bridge (the other end is eth0 in netns). */
   hostVeth: string;
-  /** Everything persistent of the node: <up state dir>/nodes/<name>. */
+  /**
+   * Everything persistent of the node, <up state dir>/nodes/<index>: its
+   * state dir, and its caches in cache/. By index, not name: QEMU's socket
+   * paths below it must fit in 107 bytes.
+   */
   rootDir: string;
   stateDir: string;
   imageCacheDir: string;
   libvirtCacheDir: string;
-  /** Volatile: launcher sockets (kept short, as socket paths must fit in 107 bytes). */
+  /** Volatile: launcher sockets, <up run dir>/nodes/<index>. */
   runDir: string;
   /** Its VMs' cgroups sit below this, apart from node 1's. */
   cgroupParent: string;
@@ -45,8 +49,9 @@ export const SEGMENT_BRIDGE = 'vkvm-nodes';
 export const DEFAULT_NODES_CIDR = '192.168.250.0/24';
 export const MAX_NODES = 64;
 export const NODES_DIR = 'nodes';
-/** Node i's VM cgroups are <this>/<name>/<pod uid>, beside node 1's <this>/<pod uid>. */
+/** Node i's VM cgroups are <this>/node-<i>/<pod uid>, beside node 1's <this>/<pod uid>. */
 export const NODES_CGROUP_PARENT = 'vkvm';
+export const nodeCgroupParent = (index: number): string => `${NODES_CGROUP_PARENT}/node-${index}`;
 
 export function segmentOf(cidr: string): Segment {
   let range: Ipv4Range;
@@ -79,7 +84,7 @@ export function localNodes(o: { count: number; node1: string; segment: Segment; 
   const out: LocalNode[] = [];
   for (let index = 2; index <= o.count; index++) {
     const name = nodeName(o.node1, index);
-    const rootDir = join(o.upStateDir, NODES_DIR, name);
+    const rootDir = join(o.upStateDir, NODES_DIR, String(index));
     out.push({
       index,
       name,
@@ -87,11 +92,11 @@ export function localNodes(o: { count: number; node1: string; segment: Segment; 
       netns: `vkvm-node-${index}`,
       hostVeth: `vkvmnode${index}`,
       rootDir,
-      stateDir: join(rootDir, 'state'),
+      stateDir: rootDir,
       imageCacheDir: join(rootDir, 'cache', 'images'),
       libvirtCacheDir: join(rootDir, 'cache', 'libvirt'),
-      runDir: join(o.upRunDir, NODES_DIR, name),
-      cgroupParent: `${NODES_CGROUP_PARENT}/${name}`,
+      runDir: join(o.upRunDir, NODES_DIR, String(index)),
+      cgroupParent: nodeCgroupParent(index),
       qemuUidBase: QEMU_UID_BASE + (index - 1) * QEMU_UID_COUNT,
     });
   }
