@@ -13,7 +13,8 @@ import { ensureClusterBinary, freePort } from '../../../deploy/cluster/cluster.j
 import { loadKubeConfig, makeClients, type KubeClients } from '../../../provider/kube/client.js';
 import { DEFAULT_NODES_CIDR, localNodes, segmentOf, type LocalNode } from '../../../provider/local-cluster/layout.js';
 import { packageRoot } from '../../../provider/package-root.js';
-import { pidsWhere } from '../../helpers/processes.js';
+import { argvOf, pidsWhere } from '../../helpers/processes.js';
+import { poll } from './wait.js';
 import { testLog } from './cluster.js';
 import { runCommand, type CommandResult } from './commands.js';
 
@@ -38,11 +39,16 @@ export interface UpCluster {
   output: string[];
   /** kubectl with `kubeconfig` (default the admin's). */
   kubectl(args: string[], kubeconfig?: string): Promise<CommandResult>;
-  /** A terminal's Ctrl-C: SIGINT to the foreground process group; resolves with how npm exited. */
-  interrupt(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /**
+   * A terminal's Ctrl-C: SIGINT to the foreground process group. Resolves
+   * once vkvm up and everything mentioning its state dir exited (npm may exit
+   * first), with what is still running after the deadline.
+   */
+  interrupt(): Promise<string[]>;
 }
 
 const UP_TIMEOUT_MS = 600_000;
+const STOP_TIMEOUT_MS = 180_000;
 
 /** The init process of a simulated host (provider/local-cluster/simulated-host.ts). */
 function simulatedHostPid(name: string): number | undefined {
@@ -81,9 +87,22 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  let interrupted: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+  const running = () => pidsWhere((argv) => argv.some((a) => a.includes(stateDir))).map((pid) => argvOf(pid).join(' ').slice(0, 200));
+  let interrupted: Promise<string[]> | undefined;
   const interrupt = () => {
-    interrupted ??= (process.kill(-child.pid!, 'SIGINT'), exited);
+    interrupted ??= (async () => {
+      process.kill(-child.pid!, 'SIGINT');
+      await exited;
+      return poll(
+        'vkvm up and its nodes to stop',
+        async () => running(),
+        (left) => left.length === 0,
+        {
+          deadlineMs: STOP_TIMEOUT_MS,
+          intervalMs: 500,
+        },
+      ).catch(async () => running());
+    })();
     return interrupted;
   };
   t.teardown(async () => {
