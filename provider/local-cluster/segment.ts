@@ -53,5 +53,9 @@ export async function createNodeNetns(node: LocalNode, segment: Segment): Promis
 /** The node's namespace and with it everything in it: its veth, bridge, rules and routes. */
 export async function removeNodeNetns(node: LocalNode): Promise<void> {
   if (await exists(`${NETNS_DIR}/${node.netns}`)) await run(['ip', 'netns', 'del', node.netns]);
-  if (await hostLink(node.hostVeth)) await run(['ip', 'link', 'del', node.hostVeth]);
+  // The veth goes with the namespace, a moment after it: gone by the time this runs is fine.
+  if (await hostLink(node.hostVeth))
+    await run(['ip', 'link', 'del', node.hostVeth]).catch(async (err: unknown) => {
+      if (await hostLink(node.hostVeth)) throw err;
+    });
 }
