@@ -179,7 +179,8 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     // Controllers first: nothing creates VMIs or launcher pods while the agents stop their VMs.
     await controllers?.stop();
     await subresources?.close();
-    await localNodes?.stop();
+    // A node that could not stop cleanly must not keep node 1 and the control plane running.
+    await localNodes?.stop().catch((err: unknown) => log.error({ err }, 'stopping the simulated hosts failed'));
     await agent?.stop({ stopVms: true });
     await cluster?.stop();
     await removeSegmentOf(plan);
