@@ -33,14 +33,14 @@ const BOOT_DEADLINE_MS = 300_000;
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
 
 /** What vkvm up can leave on the machine: the leak audit's footprint plus links, routes and namespaces. */
-async function machineFootprint(up: { stateDir: string }): Promise<Footprint> {
+async function machineFootprint(up: { stateDir: string; bridge: string }): Promise<Footprint> {
   // Not the state dir's records (files, IPAM and DHCP leases): the cluster and its nodes persist there for the next run by design.
   const {
     file: _files,
     'IPAM address': _leases,
     'DHCP lease': _dhcp,
     ...kinds
-  } = await hostFootprint({ stateDir: up.stateDir, runDir: '/run/vkvm', bridge: 'vkvm0' });
+  } = await hostFootprint({ stateDir: up.stateDir, runDir: '/run/vkvm', bridge: up.bridge });
   const lines = async (argv: string[], keep: (l: string) => boolean) => (await run(argv)).split('\n').filter(keep).sort();
   return {
     ...kinds,
@@ -66,7 +66,7 @@ const vmPod = (name: string, node: string): V1Pod => testGuestPod({ name, node, 
 t.test(
   'vkvm up --nodes 2: two Ready nodes, VMs on both talking by pod IP unNATed, node-scoped identities, nothing left after Ctrl-C',
   async (t) => {
-    const before = await machineFootprint({ stateDir: '/nonexistent' });
+    const before = await machineFootprint({ stateDir: '/nonexistent', bridge: 'vkn-none' });
     const up: UpCluster = await startUpCluster(t, { nodes: 2, nodeName: NODE });
     const [a, b] = up.nodes as [UpCluster['nodes'][0], UpCluster['nodes'][0]];
     t.match(

@@ -4,6 +4,7 @@
 // run a command "on" a node: in the host's namespaces for node 1, in a
 // simulated host's network, mount and UTS namespaces for the others.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +31,8 @@ export interface UpNode {
 
 export interface UpCluster {
   stateDir: string;
+  /** Node 1's pod network bridge (the simulated hosts' are in their own namespaces). */
+  bridge: string;
   kubeconfigPath: string;
   /** The control plane's binary (`<binary> kubectl …`). */
   binary: string;
@@ -72,7 +75,10 @@ function nodeExec(node: LocalNode | undefined): (argv: string[]) => Promise<Comm
 export async function startUpCluster(t: Test, o: { nodes: number; nodeName: string; extraArgs?: string[] }): Promise<UpCluster> {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-nodes-'));
   await chmod(stateDir, 0o711);
+  // One bridge per test's node 1: agents of concurrent tests share this host's network stack.
+  const bridge = `vkn${randomBytes(4).toString('hex')}`;
   const args = [
+    `--bridge=${bridge}`,
     `--state-dir=${stateDir}`,
     `--nodes=${o.nodes}`,
     `--node-name=${o.nodeName}`,
@@ -124,6 +130,7 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
   const binary = await ensureClusterBinary(testLog);
   return {
     stateDir,
+    bridge,
     kubeconfigPath,
     binary,
     clients: makeClients(loadKubeConfig(kubeconfigPath)),
