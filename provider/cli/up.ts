@@ -176,14 +176,17 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
-    // Controllers first: nothing creates VMIs or launcher pods while the agents stop their VMs.
-    await controllers?.stop();
-    await subresources?.close();
-    // A node that could not stop cleanly must not keep node 1 and the control plane running.
-    await localNodes?.stop().catch((err: unknown) => log.error({ err }, 'stopping the simulated hosts failed'));
-    await agent?.stop({ stopVms: true });
-    await cluster?.stop();
-    await removeSegmentOf(plan);
+    // In order, each step whatever the one before did: a step that failed must not leave the rest running.
+    const steps: Array<[string, () => Promise<unknown> | undefined]> = [
+      // Controllers first: nothing creates VMIs or launcher pods while the agents stop their VMs.
+      ['the controllers', () => controllers?.stop()],
+      ['the subresource API', () => subresources?.close()],
+      ['the simulated hosts', () => localNodes?.stop()],
+      ['the node agent', () => agent?.stop({ stopVms: true })],
+      ['the control plane', () => cluster?.stop()],
+      ["the nodes' segment", () => removeSegmentOf(plan)],
+    ];
+    for (const [what, step] of steps) await Promise.resolve(step()).catch((err: unknown) => log.error({ err }, `stopping ${what} failed`));
   };
   try {
     await prepareSegment(plan);
