@@ -134,9 +134,9 @@ t.test(
           ['vm-a', 'vm-b', ipA, ipB],
           ['vm-b', 'vm-a', ipB, ipA],
         ] as const) {
-          const page = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-T', '10', '-O', '-', `http://${toIP}/`]);
+          const page = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-O', '-', `http://${toIP}/`]);
           t.same({ code: page.code, out: page.stdout }, { code: 0, out: `vkvm-guest ${toIP}\n` }, `${from} fetches ${to}'s page by pod IP`);
-          const peer = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-T', '10', '-O', '-', `http://${toIP}/cgi-bin/peer`]);
+          const peer = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-O', '-', `http://${toIP}/cgi-bin/peer`]);
           t.same({ code: peer.code, out: peer.stdout.trim() }, { code: 0, out: fromIP }, `${to} sees ${from}'s own pod IP (no NAT)`);
         }
       },
