@@ -136,8 +136,13 @@ t.test(
         ] as const) {
           const page = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-O', '-', `http://${toIP}/`]);
           t.same({ code: page.code, out: page.stdout }, { code: 0, out: `vkvm-guest ${toIP}\n` }, `${from} fetches ${to}'s page by pod IP`);
+          // httpd listens on a dual-stack socket: an IPv4 peer shows as [::ffff:a.b.c.d].
           const peer = await kubectl(['exec', from, '--', '/bin/wget', '-q', '-O', '-', `http://${toIP}/cgi-bin/peer`]);
-          t.same({ code: peer.code, out: peer.stdout.trim() }, { code: 0, out: fromIP }, `${to} sees ${from}'s own pod IP (no NAT)`);
+          t.same(
+            { code: peer.code, out: peer.stdout.trim().replace(/^\[::ffff:(.*)\]$/, '$1') },
+            { code: 0, out: fromIP },
+            `${to} sees ${from}'s own pod IP (no NAT)`,
+          );
         }
       },
     );
