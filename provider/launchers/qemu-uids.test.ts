@@ -37,5 +37,9 @@ t.test("a node's base keeps its uids apart from another node's on the same machi
   const vms = t.testdir({ a: {}, b: { 'qemu-uid': `${QEMU_UID_BASE}\n` } });
   const pool = new QemuUids(vms, base);
   await pool.load();
-  t.same([await pool.take('a'), await pool.take('b')], [base, base + 1], "uids from its own range; another range's record is not taken over");
+  t.same(
+    [await pool.take('a'), await pool.take('b')],
+    [base, base + 1],
+    "uids from its own range; another range's record is not taken over",
+  );
 });
