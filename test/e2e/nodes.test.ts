@@ -128,7 +128,7 @@ t.test(
             (r) => !r.stderr.includes('guest agent does not answer'),
             { deadlineMs: 120_000, intervalMs: 2000 },
           );
-          t.equal(r.code, 0, `the peer-address page written in ${vm}: ${r.stderr}`);
+          t.same({ code: r.code, stderr: r.stderr }, { code: 0, stderr: '' }, `the peer-address page written in ${vm}`);
         }
         for (const [from, to, fromIP, toIP] of [
           ['vm-a', 'vm-b', ipA, ipB],
