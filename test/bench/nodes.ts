@@ -49,7 +49,9 @@ async function extraNode(ctx: BenchContext): Promise<void> {
   if (child.exitCode !== null) throw new Error(`vkvm up exited ${child.exitCode}`);
   await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
   const name = nodeName(node1, 2);
-  const pids = pidsWhere((argv) => argv.some((a) => a.includes(`/nodes/${name}/`) || a.includes(`"name":"${name}"`)));
+  // Its init names it; its agent and DHCP server name its directory, <state dir>/nodes/2.
+  const ownDir = new RegExp(`/nodes/2(/|$)`);
+  const pids = pidsWhere((argv) => argv.some((a) => ownDir.test(a) || a.includes(`"name":"${name}"`)));
   const before = await Promise.all(pids.map(cpuTicks));
   await sleep(WINDOW_MS, undefined, { signal: ctx.signal });
   const after = await Promise.all(pids.map(cpuTicks));
