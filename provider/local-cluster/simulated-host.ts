@@ -17,17 +17,15 @@ import { spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { mkdir } from 'node:fs/promises';
-import { Cgroup } from '../../launcher/agent-api.js';
-import { DEFAULT_BRIDGE } from '../network/pod-network.js';
-import { NETNS_DIR } from '../network/vm-network.js';
 import { run } from '../network/host.js';
-import { cliPath, stopDetachedAgent } from '../join/service.js';
-import { stopNodeWorkloads } from '../join/reset.js';
+import { cliPath } from '../package-root.js';
 import { pino } from 'pino';
 import type { Logger } from '../log.js';
 import { restoreCgroupMounts } from './cgroup-mounts.js';
 import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
 
+/** Where `ip netns add` keeps namespaces (vm-network.ts's NETNS_DIR; not imported, to keep the init small). */
+const NETNS_DIR = '/run/netns';
 /** Where `mount` finds the directory it is handed. */
 const MOUNT_FD = 3;
 
@@ -99,8 +97,18 @@ function join(spec: SimulatedHostSpec, log: Logger, onChild: (kill: () => void) 
   );
 }
 
-/** Step 3: what a host's shutdown does to its VMs, here before the namespaces go. */
+/**
+ * Step 3: what a host's shutdown does to its VMs, here before the namespaces
+ * go. What it needs loads only now: the init idles for as long as the node
+ * runs, and the launcher registry was half of its memory.
+ */
 async function stopHost(spec: SimulatedHostSpec, log: Logger): Promise<void> {
+  const [{ stopDetachedAgent }, { stopNodeWorkloads }, { Cgroup }, { DEFAULT_BRIDGE }] = await Promise.all([
+    import('../join/service.js'),
+    import('../join/reset.js'),
+    import('../../launcher/agent-api.js'),
+    import('../network/pod-network.js'),
+  ]);
   await stopDetachedAgent(spec.stateDir, log);
   await stopNodeWorkloads(
     {
