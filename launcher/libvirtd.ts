@@ -24,7 +24,7 @@
 // The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
@@ -288,6 +288,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   // Its parent as a cache directory is (other users pass through /var/cache/vkvm to the image cache), itself root's.
   await mkdir(path.dirname(opts.cacheDir), { recursive: true, mode: 0o755 });
   await mkdir(opts.cacheDir, { recursive: true, mode: 0o700 });
+  await chmod(opts.cacheDir, 0o700);
   // The view's root is mounted there (the other private dirs exist only inside it); no Debian package creates it.
   await mkdir(MOUNTS[0].target, { recursive: true, mode: 0o755 });
   await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);

@@ -204,6 +204,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         allowSoftwareEmulation: config.allowSoftwareEmulation,
         logLevel: config.logLevel,
         dieWithAgent: config.vmsDieWithAgent,
+        cgroupParent: config.cgroupParent,
+        qemuUidBase: config.qemuUidBase,
         // A removed VM's images and downloads are no longer in use: a store past its threshold need not wait a period.
         onRemoved: () => {
           gc?.kick();

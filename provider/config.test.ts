@@ -147,3 +147,23 @@ t.test('the watch progress deadline: two bookmark periods by default, a duration
     message: /must be a duration/,
   });
 });
+
+t.test("a node's VM cgroups and QEMU uids can be put apart from another node's on the same machine", async (t) => {
+  t.match(resolveAgentConfig({ kubeconfig: '/k' }), { cgroupParent: 'vkvm', qemuUidBase: 3_000_000 }, 'defaults');
+  t.match(
+    resolveAgentConfig({ kubeconfig: '/k', 'cgroup-parent': 'vkvm/node-2', 'qemu-uid-base': '4000000' }),
+    { cgroupParent: 'vkvm/node-2', qemuUidBase: 4_000_000 },
+    'flags',
+  );
+  for (const bad of ['/vkvm', 'vkvm/../x', 'vkvm//x', 'a b'])
+    t.throws(
+      () => resolveAgentConfig({ kubeconfig: '/k', 'cgroup-parent': bad }),
+      { field: '--cgroup-parent', message: /^--cgroup-parent: / },
+      JSON.stringify(bad),
+    );
+  t.throws(
+    () => resolveAgentConfig({ kubeconfig: '/k', 'qemu-uid-base': '1000' }),
+    { field: '--qemu-uid-base', message: /^--qemu-uid-base: / },
+    'below the default base',
+  );
+});

@@ -9,6 +9,8 @@ import { kubeconfigPath } from './kube/kubeconfig-path.js';
 import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './kube/progress-watch.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
+import { QEMU_UID_BASE, QEMU_UID_COUNT } from './launchers/qemu-uids.js';
+import { LAUNCHER_DEFAULTS } from '../launcher/agent-api.js';
 import { INTERFACE_NAME } from './network/host.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_IMAGE_GC_PERIOD_MS, DEFAULT_IMAGE_GC_POLICY, type ImageGcPolicy } from './images/image-gc.js';
@@ -78,6 +80,10 @@ export interface AgentConfig {
   vmsDieWithAgent: boolean;
   /** Linux bridge of the pod network. */
   bridge: string;
+  /** Below each cgroup hierarchy, the parent of the VMs' cgroups. */
+  cgroupParent: string;
+  /** The first of the node's QEMU uids (QEMU_UID_COUNT of them). */
+  qemuUidBase: number;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
   podCidr?: string;
   /** Directories whose files pods and VMIs may name by host path (vmm/host-files.ts); empty by default. */
@@ -139,6 +145,8 @@ export interface AgentFlags {
   'approve-serving-csr'?: boolean;
   'rotate-client-cert'?: boolean;
   bridge?: string;
+  'cgroup-parent'?: string;
+  'qemu-uid-base'?: string;
   'pod-cidr'?: string;
   'host-image-dir'?: string[];
   'host-disk-dir'?: string[];
@@ -200,6 +208,14 @@ export function parseTaint(s: string): Taint {
   const taint: Taint = { key: m[1], effect: m[3] as Taint['effect'] };
   if (m[2]) taint.value = m[2];
   return taint;
+}
+
+/** A relative cgroup path of plain names, e.g. vkvm or vkvm/node-2: no "..", nothing absolute. */
+function cgroupParent(value: string): string {
+  if (!/^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/.test(value) || value.split('/').some((part) => part === '.' || part === '..')) {
+    throw new ConfigError('--cgroup-parent', `${JSON.stringify(value)} is not a relative cgroup path such as vkvm or vkvm/node-2`);
+  }
+  return value;
 }
 
 /** kubeadm's default service range, where in-cluster services live. */
@@ -308,6 +324,9 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     vmsDieWithAgent: false,
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
+    cgroupParent: cgroupParent(flags['cgroup-parent'] ?? LAUNCHER_DEFAULTS.cgroupParent),
+    // Up to the last uid (2^32 - 2) with room for a whole range.
+    qemuUidBase: int(flags, 'qemu-uid-base', QEMU_UID_BASE, QEMU_UID_BASE, 2 ** 32 - 1 - QEMU_UID_COUNT),
     hostImageDirs: absoluteDirs(flags, 'host-image-dir'),
     hostDiskDirs: absoluteDirs(flags, 'host-disk-dir'),
     imageDownloads: {

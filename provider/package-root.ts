@@ -14,3 +14,6 @@ export function packageRoot(): string {
     dir = parent;
   }
 }
+
+/** The vkvm command line, as built (what `vkvm` runs). */
+export const cliPath = (): string => join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');

@@ -31,6 +31,8 @@ export const AGENT_OPTIONS = {
   'approve-serving-csr': { type: 'boolean' },
   'rotate-client-cert': { type: 'boolean' },
   bridge: { type: 'string' },
+  'cgroup-parent': { type: 'string' },
+  'qemu-uid-base': { type: 'string' },
   'pod-cidr': { type: 'string' },
   'host-image-dir': { type: 'string', multiple: true },
   'host-disk-dir': { type: 'string', multiple: true },
@@ -85,6 +87,9 @@ export const AGENT_HELP = `Node agent flags:
   --rotate-client-cert         renew the kubeconfig's client certificate through the CSR API
                                (set by vkvm join: the kubeconfig names one PEM with cert and key)
   --bridge NAME                pod network bridge, created if missing (default vkvm0)
+  --cgroup-parent PATH         parent of the VMs' cgroups in every hierarchy (default vkvm)
+  --qemu-uid-base N            first uid of the 1000000 the VMs' QEMUs run as (default 3000000);
+                               nodes sharing a machine need ranges apart
   --pod-cidr CIDR              this node's pod range (default: Node.spec.podCIDR from the controller manager)
   --host-image-dir DIR         a directory whose regular files pods and VMIs may name as boot images,
                                kernels and initrds by host path (repeatable; default none)

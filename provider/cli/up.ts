@@ -25,6 +25,8 @@ import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 import { importTestGuest, TEST_GUEST_IMAGE, TEST_GUEST_KERNEL_IMAGE } from '../images/test-guest-images.js';
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
+import { extraNodes, NODES_HELP, NODES_OPTIONS, nodesPlan, prepareSegment, removeSegmentOf, startExtraNodes } from './up-nodes.js';
+import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -51,7 +53,7 @@ killed, the control plane and the VMs die with it.
   --subresources-port PORT
                     port of KubeVirt's subresource API (virtctl), on the
                     node's InternalIP (default 8443; 0 picks a free one)
-
+${NODES_HELP}
 ${AGENT_HELP}
 ${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
 
@@ -117,6 +119,7 @@ async function importTestGuestImages(imageStoreDir: string, log: Logger): Promis
 const UP_OPTIONS = {
   ...AGENT_OPTIONS,
   ...APPROVER_OPTIONS,
+  ...NODES_OPTIONS,
   'control-plane-address': { type: 'string' },
   'subresources-port': { type: 'string' },
 } as const;
@@ -138,16 +141,21 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     'node-dns-pattern': dnsPattern,
     ...values
   } = flags;
-  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () =>
-    localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
-  );
+  const plan = nodesPlan({ ...values, 'control-plane-address': addressFlag });
+  const { nodes: _nodes, 'nodes-cidr': _nodesCidr, ...agentValues } = values;
+  // The segment is made only later: its range is named here.
+  const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () => [
+    ...localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
+    ...(plan.segment ? [plan.segment.range.cidr] : []),
+  ]);
   const subresourcesListenPort = parsePort('--subresources-port', subresourcesPort ?? String(DEFAULT_SUBRESOURCES_PORT));
-  const bindAddress = controlPlaneAddress(addressFlag, values.kubeconfig);
+  const bindAddress = controlPlaneAddress(addressFlag ?? plan.segment?.hostAddress, values.kubeconfig);
   const stateDir = values['state-dir'] ?? DEFAULT_UP_STATE_DIR;
   const kubeconfig = values.kubeconfig ?? join(stateDir, 'kubeconfig');
   const config: AgentConfig = {
     ...resolveAgentConfig({
-      ...values,
+      ...agentValues,
+      ...(plan.segment ? { 'internal-ip': plan.segment.hostAddress } : {}),
       kubeconfig,
       'state-dir': stateDir,
       // With admin credentials the agent can approve its own serving CSR.
@@ -167,16 +175,25 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let agent: RunningAgent | undefined;
   let controllers: RunningControllers | undefined;
   let subresources: RunningSubresourceApi | undefined;
+  let localNodes: RunningLocalNodes | undefined;
+  const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
   const stopAll = async () => {
     stopping = true;
-    // Controllers first: nothing creates VMIs or launcher pods while the agent stops its VMs.
-    await controllers?.stop();
-    await subresources?.close();
-    await agent?.stop({ stopVms: true });
-    await cluster?.stop();
+    // In order, each step whatever the one before did: a step that failed must not leave the rest running.
+    const steps: Array<[string, () => Promise<unknown> | undefined]> = [
+      // Controllers first: nothing creates VMIs or launcher pods while the agents stop their VMs.
+      ['the controllers', () => controllers?.stop()],
+      ['the subresource API', () => subresources?.close()],
+      ['the simulated hosts', () => localNodes?.stop()],
+      ['the node agent', () => agent?.stop({ stopVms: true })],
+      ['the control plane', () => cluster?.stop()],
+      ["the nodes' segment", () => removeSegmentOf(plan)],
+    ];
+    for (const [what, step] of steps) await Promise.resolve(step()).catch((err: unknown) => log.error({ err }, `stopping ${what} failed`));
   };
   try {
+    await prepareSegment(plan);
     if (!values.kubeconfig) {
       // Aborted by a signal, the start stops at once; later steps finish, then everything stops.
       cluster = await startCluster({
@@ -203,7 +220,26 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     shutdown.throwIfAborted();
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
-    process.stdout.write(`vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`);
+    localNodes = await startExtraNodes({
+      plan,
+      nodes,
+      config,
+      upStateDir: stateDir,
+      values: agentValues,
+      clients,
+      adminKubeconfig: kubeconfig,
+      server: clients.kc.getCurrentCluster()!.server,
+      importImages: (dir) => importTestGuestImages(dir, log),
+      log,
+      signal: shutdown,
+    });
+    shutdown.throwIfAborted();
+    const names = [config.nodeName, ...nodes.map((n) => n.name)];
+    process.stdout.write(
+      names.length === 1
+        ? `vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`
+        : `vkvm: nodes ${names.join(', ')} are up. Use them with: export KUBECONFIG=${kubeconfig}\n`,
+    );
   } catch (err) {
     await stopAll();
     if (shutdown.aborted) return 0;

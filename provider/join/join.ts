@@ -49,6 +49,8 @@ export interface JoinRecord {
   imageCacheDir: string;
   /** The pod network's bridge, which reset removes if the agent created it. */
   bridge: string;
+  /** Its VMs' cgroup parent (absent in records older than --cgroup-parent: vkvm). */
+  cgroupParent?: string;
   service: ServiceMode;
   agentArgs: string[];
 }
@@ -257,6 +259,7 @@ export async function joinCluster(o: JoinOptions, log: Logger): Promise<JoinResu
     runDir: o.agent.runDir,
     imageCacheDir: o.agent.imageCacheDir,
     bridge: o.agent.bridge,
+    cgroupParent: o.agent.cgroupParent,
     service,
     agentArgs,
   };

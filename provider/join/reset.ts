@@ -44,18 +44,28 @@ export interface ResetResult {
  */
 const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', 'images', PID_FILE, AGENT_LOG, JOIN_RECORD];
 
-async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, gracePeriodS: number, log: Logger): Promise<number> {
+/** Where a node keeps what its VMs and pod network need to be stopped and removed. */
+export interface NodeWorkloads {
+  stateDir: string;
+  runDir: string;
+  imageCacheDir: string;
+  bridge: string;
+  cgroupParent: string;
+}
+
+async function stopVms(w: NodeWorkloads, gracePeriodS: number, log: Logger): Promise<number> {
   const registry = new LauncherRegistry(
     {
-      vmsDir: join(stateDir, 'vms'),
-      socketDir: join(runDir, 'launchers'),
-      imageCacheDir,
+      vmsDir: join(w.stateDir, 'vms'),
+      socketDir: join(w.runDir, 'launchers'),
+      imageCacheDir: w.imageCacheDir,
       // Only stops launchers: starts none, so no libvirtd uses it.
       libvirtCacheDir: LAUNCHER_DEFAULTS.libvirtCacheDir,
       hostFiles: NO_HOST_FILES,
       downloads: DEFAULT_DOWNLOAD_POLICY,
       allowSoftwareEmulation: true,
       logLevel: 'warn',
+      cgroupParent: w.cgroupParent,
     },
     log.child({ component: 'launchers' }),
   );
@@ -64,6 +74,21 @@ async function stopVms(stateDir: string, runDir: string, imageCacheDir: string, 
   for (const uid of uids) await registry.remove(uid);
   registry.close();
   return uids.length;
+}
+
+/**
+ * With the agent stopped: powers off every VM of the node (ACPI, destroyed
+ * after the grace period), removes their launchers, and removes the pod
+ * network (VM namespaces, DHCP, rules, routes, the bridge if the agent made
+ * it). Returns how many VMs were stopped. Idempotent.
+ */
+export async function stopNodeWorkloads(w: NodeWorkloads, gracePeriodS: number, log: Logger): Promise<number> {
+  const vmsStopped = await stopVms(w, gracePeriodS, log);
+  if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
+  const network = new PodNetwork({ bridge: w.bridge, dir: join(w.stateDir, 'network'), podCidr: async () => undefined, log });
+  await network.retainOnly(() => false);
+  await network.node.remove();
+  return vmsStopped;
 }
 
 export async function resetNode(o: ResetOptions): Promise<ResetResult> {
@@ -77,16 +102,17 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   await stopDetachedAgent(o.stateDir, log);
 
   const runDir = record?.runDir ?? '/run/vkvm';
-  const vmsStopped = await stopVms(o.stateDir, runDir, record?.imageCacheDir ?? '/var/cache/vkvm/images', o.gracePeriodS, log);
-  if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
-  const network = new PodNetwork({
-    bridge: record?.bridge ?? DEFAULT_BRIDGE,
-    dir: join(o.stateDir, 'network'),
-    podCidr: async () => undefined,
+  const vmsStopped = await stopNodeWorkloads(
+    {
+      stateDir: o.stateDir,
+      runDir,
+      imageCacheDir: record?.imageCacheDir ?? '/var/cache/vkvm/images',
+      bridge: record?.bridge ?? DEFAULT_BRIDGE,
+      cgroupParent: record?.cgroupParent ?? LAUNCHER_DEFAULTS.cgroupParent,
+    },
+    o.gracePeriodS,
     log,
-  });
-  await network.retainOnly(() => false);
-  await network.node.remove();
+  );
 
   const result: ResetResult = { vmsStopped, nodeDeleted: false, ...(record ? { nodeName: record.nodeName } : {}) };
   if (record) {

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { processStartTicks } from '../../launcher/agent-api.js';
 import { ConfigError } from '../config.js';
 import type { Logger } from '../log.js';
-import { packageRoot } from '../package-root.js';
+import { cliPath, packageRoot } from '../package-root.js';
 
 const execFileP = promisify(execFile);
 
@@ -31,7 +31,7 @@ export const SYSTEMD: SystemdTarget = { unitPath: SYSTEMD_UNIT_PATH, envPath: SY
 export const PID_FILE = 'agent.pid';
 export const AGENT_LOG = 'agent.log';
 
-export const cliPath = (): string => join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
+export { cliPath };
 
 export async function systemdIsInit(): Promise<boolean> {
   return (await readFile('/proc/1/comm', 'utf8').catch(() => '')).trim() === 'systemd';

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { QEMU_UID_BASE, QemuUids } from './qemu-uids.js';
+import { QEMU_UID_BASE, QEMU_UID_COUNT, QemuUids } from './qemu-uids.js';
 
 t.test('each VM gets its own uid, kept across agent restarts and freed with its directory', async (t) => {
   const vms = t.testdir({ a: {}, b: {}, c: {}, d: {} });
@@ -30,4 +30,16 @@ t.test('a record that is not a vkvm uid is ignored', async (t) => {
   const pool = new QemuUids(vms);
   await pool.load();
   t.same([await pool.take('x'), await pool.take('z')], [QEMU_UID_BASE, QEMU_UID_BASE + 5], 'x gets a fresh uid, never root');
+});
+
+t.test("a node's base keeps its uids apart from another node's on the same machine", async (t) => {
+  const base = QEMU_UID_BASE + QEMU_UID_COUNT;
+  const vms = t.testdir({ a: {}, b: { 'qemu-uid': `${QEMU_UID_BASE}\n` } });
+  const pool = new QemuUids(vms, base);
+  await pool.load();
+  t.same(
+    [await pool.take('a'), await pool.take('b')],
+    [base, base + 1],
+    "uids from its own range; another range's record is not taken over",
+  );
 });

@@ -7,13 +7,17 @@ import path from 'node:path';
 
 /** Above the ranges /etc/subuid hands out by default (100000 + 65536 per user) on ordinary hosts. */
 export const QEMU_UID_BASE = 3_000_000;
-const QEMU_UID_COUNT = 1_000_000;
+/** How many uids one node hands out from its base; nodes on one machine get bases this far apart (vkvm up --nodes). */
+export const QEMU_UID_COUNT = 1_000_000;
 const FILE = 'qemu-uid';
 
 export class QemuUids {
   private readonly byVm = new Map<string, number>();
 
-  constructor(private readonly vmsDir: string) {}
+  constructor(
+    private readonly vmsDir: string,
+    private readonly base = QEMU_UID_BASE,
+  ) {}
 
   /** Reads the uid of every VM directory; called before any take(). */
   async load(): Promise<void> {
@@ -21,7 +25,7 @@ export class QemuUids {
     for (const vm of names) {
       const text = await readFile(path.join(this.vmsDir, vm, FILE), 'utf8').catch(() => undefined);
       const uid = Number(text);
-      if (text !== undefined && Number.isInteger(uid) && uid >= QEMU_UID_BASE) this.byVm.set(vm, uid);
+      if (text !== undefined && Number.isInteger(uid) && uid >= this.base && uid < this.base + QEMU_UID_COUNT) this.byVm.set(vm, uid);
     }
   }
 
@@ -30,9 +34,9 @@ export class QemuUids {
     const held = this.byVm.get(vm);
     if (held !== undefined) return held;
     const used = new Set(this.byVm.values());
-    let uid = QEMU_UID_BASE;
+    let uid = this.base;
     while (used.has(uid)) uid++;
-    if (uid >= QEMU_UID_BASE + QEMU_UID_COUNT) throw new Error('no free QEMU uid left on this node');
+    if (uid >= this.base + QEMU_UID_COUNT) throw new Error('no free QEMU uid left on this node');
     this.byVm.set(vm, uid);
     await writeFile(path.join(this.vmsDir, vm, FILE), `${uid}\n`, { mode: 0o600 });
     return uid;

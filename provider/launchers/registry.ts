@@ -27,8 +27,6 @@ import {
   withDeadline,
 } from '../../launcher/agent-api.js';
 
-const CGROUP_PARENT = LAUNCHER_DEFAULTS.cgroupParent;
-
 export interface LauncherSettings {
   /** Parent of the per-VM directories. */
   vmsDir: string;
@@ -42,6 +40,10 @@ export interface LauncherSettings {
   downloads: DownloadPolicy;
   allowSoftwareEmulation: boolean;
   logLevel: string;
+  /** Below each cgroup hierarchy, the parent of the VMs' cgroups (default vkvm); one per node on a machine. */
+  cgroupParent?: string;
+  /** The first uid of the node's QEMU uid range (default QEMU_UID_BASE); one range per node on a machine. */
+  qemuUidBase?: number;
   /** Launchers (and so VMs) die with the agent, however it dies (vkvm up); otherwise they outlive it. */
   dieWithAgent?: boolean;
   /** A VM's launcher and directory are gone for good (its pod is). */
@@ -100,10 +102,10 @@ interface Entry {
  * A launcher that exited cleanly removed its cgroup; one that was killed left
  * it behind, and its QEMU may take a moment to die after it.
  */
-async function removeCgroupOf(uid: string): Promise<void> {
+async function removeCgroupOf(uid: string, parent: string): Promise<void> {
   for (let attempt = 0, delayMs = 20; ; attempt++, delayMs *= 2) {
     try {
-      return await Cgroup.removeLeftover({ uid, parent: CGROUP_PARENT });
+      return await Cgroup.removeLeftover({ uid, parent });
     } catch (err) {
       if (attempt >= 8) throw err;
       await new Promise((r) => setTimeout(r, delayMs));
@@ -147,7 +149,12 @@ export class LauncherRegistry implements Launchers {
     private readonly settings: LauncherSettings,
     private readonly log: Logger,
   ) {
-    this.qemuUids = new QemuUids(settings.vmsDir);
+    this.qemuUids = new QemuUids(settings.vmsDir, settings.qemuUidBase);
+  }
+
+  /** The parent of the VMs' cgroups, where their usage is read. */
+  get cgroupParent(): string {
+    return this.settings.cgroupParent ?? LAUNCHER_DEFAULTS.cgroupParent;
   }
 
   onChange(handler: (uid: string) => void): void {
@@ -249,6 +256,7 @@ export class LauncherRegistry implements Launchers {
         runDir: dir,
         socket: path.join(s.socketDir, `${uid}.sock`),
         qemuUid,
+        cgroupParent: this.cgroupParent,
         imageCacheDir: s.imageCacheDir,
         libvirtCacheDir: s.libvirtCacheDir,
         hostFiles: s.hostFiles,
@@ -292,7 +300,7 @@ export class LauncherRegistry implements Launchers {
 
   /** What a killed launcher leaves besides its directory: its cgroup, and its socket (it removes that only when it exits). */
   private async removeLeftovers(uid: string): Promise<void> {
-    await removeCgroupOf(uid);
+    await removeCgroupOf(uid, this.cgroupParent);
     await rm(path.join(this.settings.socketDir, `${uid}.sock`), { force: true });
   }
 

@@ -22,7 +22,6 @@ import {
   PreconditionError,
   UnavailableError,
   consoleLogPaths,
-  LAUNCHER_DEFAULTS,
   CgroupNotFoundError,
   readVmUsage,
   connectVncSocket,
@@ -222,7 +221,7 @@ export function createVmAccess(pods: PodSource, registry: LauncherRegistry, addr
         const view = uid ? registry.get(uid) : undefined;
         if (!uid || !view?.live || !view.state.startedAtUnixMs) continue;
         // A VM that stopped since the listing has no cgroup any more: left out, not an error.
-        const usage = await readVmUsage({ uid, parent: LAUNCHER_DEFAULTS.cgroupParent }).catch((err: unknown) => {
+        const usage = await readVmUsage({ uid, parent: registry.cgroupParent }).catch((err: unknown) => {
           if (err instanceof CgroupNotFoundError) return undefined;
           throw err;
         });

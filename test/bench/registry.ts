@@ -6,6 +6,7 @@ import { DENSITY_BENCHMARKS } from './density.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { LEAK_BENCHMARKS } from './leaks.js';
+import { NODE_BENCHMARKS } from './nodes.js';
 import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
 import { STREAM_BENCHMARKS } from './streams.js';
@@ -21,6 +22,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...BURST_BENCHMARKS,
   ...DENSITY_BENCHMARKS,
   ...LEAK_BENCHMARKS,
+  ...NODE_BENCHMARKS,
 ];
 
 /**

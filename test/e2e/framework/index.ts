@@ -6,6 +6,7 @@ export * from './cluster.js';
 export * from './commands.js';
 export * from './faults.js';
 export * from './kubevirt.js';
+export * from './local-cluster.js';
 export * from './pods.js';
 export * from './tenant.js';
 export * from './wait.js';

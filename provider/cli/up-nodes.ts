@@ -1,0 +1,108 @@
+// `vkvm up --nodes N`: what the flag changes in vkvm up. With N > 1 the
+// control plane and node 1 sit on the nodes' segment (the host's address on
+// it), and nodes 2..N are simulated hosts joined through `vkvm join`
+// (provider/local-cluster/). Node 1 stays this host, as with one node: the
+// README's single-node run is unchanged, and node 1 keeps the admin
+// credentials that approve serving certificates and run the controllers.
+import { ConfigError, type AgentConfig } from '../config.js';
+import type { KubeClients } from '../kube/client.js';
+import type { Logger } from '../log.js';
+import { AGENT_OPTIONS } from './agent-flags.js';
+import { agentArgsOf } from './join.js';
+import { DEFAULT_NODES_CIDR, localNodes, parseNodeCount, segmentOf, type LocalNode, type Segment } from '../local-cluster/layout.js';
+import { ensureSegment, removeSegment } from '../local-cluster/segment.js';
+import { removeStaleNodes, startLocalNodes, type RunningLocalNodes } from '../local-cluster/hosts.js';
+
+export const NODES_OPTIONS = {
+  nodes: { type: 'string' },
+  'nodes-cidr': { type: 'string' },
+} as const;
+
+export const NODES_HELP = `  --nodes N         nodes in the local cluster (default 1): this host, plus
+                    N-1 simulated hosts, each a network namespace on a
+                    segment shared with this host, joined with vkvm join
+  --nodes-cidr CIDR the nodes' segment (default ${DEFAULT_NODES_CIDR}); this
+                    host takes its first address, node i the i-th
+`;
+
+/** Agent flags that are each node's own, so not handed to nodes 2..N. */
+const PER_NODE_FLAGS = new Set([
+  'node-name',
+  'run-dir',
+  'image-cache-dir',
+  'image-store-dir',
+  'kubelet-port',
+  'kubelet-bind-address',
+  'healthz-port',
+  'internal-ip',
+  'pod-cidr',
+  'bridge',
+  'cgroup-parent',
+  'qemu-uid-base',
+  'log-level',
+]);
+
+export interface NodesPlan {
+  count: number;
+  /** Only with more than one node. */
+  segment?: Segment;
+}
+
+/** Checks --nodes against the other flags of vkvm up; `values` are its parsed flags. */
+export function nodesPlan(values: Record<string, unknown>): NodesPlan {
+  const count = parseNodeCount(values.nodes as string | undefined);
+  if (values['nodes-cidr'] !== undefined && count === 1) throw new ConfigError('--nodes-cidr', 'applies only with --nodes 2 or more');
+  if (count === 1) return { count };
+  if (values.kubeconfig) throw new ConfigError('--nodes', 'simulated hosts join the local control plane; with --kubeconfig there is none');
+  if (values['internal-ip'])
+    throw new ConfigError('--internal-ip', "with --nodes 2 or more, this host's InternalIP is its address on the nodes' segment");
+  const address = values['control-plane-address'] as string | undefined;
+  if (address?.startsWith('127.'))
+    throw new ConfigError('--control-plane-address', 'must be an address the simulated hosts reach, not loopback');
+  return { count, segment: segmentOf((values['nodes-cidr'] as string | undefined) ?? DEFAULT_NODES_CIDR) };
+}
+
+/** The nodes beyond this host. */
+export function extraNodes(plan: NodesPlan, config: AgentConfig, upStateDir: string): LocalNode[] {
+  if (!plan.segment) return [];
+  return localNodes({ count: plan.count, node1: config.nodeName, segment: plan.segment, upStateDir, upRunDir: config.runDir });
+}
+
+export const prepareSegment = (plan: NodesPlan): Promise<void> => (plan.segment ? ensureSegment(plan.segment) : Promise.resolve());
+export const removeSegmentOf = (plan: NodesPlan): Promise<void> => (plan.segment ? removeSegment(plan.segment) : Promise.resolve());
+
+/** Removes nodes of an earlier, larger run, then starts nodes 2..N. */
+export async function startExtraNodes(o: {
+  plan: NodesPlan;
+  nodes: LocalNode[];
+  config: AgentConfig;
+  upStateDir: string;
+  values: Record<string, unknown>;
+  clients: KubeClients;
+  adminKubeconfig: string;
+  server: string;
+  importImages: (imageStoreDir: string) => Promise<void>;
+  log: Logger;
+  signal: AbortSignal;
+}): Promise<RunningLocalNodes | undefined> {
+  const log = o.log.child({ component: 'local-nodes' });
+  await removeStaleNodes({ keep: o.nodes, upStateDir: o.upStateDir, upRunDir: o.config.runDir, clients: o.clients, log });
+  if (!o.plan.segment || o.nodes.length === 0) return undefined;
+  const shared = Object.fromEntries(Object.entries(o.values).filter(([k]) => !PER_NODE_FLAGS.has(k) && k in AGENT_OPTIONS));
+  return startLocalNodes(
+    {
+      nodes: o.nodes,
+      segment: o.plan.segment,
+      adminKubeconfig: o.adminKubeconfig,
+      server: o.server,
+      agentArgs: agentArgsOf(shared),
+      // /var/cache whole: node 1's caches (its images, its libvirt cache) and the host's.
+      hidden: [o.upStateDir, o.config.runDir, o.config.imageCacheDir, o.config.imageStoreDir, '/var/cache'],
+      importImages: o.importImages,
+      gracePeriodS: 10,
+      logLevel: o.config.logLevel,
+      log,
+    },
+    o.signal,
+  );
+}
