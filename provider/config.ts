@@ -10,7 +10,6 @@ import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './kube/progress-watch.js';
 import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { QEMU_UID_BASE, QEMU_UID_COUNT } from './launchers/qemu-uids.js';
-import { LAUNCHER_DEFAULTS } from '../launcher/agent-api.js';
 import { INTERFACE_NAME } from './network/host.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_IMAGE_GC_PERIOD_MS, DEFAULT_IMAGE_GC_POLICY, type ImageGcPolicy } from './images/image-gc.js';
