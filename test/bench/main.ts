@@ -2,7 +2,7 @@
 // benchmarks and prints one JSON line {"name","value","unit"} per figure on
 // stdout; progress goes to stderr. Names pick benchmarks ("launcher.start")
 // or whole groups ("launcher"); none runs everything in registry.ts but the
-// heavy ones (density, leaks). Exits 1 when a benchmark
+// heavy ones (density, leaks, nodes). Exits 1 when a benchmark
 // failed (its figures so far are still printed), 130 after Ctrl-C. Whatever a
 // benchmark created is removed before the next one starts.
 import { parseArgs } from 'node:util';
