@@ -10,7 +10,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
-import { apiMessage, apiStatusCode } from '../../provider/kube/errors.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import {
   controllersIdentity,
@@ -21,6 +20,7 @@ import {
   testLog,
   testNamespace,
   waitFor,
+  apiOutcome,
 } from './framework/index.js';
 
 const NS = 'e2e-launcher-admission';
@@ -30,16 +30,6 @@ const SPEC_DENIED =
 const OWNER_DENIED = /ValidatingAdmissionPolicy 'vkvm-launcher-pods' .*denied request: metadata\.ownerReferences: only the VMI controller/;
 const LABEL_DENIED =
   /ValidatingAdmissionPolicy 'vkvm-launcher-pods' .*denied request: metadata\.labels\[kubevirt\.io\/created-by\]: only the VMI controller/;
-
-/** How an API call ended: its status code and the apiserver's message. */
-async function outcome(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
-  try {
-    await call();
-    return { code: 200, message: '' };
-  } catch (err) {
-    return { code: apiStatusCode(err) ?? 0, message: apiMessage(err) };
-  }
-}
 
 const pod = (name: string, metadata: V1Pod['metadata'] = {}): V1Pod => ({
   metadata: { name, ...metadata },
@@ -82,22 +72,22 @@ t.test('only the VMI controller changes a VMI spec or makes launcher pods', asyn
 
   await t.test('a tenant cannot change a VMI spec, but may label and annotate it', async (t) => {
     t.match(
-      await outcome(patchVmi(tenant, { spec: { domain: { memory: { guest: '64Gi' } } } })),
+      await apiOutcome(patchVmi(tenant, { spec: { domain: { memory: { guest: '64Gi' } } } })),
       { code: 403, message: SPEC_DENIED },
       'growing the guest memory after the launcher pod was sized is refused, naming spec',
     );
     t.match(
-      await outcome(patchVmi(tenant, { spec: { terminationGracePeriodSeconds: 1 } })),
+      await apiOutcome(patchVmi(tenant, { spec: { terminationGracePeriodSeconds: 1 } })),
       { code: 403, message: SPEC_DENIED },
       'any other spec change is refused too',
     );
     t.match(
-      await outcome(patchVmi(tenant, { metadata: { labels: { team: 'a' }, annotations: { note: 'kept' } } })),
+      await apiOutcome(patchVmi(tenant, { metadata: { labels: { team: 'a' }, annotations: { note: 'kept' } } })),
       { code: 200 },
       'a label and annotation change is allowed',
     );
     t.match(
-      await outcome(patchVmi(controllerClients, { spec: { terminationGracePeriodSeconds: 5 } })),
+      await apiOutcome(patchVmi(controllerClients, { spec: { terminationGracePeriodSeconds: 5 } })),
       { code: 200 },
       'the controllers’ identity (the subresource API’s stop --grace-period) may change the spec',
     );
@@ -118,34 +108,34 @@ t.test('only the VMI controller changes a VMI spec or makes launcher pods', asyn
     const owner = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'big', uid: vmi.metadata.uid!, controller: true };
     const create = (body: V1Pod) => () => tenant.core.createNamespacedPod({ namespace: NS, body });
     t.match(
-      await outcome(create(pod('forged-owner', { ownerReferences: [owner] }))),
+      await apiOutcome(create(pod('forged-owner', { ownerReferences: [owner] }))),
       { code: 403, message: OWNER_DENIED },
       'a pod with a VMI controller owner reference is refused, naming metadata.ownerReferences',
     );
     t.match(
-      await outcome(create(pod('forged-label', { labels: { 'kubevirt.io/created-by': vmi.metadata.uid! } }))),
+      await apiOutcome(create(pod('forged-label', { labels: { 'kubevirt.io/created-by': vmi.metadata.uid! } }))),
       { code: 403, message: LABEL_DENIED },
       'a pod labelled kubevirt.io/created-by is refused, naming the label',
     );
-    t.match(await outcome(create(pod('plain', { labels: { app: 'plain' } }))), { code: 200 }, 'a plain pod is created');
+    t.match(await apiOutcome(create(pod('plain', { labels: { app: 'plain' } }))), { code: 200 }, 'a plain pod is created');
     const patchPod = (name: string, body: object) => () => tenant.core.patchNamespacedPod({ name, namespace: NS, body }, mergePatch);
     t.match(
-      await outcome(patchPod('plain', { metadata: { ownerReferences: [owner] } })),
+      await apiOutcome(patchPod('plain', { metadata: { ownerReferences: [owner] } })),
       { code: 403, message: OWNER_DENIED },
       'adding a VMI controller owner reference to an existing pod is refused',
     );
     t.match(
-      await outcome(patchPod('plain', { metadata: { labels: { 'kubevirt.io/created-by': vmi.metadata.uid } } })),
+      await apiOutcome(patchPod('plain', { metadata: { labels: { 'kubevirt.io/created-by': vmi.metadata.uid } } })),
       { code: 403, message: LABEL_DENIED },
       'adding the created-by label to an existing pod is refused',
     );
     t.match(
-      await outcome(patchPod(launcher.metadata!.name!, { metadata: { labels: { 'kubevirt.io/created-by': 'another-uid' } } })),
+      await apiOutcome(patchPod(launcher.metadata!.name!, { metadata: { labels: { 'kubevirt.io/created-by': 'another-uid' } } })),
       { code: 403, message: LABEL_DENIED },
       'pointing the launcher pod at another VMI is refused',
     );
     t.match(
-      await outcome(patchPod(launcher.metadata!.name!, { metadata: { labels: { team: 'a' } } })),
+      await apiOutcome(patchPod(launcher.metadata!.name!, { metadata: { labels: { team: 'a' } } })),
       { code: 200 },
       'labelling the launcher pod, its markers unchanged, is allowed',
     );

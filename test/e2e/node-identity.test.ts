@@ -16,7 +16,6 @@ import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { ipInRanges, localNodeRanges } from '../../provider/controllers/serving-policy.js';
 import { makeClients, mergePatch, type KubeClients } from '../../provider/kube/client.js';
-import { apiMessage, apiStatusCode } from '../../provider/kube/errors.js';
 import { addresses, defaultRouteDevice } from '../../provider/network/host.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import {
@@ -29,6 +28,7 @@ import {
   testNamespace,
   waitFor,
   type TestCluster,
+  apiOutcome,
 } from './framework/index.js';
 
 const NODE_A = 'vkvm-e2e-node-a';
@@ -69,16 +69,6 @@ async function nodeIdentity(cluster: TestCluster, nodeName: string): Promise<Kub
     currentContext: user,
   });
   return makeClients(kc);
-}
-
-/** How an API call ended: its status code and the apiserver's message. */
-async function outcome(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
-  try {
-    await call();
-    return { code: 200, message: '' };
-  } catch (err) {
-    return { code: apiStatusCode(err) ?? 0, message: apiMessage(err) };
-  }
 }
 
 t.test('a node identity touches only its own VMIs; serving certificates stay off the API server and outside addresses', async (t) => {
@@ -143,27 +133,27 @@ t.test('a node identity touches only its own VMIs; serving certificates stay off
     const policyDenial =
       /ValidatingAdmissionPolicy 'vkvm-node-vmi-status' with binding 'vkvm-node-vmi-status' denied request: a node may write only the status of the VMIs whose status\.nodeName is that node/;
     t.match(
-      await outcome(patchStatus(b, { phase: 'Failed' })),
+      await apiOutcome(patchStatus(b, { phase: 'Failed' })),
       { code: 403, message: policyDenial },
       'node B patching node A’s VMI to Failed (which would make the VM controller recreate it) is denied by the policy',
     );
     t.match(
-      await outcome(() => b.custom.listClusterCustomObject({ group: 'kubevirt.io', version: 'v1', plural: 'virtualmachineinstances' })),
+      await apiOutcome(() => b.custom.listClusterCustomObject({ group: 'kubevirt.io', version: 'v1', plural: 'virtualmachineinstances' })),
       { code: 403, message: /cannot list resource "virtualmachineinstances"/ },
       'node B listing every VMI (and their inline userData) is forbidden',
     );
     t.match(
-      await outcome(() => b.custom.getNamespacedCustomObject({ ...KV, name: 'tenant-a' })),
+      await apiOutcome(() => b.custom.getNamespacedCustomObject({ ...KV, name: 'tenant-a' })),
       { code: 403 },
       'node B reading node A’s VMI by name is forbidden',
     );
     t.match(
-      await outcome(() => b.core.readNamespacedSecret({ name: 'tenant-network', namespace: NS })),
+      await apiOutcome(() => b.core.readNamespacedSecret({ name: 'tenant-network', namespace: NS })),
       { code: 403, message: /no relationship found between node 'vkvm-e2e-node-b' and this object/ },
       'node B reading node A’s cloud-init Secret is forbidden (Node authorizer)',
     );
     t.match(
-      await outcome(() =>
+      await apiOutcome(() =>
         a.custom.listClusterCustomObject({
           group: 'kubevirt.io',
           version: 'v1',
@@ -191,13 +181,13 @@ t.test('a node identity touches only its own VMIs; serving certificates stay off
       'node A lists its VMI field-selected by name (what its watch does)',
     );
     t.match(
-      await outcome(() => a.core.readNamespacedSecret({ name: 'tenant-network', namespace: NS })),
+      await apiOutcome(() => a.core.readNamespacedSecret({ name: 'tenant-network', namespace: NS })),
       { code: 200 },
       'node A reads the Secret through its launcher pod’s volume',
     );
-    t.match(await outcome(patchStatus(a, { phase: 'Running' })), { code: 200 }, 'node A writes its own VMI’s status');
+    t.match(await apiOutcome(patchStatus(a, { phase: 'Running' })), { code: 200 }, 'node A writes its own VMI’s status');
     t.match(
-      await outcome(patchStatus(a, { nodeName: NODE_B })),
+      await apiOutcome(patchStatus(a, { nodeName: NODE_B })),
       { code: 403, message: policyDenial },
       'node A cannot hand its VMI to another node',
     );

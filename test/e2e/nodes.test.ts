@@ -4,9 +4,8 @@
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // and after Ctrl-C, the machine as it was before.
 import t from 'tap';
-import type { V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/client.js';
-import { apiMessage, apiStatusCode } from '../../provider/kube/errors.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
@@ -25,6 +24,7 @@ import {
   virtualMachineInstances,
   waitFor,
   type UpCluster,
+  apiOutcome,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-nodes';
@@ -50,15 +50,6 @@ async function machineFootprint(up: { stateDir: string; bridge: string }): Promi
     route: await lines(['ip', '-4', 'route', 'show'], Boolean),
     'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
   };
-}
-
-async function outcome(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
-  try {
-    await call();
-    return { code: 200, message: '' };
-  } catch (err) {
-    return { code: apiStatusCode(err) ?? 0, message: apiMessage(err) };
-  }
 }
 
 const vmPod = (name: string, node: string): V1Pod => testGuestPod({ name, node, terminationGracePeriodSeconds: 1 });
@@ -147,6 +138,51 @@ t.test(
       },
     );
 
+    await t.test('a Deployment of 4 VM pods spread by hostname lands 2 and 2', async (t) => {
+      const apps = tenant.kc.makeApiClient(AppsV1Api);
+      const template = testGuestPod({ name: 'spread', terminationGracePeriodSeconds: 1 });
+      await apps.createNamespacedDeployment({
+        namespace: NS,
+        body: {
+          metadata: { name: 'spread' },
+          spec: {
+            replicas: 4,
+            selector: { matchLabels: { app: 'spread' } },
+            template: {
+              metadata: { labels: { app: 'spread' } },
+              spec: {
+                ...template.spec!,
+                topologySpreadConstraints: [
+                  {
+                    maxSkew: 1,
+                    topologyKey: 'kubernetes.io/hostname',
+                    whenUnsatisfiable: 'DoNotSchedule',
+                    labelSelector: { matchLabels: { app: 'spread' } },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      });
+      // Placement is the scheduler's: once the four are bound, where they went is the answer.
+      const bound = await poll(
+        'the four pods bound',
+        async () => (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: 'app=spread' })).items,
+        (ps) => ps.length === 4 && ps.every((p) => p.spec?.nodeName),
+        { deadlineMs: 60_000 },
+      );
+      const perNode = (node: string) => bound.filter((p) => p.spec?.nodeName === node).length;
+      t.same({ [a.name]: perNode(a.name), [b.name]: perNode(b.name) }, { [a.name]: 2, [b.name]: 2 }, 'two on each node');
+      await apps.deleteNamespacedDeployment({ namespace: NS, name: 'spread' });
+      await poll(
+        'the spread pods gone',
+        async () => (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: 'app=spread' })).items,
+        (ps) => ps.length === 0,
+        { deadlineMs: 120_000 },
+      );
+    });
+
     await t.test("node 2's identity and files do not reach node 1's VMIs and launchers", async (t) => {
       const spec = smokeVmiSpec();
       spec.nodeSelector = { 'kubernetes.io/hostname': a.name };
@@ -161,12 +197,12 @@ t.test(
       );
       const nodeB = makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`));
       t.match(
-        await outcome(() => nodeB.custom.getNamespacedCustomObject({ ...KV, name: 'vmi-a' })),
+        await apiOutcome(() => nodeB.custom.getNamespacedCustomObject({ ...KV, name: 'vmi-a' })),
         { code: 403 },
         "node 2 cannot read node 1's VMI",
       );
       t.match(
-        await outcome(() =>
+        await apiOutcome(() =>
           nodeB.custom.patchNamespacedCustomObjectStatus({ ...KV, name: 'vmi-a', body: { status: { phase: 'Failed' } } }, mergePatch),
         ),
         { code: 403 },

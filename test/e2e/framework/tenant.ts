@@ -8,6 +8,7 @@ import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import type { RunningCluster } from '../../../deploy/cluster/cluster.js';
 import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
+import { apiMessage, apiStatusCode } from '../../../provider/kube/errors.js';
 
 /**
  * The tenant's clients, in a namespace (see testNamespace) the admin made.
@@ -53,4 +54,14 @@ export async function tenantKubectl(t: Test, cluster: RunningCluster, clients: K
   const file = await kubeconfigFile(t, clients);
   // kubectl takes the last --kubeconfig given: this one, after the admin's.
   return (args, opts) => cluster.kubectl([`--kubeconfig=${file}`, ...args], opts);
+}
+
+/** How an API call ended, as a refusal test compares it: its status code (200 when it passed) and the apiserver's message. */
+export async function apiOutcome(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
+  try {
+    await call();
+    return { code: 200, message: '' };
+  } catch (err) {
+    return { code: apiStatusCode(err) ?? 0, message: apiMessage(err) };
+  }
 }
