@@ -13,6 +13,7 @@ import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
+import { flannelHostGwAnnotations } from './network/flannel-peering.js';
 import { deriveAllocatable, deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
 import { kubeAuthBackend } from './kubelet-api/kube-auth-backend.js';
@@ -34,6 +35,8 @@ import { PodImages, secretReader } from './images/pod-images.js';
 import { ImageStore } from './images/store.js';
 import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
+import { hostResolver } from './network/resolver.js';
+import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 
@@ -110,7 +113,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     for (const s of [...stops].reverse()) await s();
   };
   try {
-    const node = await registerNode(clients, config, deriveLabels(config, facts), log);
+    // Flannel's nodes route to this node's pod range from these (docs/networking.md).
+    const node = await registerNode(clients, config, deriveLabels(config, facts), log, flannelHostGwAnnotations(facts.internalIP!));
     const nodeUID = node.metadata?.uid;
     if (!nodeUID) throw new Error('registered node has no UID');
     await clients.core.patchNodeStatus(
@@ -215,6 +219,15 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       rootLog.child({ component: 'launchers' }),
     );
     const urlImages = new UrlImagesInUse();
+    const clusterDns = new ClusterDns({
+      ...(config.clusterDns ? { given: config.clusterDns } : {}),
+      domain: config.clusterDomain,
+      host: await hostResolver(),
+      readService: () => readKubeDns((req) => clients.core.readNamespacedService(req)),
+      log: rootLog.child({ component: 'cluster-dns' }),
+    });
+    await clusterDns.start();
+    stops.push(() => clusterDns.stop());
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -223,6 +236,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       urlImages,
+      dns: () => clusterDns.current(),
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
       downloadImage: async (url, at, log, signal) => {

@@ -167,3 +167,25 @@ t.test("a node's VM cgroups and QEMU uids can be put apart from another node's o
     'below the default base',
   );
 });
+
+t.test('cluster DNS: looked up unless given, cluster.local by default, bad values naming the flag', async (t) => {
+  const dflt = resolveAgentConfig({ kubeconfig: '/k' });
+  t.equal(dflt.clusterDns, undefined, 'looked up from kube-dns');
+  t.equal(dflt.clusterDomain, 'cluster.local');
+  t.match(resolveAgentConfig({ kubeconfig: '/k', 'cluster-dns': '10.96.0.10, 10.96.0.11', 'cluster-domain': 'k8s.example' }), {
+    clusterDns: ['10.96.0.10', '10.96.0.11'],
+    clusterDomain: 'k8s.example',
+  });
+  for (const bad of ['', '10.96.0', 'fd00::10', '1.1.1.1,2.2.2.2,3.3.3.3,4.4.4.4'])
+    t.throws(
+      () => resolveAgentConfig({ kubeconfig: '/k', 'cluster-dns': bad }),
+      { field: '--cluster-dns', message: /^--cluster-dns: / },
+      JSON.stringify(bad),
+    );
+  for (const bad of ['', 'Cluster.Local', '-a.example', 'a..b'])
+    t.throws(
+      () => resolveAgentConfig({ kubeconfig: '/k', 'cluster-domain': bad }),
+      { field: '--cluster-domain', message: /^--cluster-domain: / },
+      JSON.stringify(bad),
+    );
+});

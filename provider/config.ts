@@ -85,6 +85,10 @@ export interface AgentConfig {
   qemuUidBase: number;
   /** The node's pod range when not taken from Node.spec.podCIDR. */
   podCidr?: string;
+  /** The cluster DNS servers (kubelet's --cluster-dns); looked up from Service kube-system/kube-dns when absent. */
+  clusterDns?: string[];
+  /** The cluster's DNS domain (kubelet's --cluster-domain). */
+  clusterDomain: string;
   /** Directories whose files pods and VMIs may name by host path (vmm/host-files.ts); empty by default. */
   hostImageDirs: string[];
   /** Directories where KubeVirt hostDisks may live; empty: hostDisk is off. */
@@ -147,6 +151,8 @@ export interface AgentFlags {
   'cgroup-parent'?: string;
   'qemu-uid-base'?: string;
   'pod-cidr'?: string;
+  'cluster-dns'?: string;
+  'cluster-domain'?: string;
   'host-image-dir'?: string[];
   'host-disk-dir'?: string[];
   'service-cidr'?: string;
@@ -189,6 +195,23 @@ function duration(flags: AgentFlags, name: keyof AgentFlags, dfltMs: number): nu
 
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const DNS_DOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
+
+/** Up to three IPv4 addresses, comma-separated (the resolver uses no more). */
+function clusterDns(raw: string): string[] {
+  const ips = raw.split(',').map((s) => s.trim());
+  const bad = ips.find((ip) => !IPV4.test(ip));
+  if (bad !== undefined) throw new ConfigError('--cluster-dns', `${JSON.stringify(bad)} is not an IPv4 address`);
+  if (ips.length > 3) throw new ConfigError('--cluster-dns', `at most 3 addresses, got ${ips.length}`);
+  return ips;
+}
+
+function dnsDomain(raw: string): string {
+  if (!DNS_DOMAIN.test(raw)) throw new ConfigError('--cluster-domain', `${JSON.stringify(raw)} is not a DNS domain such as cluster.local`);
+  return raw;
+}
 
 export function parseLabel(s: string): [string, string] {
   const i = s.indexOf('=');
@@ -323,6 +346,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     searchPath: env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     vmsDieWithAgent: false,
     bridge: flags.bridge ?? DEFAULT_BRIDGE,
+    clusterDomain: dnsDomain(flags['cluster-domain'] ?? 'cluster.local'),
     cgroupParent: cgroupParent(flags['cgroup-parent'] ?? LAUNCHER_DEFAULTS.cgroupParent),
     // Up to the last uid (2^32 - 2) with room for a whole range.
     qemuUidBase: int(flags, 'qemu-uid-base', QEMU_UID_BASE, QEMU_UID_BASE, 2 ** 32 - 1 - QEMU_UID_COUNT),
@@ -349,6 +373,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
   if (ip !== undefined) config.internalIP = ip;
   if (!INTERFACE_NAME.test(config.bridge))
     throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+  if (flags['cluster-dns'] !== undefined) config.clusterDns = clusterDns(flags['cluster-dns']);
   if (flags['pod-cidr'] !== undefined) {
     try {
       config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;

@@ -6,7 +6,7 @@ import type { ValidationRule } from '../schema.js';
 import { PRESERVED, memoryGiven, memoryRequired, name, uniqueNames } from './common.js';
 import { MAX_DEVICES } from './constants.js';
 import { domain } from './domain.js';
-import { integer, list, notInCrd, object, opaque, reading, required, string, stringMap, unsupported } from './field.js';
+import { enumOf, integer, list, notInCrd, object, opaque, reading, required, string, stringMap, unsupported } from './field.js';
 import { volume } from './volumes.js';
 
 export const network = object(
@@ -39,6 +39,16 @@ export function vmiSpecField(rules: (at: string) => ValidationRule[] = () => [])
       tolerations: reading(true, list(toleration)),
       /** Seconds the guest gets to shut down before it is killed (KubeVirt default 30). */
       terminationGracePeriodSeconds: integer('Seconds the guest gets to shut down.', { format: 'int64', minimum: 0 }),
+      /** The guest's resolver, as a pod's: carried to the launcher pod, handed to the guest by DHCP (provider/pods/guest-dns.ts). */
+      dnsPolicy: enumOf(['ClusterFirstWithHostNet', 'ClusterFirst', 'Default', 'None'], "DNS policy of the guest, as a pod's dnsPolicy."),
+      dnsConfig: reading(
+        true,
+        object({
+          nameservers: list(string(), { maxItems: 3 }),
+          searches: list(string(), { maxItems: 32 }),
+          options: list(object({ name: string(), value: string() })),
+        }),
+      ),
       /** The guest's hostname (cloud-init local-hostname); defaults to the VMI name. */
       hostname: notInCrd(string()),
       /** amd64 only in vkvm. */
@@ -54,6 +64,11 @@ export function vmiSpecField(rules: (at: string) => ValidationRule[] = () => [])
             'self.domain.devices.disks.all(d, has(self.volumes) && self.volumes.exists(v, v.name == d.name))',
           message: `${at}.domain.devices.disks: every disk must name a volume in ${at}.volumes`,
           fieldPath: '.domain.devices.disks',
+        },
+        {
+          rule: "!has(self.dnsPolicy) || self.dnsPolicy != 'None' || (has(self.dnsConfig) && has(self.dnsConfig.nameservers) && size(self.dnsConfig.nameservers) > 0)",
+          message: `${at}.dnsConfig.nameservers: must provide at least one DNS nameserver when dnsPolicy is None`,
+          fieldPath: '.dnsConfig',
         },
         ...rules(at),
       ],

@@ -34,6 +34,8 @@ export const AGENT_OPTIONS = {
   'cgroup-parent': { type: 'string' },
   'qemu-uid-base': { type: 'string' },
   'pod-cidr': { type: 'string' },
+  'cluster-dns': { type: 'string' },
+  'cluster-domain': { type: 'string' },
   'host-image-dir': { type: 'string', multiple: true },
   'host-disk-dir': { type: 'string', multiple: true },
   'service-cidr': { type: 'string' },
@@ -91,6 +93,9 @@ export const AGENT_HELP = `Node agent flags:
   --qemu-uid-base N            first uid of the 1000000 the VMs' QEMUs run as (default 3000000);
                                nodes sharing a machine need ranges apart
   --pod-cidr CIDR              this node's pod range (default: Node.spec.podCIDR from the controller manager)
+  --cluster-dns IP[,IP]        the cluster DNS servers ClusterFirst guests are told (default: the ClusterIP
+                               of Service kube-system/kube-dns, looked up; none: guests get the host's)
+  --cluster-domain DOMAIN      the cluster's DNS domain, for guests' search path (default cluster.local)
   --host-image-dir DIR         a directory whose regular files pods and VMIs may name as boot images,
                                kernels and initrds by host path (repeatable; default none)
   --host-disk-dir DIR          a directory where KubeVirt hostDisks may live (repeatable; default none:

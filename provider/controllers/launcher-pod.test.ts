@@ -126,6 +126,13 @@ t.test('defaults: no containerDisk, no cpu request, no grace period', async (t) 
   });
   t.notOk(pod.spec?.affinity, 'no affinity unless the VMI has one');
   t.notOk(pod.spec?.volumes, 'no volumes unless the VMI reads Secrets or claims');
+  t.notOk(pod.spec?.dnsPolicy, "the pod's default DNS policy (ClusterFirst) unless the VMI has one");
+});
+
+t.test("the VMI's dnsPolicy and dnsConfig are the launcher pod's, which the node hands to the guest", async (t) => {
+  const dnsConfig = { nameservers: ['192.0.2.10'], searches: ['team.example'], options: [{ name: 'ndots', value: '2' }] };
+  const pod = launcherPodFor(vmi({ dnsPolicy: 'None', dnsConfig }), 'kvm');
+  t.same({ dnsPolicy: pod.spec?.dnsPolicy, dnsConfig: pod.spec?.dnsConfig }, { dnsPolicy: 'None', dnsConfig });
 });
 
 t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, volume scheduling)', async (t) => {

@@ -188,6 +188,9 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
       ...(spec.affinity ? { affinity: structuredClone(spec.affinity) } : {}),
       tolerations: [...structuredClone(spec.tolerations ?? []), PROVIDER_TOLERATION],
       terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_PERIOD_S,
+      // The guest's resolver is the pod's, as KubeVirt copies them (the node hands it on by DHCP).
+      ...(spec.dnsPolicy ? { dnsPolicy: spec.dnsPolicy } : {}),
+      ...(spec.dnsConfig ? { dnsConfig: structuredClone(spec.dnsConfig) } : {}),
       restartPolicy: 'Never',
       ...(volumes.length ? { volumes } : {}),
       ...(pullSecrets.length ? { imagePullSecrets: pullSecrets } : {}),

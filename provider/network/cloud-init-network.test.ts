@@ -2,7 +2,12 @@ import t from 'tap';
 import type { DiskSpec } from '../../vmm/spec.js';
 import { networkConfigV2, withNetworkConfig } from './cloud-init-network.js';
 
-const address = { mac: '52:54:00:aa:bb:cc', address: '10.244.0.7/24', gateway: '10.244.0.1', dnsServers: ['192.0.2.53'] };
+const address = {
+  mac: '52:54:00:aa:bb:cc',
+  address: '10.244.0.7/24',
+  gateway: '10.244.0.1',
+  dns: { nameservers: ['192.0.2.53'], searches: [] },
+};
 
 t.test('network-config v2 names the NIC by MAC with its address, default route and DNS', async (t) => {
   t.same(JSON.parse(networkConfigV2(address)), {
@@ -16,7 +21,13 @@ t.test('network-config v2 names the NIC by MAC with its address, default route a
       },
     },
   });
-  t.notMatch(networkConfigV2({ ...address, dnsServers: [] }), /nameservers/, 'no DNS, no nameservers');
+  t.notMatch(networkConfigV2({ ...address, dns: { nameservers: [], searches: [] } }), /nameservers/, 'no DNS, no nameservers');
+  t.same(
+    JSON.parse(networkConfigV2({ ...address, dns: { nameservers: ['10.96.0.10'], searches: ['ns.svc.cluster.local', 'cluster.local'] } }))
+      .ethernets.default.nameservers,
+    { addresses: ['10.96.0.10'], search: ['ns.svc.cluster.local', 'cluster.local'] },
+    'search domains too',
+  );
 });
 
 t.test('only cloud-init seeds without a network-config get one', async (t) => {

@@ -3,13 +3,14 @@
 // network-config the user gave (KubeVirt's networkData) is left as it is.
 // JSON is YAML, so the document is written as JSON: no YAML emitter needed.
 import type { DiskSpec } from '../../vmm/spec.js';
+import type { GuestDns } from './resolver.js';
 
 export interface GuestAddress {
   mac: string;
   /** "a.b.c.d/len" */
   address: string;
   gateway: string;
-  dnsServers: string[];
+  dns: GuestDns;
 }
 
 export function networkConfigV2(a: GuestAddress): string {
@@ -21,7 +22,14 @@ export function networkConfigV2(a: GuestAddress): string {
           match: { macaddress: a.mac },
           addresses: [a.address],
           routes: [{ to: '0.0.0.0/0', via: a.gateway }],
-          ...(a.dnsServers.length ? { nameservers: { addresses: a.dnsServers } } : {}),
+          ...(a.dns.nameservers.length || a.dns.searches.length
+            ? {
+                nameservers: {
+                  ...(a.dns.nameservers.length ? { addresses: a.dns.nameservers } : {}),
+                  ...(a.dns.searches.length ? { search: a.dns.searches } : {}),
+                },
+              }
+            : {}),
         },
       },
     },

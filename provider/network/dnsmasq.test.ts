@@ -1,5 +1,5 @@
 import t from 'tap';
-import { renderDnsmasqConf } from './dnsmasq.js';
+import { renderDnsmasqConf, renderVmDhcpOptions } from './dnsmasq.js';
 import { netmaskOf } from './node-network.js';
 import { parseIpv4Range } from './ipv4.js';
 
@@ -34,4 +34,28 @@ t.test('the DHCP config answers static leases only, on one interface, with DNS o
     '',
   ]);
   t.equal(netmaskOf(parseIpv4Range('10.1.0.0/29', 'x')), '255.255.255.248');
+});
+
+t.test("a VM's resolver options are tagged lines for the options directory; search domains in option 119", async (t) => {
+  t.equal(
+    renderVmDhcpOptions('vm1', { nameservers: ['10.96.0.10', '192.0.2.53'], searches: ['ns.svc.cluster.local', 'cluster.local'] }),
+    'tag:vm1,option:dns-server,10.96.0.10,192.0.2.53\ntag:vm1,option:domain-search,ns.svc.cluster.local,cluster.local\n',
+  );
+  t.equal(renderVmDhcpOptions('vm1', { nameservers: [], searches: [] }), '', 'nothing of its own: the defaults');
+  const conf = renderDnsmasqConf(
+    {
+      interface: 'br',
+      network: '10.0.0.0',
+      netmask: '255.255.255.0',
+      router: '10.0.0.1',
+      dnsServers: [],
+      searches: ['a.example'],
+      optsDir: '/d/opts',
+      leaseTime: '1h',
+    },
+    '/d/p.pid',
+  );
+  t.match(conf, /^dhcp-option=option:domain-search,a\.example$/m);
+  t.match(conf, /^dhcp-optsdir=\/d\/opts$/m);
+  t.notMatch(conf, /dns-server/, 'no nameserver line without nameservers');
 });

@@ -5,6 +5,7 @@
 // path on the command line let the next agent find, keep or replace them.
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { run } from './host.js';
+import type { GuestDns } from './resolver.js';
 
 export const DNSMASQ = '/usr/sbin/dnsmasq';
 
@@ -23,8 +24,12 @@ export interface DhcpConfig {
   netmask: string;
   router: string;
   dnsServers: string[];
+  /** DNS search domains (option 119). */
+  searches?: string[];
   /** Directory of `mac,ip` files, re-read by dnsmasq on change (inotify). */
   hostsDir?: string;
+  /** Directory of per-VM option files (`tag:T,option:…`), re-read by dnsmasq on change (inotify). */
+  optsDir?: string;
   /** Fixed `mac,ip` leases. */
   hosts?: string[];
   leaseTime: string;
@@ -43,11 +48,25 @@ export function renderDnsmasqConf(c: DhcpConfig, pidFile: string): string {
     `dhcp-range=${c.network},static,${c.netmask},${c.leaseTime}`,
     `dhcp-option=option:router,${c.router}`,
     ...(c.dnsServers.length ? [`dhcp-option=option:dns-server,${c.dnsServers.join(',')}`] : []),
+    ...(c.searches?.length ? [`dhcp-option=option:domain-search,${c.searches.join(',')}`] : []),
     ...(c.hostsDir ? [`dhcp-hostsdir=${c.hostsDir}`] : []),
+    ...(c.optsDir ? [`dhcp-optsdir=${c.optsDir}`] : []),
     ...(c.hosts ?? []).map((h) => `dhcp-host=${h}`),
     `pid-file=${pidFile}`,
     // Beside its config, for an operator asking why a guest got no address.
     `log-facility=${pidFile.replace(/\.pid$/, '.log')}`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * A VM's own resolver options, for an options directory: tagged, so they
+ * override the instance's defaults for the host entry that sets the tag.
+ */
+export function renderVmDhcpOptions(tag: string, dns: GuestDns): string {
+  return [
+    ...(dns.nameservers.length ? [`tag:${tag},option:dns-server,${dns.nameservers.join(',')}`] : []),
+    ...(dns.searches.length ? [`tag:${tag},option:domain-search,${dns.searches.join(',')}`] : []),
     '',
   ].join('\n');
 }

@@ -206,18 +206,3 @@ export async function refuseRouterAdvertisements(dev: string): Promise<void> {
     return;
   for (const key of ['accept_ra', 'autoconf']) await writeFile(`${dir}/${key}`, '0');
 }
-
-const SYSTEMD_RESOLVED_UPSTREAMS = '/run/systemd/resolve/resolv.conf';
-
-/**
- * Nameservers guests can reach: the host's, without loopback ones (a guest
- * cannot reach the host's 127.0.0.53); behind systemd-resolved, its upstreams.
- */
-export async function hostNameservers(resolvConf = '/etc/resolv.conf'): Promise<string[]> {
-  const read = async (file: string) =>
-    [...(await readFile(file, 'utf8').catch(() => '')).matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)].map((m) => m[1]!);
-  const listed = await read(resolvConf);
-  const usable = listed.filter((ip) => !ip.startsWith('127.'));
-  if (usable.length || !listed.length) return usable;
-  return (await read(SYSTEMD_RESOLVED_UPSTREAMS)).filter((ip) => !ip.startsWith('127.'));
-}

@@ -3,7 +3,7 @@
 // to see what dnsmasq does with a reused address.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -16,7 +16,10 @@ const bridge = `vkn${suffix}`;
 const range = parseIpv4Range(`10.${100 + (randomBytes(1)[0]! % 100)}.${randomBytes(1)[0]}.0/28`, 'test range');
 
 /** A namespace with one veth on the bridge, as a VM's would be. */
-async function client(name: string, mac: string): Promise<{ dhcp(): Promise<string>; close(): Promise<void> }> {
+async function client(
+  name: string,
+  mac: string,
+): Promise<{ dhcp(): Promise<string>; resolver(): Promise<string>; close(): Promise<void> }> {
   const netns = `vkn${suffix}-${name}`;
   const hostEnd = `vkn${suffix}${name}`;
   await run(['ip', 'netns', 'add', netns]);
@@ -31,6 +34,33 @@ async function client(name: string, mac: string): Promise<{ dhcp(): Promise<stri
         (err: Error) => err.message,
       );
       return /lease of (\S+) obtained/.exec(out)?.[1] ?? `no lease: ${out}`;
+    },
+    // What the lease says of DNS, asking for the search path (option 119) as the test guest does.
+    resolver: async () => {
+      const script = path.join(await mkdtemp(path.join(tmpdir(), 'vkvm-udhcpc-')), 'print');
+      await writeFile(script, '#!/bin/sh\n[ "$1" = bound ] && echo "dns=$dns search=$search"\nexit 0\n', { mode: 0o755 });
+      const out = await run([
+        'ip',
+        'netns',
+        'exec',
+        netns,
+        'busybox',
+        'udhcpc',
+        '-i',
+        'eth0',
+        '-q',
+        '-n',
+        '-t',
+        '4',
+        '-T',
+        '1',
+        '-O',
+        'search',
+        '-s',
+        script,
+      ]).catch((err: Error) => err.message);
+      await rm(path.dirname(script), { recursive: true, force: true });
+      return out;
     },
     close: async () => {
       await run(['ip', 'netns', 'del', netns]);
@@ -60,6 +90,20 @@ t.test('an address served to one VM is served to the next VM given it', async (t
   await net.addDhcpHost('pod-b', '02:00:00:00:00:0b', ip);
   t.equal(await second.dhcp(), ip, 'the second VM, another MAC, is served the same address');
   t.same(await readdir(net.dhcpHostsDir), ['pod-b'], 'only the live VM has a DHCP entry');
+
+  const third = await client('c', '02:00:00:00:00:0c');
+  t.teardown(() => third.close().catch(() => undefined));
+  await net.addDhcpHost('pod-c', '02:00:00:00:00:0c', intToIp(range.network + 3), {
+    nameservers: ['10.96.0.10'],
+    searches: ['ns.svc.cluster.local', 'cluster.local'],
+  });
+  t.match(
+    await third.resolver(),
+    /dns=10\.96\.0\.10 search=ns\.svc\.cluster\.local cluster\.local/,
+    "a VM's own resolver (its tagged options) overrides the node's",
+  );
+  await net.removeDhcpHost('pod-c');
+  t.same(await readdir(net.dhcpOptsDir), [], 'its options go with its entry');
 
   const other = new NodeNetwork({ bridge: `${bridge}x`, dir, log: pino({ level: 'silent' }) });
   await t.rejects(

@@ -9,7 +9,8 @@
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, renderVmDhcpOptions, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import type { GuestDns } from './resolver.js';
 import { createHash } from 'node:crypto';
 import {
   addresses,
@@ -76,6 +77,8 @@ export class NodeNetwork {
   readonly natChain: string;
   private readonly recordFile: string;
   readonly dhcpHostsDir: string;
+  /** Each VM's resolver options, beside its host entry (same file name). */
+  readonly dhcpOptsDir: string;
   /** What each VM's port on the bridge lets out; kept by the pod network, which knows the VMs. */
   readonly ports: PortFilter;
   private readonly dnsmasq: DnsmasqInstance;
@@ -89,6 +92,7 @@ export class NodeNetwork {
     this.natChain = natChainOf(o.bridge);
     this.recordFile = path.join(o.dir, 'node.json');
     this.dhcpHostsDir = path.join(o.dir, 'dhcp-hosts');
+    this.dhcpOptsDir = path.join(o.dir, 'dhcp-opts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
     this.ports = new PortFilter(o.bridge, o.log);
   }
@@ -102,6 +106,7 @@ export class NodeNetwork {
     await mkdir(this.o.dir, { recursive: true, mode: 0o711 });
     await chmod(this.o.dir, 0o711);
     await mkdir(this.dhcpHostsDir, { recursive: true, mode: 0o755 });
+    await mkdir(this.dhcpOptsDir, { recursive: true, mode: 0o755 });
     const record = await this.readRecord();
     const br = this.o.bridge;
     if (record && record.bridge !== br) {
@@ -164,6 +169,7 @@ export class NodeNetwork {
         router: gatewayOf(range),
         dnsServers,
         hostsDir: this.dhcpHostsDir,
+        optsDir: this.dhcpOptsDir,
         leaseTime: '1h',
       },
       this.dnsmasq.pidFile,
@@ -171,11 +177,15 @@ export class NodeNetwork {
     await ensureDnsmasq(this.dnsmasq, conf);
   }
 
-  /** Serves `ip` to `mac` by DHCP on the bridge (dnsmasq re-reads the directory). */
-  async addDhcpHost(owner: string, mac: string, ip: string): Promise<void> {
-    const file = path.join(this.dhcpHostsDir, owner);
-    const line = `${mac},${ip}\n`;
-    if ((await readFile(file, 'utf8').catch(() => '')) !== line) await writeFile(file, line, { mode: 0o644 });
+  /**
+   * Serves `ip` to `mac` by DHCP on the bridge, with the VM's own resolver
+   * (dnsmasq re-reads both directories). The options go first: the host
+   * entry's tag names them, and a guest asking in between gets the defaults.
+   */
+  async addDhcpHost(owner: string, mac: string, ip: string, dns?: GuestDns): Promise<void> {
+    const tag = `vm-${owner}`;
+    if (dns) await writeIfChanged(path.join(this.dhcpOptsDir, owner), renderVmDhcpOptions(tag, dns));
+    await writeIfChanged(path.join(this.dhcpHostsDir, owner), dns ? `${mac},set:${tag},${ip}\n` : `${mac},${ip}\n`);
   }
 
   /**
@@ -186,8 +196,10 @@ export class NodeNetwork {
    */
   async removeDhcpHost(owner: string): Promise<void> {
     const file = path.join(this.dhcpHostsDir, owner);
-    const [mac, ip] = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
+    const fields = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
+    const [mac, ip] = [fields[0], fields.at(-1)];
     await rm(file, { force: true });
+    await rm(path.join(this.dhcpOptsDir, owner), { force: true });
     await reloadDnsmasq(this.dnsmasq);
     if (mac && ip)
       await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) =>
@@ -223,4 +235,9 @@ export class NodeNetwork {
     // Whole or not at all: a torn record would make every later ensure() fail to parse it.
     await writeAtomic(this.recordFile, JSON.stringify(r), 0o600);
   }
+}
+
+/** Writes only a change: dnsmasq re-reads a file on every write. */
+async function writeIfChanged(file: string, content: string): Promise<void> {
+  if ((await readFile(file, 'utf8').catch(() => '')) !== content) await writeFile(file, content, { mode: 0o644 });
 }

@@ -27,7 +27,8 @@ import {
   vmNetworkNames,
 } from './vm-network.js';
 import { withNetworkConfig } from './cloud-init-network.js';
-import { hostNameservers, links } from './host.js';
+import { links } from './host.js';
+import { hostResolver, type GuestDns } from './resolver.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 const UNREADY_RECHECK_MS = 2_000;
@@ -108,7 +109,7 @@ export class PodNetwork {
       // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
       const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
       // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
-      const dnsServers = this.ready?.dnsServers ?? (await hostNameservers());
+      const dnsServers = this.ready?.dnsServers ?? (await hostResolver()).nameservers;
       await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
       await this.reattachVeths();
       await this.filterPorts();
@@ -170,12 +171,16 @@ export class PodNetwork {
     return run;
   }
 
-  /** The spec with its interface wired to the VM's tap; VMs without NICs need nothing. */
-  attach(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
-    return this.serialized(spec.uid, () => this.attachNow(spec));
+  /**
+   * The spec with its interface wired to the VM's tap; VMs without NICs need
+   * nothing. `dns`: the guest's resolver (the pod's DNS policy); the node's
+   * nameservers when absent.
+   */
+  attach(spec: VmSpec, dns?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+    return this.serialized(spec.uid, () => this.attachNow(spec, dns));
   }
 
-  private async attachNow(spec: VmSpec): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+  private async attachNow(spec: VmSpec, given?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
     if (spec.interfaces.length === 0) return { spec };
     if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
@@ -189,6 +194,7 @@ export class PodNetwork {
     }
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
     const { range, ipam, dnsServers } = this.ready!;
+    const dns = given ?? { nameservers: dnsServers, searches: [] };
     const iface: InterfaceSpec = { ...spec.interfaces[0]!, tapDevice: GUEST_TAP };
     // Before anything is made for the VM: the MAC its port will show on the bridge (a masquerade guest's stays in its namespace).
     if (iface.binding === 'bridge') await this.macs.claim(spec.uid, iface.mac, 'interfaces[0].mac');
@@ -200,19 +206,19 @@ export class PodNetwork {
       podIP,
       prefixLength: range.prefixLength,
       gateway: gatewayOf(range),
-      dnsServers,
+      dns,
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
     });
     // Before the VM runs: its first frame is filtered. A port already recorded is in the filter, which
     // the periodic repair keeps (ensureNode): a sync of a running VM starts no nft process.
     if (names.portRecorded) await this.filterPorts();
-    if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP);
+    if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP, dns);
     const guest =
       iface.binding === 'bridge'
         ? { address: `${podIP}/${range.prefixLength}`, gateway: gatewayOf(range) }
         : { address: `${MASQUERADE_GUEST}/24`, gateway: MASQUERADE_GATEWAY };
-    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dnsServers });
+    const disks = withNetworkConfig(spec.disks, { mac: iface.mac, ...guest, dns });
     return {
       spec: { ...spec, interfaces: [iface], disks },
       attachment: { netnsPath: names.netnsPath, podIP, mac: iface.mac, interfaceName: iface.name },
@@ -245,6 +251,7 @@ export class PodNetwork {
     const known = new Set([
       ...(await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[])),
       ...(await readdir(this.node.dhcpHostsDir).catch(() => [] as string[])),
+      ...(await readdir(this.node.dhcpOptsDir).catch(() => [] as string[])),
       ...Object.keys(this.ready?.ipam.leases() ?? {}),
     ]);
     const removed: string[] = [];

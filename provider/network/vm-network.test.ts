@@ -108,7 +108,7 @@ t.test('on the host: both bindings are built on the node bridge, rebuilt when le
       podIP,
       prefixLength: 24,
       gateway: '10.99.0.1',
-      dnsServers: [],
+      dns: { nameservers: [], searches: [] },
       nodeBridge: bridge,
       dir,
     };

@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
 import { writeAtomic } from '../atomic-file.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import type { GuestDns } from './resolver.js';
 import { hostLink, ipBatch, ipBatchRemoval, links, run, type IpLink } from './host.js';
 import { assertFilterable, type VmPort } from './port-filter.js';
 
@@ -58,8 +59,8 @@ export interface VmNetworkPlan {
   podIP: string;
   prefixLength: number;
   gateway: string;
-  /** What the masquerade guest's DHCP hands out. */
-  dnsServers: string[];
+  /** The resolver the masquerade guest's DHCP hands out. */
+  dns: GuestDns;
   nodeBridge: string;
   /** The VM's directory of network state (its ready marker, DHCP config). */
   dir: string;
@@ -221,7 +222,8 @@ function masqueradeDhcp(p: VmNetworkPlan): string {
       network: '10.0.2.0',
       netmask: '255.255.255.0',
       router: MASQUERADE_GATEWAY,
-      dnsServers: p.dnsServers,
+      dnsServers: p.dns.nameservers,
+      searches: p.dns.searches,
       hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`],
       leaseTime: '1h',
     },

@@ -17,6 +17,7 @@ export async function registerNode(
   config: AgentConfig,
   labels: Record<string, string>,
   log: Logger,
+  annotations: Record<string, string> = {},
 ): Promise<V1Node> {
   const name = config.nodeName;
   const taints: V1Taint[] = config.taints.map((t) => ({ ...t }));
@@ -28,7 +29,7 @@ export async function registerNode(
       if (!isNotFound(err)) throw err;
       try {
         const created = await clients.core.createNode({
-          body: { apiVersion: 'v1', kind: 'Node', metadata: { name, labels }, spec: { taints } },
+          body: { apiVersion: 'v1', kind: 'Node', metadata: { name, labels, annotations }, spec: { taints } },
         });
         log.info({ uid: created.metadata?.uid }, 'registered node');
         return created;
@@ -43,7 +44,7 @@ export async function registerNode(
         {
           name,
           body: {
-            metadata: { resourceVersion: node.metadata?.resourceVersion, labels },
+            metadata: { resourceVersion: node.metadata?.resourceVersion, labels, annotations },
             spec: { taints: mergeTaints(node.spec?.taints ?? [], taints) },
           },
         },

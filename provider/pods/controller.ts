@@ -59,6 +59,7 @@ export interface PodControllerOptions {
   /** Downloads a URL image into the node's image cache before its launcher starts. */
   downloadImage: VmRuntimeOptions['downloadImage'];
   urlImages?: VmRuntimeOptions['urlImages'];
+  dns?: VmRuntimeOptions['dns'];
   /** Starts fetching images (pulls, downloads) at once, beside the sync workers; the others wait their turn. */
   maxParallelPreparations?: number;
   events: EventRecorder;

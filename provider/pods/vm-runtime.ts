@@ -21,6 +21,7 @@ import { persistentVolumeDirs } from '../../vmm/host-files.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { podCpuRequestMillicores } from './fit.js';
 import { disksOverLimit } from './ephemeral-storage.js';
+import { guestDnsOf, type NodeDns } from './guest-dns.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
 import { atPodFields, translatePod } from './translate.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
@@ -45,6 +46,8 @@ export interface VmRuntimeOptions {
   learnt: (uid: string, context: Partial<Pick<PodLifecycle, 'vmi' | 'attachment' | 'imageID'>>) => void;
   events: EventRecorder;
   metrics: AgentMetrics;
+  /** The cluster's DNS and the node's resolver, from which each guest's is formed (guest-dns.ts); the node's nameservers when absent. */
+  dns?: () => NodeDns;
   /** Charges the host commands of a network attach to it; one of its own by default. */
   childCpu?: ChildCpuMeter;
   log: Logger;
@@ -158,8 +161,10 @@ export class VmRuntime {
     try {
       const t0 = performance.now();
       const endCpu = this.childCpu.begin();
-      const { spec: wired, attachment } = await this.o.network.attach(spec).finally(() => (cpuMs = endCpu()));
+      const guest = this.o.dns ? guestDnsOf(pod, this.o.dns()) : undefined;
+      const { spec: wired, attachment } = await this.o.network.attach(spec, guest?.dns).finally(() => (cpuMs = endCpu()));
       if (attachment && attachment.podIP !== lc.attachment?.podIP) {
+        for (const w of guest?.warnings ?? []) this.o.events.record(pod, 'Warning', w.reason, w.message);
         this.attachCpuMs.set(lc.uid, cpuMs);
         this.o.log.info(
           { pod: lc.key, uid: lc.uid, podIP: attachment.podIP, ms: Math.round(performance.now() - t0), cpuMs: Math.round(cpuMs) },

@@ -9,8 +9,9 @@ import { access, readdir, readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { addresses, links, listRules, run } from '../../provider/network/host.js';
+import { hostResolver } from '../../provider/network/resolver.js';
 import { mergePatch } from '../../provider/kube/client.js';
 import { contains, gatewayOf, parseIpv4Range } from '../../provider/network/ipv4.js';
 import { portFilterTable } from '../../provider/network/port-filter.js';
@@ -30,9 +31,11 @@ import {
 const NODE = 'vkvm-e2e-net';
 const NS = 'e2e-net';
 const BOOT_DEADLINE_MS = 240_000;
+/** The cluster DNS the node is told (nothing answers there: these tests read what the guest was handed). */
+const CLUSTER_DNS = '10.96.0.10';
 
-function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: number[] } = {}): V1Pod {
-  return testGuestPod({
+function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: number[]; dns?: Partial<V1PodSpec> } = {}): V1Pod {
+  const pod = testGuestPod({
     name,
     node: NODE,
     ...(opts.network ? { annotations: { 'vkvm.io/pod-network': opts.network } } : {}),
@@ -40,6 +43,7 @@ function vmPod(name: string, opts: { network?: 'bridge' | 'masquerade'; ports?: 
     terminationGracePeriodSeconds: 1,
     ...(opts.ports ? { ports: opts.ports } : {}),
   });
+  return { ...pod, spec: { ...pod.spec!, ...opts.dns } };
 }
 
 /** The VM ports the node bridge's filter has a chain for. */
@@ -177,7 +181,7 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   // A /28 (13 VM addresses): the 20 create/delete cycles below wrap around it and reuse addresses.
   // (Node.spec.podCIDR from the controller manager is what the pods and VM suites use.)
   const podCidr = `10.${100 + randomInt(150)}.255.0/28`;
-  const agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--pod-cidr=${podCidr}`] });
+  const agent = await startAgent(t, cluster, { nodeName: NODE, extraArgs: [`--pod-cidr=${podCidr}`, `--cluster-dns=${CLUSTER_DNS}`] });
   // Agents belong to this test: a subtest's teardown would stop the restarted one early.
   const root = t;
   const ns = await testNamespace(t, cluster, NS);
@@ -227,6 +231,12 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
       'a TCP connection from the node reaches the guest, which got the pod IP by DHCP',
     );
     t.same(await guestAnswers(ipB), { body: `vkvm-guest ${ipB}\n` }, 'so does the other guest, at its pod IP');
+    const host = await hostResolver();
+    t.same(
+      (await ns.kubectl(['exec', 'web-a', '--', '/bin/cat', '/etc/resolv.conf'])).stdout,
+      `search ${[`${NS}.svc.cluster.local`, 'svc.cluster.local', 'cluster.local', ...host.searches].join(' ')}\nnameserver ${CLUSTER_DNS}\n`,
+      "a ClusterFirst guest's resolver, by DHCP: the cluster DNS and its namespace's search path, as a pod's",
+    );
     dhcpServed.add(ipA).add(ipB);
     const fromA = await ns.kubectl(['exec', 'web-a', '--', '/bin/wget', '-q', '-O', '-', `http://${ipB}/`], { timeoutMs: 60_000 });
     t.same({ code: fromA.code, out: fromA.stdout }, { code: 0, out: `vkvm-guest ${ipB}\n` }, 'VM a reaches VM b by its pod IP');
@@ -311,7 +321,11 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
   });
 
   await t.test('masquerade: the guest sits behind the pod IP; listed ports are forwarded, others are not', async (t) => {
-    await ns.createPod(vmPod('nat', { network: 'masquerade', ports: [80] }));
+    const dns = {
+      dnsPolicy: 'None',
+      dnsConfig: { nameservers: ['192.0.2.10', '192.0.2.11'], searches: ['team.example'], options: [{ name: 'ndots', value: '2' }] },
+    };
+    await ns.createPod(vmPod('nat', { network: 'masquerade', ports: [80], dns }));
     const ip = (await running('nat')).status!.podIP!;
     t.ok(contains(range, ip), `pod IP ${ip} in the node range`);
     t.same(await guestAnswers(ip, 80), { body: 'vkvm-guest 10.0.2.2\n' }, 'port 80 is forwarded to the guest, which took 10.0.2.2 by DHCP');
@@ -322,6 +336,28 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
       { timeoutMs: 60_000 },
     );
     t.match(egress, { code: 0, stdout: /^vkvm-guest / }, 'the masquerade guest reaches another VM through NAT');
+    t.same(
+      (await ns.kubectl(['exec', 'nat', '--', '/bin/cat', '/etc/resolv.conf'])).stdout,
+      'search team.example\nnameserver 192.0.2.10\nnameserver 192.0.2.11\n',
+      "dnsPolicy None: the guest's resolver is the pod's dnsConfig alone, by its own DHCP",
+    );
+    const warned = await poll(
+      'the DNSConfigForming event',
+      async () =>
+        (
+          await cluster.clients.core.listNamespacedEvent({
+            namespace: NS,
+            fieldSelector: 'involvedObject.name=nat,reason=DNSConfigForming',
+          })
+        ).items,
+      (items) => items.length > 0,
+      { deadlineMs: 30_000, intervalMs: 1000 },
+    );
+    t.match(
+      warned[0]?.message,
+      /resolver options cannot be handed to a VM's guest by DHCP and are not applied: ndots:2/,
+      'options it cannot hand on are said, not dropped silently',
+    );
     const veth = vmNetworkNames((await readPod('nat')).metadata!.uid!).hostVeth;
     t.match(
       await run(['nft', 'list', 'chain', 'bridge', portFilterTable(agent.bridge), `port-${veth}`]),
@@ -352,7 +388,11 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
     ).catch((err: Error) => err.message);
     t.same(left, [], 'no namespace or veth left');
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
-    t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+    t.same(
+      [...(await readdir(join(netDir, 'dhcp-hosts'))), ...(await readdir(join(netDir, 'dhcp-opts')))],
+      [],
+      'no DHCP entry or resolver options left',
+    );
     t.same(await portChains(agent.bridge), [], 'no port filter chain left');
   });
 
@@ -403,7 +443,11 @@ t.test('pod network: DHCP, reachability, masquerade, clean-up', async (t) => {
       'no guest tap in the host namespace',
     );
     t.same(JSON.parse(await readFile(join(netDir, 'leases.json'), 'utf8')).leases, {}, 'no lease left');
-    t.same(await readdir(join(netDir, 'dhcp-hosts')), [], 'no DHCP entry left');
+    t.same(
+      [...(await readdir(join(netDir, 'dhcp-hosts'))), ...(await readdir(join(netDir, 'dhcp-opts')))],
+      [],
+      'no DHCP entry or resolver options left',
+    );
     t.same(await readdir(join(netDir, 'vms')).catch(() => []), [], 'no per-VM network state left');
     t.same(await listRules('nat', `VKVM-NAT-${agent.bridge}`), natBefore, 'the node NAT rules are unchanged');
     t.same(await portChains(agent.bridge), [], 'no port filter chain left');

@@ -102,6 +102,17 @@ t.test('node agent on the real control plane', async (t) => {
         nodeInfo: { kubeletVersion: 'v0.1.0', operatingSystem: 'linux', architecture: 'amd64' },
       },
     });
+    const internalIP = node.status!.addresses!.find((a) => a.type === 'InternalIP')!.address;
+    t.same(
+      Object.fromEntries(Object.entries(node.metadata!.annotations ?? {}).filter(([k]) => k.startsWith('flannel.alpha.coreos.com/'))),
+      {
+        'flannel.alpha.coreos.com/kube-subnet-manager': 'true',
+        'flannel.alpha.coreos.com/backend-type': 'host-gw',
+        'flannel.alpha.coreos.com/backend-data': 'null',
+        'flannel.alpha.coreos.com/public-ip': internalIP,
+      },
+      "what flannel's host-gw nodes read to route to this node's pod range via its InternalIP",
+    );
     const types = (node.status!.conditions ?? []).map((c) => c.type).sort();
     t.same(types, [
       'CgroupLayout',

@@ -89,7 +89,7 @@ done
 i=0
 while [ $i -lt 100 ] && [ ! -e /sys/class/net/eth0 ]; do usleep 50000; i=$((i+1)); done
 [ -e /sys/class/net/eth0 ] || exec sleep 3600
-exec /bin/udhcpc -f -i eth0 -t 30 -T 1 -s /etc/udhcpc.script >/dev/null 2>&1
+exec /bin/udhcpc -f -i eth0 -t 30 -T 1 -O search -s /etc/udhcpc.script >/dev/null 2>&1
 `,
   );
   files.set(
@@ -102,6 +102,12 @@ case "$1" in
     ip link set "$interface" up
     ;;
   bound|renew)
+    # The resolver the lease carries (nameservers, option 119's search path), renamed in whole.
+    {
+      [ -n "$search" ] && echo "search $search"
+      [ -z "$search" ] && [ -n "$domain" ] && echo "search $domain"
+      for d in $dns; do echo "nameserver $d"; done
+    } >/etc/resolv.conf.new && mv /etc/resolv.conf.new /etc/resolv.conf
     # The same lease renewed: flushing would drop open connections for nothing.
     [ "$1" = renew ] && ip -4 addr show dev "$interface" | grep -q " $ip/" && exit 0
     ip addr flush dev "$interface"
