@@ -25,7 +25,7 @@ export interface StartMigration extends MonitorLimits, Omit<MigrateOptions, 'dis
 
 export type SourceDriver = Pick<
   DomainDriver,
-  'state' | 'migratableXml' | 'migrate' | 'jobStats' | 'abortJob' | 'suspend' | 'setMaxDowntime'
+  'state' | 'migratableXml' | 'migrate' | 'jobStats' | 'abortJob' | 'suspend' | 'resume' | 'setMaxDowntime'
 >;
 
 export interface MigrationSourceOptions {
@@ -144,6 +144,9 @@ export class MigrationSource {
       this.o.log.info({ migration: out.state.uid, stats }, 'migrated');
       return;
     }
+    // Paused for convergence, the guest would otherwise stay paused here after the failed attempt.
+    if (monitor.pausedAtMs !== undefined)
+      await this.o.driver.resume(uuid).catch((e: unknown) => this.o.log.error({ err: e }, 'resuming after a failed migration failed'));
     const failed: MigrationState = out.abortRequested
       ? { ...out.state, phase: 'Aborted', reason: 'AbortRequested', message: err.message }
       : { ...out.state, phase: 'Failed', reason: stop?.reason ?? 'MigrationFailed', message: stop?.message ?? err.message };
