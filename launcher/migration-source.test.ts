@@ -6,7 +6,9 @@ import { pino } from 'pino';
 import t from 'tap';
 import type { IncomingPaths } from '../vmm/domain/migration-xml.js';
 import type { JobStats } from './job-stats.js';
-import { MigrationSource, type SourceDriver, type StartMigration } from './migration-source.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEST_XML_NAME, MigrationSource, type SourceDriver, type StartMigration } from './migration-source.js';
 import type { MigrationState } from './state.js';
 
 const SOURCE_XML = await readFile(fileURLToPath(new URL('../vmm/domain/testdata/migration/source.xml', import.meta.url)), 'utf8');
@@ -67,17 +69,18 @@ function fakeDriver(domainState = 'running') {
 
 function source(driver: SourceDriver, clock: { ms: number }) {
   const published: MigrationState[] = [];
+  const dir = t.testdir();
   const s = new MigrationSource({
     driver,
     domainUuid: () => 'dom',
-    dir: t.testdir(),
+    dir,
     publish: (m) => published.push(m),
     log: pino({ level: 'silent' }),
     // Each poll advances the clock one second.
     now: () => clock.ms,
     pollMs: 1,
   });
-  return { s, published };
+  return { s, published, dir };
 }
 
 const until = async (cond: () => boolean): Promise<void> => {
@@ -87,14 +90,16 @@ const until = async (cond: () => boolean): Promise<void> => {
 t.test('a started migration copies the writable disks; a repeat is a no-op; the commit is final', async (t) => {
   const fake = fakeDriver();
   const clock = { ms: 0 };
-  const { s, published } = source(fake.driver, clock);
+  const { s, published, dir } = source(fake.driver, clock);
   t.match(await s.start(REQUEST), { uid: 'm1', role: 'Source', phase: 'Running' });
+  t.ok(existsSync(join(dir, DEST_XML_NAME)), 'the destination XML is written for virsh');
   t.match(await s.start(REQUEST), { uid: 'm1', phase: 'Running' }, 'the same uid again');
   t.match(await s.start({ ...REQUEST, uid: 'm2' }).catch((e: unknown) => e), { kind: 'Precondition' }, 'another uid while one runs');
   fake.complete();
   await until(() => published.at(-1)?.phase === 'Migrated');
   t.same(fake.calls, ['migrate vda,vdb'], 'the overlay and the empty disk are copied, once');
   t.match(published.at(-1), { phase: 'Migrated', stats: { dataRemaining: 0, downtimeMs: 5 } }, 'the completed job figures');
+  t.notOk(existsSync(join(dir, DEST_XML_NAME)), 'and removed once the job ended');
   t.match(await s.abort('m1').catch((e: unknown) => e), { kind: 'Precondition' }, 'no abort after the commit');
   t.match(await s.start({ ...REQUEST, uid: 'm3' }).catch((e: unknown) => e), { kind: 'Precondition' }, 'no second migration');
 });

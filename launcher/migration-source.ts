@@ -5,7 +5,7 @@
 // job. libvirt's Confirm is the commit: once `virsh migrate` returns, the
 // domain here is shut off (reason migrated) and the VM runs only on the
 // target. Every failure before that leaves the VM running here.
-import { writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { disksToCopy, MigrationXmlError, toTargetXml, type IncomingPaths } from '../vmm/domain/migration-xml.js';
@@ -44,6 +44,7 @@ const FINAL = new Set<MigrationState['phase']>(['Migrated', 'Failed', 'Aborted']
 /** How long an abort may take before AbortMigration gives up waiting (KubeVirt's guard). */
 const ABORT_GUARD_MS = 30_000;
 const STATS_EVERY_MS = 1000;
+export const DEST_XML_NAME = 'migration-dest.xml';
 
 interface Outgoing {
   state: MigrationState;
@@ -76,7 +77,7 @@ export class MigrationSource {
       if (err instanceof MigrationXmlError) throw new InvalidArgumentError(err.message, [`targetPaths.${err.field}`], { cause: err });
       throw err;
     }
-    const destXmlPath = path.join(this.o.dir, 'migration-dest.xml');
+    const destXmlPath = path.join(this.o.dir, DEST_XML_NAME);
     await writeFile(destXmlPath, destXml, { mode: 0o600 });
     if (req.maxDowntimeMs) await this.o.driver.setMaxDowntime(uuid, req.maxDowntimeMs);
     const state: MigrationState = { uid: req.uid, role: 'Source', phase: 'Running', reason: '', message: '' };
@@ -138,6 +139,7 @@ export class MigrationSource {
       }
     }
     const err = await ended;
+    await rm(path.join(this.o.dir, DEST_XML_NAME), { force: true });
     if (!err) {
       const stats = await this.o.driver.jobStats(uuid, true).catch(() => undefined);
       this.set(out, { ...out.state, phase: 'Migrated', ...(stats ? { stats } : {}) });
