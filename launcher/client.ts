@@ -6,12 +6,17 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { SpecError, type SpecCause } from '../vmm/errors.js';
 import type { VmSpec } from '../vmm/spec.js';
-import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import type { IncomingPaths } from '../vmm/domain/migration-xml.js';
+import { InvalidArgumentError, PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import type { StartMigration } from './migration-source.js';
 import type { GuestExecRequest, GuestExecResult } from './guest-exec.js';
 import type { GuestAgentInfo, GuestFilesystem, GuestUser } from './guest-queries.js';
 import { loadLauncherService } from './proto/load.js';
 import {
+  fromWireMigration,
   fromWireState,
+  type MigrationResponse,
+  type PrepareIncomingResponse,
   type ConsoleMessage,
   type GuestExecResponse,
   type GetGuestAgentInfoResponse,
@@ -23,7 +28,7 @@ import {
   type SyncVmResponse,
 } from './proto/types.js';
 import { FIELD_PATHS_KEY, SPEC_CAUSES_KEY } from './server.js';
-import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type StateFile, type VmState } from './state.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type MigrationState, type StateFile, type VmState } from './state.js';
 import type { RebootMethod, SyncAction } from './vm-manager.js';
 
 /** A guest agent query's deadline: the launcher allows the agent 10 s. */
@@ -52,6 +57,8 @@ function fromServiceError(method: string, err: grpc.ServiceError): Error {
   };
   switch (err.code) {
     case grpc.status.INVALID_ARGUMENT:
+      if (meta(SPEC_CAUSES_KEY) === undefined && meta(FIELD_PATHS_KEY) !== undefined)
+        return new InvalidArgumentError(err.details, meta(FIELD_PATHS_KEY) as string[], { cause: err });
       return new SpecError((meta(SPEC_CAUSES_KEY) as SpecCause[] | undefined) ?? [], { cause: err });
     case grpc.status.FAILED_PRECONDITION:
       return new PreconditionError(err.details, (meta(FIELD_PATHS_KEY) as string[] | undefined) ?? [], { cause: err });
@@ -251,6 +258,38 @@ export class LauncherClient {
         call.cancel();
       },
     };
+  }
+
+  /** Source: starts the migration (idempotent per uid); progress and outcome follow as VmState.migration. */
+  async startMigration(req: StartMigration): Promise<MigrationState> {
+    const { uid, bandwidthMiBps, ...rest } = req;
+    const wire = { ...rest, migrationUid: uid, bandwidthMibPerS: bandwidthMiBps ?? 0 };
+    return fromWireMigration((await this.unary<MigrationResponse>('startMigration', wire, 60_000)).migration);
+  }
+
+  /** Source: cancels the job; resolves once the VM runs on the source again. */
+  async abortMigration(uid: string): Promise<MigrationState> {
+    return fromWireMigration((await this.unary<MigrationResponse>('abortMigration', { migrationUid: uid }, 60_000)).migration);
+  }
+
+  /** Target: prepares a fresh launcher to receive `spec`; the paths go to the source's StartMigration. */
+  async prepareIncoming(uid: string, spec: VmSpec, timeoutMs = 300_000): Promise<IncomingPaths> {
+    const res = await this.unary<PrepareIncomingResponse>(
+      'prepareIncoming',
+      { migrationUid: uid, specJson: JSON.stringify(spec) },
+      timeoutMs,
+    );
+    return res.paths;
+  }
+
+  /** Target: resumes the received VM, once the source reported Migrated. */
+  finishIncoming(uid: string): Promise<VmState> {
+    return this.stateCall('finishIncoming', { migrationUid: uid }, 60_000);
+  }
+
+  /** Target: removes any received VM and what PrepareIncoming made; the launcher exits. */
+  async cancelIncoming(uid: string): Promise<void> {
+    await this.unary('cancelIncoming', { migrationUid: uid }, 60_000);
   }
 
   private async stateCall(method: string, req: object, timeoutMs: number): Promise<VmState> {

@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { DomainState, type Domain, type Hypervisor } from '@unraid/libvirt';
 import { UnavailableError } from './errors.js';
+import { parseJobStats, type JobStats } from './job-stats.js';
 
 const execFileP = promisify(execFile);
 
@@ -55,6 +56,20 @@ export const isAgentLifecycleLine = (line: string): boolean => AGENT_LIFECYCLE_L
 export function agentChannelConnected(domainXml: string): boolean {
   const target = /<target\b[^>]*\bname=["']org\.qemu\.guest_agent\.0["'][^>]*>/.exec(domainXml)?.[0];
   return target !== undefined && /\bstate=["']connected["']/.test(target);
+}
+
+/** Where an outgoing migration goes; the paths are as the source launcher's namespace sees them. */
+export interface MigrateOptions {
+  /** The target libvirtd, e.g. qemu+unix:///system?socket=/run/libvirt/m/lv. */
+  destUri: string;
+  memoryUri: string;
+  disksUri: string;
+  /** Target devs of the disks to copy. */
+  disks: string[];
+  /** Host path of the destination XML (toTargetXml). */
+  destXmlPath: string;
+  bandwidthMiBps?: number;
+  autoConverge?: boolean;
 }
 
 export class DomainDriver {
@@ -155,6 +170,43 @@ export class DomainDriver {
     return dom ? agentChannelConnected(await this.hypervisor.domainGetXMLDesc(dom)) : false;
   }
 
+  /** The domain's XML as a migration destination takes it: without what libvirt adds at run time. */
+  async migratableXml(uuid: string): Promise<string> {
+    return this.virsh(['dumpxml', '--migratable', uuid]);
+  }
+
+  /**
+   * Migrates the domain peer to peer (`virsh migrate`, VIR_MIGRATE_LIVE|PEER2PEER|PERSIST_DEST|PAUSED|NON_SHARED_INC;
+   * virsh names PAUSED `--suspend`). Resolves when libvirt confirmed the migration: the domain here is shut off.
+   */
+  async migrate(uuid: string, o: MigrateOptions): Promise<void> {
+    const args = ['migrate', uuid, o.destUri, '--live', '--p2p', '--persistent', '--suspend', '--migrateuri', o.memoryUri];
+    if (o.disks.length) args.push('--copy-storage-inc', '--migrate-disks', o.disks.join(','), '--disks-uri', o.disksUri);
+    args.push('--xml', o.destXmlPath, '--persistent-xml', o.destXmlPath);
+    if (o.bandwidthMiBps) args.push('--bandwidth', String(o.bandwidthMiBps));
+    if (o.autoConverge) args.push('--auto-converge');
+    await this.virsh(args, 0);
+  }
+
+  /** The running job's figures, or the last completed one's; undefined when there is none. */
+  async jobStats(uuid: string, completed = false): Promise<JobStats | undefined> {
+    return parseJobStats(await this.virsh(['domjobinfo', uuid, '--rawstats', ...(completed ? ['--completed', '--keep-completed'] : [])]));
+  }
+
+  async abortJob(uuid: string): Promise<void> {
+    await this.virsh(['domjobabort', uuid]);
+  }
+
+  async setMaxDowntime(uuid: string, ms: number): Promise<void> {
+    await this.virsh(['migrate-setmaxdowntime', uuid, String(ms)]);
+  }
+
+  /** QEMU's self-announce (RARP from each NIC's MAC), so switches learn where the guest now is. */
+  async announceSelf(uuid: string): Promise<void> {
+    const command = { execute: 'announce-self', arguments: { initial: 50, max: 550, rounds: 5, step: 100 } };
+    await this.virsh(['qemu-monitor-command', uuid, JSON.stringify(command)]);
+  }
+
   /** Follows libvirt's event stream until stop() or until libvirtd goes away. */
   watch(handlers: DomainEvents): { stop(): void } {
     // virsh follows one event type or all of them; the launcher needs two.
@@ -184,9 +236,10 @@ export class DomainDriver {
     return dom;
   }
 
-  private async virsh(args: string[]): Promise<string> {
+  /** `timeoutMs` 0: none (a migration takes as long as its monitor allows). */
+  private async virsh(args: string[], timeoutMs = this.virshTimeoutMs): Promise<string> {
     try {
-      const { stdout } = await execFileP('virsh', ['-q', '-c', this.uri, ...args], { timeout: this.virshTimeoutMs });
+      const { stdout } = await execFileP('virsh', ['-q', '-c', this.uri, ...args], { timeout: timeoutMs });
       return stdout.trim();
     } catch (err) {
       const e = err as { stderr?: string; message: string };

@@ -23,3 +23,15 @@ export class UnavailableError extends Error {
 export class TimeoutError extends Error {
   readonly kind = 'Timeout';
 }
+
+/** A request field other than the VM spec is invalid (gRPC INVALID_ARGUMENT, the fields in metadata). */
+export class InvalidArgumentError extends Error {
+  readonly kind = 'InvalidArgument';
+  constructor(
+    message: string,
+    readonly fieldPaths: string[],
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}

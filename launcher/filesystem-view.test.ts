@@ -186,6 +186,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
       join(dir, 'libvirt-cache'),
       fake,
       '0',
+      '',
       ...view.map((e) => `${e.op}:${e.path}`),
     ],
     { encoding: 'utf8' },

@@ -23,6 +23,7 @@
 // where no system libvirtd ever ran works the same.
 // The daemon loads the qemu driver alone (libvirt-drivers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { openSync, closeSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
@@ -45,15 +46,21 @@ const MOUNTS = [
 const CACHE_TARGET = '/var/cache/libvirt';
 
 // Sockets are root-only: only the launcher talks to this daemon. libvirt's
-// own logs go to the private log dir.
-const LIBVIRTD_CONF = `# written by the vkvm launcher
+// own logs go to the private log dir. host_uuid is the daemon's own: libvirt
+// refuses to migrate between two daemons with the same host UUID (or
+// hostname, set in the UTS namespace), and every launcher of a host would
+// otherwise read the same one from SMBIOS.
+export function libvirtdConf(hostUuid: string): string {
+  return `# written by the vkvm launcher
 unix_sock_rw_perms = "0600"
 unix_sock_ro_perms = "0600"
 unix_sock_admin_perms = "0600"
 auth_unix_rw = "none"
 auth_unix_ro = "none"
 log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
+host_uuid = "${hostUuid}"
 `;
+}
 
 // QEMU never runs as root, and each VM's QEMU as its own uid (numeric: the
 // account exists nowhere else). dynamic_ownership=0: libvirt would otherwise
@@ -85,7 +92,8 @@ export interface QemuIdentity {
 
 // PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order,
 // "$5" the node's libvirt cache directory; "$6" is the libvirtd binary, "$7"
-// the CPU it is pinned to; the rest is the
+// the CPU it is pinned to, "$8" the namespace's hostname (empty: the host's);
+// the rest is the
 // filesystem view (filesystem-view.ts), `op:path` entries, parents first. Its
 // default pid file, /run/libvirtd.pid, is host-wide and locked: a second
 // daemon would refuse to start. `wait` reaps every child (QEMU included) and
@@ -107,8 +115,9 @@ export interface QemuIdentity {
 // its daemon to the same CPU, so the cache stays valid. QEMU is not affected:
 // libvirt sets its affinity to all host CPUs when the domain names none.
 export const NAMESPACE_INIT_SCRIPT = `set -e
-run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7
-shift 7
+run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7 hostname=$8
+shift 8
+[ -z "$hostname" ] || echo "$hostname" > /proc/sys/kernel/hostname
 root=${MOUNTS[0].target}
 mount -t tmpfs -o mode=0755,size=1m vkvm-root $root
 for e in "$@"; do
@@ -169,6 +178,9 @@ export interface ExitInfo {
 }
 
 export interface PrivateLibvirtd {
+  /** This daemon's host UUID and hostname, its own (migration needs them to differ from the peer's). */
+  readonly hostUuid: string;
+  readonly hostname: string;
   /** Host path of the read-write socket. */
   readonly socketPath: string;
   /** `qemu:///system?socket=...`, for @unraid/libvirt and virsh. */
@@ -291,7 +303,9 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   await chmod(opts.cacheDir, 0o700);
   // The view's root is mounted there (the other private dirs exist only inside it); no Debian package creates it.
   await mkdir(MOUNTS[0].target, { recursive: true, mode: 0o755 });
-  await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), LIBVIRTD_CONF);
+  const hostUuid = randomUUID();
+  const hostname = `vkvm-${hostUuid.slice(0, 8)}`;
+  await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), libvirtdConf(hostUuid));
   await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
 
   const installedDrivers = await findDriverDir();
@@ -330,6 +344,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         opts.cacheDir,
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
+        hostname,
         ...viewArgs(opts.view),
       ],
       { stdio: ['ignore', out, out], env },
@@ -358,7 +373,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
     const uri = libvirtUri(socketPath);
     const hypervisor = new Hypervisor({ uri });
     await withDeadline(Promise.race([hypervisor.connectOpen(), died]), timeoutMs, `connecting to ${uri}`);
-    return { socketPath, uri, hypervisor, initPid, qemuPid: () => findQemu(initPid), exited, stop };
+    return { hostUuid, hostname, socketPath, uri, hypervisor, initPid, qemuPid: () => findQemu(initPid), exited, stop };
   } catch (err) {
     await stop();
     throw err;

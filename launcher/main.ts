@@ -19,6 +19,8 @@ import { describeExit, qemuIdentity, startPrivateLibvirtd, type PrivateLibvirtd 
 import { createLauncherServer, type LauncherServer } from './server.js';
 import { isLauncherAlive, processStartTicks, readStateFile, STATE_FILE_NAME, writeStateFile, type StateFile } from './state.js';
 import { bindVmm } from './vmm.js';
+import { MigrationSource } from './migration-source.js';
+import { MigrationTarget } from './migration-target.js';
 import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
 import { qemuSocketDir } from './qemu-sockets.js';
 
@@ -79,6 +81,12 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   const consoleDir = path.join(args.runDir, 'console');
   await mkdir(consoleDir, { recursive: true, mode: 0o700 });
   const consoleLog = new ConsoleLog(consoleDir, args.consoleLogMaxBytes);
+  const vmm = bindVmm(
+    host,
+    { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads, owner: qemuUser },
+    args.hostFiles,
+    log.child({ component: 'disks' }),
+  );
   const manager = new VmManager({
     uid: args.uid,
     socketDir: qemuSocketDir(args.runDir),
@@ -89,14 +97,28 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
     cgroup,
     consoleLog,
     qemuUser,
-    vmm: bindVmm(
-      host,
-      { vmDir: path.join(args.runDir, 'disks'), cacheDir: args.imageCacheDir, downloads: args.downloads, owner: qemuUser },
-      args.hostFiles,
-      log.child({ component: 'disks' }),
-    ),
+    vmm,
     log,
   });
+  const migrationLog = log.child({ component: 'migration' });
+  const migration = {
+    source: new MigrationSource({
+      driver,
+      domainUuid: () => manager.current.domainUuid,
+      dir: args.runDir,
+      publish: (m) => manager.setMigration(m),
+      log: migrationLog,
+    }),
+    target: new MigrationTarget({
+      uid: args.uid,
+      manager,
+      driver,
+      vmm,
+      libvirtRunDir: path.dirname(libvirtd.socketPath),
+      qemuUser,
+      log: migrationLog,
+    }),
+  };
 
   let stopping = false;
   let libvirtdAlive = true;
@@ -175,6 +197,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
 
   launcher = createLauncherServer({
     manager,
+    migration,
     info: async () => ({
       uid: args.uid,
       launcherPid: process.pid,

@@ -2,11 +2,19 @@
 // become status codes here and nowhere else.
 import * as grpc from '@grpc/grpc-js';
 import { SpecError } from '../vmm/errors.js';
-import { PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import { InvalidArgumentError, PreconditionError, TimeoutError, UnavailableError } from './errors.js';
+import type { MigrationSource } from './migration-source.js';
+import type { MigrationTarget } from './migration-target.js';
 import { loadLauncherService } from './proto/load.js';
 import {
+  toWireMigration,
   toWireState,
   type ConsoleMessage,
+  type MigrationResponse,
+  type MigrationUidRequest,
+  type PrepareIncomingRequest,
+  type PrepareIncomingResponse,
+  type StartMigrationRequest,
   type Empty,
   type GuestExecRequest,
   type GuestExecResponse,
@@ -39,6 +47,10 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
     const fields = err.causes.map((c) => `${c.path || '(spec)'}: ${c.message}`).join('; ');
     return { code: grpc.status.INVALID_ARGUMENT, details: `invalid VM spec: ${fields}`, metadata };
   }
+  if (err instanceof InvalidArgumentError) {
+    metadata.set(FIELD_PATHS_KEY, JSON.stringify(err.fieldPaths));
+    return { code: grpc.status.INVALID_ARGUMENT, details: err.message, metadata };
+  }
   if (err instanceof PreconditionError) {
     metadata.set(FIELD_PATHS_KEY, JSON.stringify(err.fieldPaths));
     return { code: grpc.status.FAILED_PRECONDITION, details: err.message, metadata };
@@ -50,6 +62,7 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
 
 export interface LauncherServerOptions {
   manager: VmManager;
+  migration: { source: MigrationSource; target: MigrationTarget };
   info(): Promise<InfoResponse>;
   /** Called once a Shutdown or Kill reply has been handed to gRPC: the launcher should exit. */
   onStopped(): void;
@@ -62,6 +75,11 @@ export interface LauncherServer {
 }
 
 const stateReply = (state: VmState): StateResponse => ({ state: toWireState(state) });
+
+function requireFields(req: object, fields: string[]): void {
+  const missing = fields.filter((f) => !(req as Record<string, unknown>)[f]);
+  if (missing.length) throw new InvalidArgumentError(`required: ${missing.join(', ')}`, missing);
+}
 
 export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
   const { service } = loadLauncherService();
@@ -110,6 +128,34 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
     })),
     GetGuestAgentInfo: unary<Empty, GetGuestAgentInfoResponse>(() => m.guest.agentInfo()),
     SoftReboot: unary<Empty, SoftRebootResponse>(async () => ({ method: await m.softReboot() })),
+
+    StartMigration: unary<StartMigrationRequest, MigrationResponse>(async (req) => {
+      requireFields(req, ['migrationUid', 'destUri', 'memoryUri', 'disksUri', 'targetPaths']);
+      const migration = await o.migration.source.start({
+        ...req,
+        uid: req.migrationUid,
+        targetPaths: req.targetPaths!,
+        bandwidthMiBps: req.bandwidthMibPerS,
+      });
+      return { migration: toWireMigration(migration) };
+    }),
+    AbortMigration: unary<MigrationUidRequest, MigrationResponse>(async (req) => {
+      requireFields(req, ['migrationUid']);
+      return { migration: toWireMigration(await o.migration.source.abort(req.migrationUid)) };
+    }),
+    PrepareIncoming: unary<PrepareIncomingRequest, PrepareIncomingResponse>(async (req) => {
+      requireFields(req, ['migrationUid']);
+      return { paths: await o.migration.target.prepare(req.migrationUid, req.specJson) };
+    }),
+    FinishIncoming: unary<MigrationUidRequest, StateResponse>(async (req) => {
+      requireFields(req, ['migrationUid']);
+      return stateReply(await o.migration.target.finish(req.migrationUid));
+    }),
+    CancelIncoming: unary<MigrationUidRequest, Empty>(async (req) => {
+      requireFields(req, ['migrationUid']);
+      await o.migration.target.cancel(req.migrationUid);
+      return {};
+    }, o.onStopped),
 
     WatchEvents: (call: grpc.ServerWritableStream<Empty, StateResponse>) => {
       streams.add(call);

@@ -46,6 +46,16 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
       { phase: 'Failed', reason: 'QemuFailed', message: 'QEMU exited unexpectedly' },
     ],
     [
+      'migrated away (the source after the commit)',
+      { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Migrated' } },
+      { phase: 'Succeeded', reason: 'Migrated', message: 'the VM moved to another node' },
+    ],
+    [
+      'paused by an outgoing migration',
+      { domainState: 'paused', runReason: 'Booted', pauseDetail: 'Migrated' },
+      { phase: 'Paused', reason: 'Migrated', message: '' },
+    ],
+    [
       'unknown stop detail',
       { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'From Snapshot' } },
       { phase: 'Failed', reason: 'StoppedFromSnapshot', message: '' },

@@ -3,6 +3,7 @@
 // and the launcher's state file.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import type { DomainStateName, LifecycleEvent } from './domain-driver.js';
+import type { JobStats } from './job-stats.js';
 
 export type Phase = 'Pending' | 'Running' | 'Paused' | 'Succeeded' | 'Failed';
 
@@ -24,6 +25,23 @@ export interface VmState {
   guestAgentConnected: boolean;
   /** What the guest agent said about the guest OS since it last connected. */
   guestOsInfo?: GuestOsInfo;
+  /** The live migration this launcher takes part in, once one was asked for. */
+  migration?: MigrationState;
+}
+
+/**
+ * A live migration as one launcher sees it. Source: Running → Migrated (the commit: the source domain is gone) |
+ * Failed | Aborted, the VM running on here in both. Target: Prepared → ReceivedPaused → Resumed.
+ */
+export interface MigrationState {
+  uid: string;
+  role: 'Source' | 'Target';
+  phase: 'Prepared' | 'Running' | 'Migrated' | 'Failed' | 'Aborted' | 'ReceivedPaused' | 'Resumed';
+  /** CamelCase, e.g. MigrationProgressTimeout; empty while nothing went wrong. */
+  reason: string;
+  message: string;
+  /** libvirt's job figures: the latest while running (at most one a second), the final ones once Migrated. */
+  stats?: JobStats;
 }
 
 /** guest-get-osinfo's answer, camelCased; fields the guest does not know are absent. */
@@ -88,6 +106,7 @@ const RULES: Rule[] = [
   [stoppedBy('Destroyed'), 'Succeeded', because('Destroyed')],
   [stoppedBy('Crashed'), 'Failed', because('Crashed', 'the guest crashed')],
   [stoppedBy('Failed'), 'Failed', because('QemuFailed', 'QEMU exited unexpectedly')],
+  [stoppedBy('Migrated'), 'Succeeded', because('Migrated', 'the VM moved to another node')],
   [(i) => off(i) && i.stopEvent !== undefined, 'Failed', (i) => ({ reason: `Stopped${camel(i.stopEvent!.detail)}`, message: '' })],
   [(i) => i.domainState === 'crashed', 'Failed', because('GuestPanicked', 'the guest kernel panicked')],
 ];

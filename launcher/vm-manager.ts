@@ -4,69 +4,23 @@
 import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import type { Logger } from 'pino';
-import type { DomainRuntime, PreparedDisk } from '../vmm/domain/runtime.js';
-import type { HostCaps } from '../vmm/probe/virtualization.js';
+import type { DomainRuntime } from '../vmm/domain/runtime.js';
 import { domainUuidOf, type VmSpec } from '../vmm/spec.js';
-import type { SpecError } from '../vmm/errors.js';
 import { parseSpec } from './spec-parse.js';
-import type { Cgroup } from './cgroup.js';
-import type { ConsoleLog } from './console/log-file.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
-import type { DomainDriver, LifecycleEvent } from './domain-driver.js';
+import type { LifecycleEvent } from './domain-driver.js';
 import { PreconditionError } from './errors.js';
 import type { AgentCall } from './guest-exec.js';
 import { guestAgent, type GuestAgent } from './guest-queries.js';
-import type { PrivateLibvirtd } from './libvirtd.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
-import { derivePhase, isTerminal, type Cause, type PhaseInput, type VmState } from './state.js';
+import { derivePhase, isTerminal, type Cause, type MigrationState, type PhaseInput, type VmState } from './state.js';
 import { withDeadline } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
 import { VNC_SOCKET_NAME } from './qemu-sockets.js';
-
-/** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
-export interface Vmm {
-  validate(spec: VmSpec): SpecError | null;
-  /** The spec with every host file it names checked against the node's policy and resolved; SpecError otherwise. */
-  resolveHostFiles(spec: VmSpec): Promise<VmSpec>;
-  prepareDisks(spec: VmSpec): Promise<Record<string, PreparedDisk>>;
-  removeDisks(spec: VmSpec): Promise<void>;
-  buildDomainXml(spec: VmSpec, runtime: DomainRuntime): string;
-}
-
-/** The domain calls the manager makes; libvirt's events reach it through onLifecycle. */
-export type DomainOps = Pick<
-  DomainDriver,
-  | 'state'
-  | 'define'
-  | 'startPaused'
-  | 'suspend'
-  | 'resume'
-  | 'reset'
-  | 'reboot'
-  | 'shutdownAcpi'
-  | 'destroy'
-  | 'undefine'
-  | 'agentCommand'
-  | 'agentConnected'
->;
-
-export interface VmManagerOptions {
-  uid: string;
-  /** Sockets QEMU binds live here; owned by the QEMU user. */
-  socketDir: string;
-  emulatorPath: string;
-  host: HostCaps;
-  libvirtd: Pick<PrivateLibvirtd, 'qemuPid'>;
-  driver: DomainOps;
-  cgroup: Pick<Cgroup, 'setLimits'>;
-  consoleLog: ConsoleLog;
-  qemuUser: { uid: number; gid: number };
-  vmm: Vmm;
-  log: Logger;
-}
+import type { VmManagerOptions } from './vm-manager-deps.js';
+export type { DomainOps, Vmm, VmManagerOptions } from './vm-manager-deps.js';
 
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
 /** How softReboot reached the guest. */
@@ -263,6 +217,27 @@ export class VmManager {
     this.publish({ phase: 'Failed', reason: 'LibvirtdExited', message, domainState: 'absent', qemuPid: 0 });
   }
 
+  /** Target of a migration: the host side of `spec` made ready for libvirt to bring the domain in. Only before any start. */
+  prepareIncoming(spec: VmSpec): Promise<{ onHost: VmSpec; runtime: DomainRuntime }> {
+    return this.ops.run(async () => {
+      if (this.input.started) throw new PreconditionError('this launcher already ran its VM; an incoming migration needs a fresh one');
+      return this.prepareHost(spec);
+    });
+  }
+
+  /** Target of a migration: takes over the received, paused domain and runs it. Idempotent once it runs. */
+  finishIncoming(spec: VmSpec): Promise<VmState> {
+    return this.ops.run(async () => {
+      if (!(this.input.started && this.spec)) await this.start(spec, true);
+      return this.state;
+    });
+  }
+
+  /** The migration's state, carried in VmState and so streamed to watchers. */
+  setMigration(migration: MigrationState): void {
+    this.publish({ migration });
+  }
+
   /** Stops the VM if it still runs and removes what start() created. Runs after every other operation. */
   close(): Promise<void> {
     return this.ops.run(async () => {
@@ -293,38 +268,49 @@ export class VmManager {
     return s;
   }
 
-  /** Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. */
-  private async start(spec: VmSpec): Promise<void> {
+  /** The host side of a spec: limits, QEMU's socket dir, the disks; shared by a boot and an incoming migration. */
+  private async prepareHost(spec: VmSpec): Promise<{ onHost: VmSpec; runtime: DomainRuntime }> {
+    // Checked before anything reads a host file; the domain gets the resolved paths, while this.spec stays as the
+    // agent sent it, so the agent's next identical SyncVm compares equal.
+    const onHost = await this.o.vmm.resolveHostFiles(spec);
+    await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+    await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
+    await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
+    const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
+    for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
+    const runtime: DomainRuntime = {
+      emulatorPath: this.o.emulatorPath,
+      consoleSocketPath: this.consoleSocketPath,
+      ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
+      ...(spec.vnc ? { vncSocketPath } : {}),
+      disks: await this.o.vmm.prepareDisks(onHost),
+    };
+    return { onHost, runtime };
+  }
+
+  /**
+   * Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. `incoming`: the
+   * domain is one a migration brought in, paused; it is only attached to and resumed.
+   */
+  private async start(spec: VmSpec, incoming = false): Promise<void> {
     const { driver, log } = this.o;
     const uid = domainUuidOf(spec);
     this.starting = true;
-    this.input = { domainState: this.input.domainState, runReason: 'Booted' };
+    this.input = { domainState: this.input.domainState, runReason: incoming ? 'Migrated' : 'Booted' };
     const t0 = performance.now();
     try {
-      // Checked before anything reads a host file; the domain gets the resolved paths, while this.spec stays as the
-      // agent sent it, so the agent's next identical SyncVm compares equal.
-      const onHost = await this.o.vmm.resolveHostFiles(spec);
-      await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
-      await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
-      await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
-      const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
-      for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
-      const runtime: DomainRuntime = {
-        emulatorPath: this.o.emulatorPath,
-        consoleSocketPath: this.consoleSocketPath,
-        ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
-        ...(spec.vnc ? { vncSocketPath } : {}),
-        disks: await this.o.vmm.prepareDisks(onHost),
-      };
-      const xml = this.o.vmm.buildDomainXml(onHost, runtime);
-      // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
-      await driver.undefine(this.domainUuid);
-      await driver.undefine(uid);
+      if (!incoming) {
+        const { onHost, runtime } = await this.prepareHost(spec);
+        const xml = this.o.vmm.buildDomainXml(onHost, runtime);
+        // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
+        await driver.undefine(this.domainUuid);
+        await driver.undefine(uid);
+        await driver.define(xml);
+      }
       this.domainUuid = uid;
-      await driver.define(xml);
       this.spec = spec;
       this.o.consoleLog.startRun();
-      await driver.startPaused(uid);
+      if (!incoming) await driver.startPaused(uid);
       this.input.started = true;
       this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
       this.state = {
@@ -344,10 +330,11 @@ export class VmManager {
         () => {},
       );
       await driver.resume(uid);
-      log.info({ ms: Math.round(performance.now() - t0), accelerator: this.o.host.accelerator }, 'VM started');
+      log.info({ ms: Math.round(performance.now() - t0), accelerator: this.o.host.accelerator, incoming }, 'VM started');
     } catch (err) {
       this.input.startFailure = { reason: 'StartFailed', message: (err as Error).message };
-      if (ACTIVE.has(await driver.state(uid).catch(() => 'absent'))) await driver.destroy(uid).catch(() => {});
+      // A received domain is the only copy of the VM: it stays, paused, for the agent to decide.
+      if (!incoming && ACTIVE.has(await driver.state(uid).catch(() => 'absent'))) await driver.destroy(uid).catch(() => {});
       throw err;
     } finally {
       this.starting = false;

@@ -2,7 +2,9 @@
 // (LOADER_OPTIONS: camelCase, enums as names, int64 as number), and the
 // mapping between the wire VmState and the launcher's own.
 import type { DomainStateName } from '../domain-driver.js';
-import type { GuestOsInfo, Phase, VmState } from '../state.js';
+import type { IncomingPaths } from '../../vmm/domain/migration-xml.js';
+import type { JobStats } from '../job-stats.js';
+import type { GuestOsInfo, MigrationState, Phase, VmState } from '../state.js';
 import type { RebootMethod, SyncAction } from '../vm-manager.js';
 
 export type WirePhase = `VM_PHASE_${'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'PAUSED' | 'SUCCEEDED' | 'FAILED'}`;
@@ -10,11 +12,68 @@ export type WireDomainState = `DOMAIN_STATE_${Uppercase<DomainStateName> | 'UNSP
 export type WireSyncAction = `SYNC_ACTION_${Uppercase<SyncAction> | 'UNSPECIFIED'}`;
 
 /** VmState on the wire: the same fields, with the enums as proto-loader names them; an unset message arrives as null. */
-export type WireVmState = Omit<VmState, 'phase' | 'domainState' | 'guestOsInfo'> & {
+export type WireVmState = Omit<VmState, 'phase' | 'domainState' | 'guestOsInfo' | 'migration'> & {
   phase: WirePhase;
   domainState: WireDomainState;
   guestOsInfo?: GuestOsInfo | null;
+  migration?: WireMigrationState | null;
 };
+
+const snake = (s: string): string => s.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+const camelCase = (s: string): string => s.toLowerCase().replace(/(?:^|_)(\w)/g, (_, c: string) => c.toUpperCase());
+
+export type WireMigrationState = Omit<MigrationState, 'role' | 'phase' | 'stats'> & {
+  role: `MIGRATION_ROLE_${string}`;
+  phase: `MIGRATION_PHASE_${string}`;
+  stats?: JobStats | null;
+};
+
+export const toWireMigration = (m: MigrationState): WireMigrationState => ({
+  ...m,
+  role: `MIGRATION_ROLE_${snake(m.role)}`,
+  phase: `MIGRATION_PHASE_${snake(m.phase)}`,
+});
+
+export function fromWireMigration(w: WireMigrationState): MigrationState {
+  const { stats, ...rest } = w;
+  return {
+    ...rest,
+    role: camelCase(w.role.replace('MIGRATION_ROLE_', '')) as MigrationState['role'],
+    phase: camelCase(w.phase.replace('MIGRATION_PHASE_', '')) as MigrationState['phase'],
+    ...(stats ? { stats } : {}),
+  };
+}
+
+/** IncomingPaths on the wire: proto maps arrive as objects, absent ones empty. */
+export type WireIncomingPaths = IncomingPaths;
+
+export interface StartMigrationRequest {
+  migrationUid: string;
+  destUri: string;
+  memoryUri: string;
+  disksUri: string;
+  migrateDisks: string[];
+  targetPaths: WireIncomingPaths | null;
+  bandwidthMibPerS: number;
+  maxDowntimeMs: number;
+  autoConverge: boolean;
+  progressTimeoutS: number;
+  completionTimeoutS: number;
+  allowWorkloadDisruption: boolean;
+}
+export interface MigrationResponse {
+  migration: WireMigrationState;
+}
+export interface MigrationUidRequest {
+  migrationUid: string;
+}
+export interface PrepareIncomingRequest {
+  migrationUid: string;
+  specJson: string;
+}
+export interface PrepareIncomingResponse {
+  paths: WireIncomingPaths;
+}
 
 export interface InfoResponse {
   uid: string;
@@ -81,10 +140,11 @@ export interface SoftRebootResponse {
 }
 export type Empty = Record<string, never>;
 
-export const toWireState = (s: VmState): WireVmState => ({
+export const toWireState = ({ migration, ...s }: VmState): WireVmState => ({
   ...s,
   phase: `VM_PHASE_${s.phase.toUpperCase()}` as WirePhase,
   domainState: `DOMAIN_STATE_${s.domainState.toUpperCase()}` as WireDomainState,
+  ...(migration ? { migration: toWireMigration(migration) } : {}),
 });
 
 const PHASES: Record<WirePhase, Phase | undefined> = {
@@ -99,7 +159,7 @@ const PHASES: Record<WirePhase, Phase | undefined> = {
 export function fromWireState(w: WireVmState): VmState {
   const phase = PHASES[w.phase];
   if (!phase) throw new Error(`launcher sent a state without a phase (${w.phase})`);
-  const { guestOsInfo, ...rest } = w;
+  const { guestOsInfo, migration, ...rest } = w;
   // proto3 strings default to '': the guest did not say.
   const osInfo = guestOsInfo ? Object.fromEntries(Object.entries(guestOsInfo).filter(([, v]) => v !== '')) : undefined;
   return {
@@ -107,5 +167,6 @@ export function fromWireState(w: WireVmState): VmState {
     phase,
     domainState: w.domainState.replace('DOMAIN_STATE_', '').toLowerCase() as DomainStateName,
     ...(osInfo ? { guestOsInfo: osInfo } : {}),
+    ...(migration ? { migration: fromWireMigration(migration) } : {}),
   };
 }
