@@ -127,10 +127,11 @@ export class RelayServer {
       ready: session?.ready ?? false,
     });
     if (!decision.accept) return this.refuse(socket, header, decision.reason);
+    // Gone while the facts were read (header timeout, server closing): nothing to keep.
+    if (socket.destroyed) return;
     // closeAll may have run while the facts were read: a session is made only for a stream accepted now.
     session = this.sessions.get(header.uid) ?? { facts, ready: false, legs: new Set() };
     this.sessions.set(header.uid, session);
-    if (socket.destroyed) return;
     this.track(session, socket);
     socket.setTimeout(0);
     if (decision.to.kind === 'control') {

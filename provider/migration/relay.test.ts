@@ -145,10 +145,23 @@ t.test('streams are refused with the reason: another node, a non-node certificat
   );
 });
 
-t.test('a certificate from another CA fails the handshake; a garbage header is answered with the reason', async (t) => {
+t.test('a certificate from another CA or TLS 1.2 fails the handshake; a garbage header is answered with the reason', async (t) => {
   const f = await fixture(t);
   const stranger = f.client(await nodeClientPair(await newCa(), 'a'));
   await t.rejects(stranger.dial(f.target, 'control', 0), /migration relay to node b at 127\.0\.0\.1:\d+: /);
+  const pair12 = await nodeClientPair(f.ca, 'a');
+  const tls12 = connectTls({
+    host: '127.0.0.1',
+    port: f.target.port,
+    ca: pair12.caPem,
+    cert: pair12.certPem,
+    key: pair12.keyPem,
+    maxVersion: 'TLSv1.2',
+  });
+  tls12.on('error', () => {});
+  const [refused] = (await once(tls12, 'error')) as [NodeJS.ErrnoException];
+  t.match(refused, { code: /^ERR_SSL_/ }, 'TLS 1.2 is refused');
+  tls12.destroy();
   const pair = await nodeClientPair(f.ca, 'a');
   const raw = connectTls({ host: '127.0.0.1', port: f.target.port, ca: pair.caPem, cert: pair.certPem, key: pair.keyPem, servername: '' });
   t.teardown(() => raw.destroy());
