@@ -1,6 +1,11 @@
 import type { V1Pod } from '@kubernetes/client-node';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
+import { pino } from 'pino';
 import t from 'tap';
-import { MIGRATION_JOB_LABEL, readMigrationFacts, type MigrationFactsSources } from './agent-relay.js';
+import { newCa } from '../../test/helpers/fake-ca.js';
+import { nodeServingPair } from '../../test/helpers/relay-certs.js';
+import { MIGRATION_JOB_LABEL, readMigrationFacts, startRelayServer, type MigrationFactsSources } from './agent-relay.js';
 
 const pod = (uid: string, labels: Record<string, string>, deleting = false): V1Pod => ({
   metadata: { uid, name: uid, namespace: 'ns', labels, ...(deleting ? { deletionTimestamp: new Date() } : {}) },
@@ -46,6 +51,29 @@ t.test('no facts without a live target pod; a VMI gone or without migrationState
       reads: [],
       vmiGone: { migrationState: undefined, targetPod: { vmDir: '/var/lib/vkvm/vms/p' } },
       noState: { migrationState: undefined, targetPod: { vmDir: '/var/lib/vkvm/vms/p' } },
+    },
+  );
+});
+
+t.test('the listener starts on the address; a port already held is logged and leaves the node without one', async (t) => {
+  const ca = await newCa();
+  const credentials = await nodeServingPair(ca, 'b');
+  const logged: string[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line).msg) });
+  const start = (port: number) =>
+    startRelayServer({ nodeName: 'b', address: '127.0.0.1', port, credentials, facts: sources([], undefined), onControl: () => {}, log });
+  const holder = createServer().listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  t.teardown(() => holder.close());
+  const onHeldPort = await start((holder.address() as AddressInfo).port);
+  const onFreePort = await start(0);
+  t.teardown(() => onFreePort?.close());
+  t.same(
+    { onFreePort: onFreePort !== undefined, onHeldPort, logged },
+    {
+      onFreePort: true,
+      onHeldPort: undefined,
+      logged: ['migration relay cannot listen: this node cannot receive live migrations', 'migration relay listening'],
     },
   );
 });
