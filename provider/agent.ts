@@ -39,6 +39,9 @@ import { hostResolver } from './network/resolver.js';
 import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
+import { startRelayServer } from './migration/agent-relay.js';
+import { encodeControl } from './migration/frames.js';
+import type { RelayServer } from './migration/relay-server.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -228,10 +231,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
     await clusterDns.start();
     stops.push(() => clusterDns.stop());
+    const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }));
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
-      vmis: new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' })),
+      vmis,
       network,
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
@@ -302,10 +306,27 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     );
     const clientCaPem = await clusterCaPem(clients);
     let api: FastifyInstance | undefined;
+    let relay: RelayServer | undefined;
     stops.push(async () => {
       certs.stop();
       await api?.close();
+      await relay?.close();
     });
+    // The migration relay serves with the same certificate as the kubelet API, so it starts and rotates with it.
+    const startRelay = async (pair: ServingPair): Promise<RelayServer | undefined> => {
+      if (config.migrationPort === 0) return undefined;
+      return startRelayServer({
+        nodeName: config.nodeName,
+        address: facts.internalIP!,
+        port: config.migrationPort,
+        credentials: { ...pair, caPem: clientCaPem },
+        facts: { pods: () => podController.pods(), readVmi: (pod) => vmis.read(pod), vmsDir: join(config.stateDir, 'vms') },
+        // Until the target side (provider/migration/target.ts) takes control streams, the source is told no.
+        onControl: ({ socket }) =>
+          socket.end(encodeControl({ type: 'abort', reason: `node ${config.nodeName} cannot receive migrations yet` })),
+        log: rootLog,
+      });
+    };
     const serve = async (pair: ServingPair) => {
       const server = await buildKubeletApi({
         nodeName: config.nodeName,
@@ -321,8 +342,13 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       // The agent stopped while this was starting: its stop step has run already.
       if (certs.stopped) return void (await server.close());
       api = server;
+      const started = await startRelay(pair);
+      // Stopped while the relay started: the stop step could not see it.
+      if (certs.stopped) return void (await started?.close());
+      relay = started;
       certs.scheduleRenewal(pair, (next) => {
         rotateServingCert(server, { ...next, clientCaPem });
+        relay?.setCredentials({ ...next, caPem: clientCaPem });
         log.info('kubelet serving certificate rotated');
       });
       log.info({ port: config.kubeletPort }, 'kubelet API serving');

@@ -189,3 +189,16 @@ t.test('cluster DNS: looked up unless given, cluster.local by default, bad value
       JSON.stringify(bad),
     );
 });
+
+t.test('the migration relay port: 10262 by default, 0 turns it off, bad values name the flag', async (t) => {
+  t.same(
+    [undefined, '0', '20262'].map(
+      (port) => resolveAgentConfig({ kubeconfig: '/k', ...(port ? { 'migration-port': port } : {}) }).migrationPort,
+    ),
+    [10262, 0, 20262],
+  );
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'migration-port': '65536' }), {
+    field: '--migration-port',
+    message: /^--migration-port: must be an integer in \[0, 65535\]/,
+  });
+});

@@ -54,6 +54,8 @@ export interface AgentConfig {
   kubeletBindAddress: string;
   /** Plain-HTTP liveness endpoint on loopback, like the kubelet's :10248. */
   healthzPort: number;
+  /** The migration relay's TLS port on the InternalIP (provider/migration/); 0: this node neither sends nor receives migrations. */
+  migrationPort: number;
   /** InternalIP to advertise; detected from the default route when absent. */
   internalIP?: string;
   extraLabels: Record<string, string>;
@@ -104,6 +106,9 @@ export interface AgentConfig {
   logLevel: string;
 }
 
+/** The migration relay's default port (docs/design/live-migration.md §4). */
+export const DEFAULT_MIGRATION_PORT = 10262;
+
 export const DEFAULT_TAINT: Taint = { key: 'virtual-kubelet.io/provider', value: 'kvm', effect: 'NoSchedule' };
 
 export class ConfigError extends Error {
@@ -138,6 +143,7 @@ export interface AgentFlags {
   'kubelet-port'?: string;
   'kubelet-bind-address'?: string;
   'healthz-port'?: string;
+  'migration-port'?: string;
   'internal-ip'?: string;
   label?: string[];
   taint?: string[];
@@ -332,6 +338,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     kubeletPort: int(flags, 'kubelet-port', 10250, 1, 65535),
     kubeletBindAddress: flags['kubelet-bind-address'] ?? '0.0.0.0',
     healthzPort: int(flags, 'healthz-port', 10248, 0, 65535),
+    migrationPort: int(flags, 'migration-port', DEFAULT_MIGRATION_PORT, 0, 65535),
     extraLabels: Object.fromEntries((flags.label ?? []).map(parseLabel)),
     taints,
     maxPods: int(flags, 'max-pods', 110, 1, 10000),

@@ -21,6 +21,7 @@ export const AGENT_OPTIONS = {
   'kubelet-port': { type: 'string' },
   'kubelet-bind-address': { type: 'string' },
   'healthz-port': { type: 'string' },
+  'migration-port': { type: 'string' },
   'internal-ip': { type: 'string' },
   label: { type: 'string', multiple: true },
   taint: { type: 'string', multiple: true },
@@ -78,6 +79,9 @@ export const AGENT_HELP = `Node agent flags:
   --kubelet-port N             kubelet API port (default 10250)
   --kubelet-bind-address IP    kubelet API bind address (default 0.0.0.0)
   --healthz-port N             loopback liveness port, 0 to disable (default 10248)
+  --migration-port N           live migration relay port on the InternalIP (TLS, node certificates
+                               only), 0 to disable: the node then neither sends nor receives
+                               migrations (default 10262)
   --internal-ip IP             InternalIP to advertise (default: address of the default route)
   --label K=V                  extra node label (repeatable)
   --taint K[=V]:EFFECT         extra node taint (repeatable)

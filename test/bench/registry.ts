@@ -9,6 +9,7 @@ import { LEAK_BENCHMARKS } from './leaks.js';
 import { NODE_BENCHMARKS } from './nodes.js';
 import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
+import { RELAY_BENCHMARKS } from './relay.js';
 import { STREAM_BENCHMARKS } from './streams.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
@@ -18,6 +19,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...IMAGE_BENCHMARKS,
   ...POD_IMAGE_BENCHMARKS,
   ...STREAM_BENCHMARKS,
+  ...RELAY_BENCHMARKS,
   ...VIRTCTL_BENCHMARKS,
   ...BURST_BENCHMARKS,
   ...DENSITY_BENCHMARKS,
