@@ -241,6 +241,14 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       hostIP: () => facts.internalIP!,
       urlImages,
       dns: () => clusterDns.current(),
+      guestAgent: (uid) => {
+        const view = launchers.get(uid);
+        if (!view?.live) return undefined;
+        return {
+          exec: (path, args, timeoutS) => view.client.guestExec({ path, args, timeoutS }),
+          ping: () => view.client.getGuestAgentInfo(),
+        };
+      },
       images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
       downloadImage: async (url, at, log, signal) => {

@@ -58,6 +58,9 @@ export const enumOf = <const V extends readonly string[]>(values: V, description
   leaf(schema.enumOf(values, description));
 export const integer = (description?: string, extra?: Omit<JsonSchema, 'type'>): Field<number, false> =>
   leaf(schema.integer(description, extra));
+/** An IntOrString: a port by number or by name. */
+export const intOrString = (description?: string): Field<number | string, false> =>
+  leaf({ ...(description ? { description } : {}), anyOf: [{ type: 'integer' }, { type: 'string' }], 'x-kubernetes-int-or-string': true });
 export const boolean = (description?: string): Field<boolean, false> => leaf(schema.boolean(description));
 export const quantity = (description?: string): Field<Quantity, false> => leaf(schema.quantity(description));
 export const resourceList = (description?: string): Field<Record<string, Quantity>, false> => leaf(schema.resourceList(description));

@@ -37,6 +37,7 @@ import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
 import { StatusWriter } from './status-writer.js';
+import type { GuestAgent } from './probes/run-probe.js';
 import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { NetworkSetupError, VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
@@ -77,6 +78,8 @@ export interface PodControllerOptions {
   workers?: number;
   /** Charges the agent's host commands to the VM starts they were for (vkvm_cpu_ms_per_vm_start). */
   childCpu?: ChildCpuMeter;
+  /** A running VM's guest agent, for exec and guestAgentPing readiness probes (such probes fail without it). */
+  guestAgent?: (uid: string) => GuestAgent | undefined;
 }
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
@@ -85,10 +88,6 @@ const ORPHAN_SWEEP_MS = 30_000;
 const EVICTION_GRACE_PERIOD_S = 1;
 /** How soon a VM waiting for the node's pod range tries again. */
 const NETWORK_RETRY_MS = 1_000;
-
-function gracePeriodS(pod: V1Pod): number {
-  return pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
-}
 
 export class PodController {
   private readonly podSync: KeyQueue;
@@ -133,7 +132,7 @@ export class PodController {
     });
     const [lifecycleOf, apply] = [(pod: V1Pod) => this.lifecycleOf(pod), (pod: V1Pod, e: LifecycleEvent) => this.apply(pod, e)];
     this.admission = new NodeAdmission({ ...o, lifecycles: () => this.lifecycles.values(), lifecycleOf, apply });
-    this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
+    this.status = new StatusWriter({ ...o, clock, onReadinessChange: (key) => this.statusSync.add(key) });
     this.orphanSweep = {
       pods: () => o.pods.list(),
       launchers: o.launchers,
@@ -187,6 +186,7 @@ export class PodController {
     await Promise.all(this.stopPeriodic.map((stop) => stop()));
     this.podSync.stop();
     this.statusSync.stop();
+    this.status.stop();
     await Promise.all([this.o.pods.stop(), this.o.vmis.stop()]);
     if (opts.stopVms) {
       await Promise.all(this.o.launchers.uids().map((uid) => this.o.launchers.stop(uid, opts.gracePeriodS ?? 30)));
@@ -373,7 +373,7 @@ export class PodController {
   /** Graceful deletion: stop the VM within the grace period, remove everything, then release the pod object. */
   private async finalizeDeletion(pod: V1Pod, lc: PodLifecycle): Promise<void> {
     const view = this.o.launchers.get(lc.uid);
-    const graceS = gracePeriodS(pod);
+    const graceS = pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
     if (view?.live && !vmStopped(view)) this.o.events.record(pod, 'Normal', 'Killing', `Stopping VM (grace period ${graceS}s)`);
     await this.removeVm(lc.uid, graceS);
     try {

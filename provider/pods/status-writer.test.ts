@@ -1,4 +1,5 @@
 import t from 'tap';
+import { pino } from 'pino';
 import type { V1Pod } from '@kubernetes/client-node';
 import { fakeClock } from '../../test/helpers/fake-clock.js';
 import { newLifecycle, transition } from './lifecycle.js';
@@ -20,6 +21,9 @@ function writer() {
     vmis: { read: async () => undefined },
     hostIP: () => '192.0.2.10',
     clock: fakeClock(),
+    events: { record: () => undefined },
+    onReadinessChange: () => undefined,
+    log: pino({ level: 'silent' }),
   });
   return { w, writes };
 }

@@ -1,16 +1,21 @@
 // The one writer of pod status and of the VMI status this node owns, as
 // kubelet's status_manager.go: both derived (status.ts, vmi-status.ts) from
-// one look at the pod's lifecycle and launcher; a pod status written only
+// one look at the pod's lifecycle, launcher and readiness probe; a pod status written only
 // when it differs from what the pod holds, as far as this node knows (its
 // last write, until the informer's copy moves past the version it was
 // written over); every patch conditional on the object's UID.
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
+import type { EventRecorder } from '../kube/events.js';
+import type { Logger } from '../log.js';
 import { isNotFound } from '../kube/errors.js';
 import { statusPatch } from '../kube/status-patch.js';
 import type { LauncherView } from '../launchers/registry.js';
 import type { ImageBackOff, LifecycleState, PodLifecycle, StartBackOff } from './lifecycle.js';
 import { observeVm } from './observe.js';
+import { probedVmOf } from './probes/probed-vm.js';
+import { Prober } from './probes/prober.js';
+import type { GuestAgent } from './probes/run-probe.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
@@ -19,11 +24,22 @@ import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './vmi-status.js';
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 
+const NO_GUEST_AGENT: GuestAgent = {
+  exec: () => Promise.reject(new Error('the VM has no launcher')),
+  ping: () => Promise.reject(new Error('the VM has no launcher')),
+};
+
 export interface StatusWriterOptions {
   api: Pick<PodApi, 'patchPodStatus' | 'patchVmiStatus'>;
   vmis: Pick<VmiSource, 'read'>;
   hostIP: () => string;
   clock: Clock;
+  /** The guest agent of a VM whose launcher runs, for exec and guestAgentPing probes (such probes fail without it). */
+  guestAgent?: (uid: string) => GuestAgent | undefined;
+  /** A VM's readiness changed: its status is to be written again. */
+  onReadinessChange: (key: string) => void;
+  events: Pick<EventRecorder, 'record'>;
+  log: Logger;
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
@@ -58,7 +74,17 @@ export class StatusWriter {
   /** Per pod UID: the status last written, and the resourceVersion of the pod copy it was written over. */
   private readonly written = new Map<string, { status: V1PodStatus; over: string | undefined }>();
 
-  constructor(private readonly o: StatusWriterOptions) {}
+  /** Runs the VMs' readiness probes, whose results are their Ready; without one, the guest's console output is. */
+  private readonly prober: Prober;
+
+  constructor(private readonly o: StatusWriterOptions) {
+    this.prober = new Prober({ clock: o.clock, events: o.events, onReadinessChange: o.onReadinessChange, log: o.log });
+  }
+
+  /** Stops the probes. */
+  stop(): void {
+    this.prober.stop();
+  }
 
   /**
    * Writes the VMI's status (a launcher pod's), then the pod's, from the
@@ -72,7 +98,12 @@ export class StatusWriter {
     // A finished pod's status is final: the API server refuses to move it back, and nothing here changes it.
     if (TERMINAL.has(current?.phase ?? '')) return;
     const facts = factsOf(lc.state);
-    const vm = observeVm(view, lc.history);
+    const observed = observeVm(view, lc.history);
+    const probed = probedVmOf(pod, lc, view, this.o.guestAgent?.(lc.uid) ?? NO_GUEST_AGENT);
+    if (probed) this.prober.follow(probed);
+    else this.prober.forget(lc.uid);
+    const ready = this.prober.ready(lc.uid);
+    const vm = observed && ready !== undefined ? { ...observed, guestReady: ready } : observed;
     if (vmiOwner(pod)) await this.syncVmi(pod, lc, facts, vm);
     const input: PodStatusInput = {
       pod: { ...pod, status: current },
@@ -95,9 +126,10 @@ export class StatusWriter {
     this.written.set(uid, { status, over: pod.metadata?.resourceVersion });
   }
 
-  /** The pod is gone: its last write is of no use any more. */
+  /** The pod is gone: its last write is of no use any more, nor its probe. */
   forget(uid: string): void {
     this.written.delete(uid);
+    this.prober.forget(uid);
   }
 
   /** The status the pod holds as far as this node knows: its last write, while the informer's copy is still the one written over. */

@@ -14,7 +14,7 @@ export interface VmObservation {
   startedAt?: Date;
   finishedAt?: Date;
   domainUUID?: string;
-  /** The guest produced console output (the documented readiness signal). */
+  /** The guest is ready: its readiness probe passes, or, without one, it produced console output. */
   guestReady: boolean;
   /** The guest agent has its channel open. */
   agentConnected?: boolean;

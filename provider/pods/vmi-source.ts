@@ -21,6 +21,7 @@ import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { claimOnNode } from '../kubevirt/claims.js';
+import { probesOf, type VmProbes } from './probes/probe-spec.js';
 import { translateVmi, vmiReferences, type BoundClaim, type UnservableClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
 import { undersizedLauncherPod } from './launcher-pod-size.js';
@@ -50,6 +51,8 @@ export interface VmiSpecResult {
   ref: V1ObjectReference;
   /** Causes found later (by disk preparation) at the VMI's fields. */
   atKubevirtFields: VmiTranslation['atKubevirtFields'];
+  /** The VMI's probes, which the node runs (probes/prober.ts). */
+  probes?: VmProbes;
 }
 
 /** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
@@ -147,6 +150,7 @@ export class ClusterVmiSource implements VmiSource {
       paused: vmi.metadata.annotations?.[PAUSED_ANNOTATION] === 'true',
       ref: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
       atKubevirtFields: result.atKubevirtFields,
+      probes: probesOf(undefined, vmi.spec),
     };
   }
 

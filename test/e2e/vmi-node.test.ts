@@ -27,10 +27,17 @@ const NS = 'e2e-vmi';
 /** This test's QEMU processes: its domains are named <namespace>_<vmi> (their -uuid is the VMI's firmware UUID, not the pod's). */
 const testQemuPids = (): number[] => qemuPidsOfDomain(`${NS}_`);
 
-/** The smoke VM's VMI, plus a watchdog vkvm does not realize: preserved by the CRD and reported. */
+/** A port the test guest serves only once the test starts a server there. */
+const PROBED_PORT = 8081;
+
+/**
+ * The smoke VM's VMI, plus a watchdog vkvm does not realize (preserved by the CRD and reported), and a
+ * readiness probe on a port the guest does not serve until told to.
+ */
 function vmi(name: string): VirtualMachineInstance {
   const v = vmiOf(name);
   Object.assign(v.spec.domain.devices!, { watchdog: { name: 'wd', i6300esb: { action: 'poweroff' } } });
+  Object.assign(v.spec, { readinessProbe: { tcpSocket: { port: PROBED_PORT }, periodSeconds: 2 } });
   return v;
 }
 
@@ -72,6 +79,45 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     },
   };
   await ns.createPod(pod);
+  await cluster.clients.core.createNamespacedService({
+    namespace: NS,
+    body: {
+      metadata: { name: 'probed' },
+      spec: { selector: { 'kubevirt.io/created-by': created.metadata.uid! }, ports: [{ port: PROBED_PORT }] },
+    },
+  });
+  const endpointReady = async () =>
+    (
+      await ns.kubectl([
+        'get',
+        'endpointslices',
+        '-l',
+        'kubernetes.io/service-name=probed',
+        '-o',
+        'jsonpath={.items[*].endpoints[*].conditions.ready}',
+      ])
+    ).stdout;
+
+  // The guest is up (its web server answers on 80, through the guest agent), but not on the probed port.
+  await poll(
+    'the guest serves on 80',
+    () => ns.kubectl(['exec', pod.metadata!.name!, '--', '/bin/wget', '-q', '-O', '-', 'http://127.0.0.1/'], { timeoutMs: 30_000 }),
+    (r) => r.code === 0,
+    { deadlineMs: 240_000, intervalMs: 2000 },
+  );
+  const probing = await waitFor(ns.vmi('testvmi'), (v) => v.status?.phase === 'Running', { what: 'Running' });
+  t.equal(condition(probing, 'Ready'), 'False', 'running and booted, but not Ready while its readiness probe fails');
+  t.equal(await endpointReady(), 'false', "so its Service's endpoint is not ready");
+  const podUid = (await ns.readPod(pod.metadata!.name!)).metadata!.uid!;
+  const unhealthy = await waitFor(ns.eventsOf(podUid), (e) => e.reason === 'Unhealthy', { what: 'the Unhealthy event' }).catch(
+    () => undefined,
+  );
+  t.match(
+    unhealthy?.message,
+    new RegExp(`^Readiness probe failed: dial tcp [\\d.]+:${PROBED_PORT}: (ECONNREFUSED|i/o timeout)$`),
+    'each failure says why',
+  );
+  await ns.kubectl(['exec', pod.metadata!.name!, '--', '/bin/httpd', '-p', String(PROBED_PORT), '-h', '/www']);
 
   const running = await waitFor(ns.vmi('testvmi'), (v) => v.status?.phase === 'Running' && condition(v, 'Ready') === 'True', {
     what: 'Running and Ready',
@@ -90,6 +136,7 @@ t.test('a VMI launcher pod runs the VMI on the node', async (t) => {
     },
     'the node writes phase, nodeName, Ready and the unsupported fields (no Paused condition while running, as KubeVirt)',
   );
+  t.equal(await endpointReady(), 'true', 'once the guest serves the probed port the VMI is Ready, and so is its endpoint');
   const event = await waitFor(ns.eventsOf(created.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
     what: 'the UnsupportedFields event',
   });
