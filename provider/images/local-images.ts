@@ -61,9 +61,9 @@ async function fileHash(path: string): Promise<string> {
   return h.digest('hex');
 }
 
-/** The OCI layout of the local images under `cacheDir`/images, written on first use; returns its directory. */
+/** The OCI layout of the local images beside the builds they come from (`cacheDir`/cluster/images), written on first use. */
 export async function ensureLocalImages(bins: ClusterBinaries, cacheDir: string): Promise<string> {
   const { stdout } = await execFileP(BUSYBOX, ['--list-full']);
   // The binaries' paths name their build (a source-hash directory); busybox's does not, so its bytes key the layout.
-  return ensureLayout(join(cacheDir, 'images'), localImages(bins, stdout.split('\n')), await fileHash(BUSYBOX));
+  return ensureLayout(join(cacheDir, 'cluster', 'images'), localImages(bins, stdout.split('\n')), await fileHash(BUSYBOX));
 }
