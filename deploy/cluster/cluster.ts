@@ -30,8 +30,11 @@ export function defaultCacheDir(): string {
 export const CLUSTER_BINARIES = { cluster: 'vkvm-cluster', coredns: 'coredns', pause: 'pause' } as const;
 export type ClusterBinaries = Record<keyof typeof CLUSTER_BINARIES, string>;
 
+/** Bump when the build's commands or flags change: they are not in the sources hashed. */
+const BUILD_RECIPE = 2;
+
 async function sourceHash(): Promise<string> {
-  const h = createHash('sha256');
+  const h = createHash('sha256').update(`recipe ${BUILD_RECIPE}\0`);
   const files = (await readdir(CLUSTER_SOURCE_DIR, { recursive: true }))
     .filter((f) => f.endsWith('.go') || basename(f) === 'go.mod' || basename(f) === 'go.sum')
     .sort();
@@ -61,7 +64,12 @@ export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCache
   await rm(tmp, { recursive: true, force: true });
   log.info({ dir: CLUSTER_SOURCE_DIR }, 'building the control plane (first run only; several minutes on 2 cores)');
   const started = Date.now();
-  await goBuild(CLUSTER_SOURCE_DIR, ['-o', `${tmp}/`, '.', './cmd/pause'], log, started, signal);
+  // The release the components report (the kubelet's Node status, the API server's /version); Kubernetes' own
+  // build stamps it the same way.
+  const version = /kubernetesVersion = "v(\d+)\.(\d+)\.\d+"/.exec(await readFile(join(CLUSTER_SOURCE_DIR, 'version.go'), 'utf8'));
+  if (!version) throw new Error('deploy/cluster/version.go names no kubernetesVersion');
+  const stamp = `-X k8s.io/component-base/version.gitVersion=${version[0].split('"')[1]} -X k8s.io/component-base/version.gitMajor=${version[1]} -X k8s.io/component-base/version.gitMinor=${version[2]}`;
+  await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${stamp}`, '-o', `${tmp}/`, '.', './cmd/pause'], log, started, signal);
   await goBuild(join(CLUSTER_SOURCE_DIR, 'coredns'), ['-o', join(tmp, 'coredns'), '.'], log, started, signal);
   // `go build -o dir/` names each binary after its package directory; the module's root is the control plane.
   await rename(join(tmp, 'coredns'), paths.coredns);

@@ -28,6 +28,7 @@ Usage:
   vkvm-cluster kubectl ARGS...              kubectl of the same Kubernetes release
   vkvm-cluster kubelet ARGS...              the kubelet of the same release (container nodes)
   vkvm-cluster kube-proxy ARGS...           kube-proxy of the same release
+  vkvm-cluster flanneld --kubeconfig ...    flannel's daemon, host-gw only (container nodes)
   vkvm-cluster version                      print the Kubernetes version this binary was built from
 
 Run 'vkvm-cluster up --help' for the flags of up.
@@ -52,6 +53,8 @@ func main() {
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
 	case "kubelet":
 		os.Exit(cli.Run(kubelet.NewKubeletCommand()))
+	case "flanneld":
+		os.Exit(runFlanneld(rest))
 	case "kube-proxy":
 		os.Exit(cli.Run(kubeproxy.NewProxyCommand()))
 	case "kubectl":

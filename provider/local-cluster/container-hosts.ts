@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { ensureClusterBinaries } from '../../deploy/cluster/cluster.js';
 import { ensureLocalImages, PAUSE_IMAGE } from '../images/local-images.js';
 import { createJoinToken } from '../join/token-create.js';
+import { applyManifests } from '../kube/apply.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { cgroupMounts } from './cgroup-mounts.js';
@@ -34,6 +35,34 @@ const CONTAINER_NODE = new URL('./container-node.js', import.meta.url).pathname;
 /** Each node's cgroup subtree, beside the vkvm nodes' VM cgroups. */
 export const containerNodeCgroup = (node: LocalNode): string => `vkvm/cnode-${node.index}`;
 
+/**
+ * What flanneld needs beyond a node's own rights, granted to each container
+ * node's user (flanneld runs with the kubelet's credentials, as a host
+ * process): every Node's podCIDR and annotations (the Node authorizer lets a
+ * node read only its own) and writing its own annotations (NodeRestriction
+ * keeps that to its own Node). Flannel's DaemonSet grants its pods the same.
+ */
+export function flannelRbac(nodeNames: string[]): object[] {
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'vkvm:flannel' },
+      rules: [
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'vkvm:flannel' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'vkvm:flannel' },
+      subjects: nodeNames.map((name) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: `system:node:${name}` })),
+    },
+  ];
+}
+
 /** The cluster CA as the admin kubeconfig names it (base64 PEM). */
 async function clusterCaData(clients: KubeClients): Promise<string> {
   const cluster = clients.kc.getCurrentCluster();
@@ -54,6 +83,7 @@ export async function startContainerNodes(o: ContainerNodesOptions, signal: Abor
     const imagesLayout = await ensureLocalImages(bins, o.cacheDir);
     const { token } = await createJoinToken(o.clients, { ttlS: 3600, description: 'vkvm up --container-nodes', server: o.server }, o.log);
     const caData = await clusterCaData(o.clients);
+    await applyManifests(o.clients, flannelRbac(o.nodes.map((n) => n.name)) as never);
     const cgroups = await cgroupMounts();
     for (const node of o.nodes) {
       signal.throwIfAborted();

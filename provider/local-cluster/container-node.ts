@@ -46,6 +46,20 @@ import { enterNodeCgroup, nodeCgroupOf, podsCgroup, removeNodeCgroup } from './n
 /** Host-wide paths the components write whatever their flags say; each node gets an empty one. */
 const PRIVATE_PATHS = ['/run/netns', '/var/lib/cni', '/var/log/containers'];
 const STEP_TIMEOUT_MS = 180_000;
+/**
+ * The kernel settings the kubelet sets when they differ (kubelet
+ * cm.setupKernelTunables). They are the machine's, not the node's (panic on
+ * oops would reboot every node of the machine), so the node sees files that
+ * already hold these values bound over them.
+ */
+const KUBELET_SYSCTLS: Record<string, string> = {
+  'vm/overcommit_memory': '1',
+  'vm/panic_on_oom': '0',
+  'kernel/panic': '10',
+  'kernel/panic_on_oops': '1',
+  'kernel/keys/root_maxkeys': '1000000',
+  'kernel/keys/root_maxbytes': '25000000',
+};
 
 const exists = (path: string) =>
   access(path).then(
@@ -102,6 +116,12 @@ async function privateView(spec: ContainerNodeSpec): Promise<void> {
   await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
   for (const dir of [spec.rootDir, join(spec.rootDir, 'logs'), cniConfDir(spec), kubeletRootDir(spec), spec.runDir])
     await mkdir(dir, { recursive: true, mode: 0o700 });
+  await mkdir(join(spec.runDir, 'sysctl'), { recursive: true });
+  for (const [name, value] of Object.entries(KUBELET_SYSCTLS)) {
+    const file = join(spec.runDir, 'sysctl', name.replaceAll('/', '.'));
+    await writeFile(file, `${value}\n`);
+    await run(['mount', '--bind', file, `/proc/sys/${name}`]);
+  }
 }
 
 /** `ctr images import` of the local images' layout (ctr reads an archive: the layout's directory as a tar stream). */
