@@ -19,6 +19,7 @@ t.test('containerd keeps everything in the node’s own dirs and runs the local 
     'state = "/run/vkvm/nodes/3/containerd"',
     '[grpc]\naddress = "/run/vkvm/nodes/3/containerd.sock"',
     'sandbox_image = "localhost/vkvm/pause:v1"',
+    'restrict_oom_score_adj = true',
     'bin_dir = "/usr/lib/cni"\nconf_dir = "/var/lib/vkvm/up/nodes/3/cni/net.d"',
     '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\nSystemdCgroup = false',
   ])

@@ -44,6 +44,9 @@ export function containerdConfig(d: ContainerNodeDirs, o: { sandboxImage: string
         stream_server_address: '127.0.0.1',
         disable_apparmor: true,
         enable_selinux: false,
+        // A node may be a container lacking CAP_SYS_RESOURCE, which lowering a pod's OOM score needs: keep pods'
+        // scores at or above containerd's (the kubelet's -998 for sandboxes would make runc fail).
+        restrict_oom_score_adj: true,
       },
     ],
     ['plugins."io.containerd.grpc.v1.cri".cni', { bin_dir: CNI_BIN_DIR, conf_dir: cniConfDir(d), max_conf_num: 1 }],

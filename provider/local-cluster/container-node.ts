@@ -205,14 +205,25 @@ async function startNode(spec: ContainerNodeSpec, r: Running, log: Logger): Prom
   log.info({ subnet: lease.subnet }, 'flannel routes the node’s pod range');
 }
 
+/** Mount points below `dirs`, deepest first (mountinfo escapes a space as \\040). */
+async function mountsBelow(dirs: string[]): Promise<string[]> {
+  const points = (await readFile('/proc/self/mountinfo', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((p): p is string => !!p && dirs.some((d) => p.startsWith(`${d}/`)));
+  return [...new Set(points)].sort((a, b) => b.length - a.length);
+}
+
 /** Step 5. */
 async function stopNode(spec: ContainerNodeSpec, r: Running, log: Logger): Promise<void> {
   await stopDaemon(r.kubelet);
   await stopDaemon(r.flanneld);
   await stopDaemon(r.containerd);
   await removeNodeCgroup(nodeCgroupOf(spec.cgroupBase, spec.cgroups), process.pid);
-  // Unmounted with the namespace's last process, but a snapshot's mount inside our own could still be there.
-  await run(['umount', '-R', '-l', join(spec.rootDir, 'containerd')]).catch(() => undefined);
+  // Containers' root filesystems, pods' volumes and sandboxes' /dev/shm are mounts below the node's directories
+  // in this mount namespace: they would go with it, but the directories must go first.
+  // One a lazy unmount above it took already fails; the rm below says if anything is still mounted.
+  for (const mountPoint of await mountsBelow([spec.rootDir, spec.runDir])) await run(['umount', '-l', mountPoint]).catch(() => undefined);
   for (const dir of [spec.rootDir, spec.runDir]) await rm(dir, { recursive: true, force: true });
   log.info('stopped; the node’s state is removed');
 }
@@ -234,7 +245,14 @@ async function main(): Promise<number> {
   const stop = () => (stopping ??= stopNode(spec, running, log));
   const alive = setInterval(() => undefined, 2 ** 30);
   const stopped = new Promise<void>((resolve) => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void stop().finally(resolve));
+    for (const signal of ['SIGTERM', 'SIGINT'] as const)
+      process.on(
+        signal,
+        () =>
+          void stop()
+            .catch((err: unknown) => log.error({ err }, 'the container node could not stop cleanly'))
+            .finally(resolve),
+      );
   });
   try {
     await privateView(spec);

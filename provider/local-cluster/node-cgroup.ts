@@ -26,14 +26,26 @@ export async function enterNodeCgroup(cg: NodeCgroup, pid: number): Promise<void
   for (const h of cg.hierarchies) {
     await mkdir(join(h, cg.base, 'pods'), { recursive: true });
     await mkdir(join(h, cg.base, 'daemons'), { recursive: true });
-    // cpuset's children start empty and refuse tasks until given their parent's cpus and mems.
-    for (const f of ['cpuset.cpus', 'cpuset.mems']) {
-      const parentValue = await readFile(join(h, f), 'utf8').catch(() => undefined);
-      if (parentValue === undefined) continue;
-      for (const dir of [cg.base, join(cg.base, 'pods'), join(cg.base, 'daemons')])
-        await writeFile(join(h, dir, f), parentValue.trim()).catch(() => undefined);
-    }
+    for (const leaf of ['pods', 'daemons']) await inheritCpuset(h, `${cg.base}/${leaf}`);
     await writeFile(join(h, cg.base, 'daemons', 'cgroup.procs'), String(pid));
+  }
+}
+
+/**
+ * cpuset's (v1) new cgroups start with no cpus and mems and refuse tasks
+ * (ENOSPC) until given some: each level from the root down to `rel` that has
+ * none takes its parent's.
+ */
+async function inheritCpuset(h: string, rel: string): Promise<void> {
+  const parts = rel.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const dir = join(h, ...parts.slice(0, i));
+    for (const f of ['cpuset.cpus', 'cpuset.mems']) {
+      const own = await readFile(join(dir, f), 'utf8').catch(() => undefined);
+      if (own === undefined || own.trim() !== '') continue;
+      const parentValue = (await readFile(join(dir, '..', f), 'utf8')).trim();
+      await writeFile(join(dir, f), parentValue);
+    }
   }
 }
 
