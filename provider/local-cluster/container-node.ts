@@ -21,8 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { pino } from 'pino';
+import { initLogger, runIfProgram } from './init-log.js';
 import type { Logger } from '../log.js';
 import { run } from '../network/host.js';
 import { restoreCgroupMounts } from './cgroup-mounts.js';
@@ -234,12 +233,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const spec = JSON.parse(process.argv[2]) as ContainerNodeSpec;
-  const out = pino.destination({ fd: 1, sync: true });
-  out.on('error', () => undefined);
-  const log = pino({ level: spec.logLevel, base: { app: 'vkvm' }, timestamp: pino.stdTimeFunctions.isoTime }, out).child({
-    component: 'container-node',
-    node: spec.name,
-  });
+  const log = initLogger({ component: 'container-node', node: spec.name, level: spec.logLevel });
   const running: Running = {};
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= stopNode(spec, running, log));
@@ -270,11 +264,4 @@ async function main(): Promise<number> {
 }
 
 // Only as a program: importing this module must not run a node.
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
-  main().then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
+runIfProgram(import.meta.url, main);
