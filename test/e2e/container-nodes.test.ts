@@ -6,6 +6,7 @@
 // back by content. After Ctrl-C nothing of the node is left: no process,
 // mount, cgroup, namespace, interface or state directory.
 import { existsSync } from 'node:fs';
+import { basename } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { TOOLBOX_IMAGE } from '../../provider/images/local-images.js';
@@ -38,10 +39,16 @@ async function machineFootprint(up: { stateDir: string; bridge: string }): Promi
     route: await lines(['ip', '-4', 'route', 'show'], Boolean),
     'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
     mount: await lines(['cat', '/proc/self/mountinfo'], (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l)),
-    'container daemon': pidsWhere((argv) => /containerd|kubelet|flanneld|\bpause\b|httpd/.test(argv.join(' '))).map((p) =>
-      argvOf(p).join(' ').slice(0, 120),
-    ),
+    'container daemon': pidsWhere(isContainerNodeProcess).map((p) => argvOf(p).join(' ').slice(0, 120)),
   };
+}
+
+/** containerd, its shims, the kubelet, flanneld, and the pods' processes (pause, the toolbox's httpd). */
+function isContainerNodeProcess(argv: string[]): boolean {
+  const exe = basename(argv[0] ?? '');
+  if (['containerd', 'containerd-shim-runc-v2', 'runc', 'pause', '/pause'].includes(exe)) return true;
+  if (exe === 'vkvm-cluster') return argv[1] === 'kubelet' || argv[1] === 'flanneld';
+  return exe === 'httpd' && argv.includes('/www');
 }
 
 /** A toolbox pod on `node` that runs `script`, Ready once its httpd answers on 8080. */
