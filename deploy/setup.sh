@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent host set-up for vkvm: system packages, the libvirt-qemu user,
-# npm dependencies, the TypeScript build, the test control plane binary and the local images.
+# npm dependencies, the TypeScript build and the test control plane binaries (with the kubelet and CoreDNS).
 # Safe to re-run; each step does nothing when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
