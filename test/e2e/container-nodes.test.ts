@@ -1,5 +1,5 @@
-// `vkvm up --container-nodes 1` end to end: an ordinary node beside the vkvm
-// node, running Debian's containerd and runc and the real kubelet (TLS
+// `vkvm up --nodes 2 --container-nodes 1` end to end: an ordinary node beside
+// two vkvm nodes (one a simulated host), running Debian's containerd and runc and the real kubelet (TLS
 // bootstrap, podCIDR from the controller manager), flannel host-gw as its
 // network, and the local images (never pulled). A tenant's toolbox pod serves
 // HTTP, a second fetches it by pod IP and serves what it got; both are read
@@ -72,19 +72,21 @@ const toolboxPod = (name: string, node: string, script: string): V1Pod => ({
 });
 
 t.test(
-  'vkvm up --container-nodes 1: a kubelet node with containerd and flannel runs toolbox pods; nothing left after Ctrl-C',
+  'vkvm up --nodes 2 --container-nodes 1: a kubelet node with containerd and flannel runs toolbox pods; nothing left after Ctrl-C',
   async (t) => {
     const before = await machineFootprint({ stateDir: '/nonexistent', bridge: 'vkn-none' });
-    const up: UpCluster = await startUpCluster(t, { nodes: 1, containerNodes: 1, nodeName: NODE });
+    const up: UpCluster = await startUpCluster(t, { nodes: 2, containerNodes: 1, nodeName: NODE });
     const cnode = up.nodes.find((n) => n.container)!;
+    const vkvmNode2 = up.nodes[1]!;
     const admin = up.clients;
     t.match(
       up.output.find((l) => l.startsWith('vkvm: node')),
-      `vkvm: nodes ${NODE}, ${cnode.name} are up`,
-      'one line names both nodes',
+      `vkvm: nodes ${NODE}, ${vkvmNode2.name}, ${cnode.name} are up`,
+      'one line names all three nodes',
     );
 
     await t.test('the container node is Ready: the real kubelet on containerd, its podCIDR from the controller manager', async (t) => {
+      await waitFor(nodes(admin, { name: vkvmNode2.name }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready (vkvm node 2)' });
       const n = await waitFor(nodes(admin, { name: cnode.name }), (n) => condition(n, 'Ready') === 'True', {
         what: 'Ready',
         deadlineMs: READY_DEADLINE_MS,
