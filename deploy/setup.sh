@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent host set-up for vkvm: system packages, the libvirt-qemu user,
-# npm dependencies, the TypeScript build and the test control plane binary.
+# npm dependencies, the TypeScript build and the test control plane binaries (with the kubelet and CoreDNS).
 # Safe to re-run; each step does nothing when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,7 @@ packages=(
   docker-registry apache2-utils skopeo  # the tests' real OCI registry, its htpasswd (bcrypt) files, and OCI layouts
   syslinux syslinux-common systemd-boot-efi dosfstools mtools  # the test guest's bootable disk (BIOS and UEFI boot loaders, its FAT partition)
   ovmf  # UEFI firmware for firmware.bootloader.efi
+  containerd runc containernetworking-plugins  # container nodes (vkvm up --container-nodes): runtime and CNI plugins
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -41,6 +42,13 @@ fi
 if [ -d /run/systemd/system ] && systemctl is-enabled --quiet docker-registry 2>/dev/null; then
   log "disabling the packaged docker-registry service"
   systemctl disable --now docker-registry
+fi
+
+# Each container node runs its own containerd in its own network namespace; a host-wide one would be a second,
+# unmanaged runtime on the machine.
+if [ -d /run/systemd/system ] && systemctl is-enabled --quiet containerd 2>/dev/null; then
+  log "disabling the packaged containerd service"
+  systemctl disable --now containerd
 fi
 
 # Debian 12's libvirt runs QEMU as libvirt-qemu; the package creates the user

@@ -1,13 +1,18 @@
 // Builds and runs the control plane in deploy/cluster (Go, from Kubernetes'
-// published modules). The binary is cached under a hash of the Go sources so a
-// second start takes seconds; the build logs progress because a cold build
-// takes minutes on two cores.
+// published modules). It makes three binaries: vkvm-cluster (control plane,
+// kubelet, kube-proxy, flanneld, kubectl) and pause (cmd/pause), from one
+// module; coredns from a module of its own (coredns/), because the CoreDNS
+// release whose etcd client matches the embedded etcd server (v1.12.1, etcd
+// 3.5) needs client-go v0.32, and the later ones need etcd 3.6 clients. The
+// binaries are cached under a hash of the Go sources so a second start takes
+// seconds; the build logs progress because a cold build takes minutes on two
+// cores.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, rename } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import type { Logger } from '../../provider/log.js';
@@ -21,9 +26,18 @@ export function defaultCacheDir(): string {
   return process.env.VKVM_CACHE_DIR ?? '/var/cache/vkvm';
 }
 
+/** The binaries one build makes, each in the cache entry under this name. */
+export const CLUSTER_BINARIES = { cluster: 'vkvm-cluster', coredns: 'coredns', pause: 'pause' } as const;
+export type ClusterBinaries = Record<keyof typeof CLUSTER_BINARIES, string>;
+
+/** Bump when the build's commands or flags change: they are not in the sources hashed. */
+const BUILD_RECIPE = 2;
+
 async function sourceHash(): Promise<string> {
-  const h = createHash('sha256');
-  const files = (await readdir(CLUSTER_SOURCE_DIR)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum').sort();
+  const h = createHash('sha256').update(`recipe ${BUILD_RECIPE}\0`);
+  const files = (await readdir(CLUSTER_SOURCE_DIR, { recursive: true }))
+    .filter((f) => f.endsWith('.go') || basename(f) === 'go.mod' || basename(f) === 'go.sum')
+    .sort();
   for (const f of files) {
     h.update(f)
       .update('\0')
@@ -36,18 +50,43 @@ async function sourceHash(): Promise<string> {
 
 /** Returns the path of a built vkvm-cluster binary, building it if the cache has none for these sources. */
 export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDir(), signal?: AbortSignal): Promise<string> {
+  return (await ensureClusterBinaries(log, cacheDir, signal)).cluster;
+}
+
+/** The paths of all three binaries, built together if the cache has none for these sources. */
+export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCacheDir(), signal?: AbortSignal): Promise<ClusterBinaries> {
   const dir = join(cacheDir, 'cluster', await sourceHash());
-  const bin = join(dir, 'vkvm-cluster');
-  if (existsSync(bin)) return bin;
+  const paths = Object.fromEntries(Object.entries(CLUSTER_BINARIES).map(([k, name]) => [k, join(dir, name)])) as ClusterBinaries;
+  // vkvm-cluster is renamed into place last: its presence says the entry is whole.
+  if (existsSync(paths.cluster)) return paths;
   await mkdir(dir, { recursive: true });
-  const tmp = `${bin}.${process.pid}.tmp`;
+  const tmp = join(dir, `.build-${process.pid}`);
+  await rm(tmp, { recursive: true, force: true });
   log.info({ dir: CLUSTER_SOURCE_DIR }, 'building the control plane (first run only; several minutes on 2 cores)');
   const started = Date.now();
+  // The release the components report (the kubelet's Node status, the API server's /version); Kubernetes' own
+  // build stamps it the same way.
+  const version = /kubernetesVersion = "v(\d+)\.(\d+)\.\d+"/.exec(await readFile(join(CLUSTER_SOURCE_DIR, 'version.go'), 'utf8'));
+  if (!version) throw new Error('deploy/cluster/version.go names no kubernetesVersion');
+  const stamp = `-X k8s.io/component-base/version.gitVersion=${version[0].split('"')[1]} -X k8s.io/component-base/version.gitMajor=${version[1]} -X k8s.io/component-base/version.gitMinor=${version[2]}`;
+  await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${stamp}`, '-o', `${tmp}/`, '.', './cmd/pause'], log, started, signal);
+  await goBuild(join(CLUSTER_SOURCE_DIR, 'coredns'), ['-o', join(tmp, 'coredns'), '.'], log, started, signal);
+  // `go build -o dir/` names each binary after its package directory; the module's root is the control plane.
+  await rename(join(tmp, 'coredns'), paths.coredns);
+  await rename(join(tmp, 'pause'), paths.pause);
+  await rename(join(tmp, 'cluster'), paths.cluster);
+  await rm(tmp, { recursive: true, force: true });
+  log.info({ dir, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');
+  return paths;
+}
+
+/** `go build -v -trimpath ARGS` in `dir`, logging progress; rejects with its last lines. */
+async function goBuild(dir: string, args: string[], log: Logger, started: number, signal?: AbortSignal): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     signal?.throwIfAborted();
     // Dies with this process (setpriv --pdeathsig): a build nobody waits for is minutes of two busy cores.
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'go', 'build', '-v', '-trimpath', '-o', tmp, '.'], {
-      cwd: CLUSTER_SOURCE_DIR,
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'go', 'build', '-v', '-trimpath', ...args], {
+      cwd: dir,
       stdio: ['ignore', 'inherit', 'pipe'],
       env: { ...process.env, CGO_ENABLED: '0' },
     });
@@ -72,9 +111,6 @@ export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDi
       else reject(signal?.aborted ? signal.reason : new Error(`go build failed (exit ${code}):\n${tailLines.join('\n')}`));
     });
   });
-  await rename(tmp, bin);
-  log.info({ bin, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');
-  return bin;
 }
 
 export async function freePort(): Promise<number> {

@@ -16,7 +16,9 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubeproxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 const usage = `vkvm-cluster: a local Kubernetes control plane for vkvm.
@@ -24,6 +26,9 @@ const usage = `vkvm-cluster: a local Kubernetes control plane for vkvm.
 Usage:
   vkvm-cluster up --state-dir DIR [flags]   start etcd, apiserver, controller-manager, scheduler
   vkvm-cluster kubectl ARGS...              kubectl of the same Kubernetes release
+  vkvm-cluster kubelet ARGS...              the kubelet of the same release (container nodes)
+  vkvm-cluster kube-proxy ARGS...           kube-proxy of the same release
+  vkvm-cluster flanneld --kubeconfig ...    flannel's daemon, host-gw only (container nodes)
   vkvm-cluster version                      print the Kubernetes version this binary was built from
 
 Run 'vkvm-cluster up --help' for the flags of up.
@@ -46,6 +51,12 @@ func main() {
 		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
 	case "kube-scheduler":
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kubelet":
+		os.Exit(cli.Run(kubelet.NewKubeletCommand()))
+	case "flanneld":
+		os.Exit(runFlanneld(rest))
+	case "kube-proxy":
+		os.Exit(cli.Run(kubeproxy.NewProxyCommand()))
 	case "kubectl":
 		os.Exit(cli.Run(kubectlcmd.NewDefaultKubectlCommand()))
 	case "version":

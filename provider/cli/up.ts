@@ -142,7 +142,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     ...values
   } = flags;
   const plan = nodesPlan({ ...values, 'control-plane-address': addressFlag });
-  const { nodes: _nodes, 'nodes-cidr': _nodesCidr, ...agentValues } = values;
+  const { nodes: _nodes, 'nodes-cidr': _nodesCidr, 'container-nodes': _containerNodes, ...agentValues } = values;
   // The segment is made only later: its range is named here.
   const servingCsr = servingCsrPolicy({ 'node-ip-ranges': ranges, 'node-dns-pattern': dnsPattern }, () => [
     ...localNodeRanges([values.bridge ?? DEFAULT_BRIDGE]),
@@ -234,7 +234,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       signal: shutdown,
     });
     shutdown.throwIfAborted();
-    const names = [config.nodeName, ...nodes.map((n) => n.name)];
+    const names = [config.nodeName, ...nodes.vkvm.map((n) => n.name), ...nodes.container.map((n) => n.name)];
     process.stdout.write(
       names.length === 1
         ? `vkvm: node ${config.nodeName} is up. Use it with: export KUBECONFIG=${kubeconfig}\n`

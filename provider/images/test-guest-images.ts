@@ -61,10 +61,12 @@ const isLayout = (dir: string) =>
     () => false,
   );
 
-/** The layout of `images` in the guest cache, written on first use; layouts of earlier builds are removed. */
-async function ensureLayout(cacheDir: string, images: LayoutImage[]): Promise<string> {
-  // The guest's cache entries are named by content keys, so their paths key the layout.
-  const key = createHash('sha256').update(JSON.stringify({ LAYOUT_VERSION, images })).digest('hex').slice(0, 32);
+/**
+ * The layout of `images` in `cacheDir`, written on first use; layouts of earlier builds are removed. The images'
+ * source paths key it, so they must name their content (cache entries named by content keys), or `contentKey` must.
+ */
+export async function ensureLayout(cacheDir: string, images: LayoutImage[], contentKey = ''): Promise<string> {
+  const key = createHash('sha256').update(JSON.stringify({ LAYOUT_VERSION, images, contentKey })).digest('hex').slice(0, 32);
   const dir = join(cacheDir, `oci-${key}`);
   if (!(await isLayout(dir))) {
     const tmp = await newBuildDir(cacheDir, `oci-${key}`);

@@ -6,8 +6,6 @@
 import { spawn } from 'node:child_process';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import type { Readable } from 'node:stream';
 import { Cgroup } from '../../launcher/agent-api.js';
 import type { KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
@@ -17,7 +15,8 @@ import { readJoinRecord } from '../join/join.js';
 import { NETNS_DIR } from '../network/vm-network.js';
 import { run } from '../network/host.js';
 import { imageStoreOf, NODES_CGROUP_PARENT, NODES_DIR, type LocalNode, type Segment } from './layout.js';
-import { createNodeNetns, removeNodeNetns } from './segment.js';
+import { createNodeNetns } from './segment.js';
+import { startHostInit, stopHostInit, type StartedHost } from './host-init.js';
 import { cgroupMounts } from './cgroup-mounts.js';
 import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
 
@@ -45,7 +44,6 @@ export interface RunningLocalNodes {
 }
 
 const SIMULATED_HOST = new URL('./simulated-host.js', import.meta.url).pathname;
-const STOP_TIMEOUT_MS = 120_000;
 
 /** `vkvm token create`, as an operator runs it; the printed `vkvm join` command's arguments. */
 async function joinArgs(o: LocalNodesOptions): Promise<string[]> {
@@ -59,28 +57,6 @@ async function joinArgs(o: LocalNodesOptions): Promise<string[]> {
   const command = stdout.split('\n').find((l) => l.startsWith('vkvm join '));
   if (code !== 0 || !command) throw new Error(`vkvm token create failed (${code}): ${stderr.trim() || stdout.trim()}`);
   return command.split(/\s+/).slice(2);
-}
-
-/**
- * Passes the init's log lines on to this process's log; resolves true at
- * its JOINED_MESSAGE, false if it exits first (its log says why).
- */
-function untilJoined(stream: Readable): Promise<boolean> {
-  return new Promise((resolve) => {
-    const lines = createInterface({ input: stream });
-    lines.on('line', (line) => {
-      process.stdout.write(`${line}\n`);
-      if (line.includes(`"msg":"${JOINED_MESSAGE}"`)) resolve(true);
-    });
-    lines.once('close', () => resolve(false));
-  });
-}
-
-interface StartedHost {
-  node: LocalNode;
-  exited: Promise<void>;
-  terminate(): void;
-  kill(): void;
 }
 
 async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[], signal: AbortSignal): Promise<StartedHost> {
@@ -105,74 +81,16 @@ async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[], 
     gracePeriodS: o.gracePeriodS,
     logLevel: o.logLevel,
   };
-  // Its own process group, so a terminal's Ctrl-C reaches only vkvm up, which stops the nodes in order;
-  // and it gets SIGTERM (and stops its VMs) if vkvm up is killed.
-  const child = spawn(
-    'setpriv',
-    [
-      '--pdeathsig',
-      'TERM',
-      '--',
-      'ip',
-      'netns',
-      'exec',
-      node.netns,
-      'unshare',
-      '--uts',
-      '--',
-      process.execPath,
-      SIMULATED_HOST,
-      JSON.stringify(spec),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const host: StartedHost = {
-    node,
-    exited,
-    terminate: () => void child.kill('SIGTERM'),
-    kill: () => void child.kill('SIGKILL'),
-  };
-  // A stop asked for meanwhile: the init stops its join, and says it did not join.
-  const onAbort = () => host.terminate();
-  signal.addEventListener('abort', onAbort, { once: true });
-  const joined = await untilJoined(child.stdout!);
-  signal.removeEventListener('abort', onAbort);
-  if (!joined) {
-    await exited;
-    await removeNodeNetns(node);
-    throw new Error(`node ${node.name} did not join (its log above says why)`);
-  }
+  const host = await startHostInit(node, { script: SIMULATED_HOST, spec, readyMessage: JOINED_MESSAGE, signal });
   o.log.info({ node: node.name, address: node.address }, 'simulated host joined');
   return host;
-}
-
-async function stopHost(host: StartedHost, log: Logger): Promise<void> {
-  host.terminate();
-  const timedOut = await Promise.race([
-    host.exited.then(() => false),
-    new Promise<boolean>((r) => setTimeout(() => r(true), STOP_TIMEOUT_MS).unref()),
-  ]);
-  if (timedOut) {
-    log.warn({ node: host.node.name }, 'the simulated host did not stop in time; killing it');
-    host.kill();
-    await host.exited;
-  }
-  try {
-    await removeNodeNetns(host.node);
-    // Volatile, as a host's /run is; mounted in its namespace, so removed from here.
-    await rm(host.node.runDir, { recursive: true, force: true });
-  } catch (err) {
-    // The stop goes on to node 1 and the control plane; the next vkvm up replaces the namespace.
-    log.warn({ err, node: host.node.name }, 'could not remove the simulated host’s namespace');
-  }
 }
 
 /** Starts nodes 2..N, one after another (each join imports images and boots an agent on a shared CPU). */
 export async function startLocalNodes(o: LocalNodesOptions, signal: AbortSignal): Promise<RunningLocalNodes> {
   const started: StartedHost[] = [];
   const stop = async () => {
-    await Promise.all(started.map((h) => stopHost(h, o.log)));
+    await Promise.all(started.map((h) => stopHostInit(h, o.log)));
   };
   try {
     const join = o.nodes.length ? await joinArgs(o) : [];

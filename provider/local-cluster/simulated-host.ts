@@ -15,11 +15,10 @@
 // Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined.
 import { spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { mkdir } from 'node:fs/promises';
 import { run } from '../network/host.js';
 import { cliPath } from '../package-root.js';
-import { pino } from 'pino';
+import { initLogger, runIfProgram } from './init-log.js';
 import type { Logger } from '../log.js';
 import { restoreCgroupMounts } from './cgroup-mounts.js';
 import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
@@ -132,13 +131,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const spec = JSON.parse(process.argv[2]) as SimulatedHostSpec;
-  // Its log goes to vkvm up; once vkvm up is gone (killed), the stop it still has to do must not die of EPIPE.
-  const out = pino.destination({ fd: 1, sync: true });
-  out.on('error', () => undefined);
-  const log = pino({ level: spec.logLevel, base: { app: 'vkvm' }, timestamp: pino.stdTimeFunctions.isoTime }, out).child({
-    component: 'simulated-host',
-    node: spec.name,
-  });
+  const log = initLogger({ component: 'simulated-host', node: spec.name, level: spec.logLevel });
   let killJoin: (() => void) | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -167,12 +160,5 @@ async function main(): Promise<number> {
   return 0;
 }
 
-// Only as a program: importing this module must not run a host.
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
-  main().then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
+// Only as a program: importing this module must not run a node.
+runIfProgram(import.meta.url, main);

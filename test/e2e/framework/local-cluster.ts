@@ -25,6 +25,8 @@ export interface UpNode {
   address: string;
   /** Node 1 is this host; the others are simulated hosts. */
   simulated?: LocalNode;
+  /** An ordinary node (containerd and the kubelet) of --container-nodes. */
+  container?: boolean;
   /** Runs `argv` on the node, as root there. */
   exec(argv: string[]): Promise<CommandResult>;
 }
@@ -53,9 +55,13 @@ export interface UpCluster {
 const UP_TIMEOUT_MS = 600_000;
 const STOP_TIMEOUT_MS = 180_000;
 
-/** The init process of a simulated host (provider/local-cluster/simulated-host.ts). */
+/** The init process of a simulated host (provider/local-cluster/simulated-host.ts, or container-node.ts). */
 function simulatedHostPid(name: string): number | undefined {
-  return pidsWhere((argv) => argv.some((a) => a.endsWith('simulated-host.js')) && argv.some((a) => a.includes(`"name":"${name}"`)))[0];
+  return pidsWhere(
+    (argv) =>
+      argv.some((a) => a.endsWith('simulated-host.js') || a.endsWith('container-node.js')) &&
+      argv.some((a) => a.includes(`"name":"${name}"`)),
+  )[0];
 }
 
 function nodeExec(node: LocalNode | undefined): (argv: string[]) => Promise<CommandResult> {
@@ -72,7 +78,10 @@ function nodeExec(node: LocalNode | undefined): (argv: string[]) => Promise<Comm
  * "are up" line. Teardown interrupts it if the test did not, and kills what
  * is left of its state dir's processes.
  */
-export async function startUpCluster(t: Test, o: { nodes: number; nodeName: string; extraArgs?: string[] }): Promise<UpCluster> {
+export async function startUpCluster(
+  t: Test,
+  o: { nodes: number; containerNodes?: number; nodeName: string; extraArgs?: string[] },
+): Promise<UpCluster> {
   const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-nodes-'));
   await chmod(stateDir, 0o711);
   // One bridge per test's node 1: agents of concurrent tests share this host's network stack.
@@ -81,6 +90,7 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
     `--bridge=${bridge}`,
     `--state-dir=${stateDir}`,
     `--nodes=${o.nodes}`,
+    ...(o.containerNodes ? [`--container-nodes=${o.containerNodes}`] : []),
     `--node-name=${o.nodeName}`,
     '--subresources-port=0',
     `--kubelet-port=${await freePort()}`,
@@ -125,7 +135,14 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
     await new Promise((r) => setTimeout(r, 500));
   }
   const segment = segmentOf(DEFAULT_NODES_CIDR);
-  const simulated = localNodes({ count: o.nodes, node1: o.nodeName, segment, upStateDir: stateDir, upRunDir: '/run/vkvm' });
+  // Container nodes follow the vkvm nodes on the segment.
+  const simulated = localNodes({
+    count: o.nodes + (o.containerNodes ?? 0),
+    node1: o.nodeName,
+    segment,
+    upStateDir: stateDir,
+    upRunDir: '/run/vkvm',
+  });
   const kubeconfigPath = join(stateDir, 'kubeconfig');
   const binary = await ensureClusterBinary(testLog);
   return {
@@ -136,7 +153,13 @@ export async function startUpCluster(t: Test, o: { nodes: number; nodeName: stri
     clients: makeClients(loadKubeConfig(kubeconfigPath)),
     nodes: [
       { name: o.nodeName, address: segment.hostAddress, exec: nodeExec(undefined) },
-      ...simulated.map((n) => ({ name: n.name, address: n.address, simulated: n, exec: nodeExec(n) })),
+      ...simulated.map((n, i) => ({
+        name: n.name,
+        address: n.address,
+        simulated: n,
+        ...(i >= o.nodes - 1 ? { container: true } : {}),
+        exec: nodeExec(n),
+      })),
     ],
     output,
     kubectl: (kargs, kubeconfig = kubeconfigPath) => runCommand(binary, ['kubectl', `--kubeconfig=${kubeconfig}`, ...kargs]),
