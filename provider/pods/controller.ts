@@ -297,8 +297,8 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
-    // Admission precedes anything made for the pod.
-    this.admission.admit(pod);
+    // Admission precedes anything made for the pod; a held pod (a migration target) gets nothing.
+    if (this.admission.admit(pod) === 'held') return;
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     if (this.starts.heldByBackOff(lc)) return;

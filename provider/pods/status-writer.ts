@@ -14,6 +14,7 @@ import { observeVm } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
+import { speaksForVmi } from './migration-target.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './vmi-status.js';
 
@@ -109,7 +110,7 @@ export class StatusWriter {
   /** The fields of the VMI status this node owns, written only when they change; earlier phases are the cluster controller's. */
   private async syncVmi(pod: V1Pod, lc: PodLifecycle, facts: LifecycleFacts, vm: VmObservation | undefined): Promise<void> {
     const vmi = await this.o.vmis.read(pod);
-    if (!vmi) return;
+    if (!vmi || !speaksForVmi(pod, vmi)) return;
     // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
     // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
     const settled = facts.preparing ? undefined : vm;
