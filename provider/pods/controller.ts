@@ -36,7 +36,7 @@ import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
-import { StatusWriter } from './status-writer.js';
+import { StatusWriter, type StatusWriterOptions } from './status-writer.js';
 import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { NetworkSetupError, VmRuntime, type VmNetwork, type VmRuntimeOptions } from './vm-runtime.js';
@@ -45,7 +45,7 @@ import { VmStarts } from './vm-starts.js';
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
 
-export interface PodControllerOptions {
+export interface PodControllerOptions extends Pick<StatusWriterOptions, 'accelerator'> {
   pods: PodInformer;
   launchers: Launchers<VmControl>;
   /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
@@ -132,7 +132,7 @@ export class PodController {
     });
     const [lifecycleOf, apply] = [(pod: V1Pod) => this.lifecycleOf(pod), (pod: V1Pod, e: LifecycleEvent) => this.apply(pod, e)];
     this.admission = new NodeAdmission({ ...o, lifecycles: () => this.lifecycles.values(), lifecycleOf, apply });
-    this.status = new StatusWriter({ api: o.api, vmis: o.vmis, hostIP: o.hostIP, clock });
+    this.status = new StatusWriter({ ...o, clock });
     this.orphanSweep = {
       pods: () => o.pods.list(),
       launchers: o.launchers,

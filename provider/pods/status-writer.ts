@@ -5,7 +5,9 @@
 // last write, until the informer's copy moves past the version it was
 // written over); every patch conditional on the object's UID.
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import type { Clock } from '../clock.js';
+import { liveMigratability } from '../kubevirt/migratable.js';
 import { isNotFound } from '../kube/errors.js';
 import { statusPatch } from '../kube/status-patch.js';
 import type { LauncherView } from '../launchers/registry.js';
@@ -25,6 +27,8 @@ export interface StatusWriterOptions {
   vmis: Pick<VmiSource, 'read'>;
   hostIP: () => string;
   clock: Clock;
+  /** The node's accelerator, which decides whether a VM without a CPU model can migrate (kubevirt/migratable.ts). */
+  accelerator?: Accelerator;
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
@@ -124,6 +128,7 @@ export class StatusWriter {
       ...(facts.startError ? { startError: facts.startError } : {}),
       ...(lc.attachment ? { attachment: lc.attachment } : {}),
       unsupported: lc.vmi?.unsupported ?? [],
+      migratability: liveMigratability(vmi, this.o.accelerator),
       // Whole seconds, as Kubernetes writes times.
       now: new Date(Math.floor(this.o.clock.now() / 1000) * 1000),
     });

@@ -316,7 +316,6 @@ export class MigrationController {
         if (!vmi) return;
         await this.o.kubevirt.patchStatus(VMI_PLURAL, namespace, vmi.metadata.name!, undefined, {
           nodeName: action.node,
-          migrationMethod: 'LiveMigration',
           ...(action.lost ? { phase: 'Failed', reason: 'NodeLost' } : {}),
         });
         return;
