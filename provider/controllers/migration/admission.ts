@@ -8,6 +8,8 @@ import { findCondition } from '../../kubevirt/conditions.js';
 import type { VirtualMachineInstance, VirtualMachineInstanceMigration } from '../../kubevirt/types.js';
 
 export const LIVE_MIGRATABLE = 'LiveMigratable';
+/** The VMIM's label naming its VMI: `virtctl migrate-cancel` lists by it. */
+export const VMIM_VMI_LABEL = 'kubevirt.io/vmi-name';
 
 /** A VMIM not yet Succeeded or Failed (a new one has no phase). */
 export const isUnfinished = (m: VirtualMachineInstanceMigration): boolean =>

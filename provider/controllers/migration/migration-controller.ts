@@ -28,7 +28,7 @@ import type { Logger } from '../../log.js';
 import { MIGRATION_JOB_LABEL } from '../../pods/migration-target.js';
 import { launcherPodOf, VMI_NAME_LABEL } from '../launcher-pod.js';
 import { WrittenVersions } from '../written-versions.js';
-import { migrationRefusal, isUnfinished } from './admission.js';
+import { migrationRefusal, isUnfinished, VMIM_VMI_LABEL } from './admission.js';
 import { nodeView, sourceReport, targetPodView, targetReport } from './evidence.js';
 import { isFinal, nextMigration, type Action, type Observed } from './phases.js';
 import { matchPolicy, migrationSettings, type MigrationDefaults } from './policy.js';
@@ -38,8 +38,6 @@ import { migrationTargetPod } from './target-pod.js';
 import { ensureTargetGrant } from './target-grant.js';
 
 export const MIGRATION_FINALIZER = 'kubevirt.io/migrationJobFinalize';
-/** The VMIM's label naming its VMI: `virtctl migrate-cancel` lists by it. */
-export const VMIM_VMI_LABEL = 'kubevirt.io/vmi-name';
 
 export interface MigrationControllerOptions {
   clients: KubeClients;
