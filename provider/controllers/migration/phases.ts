@@ -16,8 +16,7 @@ export const PENDING_TIMEOUT_MS = 900_000;
 /** How soon a Pending migration looks again for a free slot. */
 export const SLOT_RECHECK_MS = 5_000;
 
-export type FailureReason =
-  'Rejected' | 'VMIGone' | 'Canceled' | 'TargetUnschedulable' | 'TargetFailed' | 'SourceFailed' | 'Aborted' | 'TargetNodeLost';
+export type FailureReason = 'Rejected' | 'VMIGone' | 'Canceled' | 'TargetUnschedulable' | 'TargetFailed' | 'SourceFailed' | 'Aborted';
 
 /** The two launcher pods and their nodes, fixed at the handoff. */
 export interface Ends {

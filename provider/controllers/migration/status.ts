@@ -31,7 +31,6 @@ const REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'TargetFailed',
   'SourceFailed',
   'Aborted',
-  'TargetNodeLost',
 ]);
 
 /** The migration a VMIM's status records; a status this controller did not write reads as far as it can. */
