@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
@@ -20,7 +20,7 @@ function cache<T extends { metadata?: { name?: string; namespace?: string } }>(i
   };
 }
 
-function env() {
+function env(t: Test) {
   const vmi: VirtualMachineInstance = {
     metadata: { name: 'vm', namespace: 'ns', uid: 'vmi-uid', resourceVersion: '1' },
     spec: { domain: { resources: { requests: { memory: '128Mi' } } } },
@@ -94,6 +94,8 @@ function env() {
     log: pino({ level: 'silent' }),
     now: () => new Date('2026-11-27T12:00:10Z'),
   });
+  // Its re-checks are timers (900 s for a pending target pod): stopping the queue clears them.
+  t.teardown(() => controller.stop());
   const sync = () => controller.syncMigration('ns/kubevirt-migrate-vm-x');
   const current = () => vmims.map.get('ns/kubevirt-migrate-vm-x');
   const target = () => pods.informer.list().find((p) => p.metadata?.labels?.['kubevirt.io/migrationJobUID'] === 'mig-uid');
@@ -101,7 +103,7 @@ function env() {
 }
 
 t.test('a migration is adopted, gets one target pod, is Scheduled once bound, hands off, and a cancel deletes its pod', async (t) => {
-  const e = env();
+  const e = env(t);
   await e.sync();
   t.match(e.current(), {
     metadata: { finalizers: ['kubevirt.io/migrationJobFinalize'], labels: { 'kubevirt.io/vmi-name': 'vm' } },
@@ -151,7 +153,7 @@ t.test('a migration is adopted, gets one target pod, is Scheduled once bound, ha
 });
 
 t.test('a VMIM for a VMI with an unfinished migration is rejected, with no finalizer and no pod', async (t) => {
-  const e = env();
+  const e = env(t);
   e.vmims.put({
     metadata: { name: 'older', namespace: 'ns', uid: 'older', creationTimestamp: '2026-11-27T11:00:00Z' },
     spec: { vmiName: 'vm' },
