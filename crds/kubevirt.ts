@@ -1,11 +1,23 @@
-// The kubevirt.io/v1 VirtualMachine and VirtualMachineInstance CRDs vkvm
-// installs: names, printer columns and subresources as KubeVirt defines them
+// The kubevirt.io/v1 VirtualMachine, VirtualMachineInstance and
+// VirtualMachineInstanceMigration CRDs and the migrations.kubevirt.io
+// MigrationPolicy CRD vkvm installs: names, printer columns and subresources as KubeVirt defines them
 // (pkg/virt-operator/resource/generate/components/crds.go), around the schema
 // of the subset table (crds/subset/), which types the subset vkvm runs,
 // preserves everything else, and carries CEL rules for the admission checks
 // KubeVirt's webhook would otherwise make.
 import type { JsonSchema } from './schema.js';
-import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL } from './subset/constants.js';
+import {
+  GROUP,
+  MIGRATION_POLICY_PLURAL,
+  MIGRATIONS_GROUP,
+  MIGRATIONS_VERSION,
+  VERSION,
+  VM_PLURAL,
+  VMI_PLURAL,
+  VMIM_PLURAL,
+} from './subset/constants.js';
+import { vmimSpec, vmimStatus } from './subset/migration.js';
+import { migrationPolicySpec, migrationPolicyStatus } from './subset/migration-policy.js';
 import { object, required, schemaAt, string, type Field } from './subset/field.js';
 import { vmiStatus, vmStatus } from './subset/status.js';
 import { vmSpec } from './subset/vm.js';
@@ -19,7 +31,7 @@ export interface CustomResourceDefinition {
   spec: {
     group: string;
     names: { kind: string; listKind: string; plural: string; singular: string; shortNames: string[]; categories: string[] };
-    scope: 'Namespaced';
+    scope: 'Namespaced' | 'Cluster';
     versions: Array<{
       name: string;
       served: boolean;
@@ -40,6 +52,9 @@ function topLevel(spec: Field, status: Field, description: string): JsonSchema {
 }
 
 function crd(opts: {
+  group?: string;
+  version?: string;
+  scope?: 'Namespaced' | 'Cluster';
   kind: string;
   plural: string;
   shortNames: string[];
@@ -50,9 +65,9 @@ function crd(opts: {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${opts.plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'vkvm' } },
+    metadata: { name: `${opts.plural}.${opts.group ?? GROUP}`, labels: { 'app.kubernetes.io/part-of': 'vkvm' } },
     spec: {
-      group: GROUP,
+      group: opts.group ?? GROUP,
       names: {
         kind: opts.kind,
         listKind: `${opts.kind}List`,
@@ -61,10 +76,10 @@ function crd(opts: {
         shortNames: opts.shortNames,
         categories: ['all'],
       },
-      scope: 'Namespaced',
+      scope: opts.scope ?? 'Namespaced',
       versions: [
         {
-          name: VERSION,
+          name: opts.version ?? VERSION,
           served: true,
           storage: true,
           subresources: { status: {} },
@@ -108,4 +123,39 @@ export function virtualMachineInstanceCrd(): CustomResourceDefinition {
     selectableFields: ['.status.nodeName'],
     schema: topLevel(vmiSpec, vmiStatus, 'VirtualMachineInstance (kubevirt.io/v1) is one running virtual machine.'),
   });
+}
+
+export function virtualMachineInstanceMigrationCrd(): CustomResourceDefinition {
+  return crd({
+    kind: 'VirtualMachineInstanceMigration',
+    plural: VMIM_PLURAL,
+    shortNames: ['vmim', 'vmims'],
+    columns: [
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'The current phase of VM instance migration' },
+      { name: 'VMI', type: 'string', jsonPath: '.spec.vmiName', description: 'The name of the VMI to perform the migration on' },
+    ],
+    schema: topLevel(vmimSpec, vmimStatus, 'VirtualMachineInstanceMigration (kubevirt.io/v1) moves a running VMI to another node.'),
+  });
+}
+
+export function migrationPolicyCrd(): CustomResourceDefinition {
+  return crd({
+    group: MIGRATIONS_GROUP,
+    version: MIGRATIONS_VERSION,
+    scope: 'Cluster',
+    kind: 'MigrationPolicy',
+    plural: MIGRATION_POLICY_PLURAL,
+    shortNames: [],
+    columns: [AGE],
+    schema: topLevel(
+      migrationPolicySpec,
+      migrationPolicyStatus,
+      'MigrationPolicy (migrations.kubevirt.io/v1alpha1) overrides the migration settings for the VMIs it selects.',
+    ),
+  });
+}
+
+/** Every CRD vkvm installs, in the order it applies them. */
+export function allCrds(): CustomResourceDefinition[] {
+  return [virtualMachineCrd(), virtualMachineInstanceCrd(), virtualMachineInstanceMigrationCrd(), migrationPolicyCrd()];
 }

@@ -6,7 +6,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { readManifests } from '../provider/kube/apply.js';
 import { packageRoot } from '../provider/package-root.js';
 import type { JsonSchema } from './schema.js';
-import { virtualMachineCrd, virtualMachineInstanceCrd } from './kubevirt.js';
+import { allCrds } from './kubevirt.js';
 import { HEADER, renderCrdFiles } from './render.js';
 
 const root = packageRoot();
@@ -54,7 +54,7 @@ function rulesOf(schema: JsonSchema, at = ''): Array<{ at: string; message: stri
 }
 
 t.test('every CEL rule message names the field it rejects, by its full path', async (t) => {
-  for (const crd of [virtualMachineCrd(), virtualMachineInstanceCrd()]) {
+  for (const crd of allCrds()) {
     for (const r of rulesOf(crd.spec.versions[0]!.schema.openAPIV3Schema)) {
       // A rule on `.spec.template.spec` with fieldPath `.volumes` rejects `spec.template.spec.volumes`.
       const field = (r.at + (r.fieldPath ?? '')).slice(1);

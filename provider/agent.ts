@@ -261,6 +261,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       maxParallelPreparations: config.maxParallelImagePulls,
       nodePressure: () => pressureConditions(latestFacts),
       nodeAllocatable: () => deriveAllocatable(config, latestFacts),
+      accelerator: facts.virtualization.accelerator,
       events,
       metrics: agentMetrics,
       log: rootLog.child({ component: 'pods' }),

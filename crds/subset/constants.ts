@@ -31,3 +31,9 @@ export const CDROM_BUSES = DISK_BUSES.filter((b) => b !== 'virtio');
 export const MAX_DEVICES = 256;
 /** Bounds the cost of name comparisons in CEL; KubeVirt's maxStrLen. */
 export const MAX_NAME_LENGTH = 256;
+export const VMIM_PLURAL = 'virtualmachineinstancemigrations';
+
+/** migrations.kubevirt.io/v1alpha1: the MigrationPolicy API (cluster-scoped, as in KubeVirt). */
+export const MIGRATIONS_GROUP = 'migrations.kubevirt.io';
+export const MIGRATIONS_VERSION = 'v1alpha1';
+export const MIGRATION_POLICY_PLURAL = 'migrationpolicies';

@@ -2,11 +2,13 @@
 // guest OS) and the VM's (printable status, start failures). The schema types
 // their strings; the types narrow them to the values KubeVirt defines.
 import type { RunStrategy } from './constants.js';
+import { condition } from './condition.js';
 import { alwaysSet, boolean, integer, list, notInCrd, object, string, stringMap, time } from './field.js';
+import { migrationState, type MigrationMethod } from './migration.js';
+
+export { condition, type ConditionStatus } from './condition.js';
 
 export type VmiPhase = '' | 'Pending' | 'Scheduling' | 'Scheduled' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
-
-export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
 /** VMI condition types KubeVirt defines; vkvm sets the ones it can observe. */
 export type VmiConditionType =
@@ -32,21 +34,6 @@ export type PrintableStatus =
   | 'ErrorPvcNotFound'
   | 'DataVolumeError'
   | 'WaitingForVolumeBinding';
-
-/** A status condition, of the resource's condition types `T`. */
-export function condition<T extends string>() {
-  return object(
-    {
-      type: alwaysSet(string<T>()),
-      status: alwaysSet(string<ConditionStatus>()),
-      reason: string(),
-      message: string(),
-      lastProbeTime: time(),
-      lastTransitionTime: time(),
-    },
-    { preserveUnknown: true },
-  );
-}
 
 export const vmiStatus = object(
   {
@@ -87,6 +74,14 @@ export const vmiStatus = object(
       },
       { preserveUnknown: true },
     ),
+    /** A copy of the migration's state, written by the migration controller only. */
+    migrationState,
+    /** BlockMigration when local writable disks are copied, else LiveMigration. */
+    migrationMethod: string<MigrationMethod>(),
+    /** vkvm relays over unix sockets, as KubeVirt does. */
+    migrationTransport: string<'Unix'>(),
+    /** The node a drain asked this VMI to leave. */
+    evacuationNodeName: string(),
   },
   { preserveUnknown: true },
 );

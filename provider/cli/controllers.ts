@@ -8,6 +8,7 @@ import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
+import { MIGRATION_HELP, MIGRATION_OPTIONS, migrationDefaults } from './migration-flags.js';
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi } from '../subresources/start.js';
 
@@ -35,7 +36,8 @@ ClusterRole (deploy/rbac.yaml) bound to its identity.
   --log-level LEVEL    trace, debug, info (default), warn, error
   -h, --help           show this help
 
-${approverHelp('none: no serving certificate with an IP SAN is approved')}`;
+${approverHelp('none: no serving certificate with an IP SAN is approved')}
+${MIGRATION_HELP}`;
 
 export async function controllersCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -48,6 +50,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h' },
       ...APPROVER_OPTIONS,
+      ...MIGRATION_OPTIONS,
     },
     strict: true,
   });
@@ -58,6 +61,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   const kubeconfig = kubeconfigPath(values.kubeconfig, process.env);
   if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const servingCsr = servingCsrPolicy(values, () => []);
+  const migration = migrationDefaults(values);
   const log = createRootLogger(values['log-level']);
   if (!servingCsr.nodeIpRanges.length)
     log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
@@ -71,6 +75,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   const controllers = startControllers(clients, log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
     servingCsr,
+    migration,
     onLeading: () => subresources.register(),
   });
   log.info('controllers running; waiting for leadership');

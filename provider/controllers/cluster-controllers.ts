@@ -1,5 +1,5 @@
-// The cluster-wide controllers (KubeVirt's virt-controller role): the VM and
-// VMI controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
+// The cluster-wide controllers (KubeVirt's virt-controller role): the VM,
+// VMI and migration controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
 // kube-system/vkvm-controllers. Informers and queues exist only while this
 // process leads: each term builds them afresh and losing the lease stops
 // them, so two processes never act on the same objects for longer than the
@@ -16,7 +16,16 @@ import { ClusterInformer } from '../kube/informer.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { LAUNCHER_SELECTOR, SCHEDULABLE_LABEL } from './launcher-pod.js';
 import { LeaderElector } from './leader.js';
-import { VM_PLURAL, VMI_PLURAL, type VirtualMachine, type VirtualMachineInstance } from '../kubevirt/types.js';
+import {
+  VM_PLURAL,
+  VMI_PLURAL,
+  VMIM_PLURAL,
+  type VirtualMachine,
+  type VirtualMachineInstance,
+  type VirtualMachineInstanceMigration,
+} from '../kubevirt/types.js';
+import { MigrationController } from './migration/migration-controller.js';
+import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationDefaults } from './migration/policy.js';
 import { VmController } from './vm-controller.js';
 import { VmiController } from './vmi-controller.js';
 
@@ -32,6 +41,8 @@ export interface ControllersOptions {
   workers?: number;
   /** What node serving certificates may hold; default: no IP SAN, no DNS SAN but the node name. */
   servingCsr?: ServingCsrPolicy;
+  /** Live migration limits and settings; default KubeVirt's. */
+  migration?: MigrationDefaults;
   /**
    * Run at the start of each leadership term, retried with back-off until it
    * succeeds or the term ends: points the subresource API's registration at
@@ -52,14 +63,16 @@ export interface RunningControllers {
 class ControllerTerm {
   private readonly vms: ClusterInformer<VirtualMachine>;
   private readonly vmis: ClusterInformer<VirtualMachineInstance>;
+  private readonly vmims: ClusterInformer<VirtualMachineInstanceMigration>;
   private readonly pods: ClusterInformer<V1Pod>;
   private readonly nodes: ClusterInformer<V1Node>;
   private readonly vmController: VmController;
   private readonly vmiController: VmiController;
+  private readonly migrationController: MigrationController;
   private readonly csrApprover: ServingCsrApprover;
   private stopped = false;
 
-  constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy) {
+  constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy, migration: MigrationDefaults) {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
     const events = (component: string) =>
       createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
@@ -78,6 +91,13 @@ class ControllerTerm {
       list: () => kubevirt.listVmis(),
       missingHint,
       log: log.child({ component: 'vmi-informer' }),
+    });
+    this.vmims = new ClusterInformer({
+      clients,
+      path: watchPath(VMIM_PLURAL),
+      list: () => kubevirt.listVmims(),
+      missingHint,
+      log: log.child({ component: 'vmim-informer' }),
     });
     this.pods = new ClusterInformer<V1Pod>({
       clients,
@@ -114,6 +134,18 @@ class ControllerTerm {
       log: log.child({ component: 'vmi-controller' }),
       ...w,
     });
+    this.migrationController = new MigrationController({
+      clients,
+      kubevirt,
+      vmims: this.vmims,
+      vmis: this.vmis,
+      pods: this.pods,
+      nodes: this.nodes,
+      defaults: migration,
+      events: events('migration-controller'),
+      log: log.child({ component: 'migration-controller' }),
+      ...w,
+    });
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
@@ -134,17 +166,19 @@ class ControllerTerm {
   async start(): Promise<void> {
     // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
     void this.csrApprover.start();
-    await Promise.all([this.vms.start(), this.vmis.start(), this.pods.start(), this.nodes.start()]);
+    await Promise.all([this.vms.start(), this.vmis.start(), this.vmims.start(), this.pods.start(), this.nodes.start()]);
     if (this.stopped) return;
     this.vmController.start();
     this.vmiController.start();
+    this.migrationController.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.vmController.stop();
     this.vmiController.stop();
-    await Promise.all([this.vms.stop(), this.vmis.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
+    this.migrationController.stop();
+    await Promise.all([this.vms.stop(), this.vmis.stop(), this.vmims.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }
 
@@ -169,7 +203,13 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
     log: log.child({ component: 'leader-election' }),
     onStartedLeading: () =>
       then(async () => {
-        const t = new ControllerTerm(clients, log, opts.workers, opts.servingCsr ?? { nodeIpRanges: [] });
+        const t = new ControllerTerm(
+          clients,
+          log,
+          opts.workers,
+          opts.servingCsr ?? { nodeIpRanges: [] },
+          opts.migration ?? KUBEVIRT_MIGRATION_DEFAULTS,
+        );
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.
         void t.start().catch((err: unknown) => log.error({ err }, 'controllers failed to start'));

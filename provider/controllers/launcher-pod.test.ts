@@ -246,6 +246,27 @@ t.test('the launcher pod of a VMI is found by its created-by label, live pods be
   t.equal(launcherPodOf(vmi(), [pods[0]!]), undefined, 'another VMI’s pod is not this one’s');
 });
 
+t.test("a live migration's target pod is the VMI's pod only once the VMI runs on its node", async (t) => {
+  const pod = (name: string, nodeName: string, target: boolean, created: string) => ({
+    metadata: {
+      name,
+      namespace: 'ns1',
+      labels: { 'kubevirt.io/created-by': 'vmi-uid', ...(target ? { 'kubevirt.io/migrationJobUID': 'm-1' } : {}) },
+      creationTimestamp: new Date(created),
+    },
+    spec: { nodeName, containers: [] },
+  });
+  const source = pod('source', 'a', false, '2026-01-01T00:00:01Z');
+  const target = pod('target', 'b', true, '2026-01-01T00:00:02Z');
+  const on = (nodeName?: string) => ({ ...vmi(), status: nodeName ? { nodeName } : {} });
+  t.same(
+    [launcherPodOf(on('a'), [source, target]), launcherPodOf(on(), [target]), launcherPodOf(on('b'), [source, target])].map(
+      (p) => p?.metadata?.name,
+    ),
+    ['source', undefined, 'target'],
+  );
+});
+
 t.test(
   "the launcher pod's ephemeral-storage request charges the VMI's emptyDisk and DiskOrCreate capacities, capped at its limit",
   async (t) => {

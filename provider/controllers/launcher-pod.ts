@@ -10,6 +10,7 @@ import { memoryLimitMiB } from '../../launcher/agent-api.js';
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import { parseQuantity } from '../kube/quantity.js';
 import { VIRTUALIZATION_LABEL } from '../node/status.js';
+import { isMigrationTarget } from '../pods/migration-target.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachineInstance } from '../kubevirt/types.js';
 
 export const LAUNCHER_APP_LABEL = 'kubevirt.io';
@@ -212,11 +213,25 @@ export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Acceler
   };
 }
 
-/** The VMI's launcher pod among `pods`: created by its UID, preferring one not being deleted, then the newest. */
+/**
+ * The VMI's launcher pod among `pods`: created by its UID, preferring the one
+ * on the VMI's node, then one not being deleted, then the newest. A live
+ * migration's target pod (migration-target.ts) is the VMI's pod only once the
+ * VMI runs on its node (docs/design/live-migration.md §10 risk 6).
+ */
 export function launcherPodOf(vmi: VirtualMachineInstance, pods: readonly V1Pod[]): V1Pod | undefined {
+  const node = vmi.status?.nodeName;
   const mine = pods.filter(
-    (p) => p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid && p.metadata?.namespace === vmi.metadata.namespace,
+    (p) =>
+      p.metadata?.labels?.[CREATED_BY_LABEL] === vmi.metadata.uid &&
+      p.metadata?.namespace === vmi.metadata.namespace &&
+      (!isMigrationTarget(p) || (node !== undefined && node !== '' && p.spec?.nodeName === node)),
   );
-  const rank = (p: V1Pod) => [p.metadata?.deletionTimestamp ? 0 : 1, new Date(p.metadata?.creationTimestamp ?? 0).getTime()] as const;
-  return mine.sort((a, b) => rank(b)[0] - rank(a)[0] || rank(b)[1] - rank(a)[1])[0];
+  const rank = (p: V1Pod) =>
+    [
+      node && p.spec?.nodeName === node ? 1 : 0,
+      p.metadata?.deletionTimestamp ? 0 : 1,
+      new Date(p.metadata?.creationTimestamp ?? 0).getTime(),
+    ] as const;
+  return mine.sort((a, b) => rank(b)[0] - rank(a)[0] || rank(b)[1] - rank(a)[1] || rank(b)[2] - rank(a)[2])[0];
 }

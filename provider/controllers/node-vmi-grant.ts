@@ -19,9 +19,15 @@ const RBAC_API = 'rbac.authorization.k8s.io';
 
 export const nodeUser = (nodeName: string): string => `system:node:${nodeName}`;
 
-/** The Role and RoleBinding that let `nodeName` read exactly this VMI. */
-export function nodeVmiGrant(vmi: VirtualMachineInstance, nodeName: string): { role: V1Role; binding: V1RoleBinding } {
-  const name = `vkvm-node-vmi-${vmi.metadata.uid}`;
+/**
+ * The Role and RoleBinding that let `nodeName` read exactly this VMI; `name`
+ * for a second grant (a live migration's target node).
+ */
+export function nodeVmiGrant(
+  vmi: VirtualMachineInstance,
+  nodeName: string,
+  name = `vkvm-node-vmi-${vmi.metadata.uid}`,
+): { role: V1Role; binding: V1RoleBinding } {
   const metadata = {
     name,
     namespace: vmi.metadata.namespace ?? 'default',

@@ -4,9 +4,22 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { jsonPatch, mergePatch } from '../kube/client.js';
-import { GROUP, VERSION, VM_PLURAL, VMI_PLURAL, type VirtualMachine, type VirtualMachineInstance } from './types.js';
+import {
+  GROUP,
+  MIGRATION_POLICY_PLURAL,
+  MIGRATIONS_GROUP,
+  MIGRATIONS_VERSION,
+  VERSION,
+  VM_PLURAL,
+  VMI_PLURAL,
+  VMIM_PLURAL,
+  type MigrationPolicy,
+  type VirtualMachine,
+  type VirtualMachineInstance,
+  type VirtualMachineInstanceMigration,
+} from './types.js';
 
-export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL;
+export type KubevirtPlural = typeof VM_PLURAL | typeof VMI_PLURAL | typeof VMIM_PLURAL;
 
 /** The path ListWatch watches for a plural, across namespaces or in one. */
 export const watchPath = (plural: KubevirtPlural, namespace?: string): string =>
@@ -36,6 +49,33 @@ export class KubevirtApi {
     return this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: VMI_PLURAL }) as Promise<
       KubevirtList<VirtualMachineInstance>
     >;
+  }
+
+  listVmims(namespace?: string): Promise<KubevirtList<VirtualMachineInstanceMigration>> {
+    const where = { group: GROUP, version: VERSION, plural: VMIM_PLURAL };
+    return (namespace ? this.api.listNamespacedCustomObject({ ...where, namespace }) : this.api.listClusterCustomObject(where)) as Promise<
+      KubevirtList<VirtualMachineInstanceMigration>
+    >;
+  }
+
+  createVmim(vmim: VirtualMachineInstanceMigration, dryRun = false): Promise<VirtualMachineInstanceMigration> {
+    return this.api.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: vmim.metadata.namespace ?? 'default',
+      plural: VMIM_PLURAL,
+      body: vmim,
+      ...(dryRun ? { dryRun: 'All' } : {}),
+    }) as Promise<VirtualMachineInstanceMigration>;
+  }
+
+  /** The cluster's MigrationPolicies (migrations.kubevirt.io, cluster-scoped). */
+  listMigrationPolicies(): Promise<KubevirtList<MigrationPolicy>> {
+    return this.api.listClusterCustomObject({
+      group: MIGRATIONS_GROUP,
+      version: MIGRATIONS_VERSION,
+      plural: MIGRATION_POLICY_PLURAL,
+    }) as Promise<KubevirtList<MigrationPolicy>>;
   }
 
   /** The one VMI of that name, as a list (what a watch of it starts from). */

@@ -13,6 +13,8 @@ import type { Time, TypeOf } from '../../crds/subset/field.js';
 import type { condition, startFailure, vmiStatus, vmStatus } from '../../crds/subset/status.js';
 import type { vmSpec } from '../../crds/subset/vm.js';
 import type { network, vmiSpec } from '../../crds/subset/vmi.js';
+import type { migrationConfiguration, migrationState, vmimSpec, vmimStatus } from '../../crds/subset/migration.js';
+import type { migrationPolicySpec } from '../../crds/subset/migration-policy.js';
 import type { cloudInitNoCloud, volume } from '../../crds/subset/volumes.js';
 
 export {
@@ -23,11 +25,16 @@ export {
   VERSION,
   VM_PLURAL,
   VMI_PLURAL,
+  VMIM_PLURAL,
+  MIGRATIONS_GROUP,
+  MIGRATIONS_VERSION,
+  MIGRATION_POLICY_PLURAL,
   type DiskBus,
   type RunStrategy,
 } from '../../crds/subset/constants.js';
 export type { Quantity } from '../../crds/subset/field.js';
 export type { PrintableStatus, VmConditionType, VmiPhase } from '../../crds/subset/status.js';
+export type { MigrationAbortStatus, MigrationMethod, MigrationMode, MigrationPhase } from '../../crds/subset/migration.js';
 
 /** `vkvm.io/paused: "true"` on a VMI pauses its vCPUs (virtctl pause sets it); the node applies it whenever the VM differs. */
 export const PAUSED_ANNOTATION = 'vkvm.io/paused';
@@ -89,4 +96,27 @@ export interface VirtualMachine {
   metadata: ObjectMeta;
   spec: VirtualMachineSpec;
   status?: VirtualMachineStatus;
+}
+
+export type MigrationState = TypeOf<typeof migrationState>;
+export type MigrationConfiguration = TypeOf<typeof migrationConfiguration>;
+export type VirtualMachineInstanceMigrationSpec = TypeOf<typeof vmimSpec>;
+export type VirtualMachineInstanceMigrationStatus = TypeOf<typeof vmimStatus>;
+
+export interface VirtualMachineInstanceMigration {
+  apiVersion?: typeof KUBEVIRT_API_VERSION;
+  kind?: 'VirtualMachineInstanceMigration';
+  metadata: ObjectMeta;
+  spec: VirtualMachineInstanceMigrationSpec;
+  status?: VirtualMachineInstanceMigrationStatus;
+}
+
+export type MigrationPolicySpec = TypeOf<typeof migrationPolicySpec>;
+
+/** migrations.kubevirt.io/v1alpha1, cluster-scoped. */
+export interface MigrationPolicy {
+  apiVersion?: string;
+  kind?: 'MigrationPolicy';
+  metadata: ObjectMeta;
+  spec: MigrationPolicySpec;
 }

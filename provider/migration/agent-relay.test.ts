@@ -5,7 +5,8 @@ import { pino } from 'pino';
 import t from 'tap';
 import { newCa } from '../../test/helpers/fake-ca.js';
 import { nodeServingPair } from '../../test/helpers/relay-certs.js';
-import { MIGRATION_JOB_LABEL, readMigrationFacts, startRelayServer, type MigrationFactsSources } from './agent-relay.js';
+import { MIGRATION_JOB_LABEL } from '../pods/migration-target.js';
+import { readMigrationFacts, startRelayServer, type MigrationFactsSources } from './agent-relay.js';
 
 const pod = (uid: string, labels: Record<string, string>, deleting = false): V1Pod => ({
   metadata: { uid, name: uid, namespace: 'ns', labels, ...(deleting ? { deletionTimestamp: new Date() } : {}) },

@@ -5,12 +5,10 @@
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
+import { MIGRATION_JOB_LABEL } from '../pods/migration-target.js';
 import type { MigrationFacts, MigrationStateCopy } from './relay-auth.js';
 import { RelayServer, type AcceptedControl } from './relay-server.js';
 import type { RelayCredentials } from './relay-tls.js';
-
-/** The label KubeVirt puts on a migration's target pod: the migration's UID. */
-export const MIGRATION_JOB_LABEL = 'kubevirt.io/migrationJobUID';
 
 export interface MigrationFactsSources {
   /** The pods bound to this node (the pod controller's cache). */

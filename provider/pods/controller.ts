@@ -36,7 +36,7 @@ import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
 import { removeOrphans, sweepOrphans, type OrphanSweepOptions } from './orphans.js';
-import { StatusWriter } from './status-writer.js';
+import { StatusWriter, type StatusWriterOptions } from './status-writer.js';
 import type { GuestAgent } from './probes/run-probe.js';
 import { dirUsageBytes, evictOverLimit, runningVms, STORAGE_CHECK_INTERVAL_MS, type StorageEvictionOptions } from './storage-eviction.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
@@ -46,7 +46,7 @@ import { VmStarts } from './vm-starts.js';
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
 
-export interface PodControllerOptions {
+export interface PodControllerOptions extends Pick<StatusWriterOptions, 'accelerator'> {
   pods: PodInformer;
   launchers: Launchers<VmControl>;
   /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */
@@ -298,8 +298,8 @@ export class PodController {
     if (pod.metadata.deletionTimestamp) return this.startDeletion(pod, lc);
     // A kubelet never restarts a pod it reported as finished, and tears its network down.
     if (TERMINAL.has(pod.status?.phase ?? '') && !this.o.launchers.get(uid)?.live) return this.o.network.detach(uid);
-    // Admission precedes anything made for the pod.
-    this.admission.admit(pod);
+    // Admission precedes anything made for the pod; a held pod (a migration target) gets nothing.
+    if (this.admission.admit(pod) === 'held') return;
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
 
     if (this.starts.heldByBackOff(lc)) return;

@@ -1,18 +1,21 @@
 // The node's admission of a pod, as the kubelet's canAdmitPod runs its admit
 // handlers in order: first vkvm's own, a DaemonSet pod not meant for vkvm
-// nodes is not a VM (daemon-pods.ts); then the eviction manager's (pressure
+// nodes is not a VM (daemon-pods.ts), a live migration's target pod is held
+// Pending, neither admitted nor refused (migration-target.ts); then the eviction manager's (pressure
 // conditions, admission.ts), then the predicates' resource fit (fit.ts)
 // against the pods the node admitted that are not terminal. A refused pod fails as the
 // kubelet's rejectPod fails it: phase Failed, the handler's reason, and
 // "Pod was rejected: " before its message. `NodeAdmission` judges each pod
 // once, before anything is made for it; the rest is pure.
 import type { V1Pod } from '@kubernetes/client-node';
+import type { EventRecorder } from '../kube/events.js';
 import type { AgentMetrics } from '../metrics.js';
 import type { PressureCondition } from '../node/status.js';
 import { admissionRefusal } from './admission.js';
 import { daemonPodRefusal, NOT_A_VM_REASON } from './daemon-pods.js';
 import { fitRefusal } from './fit.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
+import { HELD_REASON, migrationTargetHold } from './migration-target.js';
 
 export interface Rejection {
   /** Evicted (pressure), or OutOfmemory, OutOfcpu, OutOfpods, ... (resources). */
@@ -73,6 +76,7 @@ export interface NodeAdmissionOptions {
   nodePressure?: () => readonly PressureCondition[];
   nodeAllocatable?: () => Record<string, string>;
   metrics: Pick<AgentMetrics, 'podEvictions'>;
+  events: Pick<EventRecorder, 'record'>;
 }
 
 /** The metric's cause per reason; the resource reasons (OutOfcpu, ...) are 'resources'. */
@@ -83,9 +87,14 @@ export class NodeAdmission {
 
   /**
    * Judges a pod not admitted yet; a VM found running after an agent restart was admitted before. Synchronous, so
-   * two pods are never judged against the same free share.
+   * two pods are never judged against the same free share. 'held': the pod must not be started at all.
    */
-  admit(pod: V1Pod): void {
+  admit(pod: V1Pod): 'held' | undefined {
+    const held = migrationTargetHold(pod);
+    if (held) {
+      this.o.events.record(pod, 'Warning', HELD_REASON, held);
+      return 'held';
+    }
     const lc = this.o.lifecycleOf(pod);
     if (lc.admitted || lc.state.kind === 'Evicted') return;
     const rejection = this.o.launchers.get(lc.uid)
@@ -97,6 +106,7 @@ export class NodeAdmission {
         });
     this.o.apply(pod, rejection ? { type: 'evicted', ...rejection } : { type: 'admitted' });
     if (rejection) this.o.metrics.podEvictions.inc({ cause: CAUSES[rejection.reason] ?? 'resources' });
+    return undefined;
   }
 
   /**

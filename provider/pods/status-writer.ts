@@ -5,9 +5,11 @@
 // last write, until the informer's copy moves past the version it was
 // written over); every patch conditional on the object's UID.
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import type { Clock } from '../clock.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { Logger } from '../log.js';
+import { liveMigratability } from '../kubevirt/migratable.js';
 import { isNotFound } from '../kube/errors.js';
 import { statusPatch } from '../kube/status-patch.js';
 import type { LauncherView } from '../launchers/registry.js';
@@ -19,6 +21,7 @@ import type { GuestAgent } from './probes/run-probe.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
+import { speaksForVmi } from './migration-target.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './vmi-status.js';
 
@@ -40,6 +43,8 @@ export interface StatusWriterOptions {
   onReadinessChange: (key: string) => void;
   events: Pick<EventRecorder, 'record'>;
   log: Logger;
+  /** The node's accelerator, which decides whether a VM without a CPU model can migrate (kubevirt/migratable.ts). */
+  accelerator?: Accelerator;
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
@@ -141,7 +146,7 @@ export class StatusWriter {
   /** The fields of the VMI status this node owns, written only when they change; earlier phases are the cluster controller's. */
   private async syncVmi(pod: V1Pod, lc: PodLifecycle, facts: LifecycleFacts, vm: VmObservation | undefined): Promise<void> {
     const vmi = await this.o.vmis.read(pod);
-    if (!vmi) return;
+    if (!vmi || !speaksForVmi(pod, vmi)) return;
     // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
     // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
     const settled = facts.preparing ? undefined : vm;
@@ -155,6 +160,7 @@ export class StatusWriter {
       ...(facts.startError ? { startError: facts.startError } : {}),
       ...(lc.attachment ? { attachment: lc.attachment } : {}),
       unsupported: lc.vmi?.unsupported ?? [],
+      migratability: liveMigratability(vmi, this.o.accelerator),
       // Whole seconds, as Kubernetes writes times.
       now: new Date(Math.floor(this.o.clock.now() / 1000) * 1000),
     });

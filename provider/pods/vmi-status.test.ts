@@ -132,3 +132,33 @@ t.test(
     );
   },
 );
+
+t.test('a running VM carries LiveMigratable and its migration method; before it runs, neither', async (t) => {
+  const refused = {
+    migratable: false as const,
+    reason: 'DisksNotLiveMigratable' as const,
+    message: 'cannot migrate VMI with non-shared HostDisk',
+    method: 'BlockMigration' as const,
+  };
+  const s = nodeVmiStatus(input({ vm: running, migratability: refused }));
+  const pending = nodeVmiStatus(input({ migratability: refused }));
+  t.same(
+    [
+      s.conditions?.find((c) => c.type === 'LiveMigratable'),
+      s.migrationMethod,
+      pending.conditions?.find((c) => c.type === 'LiveMigratable'),
+    ],
+    [
+      {
+        type: 'LiveMigratable',
+        status: 'False',
+        lastProbeTime: null,
+        lastTransitionTime: now.toISOString(),
+        reason: 'DisksNotLiveMigratable',
+        message: 'cannot migrate VMI with non-shared HostDisk',
+      },
+      'BlockMigration',
+      undefined,
+    ],
+  );
+});

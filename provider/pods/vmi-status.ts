@@ -13,10 +13,13 @@
 //   guestOSInfo  what the guest agent reported, while it is connected
 //   interfaces   the pod address and MAC once leased (for masquerade too, as
 //                KubeVirt reports it, though that guest holds a private address)
+//   LiveMigratable and migrationMethod (kubevirt/migratable.ts), once the VM
+//                runs, as virt-handler sets them from a running domain
 import type { VmObservation } from './status.js';
 import type { VmAttachment } from '../network/pod-network.js';
 import { removeCondition, setCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VirtualMachineInstanceStatus, VmiPhase } from '../kubevirt/types.js';
+import type { LiveMigratability } from '../kubevirt/migratable.js';
 import type { ImageErrorReason } from '../images/errors.js';
 
 export interface NodeVmiStatusInput {
@@ -33,6 +36,8 @@ export interface NodeVmiStatusInput {
   startError?: { message: string };
   /** KubeVirt fields the VM runs without. */
   unsupported: string[];
+  /** Whether the VM can live-migrate, and how; absent leaves the condition as it is. */
+  migratability?: LiveMigratability;
   /** Where the VM sits on the pod network. */
   attachment?: VmAttachment;
   now: Date;
@@ -47,6 +52,7 @@ export const NODE_VMI_STATUS_FIELDS = [
   'conditions',
   'guestOSInfo',
   'interfaces',
+  'migrationMethod',
 ] as const;
 
 /** KubeVirt's Paused condition reasons, by the launcher's pause reason; others are passed on. */
@@ -88,6 +94,7 @@ export function nodeVmiStatus({
   imageError,
   startError,
   unsupported,
+  migratability,
   attachment,
   now,
 }: NodeVmiStatusInput): VirtualMachineInstanceStatus {
@@ -124,6 +131,15 @@ export function nodeVmiStatus({
         now,
       )
     : removeCondition(conditions, 'UnsupportedFields');
+  const running = vm?.phase === 'Running' || vm?.phase === 'Paused';
+  if (migratability && running)
+    conditions = setCondition(
+      conditions,
+      migratability.migratable
+        ? { type: 'LiveMigratable', status: 'True' }
+        : { type: 'LiveMigratable', status: 'False', reason: migratability.reason, message: migratability.message },
+      now,
+    );
   const notSynced = invalid ?? imageError ?? (startError && { reason: 'CreateContainerError', message: startError.message });
   if (notSynced) {
     conditions = setCondition(
@@ -136,6 +152,7 @@ export function nodeVmiStatus({
   }
   const next: VirtualMachineInstanceStatus = { ...current, nodeName, conditions };
   if (phase) next.phase = phase;
+  if (migratability && running) next.migrationMethod = migratability.method;
   if (invalid) next.reason = invalid.reason;
   if (vm?.agentConnected && vm.guestOsInfo) next.guestOSInfo = vm.guestOsInfo;
   else delete next.guestOSInfo;

@@ -40,13 +40,34 @@ async function serve(t: Test) {
       spec: { runStrategy: 'Halted', template: { spec: { domain: {} } } },
       status: { printableStatus: 'Stopped' },
     },
+    ...Object.fromEntries(
+      ['running', 'pinned', 'busy'].map((name) => [
+        name,
+        { metadata: { name, namespace: 'ns' }, spec: { runStrategy: 'Always', template: { spec: { domain: {} } } } },
+      ]),
+    ),
   };
+  const running = (name: string, conditions: object[] = []) => ({
+    metadata: { name, namespace: 'ns' },
+    status: { phase: 'Running', conditions },
+  });
+  const vmis: Record<string, unknown> = {
+    running: running('running'),
+    pinned: running('pinned', [{ type: 'LiveMigratable', status: 'False', reason: 'DisksNotLiveMigratable', message: 'hostDisk' }]),
+    busy: running('busy'),
+  };
+  const vmims = [{ metadata: { name: 'm0', uid: 'uid-m0' }, spec: { vmiName: 'busy' }, status: { phase: 'Scheduling' } }];
   const writes: unknown[] = [];
   const sars: ResourceAttributes[] = [];
   const notFound = () => Object.assign(new Error('not found'), { code: 404 });
   const kubevirt = {
     getVm: async (_ns: string, name: string) => vms[name] ?? Promise.reject(notFound()),
-    getVmi: async () => Promise.reject(notFound()),
+    getVmi: async (_ns: string, name: string) => vmis[name] ?? Promise.reject(notFound()),
+    listVmims: async () => ({ items: vmims }),
+    createVmim: async (...args: unknown[]) => {
+      writes.push(args);
+      return { metadata: { name: 'kubevirt-migrate-vm-abcde' } };
+    },
     patch: async (...args: unknown[]) => void writes.push(args),
     jsonPatchStatus: async (...args: unknown[]) => void writes.push(args),
   } as unknown as KubevirtApi;
@@ -204,4 +225,37 @@ t.test('expand: a VM without instance types is its own expansion; instance types
     'expand-vm-spec is authorized as its own resource, on no object',
   );
   t.notOk('name' in sars[1]! || 'subresource' in sars[1]!, 'no name or subresource in that review');
+});
+
+t.test('migrate: a running, migratable VM gets a VMIM named and labelled as virtctl expects; otherwise a Status says why', async (t) => {
+  const { call, proxy, sars, writes } = await serve(t);
+  const migrate = (name: string, user = 'alice') => call('PUT', `${VM_PATH}/${name}/migrate`, { cert: proxy, user, body: '{}' });
+  t.match(
+    {
+      viewer: await migrate('running', 'viewer'),
+      ok: await migrate('running'),
+      halted: await migrate('halted'),
+      pinned: await migrate('pinned'),
+      busy: await migrate('busy'),
+    },
+    {
+      viewer: { status: 403, body: { message: /cannot update resource "virtualmachines\/migrate"/ } },
+      ok: { status: 202 },
+      halted: { status: 404, body: { message: 'virtualmachineinstance.kubevirt.io "halted" not found' } },
+      pinned: { status: 409, body: { message: /Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: hostDisk/ } },
+      busy: { status: 409, body: { message: /in-flight migration detected. Active migration job \(uid-m0\)/ } },
+    },
+  );
+  t.same(sars[0], { namespace: 'ns', name: 'running', verb: 'update', resource: 'virtualmachines', subresource: 'migrate' });
+  t.same(writes, [
+    [
+      {
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'VirtualMachineInstanceMigration',
+        metadata: { generateName: 'kubevirt-migrate-vm-', namespace: 'ns', labels: { 'kubevirt.io/vmi-name': 'running' } },
+        spec: { vmiName: 'running' },
+      },
+      false,
+    ],
+  ]);
 });

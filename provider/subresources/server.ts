@@ -15,6 +15,7 @@ import { expandRoutes } from './routes/expand.js';
 import type { VmiNodeClient } from './vmi-node.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { vmRoutes } from './routes/vm.js';
+import { migrateRoutes } from './routes/migrate.js';
 import { vmiRoutes } from './routes/vmi.js';
 import type { ServingCert } from './serving-cert.js';
 
@@ -67,6 +68,7 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   await app.register(subresourceAuth, { requestHeader: opts.requestHeader, authorizer: opts.authorizer, publicPaths: ['/healthz'] });
   await app.register(discoveryRoutes);
   await app.register(vmRoutes, { kubevirt: opts.kubevirt, clients: opts.clients });
+  await app.register(migrateRoutes, { kubevirt: opts.kubevirt });
   await app.register(vmiRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(vmiStreamRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(expandRoutes, { kubevirt: opts.kubevirt });

@@ -18,6 +18,7 @@ const RESOURCES: ReadonlyArray<[string, string[]]> = [
   ['virtualmachines/start', ['update']],
   ['virtualmachines/stop', ['update']],
   ['virtualmachines/restart', ['update']],
+  ['virtualmachines/migrate', ['update']],
   ['virtualmachines/expand-spec', ['get']],
   ['expand-vm-spec', ['update']],
   ['virtualmachineinstances/pause', ['update']],

@@ -15,7 +15,7 @@ import type {
 // Not re-exported by the package root; a watch delivers raw JSON, a typed list Dates and typed fields.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import type { KubeClients } from '../../../provider/kube/client.js';
-import type { VirtualMachine, VirtualMachineInstance } from '../../../provider/kubevirt/types.js';
+import type { VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from '../../../provider/kubevirt/types.js';
 
 /** An object as raw JSON, as the API sends it (the type's Dates are strings there). */
 export type RawObject = KubernetesObject;
@@ -212,3 +212,10 @@ export const virtualMachines = (clients: KubeClients, namespace: string, sel: Se
 
 export const virtualMachineInstances = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<VirtualMachineInstance> =>
   kubevirt<VirtualMachineInstance>('virtualmachineinstances', clients, namespace, sel);
+
+export const virtualMachineInstanceMigrations = (
+  clients: KubeClients,
+  namespace: string,
+  sel: Selection = {},
+): Watched<VirtualMachineInstanceMigration> =>
+  kubevirt<VirtualMachineInstanceMigration>('virtualmachineinstancemigrations', clients, namespace, sel);
