@@ -106,7 +106,14 @@ t.test(
 
 t.test('every unrealizable field is named', async (t) => {
   const err = translatePod(
-    pod({ image: '', imagePullPolicy: 'Sometimes', command: ['/bin/sh'], resources: { limits: { memory: '16Mi', cpu: 'lots' } } }),
+    pod({
+      image: '',
+      imagePullPolicy: 'Sometimes',
+      command: ['/bin/sh'],
+      livenessProbe: { tcpSocket: { port: 22 } },
+      startupProbe: { tcpSocket: { port: 22 } },
+      resources: { limits: { memory: '16Mi', cpu: 'lots' } },
+    }),
   );
   t.ok(err instanceof SpecError);
   t.same(
@@ -114,6 +121,8 @@ t.test('every unrealizable field is named', async (t) => {
     [
       'spec.containers[0].image',
       'spec.containers[0].command',
+      'spec.containers[0].livenessProbe',
+      'spec.containers[0].startupProbe',
       'spec.containers[0].resources.limits.cpu',
       'spec.containers[0].resources.limits.memory',
     ],
