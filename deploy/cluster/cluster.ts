@@ -11,7 +11,7 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
@@ -113,16 +113,32 @@ async function goBuild(dir: string, args: string[], log: Logger, started: number
   });
 }
 
+/**
+ * `n` distinct free ports on 127.0.0.1. Each is held open until all are
+ * chosen: a listen on port 0 right after another's close can be handed the
+ * same port again (a control plane once got one port for its apiserver and
+ * its scheduler, and the scheduler never started).
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Server>((resolve, reject) => {
+          const srv = createServer();
+          srv.unref();
+          srv.on('error', reject);
+          srv.listen(0, '127.0.0.1', () => resolve(srv));
+        }),
+    ),
+  );
+  const ports = servers.map((srv) => (srv.address() as AddressInfo).port);
+  await Promise.all(servers.map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
+  return ports;
+}
+
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
+  return (await freePorts(1))[0]!;
 }
 
 export interface ClusterPorts {
@@ -134,13 +150,8 @@ export interface ClusterPorts {
 }
 
 export async function freeClusterPorts(): Promise<ClusterPorts> {
-  return {
-    apiserver: await freePort(),
-    etcdClient: await freePort(),
-    etcdPeer: await freePort(),
-    controllerManager: await freePort(),
-    scheduler: await freePort(),
-  };
+  const [apiserver, etcdClient, etcdPeer, controllerManager, scheduler] = (await freePorts(5)) as [number, number, number, number, number];
+  return { apiserver, etcdClient, etcdPeer, controllerManager, scheduler };
 }
 
 export const DEFAULT_PORTS: ClusterPorts = {
