@@ -21,6 +21,7 @@ import {
   type GuestExecResponse,
   type GetGuestAgentInfoResponse,
   type InfoResponse,
+  type KillRequest,
   type ListGuestFilesystemsResponse,
   type ListGuestUsersResponse,
   type SoftRebootResponse,
@@ -28,7 +29,7 @@ import {
   type SyncVmResponse,
 } from './proto/types.js';
 import { FIELD_PATHS_KEY, SPEC_CAUSES_KEY } from './server.js';
-import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type MigrationState, type StateFile, type VmState } from './state.js';
+import { isLauncherAlive, readStateFile, STATE_FILE_NAME, type Cause, type MigrationState, type StateFile, type VmState } from './state.js';
 import type { RebootMethod, SyncAction } from './vm-manager.js';
 
 /** A guest agent query's deadline: the launcher allows the agent 10 s. */
@@ -147,8 +148,10 @@ export class LauncherClient {
     return this.stateCall('shutdown', { gracePeriodS }, (gracePeriodS + 30) * 1000);
   }
 
-  kill(): Promise<VmState> {
-    return this.stateCall('kill', {}, 30_000);
+  /** `failure`: the VM is killed because it failed (a liveness probe); its run ends Failed with this cause. */
+  kill(failure?: Cause): Promise<VmState> {
+    const req: KillRequest = { failureReason: failure?.reason ?? '', failureMessage: failure?.message ?? '' };
+    return this.stateCall('kill', req, 30_000);
   }
 
   pause(): Promise<VmState> {

@@ -41,6 +41,16 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
       { phase: 'Succeeded', reason: 'Killed', message: 'destroyed on request' },
     ],
     [
+      'killed for failing its liveness probe',
+      {
+        domainState: 'shutoff',
+        runReason: 'Booted',
+        stopEvent: { type: 'Stopped', detail: 'Destroyed' },
+        destroyIntent: { reason: 'LivenessProbeFailed', message: 'dial tcp: refused', failed: true },
+      },
+      { phase: 'Failed', reason: 'LivenessProbeFailed', message: 'dial tcp: refused' },
+    ],
+    [
       'QEMU died',
       { domainState: 'shutoff', runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Failed' } },
       { phase: 'Failed', reason: 'QemuFailed', message: 'QEMU exited unexpectedly' },

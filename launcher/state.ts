@@ -72,8 +72,8 @@ export interface PhaseInput {
   pauseDetail?: string;
   /** The Stopped or Crashed event that ended the current run, once libvirt sent it. */
   stopEvent?: LifecycleEvent;
-  /** Set when the launcher destroyed the domain itself (Kill, grace period over). */
-  destroyIntent?: Cause;
+  /** Set when the launcher destroyed the domain itself (Kill, grace period over); `failed` when it was killed for failing. */
+  destroyIntent?: Cause & { failed?: boolean };
   /** Set when the last start failed. */
   startFailure?: Cause;
 }
@@ -83,6 +83,7 @@ type Rule = [(i: PhaseInput) => boolean, Phase, (i: PhaseInput) => Cause];
 const camel = (s: string): string => s.replace(/(?:^|[\s/_-]+)(\w)/g, (_, c: string) => c.toUpperCase());
 const off = (i: PhaseInput): boolean => i.domainState === 'absent' || i.domainState === 'shutoff';
 const stoppedBy = (detail: string) => (i: PhaseInput) => off(i) && i.stopEvent?.type === 'Stopped' && i.stopEvent.detail === detail;
+const causeOf = ({ reason, message }: Cause): Cause => ({ reason, message });
 const because =
   (reason: string, message = ''): (() => Cause) =>
   () => ({ reason, message });
@@ -101,7 +102,8 @@ const RULES: Rule[] = [
     (i) => ({ reason: i.pauseDetail && i.pauseDetail !== 'Paused' ? camel(i.pauseDetail) : 'Paused', message: '' }),
   ],
   [(i) => i.domainState === 'pmsuspended', 'Paused', because('GuestSuspended', 'the guest suspended itself')],
-  [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent !== undefined, 'Succeeded', (i) => i.destroyIntent!],
+  [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent?.failed === true, 'Failed', (i) => causeOf(i.destroyIntent!)],
+  [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent !== undefined, 'Succeeded', (i) => causeOf(i.destroyIntent!)],
   [stoppedBy('Shutdown'), 'Succeeded', because('GuestShutdown', 'the guest powered off')],
   [stoppedBy('Destroyed'), 'Succeeded', because('Destroyed')],
   [stoppedBy('Crashed'), 'Failed', because('Crashed', 'the guest crashed')],

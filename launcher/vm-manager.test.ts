@@ -192,6 +192,16 @@ t.test('a Kill during a graceful shutdown destroys the VM at once instead of wai
   await manager.close(); // as the launcher does after a Kill: its console connection goes with it
 });
 
+t.test('a Kill for a failure (a liveness probe) ends the run Failed with its cause', async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  await manager.sync(JSON.stringify(spec));
+  const kill = manager.kill({ reason: 'LivenessProbeFailed', message: 'Liveness probe failed: connection refused' });
+  while (libvirt.domainState !== 'shutoff') await settled();
+  manager.onLifecycle({ type: 'Stopped', detail: 'Destroyed' });
+  t.match(await kill, { phase: 'Failed', reason: 'LivenessProbeFailed', message: 'Liveness probe failed: connection refused' });
+  await manager.close();
+});
+
 t.test('soft reboot asks the guest agent when it is connected, else presses the ACPI button; refused paused or with neither', async (t) => {
   const outcome = async (specFields: Partial<VmSpec>, prepare: (m: VmManager, l: FakeLibvirt) => Promise<void> = async () => {}) => {
     const { manager, libvirt, spec } = setUp(t);

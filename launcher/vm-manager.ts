@@ -50,6 +50,8 @@ export class VmManager {
   private libvirtdGone = false; // and QEMU with it: no libvirt call can answer, and nothing is left to stop
   private state: VmState;
   private requestKill!: () => void;
+  /** Why a kill destroys the VM: on request, or (a failure cause) because it failed. */
+  private killCause: Cause & { failed?: boolean } = KILLED;
   /** Resolved by the first kill(): a shutdown waiting out its grace period destroys at once instead. */
   private readonly killRequested = new Promise<typeof KILL>((resolve) => (this.requestKill = () => resolve(KILL)));
 
@@ -143,16 +145,20 @@ export class VmManager {
         return this.destroy({ reason: 'GracePeriodExpired', message: `the guest did not power off within ${gracePeriodS} s` });
       }
       this.o.log.info({ gracePeriodS }, 'killed during its grace period; destroying');
-      return this.destroy(KILLED);
+      return this.destroy(this.killCause);
     });
   }
 
-  /** Destroys the VM. Does not wait for a graceful shutdown under way: it cuts that short (a force delete). */
-  kill(): Promise<VmState> {
+  /**
+   * Destroys the VM. Does not wait for a graceful shutdown under way: it cuts that short (a force delete).
+   * `failure`: the VM is killed because it failed (a liveness probe), and its run ends Failed with that cause.
+   */
+  kill(failure?: Cause): Promise<VmState> {
+    if (failure) this.killCause = { ...failure, failed: true };
     this.requestKill();
     return this.ops.run(async () => {
       if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
-      return this.destroy(KILLED);
+      return this.destroy(this.killCause);
     });
   }
 
@@ -343,7 +349,7 @@ export class VmManager {
   }
 
   /** Destroys the domain and returns once libvirt confirms it stopped. */
-  private async destroy(intent: Cause): Promise<VmState> {
+  private async destroy(intent: Cause & { failed?: boolean }): Promise<VmState> {
     this.input.destroyIntent = intent;
     const stopped = this.untilTerminal(STOP_CONFIRM_MS, 'destroy');
     await this.o.driver.destroy(this.domainUuid);

@@ -32,23 +32,25 @@ export const network = object(
 );
 
 /** KubeVirt's Probe: readiness runs on the node (provider/pods/probes/); exec through the guest agent. */
-const probe = object({
-  initialDelaySeconds: integer(undefined, { format: 'int32', minimum: 0 }),
-  timeoutSeconds: integer(undefined, { format: 'int32', minimum: 1 }),
-  periodSeconds: integer(undefined, { format: 'int32', minimum: 1 }),
-  successThreshold: integer(undefined, { format: 'int32', minimum: 1 }),
-  failureThreshold: integer(undefined, { format: 'int32', minimum: 1 }),
-  exec: object({ command: list(string()) }),
-  httpGet: object({
-    port: required(intOrString('Port on the VM to connect to.')),
-    host: string(),
-    path: string(),
-    scheme: enumOf(['HTTP', 'HTTPS']),
-    httpHeaders: list(object({ name: required(string()), value: required(string()) })),
-  }),
-  tcpSocket: object({ port: required(intOrString('Port on the VM to connect to.')), host: string() }),
-  guestAgentPing: object({}),
-});
+/** A probe; a liveness probe's successThreshold must be 1, as a pod's must. */
+const probe = (maxSuccessThreshold?: number) =>
+  object({
+    initialDelaySeconds: integer(undefined, { format: 'int32', minimum: 0 }),
+    timeoutSeconds: integer(undefined, { format: 'int32', minimum: 1 }),
+    periodSeconds: integer(undefined, { format: 'int32', minimum: 1 }),
+    successThreshold: integer(undefined, { format: 'int32', minimum: 1, ...(maxSuccessThreshold ? { maximum: maxSuccessThreshold } : {}) }),
+    failureThreshold: integer(undefined, { format: 'int32', minimum: 1 }),
+    exec: object({ command: list(string()) }),
+    httpGet: object({
+      port: required(intOrString('Port on the VM to connect to.')),
+      host: string(),
+      path: string(),
+      scheme: enumOf(['HTTP', 'HTTPS']),
+      httpHeaders: list(object({ name: required(string()), value: required(string()) })),
+    }),
+    tcpSocket: object({ port: required(intOrString('Port on the VM to connect to.')), host: string() }),
+    guestAgentPing: object({}),
+  });
 
 const toleration = object({
   key: string(),
@@ -71,7 +73,9 @@ export function vmiSpecField(rules: (at: string) => ValidationRule[] = () => [])
       tolerations: reading(true, list(toleration)),
       /** Seconds the guest gets to shut down before it is killed (KubeVirt default 30). */
       terminationGracePeriodSeconds: integer('Seconds the guest gets to shut down.', { format: 'int64', minimum: 0 }),
-      readinessProbe: reading(true, probe),
+      readinessProbe: reading(true, probe()),
+      /** A failing one kills the VM (the VMI fails; its VM's runStrategy says whether it comes back). */
+      livenessProbe: reading(true, probe(1)),
       /** The guest's resolver, as a pod's: carried to the launcher pod, handed to the guest by DHCP (provider/pods/guest-dns.ts). */
       dnsPolicy: enumOf(['ClusterFirstWithHostNet', 'ClusterFirst', 'Default', 'None'], "DNS policy of the guest, as a pod's dnsPolicy."),
       dnsConfig: reading(

@@ -96,6 +96,10 @@ export interface SyncVmResponse {
 export interface ShutdownRequest {
   gracePeriodS: number;
 }
+export interface KillRequest {
+  failureReason: string;
+  failureMessage: string;
+}
 /** Shutdown, Kill, Pause, Unpause, Reset, GetState and WatchEvents all answer with a state. */
 export interface StateResponse {
   state: WireVmState;

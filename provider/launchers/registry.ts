@@ -63,6 +63,8 @@ export interface VmControl {
   syncVm(spec: VmSpec): Promise<{ state: VmState }>;
   pause(): Promise<unknown>;
   unpause(): Promise<unknown>;
+  /** Destroys the VM; with `failure` its run ends Failed with that cause (a failed liveness probe). */
+  kill(failure?: { reason: string; message: string }): Promise<unknown>;
 }
 
 /** How to start a VM's launcher. */

@@ -23,6 +23,7 @@ function writer() {
     clock: fakeClock(),
     events: { record: () => undefined },
     onReadinessChange: () => undefined,
+    launchers: { get: () => undefined },
     log: pino({ level: 'silent' }),
   });
   return { w, writes };

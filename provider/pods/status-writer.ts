@@ -17,6 +17,8 @@ import type { ImageBackOff, LifecycleState, PodLifecycle, StartBackOff } from '.
 import { observeVm } from './observe.js';
 import { probedVmOf } from './probes/probed-vm.js';
 import { Prober } from './probes/prober.js';
+import { killUnhealthyVm } from './probes/unhealthy-vm.js';
+import type { Launchers, VmControl } from '../launchers/registry.js';
 import type { GuestAgent } from './probes/run-probe.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
@@ -42,6 +44,8 @@ export interface StatusWriterOptions {
   /** A VM's readiness changed: its status is to be written again. */
   onReadinessChange: (key: string) => void;
   events: Pick<EventRecorder, 'record'>;
+  /** Where a VM whose liveness or startup probe failed is killed. */
+  launchers: Pick<Launchers<VmControl>, 'get'>;
   log: Logger;
   /** The node's accelerator, which decides whether a VM without a CPU model can migrate (kubevirt/migratable.ts). */
   accelerator?: Accelerator;
@@ -79,11 +83,20 @@ export class StatusWriter {
   /** Per pod UID: the status last written, and the resourceVersion of the pod copy it was written over. */
   private readonly written = new Map<string, { status: V1PodStatus; over: string | undefined }>();
 
-  /** Runs the VMs' readiness probes, whose results are their Ready; without one, the guest's console output is. */
+  /**
+   * Runs the VMs' probes: readiness is their Ready (without one, the guest's console output is); a failed
+   * liveness or startup probe kills the VM.
+   */
   private readonly prober: Prober;
 
   constructor(private readonly o: StatusWriterOptions) {
-    this.prober = new Prober({ clock: o.clock, events: o.events, onReadinessChange: o.onReadinessChange, log: o.log });
+    this.prober = new Prober({
+      clock: o.clock,
+      events: o.events,
+      onReadinessChange: o.onReadinessChange,
+      onFailure: (vm, kind, message) => void killUnhealthyVm(o, vm, kind, message),
+      log: o.log,
+    });
   }
 
   /** Stops the probes. */

@@ -106,17 +106,6 @@ export function translatePod(pod: V1Pod): VmSpec | SpecError {
       message: 'a VM has no entrypoint to override; use args for the kernel command line',
     });
   }
-  // Readiness probes are run (probes/); these are not, and a pod relying on one must not look as if it were.
-  for (const probe of ['livenessProbe', 'startupProbe'] as const) {
-    if (c[probe]) {
-      causes.push({
-        path: `${at}.${probe}`,
-        reason: 'FieldValueNotSupported',
-        message: `${probe === 'livenessProbe' ? 'liveness' : 'startup'} probes are not run for VMs (a readinessProbe is)`,
-      });
-    }
-  }
-
   const limits = c.resources?.limits ?? {};
   const requests = c.resources?.requests ?? {};
   const cpuRaw = limits.cpu ?? requests.cpu ?? '1';

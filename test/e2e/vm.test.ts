@@ -181,6 +181,48 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     t.equal(testQemuPids().length, 1, 'running again');
   });
 
+  await t.test('a guestAgentPing liveness probe that fails kills the VM; runStrategy Always starts a new VMI', async (t) => {
+    // The test guest's agent connects well within a minute under TCG; the probe waits that long, as users make theirs wait.
+    const livenessProbe = { guestAgentPing: {}, initialDelaySeconds: 60, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 };
+    await kv.patchVm('testvm', { spec: { template: { spec: { livenessProbe } } } });
+    const before = await kv.readVmi('testvm');
+    await kv.deleteVmi('testvm');
+    const probed = await waitFor(
+      ns.vmi('testvm'),
+      (v) => v.metadata.uid !== before?.metadata.uid && condition(v, 'AgentConnected') === 'True',
+      { what: 'a new VMI with the probe and its agent connected', deadlineMs: BOOT_DEADLINE_MS },
+    );
+    t.same(probed.spec.livenessProbe, livenessProbe, 'the new VMI carries the liveness probe');
+    const [pod] = await launcherPods();
+    // The agent is stopped, not killed (init would respawn it), after this exec, which the agent itself runs, has returned.
+    const stop = await ns.kubectl([
+      'exec',
+      pod!.metadata!.name!,
+      '--',
+      '/bin/sh',
+      '-c',
+      '(sleep 3; kill -STOP $(cat /run/qemu-ga.pid)) </dev/null >/dev/null 2>&1 &',
+    ]);
+    t.equal(stop.code, 0, 'the guest agent is stopped in the guest');
+    const next = await waitFor(ns.vmi('testvm'), (v) => v.metadata.uid !== probed.metadata.uid, {
+      what: 'the VMI that replaces the killed one',
+      deadlineMs: 180_000,
+    });
+    t.ok(next, 'runStrategy Always: the VM started a new VMI');
+    const events = await waitForAll(ns.eventsOf(pod!.metadata!.uid!), (es) => es.some((e) => e.reason === 'Killing'), {
+      what: 'the Killing event',
+    });
+    t.match(
+      {
+        unhealthy: events.find((e) => e.reason === 'Unhealthy')?.message,
+        killing: events.find((e) => e.reason === 'Killing')?.message,
+      },
+      { unhealthy: /^Liveness probe failed: /, killing: /^VM failed its liveness probe; killing it/ },
+      'the probe failure and the kill are events on the launcher pod',
+    );
+    await kv.patchVm('testvm', { spec: { template: { spec: { livenessProbe: null } } } });
+  });
+
   await t.test('deleting the VM garbage-collects VMI and pod; launcher and QEMU are gone', async (t) => {
     await kv.deleteVm('testvm');
     await waitForGone(ns.vmi('testvm'), { deadlineMs: 90_000 });

@@ -142,6 +142,11 @@ export class FakeLaunchers implements Launchers<VmControl> {
       },
       pause: async () => this.setState(uid, { phase: 'Paused', reason: 'Paused' }),
       unpause: async () => this.setState(uid, { phase: 'Running', reason: 'Unpaused' }),
+      kill: async (failure) =>
+        this.setState(
+          uid,
+          failure ? { phase: 'Failed', ...failure } : { phase: 'Succeeded', reason: 'Killed', message: 'destroyed on request' },
+        ),
     };
     return { uid, dir: `/vms/${uid}`, live: true, client, pid: 4200, state };
   }

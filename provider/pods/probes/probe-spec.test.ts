@@ -68,5 +68,15 @@ t.test("a VMI's probe is its own; a plain pod's its container's", async (t) => {
     "the VMI's, not the launcher pod's container",
   );
   t.same(probesOf(container, {}), {}, 'a VMI without one has none');
+  t.same(
+    probesOf({ name: 'vm', livenessProbe: { tcpSocket: { port: 2 } }, startupProbe: { exec: { command: ['true'] } } }),
+    { liveness: probeSpecOf({ tcpSocket: { port: 2 } }), startup: probeSpecOf({ exec: { command: ['true'] } }) },
+    "a plain pod's three kinds",
+  );
+  t.same(
+    probesOf(container, { livenessProbe: { guestAgentPing: {} } }),
+    { liveness: probeSpecOf({ guestAgentPing: {} }) },
+    "a VMI's liveness probe",
+  );
   t.same(probesOf(undefined), {});
 });

@@ -1,6 +1,7 @@
-// A VM's readiness probe, as the node runs it: from a plain VM pod's container
-// or from its VMI (KubeVirt's probes, which
-// add guestAgentPing), with the kubelet's defaults for the timing fields.
+// A VM's probes, as the node runs them: from a plain VM pod's container
+// (readiness, liveness, startup) or from its VMI (KubeVirt's readiness and
+// liveness probes, which add guestAgentPing), with the kubelet's defaults for
+// the timing fields.
 // tcpSocket and httpGet reach the VM's pod address from the node, as the
 // kubelet probes a pod (only it: a probe's host is refused); exec runs through the guest agent, never through the
 // guest's network stack.
@@ -23,10 +24,10 @@ export interface ProbeSpec {
   failureThreshold: number;
 }
 
-/** The probes the node runs. Liveness probes are not run yet: a VMI's is reported as an unsupported field. */
-export interface VmProbes {
-  readiness?: ProbeSpec;
-}
+export type ProbeKind = 'readiness' | 'liveness' | 'startup';
+
+/** The probes the node runs. A VMI has no startup probe (KubeVirt's has none). */
+export type VmProbes = Partial<Record<ProbeKind, ProbeSpec>>;
 
 /** The fields KubeVirt's and the pod's probes share; KubeVirt adds guestAgentPing. */
 export type AnyProbe = V1Probe & { guestAgentPing?: object };
@@ -82,7 +83,12 @@ export function probeSpecOf(p: AnyProbe, container?: V1Container): ProbeSpec {
 }
 
 /** The probes of a VM: its VMI's when it has one (`vmiSpec`), else its pod's container's. Pure. */
-export function probesOf(container: V1Container | undefined, vmiSpec?: { readinessProbe?: AnyProbe }): VmProbes {
-  const probe = vmiSpec ? vmiSpec.readinessProbe : container?.readinessProbe;
-  return probe ? { readiness: probeSpecOf(probe, container) } : {};
+export function probesOf(container: V1Container | undefined, vmiSpec?: { readinessProbe?: AnyProbe; livenessProbe?: AnyProbe }): VmProbes {
+  const given: Partial<Record<ProbeKind, AnyProbe | undefined>> = vmiSpec
+    ? { readiness: vmiSpec.readinessProbe, liveness: vmiSpec.livenessProbe }
+    : { readiness: container?.readinessProbe, liveness: container?.livenessProbe, startup: container?.startupProbe };
+  const probes: VmProbes = {};
+  for (const [kind, probe] of Object.entries(given) as [ProbeKind, AnyProbe | undefined][])
+    if (probe) probes[kind] = probeSpecOf(probe, container);
+  return probes;
 }

@@ -12,8 +12,8 @@ import type { GuestAgent } from './run-probe.js';
 
 export function probedVmOf(pod: V1Pod, lc: PodLifecycle, view: LauncherView<unknown> | undefined, guest: GuestAgent): ProbedVm | undefined {
   if (!view?.live || view.state.phase !== 'Running' || pod.metadata?.deletionTimestamp) return undefined;
-  const { readiness } = vmiOwner(pod) ? (lc.vmi?.probes ?? {}) : probesOf(pod.spec?.containers[0]);
-  if (!readiness) return undefined;
+  const probes = vmiOwner(pod) ? (lc.vmi?.probes ?? {}) : probesOf(pod.spec?.containers[0]);
+  if (Object.keys(probes).length === 0) return undefined;
   return {
     uid: lc.uid,
     key: lc.key,
@@ -21,6 +21,6 @@ export function probedVmOf(pod: V1Pod, lc: PodLifecycle, view: LauncherView<unkn
     run: String(view.state.startedAtUnixMs),
     ...(lc.attachment ? { podIP: lc.attachment.podIP } : {}),
     guest,
-    readiness,
+    probes,
   };
 }
