@@ -201,7 +201,7 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       '--',
       '/bin/sh',
       '-c',
-      '(sleep 3; kill -STOP $(cat /run/qemu-ga.pid)) </dev/null >/dev/null 2>&1 &',
+      '(sleep 3; kill -STOP $(pidof qemu-ga)) </dev/null >/dev/null 2>&1 &',
     ]);
     t.equal(stop.code, 0, 'the guest agent is stopped in the guest');
     const next = await waitFor(ns.vmi('testvm'), (v) => v.metadata.uid !== probed.metadata.uid, {
