@@ -7,9 +7,9 @@
 // is fixed, so a second create fails with AlreadyExists, which is success.
 // Creates and deletes are recorded as Events on the VM, as KubeVirt words them.
 import type { Logger } from '../log.js';
+import { QueuedController } from './queued-controller.js';
 import { objectReference, type EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
-import { KeyQueue } from '../kube/key-queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './written-versions.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
@@ -37,19 +37,17 @@ export interface VmControllerOptions {
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-export class VmController {
-  private readonly queue: KeyQueue;
+export class VmController extends QueuedController {
   private readonly written = new WrittenVersions();
   /** VMIs this controller created that the cache does not show yet, by key: when. */
   private readonly pendingCreates = new Map<string, number>();
   private readonly now: () => Date;
   private readonly random: () => number;
-  private started = false;
 
   constructor(private readonly o: VmControllerOptions) {
+    super({ name: 'syncVmsFromKubernetes', workers: o.workers ?? 4, log: o.log });
     this.now = o.now ?? (() => new Date());
     this.random = o.random ?? Math.random;
-    this.queue = new KeyQueue((key) => this.syncVm(key), { name: 'syncVmsFromKubernetes', workers: o.workers ?? 4, log: o.log });
     o.vms.onChange((vm) => this.enqueue(keyOfObject(vm)));
     o.vmis.onChange((vmi) => {
       this.enqueue(keyOfObject(vmi));
@@ -60,24 +58,12 @@ export class VmController {
     });
   }
 
-  /** Starts working; call once both caches are synced. */
-  start(): void {
-    this.started = true;
-    for (const vm of this.o.vms.list()) this.enqueue(keyOfObject(vm));
+  protected sync(key: string): Promise<void> {
+    return this.syncVm(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  /** Resolves when nothing is queued or running (tests). */
-  idle(): Promise<void> {
-    return this.queue.idle();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.vms.list().map(keyOfObject);
   }
 
   private createPending(key: string, vmi: VirtualMachineInstance | undefined, nowMs: number): boolean {
@@ -210,7 +196,7 @@ export class VmController {
     // Waiting out a crash-loop back-off: nothing else will wake the key.
     if (action === 'keep' && !vmi) {
       const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);
-      if (waitMs > 0) this.queue.addAfter(key, waitMs + 100);
+      if (waitMs > 0) this.enqueueAfter(key, waitMs + 100);
     }
   }
 }

@@ -18,7 +18,7 @@ import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
-import { KeyQueue } from '../kube/key-queue.js';
+import { QueuedController } from './queued-controller.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './written-versions.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
@@ -58,15 +58,13 @@ export function vmiKeyOfPod(pod: V1Pod): string | undefined {
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-export class VmiController {
-  private readonly queue: KeyQueue;
+export class VmiController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly now: () => Date;
-  private started = false;
 
   constructor(private readonly o: VmiControllerOptions) {
+    super({ name: 'syncVmisFromKubernetes', workers: o.workers ?? 4, log: o.log });
     this.now = o.now ?? (() => new Date());
-    this.queue = new KeyQueue((key) => this.syncVmi(key), { name: 'syncVmisFromKubernetes', workers: o.workers ?? 4, log: o.log });
     o.vmis.onChange((vmi) => this.enqueue(keyOfObject(vmi)));
     o.pods.onChange((pod) => {
       const key = vmiKeyOfPod(pod);
@@ -74,23 +72,12 @@ export class VmiController {
     });
   }
 
-  /** Starts working; call once both caches are synced. */
-  start(): void {
-    this.started = true;
-    for (const vmi of this.o.vmis.list()) this.enqueue(keyOfObject(vmi));
+  protected sync(key: string): Promise<void> {
+    return this.syncVmi(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  idle(): Promise<void> {
-    return this.queue.idle();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.vmis.list().map(keyOfObject);
   }
 
   /** The VMI's launcher pod as the API server has it now; used only when the cache shows none. */
@@ -166,7 +153,7 @@ export class VmiController {
       }
     }
     if (failure) throw failure;
-    if (decision.recheckAfterMs !== undefined) this.queue.addAfter(key, decision.recheckAfterMs + 100);
+    if (decision.recheckAfterMs !== undefined) this.enqueueAfter(key, decision.recheckAfterMs + 100);
   }
 
   /** Writes KubeVirt's default disks into the VMI's spec, conditional on the version read. */

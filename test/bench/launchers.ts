@@ -51,7 +51,7 @@ export function benchVmSpec(uid: string, guest: TestGuest, memoryMiB: number): V
 }
 
 /** Kills every process of the VM and removes its cgroup and run dir. Runs to the end even after Ctrl-C. */
-async function removeVm(uid: string, runDir: string, knownPid: number | undefined): Promise<void> {
+async function removeVm(uid: string, runDir: string, knownPid: number | undefined, cgroupParent: string): Promise<void> {
   const never = new AbortController().signal;
   const pids = new Set([...(knownPid ? [knownPid] : []), ...launcherPidsOf(uid)]);
   for (const pid of pids) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
@@ -67,7 +67,7 @@ async function removeVm(uid: string, runDir: string, knownPid: number | undefine
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   for (let delayMs = 10; ; delayMs = Math.min(delayMs * 2, 250)) {
     try {
-      await Cgroup.removeLeftover({ uid, parent: CGROUP_PARENT });
+      await Cgroup.removeLeftover({ uid, parent: cgroupParent });
       break;
     } catch (err) {
       if (Date.now() > deadline) throw new Error(`removing the cgroup of ${uid}`, { cause: err });
@@ -80,21 +80,34 @@ async function removeVm(uid: string, runDir: string, knownPid: number | undefine
 /** The launchers may boot the test guest's kernel and initrd from its build cache (host paths, not images), and nothing else of the host. */
 const GUEST_FILES = { imageDirs: [DEFAULT_GUEST_CACHE_DIR], hostDiskDirs: [], deniedDirs: [] };
 
-/** Spawns a launcher for a fresh VM uid; its removal is registered with ctx first. */
-export async function startLauncher(ctx: BenchContext): Promise<BenchLauncher> {
+/** A second launcher of one VM (a migration's target) as a simulated node: its own cgroup parent and QEMU uid. */
+export interface LauncherPlacement {
+  uid: string;
+  cgroupParent: string;
+  qemuUid: number;
+  /** More host directories its VM's images may come from. */
+  imageDirs: string[];
+}
+
+/** Spawns a launcher for a fresh VM uid (or as `placement` says); its removal is registered with ctx first. */
+export async function startLauncher(ctx: BenchContext, placement?: LauncherPlacement): Promise<BenchLauncher> {
   ctx.signal.throwIfAborted();
-  const uid = randomUUID();
+  const uid = placement?.uid ?? randomUUID();
+  const cgroupParent = placement?.cgroupParent ?? CGROUP_PARENT;
   // Short: unix socket paths below it must stay under 108 bytes.
   const runDir = await mkdtemp('/tmp/vkvm-b-');
   const spawnStartMs = performance.now();
-  const spawning = spawnLauncher({ args: { uid, runDir, cgroupParent: CGROUP_PARENT, hostFiles: GUEST_FILES } });
+  const hostFiles = { ...GUEST_FILES, imageDirs: [...GUEST_FILES.imageDirs, ...(placement?.imageDirs ?? [])] };
+  const spawning = spawnLauncher({
+    args: { uid, runDir, cgroupParent, hostFiles, ...(placement ? { qemuUid: placement.qemuUid } : {}) },
+  });
   let removed: Promise<void> | undefined;
   const remove = (): Promise<void> => {
     removed ??= (async () => {
       // Let a start-up in flight settle first, so the launcher it spawns is seen.
       const l = await spawning.catch(() => undefined);
       l?.client.close();
-      await removeVm(uid, runDir, l?.pid);
+      await removeVm(uid, runDir, l?.pid, cgroupParent);
     })();
     return removed;
   };

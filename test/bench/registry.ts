@@ -6,6 +6,7 @@ import { DENSITY_BENCHMARKS } from './density.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
 import { LEAK_BENCHMARKS } from './leaks.js';
+import { MIGRATION_BENCHMARKS } from './migration.js';
 import { NODE_BENCHMARKS } from './nodes.js';
 import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
@@ -20,6 +21,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...POD_IMAGE_BENCHMARKS,
   ...STREAM_BENCHMARKS,
   ...RELAY_BENCHMARKS,
+  ...MIGRATION_BENCHMARKS,
   ...VIRTCTL_BENCHMARKS,
   ...BURST_BENCHMARKS,
   ...DENSITY_BENCHMARKS,

@@ -14,7 +14,6 @@ import type { KubeClients } from '../../kube/client.js';
 import { isConflict, isNotFound } from '../../kube/errors.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
-import { KeyQueue } from '../../kube/key-queue.js';
 import { statusPatch } from '../../kube/status-patch.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import {
@@ -25,6 +24,7 @@ import {
   type VirtualMachineInstanceMigration,
 } from '../../kubevirt/types.js';
 import type { Logger } from '../../log.js';
+import { QueuedController } from '../queued-controller.js';
 import { MIGRATION_JOB_LABEL } from '../../pods/migration-target.js';
 import { launcherPodOf, VMI_NAME_LABEL } from '../launcher-pod.js';
 import { WrittenVersions } from '../written-versions.js';
@@ -57,19 +57,17 @@ export interface MigrationControllerOptions {
 
 const VMIM_STATUS_FIELDS = ['phase', 'phaseTransitionTimestamps', 'conditions', 'migrationState'] as const;
 
-export class MigrationController {
-  private readonly queue: KeyQueue;
+export class MigrationController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly now: () => Date;
-  private started = false;
 
   constructor(private readonly o: MigrationControllerOptions) {
-    this.now = o.now ?? (() => new Date());
-    this.queue = new KeyQueue((key) => this.syncMigration(key), {
+    super({
       name: 'syncMigrationsFromKubernetes',
       workers: o.workers ?? 2,
       log: o.log,
     });
+    this.now = o.now ?? (() => new Date());
     o.vmims.onChange((m) => this.enqueue(keyOfObject(m)));
     o.vmis.onChange((vmi) => this.enqueueFor(vmi.metadata.namespace ?? 'default', vmi.metadata.name));
     o.pods.onChange((pod) => {
@@ -84,22 +82,12 @@ export class MigrationController {
     });
   }
 
-  start(): void {
-    this.started = true;
-    for (const m of this.o.vmims.list()) this.enqueue(keyOfObject(m));
+  protected sync(key: string): Promise<void> {
+    return this.syncMigration(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  idle(): Promise<void> {
-    return this.queue.idle();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.vmims.list().map(keyOfObject);
   }
 
   /** The unfinished migrations of a VMI, and any waiting for a slot (one ending frees one). */
@@ -209,7 +197,7 @@ export class MigrationController {
       }
     }
     if (vmi && status.migrationState?.sourcePod) await this.copyToVmi(vmi, status.migrationState, log);
-    if (decision.recheckAfterMs !== undefined) this.queue.addAfter(key, decision.recheckAfterMs + 100);
+    if (decision.recheckAfterMs !== undefined) this.enqueueAfter(key, decision.recheckAfterMs + 100);
   }
 
   /** The settings recorded at the handoff. */
