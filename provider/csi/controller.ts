@@ -65,20 +65,32 @@ export async function createVolume(d: Driver, req: CreateVolumeRequest): Promise
       return { volume: toWireVolume(d, existing) };
     }
     if (!topologyAllows(req.accessibilityRequirements?.requisite, d.topology))
-      throw new CsiError('RESOURCE_EXHAUSTED', `accessibility_requirements.requisite: this driver provisions only on node ${d.config.nodeId}`);
+      throw new CsiError(
+        'RESOURCE_EXHAUSTED',
+        `accessibility_requirements.requisite: this driver provisions only on node ${d.config.nodeId}`,
+      );
     const sourceFile = source ? sourceFileOf(d, source) : undefined;
     const sourceBytes = source ? sourceSize(d, source) : 0;
     const sizeBytes = Math.max(volumeSize(range, Math.max(d.config.defaultVolumeBytes, sourceBytes)), sourceBytes);
     if (range.limitBytes && sizeBytes > range.limitBytes)
       throw new CsiError('OUT_OF_RANGE', `capacity_range.limit_bytes: ${range.limitBytes} is below the source's ${sourceBytes} bytes`);
-    if (sizeBytes > available(d)) throw new CsiError('RESOURCE_EXHAUSTED', `${sizeBytes} bytes asked, ${available(d)} left in ${d.config.dir}`);
+    if (sizeBytes > available(d))
+      throw new CsiError('RESOURCE_EXHAUSTED', `${sizeBytes} bytes asked, ${available(d)} left in ${d.config.dir}`);
     const id = newId('volume');
     const file = d.store.volumeFile(id);
     d.reservedBytes.value += sizeBytes;
     try {
       if (sourceFile) await whileConsistent(d, source!, () => copyVolumeFile(sourceFile, file, sizeBytes));
       else await createSparse(file, sizeBytes);
-      const v: VolumeRecord = { id, name: req.name, sizeBytes, mode, createdAtMs: Date.now(), node: { phase: 'unstaged' }, ...(source ? { source } : {}) };
+      const v: VolumeRecord = {
+        id,
+        name: req.name,
+        sizeBytes,
+        mode,
+        createdAtMs: Date.now(),
+        node: { phase: 'unstaged' },
+        ...(source ? { source } : {}),
+      };
       await d.store.putVolume(v).catch(async (err: unknown) => {
         await removeFile(file);
         throw err;
@@ -149,7 +161,10 @@ export function listVolumes(d: Driver, req: { maxEntries?: number; startingToken
   };
 }
 
-export function getCapacity(d: Driver, req: { volumeCapabilities?: WireCapability[]; accessibleTopology?: { segments?: Record<string, string> } | null }): object {
+export function getCapacity(
+  d: Driver,
+  req: { volumeCapabilities?: WireCapability[]; accessibleTopology?: { segments?: Record<string, string> } | null },
+): object {
   const servable = (req.volumeCapabilities ?? []).every((c, i) => !capabilityProblem(c, `volume_capabilities[${i}]`));
   const here = !req.accessibleTopology || topologyAllows([req.accessibleTopology], d.topology);
   const bytes = servable && here ? available(d) : 0;

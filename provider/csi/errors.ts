@@ -3,7 +3,15 @@
 // it into the status, so no handler builds a gRPC error itself.
 import { status } from '@grpc/grpc-js';
 
-export type CsiCode = 'INVALID_ARGUMENT' | 'NOT_FOUND' | 'ALREADY_EXISTS' | 'FAILED_PRECONDITION' | 'OUT_OF_RANGE' | 'RESOURCE_EXHAUSTED' | 'ABORTED' | 'INTERNAL';
+export type CsiCode =
+  | 'INVALID_ARGUMENT'
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'FAILED_PRECONDITION'
+  | 'OUT_OF_RANGE'
+  | 'RESOURCE_EXHAUSTED'
+  | 'ABORTED'
+  | 'INTERNAL';
 
 export class CsiError extends Error {
   constructor(

@@ -6,6 +6,8 @@ import { parseQuantity } from '../kube/quantity.js';
 import { DRIVER_NAME, type DriverConfig } from './driver.js';
 import { MIB } from './records.js';
 
+const MAX_SOCKET_PATH_BYTES = 107;
+
 export const CSI_OPTIONS = {
   'csi-dir': { type: 'string' },
   socket: { type: 'string', default: `/var/lib/kubelet/plugins/${DRIVER_NAME}/csi.sock` },
@@ -28,7 +30,8 @@ export interface CsiFlags {
 
 function bytes(field: string, raw: string): number {
   const n = parseQuantity(raw);
-  if (n === null || n < MIB || !Number.isSafeInteger(Math.floor(n))) throw new ConfigError(field, `${JSON.stringify(raw)} is not a size of at least 1Mi`);
+  if (n === null || n < MIB || !Number.isSafeInteger(Math.floor(n)))
+    throw new ConfigError(field, `${JSON.stringify(raw)} is not a size of at least 1Mi`);
   return Math.floor(n);
 }
 
@@ -43,10 +46,18 @@ export function resolveCsiConfig(
   if (!path.isAbsolute(dirFlag)) throw new ConfigError('--csi-dir', `${JSON.stringify(dirFlag)} must be an absolute path`);
   const socket = flags.socket ?? '';
   if (!path.isAbsolute(socket)) throw new ConfigError('--socket', `${JSON.stringify(socket)} must be an absolute path`);
+  // The kernel's sockaddr_un holds 107 bytes of path; a longer one fails to bind with a misleading EADDRINUSE.
+  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH_BYTES)
+    throw new ConfigError(
+      '--socket',
+      `${JSON.stringify(socket)} is longer than a unix socket path may be (${MAX_SOCKET_PATH_BYTES} bytes)`,
+    );
   const nodeId = flags['node-id'] ?? host.hostname;
-  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeId)) throw new ConfigError('--node-id', `${JSON.stringify(nodeId)} is not a Kubernetes node name`);
+  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeId))
+    throw new ConfigError('--node-id', `${JSON.stringify(nodeId)} is not a Kubernetes node name`);
   const name = flags['driver-name'] ?? DRIVER_NAME;
-  if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(name)) throw new ConfigError('--driver-name', `${JSON.stringify(name)} is not a CSI driver name`);
+  if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(name))
+    throw new ConfigError('--driver-name', `${JSON.stringify(name)} is not a CSI driver name`);
   const dir = path.normalize(dirFlag);
   return {
     socket,
@@ -60,5 +71,3 @@ export function resolveCsiConfig(
     },
   };
 }
-
-

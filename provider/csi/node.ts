@@ -8,7 +8,14 @@ import { requireVolume } from './controller.js';
 import type { Driver } from './driver.js';
 import * as dev from './block-devices.js';
 import { CsiError, invalid, notFound } from './errors.js';
-import { capabilityProblem, DEFAULT_FS_TYPE, type AccessMode, type Publication, type VolumeRecord, type WireCapability } from './records.js';
+import {
+  capabilityProblem,
+  DEFAULT_FS_TYPE,
+  type AccessMode,
+  type Publication,
+  type VolumeRecord,
+  type WireCapability,
+} from './records.js';
 
 export const NODE_CAPABILITIES = ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER'] as const;
 
@@ -46,13 +53,17 @@ export async function nodeStage(
     const mount = req.volumeCapability!.mount;
     const fsType = mount?.fsType || DEFAULT_FS_TYPE;
     if (v.mode === 'filesystem') {
-      if (!(await dev.hasFilesystem(device))) await dev.makeFilesystem(device, fsType);
-      if (!(await dev.isMountPoint(req.stagingTargetPath)))
+      if (!(await dev.isMountPoint(req.stagingTargetPath))) {
+        if (!(await dev.hasFilesystem(device))) await dev.makeFilesystem(device, fsType);
+        else if (!readonly) await dev.growFilesystemOffline(device);
         await dev.mountDevice(device, req.stagingTargetPath, fsType, mount?.mountFlags ?? [], readonly);
-      if (!readonly) await dev.growFilesystem(device);
+      }
     }
     const publications = v.node.phase === 'staged' ? v.node.publications : [];
-    await d.store.putVolume({ ...v, node: { phase: 'staged', stagingPath: req.stagingTargetPath, device, fsType, accessMode, publications } });
+    await d.store.putVolume({
+      ...v,
+      node: { phase: 'staged', stagingPath: req.stagingTargetPath, device, fsType, accessMode, publications },
+    });
     return {};
   });
 }
@@ -64,7 +75,10 @@ export async function nodeUnstage(d: Driver, req: { volumeId: string; stagingTar
     const v = requireVolume(d, req.volumeId);
     if (v.node.phase !== 'staged' || v.node.stagingPath !== req.stagingTargetPath) return {};
     if (v.node.publications.length)
-      throw new CsiError('FAILED_PRECONDITION', `volume ${v.id} is still published at ${v.node.publications.map((p) => p.targetPath).join(', ')}`);
+      throw new CsiError(
+        'FAILED_PRECONDITION',
+        `volume ${v.id} is still published at ${v.node.publications.map((p) => p.targetPath).join(', ')}`,
+      );
     if (v.mode === 'filesystem' && (await dev.isMountPoint(req.stagingTargetPath))) await dev.unmount(req.stagingTargetPath);
     await dev.detachLoops(d.store.volumeFile(v.id));
     await d.store.putVolume({ ...v, node: { phase: 'unstaged' } });
@@ -85,7 +99,11 @@ export async function nodePublish(
     const accessMode = checkCapability(v, req.volumeCapability);
     if (v.node.phase !== 'staged' || v.node.stagingPath !== req.stagingTargetPath)
       throw new CsiError('FAILED_PRECONDITION', `volume ${v.id} is not staged at ${req.stagingTargetPath}`);
-    const wanted: Publication = { targetPath: req.targetPath, readonly: !!req.readonly || accessMode === 'SINGLE_NODE_READER_ONLY', accessMode };
+    const wanted: Publication = {
+      targetPath: req.targetPath,
+      readonly: !!req.readonly || accessMode === 'SINGLE_NODE_READER_ONLY',
+      accessMode,
+    };
     const others = v.node.publications.filter((p) => p.targetPath !== req.targetPath);
     const same = v.node.publications.find((p) => p.targetPath === req.targetPath);
     if (same && (same.readonly !== wanted.readonly || same.accessMode !== wanted.accessMode))
@@ -115,7 +133,10 @@ export async function nodeUnpublish(d: Driver, req: { volumeId: string; targetPa
     if (await dev.isMountPoint(req.targetPath)) await dev.unmount(req.targetPath);
     if (v.mode === 'block') await rm(req.targetPath, { force: true });
     else await rmdir(req.targetPath).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
-    await d.store.putVolume({ ...v, node: { ...v.node, publications: v.node.publications.filter((p) => p.targetPath !== req.targetPath) } });
+    await d.store.putVolume({
+      ...v,
+      node: { ...v.node, publications: v.node.publications.filter((p) => p.targetPath !== req.targetPath) },
+    });
     return {};
   });
 }
@@ -140,17 +161,23 @@ export async function nodeGetVolumeStats(d: Driver, req: { volumeId: string; vol
   };
 }
 
-export async function nodeExpand(d: Driver, req: { volumeId: string; volumePath: string; capacityRange?: { requiredBytes?: number } | null }): Promise<object> {
+export async function nodeExpand(
+  d: Driver,
+  req: { volumeId: string; volumePath: string; capacityRange?: { requiredBytes?: number } | null },
+): Promise<object> {
   if (!req.volumeId) throw invalid('volume_id', 'required');
   if (!req.volumePath) throw invalid('volume_path', 'required');
   return d.locks.run([req.volumeId], async () => {
     const v = requireVolume(d, req.volumeId);
     if (!stagedPaths(v).includes(req.volumePath)) throw notFound(`volume ${v.id} at ${req.volumePath}`);
     if ((req.capacityRange?.requiredBytes ?? 0) > v.sizeBytes)
-      throw new CsiError('OUT_OF_RANGE', `capacity_range.required_bytes: volume ${v.id} is ${v.sizeBytes} bytes; expand it through the controller first`);
+      throw new CsiError(
+        'OUT_OF_RANGE',
+        `capacity_range.required_bytes: volume ${v.id} is ${v.sizeBytes} bytes; expand it through the controller first`,
+      );
     if (v.node.phase === 'staged') {
       await dev.refreshLoop(v.node.device);
-      if (v.mode === 'filesystem' && v.node.accessMode !== 'SINGLE_NODE_READER_ONLY') await dev.growFilesystem(v.node.device);
+      if (v.mode === 'filesystem' && v.node.accessMode !== 'SINGLE_NODE_READER_ONLY') await dev.growFilesystemOnline(v.node.device);
     }
     return { capacityBytes: v.sizeBytes };
   });

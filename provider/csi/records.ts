@@ -7,7 +7,12 @@ import { CsiError, invalid } from './errors.js';
 export type VolumeMode = 'block' | 'filesystem';
 
 /** The access modes one node can give: a volume lives on one node's disk. */
-export const ACCESS_MODES = ['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER'] as const;
+export const ACCESS_MODES = [
+  'SINGLE_NODE_WRITER',
+  'SINGLE_NODE_READER_ONLY',
+  'SINGLE_NODE_SINGLE_WRITER',
+  'SINGLE_NODE_MULTI_WRITER',
+] as const;
 export type AccessMode = (typeof ACCESS_MODES)[number];
 
 /** Filesystems a filesystem-mode volume may be formatted with ('' means the default). */
@@ -76,7 +81,8 @@ export function volumeSize(range: { requiredBytes?: number; limitBytes?: number 
   const required = range?.requiredBytes ?? 0;
   const limit = range?.limitBytes ?? 0;
   if (required < 0 || limit < 0) throw new CsiError('OUT_OF_RANGE', 'capacity_range: bytes must not be negative');
-  if (limit && required > limit) throw new CsiError('OUT_OF_RANGE', `capacity_range: required_bytes ${required} exceeds limit_bytes ${limit}`);
+  if (limit && required > limit)
+    throw new CsiError('OUT_OF_RANGE', `capacity_range: required_bytes ${required} exceeds limit_bytes ${limit}`);
   const wanted = required || (limit ? Math.min(defaultBytes, limit) : defaultBytes);
   const size = Math.max(MIB, Math.ceil(wanted / MIB) * MIB);
   if (limit && size > limit) throw new CsiError('OUT_OF_RANGE', `capacity_range: no whole MiB between ${required} and ${limit} bytes`);
@@ -84,7 +90,12 @@ export function volumeSize(range: { requiredBytes?: number; limitBytes?: number 
 }
 
 /** Bytes not yet promised: volumes and snapshots count at their full size, so a thin file never runs out under a guest. */
-export function availableBytes(capacityBytes: number, volumes: Iterable<{ sizeBytes: number }>, snapshots: Iterable<{ sizeBytes: number }>, reservedBytes = 0): number {
+export function availableBytes(
+  capacityBytes: number,
+  volumes: Iterable<{ sizeBytes: number }>,
+  snapshots: Iterable<{ sizeBytes: number }>,
+  reservedBytes = 0,
+): number {
   let used = reservedBytes;
   for (const v of volumes) used += v.sizeBytes;
   for (const s of snapshots) used += s.sizeBytes;
@@ -97,7 +108,8 @@ export function capabilityProblem(cap: WireCapability | null | undefined, field:
   if (cap.accessType !== 'mount' && cap.accessType !== 'block') return `${field}: access_type (block or mount) is required`;
   const mode = cap.accessMode?.mode;
   if (!mode || mode === 'UNKNOWN') return `${field}.access_mode: required`;
-  if (!(ACCESS_MODES as readonly string[]).includes(mode)) return `${field}.access_mode: ${mode} is not offered (a volume lives on one node)`;
+  if (!(ACCESS_MODES as readonly string[]).includes(mode))
+    return `${field}.access_mode: ${mode} is not offered (a volume lives on one node)`;
   const fsType = cap.mount?.fsType ?? '';
   if (cap.accessType === 'mount' && fsType && !(FS_TYPES as readonly string[]).includes(fsType))
     return `${field}.mount.fs_type: ${fsType} is not offered (${FS_TYPES.join(', ')})`;
@@ -129,7 +141,10 @@ export function topologyAllows(requisite: ReadonlyArray<{ segments?: Topology | 
  * the same mode and source, and a size within the range. CreateVolume is
  * idempotent by name; anything else is ALREADY_EXISTS.
  */
-export function sameVolume(v: VolumeRecord, want: { mode: VolumeMode; source?: VolumeSource; requiredBytes: number; limitBytes: number }): boolean {
+export function sameVolume(
+  v: VolumeRecord,
+  want: { mode: VolumeMode; source?: VolumeSource; requiredBytes: number; limitBytes: number },
+): boolean {
   return (
     v.mode === want.mode &&
     v.source?.kind === want.source?.kind &&

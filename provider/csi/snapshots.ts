@@ -52,7 +52,10 @@ export async function deleteSnapshot(d: Driver, req: { snapshotId: string }): Pr
   });
 }
 
-export function listSnapshots(d: Driver, req: { maxEntries?: number; startingToken?: string; sourceVolumeId?: string; snapshotId?: string }): object {
+export function listSnapshots(
+  d: Driver,
+  req: { maxEntries?: number; startingToken?: string; sourceVolumeId?: string; snapshotId?: string },
+): object {
   const ids = [...d.store.snapshots.values()]
     .filter((s) => (!req.snapshotId || s.id === req.snapshotId) && (!req.sourceVolumeId || s.sourceVolumeId === req.sourceVolumeId))
     .map((s) => s.id);

@@ -17,6 +17,9 @@ export async function startCsiDriver(config: DriverConfig, socket: string, log: 
   const driver = makeDriver(config, store, log);
   await recover(driver);
   const server = await startCsiServer(driver, socket);
-  log.info({ socket, dir: config.dir, nodeId: config.nodeId, capacityBytes: config.capacityBytes, volumes: store.volumes.size }, 'CSI driver serving');
+  log.info(
+    { socket, dir: config.dir, nodeId: config.nodeId, capacityBytes: config.capacityBytes, volumes: store.volumes.size },
+    'CSI driver serving',
+  );
   return { driver, socket, stop: () => server.stop() };
 }

@@ -34,7 +34,8 @@ export class Store {
     }
     if (text !== undefined) {
       const state = JSON.parse(text) as StateFile;
-      if (state.version !== STATE_VERSION) throw new Error(`${store.stateFile}: state version ${state.version}, this driver reads ${STATE_VERSION}`);
+      if (state.version !== STATE_VERSION)
+        throw new Error(`${store.stateFile}: state version ${state.version}, this driver reads ${STATE_VERSION}`);
       for (const v of state.volumes) store.volumes.set(v.id, v);
       for (const s of state.snapshots) store.snapshots.set(s.id, s);
     }

@@ -31,7 +31,11 @@ export function toWireVolume(d: Driver, v: VolumeRecord): object {
     volumeId: v.id,
     capacityBytes: v.sizeBytes,
     volumeContext: { 'vkvm.io/mode': v.mode },
-    contentSource: v.source ? (v.source.kind === 'snapshot' ? { snapshot: { snapshotId: v.source.id } } : { volume: { volumeId: v.source.id } }) : null,
+    contentSource: v.source
+      ? v.source.kind === 'snapshot'
+        ? { snapshot: { snapshotId: v.source.id } }
+        : { volume: { volumeId: v.source.id } }
+      : null,
     accessibleTopology: [{ segments: d.topology }],
   };
 }

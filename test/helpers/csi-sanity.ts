@@ -21,7 +21,11 @@ export const CSI_TEST_VERSION = 'v5.6.0';
 
 async function recipeHash(): Promise<string> {
   const goVersion = (await execFileP('go', ['version'])).stdout;
-  return createHash('sha256').update(`${CSI_TEST_MODULE}@${CSI_TEST_VERSION} install -trimpath\0`).update(goVersion).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(`${CSI_TEST_MODULE}@${CSI_TEST_VERSION} install -trimpath\0`)
+    .update(goVersion)
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** The path of a built csi-sanity, building it when the cache has none for this version and Go. */

@@ -1,0 +1,18 @@
+// Test support: what a CSI driver could leave on the host, found under a directory.
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { parseLoopDevices, parseMountPoints } from '../../provider/csi/block-devices.js';
+
+const execFileP = promisify(execFile);
+
+export async function loopDevicesUnder(dir: string): Promise<string[]> {
+  const { stdout } = await execFileP('losetup', ['--json', '--list']);
+  return parseLoopDevices(stdout)
+    .filter((d) => d.backingFile.startsWith(`${dir}/`))
+    .map((d) => `${d.device} ${d.backingFile}`);
+}
+
+export async function mountsUnder(dir: string): Promise<string[]> {
+  return [...parseMountPoints(await readFile('/proc/self/mountinfo', 'utf8'))].filter((m) => m.startsWith(`${dir}/`));
+}
