@@ -11,18 +11,11 @@ import { promisify } from 'node:util';
 
 const execFileP = promisify(execFile);
 
-const tmpName = (file: string) => `${file}.${process.pid}.partial`;
-
-/** A sparse file of `sizeBytes`, 0600; nothing is left at `file` if it fails. */
-export async function createSparse(file: string, sizeBytes: number): Promise<void> {
-  const tmp = tmpName(file);
+/** Makes `file` by `make(tmp)` under a temporary name, then renames it into place; nothing is left at either if it fails. */
+async function makeWhole(file: string, make: (tmp: string) => Promise<void>): Promise<void> {
+  const tmp = `${file}.${process.pid}.partial`;
   try {
-    const fh = await open(tmp, 'wx', 0o600);
-    try {
-      await fh.truncate(sizeBytes);
-    } finally {
-      await fh.close();
-    }
+    await make(tmp);
     await rename(tmp, file);
   } catch (err) {
     await rm(tmp, { force: true });
@@ -30,10 +23,21 @@ export async function createSparse(file: string, sizeBytes: number): Promise<voi
   }
 }
 
+/** A sparse file of `sizeBytes`, 0600. */
+export async function createSparse(file: string, sizeBytes: number): Promise<void> {
+  await makeWhole(file, async (tmp) => {
+    const fh = await open(tmp, 'wx', 0o600);
+    try {
+      await fh.truncate(sizeBytes);
+    } finally {
+      await fh.close();
+    }
+  });
+}
+
 /** A copy of `source` at `file`, grown to `sizeBytes` if that is larger; copy-on-write where the filesystem can. */
 export async function copyVolumeFile(source: string, file: string, sizeBytes: number): Promise<void> {
-  const tmp = tmpName(file);
-  try {
+  await makeWhole(file, async (tmp) => {
     await execFileP('cp', ['--reflink=auto', '--sparse=always', '--no-preserve=all', source, tmp]);
     const fh = await open(tmp, 'r+');
     try {
@@ -42,11 +46,7 @@ export async function copyVolumeFile(source: string, file: string, sizeBytes: nu
     } finally {
       await fh.close();
     }
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  });
 }
 
 export async function growFile(file: string, sizeBytes: number): Promise<void> {
