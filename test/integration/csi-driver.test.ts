@@ -136,6 +136,38 @@ t.test(
   },
 );
 
+t.test('after a reboot drops its loops and mounts, stage and publish again bring a recorded volume back', async (t) => {
+  const root = await scratch(t);
+  const dir = join(root, 'volumes');
+  const staging = join(root, 'staging');
+  const target = join(root, 'target');
+  await mkdir(staging);
+  let d = await driverAt(t, root, dir);
+  const id = volumeId(
+    await d.call('Controller', 'CreateVolume', { name: 'root', capacityRange: { requiredBytes: 32 * MIB }, volumeCapabilities: [fsCap] }),
+  );
+  await d.call('Node', 'NodeStageVolume', { volumeId: id, stagingTargetPath: staging, volumeCapability: fsCap });
+  await d.call('Node', 'NodePublishVolume', { volumeId: id, stagingTargetPath: staging, targetPath: target, volumeCapability: fsCap });
+  await writeFile(join(target, 'marker'), 'kept');
+  await d.close();
+  // What a reboot takes: every mount and loop device; the records and files stay.
+  await execFileP('umount', [target]);
+  await execFileP('umount', [staging]);
+  for (const loop of await loopDevicesUnder(dir)) await execFileP('losetup', ['--detach', loop.split(' ')[0]!]);
+  d = await driverAt(t, root, dir);
+  await d.call('Node', 'NodeStageVolume', { volumeId: id, stagingTargetPath: staging, volumeCapability: fsCap });
+  await d.call('Node', 'NodePublishVolume', { volumeId: id, stagingTargetPath: staging, targetPath: target, volumeCapability: fsCap });
+  const marker = await readFile(join(target, 'marker'), 'utf8');
+  await d.call('Node', 'NodeUnpublishVolume', { volumeId: id, targetPath: target });
+  await d.call('Node', 'NodeUnstageVolume', { volumeId: id, stagingTargetPath: staging });
+  await d.call('Controller', 'DeleteVolume', { volumeId: id });
+  t.same(
+    { marker, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
+    { marker: 'kept', loops: [], mounts: [] },
+    'the volume is served again with its data, and released cleanly',
+  );
+});
+
 /** Fills a new 1 GiB block volume with random bytes through its loop device, then clones it; the clone's time and equality. */
 async function cloneFullGiB(
   t: Test,
