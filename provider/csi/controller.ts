@@ -17,7 +17,7 @@ import {
   type VolumeSource,
   type WireCapability,
 } from './records.js';
-import { frozenWhile } from './block-devices.js';
+import { detachLoops, frozenWhile } from './block-devices.js';
 import { copyVolumeFile, createSparse, growFile, removeFile } from './volume-files.js';
 import { toWireVolume, type CreateVolumeRequest, type WireContentSource, type WireRange } from './wire.js';
 
@@ -133,6 +133,8 @@ export async function deleteVolume(d: Driver, req: { volumeId: string }): Promis
     if (v.attachment || v.node.phase !== 'unstaged')
       throw new CsiError('FAILED_PRECONDITION', `volume ${v.id} is in use (attached or staged); unpublish and unstage it first`);
     await d.store.deleteVolume(v.id);
+    // A stage that failed half-way can leave a loop device over an unstaged volume: it goes with the file.
+    await detachLoops(d.store.volumeFile(v.id));
     await removeFile(d.store.volumeFile(v.id));
     d.log.info({ volume: v.id, name: v.name }, 'volume deleted');
     return {};

@@ -54,8 +54,11 @@ export async function nodeStage(
     const fsType = mount?.fsType || DEFAULT_FS_TYPE;
     if (v.mode === 'filesystem') {
       if (!(await dev.isMountPoint(req.stagingTargetPath))) {
-        if (!(await dev.hasFilesystem(device))) await dev.makeFilesystem(device, fsType);
-        else if (!readonly) await dev.growFilesystemOffline(device);
+        if (await dev.hasFilesystem(device)) {
+          if (!readonly) await dev.growFilesystemOffline(device);
+        } else if (readonly) {
+          throw new CsiError('FAILED_PRECONDITION', `volume ${v.id} has no filesystem yet: stage it writable once before read-only`);
+        } else await dev.makeFilesystem(device, fsType);
         await dev.mountDevice(device, req.stagingTargetPath, fsType, mount?.mountFlags ?? [], readonly);
       }
     }

@@ -168,6 +168,28 @@ t.test('after a reboot drops its loops and mounts, stage and publish again bring
   );
 });
 
+t.test('a never-formatted volume staged read-only is refused, and deleting it leaves no loop device', async (t) => {
+  const root = await scratch(t);
+  const dir = join(root, 'volumes');
+  const staging = join(root, 'staging');
+  await mkdir(staging);
+  const d = await driverAt(t, root, dir);
+  const roCap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_READER_ONLY' } };
+  const id = volumeId(
+    await d.call('Controller', 'CreateVolume', { name: 'blank', capacityRange: { requiredBytes: 16 * MIB }, volumeCapabilities: [roCap] }),
+  );
+  const refusal = await d.call('Node', 'NodeStageVolume', { volumeId: id, stagingTargetPath: staging, volumeCapability: roCap }).then(
+    () => undefined,
+    (err: { code: number; details: string }) => ({ code: err.code, details: err.details }),
+  );
+  await d.call('Controller', 'DeleteVolume', { volumeId: id });
+  t.match(
+    { refusal, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
+    { refusal: { code: 9, details: /has no filesystem yet/ }, loops: [], mounts: [] },
+    'FAILED_PRECONDITION naming why, and the loop device made on the way goes with the volume',
+  );
+});
+
 /** Fills a new 1 GiB block volume with random bytes through its loop device, then clones it; the clone's time and equality. */
 async function cloneFullGiB(
   t: Test,
