@@ -14,6 +14,7 @@ import {
   volumeSize,
   type AccessMode,
   type VolumeRecord,
+  type VolumeMode,
   type VolumeSource,
   type WireCapability,
 } from './records.js';
@@ -69,7 +70,7 @@ export async function createVolume(d: Driver, req: CreateVolumeRequest): Promise
         'RESOURCE_EXHAUSTED',
         `accessibility_requirements.requisite: this driver provisions only on node ${d.config.nodeId}`,
       );
-    const sourceFile = source ? sourceFileOf(d, source) : undefined;
+    const sourceFile = source ? sourceFileOf(d, source, mode) : undefined;
     const sourceBytes = source ? sourceSize(d, source) : 0;
     const sizeBytes = Math.max(volumeSize(range, Math.max(d.config.defaultVolumeBytes, sourceBytes)), sourceBytes);
     if (range.limitBytes && sizeBytes > range.limitBytes)
@@ -103,13 +104,16 @@ export async function createVolume(d: Driver, req: CreateVolumeRequest): Promise
   });
 }
 
-function sourceFileOf(d: Driver, source: VolumeSource): string {
-  if (source.kind === 'snapshot') {
-    if (!isSnapshotId(source.id) || !d.store.snapshots.has(source.id)) throw notFound(`volume_content_source.snapshot ${source.id}`);
-    return d.store.snapshotFile(source.id);
-  }
-  if (!isVolumeId(source.id) || !d.store.volumes.has(source.id)) throw notFound(`volume_content_source.volume ${source.id}`);
-  return d.store.volumeFile(source.id);
+/** The file a new `mode` volume copies; NOT_FOUND for a source that is gone, INVALID_ARGUMENT for one of the other mode. */
+function sourceFileOf(d: Driver, source: VolumeSource, mode: VolumeMode): string {
+  const field = `volume_content_source.${source.kind}`;
+  const found =
+    source.kind === 'snapshot'
+      ? isSnapshotId(source.id) && d.store.snapshots.get(source.id)
+      : isVolumeId(source.id) && d.store.volumes.get(source.id);
+  if (!found) throw notFound(`${field} ${source.id}`);
+  if (found.mode !== mode) throw invalid(field, `${source.id} is a ${found.mode} ${source.kind}; a ${mode} volume cannot be made from it`);
+  return source.kind === 'snapshot' ? d.store.snapshotFile(source.id) : d.store.volumeFile(source.id);
 }
 
 /** Runs `copy` with a staged filesystem source frozen, so the copy is of a consistent filesystem. */

@@ -57,6 +57,8 @@ export interface SnapshotRecord {
   id: string;
   name: string;
   sourceVolumeId: string;
+  /** The source's mode: a restore keeps it (a block volume's bytes are no filesystem to mount). */
+  mode: VolumeMode;
   sizeBytes: number;
   createdAtMs: number;
 }

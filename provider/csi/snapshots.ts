@@ -27,7 +27,7 @@ export async function createSnapshot(d: Driver, req: { name: string; sourceVolum
     d.reservedBytes.value += v.sizeBytes;
     try {
       await whileConsistent(d, { kind: 'volume', id: v.id }, () => copyVolumeFile(d.store.volumeFile(v.id), file, v.sizeBytes));
-      const s: SnapshotRecord = { id, name: req.name, sourceVolumeId: v.id, sizeBytes: v.sizeBytes, createdAtMs: Date.now() };
+      const s: SnapshotRecord = { id, name: req.name, sourceVolumeId: v.id, mode: v.mode, sizeBytes: v.sizeBytes, createdAtMs: Date.now() };
       await d.store.putSnapshot(s).catch(async (err: unknown) => {
         await removeFile(file);
         throw err;

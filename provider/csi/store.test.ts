@@ -19,7 +19,7 @@ t.test('Store: records written whole survive a reopen; concurrent changes all la
   await Promise.all([
     store.putVolume(volume('vol-a', 'a')),
     store.putVolume(volume('vol-b', 'b')),
-    store.putSnapshot({ id: 'snap-a', name: 's', sourceVolumeId: 'vol-a', sizeBytes: 1 << 20, createdAtMs: 2 }),
+    store.putSnapshot({ id: 'snap-a', name: 's', sourceVolumeId: 'vol-a', mode: 'block', sizeBytes: 1 << 20, createdAtMs: 2 }),
   ]);
   await store.deleteVolume('vol-b');
   const reopened = await Store.open(dir);

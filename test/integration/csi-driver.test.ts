@@ -168,7 +168,7 @@ t.test('after a reboot drops its loops and mounts, stage and publish again bring
   );
 });
 
-t.test('a never-formatted volume staged read-only is refused, and deleting it leaves no loop device', async (t) => {
+t.test('what would lose data is refused: a never-formatted volume staged read-only, a filesystem made from a block volume', async (t) => {
   const root = await scratch(t);
   const dir = join(root, 'volumes');
   const staging = join(root, 'staging');
@@ -183,10 +183,33 @@ t.test('a never-formatted volume staged read-only is refused, and deleting it le
     (err: { code: number; details: string }) => ({ code: err.code, details: err.details }),
   );
   await d.call('Controller', 'DeleteVolume', { volumeId: id });
+  const disk = volumeId(
+    await d.call('Controller', 'CreateVolume', {
+      name: 'disk',
+      capacityRange: { requiredBytes: 16 * MIB },
+      volumeCapabilities: [blockCap],
+    }),
+  );
+  const crossMode = await d
+    .call('Controller', 'CreateVolume', {
+      name: 'fs-of-disk',
+      volumeCapabilities: [fsCap],
+      volumeContentSource: { volume: { volumeId: disk } },
+    })
+    .then(
+      () => undefined,
+      (err: { code: number; details: string }) => ({ code: err.code, details: err.details }),
+    );
+  await d.call('Controller', 'DeleteVolume', { volumeId: disk });
   t.match(
-    { refusal, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
-    { refusal: { code: 9, details: /has no filesystem yet/ }, loops: [], mounts: [] },
-    'FAILED_PRECONDITION naming why, and the loop device made on the way goes with the volume',
+    { refusal, crossMode, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
+    {
+      refusal: { code: 9, details: /has no filesystem yet/ },
+      crossMode: { code: 3, details: /volume_content_source.volume: .* is a block volume/ },
+      loops: [],
+      mounts: [],
+    },
+    'FAILED_PRECONDITION and INVALID_ARGUMENT naming why, and the loop device made on the way goes with the volume',
   );
 });
 
