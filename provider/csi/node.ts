@@ -47,13 +47,14 @@ export async function nodeStage(
     if (v.node.phase === 'staged' && v.node.accessMode !== accessMode)
       throw new CsiError('ALREADY_EXISTS', `volume ${v.id} is staged with access mode ${v.node.accessMode}`);
     const readonly = accessMode === 'SINGLE_NODE_READER_ONLY';
-    const device = await dev.attachLoop(d.store.volumeFile(v.id), readonly);
-    // A file that grew while unstaged (expanded, or cloned larger) shows its size to a loop found again.
-    await dev.refreshLoop(device);
-    const mount = req.volumeCapability!.mount;
-    const fsType = mount?.fsType || DEFAULT_FS_TYPE;
-    if (v.mode === 'filesystem') {
-      if (!(await dev.isMountPoint(req.stagingTargetPath))) {
+    const file = d.store.volumeFile(v.id);
+    const device = await dev.attachLoop(file, readonly);
+    try {
+      // A file that grew while unstaged (expanded, or cloned larger) shows its size to a loop found again.
+      await dev.refreshLoop(device);
+      const mount = req.volumeCapability!.mount;
+      const fsType = mount?.fsType || DEFAULT_FS_TYPE;
+      if (v.mode === 'filesystem' && !(await dev.isMountPoint(req.stagingTargetPath))) {
         if (await dev.hasFilesystem(device)) {
           if (!readonly) await dev.growFilesystemOffline(device);
         } else if (readonly) {
@@ -61,14 +62,27 @@ export async function nodeStage(
         } else await dev.makeFilesystem(device, fsType);
         await dev.mountDevice(device, req.stagingTargetPath, fsType, mount?.mountFlags ?? [], readonly);
       }
+      const publications = v.node.phase === 'staged' ? v.node.publications : [];
+      await d.store.putVolume({
+        ...v,
+        node: { phase: 'staged', stagingPath: req.stagingTargetPath, device, fsType, accessMode, publications },
+      });
+    } catch (err) {
+      // A first stage that failed half-way leaves nothing: no mount, no loop device the records do not name.
+      if (v.node.phase === 'unstaged') await undoStage(d, v, req.stagingTargetPath);
+      throw err;
     }
-    const publications = v.node.phase === 'staged' ? v.node.publications : [];
-    await d.store.putVolume({
-      ...v,
-      node: { phase: 'staged', stagingPath: req.stagingTargetPath, device, fsType, accessMode, publications },
-    });
     return {};
   });
+}
+
+async function undoStage(d: Driver, v: VolumeRecord, stagingPath: string): Promise<void> {
+  try {
+    if (v.mode === 'filesystem' && (await dev.isMountPoint(stagingPath))) await dev.unmount(stagingPath);
+    await dev.detachLoops(d.store.volumeFile(v.id));
+  } catch (err) {
+    d.log.warn({ err, volume: v.id }, 'undoing a failed stage failed: a loop device or mount may be left');
+  }
 }
 
 export async function nodeUnstage(d: Driver, req: { volumeId: string; stagingTargetPath: string }): Promise<object> {

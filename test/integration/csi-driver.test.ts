@@ -5,12 +5,12 @@
 // copy-on-write clone on XFS (reflink), both measured.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { csiClient, startDriverProcess, type CsiCall } from '../helpers/csi-driver.js';
-import { loopDevicesUnder, mountsUnder } from '../helpers/csi-leftovers.js';
+import { loopDevicesUnder, mountsUnder, removeScratch } from '../helpers/csi-leftovers.js';
 
 const execFileP = promisify(execFile);
 const MIB = 1024 * 1024;
@@ -22,7 +22,7 @@ const blockCap = { block: {}, accessMode: SNW };
 async function scratch(t: Test): Promise<string> {
   // Short: unix socket paths must fit in 107 bytes.
   const root = await mkdtemp('/tmp/vkvm-csi-');
-  t.teardown(() => rm(root, { recursive: true, force: true }));
+  t.teardown(() => removeScratch(root));
   return root;
 }
 
@@ -182,6 +182,7 @@ t.test('what would lose data is refused: a never-formatted volume staged read-on
     () => undefined,
     (err: { code: number; details: string }) => ({ code: err.code, details: err.details }),
   );
+  const loopsAfterRefusal = await loopDevicesUnder(dir);
   await d.call('Controller', 'DeleteVolume', { volumeId: id });
   const disk = volumeId(
     await d.call('Controller', 'CreateVolume', {
@@ -202,14 +203,15 @@ t.test('what would lose data is refused: a never-formatted volume staged read-on
     );
   await d.call('Controller', 'DeleteVolume', { volumeId: disk });
   t.match(
-    { refusal, crossMode, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
+    { refusal, loopsAfterRefusal, crossMode, loops: await loopDevicesUnder(dir), mounts: await mountsUnder(root) },
     {
       refusal: { code: 9, details: /has no filesystem yet/ },
+      loopsAfterRefusal: [],
       crossMode: { code: 3, details: /volume_content_source.volume: .* is a block volume/ },
       loops: [],
       mounts: [],
     },
-    'FAILED_PRECONDITION and INVALID_ARGUMENT naming why, and the loop device made on the way goes with the volume',
+    'FAILED_PRECONDITION and INVALID_ARGUMENT naming why; the refused stage undoes the loop device it made',
   );
 });
 
@@ -274,7 +276,6 @@ t.test('a 1 GiB clone on XFS is a copy-on-write clone: under a second, equal to 
   await execFileP('mkfs.xfs', ['-q', '-m', 'reflink=1', image]);
   await mkdir(mnt);
   await execFileP('mount', ['-o', 'loop', image, mnt]);
-  t.teardown(() => execFileP('umount', [mnt]));
   const staging = join(root, 'staging');
   await mkdir(staging);
   const dir = join(mnt, 'volumes');

@@ -4,10 +4,10 @@
 // nothing may be left: no volume or snapshot file or record, no loop device
 // over the directory's files, no mount below the test's directory.
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t from 'tap';
-import { loopDevicesUnder, mountsUnder } from '../helpers/csi-leftovers.js';
+import { loopDevicesUnder, mountsUnder, removeScratch } from '../helpers/csi-leftovers.js';
 import { startDriverProcess } from '../helpers/csi-driver.js';
 import { ensureCsiSanity } from '../helpers/csi-sanity.js';
 
@@ -31,7 +31,7 @@ for (const accessType of ['mount', 'block'] as const) {
     const bin = await ensureCsiSanity();
     // Short: a unix socket's path must fit in 107 bytes, and tap's test dirs are long.
     const root = await mkdtemp('/tmp/vkvm-csi-');
-    t.teardown(() => rm(root, { recursive: true, force: true }));
+    t.teardown(() => removeScratch(root));
     const dir = join(root, 'volumes');
     const driver = await startDriverProcess({ dir, socket: join(root, 'csi.sock'), nodeId: 'sanity-node' });
     t.teardown(() => driver.stop());
