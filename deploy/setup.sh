@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent host set-up for vkvm: system packages, the libvirt-qemu user,
-# npm dependencies, the TypeScript build and the test control plane binaries (with the kubelet and CoreDNS).
+# npm dependencies, the TypeScript build, the test control plane binaries (with the kubelet and CoreDNS) and csi-sanity.
 # Safe to re-run; each step does nothing when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,7 @@ packages=(
   syslinux syslinux-common systemd-boot-efi dosfstools mtools  # the test guest's bootable disk (BIOS and UEFI boot loaders, its FAT partition)
   ovmf  # UEFI firmware for firmware.bootloader.efi
   containerd runc containernetworking-plugins  # container nodes (vkvm up --container-nodes): runtime and CNI plugins
+  xfsprogs  # vkvm csi: XFS, where volume clones and snapshots are copy-on-write (its tests make one); losetup and e2fsprogs are essential
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -71,4 +72,6 @@ npm run --silent build
 
 log "building the test control plane (cached by source hash)"
 node dist/provider/cli/main.js cluster build
+log "building csi-sanity, the CSI driver tests' judge (cached by version)"
+node dist/test/helpers/csi-sanity.js >/dev/null
 log "done"

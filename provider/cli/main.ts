@@ -6,6 +6,7 @@ import { VKVM_VERSION } from '../node/status.js';
 import { PreflightError } from '../preflight/checks.js';
 import { clusterCommand } from './cluster.js';
 import { controllersCommand } from './controllers.js';
+import { csiCommand } from './csi.js';
 import { imagesCommand } from './images.js';
 import { joinCommand } from './join.js';
 import { nodeCommand } from './node.js';
@@ -23,6 +24,7 @@ Commands:
   cluster      build or run the local control plane alone
   controllers  run the cluster-wide VM/VMI controllers (leader-elected)
   images       the node's image store: ls, pull, rm, import
+  csi          run vkvm's CSI driver for volumes on this host
   token        create a bootstrap token and print the join command (cluster side)
   join         join this host to an existing cluster as a node
   reset        leave the cluster: stop the agent and VMs, delete the Node, remove state
@@ -37,6 +39,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   cluster: clusterCommand,
   controllers: controllersCommand,
   images: imagesCommand,
+  csi: csiCommand,
   token: tokenCommand,
   join: joinCommand,
   reset: resetCommand,
