@@ -82,10 +82,11 @@ export class MigrationTarget {
     const t0 = performance.now();
     const vm = await this.o.manager.finishIncoming(inc.spec);
     if (inc.state.phase !== 'Resumed') {
-      // The guest was paused when QEMU's own announce ran; without this, switches learn the new port only when it talks.
-      await this.o.driver.announceSelf(domainUuidOf(inc.spec)).catch((err: unknown) => this.o.log.warn({ err }, 'announce-self failed'));
       this.publish({ ...inc.state, phase: 'Resumed' });
       this.o.log.info({ migration: uid, resumeMs: Math.round(performance.now() - t0) }, 'incoming VM resumed');
+      // The guest was paused when QEMU's own announce ran; without this, switches learn the new port only when it talks.
+      // Not awaited: the guest runs already, and the agent's commit (the source's hand-over of the address) need not wait.
+      void this.o.driver.announceSelf(domainUuidOf(inc.spec)).catch((err: unknown) => this.o.log.warn({ err }, 'announce-self failed'));
     }
     return vm;
   }
