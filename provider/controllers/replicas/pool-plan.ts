@@ -6,12 +6,9 @@
 import { findCondition } from '../../kubevirt/conditions.js';
 import type { ScaleInSortPolicy, VirtualMachinePool } from '../../kubevirt/replica-types.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../kubevirt/types.js';
-import { BURST_REPLICAS } from './replicaset-plan.js';
+import { BURST_REPLICAS, controlledBy } from './replicaset-plan.js';
 import { indexOfName, newVmNames, POOL_TEMPLATE_LABEL, poolTemplateHash } from './pool-vm.js';
 import { selectorMatches } from './selector.js';
-
-const controlledBy = (vm: VirtualMachine, uid: string | undefined) =>
-  Boolean(uid && vm.metadata.ownerReferences?.some((r) => r.controller && r.uid === uid));
 
 /** The pool's VMs: controlled by it and matching its selector, being deleted or not (KubeVirt counts both). */
 export function vmsOf(pool: VirtualMachinePool, vms: readonly VirtualMachine[]): VirtualMachine[] {

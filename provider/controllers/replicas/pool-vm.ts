@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { VirtualMachinePool } from '../../kubevirt/replica-types.js';
 import { POOL_API_VERSION } from '../../kubevirt/replica-types.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachine, type VirtualMachineSpec } from '../../kubevirt/types.js';
+import { sortedJson } from '../vm-sync.js';
 import { controllerRefTo } from './replicaset-plan.js';
 
 /**
@@ -19,22 +20,10 @@ import { controllerRefTo } from './replicaset-plan.js';
  */
 export const POOL_TEMPLATE_LABEL = 'vkvm.io/vmpool-template-hash';
 
-/** JSON with object keys sorted, so equal templates hash equal whatever order their fields came in. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object')
-    return `{${Object.keys(value)
-      .sort()
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  return JSON.stringify(value) ?? 'null';
-}
-
 /** What makes a pool's VMs: its template and how names are indexed. */
 export function poolTemplateHash(pool: VirtualMachinePool): string {
   const { virtualMachineTemplate, nameGeneration } = pool.spec;
-  return createHash('sha256').update(canonicalJson({ virtualMachineTemplate, nameGeneration })).digest('hex').slice(0, 16);
+  return createHash('sha256').update(sortedJson({ virtualMachineTemplate, nameGeneration })).digest('hex').slice(0, 16);
 }
 
 /** `<pool>-<index>`. */

@@ -16,7 +16,8 @@ export function controllerRefTo(owner: { metadata: { name?: string; uid?: string
   return { apiVersion, kind, name: owner.metadata.name!, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
 }
 
-const controlledBy = (obj: { metadata: { ownerReferences?: OwnerReference[] } }, uid: string | undefined) =>
+/** The object's controller reference names this UID. */
+export const controlledBy = (obj: { metadata: { ownerReferences?: OwnerReference[] } }, uid: string | undefined): boolean =>
   Boolean(uid && obj.metadata.ownerReferences?.some((r) => r.controller && r.uid === uid));
 
 /** The set's VMIs: controlled by it and still matching its selector. */
