@@ -10,7 +10,7 @@
 // are KubeVirt's (virtualmachinepool-controller).
 import type { Logger } from '../../log.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
-import { isConflict, isNotFound } from '../../kube/errors.js';
+import { apiMessage, isConflict, isNotFound } from '../../kube/errors.js';
 import { KeyQueue } from '../../kube/key-queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
 import { statusPatch } from '../../kube/status-patch.js';
@@ -40,7 +40,8 @@ export interface PoolControllerOptions {
   random?: () => number;
 }
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/** The apiserver's own words (`exceeded quota: ...`), as KubeVirt's conditions and events carry them. */
+const message = apiMessage;
 
 /** KubeVirt's reason for a failed step of each kind, and its wording. */
 const FAILURE = {

@@ -8,7 +8,7 @@
 // overshoots. Events are KubeVirt's (virtualmachinereplicaset-controller).
 import type { Logger } from '../../log.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
-import { isConflict, isNotFound } from '../../kube/errors.js';
+import { apiMessage, isConflict, isNotFound } from '../../kube/errors.js';
 import { KeyQueue } from '../../kube/key-queue.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
 import { statusPatch } from '../../kube/status-patch.js';
@@ -32,7 +32,8 @@ export interface ReplicaSetControllerOptions {
   now?: () => Date;
 }
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/** The apiserver's own words (`exceeded quota: ...`), as KubeVirt's conditions and events carry them. */
+const message = apiMessage;
 
 /** How UIDs stand among `objects` (one namespace's, from a cache). */
 export function cacheView(objects: readonly { metadata: { uid?: string; deletionTimestamp?: string } }[]): CacheView {
