@@ -1,6 +1,10 @@
 // Issue 28's replicas and RestartRequired, as a tenant (edit in one
 // namespace) on the real control plane, the controllers, the subresource API
-// and one node agent booting the test guest:
+// (under the shipped vkvm:controllers role) and one node agent booting the
+// test guest:
+// - what KubeVirt's admission refuses (a selector that misses the template,
+//   a template without memory, a changed pool selector) and a field vkvm
+//   does not realize are refused, naming the field;
 // - a VirtualMachinePool of 2 scales to 3 with `kubectl scale` (its scale
 //   subresource, the selector an HPA would read), each VM named by its index
 //   and given its own cloud-init Secret; the namespace's quota holds: a VM
@@ -15,7 +19,7 @@
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachinePool } from '../../provider/kubevirt/replica-types.js';
@@ -28,6 +32,7 @@ import { GUEST_BOOT_MARKER } from '../../vmm/guest/build.js';
 import { ensureVirtctl, runVirtctl } from '../helpers/virtctl.js';
 import {
   condition,
+  controllersIdentity,
   createTenant,
   poll,
   startAgent,
@@ -97,7 +102,11 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
   if (!address) throw new Error('the host needs a default route: the apiserver dials the subresource API there');
   const api = await startSubresourceApi(cluster.clients, testLog, { address, port: 0 });
   t.teardown(() => api.close());
-  const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500, onLeading: () => api.register() });
+  // Under the shipped vkvm:controllers role, so deploy/rbac.yaml is what they run with.
+  const controllers = startControllers(await controllersIdentity(cluster), testLog, {
+    retryPeriodMs: 500,
+    onLeading: () => api.register(),
+  });
   t.teardown(() => controllers.stop());
   await startAgent(t, cluster, { nodeName: NODE });
   const ns = await testNamespace(t, cluster, NS);
@@ -106,7 +115,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
   const kubeconfig = join(t.testdir(), 'tenant.kubeconfig');
   await writeFile(kubeconfig, tenant.kc.exportConfig());
   const virtctl = (args: string[]) => runVirtctl(virtctlBin, [`--kubeconfig=${kubeconfig}`, `--namespace=${NS}`, ...args]);
-  const ok = async (args: string[], input?: string) => {
+  const ok = async (t: Test, args: string[], input?: string) => {
     const r = await kubectl(args, input === undefined ? undefined : { input });
     t.equal(r.code, 0, `kubectl ${args.join(' ')} as the tenant: ${r.stderr}`);
     return r.stdout;
@@ -146,6 +155,32 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
     return r.stdout.includes(text);
   };
 
+  await t.test("what KubeVirt's admission refuses is refused, naming the field; nothing is created", async (t) => {
+    const refused = async (manifest: object) => (await kubectl(['apply', '-n', NS, '-f', '-'], { input: JSON.stringify(manifest) })).stderr;
+    const good = scaledPool('refused', 1);
+    const otherSelector = { ...good, spec: { ...good.spec, selector: { matchLabels: { app: 'other' } } } };
+    const unknownField = { ...good, spec: { ...good.spec, updateStrategy: { unmanaged: {} } } };
+    const noMemory = scaledPool('refused', 1);
+    delete noMemory.spec.virtualMachineTemplate.spec.template.spec.domain.resources;
+    t.match(
+      { selector: await refused(otherSelector), unknown: await refused(unknownField), memory: await refused(noMemory) },
+      {
+        selector: /spec\.selector: selector does not match labels\./,
+        unknown: /unknown field "spec\.updateStrategy"/,
+        memory: /spec\.virtualMachineTemplate\.spec\.template\.spec\.domain\.resources\.requests\.memory/,
+      },
+      'a selector that misses the template, a field vkvm does not realize, a template without memory',
+    );
+    await ok(t, ['apply', '-n', NS, '-f', '-'], JSON.stringify({ ...good, spec: { ...good.spec, replicas: 0 } }));
+    const moved = {
+      ...good,
+      spec: { ...good.spec, replicas: 0, selector: { matchLabels: { ...good.spec.selector.matchLabels, more: 'x' } } },
+    };
+    t.match(await refused(moved), /spec\.selector: selector is immutable after creation\./, "a pool's selector is fixed once created");
+    await ok(t, ['delete', '-n', NS, 'vmpool/refused']);
+    t.same(await vmsNamed('refused'), [], 'no VM was made');
+  });
+
   await t.test('a pool of 2 scales to 3 with kubectl scale, within the quota, and back to 1', async (t) => {
     for (const i of [0, 1, 2, 3, 4]) {
       await tenant.core.createNamespacedSecret({
@@ -153,7 +188,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
         body: { metadata: { name: `scaled-userdata-${i}` }, stringData: { userdata: userData(`scaled-${i}`) } },
       });
     }
-    await ok(['apply', '-n', NS, '-f', '-'], JSON.stringify(scaledPool('scaled', 2)));
+    await ok(t, ['apply', '-n', NS, '-f', '-'], JSON.stringify(scaledPool('scaled', 2)));
     const two = await readyPool('scaled', 2);
     t.same(
       { vms: await vmsNamed('scaled'), labelSelector: two.status?.labelSelector },
@@ -161,10 +196,10 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       'VMs named by index from 0; the canonical selector for an HPA',
     );
 
-    await ok(['scale', '-n', NS, 'vmpool/scaled', '--replicas=3']);
+    await ok(t, ['scale', '-n', NS, 'vmpool/scaled', '--replicas=3']);
     await readyPool('scaled', 3);
     const scale = JSON.parse(
-      await ok(['get', '--raw', `/apis/pool.kubevirt.io/v1alpha1/namespaces/${NS}/virtualmachinepools/scaled/scale`]),
+      await ok(t, ['get', '--raw', `/apis/pool.kubevirt.io/v1alpha1/namespaces/${NS}/virtualmachinepools/scaled/scale`]),
     );
     t.match(
       scale,
@@ -188,7 +223,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       () => cluster.clients.core.readNamespacedResourceQuota({ namespace: NS, name: 'vms' }),
       (q) => q.status?.used?.['count/virtualmachines.kubevirt.io'] === '3' && q.status.used.pods === '3',
     );
-    await ok(['scale', '-n', NS, 'vmpool/scaled', '--replicas=5']);
+    await ok(t, ['scale', '-n', NS, 'vmpool/scaled', '--replicas=5']);
     const refused = await waitFor(pool('scaled'), (p) => condition(p, 'ReplicaFailure') === 'True', { what: 'ReplicaFailure' });
     t.match(
       refused.status?.conditions?.find((c) => c.type === 'ReplicaFailure'),
@@ -226,7 +261,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
     );
     await cluster.clients.core.deleteNamespacedResourceQuota({ namespace: NS, name: 'vms' });
 
-    await ok(['scale', '-n', NS, 'vmpool/scaled', '--replicas=1']);
+    await ok(t, ['scale', '-n', NS, 'vmpool/scaled', '--replicas=1']);
     const one = await waitFor(
       pool('scaled'),
       (p) => p.status?.replicas === 1 && p.status.readyReplicas === 1 && condition(p, 'ReplicaFailure') === undefined,
@@ -236,14 +271,14 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       },
     );
     t.same({ vms: (await vmsNamed('scaled')).length, replicas: one.status?.replicas }, { vms: 1, replicas: 1 }, 'scaled in to one VM');
-    await ok(['delete', '-n', NS, 'vmpool/scaled', '--wait=false']);
+    await ok(t, ['delete', '-n', NS, 'vmpool/scaled', '--wait=false']);
     await waitForGone(ns.vmis({ labelSelector: 'kubevirt.io/vmpool=scaled' }), { what: 'garbage-collected', deadlineMs: 120_000 });
   });
 
   const example = (name: string) => readFileSync(join(FIXTURES, `${name}.yaml`), 'utf8');
 
   await t.test("KubeVirt's vmi-replicaset-cirros runs its three VMIs", async (t) => {
-    await ok(['apply', '-n', NS, '-f', '-'], example('vmi-replicaset-cirros'));
+    await ok(t, ['apply', '-n', NS, '-f', '-'], example('vmi-replicaset-cirros'));
     const rs = await waitFor(
       virtualMachineInstanceReplicaSets(tenant, NS, { name: 'vmi-replicaset-cirros' }),
       (r) => r.status?.replicas === 3 && r.status.readyReplicas === 3,
@@ -264,7 +299,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       'three running VMIs named from the set',
     );
     t.ok(await consoleWith(vmis[0]!.metadata.name!, GUEST_BOOT_MARKER), 'the guest booted');
-    await ok(['delete', '-n', NS, 'vmirs/vmi-replicaset-cirros', '--wait=false']);
+    await ok(t, ['delete', '-n', NS, 'vmirs/vmi-replicaset-cirros', '--wait=false']);
     await waitForGone(ns.vmis({ labelSelector: 'kubevirt.io/vmReplicaSet=vmi-replicaset-cirros' }), {
       what: 'garbage-collected',
       deadlineMs: 120_000,
@@ -272,12 +307,12 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
   });
 
   await t.test("KubeVirt's vm-pool-cirros runs its three VMs", async (t) => {
-    await ok(['apply', '-n', NS, '-f', '-'], example('vm-pool-cirros'));
+    await ok(t, ['apply', '-n', NS, '-f', '-'], example('vm-pool-cirros'));
     await readyPool('vm-pool-cirros', 3);
     t.same(await vmsNamed('vm-pool-cirros'), ['vm-pool-cirros-0', 'vm-pool-cirros-1', 'vm-pool-cirros-2'], 'named by index');
-    const columns = await ok(['get', '-n', NS, 'vmpool', 'vm-pool-cirros']);
+    const columns = await ok(t, ['get', '-n', NS, 'vmpool', 'vm-pool-cirros']);
     t.match(columns, /^NAME\s+DESIRED\s+CURRENT\s+READY\s+AGE\nvm-pool-cirros\s+3\s+3\s+3\s/, "kubectl get shows KubeVirt's columns");
-    await ok(['delete', '-n', NS, 'vmpool/vm-pool-cirros', '--wait=false']);
+    await ok(t, ['delete', '-n', NS, 'vmpool/vm-pool-cirros', '--wait=false']);
     await waitForGone(ns.vmis({ labelSelector: 'kubevirt.io/vmpool=vm-pool-cirros' }), { what: 'garbage-collected', deadlineMs: 120_000 });
   });
 
@@ -286,6 +321,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
     vm.template.spec.volumes = vm.template.spec.volumes?.filter((v) => v.name === 'containerdisk');
     vm.template.spec.domain.devices!.disks = vm.template.spec.domain.devices!.disks!.filter((d) => d.name === 'containerdisk');
     await ok(
+      t,
       ['apply', '-n', NS, '-f', '-'],
       JSON.stringify({ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name: 'restartvm' }, spec: vm }),
     );
@@ -293,7 +329,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       what: 'Running',
       deadlineMs: BOOT_DEADLINE_MS,
     });
-    await ok([
+    await ok(t, [
       'patch',
       '-n',
       NS,
