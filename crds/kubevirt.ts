@@ -1,6 +1,7 @@
-// The kubevirt.io/v1 VirtualMachine, VirtualMachineInstance and
-// VirtualMachineInstanceMigration CRDs and the migrations.kubevirt.io
-// MigrationPolicy CRD vkvm installs: names, printer columns and subresources as KubeVirt defines them
+// The kubevirt.io/v1 VirtualMachine, VirtualMachineInstance,
+// VirtualMachineInstanceMigration and VirtualMachineInstanceReplicaSet CRDs,
+// the migrations.kubevirt.io MigrationPolicy and pool.kubevirt.io
+// VirtualMachinePool CRDs vkvm installs: names, printer columns and subresources as KubeVirt defines them
 // (pkg/virt-operator/resource/generate/components/crds.go), around the schema
 // of the subset table (crds/subset/), which types the subset vkvm runs,
 // preserves everything else, and carries CEL rules for the admission checks
@@ -20,6 +21,7 @@ import { vmimSpec, vmimStatus } from './subset/migration.js';
 import { migrationPolicySpec, migrationPolicyStatus } from './subset/migration-policy.js';
 import { object, required, schemaAt, string, type Field } from './subset/field.js';
 import { vmiStatus, vmStatus } from './subset/status.js';
+import { POOL_GROUP, POOL_PLURAL, POOL_VERSION, poolSpec, replicaStatus, VMIRS_PLURAL, vmirsSpec } from './subset/replicas.js';
 import { vmSpec } from './subset/vm.js';
 import { vmiSpec } from './subset/vmi.js';
 
@@ -36,7 +38,10 @@ export interface CustomResourceDefinition {
       name: string;
       served: boolean;
       storage: boolean;
-      subresources: { status: Record<string, never> };
+      subresources: {
+        status: Record<string, never>;
+        scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string };
+      };
       additionalPrinterColumns: Array<{ name: string; type: string; jsonPath: string; description?: string; priority?: number }>;
       selectableFields?: Array<{ jsonPath: string }>;
       schema: { openAPIV3Schema: JsonSchema };
@@ -60,6 +65,8 @@ function crd(opts: {
   shortNames: string[];
   columns: CustomResourceDefinition['spec']['versions'][number]['additionalPrinterColumns'];
   selectableFields?: string[];
+  /** The scale subresource over spec.replicas and status.replicas/labelSelector (kubectl scale, an HPA). */
+  scalable?: boolean;
   schema: JsonSchema;
 }): CustomResourceDefinition {
   return {
@@ -82,7 +89,18 @@ function crd(opts: {
           name: opts.version ?? VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          subresources: {
+            status: {},
+            ...(opts.scalable
+              ? {
+                  scale: {
+                    specReplicasPath: '.spec.replicas',
+                    statusReplicasPath: '.status.replicas',
+                    labelSelectorPath: '.status.labelSelector',
+                  },
+                }
+              : {}),
+          },
           additionalPrinterColumns: opts.columns,
           ...(opts.selectableFields ? { selectableFields: opts.selectableFields.map((jsonPath) => ({ jsonPath })) } : {}),
           schema: { openAPIV3Schema: opts.schema },
@@ -155,7 +173,55 @@ export function migrationPolicyCrd(): CustomResourceDefinition {
   });
 }
 
+/** KubeVirt's columns of a replicated kind: desired, current and ready `what`s. */
+const replicaColumns = (what: string) => [
+  { name: 'Desired', type: 'integer', jsonPath: '.spec.replicas', description: `Number of desired ${what}` },
+  { name: 'Current', type: 'integer', jsonPath: '.status.replicas', description: `Number of managed and not final or deleted ${what}` },
+  {
+    name: 'Ready',
+    type: 'integer',
+    jsonPath: '.status.readyReplicas',
+    description: `Number of managed ${what} which are ready to receive traffic`,
+  },
+  AGE,
+];
+
+export function virtualMachineInstanceReplicaSetCrd(): CustomResourceDefinition {
+  return crd({
+    kind: 'VirtualMachineInstanceReplicaSet',
+    plural: VMIRS_PLURAL,
+    shortNames: ['vmirs', 'vmirss'],
+    columns: replicaColumns('VirtualMachineInstances'),
+    scalable: true,
+    schema: topLevel(vmirsSpec, replicaStatus, 'VirtualMachineInstanceReplicaSet (kubevirt.io/v1) keeps a number of VMIs of one template.'),
+  });
+}
+
+export function virtualMachinePoolCrd(): CustomResourceDefinition {
+  return crd({
+    group: POOL_GROUP,
+    version: POOL_VERSION,
+    kind: 'VirtualMachinePool',
+    plural: POOL_PLURAL,
+    shortNames: ['vmpool', 'vmpools'],
+    columns: replicaColumns('VirtualMachines'),
+    scalable: true,
+    schema: topLevel(
+      poolSpec,
+      replicaStatus,
+      'VirtualMachinePool (pool.kubevirt.io/v1alpha1) keeps a number of indexed VMs of one template.',
+    ),
+  });
+}
+
 /** Every CRD vkvm installs, in the order it applies them. */
 export function allCrds(): CustomResourceDefinition[] {
-  return [virtualMachineCrd(), virtualMachineInstanceCrd(), virtualMachineInstanceMigrationCrd(), migrationPolicyCrd()];
+  return [
+    virtualMachineCrd(),
+    virtualMachineInstanceCrd(),
+    virtualMachineInstanceMigrationCrd(),
+    migrationPolicyCrd(),
+    virtualMachineInstanceReplicaSetCrd(),
+    virtualMachinePoolCrd(),
+  ];
 }

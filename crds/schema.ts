@@ -21,6 +21,7 @@ export interface JsonSchema {
   maximum?: number;
   maxLength?: number;
   maxItems?: number;
+  maxProperties?: number;
   nullable?: boolean;
   required?: string[];
   properties?: Record<string, JsonSchema>;

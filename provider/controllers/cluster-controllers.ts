@@ -1,5 +1,5 @@
 // The cluster-wide controllers (KubeVirt's virt-controller role): the VM,
-// VMI and migration controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
+// VMI and migration controllers, the replica set and pool controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
 // kube-system/vkvm-controllers. Informers and queues exist only while this
 // process leads: each term builds them afresh and losing the lease stops
 // them, so two processes never act on the same objects for longer than the
@@ -26,6 +26,7 @@ import {
 } from '../kubevirt/types.js';
 import { MigrationController } from './migration/migration-controller.js';
 import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationDefaults } from './migration/policy.js';
+import { createReplicaControllers, type ReplicaControllers } from './replicas/replica-controllers.js';
 import { VmController } from './vm-controller.js';
 import { VmiController } from './vmi-controller.js';
 
@@ -70,6 +71,8 @@ class ControllerTerm {
   private readonly vmiController: VmiController;
   private readonly migrationController: MigrationController;
   private readonly csrApprover: ServingCsrApprover;
+  /** VirtualMachineInstanceReplicaSets and VirtualMachinePools, over the VM and VMI caches. */
+  private readonly replicas: ReplicaControllers;
   private stopped = false;
 
   constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy, migration: MigrationDefaults) {
@@ -146,6 +149,7 @@ class ControllerTerm {
       log: log.child({ component: 'migration-controller' }),
       ...w,
     });
+    this.replicas = createReplicaControllers({ clients, kubevirt, vms: this.vms, vmis: this.vmis, events, log, ...w });
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
@@ -166,7 +170,12 @@ class ControllerTerm {
   async start(): Promise<void> {
     // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
     void this.csrApprover.start();
-    await Promise.all([this.vms.start(), this.vmis.start(), this.vmims.start(), this.pods.start(), this.nodes.start()]);
+    const shared = Promise.all([this.vms.start(), this.vmis.start()]);
+    // Apart, so that a cluster without the replica CRDs still runs its VMs.
+    void Promise.all([shared, this.replicas.sync()]).then(() => {
+      if (!this.stopped) this.replicas.start();
+    });
+    await Promise.all([shared, this.vmims.start(), this.pods.start(), this.nodes.start()]);
     if (this.stopped) return;
     this.vmController.start();
     this.vmiController.start();
@@ -178,6 +187,7 @@ class ControllerTerm {
     this.vmController.stop();
     this.vmiController.stop();
     this.migrationController.stop();
+    await this.replicas.stop();
     await Promise.all([this.vms.stop(), this.vmis.stop(), this.vmims.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }

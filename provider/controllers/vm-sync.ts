@@ -29,7 +29,7 @@ export const TEMPLATE_HASH_ANNOTATION = 'vkvm.io/vm-template-hash';
 export const RESTART_REQUIRED_MESSAGE = 'a non-live-updatable field was changed in the template spec';
 
 /** JSON with object keys sorted, so equal specs hash equal whatever order their fields came in. */
-function sortedJson(value: unknown): string {
+export function sortedJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(sortedJson).join(',')}]`;
   if (value && typeof value === 'object')
     return `{${Object.keys(value)

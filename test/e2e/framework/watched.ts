@@ -16,6 +16,7 @@ import type {
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import type { KubeClients } from '../../../provider/kube/client.js';
 import type { VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from '../../../provider/kubevirt/types.js';
+import type { VirtualMachineInstanceReplicaSet, VirtualMachinePool } from '../../../provider/kubevirt/replica-types.js';
 
 /** An object as raw JSON, as the API sends it (the type's Dates are strings there). */
 export type RawObject = KubernetesObject;
@@ -186,18 +187,25 @@ export const serviceAccounts = (clients: KubeClients, namespace: string, sel: Se
     summarize: (a) => a.metadata?.name,
   });
 
-/** KubeVirt objects: raw JSON both ways, as the custom objects client returns them. */
-function kubevirt<T>(plural: string, clients: KubeClients, namespace: string, sel: Selection): Watched<T> {
+/** KubeVirt objects (kubevirt.io/v1 unless said): raw JSON both ways, as the custom objects client returns them. */
+function kubevirt<T>(
+  plural: string,
+  clients: KubeClients,
+  namespace: string,
+  sel: Selection,
+  group = 'kubevirt.io',
+  version = 'v1',
+): Watched<T> {
   const s = selectors(sel);
   return {
     describe: describeOf(plural, namespace, sel),
     clients,
-    path: `/apis/kubevirt.io/v1/namespaces/${namespace}/${plural}`,
+    path: `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
     ...s,
     listRaw: async () =>
       (await clients.custom.listNamespacedCustomObject({
-        group: 'kubevirt.io',
-        version: 'v1',
+        group,
+        version,
         namespace,
         plural,
         ...s,
@@ -219,3 +227,13 @@ export const virtualMachineInstanceMigrations = (
   sel: Selection = {},
 ): Watched<VirtualMachineInstanceMigration> =>
   kubevirt<VirtualMachineInstanceMigration>('virtualmachineinstancemigrations', clients, namespace, sel);
+
+export const virtualMachineInstanceReplicaSets = (
+  clients: KubeClients,
+  namespace: string,
+  sel: Selection = {},
+): Watched<VirtualMachineInstanceReplicaSet> =>
+  kubevirt<VirtualMachineInstanceReplicaSet>('virtualmachineinstancereplicasets', clients, namespace, sel);
+
+export const virtualMachinePools = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<VirtualMachinePool> =>
+  kubevirt<VirtualMachinePool>('virtualmachinepools', clients, namespace, sel, 'pool.kubevirt.io', 'v1alpha1');
