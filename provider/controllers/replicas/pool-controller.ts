@@ -11,7 +11,7 @@
 import type { Logger } from '../../log.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { apiMessage, isConflict, isNotFound } from '../../kube/errors.js';
-import { KeyQueue } from '../../kube/key-queue.js';
+import { QueuedController } from '../queued-controller.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
 import { statusPatch } from '../../kube/status-patch.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
@@ -50,18 +50,16 @@ const FAILURE = {
   update: { reason: 'FailedUpdate', prefix: 'Error during VM update' },
 } as const;
 
-export class PoolController {
-  private readonly queue: KeyQueue;
+export class PoolController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly expectations = new Expectations();
   private readonly now: () => Date;
   private readonly random: () => number;
-  private started = false;
 
   constructor(private readonly o: PoolControllerOptions) {
+    super({ name: 'syncPoolsFromKubernetes', workers: o.workers ?? 4, log: o.log });
     this.now = o.now ?? (() => new Date());
     this.random = o.random ?? Math.random;
-    this.queue = new KeyQueue((key) => this.syncPool(key), { name: 'syncPoolsFromKubernetes', workers: o.workers ?? 4, log: o.log });
     o.pools.onChange((pool) => this.enqueue(keyOfObject(pool)));
     o.vms.onChange((vm) => {
       const key = controllerKey(vm, 'VirtualMachinePool');
@@ -75,19 +73,12 @@ export class PoolController {
     });
   }
 
-  /** Starts working; call once the caches are synced. */
-  start(): void {
-    this.started = true;
-    for (const pool of this.o.pools.list()) this.enqueue(keyOfObject(pool));
+  protected sync(key: string): Promise<void> {
+    return this.syncPool(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.pools.list().map(keyOfObject);
   }
 
   async syncPool(key: string): Promise<void> {

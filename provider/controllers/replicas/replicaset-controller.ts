@@ -9,7 +9,7 @@
 import type { Logger } from '../../log.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { apiMessage, isConflict, isNotFound } from '../../kube/errors.js';
-import { KeyQueue } from '../../kube/key-queue.js';
+import { QueuedController } from '../queued-controller.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
 import { statusPatch } from '../../kube/status-patch.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
@@ -53,20 +53,18 @@ export function controllerKey(
   return ref ? objectKey(obj.metadata.namespace ?? 'default', ref.name) : undefined;
 }
 
-export class ReplicaSetController {
-  private readonly queue: KeyQueue;
+export class ReplicaSetController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly expectations = new Expectations();
   private readonly now: () => Date;
-  private started = false;
 
   constructor(private readonly o: ReplicaSetControllerOptions) {
-    this.now = o.now ?? (() => new Date());
-    this.queue = new KeyQueue((key) => this.syncReplicaSet(key), {
+    super({
       name: 'syncReplicaSetsFromKubernetes',
       workers: o.workers ?? 4,
       log: o.log,
     });
+    this.now = o.now ?? (() => new Date());
     o.replicaSets.onChange((rs) => this.enqueue(keyOfObject(rs)));
     o.vmis.onChange((vmi) => {
       const key = controllerKey(vmi, 'VirtualMachineInstanceReplicaSet');
@@ -74,19 +72,12 @@ export class ReplicaSetController {
     });
   }
 
-  /** Starts working; call once both caches are synced. */
-  start(): void {
-    this.started = true;
-    for (const rs of this.o.replicaSets.list()) this.enqueue(keyOfObject(rs));
+  protected sync(key: string): Promise<void> {
+    return this.syncReplicaSet(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.replicaSets.list().map(keyOfObject);
   }
 
   async syncReplicaSet(key: string): Promise<void> {
