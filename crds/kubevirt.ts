@@ -21,6 +21,14 @@ import { migrationPolicySpec, migrationPolicyStatus } from './subset/migration-p
 import { object, required, schemaAt, string, type Field } from './subset/field.js';
 import { vmiStatus, vmStatus } from './subset/status.js';
 import { vmSpec } from './subset/vm.js';
+import {
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_VERSION,
+  instancetypeSpec,
+  preferenceSpec,
+  type InstancetypeKind,
+} from './subset/instancetype.js';
 import { vmiSpec } from './subset/vmi.js';
 
 // A minimal CRD type with the wire names, so the object serialises as is.
@@ -36,7 +44,7 @@ export interface CustomResourceDefinition {
       name: string;
       served: boolean;
       storage: boolean;
-      subresources: { status: Record<string, never> };
+      subresources?: { status: Record<string, never> };
       additionalPrinterColumns: Array<{ name: string; type: string; jsonPath: string; description?: string; priority?: number }>;
       selectableFields?: Array<{ jsonPath: string }>;
       schema: { openAPIV3Schema: JsonSchema };
@@ -46,8 +54,11 @@ export interface CustomResourceDefinition {
 
 // ---- CRDs ----
 
-function topLevel(spec: Field, status: Field, description: string): JsonSchema {
-  const resource = object({ apiVersion: string(), kind: string(), metadata: object({}), spec: required(spec), status }, { description });
+function topLevel(spec: Field, status: Field | undefined, description: string): JsonSchema {
+  const resource = object(
+    { apiVersion: string(), kind: string(), metadata: object({}), spec: required(spec), ...(status ? { status } : {}) },
+    { description },
+  );
   return schemaAt(resource.schema!, '');
 }
 
@@ -60,6 +71,9 @@ function crd(opts: {
   shortNames: string[];
   columns: CustomResourceDefinition['spec']['versions'][number]['additionalPrinterColumns'];
   selectableFields?: string[];
+  /** No status subresource (KubeVirt's instancetypes and preferences have no status). */
+  noStatus?: boolean;
+  categories?: string[];
   schema: JsonSchema;
 }): CustomResourceDefinition {
   return {
@@ -74,7 +88,7 @@ function crd(opts: {
         plural: opts.plural,
         singular: opts.kind.toLowerCase(),
         shortNames: opts.shortNames,
-        categories: ['all'],
+        categories: opts.categories ?? ['all'],
       },
       scope: opts.scope ?? 'Namespaced',
       versions: [
@@ -82,7 +96,7 @@ function crd(opts: {
           name: opts.version ?? VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          ...(opts.noStatus ? {} : { subresources: { status: {} } }),
           additionalPrinterColumns: opts.columns,
           ...(opts.selectableFields ? { selectableFields: opts.selectableFields.map((jsonPath) => ({ jsonPath })) } : {}),
           schema: { openAPIV3Schema: opts.schema },
@@ -155,7 +169,44 @@ export function migrationPolicyCrd(): CustomResourceDefinition {
   });
 }
 
+/** Short names and categories as KubeVirt's crds.go gives them. */
+const INSTANCETYPE_NAMES: Record<InstancetypeKind, { shortNames: string[]; categories: string[] }> = {
+  VirtualMachineInstancetype: { shortNames: ['vminstancetype', 'vminstancetypes', 'vmf', 'vmfs'], categories: ['all'] },
+  VirtualMachineClusterInstancetype: { shortNames: ['vmclusterinstancetype', 'vmclusterinstancetypes', 'vmcf', 'vmcfs'], categories: [] },
+  VirtualMachinePreference: { shortNames: ['vmpref', 'vmprefs', 'vmp', 'vmps'], categories: ['all'] },
+  VirtualMachineClusterPreference: { shortNames: ['vmcp', 'vmcps'], categories: [] },
+};
+
+/** The four instancetype.kubevirt.io/v1beta1 CRDs (only v1beta1 is served; KubeVirt also serves the deprecated v1alpha1/2). */
+export function instancetypeCrds(): CustomResourceDefinition[] {
+  return (Object.keys(INSTANCETYPE_KINDS) as InstancetypeKind[]).map((kind) => {
+    const { plural, cluster } = INSTANCETYPE_KINDS[kind];
+    const isPreference = kind.endsWith('Preference');
+    return crd({
+      group: INSTANCETYPE_GROUP,
+      version: INSTANCETYPE_VERSION,
+      scope: cluster ? 'Cluster' : 'Namespaced',
+      kind,
+      plural,
+      ...INSTANCETYPE_NAMES[kind],
+      noStatus: true,
+      columns: [AGE],
+      schema: topLevel(
+        isPreference ? preferenceSpec : instancetypeSpec,
+        undefined,
+        `${kind} (${INSTANCETYPE_GROUP}/${INSTANCETYPE_VERSION}): ${isPreference ? 'preferred settings for' : 'the resources of'} the VMs that name it.`,
+      ),
+    });
+  });
+}
+
 /** Every CRD vkvm installs, in the order it applies them. */
 export function allCrds(): CustomResourceDefinition[] {
-  return [virtualMachineCrd(), virtualMachineInstanceCrd(), virtualMachineInstanceMigrationCrd(), migrationPolicyCrd()];
+  return [
+    virtualMachineCrd(),
+    virtualMachineInstanceCrd(),
+    virtualMachineInstanceMigrationCrd(),
+    migrationPolicyCrd(),
+    ...instancetypeCrds(),
+  ];
 }

@@ -27,6 +27,7 @@ import {
 import { MigrationController } from './migration/migration-controller.js';
 import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationDefaults } from './migration/policy.js';
 import { VmController } from './vm-controller.js';
+import { Instancetypes, kubeInstancetypeStore } from './instancetypes.js';
 import { VmiController } from './vmi-controller.js';
 
 export interface ControllersOptions {
@@ -120,6 +121,7 @@ class ControllerTerm {
       vms: this.vms,
       vmis: this.vmis,
       events: events('virtualmachine-controller'),
+      instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
       log: log.child({ component: 'vm-controller' }),
       ...w,
     });
