@@ -19,6 +19,7 @@ import { desiredVmi, haltedStartSpec, nextStartFailure, startBackoffRemainingMs 
 import { controlledBy, nextVmStatus, unsupportedVmFields, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
 import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VmiAction } from './vm-status.js';
+import { nameAnnotations } from '../kubevirt/instancetype/expand.js';
 import { InstancetypeRefusal, type Instancetypes, type InstancetypeSync } from './instancetypes.js';
 
 /** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
@@ -113,7 +114,11 @@ export class VmController {
         return { template: vm.spec.template, inferred: true };
       }
       const { refs, expanded } = await this.o.instancetypes.sync(vm);
-      if (expanded.ok) return { template: expanded.template, refs };
+      if (expanded.ok) {
+        const { metadata, spec } = expanded.template;
+        const annotations = { ...(metadata?.annotations ?? {}), ...nameAnnotations(vm) };
+        return { template: { metadata: { ...(metadata ?? {}), annotations }, spec }, refs };
+      }
       return { template: vm.spec.template, refs, refusal: new InstancetypeRefusal(expanded.field, expanded.message) };
     } catch (err) {
       if (err instanceof InstancetypeRefusal) return { template: vm.spec.template, refusal: err };

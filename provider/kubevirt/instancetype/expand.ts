@@ -18,16 +18,20 @@ export interface Resolved {
 
 export type Expanded = { ok: true; template: VirtualMachineSpec['template'] } | { ok: false; field: string; message: string };
 
-/** KubeVirt's annotations on a VMI naming its instancetype and preference (kubevirt.io/v1 types.go). */
-function nameAnnotations(r: Resolved): Record<string, string> {
+/**
+ * KubeVirt's annotations on a VMI naming its VM's instancetype and preference (annotations.Set, by the
+ * matchers' kinds; an empty kind is the cluster-scoped one). On the VMI only, not in an expanded VM.
+ */
+export function nameAnnotations(vm: VirtualMachine): Record<string, string> {
   const out: Record<string, string> = {};
-  const it = r.instancetype;
-  if (it)
-    out[it.kind === 'VirtualMachineInstancetype' ? 'kubevirt.io/instancetype-name' : 'kubevirt.io/cluster-instancetype-name'] =
-      it.metadata.name!;
-  const p = r.preference;
-  if (p)
-    out[p.kind === 'VirtualMachinePreference' ? 'kubevirt.io/preference-name' : 'kubevirt.io/cluster-preference-name'] = p.metadata.name!;
+  const it = vm.spec.instancetype;
+  const namespaced = (kind: string | undefined, singular: string) => [singular, `${singular}s`].includes((kind ?? '').toLowerCase());
+  if (it?.name)
+    out[namespaced(it.kind, 'virtualmachineinstancetype') ? 'kubevirt.io/instancetype-name' : 'kubevirt.io/cluster-instancetype-name'] =
+      it.name;
+  const p = vm.spec.preference;
+  if (p?.name)
+    out[namespaced(p.kind, 'virtualmachinepreference') ? 'kubevirt.io/preference-name' : 'kubevirt.io/cluster-preference-name'] = p.name;
   return out;
 }
 
@@ -64,6 +68,5 @@ export function expandTemplate(vm: VirtualMachine, r: Resolved): Expanded {
     spec = applyPreference(pref, spec);
     annotations = { ...(pref.annotations ?? {}), ...annotations };
   }
-  annotations = { ...annotations, ...nameAnnotations(r) };
   return { ok: true, template: { ...template, metadata: { ...(template.metadata ?? {}), annotations }, spec } };
 }
