@@ -13,13 +13,10 @@
 // another namespace's instancetype is out of the tenant's reach.
 import { join } from 'node:path';
 import t from 'tap';
-import { installClusterManifests } from '../../provider/cli/up.js';
-import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
-import { defaultRouteAddress } from '../../provider/node/default-address.js';
+import { isNotFound } from '../../provider/kube/errors.js';
 import { packageRoot } from '../../provider/package-root.js';
-import { startSubresourceApi } from '../../provider/subresources/start.js';
 import { argvOf } from '../helpers/processes.js';
 import { ensureVirtctl, runVirtctl } from '../helpers/virtctl.js';
 import {
@@ -27,12 +24,11 @@ import {
   controllersIdentity,
   createTenant,
   kubeconfigFile,
-  poll,
   qemuPidsOf,
   startAgent,
+  startSubresourcesAndControllers,
   startTestCluster,
   tenantKubectl,
-  testLog,
   testNamespace,
   virtualMachineInstances,
   virtualMachines,
@@ -78,16 +74,7 @@ function qemuSize(vmi: VirtualMachineInstance): { smp: string | undefined; memor
 t.test('instancetypes and preferences: common-instancetypes applied unchanged, expanded into VMs as KubeVirt does', async (t) => {
   const virtctlBin = await ensureVirtctl();
   const cluster = await startTestCluster(t);
-  await installClusterManifests(cluster.kubeconfigPath);
-  const address = await defaultRouteAddress();
-  if (!address) throw new Error('the host needs a default route: the apiserver dials the subresource API there');
-  const api = await startSubresourceApi(cluster.clients, testLog, { address, port: 0 });
-  t.teardown(() => api.close());
-  const controllers = startControllers(await controllersIdentity(cluster), testLog, {
-    retryPeriodMs: 500,
-    onLeading: () => api.register(),
-  });
-  t.teardown(() => controllers.stop());
+  await startSubresourcesAndControllers(t, cluster, await controllersIdentity(cluster));
   await startAgent(t, cluster, { nodeName: NODE });
   await testNamespace(t, cluster, NS);
   const other = await testNamespace(t, cluster, OTHER_NS);
@@ -114,7 +101,7 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
         names.some((n) => n.endsWith(`preference.instancetype.kubevirt.io/${p}`)),
       ),
     },
-    { code: 0, u1: 8, o1: 7, cx1: 6, preferences: ['alpine', 'cirros', 'fedora', 'ubuntu', 'windows.11'] },
+    { code: 0, u1: 10, o1: 9, cx1: 6, preferences: ['alpine', 'cirros', 'fedora', 'ubuntu', 'windows.11'] },
     'the tenant reads the cluster-wide instancetypes and preferences (u1, o1, cx1 series, OS preferences), as every authenticated user may',
   );
 
@@ -239,6 +226,11 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
     },
     "an edit of u1.nano changes neither the VM's revision nor what its next start runs",
   );
+  const rerun = await waitFor(vmi('nano'), (v) => v.metadata.uid !== nano!.metadata.uid && v.status?.phase === 'Running', {
+    what: 'the restarted VMI Running',
+    deadlineMs: BOOT_DEADLINE_MS,
+  });
+  t.match(qemuSize(rerun), { smp: /^1\b/, memoryMiB: 512 }, "the restarted VM's QEMU still has u1.nano's size as its revision holds it");
 
   const conflicting = await kubectl(['apply', '-n', NS, '-f', '-'], {
     input: vmNaming('conflict', { name: 'u1.nano' }, { domain: { cpu: { sockets: 2 } }, runStrategy: 'Halted' }),
@@ -274,23 +266,24 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
   const refused = await Promise.all(
     ['elsewhere', 'dedicated'].map((name) => waitFor(vm(name), (v) => condition(v, 'Failure') === 'True', { what: `${name} refused` })),
   );
-  const vmis = await poll(
-    'the VMIs in the namespace',
-    () =>
-      tenant.custom.listNamespacedCustomObject({ group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' }),
-    () => true,
-  );
+  const vmiOf = (name: string) =>
+    tenant.custom
+      .getNamespacedCustomObject({ group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances', name })
+      .then(
+        () => 'exists',
+        (err: unknown) => (isNotFound(err) ? 'none' : String(err)),
+      );
   t.match(
     {
       messages: refused.map((v) => v.status?.conditions?.find((c) => c.type === 'Failure')?.message),
-      vmis: (vmis as { items: VirtualMachineInstance[] }).items.map((v) => v.metadata.name).sort(),
+      vmis: [await vmiOf('elsewhere'), await vmiOf('dedicated')],
     },
     {
       messages: [
         `spec.instancetype: VirtualMachineInstancetype private not found in namespace ${NS}`,
         /^spec\.instancetype: VirtualMachineClusterInstancetype cx1\.medium asks for what vkvm does not provide: spec\.cpu\.dedicatedCPUPlacement, spec\.cpu\.isolateEmulatorThread, spec\.cpu\.numa, spec\.ioThreadsPolicy, spec\.memory\.hugepages/,
       ],
-      vmis: ['created', 'nano'],
+      vmis: ['none', 'none'],
     },
     "a VM naming another namespace's instancetype finds none in its own; one naming cx1 is refused naming what vkvm lacks; neither gets a VMI",
   );
