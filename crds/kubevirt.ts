@@ -23,6 +23,14 @@ import { object, required, schemaAt, string, type Field } from './subset/field.j
 import { vmiStatus, vmStatus } from './subset/status.js';
 import { POOL_GROUP, POOL_PLURAL, POOL_VERSION, poolSpec, replicaStatus, VMIRS_PLURAL, vmirsSpec } from './subset/replicas.js';
 import { vmSpec } from './subset/vm.js';
+import {
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_VERSION,
+  instancetypeSpec,
+  preferenceSpec,
+  type InstancetypeKind,
+} from './subset/instancetype.js';
 import { vmiSpec } from './subset/vmi.js';
 
 // A minimal CRD type with the wire names, so the object serialises as is.
@@ -38,7 +46,7 @@ export interface CustomResourceDefinition {
       name: string;
       served: boolean;
       storage: boolean;
-      subresources: {
+      subresources?: {
         status: Record<string, never>;
         scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string };
       };
@@ -51,8 +59,11 @@ export interface CustomResourceDefinition {
 
 // ---- CRDs ----
 
-function topLevel(spec: Field, status: Field, description: string): JsonSchema {
-  const resource = object({ apiVersion: string(), kind: string(), metadata: object({}), spec: required(spec), status }, { description });
+function topLevel(spec: Field, status: Field | undefined, description: string): JsonSchema {
+  const resource = object(
+    { apiVersion: string(), kind: string(), metadata: object({}), spec: required(spec), ...(status ? { status } : {}) },
+    { description },
+  );
   return schemaAt(resource.schema!, '');
 }
 
@@ -67,6 +78,9 @@ function crd(opts: {
   selectableFields?: string[];
   /** The scale subresource over spec.replicas and status.replicas/labelSelector (kubectl scale, an HPA). */
   scalable?: boolean;
+  /** No status subresource (KubeVirt's instancetypes and preferences have no status). */
+  noStatus?: boolean;
+  categories?: string[];
   schema: JsonSchema;
 }): CustomResourceDefinition {
   return {
@@ -81,7 +95,7 @@ function crd(opts: {
         plural: opts.plural,
         singular: opts.kind.toLowerCase(),
         shortNames: opts.shortNames,
-        categories: ['all'],
+        categories: opts.categories ?? ['all'],
       },
       scope: opts.scope ?? 'Namespaced',
       versions: [
@@ -89,18 +103,22 @@ function crd(opts: {
           name: opts.version ?? VERSION,
           served: true,
           storage: true,
-          subresources: {
-            status: {},
-            ...(opts.scalable
-              ? {
-                  scale: {
-                    specReplicasPath: '.spec.replicas',
-                    statusReplicasPath: '.status.replicas',
-                    labelSelectorPath: '.status.labelSelector',
-                  },
-                }
-              : {}),
-          },
+          ...(opts.noStatus
+            ? {}
+            : {
+                subresources: {
+                  status: {},
+                  ...(opts.scalable
+                    ? {
+                        scale: {
+                          specReplicasPath: '.spec.replicas',
+                          statusReplicasPath: '.status.replicas',
+                          labelSelectorPath: '.status.labelSelector',
+                        },
+                      }
+                    : {}),
+                },
+              }),
           additionalPrinterColumns: opts.columns,
           ...(opts.selectableFields ? { selectableFields: opts.selectableFields.map((jsonPath) => ({ jsonPath })) } : {}),
           schema: { openAPIV3Schema: opts.schema },
@@ -214,6 +232,37 @@ export function virtualMachinePoolCrd(): CustomResourceDefinition {
   });
 }
 
+/** Short names and categories as KubeVirt's crds.go gives them. */
+const INSTANCETYPE_NAMES: Record<InstancetypeKind, { shortNames: string[]; categories: string[] }> = {
+  VirtualMachineInstancetype: { shortNames: ['vminstancetype', 'vminstancetypes', 'vmf', 'vmfs'], categories: ['all'] },
+  VirtualMachineClusterInstancetype: { shortNames: ['vmclusterinstancetype', 'vmclusterinstancetypes', 'vmcf', 'vmcfs'], categories: [] },
+  VirtualMachinePreference: { shortNames: ['vmpref', 'vmprefs', 'vmp', 'vmps'], categories: ['all'] },
+  VirtualMachineClusterPreference: { shortNames: ['vmcp', 'vmcps'], categories: [] },
+};
+
+/** The four instancetype.kubevirt.io/v1beta1 CRDs (only v1beta1 is served; KubeVirt also serves the deprecated v1alpha1/2). */
+export function instancetypeCrds(): CustomResourceDefinition[] {
+  return (Object.keys(INSTANCETYPE_KINDS) as InstancetypeKind[]).map((kind) => {
+    const { plural, cluster } = INSTANCETYPE_KINDS[kind];
+    const isPreference = kind.endsWith('Preference');
+    return crd({
+      group: INSTANCETYPE_GROUP,
+      version: INSTANCETYPE_VERSION,
+      scope: cluster ? 'Cluster' : 'Namespaced',
+      kind,
+      plural,
+      ...INSTANCETYPE_NAMES[kind],
+      noStatus: true,
+      columns: [AGE],
+      schema: topLevel(
+        isPreference ? preferenceSpec : instancetypeSpec,
+        undefined,
+        `${kind} (${INSTANCETYPE_GROUP}/${INSTANCETYPE_VERSION}): ${isPreference ? 'preferred settings for' : 'the resources of'} the VMs that name it.`,
+      ),
+    });
+  });
+}
+
 /** Every CRD vkvm installs, in the order it applies them. */
 export function allCrds(): CustomResourceDefinition[] {
   return [
@@ -223,5 +272,6 @@ export function allCrds(): CustomResourceDefinition[] {
     migrationPolicyCrd(),
     virtualMachineInstanceReplicaSetCrd(),
     virtualMachinePoolCrd(),
+    ...instancetypeCrds(),
   ];
 }

@@ -1,6 +1,7 @@
 // The statuses vkvm writes: the VMI's (phase, node, conditions, addresses,
 // guest OS) and the VM's (printable status, start failures). The schema types
 // their strings; the types narrow them to the values KubeVirt defines.
+import { statusRef } from './instancetype.js';
 import type { RunStrategy } from './constants.js';
 import { condition } from './condition.js';
 import { alwaysSet, boolean, integer, list, notInCrd, object, string, stringMap, time } from './field.js';
@@ -114,6 +115,10 @@ export const vmStatus = object(
     ),
     /** The run strategy the controller last acted on (RerunOnFailure needs it). */
     runStrategy: notInCrd(string<RunStrategy>()),
+    /** The instancetype the VM uses and the ControllerRevision holding the copy its VMIs are made from. */
+    instancetypeRef: statusRef,
+    /** The same for the preference. */
+    preferenceRef: statusRef,
   },
   { preserveUnknown: true },
 );

@@ -28,6 +28,7 @@ import { MigrationController } from './migration/migration-controller.js';
 import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationDefaults } from './migration/policy.js';
 import { createReplicaControllers, type ReplicaControllers } from './replicas/replica-controllers.js';
 import { VmController } from './vm-controller.js';
+import { Instancetypes, kubeInstancetypeStore } from './instancetypes.js';
 import { VmiController } from './vmi-controller.js';
 
 export interface ControllersOptions {
@@ -123,6 +124,7 @@ class ControllerTerm {
       vms: this.vms,
       vmis: this.vmis,
       events: events('virtualmachine-controller'),
+      instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
       log: log.child({ component: 'vm-controller' }),
       ...w,
     });

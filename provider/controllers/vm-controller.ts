@@ -19,6 +19,8 @@ import { desiredVmi, haltedStartSpec, nextStartFailure, startBackoffRemainingMs 
 import { controlledBy, nextVmStatus, unsupportedVmFields, vmiFromTemplate, VM_STATUS_FIELDS, type ActionOutcome } from './vm-sync.js';
 import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VmiAction } from './vm-status.js';
+import { nameAnnotations } from '../kubevirt/instancetype/expand.js';
+import { InstancetypeRefusal, type Instancetypes, type InstancetypeSync } from './instancetypes.js';
 
 /** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
 const CREATE_EXPECTATION_MS = 60_000;
@@ -28,6 +30,8 @@ export interface VmControllerOptions {
   vms: ClusterInformer<VirtualMachine>;
   vmis: ClusterInformer<VirtualMachineInstance>;
   events: EventRecorder;
+  /** Expands the instancetypes and preferences VMs name. */
+  instancetypes: Instancetypes;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -76,6 +80,38 @@ export class VmController extends QueuedController {
     return true;
   }
 
+  /**
+   * The VM's template with its instancetype and preference expanded, and its status refs (none when it
+   * names neither); or what refuses them, with the refs as they were.
+   */
+  private async expand(vm: VirtualMachine): Promise<{
+    template: VirtualMachine['spec']['template'];
+    refs?: InstancetypeSync['refs'];
+    refusal?: InstancetypeRefusal;
+    /** The VM's matchers were just rewritten: nothing else to do in this sync. */
+    inferred?: true;
+  }> {
+    if (!vm.spec.instancetype && !vm.spec.preference) return { template: vm.spec.template, refs: {} };
+    try {
+      const inferred = await this.o.instancetypes.inference(vm);
+      if (inferred) {
+        // As KubeVirt's mutating webhook would have written it; the VM's watch event brings it back.
+        await this.o.kubevirt.patch(VM_PLURAL, vm.metadata.namespace ?? 'default', vm.metadata.name!, { spec: inferred });
+        return { template: vm.spec.template, inferred: true };
+      }
+      const { refs, expanded } = await this.o.instancetypes.sync(vm);
+      if (expanded.ok) {
+        const { metadata, spec } = expanded.template;
+        const annotations = { ...(metadata?.annotations ?? {}), ...nameAnnotations(vm) };
+        return { template: { metadata: { ...(metadata ?? {}), annotations }, spec }, refs };
+      }
+      return { template: vm.spec.template, refs, refusal: new InstancetypeRefusal(expanded.field, expanded.message) };
+    } catch (err) {
+      if (err instanceof InstancetypeRefusal) return { template: vm.spec.template, refusal: err };
+      throw err;
+    }
+  }
+
   /** Makes the VM's VMI match its run strategy, then writes the VM status if it changed. */
   async syncVm(key: string): Promise<void> {
     const vm = this.o.vms.get(key);
@@ -112,6 +148,16 @@ export class VmController extends QueuedController {
     let outcome: ActionOutcome = { ok: true };
     let failure: unknown;
     const ref = objectReference({ ...vm, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine' });
+    const expansion = await this.expand(vm);
+    if (expansion.inferred) return;
+    if (expansion.refusal && action !== 'delete') {
+      // Nothing is made from a VM its instancetype refuses; a missing object may appear later, so that is retried.
+      action = 'keep';
+      outcome = { ok: false, reason: 'FailedCreate', message: expansion.refusal.message };
+      if (expansion.refusal.retry) failure = expansion.refusal;
+      if (findCondition(vm.status?.conditions, 'Failure')?.message !== outcome.message)
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${expansion.refusal.message}`);
+    }
     const unsupported = unsupportedVmFields(vm);
     // Stateless: the condition already on the VM tells whether this set was reported.
     if (unsupported.length && findCondition(vm.status?.conditions, 'UnsupportedFields')?.message !== unsupportedMessage(unsupported)) {
@@ -124,7 +170,7 @@ export class VmController extends QueuedController {
     }
     if (action === 'create') {
       try {
-        const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm));
+        const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm, expansion.template));
         log.info('created the VMI');
         this.o.events.recordFor(
           ref,
@@ -174,6 +220,10 @@ export class VmController extends QueuedController {
       now,
       jitter,
     });
+    if (expansion.refs) {
+      next.instancetypeRef = expansion.refs.instancetypeRef;
+      next.preferenceRef = expansion.refs.preferenceRef;
+    }
     const patch = statusPatch(vm.status, next, VM_STATUS_FIELDS);
     if (patch) {
       try {

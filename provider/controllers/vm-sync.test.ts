@@ -200,8 +200,8 @@ t.test('VM fields vkvm keeps but does not realize are reported by an Unsupported
   const s = nextVmStatus({ vm: withInstancetype, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
   t.match(
     s.conditions?.find((c) => c.type === 'UnsupportedFields'),
-    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.dataVolumeTemplates, spec.instancetype' },
-    'each unsupported VM field is named by its path',
+    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.dataVolumeTemplates' },
+    'each unsupported VM field is named by its path; spec.instancetype is realized (expanded into the VMI), not reported',
   );
   const plain = nextVmStatus({ vm: { ...vm(), status: s }, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
   t.notOk(

@@ -68,13 +68,16 @@ export function hasStartPausedRequest(vm: VirtualMachine): boolean {
 }
 
 /**
- * The VMI a VM starts: its template, named after the VM and controlled by it.
+ * The VMI a VM starts: its template (with its instancetype and preference expanded, when it names them),
+ * named after the VM and controlled by it. The template hash is the VM's own template's.
  * A paused start marks it with the paused annotation (KubeVirt sets
  * startStrategy Paused), which the node applies as soon as the VM runs.
  */
-export function vmiFromTemplate(vm: VirtualMachine): VirtualMachineInstance {
+export function vmiFromTemplate(
+  vm: VirtualMachine,
+  template: VirtualMachine['spec']['template'] = vm.spec.template,
+): VirtualMachineInstance {
   const name = vm.metadata.name!;
-  const template = vm.spec.template;
   const spec = structuredClone(template.spec);
   spec.domain ??= {};
   if (!spec.domain.firmware?.uuid) spec.domain.firmware = { ...(spec.domain.firmware ?? {}), uuid: firmwareUuid(name) };
@@ -249,4 +252,6 @@ export const VM_STATUS_FIELDS = [
   'conditions',
   'startFailure',
   'stateChangeRequests',
+  'instancetypeRef',
+  'preferenceRef',
 ] as const;

@@ -11,8 +11,11 @@ import type { Disk, VirtualMachineInstanceSpec } from './types.js';
 /** The bus KubeVirt's amd64 defaulting gives a disk that names none (vkvm runs amd64 only). */
 export const DEFAULT_DISK_BUS = 'sata';
 
-/** The VMI's disks with one added per volume that has none, or undefined when no volume lacks one. */
-export function disksWithDefaults(spec: VirtualMachineInstanceSpec): Disk[] | undefined {
+/**
+ * The VMI's disks with one added per volume that has none, or undefined when no volume lacks one.
+ * `bus` is a preference's preferredDiskBus, which KubeVirt applies before its bus default.
+ */
+export function disksWithDefaults(spec: VirtualMachineInstanceSpec, bus: string = DEFAULT_DISK_BUS): Disk[] | undefined {
   const devices = spec.domain?.devices ?? {};
   const disks = Array.isArray(devices.disks) ? devices.disks : [];
   const filesystems = Array.isArray(devices.filesystems) ? devices.filesystems : [];
@@ -21,5 +24,5 @@ export function disksWithDefaults(spec: VirtualMachineInstanceSpec): Disk[] | un
     .map((v) => v?.name)
     .filter((name): name is string => typeof name === 'string' && name !== '' && !named.has(name));
   if (missing.length === 0) return undefined;
-  return [...disks, ...[...new Set(missing)].map((name): Disk => ({ name, disk: { bus: DEFAULT_DISK_BUS } }))];
+  return [...disks, ...[...new Set(missing)].map((name): Disk => ({ name, disk: { bus } }))];
 }

@@ -16,6 +16,7 @@ import type { network, vmiSpec } from '../../crds/subset/vmi.js';
 import type { migrationConfiguration, migrationState, vmimSpec, vmimStatus } from '../../crds/subset/migration.js';
 import type { migrationPolicySpec } from '../../crds/subset/migration-policy.js';
 import type { cloudInitNoCloud, volume } from '../../crds/subset/volumes.js';
+import type { instancetypeSpec, preferenceSpec, statusRef } from '../../crds/subset/instancetype.js';
 
 export {
   DISK_BUSES,
@@ -119,4 +120,25 @@ export interface MigrationPolicy {
   kind?: 'MigrationPolicy';
   metadata: ObjectMeta;
   spec: MigrationPolicySpec;
+}
+
+export {
+  INSTANCETYPE_API_VERSION,
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_VERSION,
+  type InstancetypeKind,
+} from '../../crds/subset/instancetype.js';
+
+export type InstancetypeSpec = TypeOf<typeof instancetypeSpec>;
+export type PreferenceSpec = TypeOf<typeof preferenceSpec>;
+export type InstancetypeMatcher = NonNullable<VirtualMachineSpec['instancetype']>;
+export type InstancetypeStatusRef = TypeOf<typeof statusRef>;
+
+/** Any of the four instancetype.kubevirt.io kinds: an instancetype's spec or a preference's. */
+export interface InstancetypeObject<S = InstancetypeSpec | PreferenceSpec> {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: S;
 }

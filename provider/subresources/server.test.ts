@@ -16,6 +16,8 @@ import type { ResourceAttributes } from './auth.js';
 import { buildSubresourceApi } from './server.js';
 import { VmiNodeClient } from './vmi-node.js';
 import { selfSignedCert } from './serving-cert.js';
+import { Instancetypes } from '../controllers/instancetypes.js';
+import { FakeInstancetypeStore } from '../../test/helpers/fake-instancetype-store.js';
 
 const VM_PATH = '/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines';
 
@@ -71,6 +73,9 @@ async function serve(t: Test) {
     patch: async (...args: unknown[]) => void writes.push(args),
     jsonPatchStatus: async (...args: unknown[]) => void writes.push(args),
   } as unknown as KubevirtApi;
+  const store = new FakeInstancetypeStore();
+  store.put('VirtualMachineClusterInstancetype', '', 'u1.small', { cpu: { guest: 1 }, memory: { guest: '2Gi' } });
+  store.put('VirtualMachineClusterPreference', '', 'fedora', { devices: { preferredDiskBus: 'virtio' } });
   const app = await buildSubresourceApi({
     requestHeader: {
       clientCaPem: ca.pem,
@@ -86,6 +91,7 @@ async function serve(t: Test) {
       },
     },
     kubevirt,
+    instancetypes: new Instancetypes(store),
     clients: {} as KubeClients,
     nodes: new VmiNodeClient(new KubeConfig(), () => Promise.reject(new Error('no nodes here'))),
     tls: await selfSignedCert('vkvm-subresources.kube-system.svc'),
@@ -191,41 +197,53 @@ t.test('start, 404 and discovery', async (t) => {
   );
 });
 
-t.test('expand: a VM without instance types is its own expansion; instance types are refused naming the field', async (t) => {
-  const { call, proxy, sars } = await serve(t);
-  const put = (body: unknown) =>
-    call('PUT', '/apis/subresources.kubevirt.io/v1/namespaces/ns/expand-vm-spec', {
-      cert: proxy,
-      user: 'alice',
-      body: JSON.stringify(body),
-    });
-  const vm = { metadata: { name: 'sent' }, spec: { template: { spec: { domain: {} } } } };
-  t.match(
-    {
-      stored: await call('GET', `${VM_PATH}/halted/expand-spec`, { cert: proxy, user: 'alice' }),
-      sent: await put(vm),
-      typed: await put({ ...vm, spec: { ...vm.spec, instancetype: { name: 'u1.small' }, preference: { name: 'fedora' } } }),
-      elsewhere: await put({ ...vm, metadata: { name: 'sent', namespace: 'other' } }),
-      noTemplate: await put({ metadata: { name: 'sent' }, spec: {} }),
-    },
-    {
-      stored: { status: 200, body: { metadata: { name: 'halted' }, spec: { runStrategy: 'Halted' } } },
-      sent: { status: 200, body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name: 'sent', namespace: 'ns' } } },
-      typed: {
-        status: 400,
-        body: { message: 'spec.instancetype, spec.preference: instance types and preferences are not served by vkvm' },
+t.test(
+  'expand: a VM without instance types is its own expansion; one with them comes back expanded, or refused naming the field',
+  async (t) => {
+    const { call, proxy, sars } = await serve(t);
+    const put = (body: unknown) =>
+      call('PUT', '/apis/subresources.kubevirt.io/v1/namespaces/ns/expand-vm-spec', {
+        cert: proxy,
+        user: 'alice',
+        body: JSON.stringify(body),
+      });
+    const vm = { metadata: { name: 'sent' }, spec: { template: { spec: { domain: {} } } } };
+    const typed = { ...vm, spec: { ...vm.spec, instancetype: { name: 'u1.small' }, preference: { name: 'fedora' } } };
+    t.match(
+      {
+        stored: await call('GET', `${VM_PATH}/halted/expand-spec`, { cert: proxy, user: 'alice' }),
+        sent: await put(vm),
+        typed: await put(typed),
+        missing: await put({ ...typed, spec: { ...typed.spec, instancetype: { name: 'u9.huge' } } }),
+        elsewhere: await put({ ...vm, metadata: { name: 'sent', namespace: 'other' } }),
+        noTemplate: await put({ metadata: { name: 'sent' }, spec: {} }),
       },
-      elsewhere: { status: 400, body: { message: 'VM namespace must be empty or ns' } },
-      noTemplate: { status: 400, body: { message: 'Object is not a valid VirtualMachine: spec.template: Required value' } },
-    },
-  );
-  t.match(
-    sars[1],
-    { namespace: 'ns', verb: 'update', resource: 'expand-vm-spec' },
-    'expand-vm-spec is authorized as its own resource, on no object',
-  );
-  t.notOk('name' in sars[1]! || 'subresource' in sars[1]!, 'no name or subresource in that review');
-});
+      {
+        stored: { status: 200, body: { metadata: { name: 'halted' }, spec: { runStrategy: 'Halted' } } },
+        sent: { status: 200, body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name: 'sent', namespace: 'ns' } } },
+        typed: {
+          status: 200,
+          body: {
+            spec: {
+              instancetype: undefined,
+              preference: undefined,
+              template: { spec: { domain: { cpu: { sockets: 1, cores: 1, threads: 1 }, memory: { guest: '2Gi' } } } },
+            },
+          },
+        },
+        missing: { status: 400, body: { message: 'spec.instancetype: VirtualMachineClusterInstancetype u9.huge not found' } },
+        elsewhere: { status: 400, body: { message: 'VM namespace must be empty or ns' } },
+        noTemplate: { status: 400, body: { message: 'Object is not a valid VirtualMachine: spec.template: Required value' } },
+      },
+    );
+    t.match(
+      sars[1],
+      { namespace: 'ns', verb: 'update', resource: 'expand-vm-spec' },
+      'expand-vm-spec is authorized as its own resource, on no object',
+    );
+    t.notOk('name' in sars[1]! || 'subresource' in sars[1]!, 'no name or subresource in that review');
+  },
+);
 
 t.test('migrate: a running, migratable VM gets a VMIM named and labelled as virtctl expects; otherwise a Status says why', async (t) => {
   const { call, proxy, sars, writes } = await serve(t);

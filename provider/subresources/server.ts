@@ -12,6 +12,7 @@ import { subresourceAuth, type Authorizer, type RequestHeaderConfig } from './au
 import { errorHandler } from './errors.js';
 import { vmiStreamRoutes } from './routes/vmi-streams.js';
 import { expandRoutes } from './routes/expand.js';
+import type { Instancetypes } from '../controllers/instancetypes.js';
 import type { VmiNodeClient } from './vmi-node.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { vmRoutes } from './routes/vm.js';
@@ -23,6 +24,8 @@ export interface SubresourceApiOptions {
   requestHeader: RequestHeaderConfig;
   authorizer: Authorizer;
   kubevirt: KubevirtApi;
+  /** Expands the instancetypes and preferences VMs name (virtctl expand). */
+  instancetypes: Pick<Instancetypes, 'expand'>;
   clients: KubeClients;
   /** The VMIs' nodes, for what only a node can do (console, guest agent, reboot). */
   nodes: VmiNodeClient;
@@ -71,6 +74,6 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   await app.register(migrateRoutes, { kubevirt: opts.kubevirt });
   await app.register(vmiRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(vmiStreamRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
-  await app.register(expandRoutes, { kubevirt: opts.kubevirt });
+  await app.register(expandRoutes, { kubevirt: opts.kubevirt, instancetypes: opts.instancetypes });
   return app;
 }

@@ -4,6 +4,7 @@
 import type { AddressInfo } from 'node:net';
 import type { KubeClients } from '../kube/client.js';
 import { KubevirtApi } from '../kubevirt/client.js';
+import { Instancetypes, kubeInstancetypeStore } from '../controllers/instancetypes.js';
 import type { Logger } from '../log.js';
 import { readRequestHeaderConfig, subjectAccessReviewer } from './kube-backend.js';
 import { VmiNodeClient } from './vmi-node.js';
@@ -37,6 +38,7 @@ export async function startSubresourceApi(clients: KubeClients, log: Logger, lis
     requestHeader,
     authorizer: subjectAccessReviewer(clients),
     kubevirt: new KubevirtApi(clients),
+    instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
     clients,
     nodes: new VmiNodeClient(clients.kc, (name) => clients.core.readNode({ name })),
     tls,

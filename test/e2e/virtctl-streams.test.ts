@@ -13,11 +13,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { WebSocket, type ClientOptions } from 'ws';
 import t from 'tap';
-import { installClusterManifests } from '../../provider/cli/up.js';
-import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { KubeClients } from '../../provider/kube/client.js';
-import { defaultRouteAddress } from '../../provider/node/default-address.js';
-import { startSubresourceApi } from '../../provider/subresources/start.js';
 import { UDP_ECHO_PORT } from '../../vmm/guest/udp-echo.js';
 import { ensureVirtctl } from '../helpers/virtctl.js';
 import { captureScreen, ensureVncdotool } from '../helpers/vnc-client.js';
@@ -35,9 +31,9 @@ import {
   SSH_OPTIONS,
   sshKey,
   startAgent,
+  startSubresourcesAndControllers,
   startForwarder,
   startTestCluster,
-  testLog,
   testNamespace,
   waitFor,
 } from './framework/index.js';
@@ -90,13 +86,7 @@ async function vncUpgrade(user: KubeClients, query: string): Promise<{ status: n
 t.test('virtctl port-forward, ssh and vnc', async (t) => {
   const [virtctlBin, venv] = await Promise.all([ensureVirtctl(), ensureVncdotool()]);
   const cluster = await startTestCluster(t);
-  await installClusterManifests(cluster.kubeconfigPath);
-  const address = await defaultRouteAddress();
-  if (!address) throw new Error('the host needs a default route: the apiserver dials the subresource API there');
-  const api = await startSubresourceApi(cluster.clients, testLog, { address, port: 0 });
-  t.teardown(() => api.close());
-  const controllers = startControllers(cluster.clients, testLog, { retryPeriodMs: 500, onLeading: () => api.register() });
-  t.teardown(() => controllers.stop());
+  await startSubresourcesAndControllers(t, cluster);
   await startAgent(t, cluster, { nodeName: NODE });
   const ns = await testNamespace(t, cluster, NS);
   const tenant = await createTenant(cluster.clients, NS);

@@ -110,7 +110,7 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
   });
   await kubevirtIn(other).createVm(halted('othervm'));
 
-  await t.test('expand returns a VM without instance types as it is, and names the fields it cannot expand', async (t) => {
+  await t.test('expand returns a VM without instance types as it is, and names the field it cannot expand', async (t) => {
     const expanded = await virtctl(['expand', '--vm', 'testvm', '--output', 'json']);
     t.match(
       { code: expanded.code, vm: expanded.code === 0 ? (JSON.parse(expanded.stdout) as unknown) : expanded.stderr },
@@ -124,8 +124,8 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
     await writeFile(file, JSON.stringify({ ...halted('typed'), spec: { ...halted('typed').spec, instancetype: { name: 'u1.small' } } }));
     t.match(
       await virtctl(['expand', '--file', file], 'viewer'),
-      { code: 1, stderr: /spec\.instancetype: instance types and preferences are not served/ },
-      'a sent VM with an instance type, refused naming the field (view may expand)',
+      { code: 1, stderr: /spec\.instancetype: VirtualMachineClusterInstancetype u1\.small not found/ },
+      'a sent VM naming an instance type the cluster lacks, refused naming the field (view may expand)',
     );
   });
 

@@ -208,8 +208,9 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
 
   await t.test('a VM field vkvm keeps but does not realize is reported by a condition and an event', async (t) => {
     const typed = pooledVm('instancetyped');
-    Object.assign(typed.spec, { runStrategy: 'Halted', instancetype: { name: 'u1.small' } });
-    const withInstancetype = await kv.createVm(typed);
+    // A field KubeVirt has and vkvm keeps (the VM spec preserves unknown fields) but does not realize.
+    Object.assign(typed.spec, { runStrategy: 'Halted', updateVolumesStrategy: 'Migration' });
+    const unrealized = await kv.createVm(typed);
     const reported = await waitFor(
       ns.vm('instancetyped'),
       (v) => Boolean(v.status?.conditions?.some((c) => c.type === 'UnsupportedFields')),
@@ -217,13 +218,13 @@ t.test('VMs become VMIs and launcher pods, and go with them', async (t) => {
     );
     t.match(
       reported.status?.conditions?.find((c) => c.type === 'UnsupportedFields'),
-      { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.instancetype' },
+      { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.updateVolumesStrategy' },
       'a VM field vkvm keeps but does not realize is named by a condition',
     );
-    const warning = await waitFor(ns.eventsOf(withInstancetype.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
+    const warning = await waitFor(ns.eventsOf(unrealized.metadata.uid!), (e) => e.reason === 'UnsupportedFields', {
       what: 'the UnsupportedFields event',
     });
-    t.match(warning, { type: 'Warning', message: /spec\.instancetype/ }, 'and by a Warning event on the VM');
+    t.match(warning, { type: 'Warning', message: /spec\.updateVolumesStrategy/ }, 'and by a Warning event on the VM');
   });
 
   await t.test("a VMI's volumes without a disk get KubeVirt's default SATA disks in its spec, before its launcher pod", async (t) => {

@@ -1,10 +1,12 @@
 // GET virtualmachines/NAME/expand-spec and PUT expand-vm-spec (virtctl
 // expand): the VM with its instance type and preference expanded into its
-// template, as KubeVirt's ExpandSpecRequestHandler answers. vkvm serves no
-// instance types or preferences: a VM that names neither is its own
-// expansion, and one that names them is refused with the field named
+// template and its matchers and status refs removed, as KubeVirt's
+// ExpandSpecRequestHandler answers (a stored VM from its ControllerRevisions,
+// a sent one from the objects in its namespace). A VM that names neither is
+// its own expansion. What refuses the expansion is an error naming the field
 // (KubeVirt's codes: 500 for a stored VM, 400 for one sent).
 import type { FastifyInstance } from 'fastify';
+import { InstancetypeRefusal, type Instancetypes } from '../../controllers/instancetypes.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachine } from '../../kubevirt/types.js';
 import { badRequest, fromApiError, StatusError } from '../errors.js';
@@ -12,15 +14,23 @@ import { NAMESPACED, nameParams, type NameParams } from './params.js';
 
 export interface ExpandRoutesOptions {
   kubevirt: KubevirtApi;
+  instancetypes: Pick<Instancetypes, 'expand'>;
 }
 
-/** The fields whose expansion vkvm cannot do, as field paths. */
-export function unexpandable(vm: VirtualMachine): string[] {
-  const spec = (vm.spec ?? {}) as Record<string, unknown>;
-  return ['instancetype', 'preference'].filter((f) => spec[f] != null).map((f) => `spec.${f}`);
+/** The VM expanded, or the message of what refuses it. */
+async function expandVm(instancetypes: ExpandRoutesOptions['instancetypes'], vm: VirtualMachine): Promise<VirtualMachine | string> {
+  if (!vm.spec.instancetype && !vm.spec.preference) return vm;
+  try {
+    const expanded = await instancetypes.expand(vm);
+    if (!expanded.ok) return `${expanded.field}: ${expanded.message}`;
+    const { instancetype: _i, preference: _p, ...spec } = vm.spec;
+    const { instancetypeRef: _ir, preferenceRef: _pr, ...status } = vm.status ?? {};
+    return { ...vm, spec: { ...spec, template: expanded.template }, ...(vm.status ? { status } : {}) };
+  } catch (err) {
+    if (err instanceof InstancetypeRefusal) return err.message;
+    throw err;
+  }
 }
-
-const notServed = (fields: string[]) => `${fields.join(', ')}: instance types and preferences are not served by vkvm`;
 
 /** What KubeVirt's schema check would refuse first in a sent VM; undefined when it has the shape of one. */
 export function invalidVm(body: unknown): string | undefined {
@@ -40,9 +50,9 @@ export async function expandRoutes(app: FastifyInstance, opts: ExpandRoutesOptio
       const vm = await opts.kubevirt.getVm(req.params.namespace, req.params.name).catch((err: unknown) => {
         throw fromApiError(err, 'virtualmachine', req.params.name);
       });
-      const fields = unexpandable(vm);
-      if (fields.length > 0) throw new StatusError('InternalError', `Internal error occurred: ${notServed(fields)}`);
-      return vm;
+      const expanded = await expandVm(opts.instancetypes, vm);
+      if (typeof expanded === 'string') throw new StatusError('InternalError', `Internal error occurred: ${expanded}`);
+      return expanded;
     },
   );
 
@@ -58,9 +68,15 @@ export async function expandRoutes(app: FastifyInstance, opts: ExpandRoutesOptio
       const vm = req.body as VirtualMachine;
       const { namespace } = req.params;
       if (vm.metadata?.namespace && vm.metadata.namespace !== namespace) throw badRequest(`VM namespace must be empty or ${namespace}`);
-      const fields = unexpandable(vm);
-      if (fields.length > 0) throw badRequest(notServed(fields));
-      return { ...vm, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachine', metadata: { ...(vm.metadata ?? {}), namespace } };
+      const sent: VirtualMachine = {
+        ...vm,
+        apiVersion: KUBEVIRT_API_VERSION,
+        kind: 'VirtualMachine',
+        metadata: { ...(vm.metadata ?? {}), namespace },
+      };
+      const expanded = await expandVm(opts.instancetypes, sent);
+      if (typeof expanded === 'string') throw badRequest(expanded);
+      return expanded;
     },
   );
 }

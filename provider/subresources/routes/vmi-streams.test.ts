@@ -22,6 +22,8 @@ import type { VmAccess } from '../../kubelet-api/vm-access.js';
 import type { KubeClients } from '../../kube/client.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import type { VirtualMachine, VirtualMachineInstance, VmiPhase } from '../../kubevirt/types.js';
+import { Instancetypes } from '../../controllers/instancetypes.js';
+import { FakeInstancetypeStore } from '../../../test/helpers/fake-instancetype-store.js';
 import { buildSubresourceApi } from '../server.js';
 import { selfSignedCert } from '../serving-cert.js';
 import { VmiNodeClient } from '../vmi-node.js';
@@ -186,6 +188,7 @@ async function serve(t: Test) {
       extraHeaderPrefixes: [],
     },
     authorizer: { authorize: async (user) => ({ allowed: user.username === 'alice' }) },
+    instancetypes: new Instancetypes(new FakeInstancetypeStore()),
     kubevirt: {
       getVmi: async (_ns: string, name: string) => vmis[name] ?? Promise.reject(Object.assign(new Error('not found'), { code: 404 })),
       getVm: async (_ns: string, name: string) => vms_[name] ?? Promise.reject(Object.assign(new Error('not found'), { code: 404 })),

@@ -12,3 +12,4 @@ export * from './tenant.js';
 export * from './wait.js';
 export * from './watched.js';
 export { isRunning, pidsWhere, qemuPids, qemuPidsOf, qemuPidsOfDomain } from '../../helpers/processes.js';
+export * from './subresource-api.js';
