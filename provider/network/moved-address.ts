@@ -39,7 +39,7 @@ const INCOMING_FILE = 'incoming.json';
 /** How long a lent address must be hosted nowhere before its lease is released (on top of the 30 s sweep). */
 const LENT_RELEASE_GRACE_MS = 120_000;
 /** How long a handed-over route stays when no node says it hosts the address. */
-const HANDED_OVER_KEEP_MS = 600_000;
+const HANDED_OVER_KEEP_MS = 120_000;
 
 /** The node's pod range and its leases. */
 export interface NodeAddresses {
