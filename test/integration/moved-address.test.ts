@@ -232,6 +232,18 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
   client.send('before');
   await client.waitFor('echo before', 10_000);
 
+  // A migration to C that fails after C prepared: C's detach leaves nothing, and A's lease stays.
+  const uidC = `mig-c-${r}`;
+  await c.call('attachIncoming', vmSpec(uidC), { podIP, homeCidr: a.podCidr });
+  await c.call('detach', uidC);
+  const failed = {
+    cNetns: (await c.inMounts('ip', 'netns', 'list')).includes(uidC),
+    cPortChains: await portChains(c.ns),
+    cHosted: await readFile(c.hostedFile, 'utf8'),
+    routeOnC: await c.routeTo(podIP),
+  };
+  t.same(failed, { cNetns: false, cPortChains: [], cHosted: '{}', routeOnC: `via ${a.address}` }, 'a failed incoming leaves nothing');
+
   // The move. B prepares the port for the address A lent; nothing routes it to B yet.
   const incoming = await b.call<{ attachment: { podIP: string } }>('attachIncoming', vmSpec(uidB), { podIP, homeCidr: a.podCidr });
   const prepared = { podIP: incoming.attachment.podIP, routeOnB: await b.routeTo(podIP) };
@@ -307,8 +319,12 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
   await b.call('detach', uidB);
   await tellPeers(JSON.parse(await readFile(b.hostedFile, 'utf8')) as Record<string, string>);
   await a.call('retainOnly', []);
+  const aAfter = JSON.parse(await readFile(join(a.peersFile, '..', 'network', 'leases.json'), 'utf8')) as {
+    lent?: Record<string, unknown>;
+  };
   t.same(
     {
+      aStillLent: Object.keys(aAfter.lent ?? {}),
       hostedByB: JSON.parse(await readFile(b.hostedFile, 'utf8')) as unknown,
       routes: await Promise.all([a, b, c].map((n) => slash32s(n.ns))),
       vmNetns: [...(await a.inMounts('ip', 'netns', 'list')).split('\n'), ...(await b.inMounts('ip', 'netns', 'list')).split('\n')].filter(
@@ -316,8 +332,8 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
       ),
       bPortChains: await portChains(b.ns),
     },
-    { hostedByB: {}, routes: [[], [], []], vmNetns: [], bPortChains: [] },
-    'after detach: no /32 anywhere, nothing published, no VM namespace or port chain',
+    { aStillLent: [uidA], hostedByB: {}, routes: [[], [], []], vmNetns: [], bPortChains: [] },
+    'after detach: no /32 anywhere, nothing published, no VM namespace or port chain; the lease stays lent for the grace period',
   );
 });
 
