@@ -140,17 +140,6 @@ export class MovedAddresses {
     await run(['ip', 'route', 'replace', `${ip}/32`, 'via', via]);
   }
 
-  /**
-   * The neighbours of `ip` on the bridge learn the bridge's MAC for it
-   * (gratuitous ARP): this node's other VMs then send to the node, which
-   * routes on, instead of to the MAC that left. Best effort.
-   */
-  async announceAway(ip: string): Promise<void> {
-    await run(['busybox', 'arping', '-U', '-c', '1', '-w', '1', '-s', ip, '-I', this.o.bridge, ip]).catch((err: unknown) =>
-      this.o.log.debug({ err, ip }, 'could not announce a moved address on the bridge'),
-    );
-  }
-
   /** Drops the VM's port from the bridge (the host end of its veth); its namespace stays until detach. */
   async dropPort(hostVeth: string): Promise<void> {
     await ipBatchRemoval([['link', 'del', hostVeth]], /Cannot find device/);
@@ -219,7 +208,6 @@ export class MovedAddresses {
     if (record) await this.writeIncoming(uid, { ...record, handedOverAt: at });
     await this.dropPort(port.veth);
     await forgetPort(port);
-    await this.announceAway(port.ip);
   }
 
   /** What the node does for migrated VMs' addresses, from the records and the peers' annotations. */
