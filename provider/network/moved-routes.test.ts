@@ -1,13 +1,6 @@
 import t from 'tap';
-import {
-  lentToRelease,
-  parseHostedPodIps,
-  planMovedRoutes,
-  renderHostedPodIps,
-  staleHandOvers,
-  type HandedOver,
-  type MovedPlan,
-} from './moved-routes.js';
+import { parseHostedPodIps, renderHostedPodIps } from './hosted-annotation.js';
+import { lentToRelease, planMovedRoutes, staleHandOvers, type HandedOver, type MovedPlan } from './moved-routes.js';
 import type { PeerNode } from './peer-routes.js';
 
 const T0 = '2026-11-27T10:00:00.000Z';

@@ -8,7 +8,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
 import { run, setNetSysctl } from './host.js';
 import { parseIpv4Range } from './ipv4.js';
-import { HOSTED_POD_IPS_ANNOTATION, parseHostedPodIps, type HostedPodIps } from './moved-routes.js';
+import { HOSTED_POD_IPS_ANNOTATION, parseHostedPodIps, type HostedPodIps } from './hosted-annotation.js';
 
 /** Another node whose pod range is routed through its address. */
 export interface PeerNode {

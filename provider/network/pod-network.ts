@@ -13,7 +13,7 @@ import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
 import { MovedAddresses, type LentAddress } from './moved-address.js';
-import type { HostedPodIps } from './moved-routes.js';
+import type { HostedPodIps } from './hosted-annotation.js';
 import { MacClaims } from './mac-claims.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
