@@ -8,7 +8,11 @@
 // handOverAddress on A). The same connection still echoes, first through A
 // (C has not heard yet), then straight to B once C routes the /32 from B's
 // annotation; B serves the address by DHCP with its home gateway; detach
-// leaves nothing behind. Needs root: run under the e2e lock, in a fresh view.
+// leaves nothing behind. A masquerade VM the same way: B's namespace holds
+// the pod address, the guest's gateway keeps its MAC, and B's NAT picks the
+// connection up mid-stream. Needs root; touches only namespaces it makes
+// (the segment too), so a fresh view is enough:
+//   bash test/fresh-host/fresh-view.sh npx tap test/integration/moved-address.test.ts
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -19,7 +23,7 @@ import t, { type Test } from 'tap';
 import { run } from '../../provider/network/host.js';
 import { packageRoot } from '../../provider/package-root.js';
 import { portFilterTable } from '../../provider/network/port-filter.js';
-import { vmNetworkNames } from '../../provider/network/vm-network.js';
+import { masqueradeGatewayMac, vmNetworkNames } from '../../provider/network/vm-network.js';
 import type { PeerNode } from '../../provider/network/peer-routes.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { selfAnnounce } from '../helpers/frames.js';
@@ -142,7 +146,7 @@ async function lineProcess(t: Test, ns: string, script: string, ready: string) {
   return { child, lines, waitFor, send: (line: string) => child.stdin!.write(`${line}\n`) };
 }
 
-const vmSpec = (uid: string): VmSpec =>
+const vmSpec = (uid: string, binding: 'bridge' | 'masquerade' = 'bridge'): VmSpec =>
   ({
     version: 1,
     uid,
@@ -151,13 +155,14 @@ const vmSpec = (uid: string): VmSpec =>
     memoryMiB: 64,
     firmware: 'bios',
     disks: [],
-    interfaces: [{ name: 'default', binding: 'bridge', mac: GUEST_MAC }],
+    interfaces: [{ name: 'default', binding, mac: GUEST_MAC }],
     guestAgent: false,
     acpi: true,
     labels: {},
   }) as unknown as VmSpec;
 
-t.test('a VM’s address moves with it between nodes; a TCP connection held open keeps echoing', async (t) => {
+/** Three nodes on one segment, a guest namespace, and what their Node informers would tell them. */
+async function threeNodes(t: Test) {
   const r = randomBytes(2).toString('hex');
   const seg = `vkmv${r}`;
   const net = `10.${100 + randomInt(150)}`;
@@ -193,6 +198,34 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
   };
   await tellPeers();
 
+  return { r, net, guest, a, b, c, tellPeers };
+}
+
+/** An echo server in the guest and a client on C (a pod address of C's range) connected to it. */
+async function echoSession(t: Test, o: { guest: string; c: SimNode; podIP: string; net: string }) {
+  const server = await lineProcess(
+    t,
+    o.guest,
+    `let n = 0; require('net').createServer((s) => { console.log('connection ' + ++n); s.pipe(s); }).listen(${ECHO_PORT}, () => console.log('listening'));`,
+    'listening',
+  );
+  // The client: a pod address of node C (its bridge's), so every node lets it in as pod-to-pod traffic.
+  const client = await lineProcess(
+    t,
+    o.c.ns,
+    `const s = require('net').connect({ host: '${o.podIP}', port: ${ECHO_PORT}, localAddress: '${o.net}.2.1' }, () => console.log('connected ' + s.localPort));
+     s.on('data', (d) => d.toString().split('\\n').filter(Boolean).forEach((l) => console.log('echo ' + l)));
+     s.on('close', () => console.log('closed'));
+     process.stdin.on('data', (d) => s.write(d));`,
+    'connected',
+  ).catch(async (err: Error) => {
+    throw new Error(`${err.message}; route from C: ${await o.c.routeTo(o.podIP)}`);
+  });
+  return { server, client };
+}
+
+t.test('a VM’s address moves with it between nodes; a TCP connection held open keeps echoing', async (t) => {
+  const { r, net, guest, a, b, c, tellPeers } = await threeNodes(t);
   // The VM on A, and the guest behind its port: a namespace whose eth0 (the guest MAC) joins the VM namespace's bridge.
   const uidA = `mig-a-${r}`;
   const uidB = `mig-b-${r}`;
@@ -211,24 +244,7 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
   ])
     await run(['ip', '-n', guest, ...cmd]);
 
-  const server = await lineProcess(
-    t,
-    guest,
-    `let n = 0; require('net').createServer((s) => { console.log('connection ' + ++n); s.pipe(s); }).listen(${ECHO_PORT}, () => console.log('listening'));`,
-    'listening',
-  );
-  // The client: a pod address of node C (its bridge's), so every node lets it in as pod-to-pod traffic.
-  const client = await lineProcess(
-    t,
-    c.ns,
-    `const s = require('net').connect({ host: '${podIP}', port: ${ECHO_PORT}, localAddress: '${net}.2.1' }, () => console.log('connected ' + s.localPort));
-     s.on('data', (d) => d.toString().split('\\n').filter(Boolean).forEach((l) => console.log('echo ' + l)));
-     s.on('close', () => console.log('closed'));
-     process.stdin.on('data', (d) => s.write(d));`,
-    'connected',
-  ).catch(async (err: Error) => {
-    throw new Error(`${err.message}; route from C: ${await c.routeTo(podIP)}`);
-  });
+  const { server, client } = await echoSession(t, { guest, c, podIP, net });
   client.send('before');
   await client.waitFor('echo before', 10_000);
 
@@ -265,7 +281,7 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
   };
 
   // B published the address; C (told, as its Node informer would be) routes it straight to B.
-  const hosted = JSON.parse(await readFile(b.hostedFile, 'utf8')) as Record<string, string>;
+  const hosted = await publishedBy(b, podIP);
   await tellPeers(hosted);
   // The periodic sweep: A's handed-over record gives way to B's annotation.
   await a.call('retainOnly', []);
@@ -336,6 +352,85 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
     'after detach: no /32 anywhere, nothing published, no VM namespace or port chain; the lease stays lent for the grace period',
   );
 });
+
+t.test('a masquerade VM keeps its pod address too: the target namespace holds it, the NAT picks the connection up', async (t) => {
+  const { r, net, guest, a, b, c, tellPeers } = await threeNodes(t);
+  const uidA = `masq-a-${r}`;
+  const uidB = `masq-b-${r}`;
+  const podIP = (await a.call<{ attachment: { podIP: string } }>('attach', vmSpec(uidA, 'masquerade'))).attachment.podIP;
+  const vmNsA = vmNetworkNames(uidA).netns;
+  const vmNsB = vmNetworkNames(uidB).netns;
+  // The guest behind the namespace's gateway: its tap gives way to a veth with the tap's MAC and address.
+  const gatewayMac = masqueradeGatewayMac(GUEST_MAC);
+  const tapMacs = [(await a.inMounts('ip', '-n', vmNsA, '-j', 'link', 'show', 'tap0')).includes(gatewayMac)];
+  await a.inMounts('ip', '-n', vmNsA, 'link', 'del', 'tap0');
+  await a.inMounts('ip', '-n', guest, 'link', 'add', 'eth0', 'address', GUEST_MAC, 'type', 'veth', 'peer', 'name', 'tap0', 'netns', vmNsA);
+  const gatewayUp = (n: SimNode, ns: string) =>
+    n.inMounts(
+      'sh',
+      '-c',
+      `ip -n ${ns} link set tap0 address ${gatewayMac} && ip -n ${ns} addr add 10.0.2.1/24 dev tap0 && ip -n ${ns} link set tap0 up`,
+    );
+  await gatewayUp(a, vmNsA);
+  for (const cmd of [
+    ['link', 'set', 'lo', 'up'],
+    ['addr', 'add', '10.0.2.2/24', 'dev', 'eth0'],
+    ['link', 'set', 'eth0', 'up'],
+    ['route', 'add', 'default', 'via', '10.0.2.1'],
+  ])
+    await run(['ip', '-n', guest, ...cmd]);
+  const { server, client } = await echoSession(t, { guest, c, podIP, net });
+  client.send('before');
+  await client.waitFor('echo before', 10_000);
+
+  const incoming = await b.call<{ attachment: { podIP: string } }>('attachIncoming', vmSpec(uidB, 'masquerade'), {
+    podIP,
+    homeCidr: a.podCidr,
+  });
+  tapMacs.push((await b.inMounts('ip', '-n', vmNsB, '-j', 'link', 'show', 'tap0')).includes(gatewayMac));
+  // QEMU on B opens B's tap: here the guest's link takes its place.
+  await b.inMounts('ip', '-n', vmNsB, 'link', 'del', 'tap0');
+  await a.inMounts('ip', '-n', vmNsA, 'link', 'set', 'tap0', 'netns', b.vmNetns(uidB));
+  await gatewayUp(b, vmNsB);
+  await b.call('claimMovedAddress', uidB);
+  await a.call('handOverAddress', uidA, { node: 'b', address: b.address });
+  await tellPeers(await publishedBy(b, podIP));
+  client.send('after');
+  await client.waitFor('echo after', 20_000);
+  t.same(
+    {
+      podIP: incoming.attachment.podIP,
+      tapMacs,
+      bEth0: (await b.inMounts('ip', '-n', vmNsB, '-j', '-4', 'addr', 'show', 'dev', 'eth0')).includes(`"local":"${podIP}"`),
+      routeOnB: await b.routeTo(podIP),
+      routeOnC: await c.routeTo(podIP),
+      connections: server.lines.filter((l) => l.startsWith('connection')),
+      closed: client.lines.includes('closed'),
+    },
+    {
+      podIP,
+      tapMacs: [true, true],
+      bEth0: true,
+      routeOnB: 'dev vkvm0',
+      routeOnC: `via ${b.address}`,
+      connections: ['connection 1'],
+      closed: false,
+    },
+    'the same pod address on B’s namespace, the same gateway MAC for the guest, one connection throughout',
+  );
+  await a.call('detach', uidA);
+  await b.call('detach', uidB);
+});
+
+/** What `n` published once it lists `ip` (publishing follows the claim, in the background). */
+async function publishedBy(n: SimNode, ip: string): Promise<Record<string, string>> {
+  let hosted: Record<string, string> = {};
+  for (const deadline = Date.now() + 10_000; !(ip in hosted); await new Promise((r) => setTimeout(r, 50))) {
+    if (Date.now() > deadline) throw new Error(`${n.name} did not publish ${ip}; it published ${JSON.stringify(hosted)}`);
+    hosted = JSON.parse(await readFile(n.hostedFile, 'utf8').catch(() => '{}')) as Record<string, string>;
+  }
+  return hosted;
+}
 
 async function fdbPortOf(ns: string, mac: string): Promise<string | undefined> {
   const fdb = JSON.parse(await run(['bridge', '-n', ns, '-j', 'fdb', 'show', 'br', 'vkvm0'])) as Array<{ mac: string; ifname: string }>;
