@@ -2,7 +2,7 @@
 // The target node attaches the VM in adopt mode, for an address of its home
 // node's range (attachIncoming), and claims it when the VM is about to run
 // there (claimMovedAddress): a /32 to its bridge, a neighbour entry, then the
-// address published as hosted (moved-routes.ts). The node the VM left routes
+// address published as hosted (hosted-annotation.ts, moved-routes.ts). The node the VM left routes
 // the address via the new node and drops the VM's port (handOverAddress); its
 // home node keeps the lease, lent, until no node hosts the address. What this
 // file keeps are the records those steps leave, so that every repair can

@@ -281,7 +281,7 @@ export class PodNetwork {
    */
   claimMovedAddress(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
-      await this.moved.claim(uid, this.ready!);
+      await this.moved.claim(uid, await this.readyNode());
       this.repairSoon();
     });
   }
@@ -295,7 +295,7 @@ export class PodNetwork {
    */
   handOverAddress(uid: string, to: { node: string; address: string }): Promise<void> {
     return this.serialized(uid, async () => {
-      await this.moved.handOver(uid, to, this.ready!, async () => {
+      await this.moved.handOver(uid, to, await this.readyNode(), async () => {
         await rm(path.join(this.vmDir(uid), 'port.json'), { force: true });
         await this.filterPorts();
         this.macs.release(uid);
@@ -303,6 +303,12 @@ export class PodNetwork {
       });
       this.repairSoon();
     });
+  }
+
+  /** The node's range and leases, once known (an agent just restarted may not have read them yet). */
+  private async readyNode(): Promise<{ range: Ipv4Range; ipam: Ipam }> {
+    if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
+    return this.ready!;
   }
 
   /** A repair now, not awaited (records changed); a failure waits for the periodic one. */
