@@ -50,17 +50,26 @@ export interface NodeAddresses {
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
 /**
- * The address and home range of an incoming VM, checked (pure): the address
- * must be a VM address of its home range, and a range other than this
- * node's must not overlap it. Errors name the field.
+ * The address and home range of an incoming VM, checked (pure). The home is
+ * the range that holds the address: this node's, else `lent.homeCidr`, else
+ * a peer's (a VM that moved on from the node it first moved to brings that
+ * node's range as the hint, not its home's). The address must be a VM
+ * address of it, and a home other than this node's must not overlap this
+ * node's range. Errors name the field.
  */
-export function checkLentAddress(lent: LentAddress, own: Ipv4Range): { podIP: string; range: Ipv4Range; home: boolean } {
-  const range = parseIpv4Range(lent.homeCidr, 'lent.homeCidr');
-  if (!IPV4.test(lent.podIP) || !contains(range, lent.podIP) || lent.podIP === gatewayOf(range))
-    throw new Error(`lent.podIP: ${JSON.stringify(lent.podIP)} is not a VM address of ${range.cidr}`);
+export function checkLentAddress(
+  lent: LentAddress,
+  own: Ipv4Range,
+  peerCidrs: readonly string[] = [],
+): { podIP: string; range: Ipv4Range; home: boolean } {
+  if (!IPV4.test(lent.podIP)) throw new Error(`lent.podIP: ${JSON.stringify(lent.podIP)} is not an IPv4 address`);
+  const hint = parseIpv4Range(lent.homeCidr, 'lent.homeCidr');
+  const holds = (r: Ipv4Range) => contains(r, lent.podIP) && lent.podIP !== gatewayOf(r);
+  const candidates = [own, hint, ...peerCidrs.flatMap((c) => (c === hint.cidr ? [] : [parseIpv4Range(c, 'a peer’s podCIDR')]))];
+  const range = candidates.find(holds);
+  if (!range) throw new Error(`lent.podIP: ${lent.podIP} is not a VM address of ${hint.cidr} (lent.homeCidr) nor of any node's pod range`);
   const home = range.cidr === own.cidr;
-  if (!home && (contains(own, lent.podIP) || contains(range, gatewayOf(own))))
-    throw new Error(`lent.homeCidr: ${range.cidr} overlaps this node's pod range ${own.cidr}`);
+  if (!home && contains(range, gatewayOf(own))) throw new Error(`lent.homeCidr: ${range.cidr} overlaps this node's pod range ${own.cidr}`);
   return { podIP: lent.podIP, range, home };
 }
 
@@ -76,6 +85,8 @@ export class MovedAddresses {
       dir: string;
       bridge: string;
       vmDir: (uid: string) => string;
+      /** The other nodes (their ranges: where a brought-along address is at home). */
+      peers: () => readonly PeerNode[];
       /** The VMs' port records. */
       ports: () => Promise<Array<{ uid: string; port: VmPort }>>;
       /** Writes this node's HOSTED_POD_IPS_ANNOTATION; none: a node alone, nobody to tell. */
@@ -159,11 +170,15 @@ export class MovedAddresses {
     const recorded = await this.incoming(uid);
     const handedTo = n.ipam.lent()[uid]?.node ?? (recorded?.handedOverAt ? 'another node' : undefined);
     if (handedTo) throw new Error(`the address of VM ${uid} was handed over to ${handedTo}; it is not attached here again`);
-    const given = lent ?? recorded;
+    const given = recorded ?? lent;
     if (!given) return undefined;
-    if (recorded && lent && (recorded.podIP !== lent.podIP || recorded.homeCidr !== lent.homeCidr))
-      throw new Error(`lent: VM ${uid} was attached for ${recorded.podIP} of ${recorded.homeCidr}, not ${lent.podIP} of ${lent.homeCidr}`);
-    const { podIP, range, home } = checkLentAddress(given, n.range);
+    if (recorded && lent && recorded.podIP !== lent.podIP)
+      throw new Error(`lent.podIP: VM ${uid} was attached here for ${recorded.podIP}, not ${lent.podIP}`);
+    const { podIP, range, home } = checkLentAddress(
+      given,
+      n.range,
+      this.o.peers().map((p) => p.podCidr),
+    );
     const lentOut = n.ipam.lent();
     const holder = Object.entries(n.ipam.leases()).find(([o, ip]) => ip === podIP && o !== uid && !lentOut[o]);
     const port = (await this.o.ports()).find((p) => p.uid !== uid && p.port.ip === podIP);

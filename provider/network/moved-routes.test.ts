@@ -84,13 +84,13 @@ t.test('the plan: which /32 goes where, what is published, forwarded and NATed',
 
 t.test('handed-over records go once a peer publishes the address, it is back, or after the keep time', async (t) => {
   const r = (ip: string, at: string): HandedOver => ({ ip, node: 'b', via: '192.0.2.2', at });
-  const records = [r('10.0.2.5', T0), r('10.0.2.6', T0), r('10.0.2.7', T1), r('10.0.2.8', T1)];
+  const records = [r('10.0.2.5', T0), r('10.0.2.6', T0), r('10.0.2.7', T1), r('10.0.2.8', T1), r('10.0.1.9', T1)];
   const peers = [peer('b', '192.0.2.2', '10.0.1.0/24', { '10.0.2.5': T0 })];
   const now = Date.parse(T1) + 60_000;
   t.same(
     staleHandOvers(records, peers, new Set(['10.0.2.8']), now, 120_000).map((h) => h.ip),
-    ['10.0.2.5', '10.0.2.6', '10.0.2.8'],
-    'published by a peer, older than the keep time, back here; a fresh one stays',
+    ['10.0.2.5', '10.0.2.6', '10.0.2.8', '10.0.1.9'],
+    'published by a peer, older than the keep time, back here, handed to its home node b; a fresh one stays',
   );
 });
 

@@ -81,7 +81,8 @@ export function planMovedRoutes(o: {
 
 /**
  * Handed-over records no longer needed (pure): a peer's annotation routes the
- * address, it is back on this node (`local`), or `keepMs` passed (nothing hosts it).
+ * address, it is back on this node (`local`) or on its home node (whose range
+ * is routed there), or `keepMs` passed (nothing hosts it).
  */
 export function staleHandOvers<T extends HandedOver>(
   records: readonly T[],
@@ -91,7 +92,9 @@ export function staleHandOvers<T extends HandedOver>(
   keepMs: number,
 ): T[] {
   const hosted = new Set(peers.flatMap((p) => Object.keys(p.hosted ?? {})));
-  return records.filter((r) => hosted.has(r.ip) || local.has(r.ip) || nowMs - Date.parse(r.at) > keepMs);
+  // Handed to its home node: that node's range is routed there anyway.
+  const home = (r: HandedOver) => peers.some((p) => p.name === r.node && contains(parseIpv4Range(p.podCidr, 'podCIDR'), r.ip));
+  return records.filter((r) => hosted.has(r.ip) || local.has(r.ip) || home(r) || nowMs - Date.parse(r.at) > keepMs);
 }
 
 /**

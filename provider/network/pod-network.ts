@@ -92,6 +92,7 @@ export class PodNetwork {
       dir: o.dir,
       bridge: o.bridge,
       vmDir: (uid) => this.vmDir(uid),
+      peers: () => o.peers?.() ?? [],
       ports: () => this.recordedPorts(),
       ...(o.publishHosted ? { publish: o.publishHosted } : {}),
       log: o.log,

@@ -231,3 +231,81 @@ t.test('a masquerade VM keeps its pod address too: the target namespace holds it
   await a.call('detach', uidA);
   await b.call('detach', uidB);
 });
+
+t.test('there and back: the hint is the source’s range, the lease comes home an ordinary one', async (t) => {
+  const { r, net, guest, a, b, c, tellPeers } = await threeNodes(t);
+  const [uidA, uidB, uidHome] = [`out-a-${r}`, `out-b-${r}`, `home-a-${r}`];
+  const podIP = (await a.call<{ attachment: { podIP: string } }>('attach', vmSpec(uidA))).attachment.podIP;
+  const ns = (uid: string) => vmNetworkNames(uid).netns;
+  await a.inMounts(
+    'ip',
+    '-n',
+    guest,
+    'link',
+    'add',
+    'eth0',
+    'address',
+    GUEST_MAC,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'qemu0',
+    'netns',
+    ns(uidA),
+  );
+  await a.inMounts('ip', '-n', ns(uidA), 'link', 'set', 'qemu0', 'master', 'k6t-eth0', 'up');
+  for (const cmd of [
+    ['link', 'set', 'lo', 'up'],
+    ['addr', 'add', `${podIP}/24`, 'dev', 'eth0'],
+    ['link', 'set', 'eth0', 'up'],
+    ['route', 'add', 'default', 'via', `${net}.0.1`],
+  ])
+    await run(['ip', '-n', guest, ...cmd]);
+  const { client } = await echoSession(t, { guest, c, podIP, net });
+  /** The migration's network part, from `from` to `to`, with `homeCidr` as the target agent gives it (the source's range). */
+  const move = async (from: SimNode, fromUid: string, to: SimNode, toUid: string) => {
+    await to.call('attachIncoming', vmSpec(toUid), { podIP, homeCidr: from.podCidr });
+    await from.inMounts('ip', '-n', ns(fromUid), 'link', 'set', 'qemu0', 'netns', to.vmNetns(toUid));
+    await to.inMounts('ip', '-n', ns(toUid), 'link', 'set', 'qemu0', 'master', 'k6t-eth0', 'up');
+    await to.call('claimMovedAddress', toUid);
+    await from.call('handOverAddress', fromUid, { node: to.name, address: to.address });
+  };
+  await move(a, uidA, b, uidB);
+  await tellPeers(await publishedBy(b, podIP));
+  client.send('there');
+  await client.waitFor('echo there', 20_000);
+  await move(b, uidB, a, uidHome);
+  await tellPeers({});
+  await a.call('retainOnly', [uidA, uidHome]);
+  client.send('back');
+  await client.waitFor('echo back', 20_000);
+  const leases = JSON.parse(await readFile(join(a.peersFile, '..', 'network', 'leases.json'), 'utf8')) as {
+    leases: Record<string, string>;
+    lent?: Record<string, unknown>;
+  };
+  t.same(
+    {
+      leases: leases.leases,
+      lent: leases.lent ?? {},
+      routes: await Promise.all([a, b, c].map(async (n) => n.routeTo(podIP))),
+      closed: client.lines.includes('closed'),
+    },
+    {
+      leases: { [uidHome]: podIP },
+      lent: {},
+      routes: ['dev vkvm0', `via ${a.address}`, `via ${a.address}`],
+      closed: false,
+    },
+    'back home: an ordinary lease of the VM, routed on the bridge here and via A everywhere else, the connection held',
+  );
+  for (const [n, uid] of [
+    [a, uidA],
+    [b, uidB],
+    [a, uidHome],
+  ] as const)
+    await n.call('detach', uid);
+  // B's sweep: its route via A is A's range's route anyway.
+  await b.call('retainOnly', []);
+  t.same(await Promise.all([a, b, c].map((n) => slash32s(n.ns))), [[], [], []], 'no /32 left anywhere');
+});
