@@ -213,7 +213,8 @@ export class MovedAddresses {
     if (!IPV4.test(to.address)) throw new Error(`to.address: ${JSON.stringify(to.address)} is not an IPv4 address`);
     const port = (await this.o.ports()).find((p) => p.uid === uid)?.port;
     if (!port) {
-      if ((await this.handedOver()).some((h) => h.uid === uid)) return;
+      // Handed over already (its record may be gone since: the lease stays lent, the incoming record marked).
+      if (n.ipam.lent()[uid] || (await this.incoming(uid))?.handedOverAt || (await this.handedOver()).some((h) => h.uid === uid)) return;
       throw new Error(`VM ${uid} has no port on this node to hand over`);
     }
     const at = new Date().toISOString();
