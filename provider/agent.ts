@@ -13,6 +13,7 @@ import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
+import { publishHostedPodIps } from './node/hosted-pod-ips.js';
 import { flannelHostGwAnnotations } from './network/flannel-peering.js';
 import { deriveAllocatable, deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
@@ -179,6 +180,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         return ipv4PodCidrOf((await clients.core.readNode({ name: config.nodeName })).spec);
       },
       peers,
+      // Migrated VMs' addresses this node hosts, for the other nodes' routes (docs/networking.md).
+      publishHosted: (hosted) => publishHostedPodIps(clients, config.nodeName, hosted),
       log: rootLog.child({ component: 'network' }),
     });
     // A peer joined, left or moved: route it now rather than at the next repair (every 30 s).

@@ -59,3 +59,25 @@ t.test("a VM's resolver options are tagged lines for the options directory; sear
   t.match(conf, /^dhcp-optsdir=\/d\/opts$/m);
   t.notMatch(conf, /dns-server/, 'no nameserver line without nameservers');
 });
+
+t.test('other nodes’ ranges of VMs that migrated here are served on the same interface, each with its own router', async (t) => {
+  const conf = renderDnsmasqConf(
+    {
+      interface: 'vkvm0',
+      network: '10.244.3.0',
+      netmask: '255.255.255.0',
+      router: '10.244.3.1',
+      dnsServers: [],
+      leaseTime: '1h',
+      sharedNetworks: [{ network: '10.244.1.0', netmask: '255.255.255.0', router: '10.244.1.1' }],
+    },
+    '/x/dnsmasq.pid',
+  );
+  t.match(
+    conf,
+    'dhcp-option=option:router,10.244.3.1\n' +
+      'shared-network=vkvm0,10.244.1.1\n' +
+      'dhcp-range=set:home-10-244-1-0,10.244.1.0,static,255.255.255.0,1h\n' +
+      'dhcp-option=tag:home-10-244-1-0,option:router,10.244.1.1\n',
+  );
+});

@@ -32,6 +32,11 @@ export interface DhcpConfig {
   optsDir?: string;
   /** Fixed `mac,ip` leases. */
   hosts?: string[];
+  /**
+   * Other nodes' ranges served on the same interface, each with its own
+   * router: VMs that migrated here with their addresses renew them.
+   */
+  sharedNetworks?: Array<{ network: string; netmask: string; router: string }>;
   leaseTime: string;
 }
 
@@ -47,6 +52,14 @@ export function renderDnsmasqConf(c: DhcpConfig, pidFile: string): string {
     'dhcp-authoritative',
     `dhcp-range=${c.network},static,${c.netmask},${c.leaseTime}`,
     `dhcp-option=option:router,${c.router}`,
+    ...(c.sharedNetworks ?? []).flatMap((n) => {
+      const tag = `home-${n.network.replace(/\./g, '-')}`;
+      return [
+        `shared-network=${c.interface},${n.router}`,
+        `dhcp-range=set:${tag},${n.network},static,${n.netmask},${c.leaseTime}`,
+        `dhcp-option=tag:${tag},option:router,${n.router}`,
+      ];
+    }),
     ...(c.dnsServers.length ? [`dhcp-option=option:dns-server,${c.dnsServers.join(',')}`] : []),
     ...(c.searches?.length ? [`dhcp-option=option:domain-search,${c.searches.join(',')}`] : []),
     ...(c.hostsDir ? [`dhcp-hostsdir=${c.hostsDir}`] : []),

@@ -41,3 +41,21 @@ t.test('ranges are validated naming the field', async (t) => {
   t.throws(() => parseIpv4Range('nope', '--pod-cidr'), /--pod-cidr: "nope" is not a CIDR/);
   t.same(parseIpv4Range('10.1.2.3/24', 'x').cidr, '10.1.2.0/24', 'host bits are cleared');
 });
+
+t.test('a lent lease stays taken until released; adopting takes an address back as an ordinary lease', async (t) => {
+  const file = path.join(t.testdir(), 'leases.json');
+  const range = parseIpv4Range('10.9.0.0/29', 'podCIDR');
+  const ipam = await Ipam.open(file, range);
+  const ip = await ipam.lease('src');
+  await ipam.lend('src', 'node-b', new Date('2026-11-27T10:00:00Z'));
+  await ipam.lend('nobody', 'node-b');
+  t.same(ipam.lent(), { src: { node: 'node-b', since: '2026-11-27T10:00:00.000Z' } }, 'only a held lease can be lent');
+  t.not(await ipam.lease('other'), ip, 'a lent address is not handed out');
+  t.same((await Ipam.open(file, range)).lent(), ipam.lent(), 'lent survives a restart');
+  await ipam.adopt('back', ip);
+  t.same([ipam.addressOf('back'), ipam.addressOf('src'), ipam.lent()], [ip, undefined, {}], 'back home: the returning VM’s own lease');
+  await ipam.lease('x');
+  await ipam.lend('x', 'node-c');
+  await ipam.release('x');
+  t.same(ipam.lent(), {}, 'releasing a lent lease forgets it');
+});

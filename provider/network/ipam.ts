@@ -15,6 +15,17 @@ interface LeaseFile {
   last?: string;
   /** owner (VM uid) → address */
   leases: Record<string, string>;
+  /**
+   * Leases whose VM migrated to another node with its address (owner → where
+   * to): kept, so the address is never handed out while the VM runs there.
+   */
+  lent?: Record<string, LentLease>;
+}
+
+/** Where a lent address's VM went. */
+export interface LentLease {
+  node: string;
+  since: string;
 }
 
 export class RangeExhaustedError extends Error {
@@ -64,6 +75,32 @@ export class Ipam {
     return { ...this.state.leases };
   }
 
+  /** owner → where to, of every lent lease. */
+  lent(): Record<string, LentLease> {
+    return { ...this.state.lent };
+  }
+
+  /** Marks `owner`'s lease as lent to `node` (its VM moved there with the address). Idempotent. */
+  lend(owner: string, node: string, now = new Date()): Promise<void> {
+    return this.serialized(async () => {
+      if (!(owner in this.state.leases) || this.state.lent?.[owner]?.node === node) return;
+      await this.save({ ...this.state, lent: { ...this.state.lent, [owner]: { node, since: now.toISOString() } } });
+    });
+  }
+
+  /**
+   * Makes `ip` (of this range) `owner`'s ordinary lease, taking it from
+   * whoever held it: a VM that migrated back to its home node. Idempotent.
+   */
+  adopt(owner: string, ip: string): Promise<void> {
+    return this.serialized(async () => {
+      if (this.state.leases[owner] === ip && !this.state.lent?.[owner]) return;
+      const leases = Object.fromEntries(Object.entries(this.state.leases).filter(([o, a]) => a !== ip && o !== owner));
+      const lent = Object.fromEntries(Object.entries(this.state.lent ?? {}).filter(([o]) => o in leases));
+      await this.save({ ...this.state, leases: { ...leases, [owner]: ip }, lent });
+    });
+  }
+
   /** The address of `owner`, leasing one if it has none. Idempotent. */
   lease(owner: string): Promise<string> {
     return this.serialized(async () => {
@@ -89,7 +126,8 @@ export class Ipam {
     return this.serialized(async () => {
       if (!(owner in this.state.leases)) return;
       const { [owner]: _released, ...rest } = this.state.leases;
-      await this.save({ ...this.state, leases: rest });
+      const { [owner]: _lent, ...stillLent } = this.state.lent ?? {};
+      await this.save({ ...this.state, leases: rest, lent: stillLent });
     });
   }
 

@@ -28,6 +28,7 @@ import {
 import { gatewayOf, intToIp, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { ensurePeerRoutes, removePeerRoutes, type PeerNode, type PeerRoute } from './peer-routes.js';
 import { PortFilter, portFilterTable, removePortFilter } from './port-filter.js';
+import { applyMovedRoutes, removeMovedRoutes, type MovedPlan, type MovedRoute } from './moved-routes.js';
 import { writeAtomic } from '../atomic-file.js';
 
 export interface NodeNetworkOptions {
@@ -45,7 +46,18 @@ interface NodeRecord {
   cidr: string;
   /** Routes to other nodes' pod ranges this agent added. */
   peerRoutes?: PeerRoute[];
+  /** /32 routes of migrated VMs' addresses this agent added (moved-routes.ts). */
+  movedRoutes?: MovedRoute[];
 }
+
+/** The node's part in keeping migrated VMs' addresses (moved-address.ts). */
+export interface MovedNetwork {
+  plan: Pick<MovedPlan, 'routes' | 'forwarded' | 'natted'>;
+  /** Other nodes' ranges of VMs that migrated here with their addresses: DHCP serves them too. */
+  homeRanges: Ipv4Range[];
+}
+
+const NO_MOVES: MovedNetwork = { plan: { routes: [], forwarded: [], natted: [] }, homeRanges: [] };
 
 export function netmaskOf(range: Ipv4Range): string {
   return intToIp(range.prefixLength === 0 ? 0 : (0xffffffff << (32 - range.prefixLength)) >>> 0);
@@ -59,6 +71,7 @@ export function bridgeMac(name: string): string {
 
 const forwardChainOf = (bridge: string): string => `VKVM-FWD-${bridge}`;
 const natChainOf = (bridge: string): string => `VKVM-NAT-${bridge}`;
+const hostedNatChainOf = (bridge: string): string => `VKVM-HOSTED-${bridge}`;
 
 /** What ensure() added for a range the node no longer has (no VM holds an address in it). */
 async function removeRangeRules(bridge: string, cidr: string): Promise<void> {
@@ -101,7 +114,7 @@ export class NodeNetwork {
    * Makes the node's side of the network match `range`. Idempotent; repairs
    * what was removed behind its back. `dnsServers`: what guests are told.
    */
-  async ensure(range: Ipv4Range, dnsServers: string[], peers: readonly PeerNode[] = []): Promise<void> {
+  async ensure(range: Ipv4Range, dnsServers: string[], peers: readonly PeerNode[] = [], moved: MovedNetwork = NO_MOVES): Promise<void> {
     // dnsmasq reads the hosts directory after dropping to nobody: it must be reachable and readable.
     await mkdir(this.o.dir, { recursive: true, mode: 0o711 });
     await chmod(this.o.dir, 0o711);
@@ -129,7 +142,8 @@ export class NodeNetwork {
     }
     if (record && record.cidr !== range.cidr) await removeRangeRules(br, record.cidr);
     const peerRoutes = record?.peerRoutes ?? [];
-    await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes });
+    const movedRoutes = record?.movedRoutes ?? [];
+    await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes, movedRoutes });
     const gateway = `${gatewayOf(range)}/${range.prefixLength}`;
     if (!(await addresses(br)).includes(gateway)) await run(['ip', 'addr', 'add', gateway, 'dev', br]);
     // Before it is up: a guest's router advertisement must never give the host routes or addresses.
@@ -141,6 +155,10 @@ export class NodeNetwork {
     const uplink = await defaultRouteDevice();
     await setNetSysctl(`net.ipv4.conf.${br}.forwarding`, '1');
     if (uplink) await setNetSysctl(`net.ipv4.conf.${uplink}.forwarding`, '1');
+    // A VM that migrated here ARPs for its home gateway and neighbours, and this node's VMs for one that
+    // migrated away: the node answers for addresses it routes elsewhere, at once (not after up to 0.8 s).
+    await setNetSysctl(`net.ipv4.conf.${br}.proxy_arp`, '1');
+    await setNetSysctl(`net.ipv4.neigh.${br}.proxy_delay`, '0');
 
     // Guests may open connections out, and other nodes' pods in (pod to pod, no NAT either way);
     // from anywhere else only replies come in.
@@ -149,6 +167,8 @@ export class NodeNetwork {
       ['-i', br, '-j', 'ACCEPT'],
       ...peerCidrs.map((cidr) => ['-s', cidr, '-o', br, '-j', 'ACCEPT']),
       ['-o', br, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'],
+      // Passed on to the node now hosting a migrated VM, whose own rules decide what reaches it.
+      ...moved.plan.forwarded.map((ip) => ['-d', `${ip}/32`, '!', '-o', br, '-j', 'ACCEPT']),
     ]);
     await ensureRule('filter', 'FORWARD', ['-j', this.forwardChain], { insert: true });
     await ensureChainRules('nat', this.natChain, [
@@ -157,9 +177,18 @@ export class NodeNetwork {
       ['!', '-o', br, '-j', 'MASQUERADE'],
     ]);
     const routed = await ensurePeerRoutes(peers, peerRoutes, range.cidr, this.o.log, this.peerWarnings);
-    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes))
-      await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed });
+    // After the ranges: a /32 beats its range whatever the order, but a VM moved away must not be routed home meanwhile.
+    const moves = await applyMovedRoutes(moved.plan.routes, movedRoutes, this.o.log);
+    if (JSON.stringify(routed) !== JSON.stringify(peerRoutes) || JSON.stringify(moves) !== JSON.stringify(movedRoutes))
+      await this.writeRecord({ bridge: br, createdBridge, cidr: range.cidr, peerRoutes: routed, movedRoutes: moves });
     await ensureRule('nat', 'POSTROUTING', ['-s', range.cidr, '-j', this.natChain]);
+    // Migrated VMs' traffic leaving the cluster is NATed as this node's own pods' is.
+    await ensureChainRules(
+      'nat',
+      hostedNatChainOf(br),
+      moved.plan.natted.map((ip) => ['-s', `${ip}/32`, '-j', this.natChain]),
+    );
+    await ensureRule('nat', 'POSTROUTING', ['-j', hostedNatChainOf(br)]);
 
     const conf = renderDnsmasqConf(
       {
@@ -171,6 +200,7 @@ export class NodeNetwork {
         hostsDir: this.dhcpHostsDir,
         optsDir: this.dhcpOptsDir,
         leaseTime: '1h',
+        sharedNetworks: moved.homeRanges.map((r) => ({ network: intToIp(r.network), netmask: netmaskOf(r), router: gatewayOf(r) })),
       },
       this.dnsmasq.pidFile,
     );
@@ -220,6 +250,9 @@ export class NodeNetwork {
     await deleteChain('filter', forwardChainOf(bridge));
     if (record) await removeRangeRules(bridge, record.cidr);
     await removePeerRoutes(record?.peerRoutes ?? []);
+    await removeMovedRoutes(record?.movedRoutes ?? []);
+    await deleteRule('nat', 'POSTROUTING', ['-j', hostedNatChainOf(bridge)]);
+    await deleteChain('nat', hostedNatChainOf(bridge));
     await deleteChain('nat', natChainOf(bridge));
     await removePortFilter(portFilterTable(bridge));
     if (record?.createdBridge && (await links()).has(record.bridge)) await run(['ip', 'link', 'del', record.bridge]);

@@ -37,6 +37,14 @@ t.test('peers are the other nodes with an IPv4 pod range and an IPv4 InternalIP'
   );
 });
 
+t.test('a peer’s hosted addresses come from its annotation, junk left out', async (t) => {
+  const b = node('b', { podCIDR: '10.244.1.0/24' }, [['InternalIP', '192.0.2.2']]);
+  b.metadata!.annotations = { 'vkvm.io/hosted-pod-ips': '{"10.244.0.7":"2026-11-27T10:00:00.000Z","x":"y"}' };
+  t.same(peersOf([b], 'self'), [
+    { name: 'b', podCidr: '10.244.1.0/24', internalIP: '192.0.2.2', hosted: { '10.244.0.7': '2026-11-27T10:00:00.000Z' } },
+  ]);
+});
+
 t.test('routes on the real host: added via the peer, foreign and unreachable ones left alone, removed when the peer goes', async (t) => {
   const dev = `vkd${randomBytes(4).toString('hex')}`;
   const x = randomInt(256);

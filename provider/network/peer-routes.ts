@@ -8,6 +8,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
 import { run, setNetSysctl } from './host.js';
 import { parseIpv4Range } from './ipv4.js';
+import { HOSTED_POD_IPS_ANNOTATION, parseHostedPodIps, type HostedPodIps } from './hosted-annotation.js';
 
 /** Another node whose pod range is routed through its address. */
 export interface PeerNode {
@@ -16,6 +17,8 @@ export interface PeerNode {
   podCidr: string;
   /** Its InternalIP: the next hop. */
   internalIP: string;
+  /** Addresses of other ranges whose migrated VMs it runs (its HOSTED_POD_IPS_ANNOTATION), routed to it as /32s. */
+  hosted?: HostedPodIps;
 }
 
 /** A route this agent added. */
@@ -37,7 +40,8 @@ export function peersOf(nodes: readonly V1Node[], self: string): PeerNode[] {
     const internalIP = n.status?.addresses?.find((a) => a.type === 'InternalIP' && !a.address.includes(':'))?.address;
     if (!name || name === self || !cidr || !internalIP) return [];
     try {
-      return [{ name, podCidr: parseIpv4Range(cidr, 'podCIDR').cidr, internalIP }];
+      const hosted = parseHostedPodIps(n.metadata?.annotations?.[HOSTED_POD_IPS_ANNOTATION]);
+      return [{ name, podCidr: parseIpv4Range(cidr, 'podCIDR').cidr, internalIP, ...(Object.keys(hosted).length ? { hosted } : {}) }];
     } catch {
       return [];
     }

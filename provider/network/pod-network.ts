@@ -4,7 +4,7 @@
 // (kube-controller-manager allocates it) unless configured; other nodes'
 // ranges are routed to them (peer-routes.ts). Each VM's port on the bridge
 // lets out only its own addresses (port-filter.ts), from its port record.
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { SpecError } from '../../vmm/errors.js';
@@ -12,6 +12,8 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
+import { MovedAddresses, type LentAddress } from './moved-address.js';
+import type { HostedPodIps } from './hosted-annotation.js';
 import { MacClaims } from './mac-claims.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
@@ -26,6 +28,8 @@ import {
   removeVmNetwork,
   vmNetworkNames,
 } from './vm-network.js';
+
+export type { LentAddress } from './moved-address.js';
 import { withNetworkConfig } from './cloud-init-network.js';
 import { links } from './host.js';
 import { hostResolver, type GuestDns } from './resolver.js';
@@ -41,6 +45,8 @@ export interface PodNetworkOptions {
   podCidr: () => Promise<string | undefined>;
   /** The other nodes, whose pod ranges are routed and let in (none: this node alone). */
   peers?: () => readonly PeerNode[];
+  /** Publishes the migrated VMs' addresses this node hosts (its Node's vkvm.io/hosted-pod-ips); none: nobody to tell. */
+  publishHosted?: (hosted: HostedPodIps) => Promise<void>;
   log: Logger;
 }
 
@@ -62,12 +68,16 @@ export class PodNetwork {
   private ready: { range: Ipv4Range; ipam: Ipam; dnsServers: string[] } | undefined;
   /** When the range was last found missing: VMs waiting for it do not each ask the API server. */
   private unreadyAtMs = 0;
-  private starting: Promise<void> | undefined;
+  /** The repair under way, and the one asked for meanwhile: it runs next, once, for everyone who asked. */
+  private repairing: Promise<void> | undefined;
+  private nextRepair: Promise<void> | undefined;
   /** Per VM, the tail of its network operations: attach and detach of one VM never interleave. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
   private closed = false;
   /** Which VM shows which MAC on the bridge. */
   private readonly macs: MacClaims;
+  /** Migrated VMs' addresses: the records their routes are rebuilt from. */
+  private readonly moved: MovedAddresses;
 
   constructor(private readonly o: PodNetworkOptions) {
     this.node = new NodeNetwork({ bridge: o.bridge, dir: o.dir, log: o.log });
@@ -78,6 +88,15 @@ export class PodNetwork {
         return new Map(mac ? [[mac, "the node bridge (the VMs' gateway)"]] : []);
       },
     );
+    this.moved = new MovedAddresses({
+      dir: o.dir,
+      bridge: o.bridge,
+      vmDir: (uid) => this.vmDir(uid),
+      peers: () => o.peers?.() ?? [],
+      ports: () => this.recordedPorts(),
+      ...(o.publishHosted ? { publish: o.publishHosted } : {}),
+      log: o.log,
+    });
   }
 
   private vmDir(uid: string): string {
@@ -92,32 +111,43 @@ export class PodNetwork {
   async ensureNode(): Promise<boolean> {
     if (this.closed) return false;
     if (!this.ready && Date.now() - this.unreadyAtMs < UNREADY_RECHECK_MS) return false;
-    this.starting ??= (async () => {
-      const cidr = await this.o.podCidr();
-      if (!cidr) {
-        if (!this.unreadyAtMs)
-          this.o.log.warn(
-            { bridge: this.o.bridge },
-            'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one',
-          );
-        this.unreadyAtMs = Date.now();
-        return;
-      }
-      const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
-      if (this.ready && this.ready.range.cidr !== range.cidr)
-        throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
-      // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
-      const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
-      // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
-      const dnsServers = this.ready?.dnsServers ?? (await hostResolver()).nameservers;
-      await this.node.ensure(range, dnsServers, this.o.peers?.() ?? []);
-      await this.reattachVeths();
-      await this.filterPorts();
-      this.ready ??= { range, ipam, dnsServers };
-      this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
-    })().finally(() => (this.starting = undefined));
-    await this.starting;
+    // A repair that has not started yet is shared; one under way may have read records older than the caller's change.
+    const next = (this.nextRepair ??= (this.repairing ?? Promise.resolve()).then(() => {
+      this.nextRepair = undefined;
+      const run = this.repairNow();
+      this.repairing = run.catch(() => undefined);
+      return run;
+    }));
+    await next;
     return this.ready !== undefined;
+  }
+
+  private async repairNow(): Promise<void> {
+    const cidr = await this.o.podCidr();
+    if (!cidr) {
+      if (!this.unreadyAtMs)
+        this.o.log.warn(
+          { bridge: this.o.bridge },
+          'waiting for the node pod range (Node.spec.podCIDR); VMs with a NIC wait. Pass --pod-cidr if the controller manager does not allocate one',
+        );
+      this.unreadyAtMs = Date.now();
+      return;
+    }
+    const range = parseIpv4Range(cidr, 'Node.spec.podCIDR');
+    if (this.ready && this.ready.range.cidr !== range.cidr)
+      throw new Error(`the node's pod range changed from ${this.ready.range.cidr} to ${range.cidr}; restart the agent`);
+    // The lease file first: it refuses a new range while VMs hold addresses in the old one, before anything on the host changes.
+    const ipam = this.ready?.ipam ?? (await Ipam.open(path.join(this.o.dir, 'leases.json'), range));
+    // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
+    const dnsServers = this.ready?.dnsServers ?? (await hostResolver()).nameservers;
+    const peers = this.o.peers?.() ?? [];
+    const moved = await this.moved.network(range, peers);
+    await this.node.ensure(range, dnsServers, peers, moved);
+    await this.reattachVeths();
+    await this.filterPorts();
+    this.ready ??= { range, ipam, dnsServers };
+    await this.moved.publish(moved.hosted);
+    this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
   }
 
   /**
@@ -154,7 +184,8 @@ export class PodNetwork {
    */
   async close(opts: { removeAll: boolean }): Promise<void> {
     this.closed = true;
-    await this.starting?.catch(() => undefined);
+    await this.nextRepair?.catch(() => undefined);
+    await this.repairing;
     await Promise.all(this.inFlight.values());
     if (!opts.removeAll) return;
     await this.retainOnly(() => false);
@@ -180,7 +211,19 @@ export class PodNetwork {
     return this.serialized(spec.uid, () => this.attachNow(spec, dns));
   }
 
-  private async attachNow(spec: VmSpec, given?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+  /**
+   * Target side of a migration, before any bytes move (design §3 step 4): as
+   * attach(), for an address this node does not own (lent by the VM's home
+   * node, or its own, lent out earlier): namespace, veth, tap, port record,
+   * MAC claim and DHCP for the home range; no route to it yet, so traffic
+   * still reaches the VM where it runs. Idempotent; a later attach() of the
+   * VM keeps the address. Undo with detach() (a failed migration).
+   */
+  attachIncoming(spec: VmSpec, lent: LentAddress, dns?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+    return this.serialized(spec.uid, () => this.attachNow(spec, dns, lent));
+  }
+
+  private async attachNow(spec: VmSpec, given?: GuestDns, lent?: LentAddress): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
     if (spec.interfaces.length === 0) return { spec };
     if (this.closed) throw new NetworkNotReadyError('the agent is stopping');
     if (spec.interfaces.length > 1) {
@@ -193,13 +236,15 @@ export class PodNetwork {
       ]);
     }
     if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
-    const { range, ipam, dnsServers } = this.ready!;
+    const { ipam, dnsServers } = this.ready!;
+    const adopted = await this.moved.adoptedAddress(spec.uid, lent, this.ready!);
+    const range = adopted?.range ?? this.ready!.range;
     const dns = given ?? { nameservers: dnsServers, searches: [] };
     const iface: InterfaceSpec = { ...spec.interfaces[0]!, tapDevice: GUEST_TAP };
     // Before anything is made for the VM: the MAC its port will show on the bridge (a masquerade guest's stays in its namespace).
     if (iface.binding === 'bridge') await this.macs.claim(spec.uid, iface.mac, 'interfaces[0].mac');
     else await this.macs.claim(spec.uid, podIfaceMac(spec.uid), 'interfaces[0]');
-    const podIP = await ipam.lease(spec.uid);
+    const podIP = adopted?.podIP ?? (await ipam.lease(spec.uid));
     const names = await ensureVmNetwork({
       uid: spec.uid,
       iface,
@@ -213,6 +258,8 @@ export class PodNetwork {
     // Before the VM runs: its first frame is filtered. A port already recorded is in the filter, which
     // the periodic repair keeps (ensureNode): a sync of a running VM starts no nft process.
     if (names.portRecorded) await this.filterPorts();
+    // DHCP for its home range before its host entry, which dnsmasq would refuse outside every range it serves.
+    if (adopted && names.portRecorded) await this.ensureNode();
     if (iface.binding === 'bridge') await this.node.addDhcpHost(spec.uid, iface.mac, podIP, dns);
     const guest =
       iface.binding === 'bridge'
@@ -225,6 +272,51 @@ export class PodNetwork {
     };
   }
 
+  /**
+   * Target side at commit, before the guest resumes (§6 order): routes the
+   * VM's address to its port (a /32 on the bridge, and a neighbour entry so
+   * the first packets need no ARP), and back home turns the lent lease into
+   * the VM's own. Resolves once routed; publishing the address as hosted here
+   * (the Node annotation the other nodes route by) follows at once, in the
+   * background, retried by the repair. Idempotent.
+   */
+  claimMovedAddress(uid: string): Promise<void> {
+    return this.serialized(uid, async () => {
+      await this.moved.claim(uid, await this.readyNode());
+      this.repairSoon();
+    });
+  }
+
+  /**
+   * Source side after the target's ack (§3 step 15): routes the VM's address
+   * via the node it moved to (`to.address`: its InternalIP), then drops the
+   * VM's bridge port, filter chain, MAC claim and DHCP entry; the home node's
+   * lease stays, lent, until no node hosts the address. The namespace stays
+   * until detach(), which then releases nothing. Idempotent.
+   */
+  handOverAddress(uid: string, to: { node: string; address: string }): Promise<void> {
+    return this.serialized(uid, async () => {
+      await this.moved.handOver(uid, to, await this.readyNode(), async () => {
+        await rm(path.join(this.vmDir(uid), 'port.json'), { force: true });
+        await this.filterPorts();
+        this.macs.release(uid);
+        await this.node.removeDhcpHost(uid);
+      });
+      this.repairSoon();
+    });
+  }
+
+  /** The node's range and leases, once known (an agent just restarted may not have read them yet). */
+  private async readyNode(): Promise<{ range: Ipv4Range; ipam: Ipam }> {
+    if (!this.ready && !(await this.ensureNode())) throw new NetworkNotReadyError('the node has no pod range yet (Node.spec.podCIDR)');
+    return this.ready!;
+  }
+
+  /** A repair now, not awaited (records changed); a failure waits for the periodic one. */
+  private repairSoon(): void {
+    this.ensureNode().catch((err: unknown) => this.o.log.warn({ err }, 'pod network repair failed; the next one retries'));
+  }
+
   /** The pod address of a VM on this node, from its port record (the address its port filter lets out). */
   async addressOf(uid: string): Promise<string | undefined> {
     return (await readVmPort(this.vmDir(uid)))?.ip;
@@ -233,12 +325,16 @@ export class PodNetwork {
   /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
+      const adopted = await this.moved.incoming(uid);
       await removeVmNetwork(uid, this.vmDir(uid));
       this.macs.release(uid);
       // Without a node set up here (vkvm reset), the node's removal takes the whole filter.
       if (this.ready) await this.filterPorts();
       await this.node.removeDhcpHost(uid);
-      await this.ready?.ipam.release(uid);
+      // A lent lease is kept while its VM runs elsewhere; the sweep releases it (MovedAddresses.sweep).
+      if (!this.ready?.ipam.lent()[uid]) await this.ready?.ipam.release(uid);
+      // Its /32 and its entry in the hosted addresses go with it.
+      if (adopted && this.ready) await this.ensureNode();
     });
   }
 
@@ -248,11 +344,12 @@ export class PodNetwork {
    * VM's removal and its detach left behind.
    */
   async retainOnly(inUse: (uid: string) => boolean): Promise<string[]> {
+    const lent = this.ready?.ipam.lent() ?? {};
     const known = new Set([
       ...(await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[])),
       ...(await readdir(this.node.dhcpHostsDir).catch(() => [] as string[])),
       ...(await readdir(this.node.dhcpOptsDir).catch(() => [] as string[])),
-      ...Object.keys(this.ready?.ipam.leases() ?? {}),
+      ...Object.keys(this.ready?.ipam.leases() ?? {}).filter((owner) => !lent[owner]),
     ]);
     const removed: string[] = [];
     for (const uid of known) {
@@ -261,6 +358,8 @@ export class PodNetwork {
       await this.detach(uid);
       removed.push(uid);
     }
+    // Lent leases no node hosts any more, and handed-over routes the peers' annotations replaced.
+    if (this.ready && (await this.moved.sweep(this.ready, this.o.peers?.() ?? []))) await this.ensureNode();
     return removed;
   }
 }

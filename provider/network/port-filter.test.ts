@@ -30,6 +30,7 @@ table bridge vkvm-vkvm0 {
 
 \tchain port-vh0123456789ab {
 \t\tether saddr != 52:54:00:12:34:56 counter drop comment "another MAC"
+\t\tether type 0x8035 accept
 \t\tarp htype 1 arp ptype ip arp hlen 6 arp plen 4 arp saddr ether 52:54:00:12:34:56 arp saddr ip { 10.244.0.7, 0.0.0.0 } accept
 \t\tether type arp counter drop comment "ARP for another address"
 \t\tudp sport 67 counter drop comment "DHCP server message"

@@ -4,7 +4,8 @@
 // decline another VM's address to dnsmasq, advertise itself as an IPv6
 // router, or send as another VM. So each VM's port (its host veth) lets out
 // only frames from its MAC carrying IPv4 from its address (and DHCP requests
-// from 0.0.0.0 for its own MAC) or ARP about its own address; the pod network
+// from 0.0.0.0 for its own MAC), ARP about its own address, or RARP (a
+// migrated guest's self-announce, from its MAC); the pod network
 // is IPv4, so nothing else. One nftables `bridge` table per node bridge holds
 // a chain per port; it is rebuilt whole, in one atomic `nft -f` batch, from
 // the VMs' port records, so what it holds is always exactly those.
@@ -38,6 +39,8 @@ function portRules({ mac, ip }: VmPort): string[] {
   const drop = (match: string, why: string) => `${match} counter drop comment "${why}"`;
   return [
     drop(`ether saddr != ${mac}`, 'another MAC'),
+    // QEMU's self-announce after a migration: RARP from the guest's MAC teaches the bridge its new port.
+    'ether type 0x8035 accept',
     // ARP probes (RFC 5227) come from 0.0.0.0; nobody learns an address from them.
     `arp htype 1 arp ptype ip arp hlen 6 arp plen 4 arp saddr ether ${mac} arp saddr ip { ${ip}, 0.0.0.0 } accept`,
     drop('ether type arp', 'ARP for another address'),

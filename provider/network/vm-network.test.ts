@@ -11,6 +11,7 @@ import { hostLink, ipBatchRemoval, links, run } from './host.js';
 import {
   ensureVmNetwork,
   MASQUERADE_TABLE,
+  masqueradeGatewayMac,
   namespaceCommands,
   podIfaceMac,
   readVmPort,
@@ -51,9 +52,15 @@ t.test('the namespace commands per binding', async (t) => {
     ['addr', 'add', '10.244.0.7/24', 'dev', 'eth0'],
     ['link', 'set', 'eth0', 'up'],
     ['route', 'add', 'default', 'via', '10.244.0.1'],
+    ['link', 'set', 'tap0', 'address', '02:b5:53:d7:47:a7'],
     ['addr', 'add', '10.0.2.1/24', 'dev', 'tap0'],
     ['link', 'set', 'tap0', 'up'],
   ]);
+  t.same(
+    [masqueradeGatewayMac('52:54:00:00:00:01'), masqueradeGatewayMac('52:54:00:00:00:02'), masqueradeGatewayMac('52:54:00:00:00:0A')],
+    ['02:b5:53:d7:47:a7', '02:c4:fc:54:38:ab', masqueradeGatewayMac('52:54:00:00:00:0a')],
+    "a masquerade guest's gateway MAC follows from its own MAC alone: the same on every node it migrates to",
+  );
 });
 
 t.test('the masquerade NAT forwards the listed ports, or all of them, and masquerades the guest subnet', async (t) => {

@@ -94,6 +94,16 @@ export function podIfaceMac(uid: string): string {
 }
 
 /**
+ * The MAC of a masquerade guest's gateway (the tap, 10.0.2.1), fixed from the
+ * guest's own MAC: the guest keeps its ARP entry for the gateway when it
+ * migrates, so the tap on the new node must answer to the same MAC.
+ */
+export function masqueradeGatewayMac(guestMac: string): string {
+  const hash = createHash('sha256').update(`vkvm-tap0/${guestMac.toLowerCase()}`).digest();
+  return ['02', ...[...hash.subarray(0, 5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+}
+
+/**
  * Records the VM's port unless it is recorded (a namespace built afresh has
  * no record; one an older agent built gets it now). A bridge guest sends as
  * its own MAC; a masquerade guest only through the namespace's routing, as
@@ -137,6 +147,7 @@ export function namespaceCommands(p: Pick<VmNetworkPlan, 'iface' | 'podIP' | 'pr
     ['addr', 'add', `${p.podIP}/${p.prefixLength}`, 'dev', POD_IFACE],
     ['link', 'set', POD_IFACE, 'up'],
     ['route', 'add', 'default', 'via', p.gateway],
+    ['link', 'set', GUEST_TAP, 'address', masqueradeGatewayMac(p.iface.mac)],
     ['addr', 'add', `${MASQUERADE_GATEWAY}/24`, 'dev', GUEST_TAP],
     ['link', 'set', GUEST_TAP, 'up'],
   ];

@@ -3,6 +3,7 @@
 // advertisements, with valid checksums so that only a filter can stop them.
 export const BROADCAST = 'ff:ff:ff:ff:ff:ff';
 const ETH_ARP = 0x0806;
+const ETH_RARP = 0x8035;
 const ETH_IPV4 = 0x0800;
 const ETH_IPV6 = 0x86dd;
 
@@ -41,6 +42,15 @@ export function arpClaim(mac: string, ip: string, op: 'request' | 'reply'): Buff
     ipv4Bytes(ip),
   ]);
   return ethernet(BROADCAST, mac, ETH_ARP, arp);
+}
+
+/**
+ * QEMU's self-announce after a migration (qemu_announce_self): a RARP
+ * reverse request from the guest's MAC about itself, broadcast.
+ */
+export function selfAnnounce(mac: string): Buffer {
+  const rarp = Buffer.concat([u16(1), u16(ETH_IPV4), Buffer.from([6, 4]), u16(3), macBytes(mac), u32(0), macBytes(mac), u32(0)]);
+  return ethernet(BROADCAST, mac, ETH_RARP, rarp);
 }
 
 /**
