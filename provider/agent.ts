@@ -40,7 +40,7 @@ import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
-import { encodeControl } from './migration/frames.js';
+import { migrationSides } from './migration/node-sides.js';
 import type { RelayServer } from './migration/relay-server.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -232,6 +232,25 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     await clusterDns.start();
     stops.push(() => clusterDns.stop());
     const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }));
+    const podImages = new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events });
+    let relay: RelayServer | undefined;
+    const migration =
+      config.migrationPort === 0
+        ? undefined
+        : migrationSides({
+            nodeName: config.nodeName,
+            port: config.migrationPort,
+            stateDir: config.stateDir,
+            clients,
+            launchers,
+            network,
+            vmis,
+            images: podImages,
+            dns: () => clusterDns.current(),
+            relay: () => relay,
+            log: rootLog,
+          });
+    if (migration) stops.push(() => migration.close());
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -249,7 +268,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
           ping: () => view.client.getGuestAgentInfo(),
         };
       },
-      images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      images: podImages,
+      ...(migration ? { migration } : {}),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
       downloadImage: async (url, at, log, signal) => {
         // Over --image-cache-quota-mib with nothing collectable: refused before a byte arrives.
@@ -315,7 +335,6 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     );
     const clientCaPem = await clusterCaPem(clients);
     let api: FastifyInstance | undefined;
-    let relay: RelayServer | undefined;
     stops.push(async () => {
       certs.stop();
       await api?.close();
@@ -330,9 +349,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         port: config.migrationPort,
         credentials: { ...pair, caPem: clientCaPem },
         facts: { pods: () => podController.pods(), readVmi: (pod) => vmis.read(pod), vmsDir: join(config.stateDir, 'vms') },
-        // Until the target side (provider/migration/target.ts) takes control streams, the source is told no.
-        onControl: ({ socket }) =>
-          socket.end(encodeControl({ type: 'abort', reason: `node ${config.nodeName} cannot receive migrations yet` })),
+        onControl: (stream) => migration?.target.accept(stream),
         log: rootLog,
       });
     };

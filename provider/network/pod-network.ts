@@ -29,6 +29,7 @@ import {
 import { withNetworkConfig } from './cloud-init-network.js';
 import { links } from './host.js';
 import { hostResolver, type GuestDns } from './resolver.js';
+import { attachIncoming, claimMovedAddress, handOverAddress, type LentAddress } from './moved-address.js';
 
 export const DEFAULT_BRIDGE = 'vkvm0';
 const UNREADY_RECHECK_MS = 2_000;
@@ -223,6 +224,21 @@ export class PodNetwork {
       spec: { ...spec, interfaces: [iface], disks },
       attachment: { netnsPath: names.netnsPath, podIP, mac: iface.mac, interfaceName: iface.name },
     };
+  }
+
+  /** Live migration, target side before any bytes move (moved-address.ts). Idempotent. */
+  attachIncoming(spec: VmSpec, lent: LentAddress, dns?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+    return attachIncoming({ attach: (s, d) => this.attach(s, d), log: this.o.log }, spec, lent, dns);
+  }
+
+  /** Live migration, target side at commit, before the guest resumes (moved-address.ts). Idempotent. */
+  claimMovedAddress(uid: string): Promise<void> {
+    return this.serialized(uid, () => claimMovedAddress({ log: this.o.log }, uid));
+  }
+
+  /** Live migration, source side after the target's ack (moved-address.ts). Idempotent. */
+  handOverAddress(uid: string, to: { node: string; address: string }): Promise<void> {
+    return this.serialized(uid, () => handOverAddress({ log: this.o.log }, uid, to));
   }
 
   /** The pod address of a VM on this node, from its port record (the address its port filter lets out). */
