@@ -31,6 +31,14 @@ export function isNodeCertificate(certPem: string, nodeName: string, nowMs = Dat
   }
 }
 
+/** The cluster CA the kubeconfig names, for an agent whose kubeconfig user has no client certificate (a token). */
+async function clusterCaPem(clients: KubeClients): Promise<string> {
+  const cluster = clients.kc.getCurrentCluster();
+  if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
+  if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
+  throw new Error('the kubeconfig names no cluster CA; the migration relay cannot check the target');
+}
+
 export function relayClientCredentials(
   clients: KubeClients,
   o: { nodeName: string; pemPath: string; log: Logger },
@@ -38,8 +46,8 @@ export function relayClientCredentials(
   let obtaining: Promise<unknown> | undefined;
   return async () => {
     const given = await kubeconfigClientCredentials(clients.kc).catch(() => undefined);
-    const caPem = given?.caPem ?? (await kubeconfigClientCredentials(clients.kc)).caPem;
     if (given && isNodeCertificate(given.certPem, o.nodeName)) return given;
+    const caPem = given?.caPem ?? (await clusterCaPem(clients));
     const kept = await readFile(o.pemPath, 'utf8').catch(() => '');
     if (isNodeCertificate(kept, o.nodeName)) return { caPem, certPem: kept, keyPem: kept };
     obtaining ??= obtainClientCertificate(clients, { nodeName: o.nodeName, pemPath: o.pemPath, issueTimeoutMs: 60_000 })

@@ -25,14 +25,18 @@ export interface PodMigrationsOptions {
 export class PodMigrations {
   constructor(private readonly o: PodMigrationsOptions) {}
 
-  /** Whether the pod is a migration target still receiving its VM (then sync it here, not as a VM to boot). */
+  /**
+   * Whether the pod is a migration target whose VM has not arrived (then sync it here, never as a VM to boot);
+   * once arrived (Running, or its launcher found resumed after an agent restart) it is the VMI's pod like any.
+   */
   receiving(pod: V1Pod): boolean {
     if (!migrationJobOf(pod)) return false;
     const uid = pod.metadata!.uid!;
     const state = this.o.lifecycle(uid)?.state.kind;
     const view = this.o.launchers.get(uid);
     const resumed = view?.live === true && (view.state as { migration?: { phase?: string } }).migration?.phase === 'Resumed';
-    return state === 'Incoming' || (state === 'Waiting' && !resumed);
+    // A target that failed (Invalid, Finished) stays here too: it must never fall through to a boot.
+    return state !== 'Running' && !resumed;
   }
 
   /** One sync of a receiving target pod: prepare it, resume the VM once the source committed, or end it. */
@@ -53,7 +57,7 @@ export class PodMigrations {
     if (migration?.uid === job && migration.phase === 'Resumed') return void this.o.apply(pod, { type: 'resumed' });
     if (!lc.state.prepared || !view) {
       const outcome = await this.o.target.prepare(pod, job, this.o.learnt);
-      if (outcome.type === 'invalid') return void this.o.apply(pod, { type: 'invalid', message: outcome.message, found: 'translation' });
+      if (outcome.type === 'invalid') return void this.o.apply(pod, { type: 'invalid', message: outcome.message, found: 'start' });
       if (outcome.type === 'gone') return;
       this.o.apply(pod, { type: 'incomingPrepared' });
     }

@@ -122,6 +122,11 @@ export class MigrationController {
     return items[0];
   }
 
+  /** A Node by name: the informer's get() takes namespace/name keys, which a cluster-scoped object has not. */
+  private node(name: string | undefined): V1Node | undefined {
+    return name ? this.o.nodes.list().find((n) => n.metadata?.name === name) : undefined;
+  }
+
   private sourceNodeOf(m: VirtualMachineInstanceMigration): string | undefined {
     return (
       m.status?.migrationState?.sourceNode ??
@@ -150,7 +155,7 @@ export class MigrationController {
     const vmi = this.o.vmis.get(objectKey(namespace, vmim.spec.vmiName));
     const sourcePod = vmi && launcherPodOf(vmi, this.o.pods.list());
     const targetPod = await this.targetPodOf(vmim, !isFinal(m) && m.phase !== 'New' && m.phase !== 'Pending');
-    const targetNode = targetPod?.spec?.nodeName ? this.o.nodes.get(targetPod.spec.nodeName) : undefined;
+    const targetNode = this.node(targetPod?.spec?.nodeName);
     const uid = vmim.metadata.uid!;
     const now = this.now();
     const all = this.o.vmims.list();
@@ -285,7 +290,7 @@ export class MigrationController {
       }
       case 'createTargetPod': {
         if (!vmi || (await this.targetPodOf(vmim, true))) return;
-        const sourceNode = vmi.status?.nodeName ? this.o.nodes.get(vmi.status.nodeName) : undefined;
+        const sourceNode = this.node(vmi.status?.nodeName);
         const pod = await this.o.clients.core.createNamespacedPod({ namespace, body: migrationTargetPod(vmi, vmim, sourceNode) });
         log.info({ pod: pod.metadata?.name }, 'created the migration target pod');
         this.o.events.recordFor(
