@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from './config.js';
-import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
+import { makeClients, loadKubeConfig } from './kube/client.js';
 import type { Logger } from './log.js';
 import { ServingCertManager, type ServingPair } from './certs/serving.js';
 import { ClientCertRotator } from './certs/client.js';
@@ -41,6 +41,7 @@ import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
 import { migrationSides } from './migration/node-sides.js';
+import { clusterCaPem } from './migration/relay-credentials.js';
 import type { RelayServer } from './migration/relay-server.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -54,14 +55,6 @@ export interface RunningAgent {
    * goes away too) shuts them down first.
    */
   stop(opts?: { stopVms?: boolean }): Promise<void>;
-}
-
-/** The CA a client certificate must chain to: the kubeconfig's cluster CA. */
-async function clusterCaPem(clients: KubeClients): Promise<string> {
-  const cluster = clients.kc.getCurrentCluster();
-  if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
-  if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
-  throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
 }
 
 /**

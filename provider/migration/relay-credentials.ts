@@ -31,12 +31,12 @@ export function isNodeCertificate(certPem: string, nodeName: string, nowMs = Dat
   }
 }
 
-/** The cluster CA the kubeconfig names, for an agent whose kubeconfig user has no client certificate (a token). */
-async function clusterCaPem(clients: KubeClients): Promise<string> {
+/** The cluster CA the kubeconfig names: what the API server's, the nodes' and their clients' certificates chain to. */
+export async function clusterCaPem(clients: KubeClients): Promise<string> {
   const cluster = clients.kc.getCurrentCluster();
   if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
   if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
-  throw new Error('the kubeconfig names no cluster CA; the migration relay cannot check the target');
+  throw new Error('kubeconfig has no cluster CA; client certificates cannot be verified');
 }
 
 export function relayClientCredentials(
