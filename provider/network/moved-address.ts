@@ -9,7 +9,6 @@
 import type { Logger } from '../log.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import type { GuestDns } from './resolver.js';
-import type { VmAttachment } from './pod-network.js';
 
 /** Where a migrating VM's address lives: its home node's pod range and gateway. */
 export interface LentAddress {
@@ -17,30 +16,30 @@ export interface LentAddress {
   homeCidr: string;
 }
 
-export interface MovedAddressDeps {
-  attach(spec: VmSpec, dns?: GuestDns): Promise<{ spec: VmSpec; attachment?: VmAttachment }>;
+/** PodNetwork's attach, whose result attachIncoming returns as it is. */
+export interface MovedAddressDeps<R> {
+  attach(spec: VmSpec, dns?: GuestDns): Promise<R>;
   log: Logger;
 }
 
 /** Target side, before any bytes move: for now an ordinary attach, on an address of this node. Idempotent. */
-export function attachIncoming(
-  deps: MovedAddressDeps,
-  spec: VmSpec,
-  lent: LentAddress,
-  dns?: GuestDns,
-): Promise<{ spec: VmSpec; attachment?: VmAttachment }> {
+export function attachIncoming<R>(deps: MovedAddressDeps<R>, spec: VmSpec, lent: LentAddress, dns?: GuestDns): Promise<R> {
   deps.log.debug({ vm: spec.uid, lent }, 'incoming VM attached with an address of this node (the lent address is not kept yet)');
   return deps.attach(spec, dns);
 }
 
 /** Target side at commit, before the guest resumes. For now nothing moves. Idempotent. */
-export function claimMovedAddress(deps: Pick<MovedAddressDeps, 'log'>, uid: string): Promise<void> {
+export function claimMovedAddress(deps: Pick<MovedAddressDeps<unknown>, 'log'>, uid: string): Promise<void> {
   deps.log.info({ vm: uid }, 'claim of a moved address: nothing to route yet');
   return Promise.resolve();
 }
 
 /** Source side after the target's ack (or 2 s). For now nothing moves. Idempotent. */
-export function handOverAddress(deps: Pick<MovedAddressDeps, 'log'>, uid: string, to: { node: string; address: string }): Promise<void> {
+export function handOverAddress(
+  deps: Pick<MovedAddressDeps<unknown>, 'log'>,
+  uid: string,
+  to: { node: string; address: string },
+): Promise<void> {
   deps.log.info({ vm: uid, to }, 'hand-over of a moved address: nothing to route yet');
   return Promise.resolve();
 }
