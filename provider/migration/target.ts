@@ -164,16 +164,10 @@ export class MigrationTarget {
       onMessage: (m) => void this.onControl(job, m, channel, log),
       onClose: (reason) => {
         log.info({ reason: reason.message }, 'migration control stream closed');
-        // No commit can come now: the data streams close too, so libvirt on the source fails at once.
-        if (!this.prepared.get(job) || !this.resumed(job)) this.o.relay()?.closeAll(job);
+        // Before the commit, libvirt on the source then fails at once; after it, the streams are done anyway.
+        this.o.relay()?.closeAll(job);
       },
     });
-  }
-
-  private resumed(job: string): boolean {
-    const p = this.prepared.get(job);
-    const view = p && this.o.launchers.get(p.podUid);
-    return view?.live === true && view.state.migration?.phase === 'Resumed';
   }
 
   private async onControl(job: string, m: ControlMessage, channel: ControlChannel, log: Logger): Promise<void> {
