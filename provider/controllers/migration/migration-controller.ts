@@ -15,7 +15,7 @@ import { isConflict, isNotFound } from '../../kube/errors.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
 import { KeyQueue } from '../../kube/key-queue.js';
-import { statusPatch } from '../../kube/status-patch.js';
+import { replacing, statusPatch } from '../../kube/status-patch.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import {
   KUBEVIRT_API_VERSION,
@@ -243,6 +243,8 @@ export class MigrationController {
       'migrationTransport',
     ]);
     if (!patch) return;
+    // A new migration's copy replaces the last one's whole: its failed, abortRequested... must not linger.
+    if (patch.migrationState) patch.migrationState = replacing(current, patch.migrationState);
     try {
       await this.o.kubevirt.patchStatus(
         VMI_PLURAL,
