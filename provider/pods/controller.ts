@@ -394,7 +394,7 @@ export class PodController {
 
   private async removeVm(uid: string, graceS: number): Promise<void> {
     this.starts.forget(uid);
-    await this.migrations?.remove(uid);
+    if (this.migrations) await this.migrations.remove(uid);
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);
