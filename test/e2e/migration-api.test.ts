@@ -301,7 +301,7 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
       {
         vmim: {
           phase: done.status?.phase,
-          transitions: done.status?.phaseTransitionTimestamps?.map((p) => p.phase),
+          transitions: done.status?.phaseTransitionTimestamps?.map((p) => p.phase).join(),
           state: done.status?.migrationState,
         },
         vmi: { node: vmiAfter.status?.nodeName, phase: vmiAfter.status?.phase, state: vmiAfter.status?.migrationState },
@@ -310,7 +310,8 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
       {
         vmim: {
           phase: 'Succeeded',
-          transitions: ['Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'TargetReady', 'Running', 'Succeeded'],
+          // Running may pass unseen when the copy ends before the controller looks again.
+          transitions: /^Pending,Scheduling,Scheduled,PreparingTarget,TargetReady,(Running,)?Succeeded$/,
           state: { completed: true, sourceNode: from.name, targetNode: to.name },
         },
         vmi: { node: to.name, phase: 'Running', state: { completed: true, migrationUid: done.metadata.uid } },
