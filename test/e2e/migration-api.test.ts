@@ -321,4 +321,21 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
     );
     t.equal(await guest(target.metadata!.name!, FACTS), before, 'the same boot_id and the same bytes on the emptyDisk');
   });
+
+  await t.test('and back: the other node is a source too, the first a target', async (t) => {
+    const earlier = new Set((await vmims().listRaw()).items.map((m) => (m.metadata as { name?: string } | undefined)?.name));
+    t.match(await virtctl('operator', ['migrate', 'testvm']), { code: 0 });
+    const done = await waitFor(
+      vmims({ labelSelector: 'kubevirt.io/vmi-name=testvm' }),
+      (m) => !earlier.has(m.metadata.name) && (m.status?.phase === 'Succeeded' || m.status?.phase === 'Failed'),
+      { what: 'Succeeded', deadlineMs: 300_000 },
+    );
+    const home = (await targetPodOf(done))!;
+    t.same(
+      { phase: done.status?.phase, from: done.status?.migrationState?.sourceNode, to: done.status?.migrationState?.targetNode },
+      { phase: 'Succeeded', from: to.name, to: from.name },
+      'migrated back',
+    );
+    t.equal(await guest(home.metadata!.name!, FACTS), before, 'still the same boot and bytes');
+  });
 });
