@@ -1,39 +1,11 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
+import { selfSigned } from '../../test/helpers/self-signed.js';
 import { isNodeCertificate } from './relay-credentials.js';
 
-/** A self-signed certificate with `subject`, valid for `days`. */
+/** A self-signed certificate with `subject`, valid for `days`, its key after it (one PEM, as the node's file). */
 function cert(subject: string, days: number): string {
-  const dir = mkdtempSync(join(tmpdir(), 'vkvm-relay-cred-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(dir, 'k'),
-        '-out',
-        join(dir, 'c'),
-        '-days',
-        String(days),
-        '-subj',
-        subject,
-      ],
-      { stdio: 'ignore' },
-    );
-    return readFileSync(join(dir, 'c'), 'utf8') + readFileSync(join(dir, 'k'), 'utf8');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const { certPem, keyPem } = selfSigned(subject, days);
+  return certPem + keyPem;
 }
 
 t.test("only the node's own client certificate, valid for a while yet, dials the relay", async (t) => {
