@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { MigrationState } from '../../launcher/agent-api.js';
-import { migrationReport } from './conditions.js';
+import { migrationOf, migrationReport } from './conditions.js';
 
 const state = (role: MigrationState['role'], phase: MigrationState['phase'], reason = '', message = ''): MigrationState => ({
   uid: 'm-1',
@@ -37,5 +37,18 @@ t.test("a launcher's migration state is its pod's condition, prefixed with the m
       { type: 'vkvm.io/MigrationTarget', reason: 'Failed', message: 'm-1: the target launcher exited before the VM resumed here' },
       { type: 'vkvm.io/MigrationTarget', reason: 'Failed', message: 'm-1: Canceled: the incoming migration was canceled' },
     ],
+  );
+});
+
+t.test("a source VM that ended Migrated is the commit, though its launcher's migration still says Running", async (t) => {
+  const running = state('Source', 'Running');
+  t.same(
+    [
+      migrationOf({ phase: 'Succeeded', reason: 'Migrated', migration: running })?.phase,
+      migrationOf({ phase: 'Running', reason: 'Booted', migration: running })?.phase,
+      migrationOf({ phase: 'Succeeded', reason: 'Migrated', migration: state('Target', 'Prepared') })?.phase,
+      migrationOf(undefined),
+    ],
+    ['Migrated', 'Running', 'Prepared', undefined],
   );
 });

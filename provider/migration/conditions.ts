@@ -5,7 +5,7 @@
 // earlier migration. Read from the launcher's own migration state (live, or
 // its last word once it exited), so an agent restarted mid-way reports what
 // happened. Pure; the status writer puts it into the pod status.
-import type { MigrationState } from '../../launcher/agent-api.js';
+import type { MigrationState, VmState } from '../../launcher/agent-api.js';
 import type { LauncherView } from '../launchers/registry.js';
 import { SOURCE_CONDITION, TARGET_CONDITION, type SourceReport, type TargetReport } from '../controllers/migration/evidence.js';
 
@@ -49,8 +49,20 @@ export function migrationReport(state: MigrationState | undefined, exited: boole
   return { type: TARGET_CONDITION, reason, message: say(detail || `the target is ${reason.toLowerCase()}`) };
 }
 
+/**
+ * The launcher's migration state, read with its VM's: a source launcher may
+ * publish its VM's end (Succeeded, Migrated) a moment before its migration's
+ * Migrated, and that VM state is the commit as surely.
+ */
+export function migrationOf(vm: Pick<VmState, 'phase' | 'reason' | 'migration'> | undefined): MigrationState | undefined {
+  const m = vm?.migration;
+  if (m?.role === 'Source' && m.phase === 'Running' && vm?.phase === 'Succeeded' && vm.reason === 'Migrated')
+    return { ...m, phase: 'Migrated' };
+  return m;
+}
+
 /** The report of a pod's launcher, live or gone. */
 export function launcherMigrationReport(view: LauncherView<unknown> | undefined): MigrationReport | undefined {
   if (!view) return undefined;
-  return view.live ? migrationReport(view.state.migration, false) : migrationReport(view.lastState?.migration, true);
+  return view.live ? migrationReport(migrationOf(view.state), false) : migrationReport(migrationOf(view.lastState), true);
 }

@@ -24,6 +24,7 @@ import type { Launchers, LiveLauncher } from '../launchers/registry.js';
 import { parseQuantity } from '../kube/quantity.js';
 import type { Logger } from '../log.js';
 import type { PodNetwork } from '../network/pod-network.js';
+import { migrationOf } from './conditions.js';
 import { ControlChannel } from './control-channel.js';
 import type { RelayClient, RelayTarget } from './relay-client.js';
 import { SOURCE_SOCKETS, startRequest } from './start-request.js';
@@ -79,18 +80,21 @@ export class MigrationSource {
     const podUid = pod.metadata!.uid!;
     const state = outgoingOf(vmi, pod, this.o.nodeName);
     const view = this.o.launchers.get(podUid);
-    if (!state || !view?.live) return;
+    if (!state || !view) return;
     const job = state.migrationUid!;
-    const mine = view.state.migration?.uid === job ? view.state.migration : undefined;
+    // A launcher gone after the commit (its last word Migrated) still has its address to hand over.
+    const last = migrationOf(view.live ? view.state : view.lastState);
+    const mine = last?.uid === job ? last : undefined;
+    if (!view.live && mine?.phase !== 'Migrated') return;
     const log = this.log.child({ pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, uid: podUid, migration: job });
     const target: RelayTarget = { uid: job, node: state.targetNode ?? '', address: state.targetNodeAddress ?? '', port: this.o.relayPort };
     switch (mine?.phase) {
       case undefined:
         if (state.failed || state.completed) return this.close(job);
-        if (!state.targetNodeAddress || state.abortRequested) return;
+        if (!state.targetNodeAddress || state.abortRequested || !view.live) return;
         return this.start(podUid, view, state, target, vmi!, log);
       case 'Running':
-        if (state.abortRequested || state.failed) {
+        if (view.live && (state.abortRequested || state.failed)) {
           log.info('aborting the outgoing migration');
           await view.client.abortMigration(job);
         }

@@ -72,8 +72,8 @@ export class PodMigrations {
     if (!vmiOwner(pod) || migrationJobOf(pod)) return;
     const uid = pod.metadata!.uid!;
     const view = this.o.launchers.get(uid);
-    // Only a pod whose launcher runs can be a source; reading its VMI for every other pod would be waste.
-    if (!view?.live) return;
+    // Only a pod with a launcher (running, or gone after its VM migrated) can be a source.
+    if (!view) return;
     await this.o.source.sync(pod, await this.o.vmis.read(pod));
   }
 
