@@ -25,21 +25,24 @@ t.test("a migration target's node writes the VMI status only once the VMI runs o
   );
 });
 
-t.test('a node without the migration sides never starts a migration target pod: it stays Pending, nothing is made, and an Event says why', async (t) => {
-  const env = await podControllerEnv(t);
-  const target = vmPod('virt-launcher-vm-tgt');
-  target.metadata!.labels = { 'kubevirt.io/migrationJobUID': 'm-1' };
-  env.pods.put(target);
-  env.pods.put(vmPod('ordinary'));
-  await env.settle();
-  t.same(
-    {
-      phase: env.pods.get('ns/virt-launcher-vm-tgt')?.status?.phase ?? 'Pending',
-      starts: env.launchers.starts.get('uid-virt-launcher-vm-tgt'),
-      ordinaryStarts: env.launchers.starts.get('uid-ordinary'),
-      // Repeats are one Event with a count in the API (kube/events.ts aggregates).
-      events: [...new Set(env.events.filter((e) => e.reason === 'MigrationTargetHeld').map((e) => e.object))],
-    },
-    { phase: 'Pending', starts: undefined, ordinaryStarts: 1, events: ['Pod/virt-launcher-vm-tgt'] },
-  );
-});
+t.test(
+  'a node without the migration sides never starts a migration target pod: it stays Pending, nothing is made, and an Event says why',
+  async (t) => {
+    const env = await podControllerEnv(t);
+    const target = vmPod('virt-launcher-vm-tgt');
+    target.metadata!.labels = { 'kubevirt.io/migrationJobUID': 'm-1' };
+    env.pods.put(target);
+    env.pods.put(vmPod('ordinary'));
+    await env.settle();
+    t.same(
+      {
+        phase: env.pods.get('ns/virt-launcher-vm-tgt')?.status?.phase ?? 'Pending',
+        starts: env.launchers.starts.get('uid-virt-launcher-vm-tgt'),
+        ordinaryStarts: env.launchers.starts.get('uid-ordinary'),
+        // Repeats are one Event with a count in the API (kube/events.ts aggregates).
+        events: [...new Set(env.events.filter((e) => e.reason === 'MigrationTargetHeld').map((e) => e.object))],
+      },
+      { phase: 'Pending', starts: undefined, ordinaryStarts: 1, events: ['Pod/virt-launcher-vm-tgt'] },
+    );
+  },
+);
