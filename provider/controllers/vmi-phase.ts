@@ -8,8 +8,8 @@
 //   Running, Succeeded, Failed   written by the node agent; never moved back
 //
 // Two cases end a VMI here: its launcher pod terminated (Failed/Succeeded,
-// but not Migrated: then the VM runs on elsewhere) while the VMI is not final, and its pod vanished after the VMI was
-// scheduled onto it. A Running VMI belongs to the node agent, which writes the
+// but not Migrated: then the VM runs on elsewhere) while the VMI is not
+// final, and its pod vanished after the VMI was scheduled onto it. A Running VMI belongs to the node agent, which writes the
 // final phase when the guest stops and the pod with it, so a terminated pod
 // fails a Running VMI only after AGENT_GRACE_MS, when the agent evidently did
 // not. Pure: the caller passes the time and reads `recheckAfterMs`.
