@@ -291,10 +291,15 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
       { what: 'Succeeded', deadlineMs: 300_000 },
     );
     t.comment(`migrated in ${Date.now() - t0} ms`);
-    const vmiAfter = await waitFor(virtualMachineInstances(admin, NS, { name: 'testvm' }), (v) => v.status?.nodeName === to.name, {
-      what: 'on the target node',
-      deadlineMs: 60_000,
-    });
+    const vmiAfter = await waitFor(
+      virtualMachineInstances(admin, NS, { name: 'testvm' }),
+      (v) => v.status?.nodeName === to.name && v.status.migrationState?.completed === true,
+      {
+        // The controller moves the VMI, writes the VMIM, then copies its final state into the VMI.
+        what: 'on the target node, its migration completed',
+        deadlineMs: 60_000,
+      },
+    );
     const target = (await targetPodOf(done))!;
     const sourceAfter = await admin.core.readNamespacedPod({ namespace: NS, name: source!.metadata!.name! });
     t.match(
