@@ -35,7 +35,9 @@ export class PodMigrations {
     const state = this.o.lifecycle(uid)?.state.kind;
     const view = this.o.launchers.get(uid);
     const resumed = view?.live === true && (view.state as { migration?: { phase?: string } }).migration?.phase === 'Resumed';
-    // A target that failed (Invalid, Finished) stays here too: it must never fall through to a boot.
+    // Incoming until this sync sees the VM arrived; a target that failed (Invalid, Finished) stays here too: it
+    // must never fall through to a boot. A resumed launcher found after an agent restart is adopted as any VM's.
+    if (state === 'Incoming') return true;
     return state !== 'Running' && !resumed;
   }
 
