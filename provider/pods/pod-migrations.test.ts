@@ -55,6 +55,7 @@ t.test(
     await e.m.syncIncoming(target);
     t.same([e.calls, e.lc().state], [['prepare', 'finish', 'finish'], { kind: 'Incoming', migrationUid: 'm-1', prepared: true }]);
     e.setView(live('Resumed'));
+    t.equal(e.m.receiving(target), true, 'still receiving until a sync sees the VM arrived');
     await e.m.syncIncoming(target);
     t.same([e.lc().state.kind, e.m.receiving(target)], ['Running', false], 'the VM arrived: the pod syncs as any VMI pod from now on');
   },
