@@ -54,9 +54,6 @@ export interface MigrationTargetOptions {
   log: Logger;
 }
 
-/** The migration state the controllers copied into the VMI (KubeVirt's fields). */
-type MigrationStateCopy = NonNullable<NonNullable<VirtualMachineInstance['status']>['migrationState']>;
-
 /** What was learnt about the pod on the way (its VMI, network place, image), for the pod controller to keep. */
 export type Learnt = (uid: string, context: { vmi?: VmiContext; attachment?: VmAttachment; imageID?: string }) => void;
 
@@ -72,12 +69,6 @@ export class MigrationTarget {
 
   constructor(private readonly o: MigrationTargetOptions) {
     this.log = o.log.child({ component: 'migration-target' });
-  }
-
-  /** The VMI's migration state when it names this migration and this pod as its target. */
-  static stateFor(vmi: VirtualMachineInstance | undefined, pod: V1Pod, job: string): MigrationStateCopy | undefined {
-    const s = vmi?.status?.migrationState;
-    return s?.migrationUid === job && s.targetPod === pod.metadata?.name ? s : undefined;
   }
 
   /** Prepares the target launcher for migration `job` (idempotent: a live launcher is prepared again, which it answers from memory). */

@@ -69,9 +69,10 @@ export class PodMigrations {
       await this.o.target.finish(uid, job);
   }
 
-  /** One sync of a VMI's own pod: its outgoing migration, if any, one step on. */
+  /** One sync of a VMI's pod that is not receiving: its outgoing migration, if any, one step on. */
   async syncOutgoing(pod: V1Pod): Promise<void> {
-    if (!vmiOwner(pod) || migrationJobOf(pod)) return;
+    // A former target whose VM arrived (it keeps its label) is the VMI's pod now, and may be a source in turn.
+    if (!vmiOwner(pod)) return;
     const uid = pod.metadata!.uid!;
     const view = this.o.launchers.get(uid);
     // Only a pod with a launcher (running, or gone after its VM migrated) can be a source.
