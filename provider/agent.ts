@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from './config.js';
-import { makeClients, loadKubeConfig, type KubeClients } from './kube/client.js';
+import { makeClients, loadKubeConfig } from './kube/client.js';
 import type { Logger } from './log.js';
 import { ServingCertManager, type ServingPair } from './certs/serving.js';
 import { ClientCertRotator } from './certs/client.js';
@@ -41,7 +41,8 @@ import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
-import { encodeControl } from './migration/frames.js';
+import { migrationSides } from './migration/node-sides.js';
+import { clusterCaPem } from './migration/relay-credentials.js';
 import type { RelayServer } from './migration/relay-server.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
@@ -55,14 +56,6 @@ export interface RunningAgent {
    * goes away too) shuts them down first.
    */
   stop(opts?: { stopVms?: boolean }): Promise<void>;
-}
-
-/** The CA a client certificate must chain to: the kubeconfig's cluster CA. */
-async function clusterCaPem(clients: KubeClients): Promise<string> {
-  const cluster = clients.kc.getCurrentCluster();
-  if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
-  if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
-  throw new Error('kubeconfig has no cluster CA; the kubelet API cannot verify client certificates');
 }
 
 /**
@@ -235,6 +228,25 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     await clusterDns.start();
     stops.push(() => clusterDns.stop());
     const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }));
+    const podImages = new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events });
+    let relay: RelayServer | undefined;
+    const migration =
+      config.migrationPort === 0
+        ? undefined
+        : migrationSides({
+            nodeName: config.nodeName,
+            port: config.migrationPort,
+            stateDir: config.stateDir,
+            clients,
+            launchers,
+            network,
+            vmis,
+            images: podImages,
+            dns: () => clusterDns.current(),
+            relay: () => relay,
+            log: rootLog,
+          });
+    if (migration) stops.push(() => migration.close());
     const pods = new PodController({
       pods: createPodInformer(clients, config.nodeName, rootLog.child({ component: 'pod-informer' })),
       launchers,
@@ -252,7 +264,8 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
           ping: () => view.client.getGuestAgentInfo(),
         };
       },
-      images: new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events }),
+      images: podImages,
+      ...(migration ? { migration } : {}),
       // The agent fetches a URL image into the cache the launchers read, under the same policy.
       downloadImage: async (url, at, log, signal) => {
         // Over --image-cache-quota-mib with nothing collectable: refused before a byte arrives.
@@ -318,7 +331,6 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     );
     const clientCaPem = await clusterCaPem(clients);
     let api: FastifyInstance | undefined;
-    let relay: RelayServer | undefined;
     stops.push(async () => {
       certs.stop();
       await api?.close();
@@ -333,9 +345,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         port: config.migrationPort,
         credentials: { ...pair, caPem: clientCaPem },
         facts: { pods: () => podController.pods(), readVmi: (pod) => vmis.read(pod), vmsDir: join(config.stateDir, 'vms') },
-        // Until the target side (provider/migration/target.ts) takes control streams, the source is told no.
-        onControl: ({ socket }) =>
-          socket.end(encodeControl({ type: 'abort', reason: `node ${config.nodeName} cannot receive migrations yet` })),
+        onControl: (stream) => migration?.target.accept(stream),
         log: rootLog,
       });
     };

@@ -138,3 +138,11 @@ t.test('a terminated or vanished launcher pod fails the VMI', async (t) => {
   const deleting = vmi('Scheduled', {}, true);
   t.same(nextVmiStatus({ vmi: deleting, now }).status, deleting.status, 'a VMI being deleted is left alone');
 });
+
+t.test('a launcher pod that ended because its VM migrated away fails nothing: the VMI lives on, on its target', async (t) => {
+  const migrated = pod({ nodeName: 'n', phase: 'Succeeded', finishedAt: '2026-01-01T00:00:00Z' });
+  migrated.status!.reason = 'Migrated';
+  const running = vmi('Running');
+  const later = new Date(now.getTime() + 3_600_000);
+  t.same(nextVmiStatus({ vmi: running, pod: migrated, now: later }), { status: running.status }, 'unchanged, however long after');
+});

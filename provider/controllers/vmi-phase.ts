@@ -7,9 +7,9 @@
 //   Scheduled   the pod is bound: status.nodeName is the pod's node
 //   Running, Succeeded, Failed   written by the node agent; never moved back
 //
-// Two cases end a VMI here: its launcher pod terminated (Failed/Succeeded)
-// while the VMI is not final, and its pod vanished after the VMI was
-// scheduled onto it. A Running VMI belongs to the node agent, which writes the
+// Two cases end a VMI here: its launcher pod terminated (Failed/Succeeded,
+// but not Migrated: then the VM runs on elsewhere) while the VMI is not
+// final, and its pod vanished after the VMI was scheduled onto it. A Running VMI belongs to the node agent, which writes the
 // final phase when the guest stops and the pod with it, so a terminated pod
 // fails a Running VMI only after AGENT_GRACE_MS, when the agent evidently did
 // not. Pure: the caller passes the time and reads `recheckAfterMs`.
@@ -69,6 +69,8 @@ export function nextVmiStatus({ vmi, pod, createError, now }: VmiStatusInput): V
   const phase = phaseOf(vmi);
   if (FINAL.has(phase) || vmi.metadata.deletionTimestamp) return { status: current };
 
+  // The VM migrated away: the VMI lives on, on its target, and the migration controller moves it there.
+  if (pod && podTerminated(pod) && pod.status?.reason === 'Migrated') return { status: current };
   if (pod && podTerminated(pod)) {
     if (phase === 'Running') {
       const waitedMs = now.getTime() - (terminatedAtMs(pod) ?? now.getTime());

@@ -1,9 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
+import { selfSigned } from '../../test/helpers/self-signed.js';
 import { stringify } from 'yaml';
 import { caCertHash, parseCaCertHash, verifyClusterInfo, verifyDetached } from './discovery.js';
 import { generateBootstrapToken, parseBootstrapToken, type BootstrapToken } from './bootstrap-token.js';
@@ -20,36 +18,12 @@ function signDetached(content: string, token: BootstrapToken): string {
   )}`;
 }
 
-/** A throwaway self-signed CA from openssl, the tool the kubeadm docs use to compute the hash. */
+/** A throwaway self-signed CA, and its hash by the kubeadm documentation's recipe for --discovery-token-ca-cert-hash. */
 function makeCa(): { pem: string; opensslHash: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'vkvm-discovery-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'k'),
-      '-out',
-      join(dir, 'c'),
-      '-subj',
-      '/CN=test-ca',
-      '-days',
-      '1',
-    ],
-    { stdio: 'ignore' },
-  );
-  // The kubeadm documentation's recipe for --discovery-token-ca-cert-hash.
-  const der = execFileSync('openssl', ['x509', '-pubkey', '-in', join(dir, 'c'), '-noout']);
+  const pem = selfSigned('/CN=test-ca', 1).certPem;
+  const der = execFileSync('openssl', ['x509', '-pubkey', '-noout'], { input: pem });
   const spki = execFileSync('openssl', ['pkey', '-pubin', '-outform', 'der'], { input: der });
   const hex = execFileSync('openssl', ['dgst', '-sha256', '-hex'], { input: spki }).toString().trim().split(' ').pop()!;
-  const pem = readFileSync(join(dir, 'c'), 'utf8');
-  rmSync(dir, { recursive: true, force: true });
   return { pem, opensslHash: `sha256:${hex}` };
 }
 

@@ -20,3 +20,17 @@ export function statusPatch<S extends object>(
   }
   return Object.keys(patch).length > 0 ? patch : undefined;
 }
+
+/**
+ * `after` as a merge patch that replaces `before` whole: a merge patch merges
+ * nested objects key by key, so every key `before` has and `after` lacks is
+ * set to null (at every depth), or it would outlive the replacement.
+ */
+export function replacing(before: unknown, after: unknown): unknown {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!isObject(before) || !isObject(after)) return after;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(before)) if (!(key in after) || after[key] === undefined) out[key] = null;
+  for (const [key, value] of Object.entries(after)) if (value !== undefined) out[key] = replacing(before[key], value);
+  return out;
+}

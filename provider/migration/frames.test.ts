@@ -65,6 +65,7 @@ t.test('every control message round-trips', async (t) => {
     { type: 'ready', paths: { diskPaths: { vda: '/x' } } },
     { type: 'commit' },
     { type: 'ack' },
+    { type: 'ping' },
     { type: 'abort', reason: 'canceled' },
   ];
   t.same(
@@ -75,7 +76,7 @@ t.test('every control message round-trips', async (t) => {
 
 t.test('a bad control message is refused naming the field', async (t) => {
   const rows: [string, RegExp][] = [
-    ['{"type":"shell"}', /^control\.type: want hello\|file\|ready\|commit\|ack\|abort, got "shell"$/],
+    ['{"type":"shell"}', /^control\.type: want hello\|file\|ready\|commit\|ack\|ping\|abort, got "shell"$/],
     ['{}', /^control\.type: .* got nothing$/],
     ['{"type":"hello"}', /^control\.uid: want a string/],
     ['{"type":"file","role":"/etc/passwd","content":""}', /^control\.role: "\/etc\/passwd" is malformed$/],

@@ -39,6 +39,8 @@ export type ControlMessage =
   | { type: 'commit' }
   /** target → source: resumed. */
   | { type: 'ack' }
+  /** Either way, every HEARTBEAT_MS: a peer silent for longer than HEARTBEAT_LOST_MS is gone (control-channel.ts). */
+  | { type: 'ping' }
   | { type: 'abort'; reason: string };
 
 export class FrameError extends Error {
@@ -125,11 +127,12 @@ export function parseControl(line: Buffer | string): ControlMessage {
     }
     case 'commit':
     case 'ack':
+    case 'ping':
       return { type: o.type };
     case 'abort':
       return { type: 'abort', reason: text(o, 'reason', 'control').slice(0, MAX_REASON_CHARS) };
     default:
-      throw new FrameError('control.type', `want hello|file|ready|commit|ack|abort, got ${JSON.stringify(o.type) ?? 'nothing'}`);
+      throw new FrameError('control.type', `want hello|file|ready|commit|ack|ping|abort, got ${JSON.stringify(o.type) ?? 'nothing'}`);
   }
 }
 

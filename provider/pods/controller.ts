@@ -32,6 +32,8 @@ import {
   type RestartBackoff,
 } from './lifecycle.js';
 import { NodeAdmission } from './node-admission.js';
+import { PodMigrations, type PodMigrationsOptions } from './pod-migrations.js';
+import { measured } from './sync-metrics.js';
 import { observeVm, vmStopped } from './observe.js';
 import type { PodApi } from './pod-api.js';
 import { recordEntered } from './lifecycle-events.js';
@@ -80,6 +82,8 @@ export interface PodControllerOptions extends Pick<StatusWriterOptions, 'acceler
   childCpu?: ChildCpuMeter;
   /** A running VM's guest agent, for exec and guestAgentPing readiness probes (such probes fail without it). */
   guestAgent?: (uid: string) => GuestAgent | undefined;
+  /** The node's sides of live migration; without them it receives none (a target pod is held) and starts none. */
+  migration?: Pick<PodMigrationsOptions, 'target' | 'source'>;
 }
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
@@ -98,6 +102,7 @@ export class PodController {
   private readonly orphanSweep: OrphanSweepOptions;
   private readonly status: StatusWriter;
   private readonly admission: NodeAdmission;
+  private readonly migrations: PodMigrations | undefined;
   private readonly clock: Clock;
   private readonly backoff: RestartBackoff;
   /** Every pod this agent acts on, by UID. */
@@ -111,12 +116,8 @@ export class PodController {
   constructor(private readonly o: PodControllerOptions) {
     const clock = (this.clock = o.clock ?? systemClock);
     this.backoff = o.restartBackoff ?? DEFAULT_RESTART_BACKOFF;
-    this.podSync = new KeyQueue((key) => this.measuredSyncPod(key), {
-      name: 'syncPodsFromKubernetes',
-      workers: o.workers ?? 8,
-      log: o.log,
-      clock,
-    });
+    const syncPod = measured(o.metrics, (key) => this.syncPod(key));
+    this.podSync = new KeyQueue(syncPod, { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log: o.log, clock });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
     this.starts = new VmStarts({
@@ -131,7 +132,11 @@ export class PodController {
       metrics: o.metrics,
     });
     const [lifecycleOf, apply] = [(pod: V1Pod) => this.lifecycleOf(pod), (pod: V1Pod, e: LifecycleEvent) => this.apply(pod, e)];
-    this.admission = new NodeAdmission({ ...o, lifecycles: () => this.lifecycles.values(), lifecycleOf, apply });
+    const lifecycles = () => this.lifecycles.values();
+    this.admission = new NodeAdmission({ ...o, lifecycles, lifecycleOf, apply, receivesMigrations: !!o.migration });
+    const lifecycle = (uid: string) => this.lifecycles.get(uid);
+    const learnt = (uid: string, context: Parameters<PodController['learnt']>[1]) => this.learnt(uid, context);
+    this.migrations = o.migration && new PodMigrations({ ...o, ...o.migration, lifecycle, apply, learnt });
     this.status = new StatusWriter({ ...o, clock, onReadinessChange: (key) => this.statusSync.add(key) });
     this.orphanSweep = {
       pods: () => o.pods.list(),
@@ -273,19 +278,6 @@ export class PodController {
 
   // ---- syncPodsFromKubernetes -------------------------------------------------
 
-  private async measuredSyncPod(key: string): Promise<void> {
-    const end = this.o.metrics.podSyncDuration.startTimer();
-    try {
-      await this.syncPod(key);
-      this.o.metrics.podSyncs.inc({ result: 'success' });
-      end({ result: 'success' });
-    } catch (err) {
-      this.o.metrics.podSyncs.inc({ result: 'error' });
-      end({ result: 'error' });
-      throw err;
-    }
-  }
-
   private async syncPod(key: string): Promise<void> {
     const pod = this.o.pods.get(key);
     // A VM under this key whose pod is gone, or was replaced by a new pod of the same name.
@@ -301,6 +293,7 @@ export class PodController {
     // Admission precedes anything made for the pod; a held pod (a migration target) gets nothing.
     if (this.admission.admit(pod) === 'held') return;
     if (this.lifecycles.get(uid)?.state.kind === 'Evicted') return this.stopEvicted(uid);
+    if (this.migrations?.receiving(pod)) return this.migrations.syncIncoming(pod);
 
     if (this.starts.heldByBackOff(lc)) return;
     const spec = await this.runtime.desiredSpec(pod, lc).catch((err: unknown) => {
@@ -311,6 +304,7 @@ export class PodController {
     if (spec === 'waiting') return this.podSync.addAfter(key, NETWORK_RETRY_MS * (1 + Math.random()));
     if (spec instanceof SpecError) return void this.apply(pod, { type: 'invalid', message: spec.message, found: 'translation' });
     this.apply(pod, { type: 'valid' });
+    await this.migrations?.syncOutgoing(pod);
     if (!(await this.observeLauncher(pod))) return;
 
     const current = this.lifecycles.get(uid);
@@ -400,6 +394,7 @@ export class PodController {
 
   private async removeVm(uid: string, graceS: number): Promise<void> {
     this.starts.forget(uid);
+    if (this.migrations) await this.migrations.remove(uid);
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);

@@ -6,6 +6,7 @@ const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u1' }, spec: 
 const at = (state: LifecycleState): PodLifecycle => ({ ...newLifecycle(pod), state });
 const imageBackOff = { kind: 'ImageBackOff', failures: 1, error: { reason: 'ErrImagePull', message: 'm' }, retryAtMs: 10_000 } as const;
 const startBackOff = { kind: 'StartBackOff', failures: 1, message: 'no space left on device', retryAtMs: 10_000 } as const;
+const incoming = (prepared: boolean): LifecycleState => ({ kind: 'Incoming', migrationUid: 'm', prepared });
 const startFailed = { type: 'startFailed', message: 'no space left on device' } as const;
 const ended = (phase: 'Succeeded' | 'Failed', restartPolicy: string): LifecycleEvent => ({
   type: 'ended',
@@ -40,6 +41,12 @@ t.test('the transition table, guards included', async (t) => {
     ['what a start found stays, however well the spec translates', { kind: 'Invalid', message: 'm', found: 'start' }, { type: 'valid' }, 0],
     ['a deletion ends everything', { kind: 'BackingOff', untilMs: 1, delayMs: 1 }, { type: 'deleting' }, 0],
     ['and nothing moves a deletion', { kind: 'Terminating', was: { kind: 'Running' } }, { type: 'startBegan' }, 0],
+    ['a migration target receives', { kind: 'Waiting' }, { type: 'incoming', migrationUid: 'm' }, 0],
+    ['a receiving target never starts a VM', incoming(false), { type: 'startBegan' }, 0],
+    ['nor is its waiting launcher adopted as a VM', incoming(true), { type: 'launcherRunning' }, 0],
+    ['the VM arrived: it runs', incoming(true), { type: 'resumed' }, 0],
+    ['a target whose launcher is gone ends, whatever the restart policy', incoming(true), ended('Failed', 'Always'), 0],
+    ['a running VM is no target', { kind: 'Running' }, { type: 'incoming', migrationUid: 'm' }, 0],
   ];
   t.same(
     rows.map(([name, state, event, nowMs]) => [name, transition(at(state), event, nowMs).state.kind]),
@@ -69,6 +76,12 @@ t.test('the transition table, guards included', async (t) => {
       ['what a start found stays, however well the spec translates', 'Invalid'],
       ['a deletion ends everything', 'Terminating'],
       ['and nothing moves a deletion', 'Terminating'],
+      ['a migration target receives', 'Incoming'],
+      ['a receiving target never starts a VM', 'Incoming'],
+      ['nor is its waiting launcher adopted as a VM', 'Incoming'],
+      ['the VM arrived: it runs', 'Running'],
+      ['a target whose launcher is gone ends, whatever the restart policy', 'Finished'],
+      ['a running VM is no target', 'Running'],
     ],
   );
 });
@@ -127,5 +140,22 @@ t.test('failed starts back off 10 s, doubling, counted across retries; the messa
       'Preparing',
       { kind: 'StartBackOff', failures: 2, message: 'still full', retryAtMs: 30_000 },
     ],
+  );
+});
+
+t.test('a target is prepared once; it is admitted from the start', async (t) => {
+  const received = transition(at({ kind: 'Waiting' }), { type: 'incoming', migrationUid: 'm' }, 0);
+  const prepared = transition(received, { type: 'incomingPrepared' }, 0);
+  t.same(
+    {
+      received: [received.state, received.admitted],
+      prepared: prepared.state,
+      again: transition(prepared, { type: 'incomingPrepared' }, 0) === prepared,
+    },
+    {
+      received: [{ kind: 'Incoming', migrationUid: 'm', prepared: false }, true],
+      prepared: { kind: 'Incoming', migrationUid: 'm', prepared: true },
+      again: true,
+    },
   );
 });

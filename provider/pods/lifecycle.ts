@@ -28,6 +28,12 @@
 //                                                           says), or its disks outgrew its ephemeral-storage
 //                                                           limit; final, whatever the restart policy
 //   any                                    deleting         Terminating
+//   Waiting                                incoming         Incoming: a live migration's target pod; its launcher
+//                                                           receives the running VM and never boots it
+//   Incoming                               incomingPrepared Incoming, prepared: the launcher waits for the VM
+//   Incoming                               resumed          Running: the VM arrived and runs here
+//   Incoming                               ended            Finished, whatever the restart policy: a target
+//                                                           launcher that is gone cannot receive the VM again
 //
 // Any other pair leaves the lifecycle as it is (the same object: callers
 // compare by identity to see a change); an Evicted lifecycle moves only to
@@ -104,6 +110,8 @@ export type LifecycleState =
    * stopped its VM for the disk it used (Evicted); final. No reason is Evicted.
    */
   | { kind: 'Evicted'; message: string; reason?: string }
+  /** The target of live migration `migrationUid` (provider/migration/target.ts); `prepared` once its launcher waits for the VM. */
+  | { kind: 'Incoming'; migrationUid: string; prepared: boolean }
   | Terminating;
 
 /** The pod is being deleted; until it is gone its status still shows what it was (Invalid, ImageBackOff, ...). */
@@ -156,7 +164,10 @@ export type LifecycleEvent =
   | { type: 'admitted' }
   /** `message`: the pod status's, as the kubelet words it; `reason` the status's, Evicted when absent. */
   | { type: 'evicted'; message: string; reason?: string }
-  | { type: 'deleting' };
+  | { type: 'deleting' }
+  | { type: 'incoming'; migrationUid: string }
+  | { type: 'incomingPrepared' }
+  | { type: 'resumed' };
 
 /** A pod first seen by this agent; after a restart its status is the only memory of earlier runs. */
 export function newLifecycle(pod: V1Pod): PodLifecycle {
@@ -270,12 +281,24 @@ export function transition(
     case 'specSynced':
       return s.kind === 'Running' && s.specHash !== event.specHash ? to(lc, { kind: 'Running', specHash: event.specHash }) : lc;
     case 'launcherRunning':
-      return s.kind === 'Running' || s.kind === 'Preparing' ? lc : { ...lc, admitted: true, state: { kind: 'Running' } };
+      // A target's launcher runs long before the VM arrives.
+      return s.kind === 'Running' || s.kind === 'Preparing' || s.kind === 'Incoming'
+        ? lc
+        : { ...lc, admitted: true, state: { kind: 'Running' } };
     case 'stopSeen':
       return lc.history.stoppedSeenAt ? lc : { ...lc, history: { ...lc.history, stoppedSeenAt: new Date(nowMs) } };
     case 'ended':
+      if (s.kind === 'Incoming') return to(lc, { kind: 'Finished' });
       if (s.kind !== 'Waiting' && s.kind !== 'Running') return lc;
       return restartAllowed(event.restartPolicy, event.vm) ? backOff(lc, event.vm, nowMs, policy) : to(lc, { kind: 'Finished' });
+    case 'incoming':
+      return s.kind === 'Waiting'
+        ? { ...lc, admitted: true, state: { kind: 'Incoming', migrationUid: event.migrationUid, prepared: false } }
+        : lc;
+    case 'incomingPrepared':
+      return s.kind === 'Incoming' && !s.prepared ? to(lc, { ...s, prepared: true }) : lc;
+    case 'resumed':
+      return s.kind === 'Incoming' ? to(lc, { kind: 'Running' }) : lc;
     case 'restart': {
       if (s.kind !== 'BackingOff' || nowMs < s.untilMs) return lc;
       const { stoppedSeenAt: _, ...history } = lc.history;

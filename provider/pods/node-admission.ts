@@ -77,6 +77,8 @@ export interface NodeAdmissionOptions {
   nodeAllocatable?: () => Record<string, string>;
   metrics: Pick<AgentMetrics, 'podEvictions'>;
   events: Pick<EventRecorder, 'record'>;
+  /** The node receives live migrations (its relay listens): a migration's target pod is not held. */
+  receivesMigrations?: boolean;
 }
 
 /** The metric's cause per reason; the resource reasons (OutOfcpu, ...) are 'resources'. */
@@ -90,7 +92,7 @@ export class NodeAdmission {
    * two pods are never judged against the same free share. 'held': the pod must not be started at all.
    */
   admit(pod: V1Pod): 'held' | undefined {
-    const held = migrationTargetHold(pod);
+    const held = this.o.receivesMigrations ? undefined : migrationTargetHold(pod);
     if (held) {
       this.o.events.record(pod, 'Warning', HELD_REASON, held);
       return 'held';

@@ -20,7 +20,8 @@ export function observeVm(view: LauncherView<unknown> | undefined, history: RunH
       phase: s.phase,
       reason: s.reason,
       message: s.message,
-      guestReady: s.consoleOutputAtUnixMs > 0,
+      // A guest that arrived by live migration booted elsewhere; its console here may stay quiet.
+      guestReady: s.consoleOutputAtUnixMs > 0 || s.migration?.phase === 'Resumed',
       agentConnected: s.guestAgentConnected,
       ...(s.guestOsInfo ? { guestOsInfo: s.guestOsInfo } : {}),
       ...(startedAt ? { startedAt } : {}),

@@ -24,6 +24,7 @@ import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
 import { speaksForVmi } from './migration-target.js';
+import { launcherMigrationReport } from '../migration/conditions.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 import { NODE_VMI_STATUS_FIELDS, nodeVmiStatus } from './vmi-status.js';
 
@@ -52,7 +53,7 @@ export interface StatusWriterOptions {
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
-type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'evicted' | 'imageError' | 'startError' | 'preparing' | 'backoff'>;
+type LifecycleFacts = Pick<PodStatusInput, 'invalid' | 'evicted' | 'imageError' | 'startError' | 'preparing' | 'backoff' | 'incoming'>;
 
 /** The failure a back-off waits on, shown meanwhile and while its retry is under way. */
 function failureOf(s: ImageBackOff | StartBackOff): Pick<LifecycleFacts, 'imageError' | 'startError'> {
@@ -72,6 +73,8 @@ function factsOf(s: LifecycleState): LifecycleFacts {
       return { preparing: true, ...(s.retrying ? failureOf(s.retrying) : {}) };
     case 'BackingOff':
       return { backoff: { message: `back-off ${Math.round(s.delayMs / 1000)}s restarting stopped VM` } };
+    case 'Incoming':
+      return { incoming: { prepared: s.prepared } };
     case 'Terminating':
       return factsOf(s.was);
     default:
@@ -132,6 +135,8 @@ export class StatusWriter {
     if (lc.attachment) input.podIP = lc.attachment.podIP;
     if (lc.imageID) input.imageID = lc.imageID;
     if (vm) input.vm = vm;
+    const migration = launcherMigrationReport(view);
+    if (migration) input.migration = migration;
     const status = derivePodStatus(input);
     if (sameStatus(current, status)) return;
     const uid = lc.uid;
@@ -159,7 +164,7 @@ export class StatusWriter {
   /** The fields of the VMI status this node owns, written only when they change; earlier phases are the cluster controller's. */
   private async syncVmi(pod: V1Pod, lc: PodLifecycle, facts: LifecycleFacts, vm: VmObservation | undefined): Promise<void> {
     const vmi = await this.o.vmis.read(pod);
-    if (!vmi || !speaksForVmi(pod, vmi)) return;
+    if (!vmi || !speaksForVmi(pod, vmi, vm)) return;
     // While a start is under way its launcher's word is not the VMI's: a failed start (its launcher says
     // Failed/StartFailed, then exits) is reported by the start itself (ErrImagePull, InvalidVMSpec, a retry).
     const settled = facts.preparing ? undefined : vm;

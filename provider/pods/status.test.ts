@@ -121,3 +121,50 @@ t.test('transition times move only when a condition flips', async (t) => {
   t.same(s.conditions!.find((c) => c.type === 'PodScheduled')!.lastTransitionTime, earlier);
   t.same(s.conditions!.find((c) => c.type === 'Ready')!.lastTransitionTime, now);
 });
+
+t.test('live migration: a target waits Running once prepared, never Ready; a source that migrated ends Succeeded, Migrated', async (t) => {
+  const waiting = { phase: 'Pending' as const, guestReady: false, restartCount: 0 };
+  const migrated = {
+    phase: 'Succeeded' as const,
+    reason: 'Migrated',
+    startedAt: started,
+    finishedAt: now,
+    guestReady: false,
+    restartCount: 0,
+  };
+  const never = { ...base(), pod: pod('Never') };
+  const report = { type: 'vkvm.io/MigrationTarget', reason: 'Ready', message: 'm-1: the target is ready' };
+  const of = (i: PodStatusInput) => {
+    const s = derivePodStatus(i);
+    return { ...summary(i), podReason: s.reason, migration: s.conditions!.find((c) => c.type.startsWith('vkvm.io/'))?.reason };
+  };
+  t.same(
+    [
+      of({ ...never, incoming: { prepared: false }, vm: waiting }),
+      of({ ...never, incoming: { prepared: true }, vm: waiting, migration: report }),
+      of({ ...never, vm: migrated, migration: { ...report, type: 'vkvm.io/MigrationSource', reason: 'Migrated' } }),
+    ],
+    [
+      { phase: 'Pending', ready: 'False', state: 'waiting', reason: 'ContainerCreating', podReason: undefined, migration: undefined },
+      { phase: 'Running', ready: 'False', state: 'running', reason: undefined, podReason: undefined, migration: 'Ready' },
+      { phase: 'Succeeded', ready: 'False', state: 'terminated', reason: 'Completed', podReason: 'Migrated', migration: 'Migrated' },
+    ],
+  );
+  const first = derivePodStatus({ ...never, incoming: { prepared: true }, migration: report });
+  const later = new Date(now.getTime() + 5000);
+  const same = derivePodStatus({
+    ...never,
+    pod: { ...never.pod, status: first },
+    now: later,
+    incoming: { prepared: true },
+    migration: report,
+  });
+  const moved = derivePodStatus({
+    ...never,
+    pod: { ...never.pod, status: first },
+    now: later,
+    migration: { ...report, reason: 'Running', message: 'm-1: resumed' },
+  });
+  const at = (s: typeof first) => new Date(s.conditions!.find((c) => c.type === report.type)!.lastTransitionTime!).getTime();
+  t.same([at(same), at(moved)], [now.getTime(), later.getTime()], "the report's time moves only when it changes");
+});

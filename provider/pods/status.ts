@@ -46,6 +46,10 @@ export interface PodStatusInput {
   /** Waiting out a restart backoff after the VM stopped. */
   backoff?: { message: string };
   vm?: VmObservation;
+  /** A live migration's target pod: receiving the VM; `prepared` once its launcher waits for it. */
+  incoming?: { prepared: boolean };
+  /** The node's report on the live migration this pod takes part in (provider/migration/conditions.ts). */
+  migration?: { type: string; reason: string; message: string };
 }
 
 type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
@@ -56,7 +60,7 @@ interface Row {
   state: (i: PodStatusInput) => V1ContainerState;
   ready: (i: PodStatusInput) => boolean;
   /** Pod-level reason/message, as the kubelet sets them for terminal failures. */
-  podReason?: (i: PodStatusInput) => { reason: string; message: string };
+  podReason?: (i: PodStatusInput) => { reason: string; message: string } | undefined;
 }
 
 const restartPolicy = (i: PodStatusInput) => i.pod.spec?.restartPolicy ?? 'Always';
@@ -129,6 +133,21 @@ const ROWS: Row[] = [
     phase: (i) => (i.vm?.phase === 'Succeeded' ? 'Succeeded' : 'Failed'),
     state: terminated,
     ready: () => false,
+    // The VM left for another node: the VMI lives on, so its controllers must not read this as the VM's end.
+    podReason: (i) =>
+      i.vm?.phase === 'Succeeded' && i.vm.reason === 'Migrated'
+        ? { reason: 'Migrated', message: 'the VM migrated to another node' }
+        : undefined,
+  },
+  {
+    // The target of a live migration: Running once it waits for the VM, so the migration may hand off to it.
+    when: (i) => Boolean(i.incoming) && !stopped(i),
+    phase: (i) => (i.incoming!.prepared ? 'Running' : 'Pending'),
+    state: (i) =>
+      i.incoming!.prepared
+        ? { running: { startedAt: i.vm?.startedAt ?? i.now } }
+        : waiting('ContainerCreating', 'preparing to receive a live migration'),
+    ready: () => false,
   },
   {
     when: (i) => Boolean(i.backoff),
@@ -165,6 +184,19 @@ function condition(type: string, ok: boolean, now: Date, previous: V1PodConditio
     status,
     lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
     ...(ok || !reason ? {} : { reason }),
+  } as V1PodCondition;
+}
+
+/** A migration report: always True; it moves (and its time with it) when its reason or message does. */
+function migrationCondition(m: NonNullable<PodStatusInput['migration']>, now: Date, previous: V1PodCondition[]): V1PodCondition {
+  const prev = previous.find((c) => c.type === m.type);
+  const same = prev?.status === 'True' && prev.reason === m.reason && prev.message === m.message;
+  return {
+    type: m.type,
+    status: 'True',
+    reason: m.reason,
+    message: m.message,
+    lastTransitionTime: same && prev.lastTransitionTime ? prev.lastTransitionTime : now,
   } as V1PodCondition;
 }
 
@@ -205,6 +237,7 @@ export function derivePodStatus(i: PodStatusInput): V1PodStatus {
       condition('Initialized', true, i.now, previous),
       condition('ContainersReady', ready, i.now, previous, notReadyReason),
       condition('Ready', ready, i.now, previous, notReadyReason),
+      ...(i.migration ? [migrationCondition(i.migration, i.now, previous)] : []),
     ],
     hostIP: i.hostIP,
     hostIPs: [{ ip: i.hostIP }],

@@ -1,24 +1,29 @@
-// Issue 25, the API side of live migration, on `vkvm up --nodes 2` with
-// KubeVirt's virtctl v1.5.1: a tenant with `edit` may not migrate (403); an
-// operator with `edit` and `kubevirt.io:migrate` may. Its `virtctl migrate`
-// creates the VMIM, which reaches Scheduled with the target pod bound to the
-// other node and held Pending there (that node does not receive migrations
-// yet: it never boots the pod as a second VM). A second migration of the VM
-// meanwhile is refused (through virtctl, and as a VMIM created directly);
-// `virtctl migrate-cancel` deletes the VMIM and its target pod, leaving the VM
-// untouched; a VM with a hostDisk is refused as not live-migratable.
+// Issue 25, live migration on `vkvm up --nodes 2` with KubeVirt's virtctl
+// v1.5.1: a tenant with `edit` may not migrate (403); an operator with `edit`
+// and `kubevirt.io:migrate` may; a VM with a hostDisk is refused as not
+// live-migratable. The VM (containerDisk, cloud-init, an emptyDisk with data
+// written) is slowed by a MigrationPolicy, then: a second migration while one
+// runs is refused; `virtctl migrate-cancel` mid-way leaves it on its node;
+// killing the target launcher mid-way leaves it there too, the VMIM Failed
+// with a reason and nothing of it on the target node. Unslowed, `virtctl
+// migrate` moves it: the VMI on the other node, the guest's boot_id and the
+// emptyDisk's bytes unchanged (read through the guest agent: the guest's
+// address is not kept yet).
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
-import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import { existsSync } from 'node:fs';
+import { RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { vmNetworkNames } from '../../provider/network/vm-network.js';
 import type { VirtualMachine, VirtualMachineInstanceMigration } from '../../provider/kubevirt/types.js';
 import { ensureVirtctl, runVirtctl } from '../helpers/virtctl.js';
 import {
   condition,
   createTenant,
-  events,
   kubeconfigFile,
+  launcherPidOf,
+  pidsWhere,
   poll,
   pods,
   serviceAccounts,
@@ -112,6 +117,31 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
   const launcherOf = async () =>
     (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/created-by=${vmi!.metadata.uid}` })).items;
   const [source] = await launcherOf();
+  const stateDirOf = (node: typeof a) => node.simulated?.stateDir ?? up.stateDir;
+
+  // What must not change while the VM moves: its boot and the bytes written on its emptyDisk (vdb).
+  const guest = async (pod: string, script: string): Promise<string> => {
+    const r = await up.kubectl(['exec', '-n', NS, pod, '--', '/bin/sh', '-c', script]);
+    if (r.code !== 0) throw new Error(`guest in ${pod}: ${script}: exit ${r.code}: ${r.stderr}`);
+    return r.stdout;
+  };
+  const FACTS = 'cat /proc/sys/kernel/random/boot_id; head -c 12 /dev/vdb; echo';
+  await poll(
+    'the guest agent answers',
+    () =>
+      guest(source!.metadata!.name!, 'true').then(
+        () => true,
+        () => false,
+      ),
+    (ok) => ok,
+    {
+      deadlineMs: 120_000,
+      intervalMs: 2000,
+    },
+  );
+  await guest(source!.metadata!.name!, 'printf mig-data-123 > /dev/vdb; sync');
+  const before = await guest(source!.metadata!.name!, FACTS);
+  t.match(before, /^[0-9a-f-]{36}\nmig-data-123\n$/, 'the guest wrote its emptyDisk');
 
   await t.test('a tenant with edit but not the migrate role gets 403 from virtctl migrate', async (t) => {
     t.match(
@@ -130,49 +160,62 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
   });
 
   const vmims = (sel = {}) => virtualMachineInstanceMigrations(admin, NS, sel);
-  let migration: VirtualMachineInstanceMigration | undefined;
-  await t.test("the operator's virtctl migrate: Scheduled, the target pod bound to the other node and held Pending there", async (t) => {
+  const targetPodOf = async (m: VirtualMachineInstanceMigration): Promise<V1Pod | undefined> =>
+    (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/migrationJobUID=${m.metadata.uid}` })).items[0];
+  /** Starts a migration of testvm and waits until the source copies (phase Running). */
+  const migrateUntilRunning = async (): Promise<VirtualMachineInstanceMigration> => {
     t.match(await virtctl('operator', ['migrate', 'testvm']), { code: 0, stdout: /VM testvm was scheduled to migrate/ });
-    migration = await waitFor(vmims({ labelSelector: 'kubevirt.io/vmi-name=testvm' }), (m) => m.status?.phase === 'Scheduled', {
-      what: 'Scheduled',
-      deadlineMs: 120_000,
-    }).catch(async (err: Error) => {
-      const targets = await admin.core.listNamespacedPod({ namespace: NS, labelSelector: 'kubevirt.io/migrationJobUID' });
-      throw new Error(
-        `${err.message}\ntarget pods: ${JSON.stringify(targets.items.map((p) => ({ spec: p.spec?.nodeSelector, status: p.status })))}`,
-      );
+    return waitFor(vmims({ labelSelector: 'kubevirt.io/vmi-name=testvm' }), (m) => m.status?.phase === 'Running', {
+      what: 'Running',
+      deadlineMs: 240_000,
     });
-    const uid = migration.metadata.uid!;
-    const held = await waitFor(events(admin, NS), (e) => e.reason === 'MigrationTargetHeld' && e.involvedObject?.kind === 'Pod', {
-      what: 'the target node holding the pod',
-      deadlineMs: 60_000,
-    });
-    const [target] = (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/migrationJobUID=${uid}` })).items;
-    const now = await admin.custom.getNamespacedCustomObject({ ...KV, plural: 'virtualmachineinstances', name: 'testvm' });
-    t.match(
-      {
-        vmim: {
-          name: migration.metadata.name,
-          finalizers: migration.metadata.finalizers,
-          transitions: migration.status?.phaseTransitionTimestamps?.map((p) => p.phase),
-        },
-        target: { node: target?.spec?.nodeName, phase: target?.status?.phase, heldBy: held.involvedObject?.name, held: held.message },
-        vmi: { node: (now as typeof vmi)!.status?.nodeName, phase: (now as typeof vmi)!.status?.phase },
-      },
-      {
-        vmim: {
-          name: /^kubevirt-migrate-vm-/,
-          finalizers: ['kubevirt.io/migrationJobFinalize'],
-          transitions: ['Pending', 'Scheduling', 'Scheduled'],
-        },
-        target: { node: to.name, phase: 'Pending', heldBy: target?.metadata?.name, held: /does not receive migrations yet/ },
-        vmi: { node: from.name, phase: 'Running' },
-      },
-      'the VMIM Scheduled; its target pod on the other node, Pending, held; the VM still on its own',
-    );
+  };
+  /** What is left of a VM's pod on a node: processes naming it, its VM directory, its network namespace. */
+  const footprint = async (node: typeof a, podUid: string) => ({
+    processes: pidsWhere((argv) => argv.some((x) => x.includes(podUid))).length,
+    vmDir: existsSync(join(stateDirOf(node), 'vms', podUid)),
+    netns: (await node.exec(['ip', 'netns', 'list'])).stdout.includes(vmNetworkNames(podUid).netns),
   });
+  const NOTHING = { processes: 0, vmDir: false, netns: false };
+  /** The VM still runs on its node, in its own launcher pod, with its boot and bytes. */
+  const stillOnSource = async (t: Test) => {
+    const after = await waitFor(virtualMachineInstances(admin, NS, { name: 'testvm' }), () => true);
+    t.same(
+      {
+        vmi: { node: after.status?.nodeName, phase: after.status?.phase },
+        launchers: (await launcherOf()).map((p) => ({ name: p.metadata?.name, phase: p.status?.phase })),
+        guest: await guest(source!.metadata!.name!, FACTS),
+      },
+      { vmi: { node: from.name, phase: 'Running' }, launchers: [{ name: source?.metadata?.name, phase: 'Running' }], guest: before },
+      'the VM runs on in its own launcher pod on its node, with the same boot and bytes',
+    );
+  };
 
-  await t.test('a second migration while one is unfinished is refused', async (t) => {
+  // 1 MiB/s: 128 MiB of guest memory cannot move before the cancel and the kill below.
+  await admin.custom.createClusterCustomObject({
+    group: 'migrations.kubevirt.io',
+    version: 'v1alpha1',
+    plural: 'migrationpolicies',
+    body: {
+      apiVersion: 'migrations.kubevirt.io/v1alpha1',
+      kind: 'MigrationPolicy',
+      metadata: { name: 'e2e-migration-slow' },
+      spec: { selectors: { namespaceSelector: { 'kubernetes.io/metadata.name': NS } }, bandwidthPerMigration: '1Mi' },
+    },
+  });
+  const deletePolicy = () =>
+    admin.custom
+      .deleteClusterCustomObject({
+        group: 'migrations.kubevirt.io',
+        version: 'v1alpha1',
+        plural: 'migrationpolicies',
+        name: 'e2e-migration-slow',
+      })
+      .catch(() => undefined);
+  t.teardown(deletePolicy);
+
+  await t.test('a second migration while one runs is refused; migrate-cancel mid-way leaves the VM on its node', async (t) => {
+    const migration = await migrateUntilRunning();
     t.match(await virtctl('operator', ['migrate', 'testvm']), { code: 1, stderr: /in-flight migration detected/ }, 'through virtctl');
     await operator.custom.createNamespacedCustomObject({
       ...KV,
@@ -190,26 +233,114 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
       { failed: true, failureReason: /^Rejected: in-flight migration detected/ },
       'created directly: Rejected',
     );
-    t.equal((await launcherOf()).length, 2, 'no second target pod');
-  });
+    const target = await targetPodOf(migration);
+    t.equal(target?.spec?.nodeName, to.name, 'the target pod is on the other node');
 
-  await t.test('virtctl migrate-cancel deletes the VMIM and its target pod; the VM is untouched', async (t) => {
     const r = await virtctl('operator', ['migrate-cancel', 'testvm']);
     t.same({ code: r.code, stderr: r.stderr }, { code: 0, stderr: '' }, 'migrate-cancel accepted');
-    await waitForGone(vmims({ name: migration!.metadata.name! }), { deadlineMs: 60_000 });
-    await waitForGone(pods(admin, NS, { labelSelector: `kubevirt.io/migrationJobUID=${migration!.metadata.uid}` }), { deadlineMs: 60_000 });
-    const after = await waitFor(virtualMachineInstances(admin, NS, { name: 'testvm' }), () => true);
-    const launchers = await launcherOf();
-    t.same(
-      {
-        vmi: { uid: after.metadata.uid, node: after.status?.nodeName, phase: after.status?.phase },
-        launchers: launchers.map((p) => ({ name: p.metadata?.name, node: p.spec?.nodeName, phase: p.status?.phase })),
-      },
-      {
-        vmi: { uid: vmi!.metadata.uid, node: from.name, phase: 'Running' },
-        launchers: [{ name: source?.metadata?.name, node: from.name, phase: 'Running' }],
-      },
-      'the same VMI runs on its node in the same launcher pod',
+    await waitForGone(vmims({ name: migration.metadata.name! }), { deadlineMs: 120_000 });
+    await waitForGone(pods(admin, NS, { labelSelector: `kubevirt.io/migrationJobUID=${migration.metadata.uid}` }), { deadlineMs: 60_000 });
+    await stillOnSource(t);
+    t.same(await footprint(to, target!.metadata!.uid!), NOTHING, 'nothing of the target is left on its node');
+  });
+
+  await t.test(
+    'killing the target launcher mid-way: the VMIM Failed with a reason, the VM on its node, nothing left on the target',
+    async (t) => {
+      const migration = await migrateUntilRunning();
+      const target = (await targetPodOf(migration))!;
+      const pid = await launcherPidOf({ stateDir: stateDirOf(to) } as Parameters<typeof launcherPidOf>[0], target.metadata!.uid!);
+      process.kill(pid, 'SIGKILL');
+      const failed = await waitFor(vmims({ name: migration.metadata.name! }), (m) => m.status?.phase === 'Failed', {
+        what: 'Failed',
+        deadlineMs: 120_000,
+      });
+      t.match(
+        failed.status?.migrationState,
+        { failed: true, failureReason: /^(SourceFailed|TargetFailed|Aborted): ./ },
+        'Failed, with a reason',
+      );
+      t.comment(`failure: ${failed.status?.migrationState?.failureReason}`);
+      await waitForGone(pods(admin, NS, { labelSelector: `kubevirt.io/migrationJobUID=${migration.metadata.uid}` }), {
+        deadlineMs: 120_000,
+      });
+      await stillOnSource(t);
+      t.same(
+        await poll(
+          'the target node clean',
+          () => footprint(to, target.metadata!.uid!),
+          (f) => JSON.stringify(f) === JSON.stringify(NOTHING),
+          {
+            deadlineMs: 30_000,
+          },
+        ).catch(() => footprint(to, target.metadata!.uid!)),
+        NOTHING,
+        'no QEMU, launcher, VM directory or network namespace of the target left on its node',
+      );
+    },
+  );
+
+  await t.test("virtctl migrate moves the running VM to the other node, with its boot and its disk's bytes", async (t) => {
+    await deletePolicy();
+    const earlier = new Set((await vmims().listRaw()).items.map((m) => (m.metadata as { name?: string } | undefined)?.name));
+    const t0 = Date.now();
+    t.match(await virtctl('operator', ['migrate', 'testvm']), { code: 0, stdout: /VM testvm was scheduled to migrate/ });
+    const done = await waitFor(
+      vmims({ labelSelector: 'kubevirt.io/vmi-name=testvm' }),
+      (m) => !earlier.has(m.metadata.name) && (m.status?.phase === 'Succeeded' || m.status?.phase === 'Failed'),
+      { what: 'Succeeded', deadlineMs: 300_000 },
     );
+    t.comment(`migrated in ${Date.now() - t0} ms`);
+    const vmiAfter = await waitFor(
+      virtualMachineInstances(admin, NS, { name: 'testvm' }),
+      (v) => v.status?.nodeName === to.name && v.status.migrationState?.completed === true,
+      {
+        // The controller moves the VMI, writes the VMIM, then copies its final state into the VMI.
+        what: 'on the target node, its migration completed',
+        deadlineMs: 60_000,
+      },
+    );
+    const target = (await targetPodOf(done))!;
+    const sourceAfter = await admin.core.readNamespacedPod({ namespace: NS, name: source!.metadata!.name! });
+    t.match(
+      {
+        vmim: {
+          phase: done.status?.phase,
+          transitions: done.status?.phaseTransitionTimestamps?.map((p) => p.phase).join(),
+          state: done.status?.migrationState,
+        },
+        vmi: { node: vmiAfter.status?.nodeName, phase: vmiAfter.status?.phase, state: vmiAfter.status?.migrationState },
+        source: { phase: sourceAfter.status?.phase, reason: sourceAfter.status?.reason },
+      },
+      {
+        vmim: {
+          phase: 'Succeeded',
+          // Running may pass unseen when the copy ends before the controller looks again.
+          transitions: /^Pending,Scheduling,Scheduled,PreparingTarget,TargetReady,(Running,)?Succeeded$/,
+          state: { completed: true, sourceNode: from.name, targetNode: to.name },
+        },
+        vmi: { node: to.name, phase: 'Running', state: { completed: true, migrationUid: done.metadata.uid } },
+        source: { phase: 'Succeeded', reason: 'Migrated' },
+      },
+      'the VMIM Succeeded through every phase; the VMI runs on the other node; the source pod ended as Migrated',
+    );
+    t.equal(await guest(target.metadata!.name!, FACTS), before, 'the same boot_id and the same bytes on the emptyDisk');
+  });
+
+  await t.test('and back: the other node is a source too, the first a target', async (t) => {
+    const earlier = new Set((await vmims().listRaw()).items.map((m) => (m.metadata as { name?: string } | undefined)?.name));
+    t.match(await virtctl('operator', ['migrate', 'testvm']), { code: 0 });
+    const done = await waitFor(
+      vmims({ labelSelector: 'kubevirt.io/vmi-name=testvm' }),
+      (m) => !earlier.has(m.metadata.name) && (m.status?.phase === 'Succeeded' || m.status?.phase === 'Failed'),
+      { what: 'Succeeded', deadlineMs: 300_000 },
+    );
+    const home = (await targetPodOf(done))!;
+    t.same(
+      { phase: done.status?.phase, from: done.status?.migrationState?.sourceNode, to: done.status?.migrationState?.targetNode },
+      { phase: 'Succeeded', from: to.name, to: from.name },
+      'migrated back',
+    );
+    t.equal(await guest(home.metadata!.name!, FACTS), before, 'still the same boot and bytes');
   });
 });

@@ -44,7 +44,12 @@ function env(t: Test) {
   const vmims = cache([vmim]);
   const vmis = cache([vmi]);
   const pods = cache<V1Pod>([source]);
-  const nodes = cache<V1Node>([{ metadata: { name: 'b' }, status: { conditions: [{ type: 'Ready', status: 'True' }] } }]);
+  const nodes = cache<V1Node>([
+    {
+      metadata: { name: 'b' },
+      status: { conditions: [{ type: 'Ready', status: 'True' }], addresses: [{ type: 'InternalIP', address: '192.0.2.2' }] },
+    },
+  ]);
   const grants: string[] = [];
   const events: string[] = [];
   let rv = 1;
@@ -99,7 +104,7 @@ function env(t: Test) {
   const sync = () => controller.syncMigration('ns/kubevirt-migrate-vm-x');
   const current = () => vmims.map.get('ns/kubevirt-migrate-vm-x');
   const target = () => pods.informer.list().find((p) => p.metadata?.labels?.['kubevirt.io/migrationJobUID'] === 'mig-uid');
-  return { sync, current, target, pods, vmis, grants, events, vmims };
+  return { sync, current, target, pods, vmis, grants, events, vmims, source };
 }
 
 t.test('a migration is adopted, gets one target pod, is Scheduled once bound, hands off, and a cancel deletes its pod', async (t) => {
@@ -165,4 +170,44 @@ t.test('a VMIM for a VMI with an unfinished migration is rejected, with no final
     status: { phase: 'Failed', migrationState: { failed: true, failureReason: /^Rejected: in-flight migration detected/ } },
   });
   t.equal(e.target(), undefined);
+});
+
+t.test("the agents' reports carry a handed-off migration through TargetReady and Running to Succeeded; the VMI moves", async (t) => {
+  const e = env(t);
+  for (let i = 0; i < 3; i++) await e.sync();
+  e.pods.put({ ...e.target()!, spec: { ...e.target()!.spec!, nodeName: 'b' } });
+  await e.sync();
+  e.pods.put({ ...e.target()!, status: { phase: 'Running' } });
+  await e.sync();
+  const report = (type: string, reason: string, at: string) => ({
+    type,
+    status: 'True',
+    reason,
+    message: `mig-uid: ${reason}`,
+    lastTransitionTime: new Date(at),
+  });
+  const withConditions = (pod: V1Pod, ...conditions: ReturnType<typeof report>[]): V1Pod => ({
+    ...pod,
+    status: { phase: 'Running', conditions },
+  });
+  const phases: unknown[] = [];
+  e.pods.put(withConditions(e.target()!, report('vkvm.io/MigrationTarget', 'Ready', '2026-11-27T12:00:05Z')));
+  await e.sync();
+  phases.push([e.current()?.status?.phase, e.vmis.map.get('ns/vm')?.status?.migrationState?.targetNodeAddress]);
+  e.pods.put(withConditions(e.source, report('vkvm.io/MigrationSource', 'Started', '2026-11-27T12:00:06Z')));
+  await e.sync();
+  phases.push([e.current()?.status?.phase, e.current()?.status?.migrationState?.startTimestamp]);
+  e.pods.put(withConditions(e.source, report('vkvm.io/MigrationSource', 'Migrated', '2026-11-27T12:00:08Z')));
+  await e.sync();
+  phases.push([e.current()?.status?.phase, e.vmis.map.get('ns/vm')?.status?.migrationState?.endTimestamp]);
+  e.pods.put(withConditions(e.target()!, report('vkvm.io/MigrationTarget', 'Running', '2026-11-27T12:00:09Z')));
+  await e.sync();
+  const vmi = e.vmis.map.get('ns/vm')?.status;
+  phases.push([e.current()?.status?.phase, vmi?.nodeName, vmi?.migrationState?.completed]);
+  t.same(phases, [
+    ['TargetReady', '192.0.2.2'],
+    ['Running', '2026-11-27T12:00:06.000Z'],
+    ['Running', '2026-11-27T12:00:08.000Z'],
+    ['Succeeded', 'b', true],
+  ]);
 });

@@ -14,7 +14,7 @@ import type { KubeClients } from '../../kube/client.js';
 import { isConflict, isNotFound } from '../../kube/errors.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
-import { statusPatch } from '../../kube/status-patch.js';
+import { replacing, statusPatch } from '../../kube/status-patch.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import {
   KUBEVIRT_API_VERSION,
@@ -110,6 +110,11 @@ export class MigrationController extends QueuedController {
     return items[0];
   }
 
+  /** A Node by name: the informer's get() takes namespace/name keys, which a cluster-scoped object has not. */
+  private node(name: string | undefined): V1Node | undefined {
+    return name ? this.o.nodes.list().find((n) => n.metadata?.name === name) : undefined;
+  }
+
   private sourceNodeOf(m: VirtualMachineInstanceMigration): string | undefined {
     return (
       m.status?.migrationState?.sourceNode ??
@@ -138,7 +143,7 @@ export class MigrationController extends QueuedController {
     const vmi = this.o.vmis.get(objectKey(namespace, vmim.spec.vmiName));
     const sourcePod = vmi && launcherPodOf(vmi, this.o.pods.list());
     const targetPod = await this.targetPodOf(vmim, !isFinal(m) && m.phase !== 'New' && m.phase !== 'Pending');
-    const targetNode = targetPod?.spec?.nodeName ? this.o.nodes.get(targetPod.spec.nodeName) : undefined;
+    const targetNode = this.node(targetPod?.spec?.nodeName);
     const uid = vmim.metadata.uid!;
     const now = this.now();
     const all = this.o.vmims.list();
@@ -226,6 +231,8 @@ export class MigrationController extends QueuedController {
       'migrationTransport',
     ]);
     if (!patch) return;
+    // A new migration's copy replaces the last one's whole: its failed, abortRequested... must not linger.
+    if (patch.migrationState) patch.migrationState = replacing(current, patch.migrationState);
     try {
       await this.o.kubevirt.patchStatus(
         VMI_PLURAL,
@@ -273,7 +280,7 @@ export class MigrationController extends QueuedController {
       }
       case 'createTargetPod': {
         if (!vmi || (await this.targetPodOf(vmim, true))) return;
-        const sourceNode = vmi.status?.nodeName ? this.o.nodes.get(vmi.status.nodeName) : undefined;
+        const sourceNode = this.node(vmi.status?.nodeName);
         const pod = await this.o.clients.core.createNamespacedPod({ namespace, body: migrationTargetPod(vmi, vmim, sourceNode) });
         log.info({ pod: pod.metadata?.name }, 'created the migration target pod');
         this.o.events.recordFor(
