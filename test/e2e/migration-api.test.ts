@@ -143,6 +143,27 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
   const before = await guest(source!.metadata!.name!, FACTS);
   t.match(before, /^[0-9a-f-]{36}\nmig-data-123\n$/, 'the guest wrote its emptyDisk');
 
+  // A TCP session held open across the migrations: testvm echoes on :7000, the pinned VM on node 1 sends a line a
+  // second and logs what comes back, on one connection.
+  const ip = source!.status!.podIP!;
+  const [pinnedPod] = (
+    await admin.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/created-by=${pinnedVmi!.metadata.uid}` })
+  ).items;
+  await poll(
+    "the pinned VM's guest agent answers",
+    () =>
+      guest(pinnedPod!.metadata!.name!, 'true').then(
+        () => true,
+        () => false,
+      ),
+    (ok) => ok,
+    { deadlineMs: 120_000, intervalMs: 2000 },
+  );
+  await guest(source!.metadata!.name!, 'nc -l -p 7000 -e /bin/cat </dev/null >/dev/null 2>&1 &');
+  await guest(pinnedPod!.metadata!.name!, `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1 &)`);
+  const echoed = async () => Number((await guest(pinnedPod!.metadata!.name!, 'grep -c tick /tmp/echo.log || true')).trim());
+  await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 });
+
   await t.test('a tenant with edit but not the migrate role gets 403 from virtctl migrate', async (t) => {
     t.match(
       await virtctl('tenant', ['migrate', 'testvm']),
@@ -325,6 +346,14 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
       'the VMIM Succeeded through every phase; the VMI runs on the other node; the source pod ended as Migrated',
     );
     t.equal(await guest(target.metadata!.name!, FACTS), before, 'the same boot_id and the same bytes on the emptyDisk');
+    t.same(
+      { pod: target.status?.podIP, vmi: vmiAfter.status?.interfaces?.[0]?.ipAddress },
+      { pod: ip, vmi: ip },
+      'the VMI and its new launcher pod keep the IP',
+    );
+    const atMove = await echoed();
+    const later = await poll('the same session echoes on', echoed, (n) => n >= atMove + 3, { deadlineMs: 30_000, intervalMs: 1000 });
+    t.ok(later >= atMove + 3, `the TCP session opened before the move still echoes (${atMove} → ${later} lines)`);
   });
 
   await t.test('and back: the other node is a source too, the first a target', async (t) => {
