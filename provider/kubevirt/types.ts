@@ -19,6 +19,7 @@ import type { cloudInitNoCloud, volume } from '../../crds/subset/volumes.js';
 
 export {
   DISK_BUSES,
+  EVICTION_STRATEGIES,
   GROUP,
   KUBEVIRT_API_VERSION,
   RUN_STRATEGIES,
@@ -30,6 +31,7 @@ export {
   MIGRATIONS_VERSION,
   MIGRATION_POLICY_PLURAL,
   type DiskBus,
+  type EvictionStrategy,
   type RunStrategy,
 } from '../../crds/subset/constants.js';
 export type { Quantity } from '../../crds/subset/field.js';

@@ -88,6 +88,8 @@ async function serve(t: Test) {
     kubevirt,
     clients: {} as KubeClients,
     nodes: new VmiNodeClient(new KubeConfig(), () => Promise.reject(new Error('no nodes here'))),
+    events: { record: () => undefined, recordFor: () => undefined },
+    evictionStrategy: 'None',
     tls: await selfSignedCert('vkvm-subresources.kube-system.svc'),
     log: pino({ level: 'silent' }),
   });
