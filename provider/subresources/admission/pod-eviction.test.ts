@@ -1,28 +1,17 @@
 // The eviction webhook over real TLS, as the kube-apiserver calls it: with the
 // proxy's client certificate (its webhook kubeconfig) and no user headers.
 import { request } from 'node:https';
-import { webcrypto } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { pino } from 'pino';
-import 'reflect-metadata';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import * as x509 from '@peculiar/x509';
-import { EC, issue, newCa } from '../../../test/helpers/fake-ca.js';
+import { clientCert, newCa } from '../../../test/helpers/fake-ca.js';
 import type { KubeClients } from '../../kube/client.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import type { VirtualMachineInstance } from '../../kubevirt/types.js';
 import { buildSubresourceApi } from '../server.js';
 import { VmiNodeClient } from '../vmi-node.js';
 import { selfSignedCert } from '../serving-cert.js';
-
-async function clientCert(ca: Awaited<ReturnType<typeof newCa>>, cn: string) {
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const from = new Date(Date.now() - 60_000);
-  const cert = await issue(ca, keys.publicKey as unknown as x509.PublicKeyType, `CN=${cn}`, from, new Date(Date.now() + 3600_000));
-  const key = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-  return { cert, key };
-}
 
 const launcher = (vmi: string): V1Pod => ({
   metadata: { name: `virt-launcher-${vmi}-x`, namespace: 'ns', labels: { 'kubevirt.io': 'virt-launcher', 'vm.kubevirt.io/name': vmi } },
