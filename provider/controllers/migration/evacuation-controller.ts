@@ -14,7 +14,6 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from '../../kube/errors.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
-import { KeyQueue } from '../../kube/key-queue.js';
 import type { KubevirtApi } from '../../kubevirt/client.js';
 import {
   KUBEVIRT_API_VERSION,
@@ -25,6 +24,7 @@ import {
 } from '../../kubevirt/types.js';
 import type { Logger } from '../../log.js';
 import { CREATED_BY_LABEL, VMI_NAME_LABEL } from '../launcher-pod.js';
+import { QueuedController } from '../queued-controller.js';
 import { VMIM_VMI_LABEL } from './admission.js';
 import { EVACUATION_ANNOTATION } from './backoff.js';
 import { EVACUATION_CORDONED, nextEvacuationStep } from './evacuation.js';
@@ -44,16 +44,9 @@ export interface EvacuationControllerOptions {
   log: Logger;
 }
 
-export class EvacuationController {
-  private readonly queue: KeyQueue;
-  private started = false;
-
+export class EvacuationController extends QueuedController {
   constructor(private readonly o: EvacuationControllerOptions) {
-    this.queue = new KeyQueue((key) => this.syncEvacuation(key), {
-      name: 'syncEvacuationsFromKubernetes',
-      workers: o.workers ?? 1,
-      log: o.log,
-    });
+    super({ name: 'syncEvacuationsFromKubernetes', workers: o.workers ?? 1, log: o.log });
     o.vmis.onChange((vmi) => {
       if (vmi.status?.evacuationNodeName) this.enqueue(keyOfObject(vmi));
     });
@@ -68,22 +61,15 @@ export class EvacuationController {
     });
   }
 
-  start(): void {
-    this.started = true;
-    for (const vmi of this.o.vmis.list()) if (vmi.status?.evacuationNodeName) this.enqueue(keyOfObject(vmi));
+  protected sync(key: string): Promise<void> {
+    return this.syncEvacuation(key);
   }
 
-  stop(): void {
-    this.started = false;
-    this.queue.stop();
-  }
-
-  idle(): Promise<void> {
-    return this.queue.idle();
-  }
-
-  private enqueue(key: string): void {
-    if (this.started) this.queue.add(key);
+  protected ownedKeys(): string[] {
+    return this.o.vmis
+      .list()
+      .filter((vmi) => vmi.status?.evacuationNodeName)
+      .map(keyOfObject);
   }
 
   async syncEvacuation(key: string): Promise<void> {
