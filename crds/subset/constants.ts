@@ -10,6 +10,9 @@ export const VMI_PLURAL = 'virtualmachineinstances';
 
 export const RUN_STRATEGIES = ['Always', 'Halted', 'Manual', 'RerunOnFailure', 'Once'] as const;
 export type RunStrategy = (typeof RUN_STRATEGIES)[number];
+/** What a drain does to a VMI (KubeVirt's evictionStrategy); the default is the controllers' --eviction-strategy. */
+export const EVICTION_STRATEGIES = ['None', 'LiveMigrate', 'LiveMigrateIfPossible', 'External'] as const;
+export type EvictionStrategy = (typeof EVICTION_STRATEGIES)[number];
 
 /**
  * The disk buses the CRD admits, by KubeVirt's names: the ones vkvm runs.

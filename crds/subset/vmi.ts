@@ -4,7 +4,7 @@
 import type { V1Affinity } from '@kubernetes/client-node';
 import type { ValidationRule } from '../schema.js';
 import { PRESERVED, memoryGiven, memoryRequired, name, uniqueNames } from './common.js';
-import { MAX_DEVICES } from './constants.js';
+import { EVICTION_STRATEGIES, MAX_DEVICES } from './constants.js';
 import { domain } from './domain.js';
 import {
   enumOf,
@@ -85,6 +85,11 @@ export function vmiSpecField(rules: (at: string) => ValidationRule[] = () => [])
           searches: list(string(), { maxItems: 32 }),
           options: list(object({ name: string(), value: string() })),
         }),
+      ),
+      /** What an eviction (a drain) does: migrate the VM away, evict it, or leave it to an external controller. */
+      evictionStrategy: enumOf(
+        EVICTION_STRATEGIES,
+        'What an eviction of the VMI does: LiveMigrate, LiveMigrateIfPossible, None or External; default the cluster-wide setting.',
       ),
       /** The guest's hostname (cloud-init local-hostname); defaults to the VMI name. */
       hostname: notInCrd(string()),

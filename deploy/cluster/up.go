@@ -168,6 +168,10 @@ func up(cfg *upConfig) error {
 		}
 	}
 
+	if err := writeWebhookAdmission(cfg.stateDir, p.path("front-proxy")); err != nil {
+		return fmt.Errorf("webhook admission configuration: %w", err)
+	}
+
 	etcd, err := startEtcd(cfg, p, logsDir)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -285,6 +289,9 @@ func controlPlane(cfg *upConfig, p *pki) []*component {
 			"--proxy-client-cert-file=" + fp("front-proxy-client.crt"),
 			"--proxy-client-key-file=" + fp("front-proxy-client.key"),
 			"--enable-aggregator-routing=true",
+			// vkvm's admission webhooks (the eviction webhook) authenticate
+			// the apiserver by the same proxy certificate.
+			"--admission-control-config-file=" + filepath.Join(sd, webhookAdmissionFile),
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + pk("sa.pub"),
 			"--service-account-signing-key-file=" + pk("sa.key"),
@@ -439,6 +446,38 @@ func stopAll(cs []*component) {
 			<-c.exited
 		}
 	}
+}
+
+const webhookAdmissionFile = "webhook-admission.yaml"
+
+// webhookAdmissionConfig points the apiserver's webhook admission plugin at a
+// kubeconfig of its own.
+const webhookAdmissionConfig = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: %s
+`
+
+// writeWebhookAdmission makes the apiserver present the front-proxy client
+// certificate, which vkvm's subresource API already trusts from it, when it
+// calls the webhooks behind Service kube-system/vkvm-subresources (the user
+// name is the Service's DNS name; port 443 is left out), and nothing to any
+// other webhook.
+func writeWebhookAdmission(stateDir, frontProxyDir string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.AuthInfos["vkvm-subresources.kube-system.svc"] = &clientcmdapi.AuthInfo{
+		ClientCertificate: filepath.Join(frontProxyDir, "front-proxy-client.crt"),
+		ClientKey:         filepath.Join(frontProxyDir, "front-proxy-client.key"),
+	}
+	kubeconfig := filepath.Join(stateDir, "webhook-client.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(stateDir, webhookAdmissionFile), []byte(fmt.Sprintf(webhookAdmissionConfig, kubeconfig)), 0o600)
 }
 
 func writeKubeconfig(path, server string, p *pki, certName, user string) error {

@@ -8,7 +8,7 @@ import { createRootLogger } from '../log.js';
 import { startControllers } from '../controllers/cluster-controllers.js';
 import { onShutdownSignal } from './run-until-signal.js';
 import { APPROVER_OPTIONS, approverHelp, servingCsrPolicy } from './approver-flags.js';
-import { MIGRATION_HELP, MIGRATION_OPTIONS, migrationDefaults } from './migration-flags.js';
+import { evictionStrategy, MIGRATION_HELP, MIGRATION_OPTIONS, migrationDefaults } from './migration-flags.js';
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi } from '../subresources/start.js';
 
@@ -18,7 +18,8 @@ Runs the cluster-wide VirtualMachine and VirtualMachineInstance controllers
 (KubeVirt's virt-controller role): a VM's run strategy creates or deletes its
 VMI, and each VMI gets a virt-launcher pod that the scheduler places on a vkvm
 node, which alone may read it. Serves KubeVirt's subresource API (virtctl
-start, stop, console, …) as the APIService v1.subresources.kubevirt.io. Also
+start, stop, console, …) as the APIService v1.subresources.kubevirt.io, and
+the eviction webhook that makes a drain migrate VMs (--eviction-strategy). Also
 approves the kubelet-serving CSRs of nodes (vkvm join) whose names and
 addresses check out, and denies the rest. Any number may run; the one holding
 the Lease kube-system/vkvm-controllers acts. Runs in the foreground until
@@ -62,6 +63,7 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   if (!kubeconfig) throw new ConfigError('--kubeconfig', 'is required (or set $KUBECONFIG)');
   const servingCsr = servingCsrPolicy(values, () => []);
   const migration = migrationDefaults(values);
+  const eviction = evictionStrategy(values);
   const log = createRootLogger(values['log-level']);
   if (!servingCsr.nodeIpRanges.length)
     log.warn('no --node-ip-ranges: serving certificates with an IP SAN (every vkvm node asks for one) are denied');
@@ -71,11 +73,13 @@ export async function controllersCommand(argv: string[]): Promise<number> {
   const subresources = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), {
     address,
     port: parsePort('--subresources-port', values['subresources-port']),
+    evictionStrategy: eviction,
   });
   const controllers = startControllers(clients, log.child({ component: 'controllers' }), {
     ...(values.identity ? { identity: values.identity } : {}),
     servingCsr,
     migration,
+    evictionStrategy: eviction,
     onLeading: () => subresources.register(),
   });
   log.info('controllers running; waiting for leadership');

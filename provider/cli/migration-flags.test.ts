@@ -1,6 +1,6 @@
 import t from 'tap';
 import { parseArgs } from 'node:util';
-import { MIGRATION_OPTIONS, migrationDefaults } from './migration-flags.js';
+import { evictionStrategy, MIGRATION_OPTIONS, migrationDefaults } from './migration-flags.js';
 
 const parse = (args: string[]) => migrationDefaults(parseArgs({ args, options: MIGRATION_OPTIONS, strict: true }).values);
 
@@ -21,4 +21,10 @@ t.test("the migration flags default to KubeVirt's settings and refuse bad values
   t.throws(() => parse(['--outbound-migrations-per-node', '0']), /--outbound-migrations-per-node/);
   t.throws(() => parse(['--migration-bandwidth', 'lots']), /--migration-bandwidth/);
   t.throws(() => parse(['--migration-progress-timeout', '2m']), /--migration-progress-timeout/);
+});
+
+t.test('--eviction-strategy defaults to None, as KubeVirt, and takes only its strategies', async (t) => {
+  const strategy = (args: string[]) => evictionStrategy(parseArgs({ args, options: MIGRATION_OPTIONS, strict: true }).values);
+  t.same([strategy([]), strategy(['--eviction-strategy', 'LiveMigrate'])], ['None', 'LiveMigrate']);
+  t.throws(() => strategy(['--eviction-strategy', 'Migrate']), /--eviction-strategy: must be one of None, LiveMigrate/);
 });

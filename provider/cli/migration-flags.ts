@@ -3,6 +3,7 @@
 import type { ParseArgsConfig } from 'node:util';
 import { ConfigError } from '../config.js';
 import { checkBandwidth, KUBEVIRT_MIGRATION_DEFAULTS as D, type MigrationDefaults } from '../controllers/migration/policy.js';
+import { EVICTION_STRATEGIES, type EvictionStrategy } from '../kubevirt/types.js';
 
 export const MIGRATION_OPTIONS = {
   'migrations-per-cluster': { type: 'string', default: String(D.perCluster) },
@@ -11,6 +12,7 @@ export const MIGRATION_OPTIONS = {
   'migration-completion-timeout-per-gib': { type: 'string', default: String(D.completionTimeoutPerGiB) },
   'migration-bandwidth': { type: 'string', default: D.bandwidthPerMigration },
   'migration-allow-auto-converge': { type: 'boolean', default: D.allowAutoConverge },
+  'eviction-strategy': { type: 'string', default: 'None' },
 } as const satisfies ParseArgsConfig['options'];
 
 export const MIGRATION_HELP = `Live migration flags (KubeVirt's defaults; a MigrationPolicy overrides them per VMI):
@@ -21,6 +23,8 @@ export const MIGRATION_HELP = `Live migration flags (KubeVirt's defaults; a Migr
                                         seconds allowed per GiB copied (default ${D.completionTimeoutPerGiB})
   --migration-bandwidth QUANTITY        bytes per second per migration, 0 unlimited (default ${D.bandwidthPerMigration})
   --migration-allow-auto-converge       throttle the guest's vCPUs when copying does not converge (default off)
+  --eviction-strategy STRATEGY          what a drain does to a VMI that sets no evictionStrategy: None (evict),
+                                        LiveMigrate, LiveMigrateIfPossible or External (default None)
 `;
 
 interface Values {
@@ -30,6 +34,7 @@ interface Values {
   'migration-completion-timeout-per-gib'?: string | undefined;
   'migration-bandwidth'?: string | undefined;
   'migration-allow-auto-converge'?: boolean | undefined;
+  'eviction-strategy'?: string | undefined;
 }
 
 function positive(flag: string, raw: string | undefined, fallback: number): number {
@@ -60,4 +65,12 @@ export function migrationDefaults(v: Values): MigrationDefaults {
     bandwidthPerMigration: bandwidth,
     allowAutoConverge: v['migration-allow-auto-converge'] ?? D.allowAutoConverge,
   };
+}
+
+/** The cluster's evictionStrategy, for VMIs that set none (KubeVirt's default: None). */
+export function evictionStrategy(v: Values): EvictionStrategy {
+  const value = v['eviction-strategy'] ?? 'None';
+  if (!(EVICTION_STRATEGIES as readonly string[]).includes(value))
+    throw new ConfigError('--eviction-strategy', `must be one of ${EVICTION_STRATEGIES.join(', ')}, not "${value}"`);
+  return value as EvictionStrategy;
 }

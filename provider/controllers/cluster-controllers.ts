@@ -1,5 +1,5 @@
 // The cluster-wide controllers (KubeVirt's virt-controller role): the VM,
-// VMI and migration controllers, the replica set and pool controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
+// VMI, migration and evacuation controllers, the replica set and pool controllers, and the kubelet-serving CSR approver, run by whichever vkvm process holds the Lease
 // kube-system/vkvm-controllers. Informers and queues exist only while this
 // process leads: each term builds them afresh and losing the lease stops
 // them, so two processes never act on the same objects for longer than the
@@ -20,10 +20,12 @@ import {
   VM_PLURAL,
   VMI_PLURAL,
   VMIM_PLURAL,
+  type EvictionStrategy,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
 } from '../kubevirt/types.js';
+import { EvacuationController } from './migration/evacuation-controller.js';
 import { MigrationController } from './migration/migration-controller.js';
 import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationDefaults } from './migration/policy.js';
 import { createReplicaControllers, type ReplicaControllers } from './replicas/replica-controllers.js';
@@ -45,6 +47,8 @@ export interface ControllersOptions {
   servingCsr?: ServingCsrPolicy;
   /** Live migration limits and settings; default KubeVirt's. */
   migration?: MigrationDefaults;
+  /** The cluster's evictionStrategy, for VMIs that set none; default None, as KubeVirt's. */
+  evictionStrategy?: EvictionStrategy;
   /**
    * Run at the start of each leadership term, retried with back-off until it
    * succeeds or the term ends: points the subresource API's registration at
@@ -71,12 +75,20 @@ class ControllerTerm {
   private readonly vmController: VmController;
   private readonly vmiController: VmiController;
   private readonly migrationController: MigrationController;
+  private readonly evacuationController: EvacuationController;
   private readonly csrApprover: ServingCsrApprover;
   /** VirtualMachineInstanceReplicaSets and VirtualMachinePools, over the VM and VMI caches. */
   private readonly replicas: ReplicaControllers;
   private stopped = false;
 
-  constructor(clients: KubeClients, log: Logger, workers: number | undefined, servingCsr: ServingCsrPolicy, migration: MigrationDefaults) {
+  constructor(
+    clients: KubeClients,
+    log: Logger,
+    workers: number | undefined,
+    servingCsr: ServingCsrPolicy,
+    migration: MigrationDefaults,
+    evictionStrategy: EvictionStrategy,
+  ) {
     // KubeVirt's event sources, so `kubectl get events` reads the same.
     const events = (component: string) =>
       createEventRecorder(clients, { component, host: hostname() }, log.child({ component: `${component}-events` }));
@@ -151,6 +163,16 @@ class ControllerTerm {
       log: log.child({ component: 'migration-controller' }),
       ...w,
     });
+    this.evacuationController = new EvacuationController({
+      kubevirt,
+      vmis: this.vmis,
+      vmims: this.vmims,
+      pods: this.pods,
+      nodes: this.nodes,
+      evictionStrategy,
+      events: events('evacuation-controller'),
+      log: log.child({ component: 'evacuation-controller' }),
+    });
     this.replicas = createReplicaControllers({ clients, kubevirt, vms: this.vms, vmis: this.vmis, events, log, ...w });
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
@@ -182,6 +204,7 @@ class ControllerTerm {
     this.vmController.start();
     this.vmiController.start();
     this.migrationController.start();
+    this.evacuationController.start();
   }
 
   async stop(): Promise<void> {
@@ -189,6 +212,7 @@ class ControllerTerm {
     this.vmController.stop();
     this.vmiController.stop();
     this.migrationController.stop();
+    this.evacuationController.stop();
     await this.replicas.stop();
     await Promise.all([this.vms.stop(), this.vmis.stop(), this.vmims.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
@@ -221,6 +245,7 @@ export function startControllers(clients: KubeClients, log: Logger, opts: Contro
           opts.workers,
           opts.servingCsr ?? { nodeIpRanges: [] },
           opts.migration ?? KUBEVIRT_MIGRATION_DEFAULTS,
+          opts.evictionStrategy ?? 'None',
         );
         term = t;
         // Not awaited: a term whose caches never sync must not block its own stop.

@@ -100,9 +100,10 @@ export class ClusterInformer<T extends CachedObject> {
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, MAX_RETRY_MS);
   }
 
+  /** By `namespace/name`, or by the name alone for a cluster-scoped object (a Node). */
   get(key: string): T | undefined {
-    const [namespace, name] = key.split('/') as [string, string];
-    return this.lw.get(name, namespace) as T | undefined;
+    const slash = key.indexOf('/');
+    return (slash < 0 ? this.lw.get(key) : this.lw.get(key.slice(slash + 1), key.slice(0, slash))) as T | undefined;
   }
 
   list(): readonly T[] {

@@ -69,6 +69,18 @@ export class KubevirtApi {
     }) as Promise<VirtualMachineInstanceMigration>;
   }
 
+  /** Deletes the VMIM only if it still has this UID; its finalizer keeps it until the migration controller lets go. */
+  async deleteVmim(namespace: string, name: string, uid: string): Promise<void> {
+    await this.api.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: VMIM_PLURAL,
+      name,
+      body: { preconditions: { uid } },
+    });
+  }
+
   /** The cluster's MigrationPolicies (migrations.kubevirt.io, cluster-scoped). */
   listMigrationPolicies(): Promise<KubevirtList<MigrationPolicy>> {
     return this.api.listClusterCustomObject({

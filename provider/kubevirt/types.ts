@@ -20,6 +20,7 @@ import type { instancetypeSpec, preferenceSpec, statusRef } from '../../crds/sub
 
 export {
   DISK_BUSES,
+  EVICTION_STRATEGIES,
   GROUP,
   KUBEVIRT_API_VERSION,
   RUN_STRATEGIES,
@@ -31,6 +32,7 @@ export {
   MIGRATIONS_VERSION,
   MIGRATION_POLICY_PLURAL,
   type DiskBus,
+  type EvictionStrategy,
   type RunStrategy,
 } from '../../crds/subset/constants.js';
 export type { Quantity } from '../../crds/subset/field.js';

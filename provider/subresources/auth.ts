@@ -6,7 +6,9 @@
 // the requestheader client CA and names an allowed proxy; anything else is
 // 401. Then a SubjectAccessReview on the route's resource and subresource in
 // group subresources.kubevirt.io (GET → get, PUT → update, as KubeVirt's
-// authorizer maps them). There is no anonymous or allow-all mode.
+// authorizer maps them). Admission webhook routes need the same certificate,
+// and no headers: their caller is the kube-apiserver, which authorized the
+// request under review. There is no anonymous or allow-all mode.
 import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -50,6 +52,13 @@ export interface RouteAuthorization {
 declare module 'fastify' {
   interface FastifyContextConfig {
     authorize?: RouteAuthorization;
+    /**
+     * An admission webhook: its caller is the kube-apiserver itself, which has
+     * already authorized the request under review and presents the proxy's
+     * certificate (its AdmissionConfiguration's webhook kubeconfig), without
+     * user headers.
+     */
+    webhook?: true;
   }
 }
 
@@ -110,6 +119,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
     if (proxy === undefined) throw unauthorized('Unauthorized: no client certificate signed by the requestheader client CA');
     if (allowed.size > 0 && !allowed.has(proxy))
       throw unauthorized(`Unauthorized: client certificate ${JSON.stringify(proxy)} is not an allowed front proxy`);
+    if (req.routeOptions.config.webhook) return;
     const user = userFromHeaders(req.raw.headersDistinct, opts.requestHeader);
     if (!user) throw unauthorized('Unauthorized: no user in the request headers');
     req.user = user;

@@ -1,6 +1,7 @@
 // Registers the running subresource API with the aggregation layer: the
-// Service and APIService from deploy/subresources-api.yaml, the APIService's
-// caBundle (this server's certificate), and Endpoints naming this process's
+// Service and APIService from deploy/subresources-api.yaml, the eviction
+// webhook from deploy/eviction-webhook.yaml, their caBundle (this server's
+// certificate), and Endpoints naming this process's
 // address. Idempotent (server-side apply); the leading controllers process
 // runs it, so the Endpoints follow leadership.
 import { join } from 'node:path';
@@ -20,8 +21,14 @@ export interface Registration {
   caPem: string;
 }
 
+interface WebhookConfiguration extends KubernetesObject {
+  webhooks: Array<{ clientConfig: Record<string, unknown> }>;
+}
+
 export async function registrationObjects(r: Registration): Promise<KubernetesObject[]> {
   const objects = await readManifests(join(packageRoot(), 'deploy', 'subresources-api.yaml'));
+  const webhooks = (await readManifests(join(packageRoot(), 'deploy', 'eviction-webhook.yaml'))) as WebhookConfiguration[];
+  const caBundle = Buffer.from(r.caPem).toString('base64');
   const endpoints = {
     apiVersion: 'v1',
     kind: 'Endpoints',
@@ -29,9 +36,8 @@ export async function registrationObjects(r: Registration): Promise<KubernetesOb
     subsets: [{ addresses: [{ ip: r.address }], ports: [{ name: 'https', port: r.port, protocol: 'TCP' }] }],
   };
   return [
-    ...objects.map((o) =>
-      o.kind === 'APIService' ? { ...o, spec: { ...(o as { spec: object }).spec, caBundle: Buffer.from(r.caPem).toString('base64') } } : o,
-    ),
+    ...objects.map((o) => (o.kind === 'APIService' ? { ...o, spec: { ...(o as { spec: object }).spec, caBundle } } : o)),
+    ...webhooks.map((w) => ({ ...w, webhooks: w.webhooks.map((h) => ({ ...h, clientConfig: { ...h.clientConfig, caBundle } })) })),
     endpoints,
   ];
 }

@@ -1,14 +1,11 @@
 // The subresource API over real TLS, as the aggregator reaches it: a front-proxy
 // client certificate from the requestheader CA, identity in X-Remote-* headers.
 import { request } from 'node:https';
-import { webcrypto } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
-import 'reflect-metadata';
 import { KubeConfig } from '@kubernetes/client-node';
-import * as x509 from '@peculiar/x509';
-import { EC, issue, newCa } from '../../test/helpers/fake-ca.js';
+import { clientCert, newCa } from '../../test/helpers/fake-ca.js';
 import type { KubeClients } from '../kube/client.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
 import type { VirtualMachine } from '../kubevirt/types.js';
@@ -20,19 +17,6 @@ import { Instancetypes } from '../controllers/instancetypes.js';
 import { FakeInstancetypeStore } from '../../test/helpers/fake-instancetype-store.js';
 
 const VM_PATH = '/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines';
-
-async function clientCert(ca: Awaited<ReturnType<typeof newCa>>, cn: string) {
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const certPem = await issue(
-    ca,
-    keys.publicKey as unknown as x509.PublicKeyType,
-    `CN=${cn}`,
-    new Date(Date.now() - 60_000),
-    new Date(Date.now() + 3600_000),
-  );
-  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-  return { cert: certPem, key: keyPem };
-}
 
 async function serve(t: Test) {
   const ca = await newCa();
@@ -94,6 +78,8 @@ async function serve(t: Test) {
     instancetypes: new Instancetypes(store),
     clients: {} as KubeClients,
     nodes: new VmiNodeClient(new KubeConfig(), () => Promise.reject(new Error('no nodes here'))),
+    events: { record: () => undefined, recordFor: () => undefined },
+    evictionStrategy: 'None',
     tls: await selfSignedCert('vkvm-subresources.kube-system.svc'),
     log: pino({ level: 'silent' }),
   });

@@ -1,11 +1,14 @@
 // KubeVirt's subresource API (group subresources.kubevirt.io, v1) as an
 // aggregated API server: HTTPS whose clients are the kube-apiserver's front
-// proxy. Every route group is a plugin registered after auth, so nothing
+// proxy, and the admission webhook on pods/eviction, whose client is the
+// kube-apiserver itself. Every route group is a plugin registered after auth, so nothing
 // bypasses authentication and authorization; one error handler answers
 // metav1.Status.
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { KubeClients } from '../kube/client.js';
+import type { EventRecorder } from '../kube/events.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
+import type { EvictionStrategy } from '../kubevirt/types.js';
 import type { Logger } from '../log.js';
 import { routeUpgradesThroughFastify } from '../kubelet-api/upgrade.js';
 import { subresourceAuth, type Authorizer, type RequestHeaderConfig } from './auth.js';
@@ -19,6 +22,7 @@ import { vmRoutes } from './routes/vm.js';
 import { migrateRoutes } from './routes/migrate.js';
 import { vmiRoutes } from './routes/vmi.js';
 import type { ServingCert } from './serving-cert.js';
+import { podEvictionRoutes } from './admission/pod-eviction.js';
 
 export interface SubresourceApiOptions {
   requestHeader: RequestHeaderConfig;
@@ -29,6 +33,10 @@ export interface SubresourceApiOptions {
   clients: KubeClients;
   /** The VMIs' nodes, for what only a node can do (console, guest agent, reboot). */
   nodes: VmiNodeClient;
+  /** Events on the objects the server acts on (a VMI whose eviction is blocked). */
+  events: EventRecorder;
+  /** The cluster's evictionStrategy, for VMIs that set none (KubeVirt's default: None). */
+  evictionStrategy: EvictionStrategy;
   /** Absent only in tests that use inject(). */
   tls?: ServingCert;
   log: Logger;
@@ -75,5 +83,11 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
   await app.register(vmiRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(vmiStreamRoutes, { kubevirt: opts.kubevirt, nodes: opts.nodes });
   await app.register(expandRoutes, { kubevirt: opts.kubevirt, instancetypes: opts.instancetypes });
+  await app.register(podEvictionRoutes, {
+    clients: opts.clients,
+    kubevirt: opts.kubevirt,
+    events: opts.events,
+    evictionStrategy: opts.evictionStrategy,
+  });
   return app;
 }

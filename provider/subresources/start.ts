@@ -2,9 +2,12 @@
 // requestheader settings, loads or makes the serving certificate, listens,
 // and offers register() for the leading process to point the APIService here.
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import type { KubeClients } from '../kube/client.js';
 import { KubevirtApi } from '../kubevirt/client.js';
 import { Instancetypes, kubeInstancetypeStore } from '../controllers/instancetypes.js';
+import { createEventRecorder } from '../kube/events.js';
+import type { EvictionStrategy } from '../kubevirt/types.js';
 import type { Logger } from '../log.js';
 import { readRequestHeaderConfig, subjectAccessReviewer } from './kube-backend.js';
 import { VmiNodeClient } from './vmi-node.js';
@@ -18,6 +21,8 @@ export interface SubresourceApiListen {
   address: string;
   /** 0 picks a free port. */
   port: number;
+  /** The cluster's evictionStrategy (default None, as KubeVirt's). */
+  evictionStrategy?: EvictionStrategy;
 }
 
 export interface RunningSubresourceApi {
@@ -41,6 +46,9 @@ export async function startSubresourceApi(clients: KubeClients, log: Logger, lis
     instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
     clients,
     nodes: new VmiNodeClient(clients.kc, (name) => clients.core.readNode({ name })),
+    // KubeVirt's virt-api records the eviction webhook's events.
+    events: createEventRecorder(clients, { component: 'virt-api', host: hostname() }, log.child({ component: 'subresource-api-events' })),
+    evictionStrategy: listen.evictionStrategy ?? 'None',
     tls,
     log,
   });

@@ -49,6 +49,15 @@ export async function issue(
   return cert.toString('pem');
 }
 
+/** A client certificate and key for common name `cn`, signed by `ca`, valid for an hour (as node's https options take them). */
+export async function clientCert(ca: TestCa, cn: string): Promise<{ cert: string; key: string }> {
+  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const from = new Date(Date.now() - 60_000);
+  const cert = await issue(ca, keys.publicKey as unknown as x509.PublicKeyType, `CN=${cn}`, from, new Date(Date.now() + 3600_000));
+  const key = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { cert, key };
+}
+
 /** A certificates API that denies the first `denials` CSRs and issues the rest for a year, SANs copied. */
 export function fakeCertificatesApi(ca: TestCa, denials = 0): { clients: KubeClients; created: V1CertificateSigningRequest[] } {
   const created: V1CertificateSigningRequest[] = [];

@@ -33,6 +33,7 @@ import { nodeView, sourceReport, targetPodView, targetReport } from './evidence.
 import { isFinal, nextMigration, type Action, type Observed } from './phases.js';
 import { matchPolicy, migrationSettings, type MigrationDefaults } from './policy.js';
 import { slotRefusal } from './slots.js';
+import { evacuationBackoffMs } from './backoff.js';
 import { migrationOf, vmimStatusOf, type Settings } from './status.js';
 import { migrationTargetPod } from './target-pod.js';
 import { ensureTargetGrant } from './target-grant.js';
@@ -147,6 +148,8 @@ export class MigrationController extends QueuedController {
     const uid = vmim.metadata.uid!;
     const now = this.now();
     const all = this.o.vmims.list();
+    // An evacuation after failed ones waits, Pending, as KubeVirt's does (backoff.ts).
+    const backoffMs = m.phase === 'Pending' ? evacuationBackoffMs(vmim, all, now) : 0;
     const observed: Observed = {
       now,
       deleting: Boolean(vmim.metadata.deletionTimestamp),
@@ -169,13 +172,14 @@ export class MigrationController extends QueuedController {
       ...(targetNode ? { targetNode: nodeView(targetNode) } : {}),
       slotsFree:
         m.phase !== 'Pending' ||
-        !slotRefusal({
-          migration: vmim,
-          sourceNode: vmi?.status?.nodeName,
-          all,
-          sourceNodeOf: (x) => this.sourceNodeOf(x),
-          limits: this.o.defaults,
-        }),
+        (backoffMs === 0 &&
+          !slotRefusal({
+            migration: vmim,
+            sourceNode: vmi?.status?.nodeName,
+            all,
+            sourceNodeOf: (x) => this.sourceNodeOf(x),
+            limits: this.o.defaults,
+          })),
     };
     const source = sourceReport(sourcePod, uid);
     const target = targetReport(targetPod, uid);
@@ -202,7 +206,7 @@ export class MigrationController extends QueuedController {
       }
     }
     if (vmi && status.migrationState?.sourcePod) await this.copyToVmi(vmi, status.migrationState, log);
-    if (decision.recheckAfterMs !== undefined) this.enqueueAfter(key, decision.recheckAfterMs + 100);
+    if (decision.recheckAfterMs !== undefined) this.enqueueAfter(key, Math.max(decision.recheckAfterMs, backoffMs) + 100);
   }
 
   /** The settings recorded at the handoff. */

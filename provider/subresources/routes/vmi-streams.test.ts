@@ -195,6 +195,8 @@ async function serve(t: Test) {
     } as unknown as KubevirtApi,
     clients: {} as KubeClients,
     nodes: new VmiNodeClient(kc, async () => nodeObject),
+    events: { record: () => undefined, recordFor: () => undefined },
+    evictionStrategy: 'None',
     tls: await selfSignedCert('vkvm-subresources.kube-system.svc'),
     log: pino({ level: 'silent' }),
   });
