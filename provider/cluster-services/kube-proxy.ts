@@ -14,6 +14,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ensureClusterBinary } from '../../deploy/cluster/cluster.js';
 import { writeAtomic } from '../atomic-file.js';
+import { run } from '../network/host.js';
 import type { AgentConfig } from '../config.js';
 import type { KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
@@ -65,8 +66,28 @@ export async function cleanupKubeProxy(dir: string, log: Logger): Promise<void> 
   const { code, output } = await runKubeProxy(binary, ['--cleanup']);
   // It reports the modes it found nothing of (ipvs without its module) as errors too; what it removed is gone either way.
   if (code !== 0) log.warn({ code, output: output.trim().split('\n').slice(-5) }, 'kube-proxy --cleanup reported errors');
+  for (const command of ['iptables', 'ip6tables'] as const) await removeKubeChains(command);
   await rm(dir, { recursive: true, force: true });
   log.info('kube-proxy’s rules removed');
+}
+
+/**
+ * What `kube-proxy --cleanup` leaves (Kubernetes 1.33): its canary chains in
+ * every table, KUBE-FIREWALL with the INPUT and OUTPUT rules jumping to it, and
+ * KUBE-MARK-MASQ. On a vkvm host no kubelet shares the KUBE- prefix, so every
+ * rule jumping to a KUBE- chain goes, then every such chain.
+ */
+export async function removeKubeChains(command: 'iptables' | 'ip6tables'): Promise<void> {
+  for (const table of ['filter', 'nat', 'mangle']) {
+    const rules = await run([command, '-w', '-t', table, '-S']).catch(() => '');
+    const lines = rules.split('\n');
+    // `-S` prints each rule as its arguments, shell-quoted (comments): a shell reads them back.
+    for (const rule of lines.filter((l) => /^-A (?!KUBE-)\S+ .*-j KUBE-/.test(l)))
+      await run(['sh', '-c', `${command} -w -t ${table} ${rule.replace(/^-A/, '-D')}`]).catch(() => undefined);
+    const chains = lines.map((l) => /^-N (KUBE-\S+)$/.exec(l)?.[1]).filter((c): c is string => !!c);
+    for (const chain of chains) await run([command, '-w', '-t', table, '-F', chain]).catch(() => undefined);
+    for (const chain of chains) await run([command, '-w', '-t', table, '-X', chain]).catch(() => undefined);
+  }
 }
 
 export class KubeProxy {

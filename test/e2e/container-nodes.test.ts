@@ -33,6 +33,7 @@ import {
   virtualMachineInstances,
   waitFor,
   type UpCluster,
+  type UpNode,
 } from './framework/index.js';
 
 const NODE = 'vkvm-e2e-cnodes';
@@ -84,6 +85,37 @@ function isContainerNodeProcess(argv: string[]): boolean {
   if (['containerd', 'containerd-shim-runc-v2', 'runc', 'pause', '/pause', 'coredns'].includes(exe)) return true;
   if (exe === 'vkvm-cluster') return ['kubelet', 'flanneld', 'kube-proxy'].includes(argv[1] ?? '');
   return exe === 'httpd' && argv.includes('/www');
+}
+
+/** What each node says about Services and DNS, for a failure's message. */
+async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Promise<string> {
+  const [node1, node2, cnode] = [up.nodes[0]!, up.nodes[1]!, up.nodes.find((n) => n.container)!];
+  const svc = `vm-web.${NS}.svc.cluster.local`;
+  const probes: Array<[string, UpNode, string]> = [
+    ['node 1 routes', node1, 'ip -4 route'],
+    ['node 1 kube-proxy', node1, `tail -5 ${up.stateDir}/kube-proxy/kube-proxy.log`],
+    ['node 1 nat', node1, 'iptables-save -t nat | grep -E "vm-web|kube-dns|KUBE-SERVICES" | head -12'],
+    ['node 2 routes', node2, 'ip -4 route'],
+    ['node 2 kube-proxy', node2, `tail -5 ${node2.simulated!.stateDir}/kube-proxy/kube-proxy.log`],
+    ['node 2 filter', node2, 'iptables-save -t filter | head -40'],
+    ['cnode routes', cnode, 'ip -4 route'],
+    ['cnode kube-proxy', cnode, `tail -8 ${cnode.simulated!.rootDir}/logs/kube-proxy.log`],
+    ['cnode nat', cnode, 'iptables-save -t nat | grep -E "vm-web|kube-dns" | head -12'],
+    ['cnode DNS via ClusterIP', cnode, `busybox nslookup ${svc} 10.96.0.10`],
+    ['cnode DNS direct', cnode, `busybox nslookup ${svc} ${node1.address}`],
+    ['cnode to the VM', cnode, `timeout 10 busybox wget -q -O - http://${vmIp}/`],
+    ['cnode to the Service', cnode, `timeout 10 busybox wget -q -O - http://${svc}/`],
+  ];
+  const out: string[] = [];
+  for (const [what, node, script] of probes) {
+    const r = await node.exec(['sh', '-c', script]).catch((err: unknown) => ({ code: -1, stdout: '', stderr: String(err) }));
+    out.push(`--- ${what} (exit ${r.code})\n${r.stdout}${r.stderr}`);
+  }
+  const slices = await up.kubectl(['-n', NS, 'get', 'endpointslices,pods', '-o', 'wide']);
+  out.push(`--- ${NS}\n${slices.stdout}${slices.stderr}`);
+  const logs = await up.kubectl(['-n', NS, 'logs', 'fetcher', '--tail=5']);
+  out.push(`--- fetcher's log\n${logs.stdout}${logs.stderr}`);
+  return out.join('\n');
 }
 
 /** A toolbox pod on `node` that runs `script`, Ready once its httpd answers on 8080. */
@@ -227,6 +259,9 @@ t.test(
       const fetcher = await waitFor(pods(admin, NS, { name: 'fetcher' }), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
         what: 'the guest’s page fetched through Service vm-web',
         deadlineMs: BOOT_DEADLINE_MS,
+      }).catch(async (err: unknown) => {
+        t.comment(await serviceDiagnostics(up, vmIp));
+        throw err;
       });
       const echo = await waitFor(pods(admin, OTHER_NS, { name: 'echo' }), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
         what: 'Running and Ready',
