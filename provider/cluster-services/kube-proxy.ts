@@ -133,8 +133,11 @@ export class KubeProxy {
       }
       if (Date.now() - started > MAX_BACKOFF_MS) backoffMs = 1000;
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        setTimeout(resolve, backoffMs * (0.8 + Math.random() * 0.4));
+        const timer = setTimeout(resolve, backoffMs * (0.8 + Math.random() * 0.4));
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       });
       backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
     }

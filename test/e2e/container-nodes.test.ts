@@ -43,7 +43,7 @@ const PAGE = 'served by the toolbox on a container node';
 /** A namespace the tenant has no rights in, whose Service the VM finds by name. */
 const OTHER_NS = 'e2e-container-nodes-far';
 const ECHO_PAGE = 'the echo pod in another namespace';
-const BOOT_DEADLINE_MS = 300_000;
+const BOOT_DEADLINE_MS = 240_000;
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
 /** busybox httpd runs CGI programs with the peer's address in REMOTE_ADDR. */
 const REMOTE_ADDR_CGI =
@@ -93,9 +93,13 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
   const svc = `vm-web.${NS}.svc.cluster.local`;
   const probes: Array<[string, UpNode, string]> = [
     ['node 1 routes', node1, 'ip -4 route'],
+    ['node 1 to the VM', node1, `timeout 8 busybox wget -q -O - http://${vmIp}/`],
+    ['node 1 forward and postrouting', node1, 'iptables -S FORWARD; iptables -t nat -S POSTROUTING'],
     ['node 1 kube-proxy', node1, `tail -5 ${up.stateDir}/kube-proxy/kube-proxy.log`],
     ['node 1 nat', node1, 'iptables-save -t nat | grep -E "vm-web|kube-dns|KUBE-SERVICES" | head -12'],
     ['node 2 routes', node2, 'ip -4 route'],
+    ['node 2 to the VM', node2, `timeout 8 busybox wget -q -O - http://${vmIp}/`],
+    ['node 2 forwarding', node2, 'grep . /proc/sys/net/ipv4/conf/*/forwarding /proc/sys/net/ipv4/conf/*/rp_filter'],
     ['node 2 kube-proxy', node2, `tail -5 ${node2.simulated!.stateDir}/kube-proxy/kube-proxy.log`],
     ['node 2 filter', node2, 'iptables-save -t filter | head -40'],
     ['cnode routes', cnode, 'ip -4 route'],
@@ -104,6 +108,8 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
     ['cnode DNS via ClusterIP', cnode, `busybox nslookup ${svc} 10.96.0.10`],
     ['cnode DNS direct', cnode, `busybox nslookup ${svc} ${node1.address}`],
     ['cnode to the VM', cnode, `timeout 10 busybox wget -q -O - http://${vmIp}/`],
+    ['cnode pings', cnode, `busybox ping -c 2 -W 2 ${node2.address}; busybox ping -c 2 -W 2 ${vmIp}`],
+    ['cnode filter', cnode, 'iptables-save -t filter | grep -v "^#"'],
     ['cnode to the Service', cnode, `timeout 10 busybox wget -q -O - http://${svc}/`],
   ];
   const out: string[] = [];
@@ -115,6 +121,19 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
   out.push(`--- ${NS}\n${slices.stdout}${slices.stderr}`);
   const logs = await up.kubectl(['-n', NS, 'logs', 'fetcher', '--tail=5']);
   out.push(`--- fetcher's log\n${logs.stdout}${logs.stderr}`);
+  for (const script of [
+    'cat /etc/resolv.conf',
+    `nslookup ${svc}`,
+    `nslookup ${svc} ${node1.address}`,
+    `timeout 8 wget -q -O - http://${vmIp}/`,
+    `timeout 8 wget -q -O - http://${up.nodes[0]!.address}:1/ 2>&1 | head -2`,
+  ]) {
+    const r = await up.kubectl(['-n', NS, 'exec', 'fetcher', '--', 'sh', '-c', script]);
+    out.push(`--- in fetcher: ${script} (exit ${r.code})\n${r.stdout}${r.stderr}`);
+  }
+  const launcher = await up.kubectl(['-n', NS, 'get', 'pods', '-l', 'kubevirt.io/vmi-name=web', '-o', 'name']);
+  const consoleLog = await up.kubectl(['-n', NS, 'logs', launcher.stdout.trim(), '--tail=15']);
+  out.push(`--- the VM's console\n${consoleLog.stdout}${consoleLog.stderr}`);
   return out.join('\n');
 }
 
