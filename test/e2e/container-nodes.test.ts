@@ -132,7 +132,7 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
     out.push(`--- in fetcher: ${script} (exit ${r.code})\n${r.stdout}${r.stderr}`);
   }
   const launcher = await up.kubectl(['-n', NS, 'get', 'pods', '-l', 'kubevirt.io/vmi-name=web', '-o', 'name']);
-  const consoleLog = await up.kubectl(['-n', NS, 'logs', launcher.stdout.trim(), '--tail=15']);
+  const consoleLog = await up.kubectl(['-n', NS, 'logs', launcher.stdout.trim().split('\n')[0] ?? '', '--tail=15']);
   out.push(`--- the VM's console\n${consoleLog.stdout}${consoleLog.stderr}`);
   return out.join('\n');
 }
@@ -273,8 +273,10 @@ t.test(
         what: 'Running on vkvm node 2',
         deadlineMs: BOOT_DEADLINE_MS,
       });
-      const [launcher] = (await admin.core.listNamespacedPod({ namespace: NS, labelSelector: 'kubevirt.io/vmi-name=web' })).items;
-      const vmIp = launcher?.status?.podIP;
+      const launcher = await waitFor(pods(admin, NS, { labelSelector: 'kubevirt.io/vmi-name=web' }), (p) => !!p.status?.podIP, {
+        what: 'the launcher pod’s IP',
+      });
+      const vmIp = launcher.status!.podIP!;
       const fetcher = await waitFor(pods(admin, NS, { name: 'fetcher' }), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
         what: 'the guest’s page fetched through Service vm-web',
         deadlineMs: BOOT_DEADLINE_MS,
@@ -287,7 +289,7 @@ t.test(
       });
       t.same(
         {
-          node: launcher?.spec?.nodeName,
+          node: launcher.spec?.nodeName,
           fetched: (await cnode.exec(['busybox', 'wget', '-q', '-O', '-', `http://${fetcher.status!.podIP!}:8080/`])).stdout.trim(),
         },
         { node: vkvmNode2.name, fetched: `vkvm-guest ${vmIp}` },
@@ -296,10 +298,7 @@ t.test(
 
       // In the guest: wget without -q says which address a name resolved to.
       const inGuest = (url: string) =>
-        up.kubectl(
-          ['-n', NS, 'exec', launcher!.metadata!.name!, '--', '/bin/timeout', '30', '/bin/wget', '-O', '-', url],
-          tenantKubeconfig,
-        );
+        up.kubectl(['-n', NS, 'exec', launcher.metadata!.name!, '--', '/bin/timeout', '30', '/bin/wget', '-O', '-', url], tenantKubeconfig);
       const apiserver = await poll(
         'the VM to reach kubernetes.default',
         () => inGuest('http://kubernetes.default:443/'),
