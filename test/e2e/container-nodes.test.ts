@@ -131,7 +131,7 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
     const r = await up.kubectl(['-n', NS, 'exec', 'fetcher', '--', 'sh', '-c', script]);
     out.push(`--- in fetcher: ${script} (exit ${r.code})\n${r.stdout}${r.stderr}`);
   }
-  const launcher = await up.kubectl(['-n', NS, 'get', 'pods', '-l', 'kubevirt.io/vmi-name=web', '-o', 'name']);
+  const launcher = await up.kubectl(['-n', NS, 'get', 'pods', '-l', 'vm.kubevirt.io/name=web', '-o', 'name']);
   const consoleLog = await up.kubectl(['-n', NS, 'logs', launcher.stdout.trim().split('\n')[0] ?? '', '--tail=15']);
   out.push(`--- the VM's console\n${consoleLog.stdout}${consoleLog.stderr}`);
   return out.join('\n');
@@ -273,7 +273,7 @@ t.test(
         what: 'Running on vkvm node 2',
         deadlineMs: BOOT_DEADLINE_MS,
       });
-      const launcher = await waitFor(pods(admin, NS, { labelSelector: 'kubevirt.io/vmi-name=web' }), (p) => !!p.status?.podIP, {
+      const launcher = await waitFor(pods(admin, NS, { labelSelector: 'vm.kubevirt.io/name=web' }), (p) => !!p.status?.podIP, {
         what: 'the launcher pod’s IP',
       });
       const vmIp = launcher.status!.podIP!;
