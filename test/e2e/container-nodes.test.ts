@@ -327,7 +327,7 @@ t.test(
           echoSawSource: source.stdout.trim(),
         },
         {
-          kubernetesDefault: /Connecting to kubernetes\.default \(10\.96\.0\.1:443\)/,
+          kubernetesDefault: /Connecting to kubernetes\.default:443 \(10\.96\.0\.1:443\)/,
           apiserverAnswer: /400 Bad Request/,
           farService: new RegExp(`Connecting to echo\\.${OTHER_NS} \\(${echoService.spec!.clusterIP!.replaceAll('.', '\\.')}:80\\)`),
           farPage: ECHO_PAGE,
