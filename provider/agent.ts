@@ -38,6 +38,7 @@ import { PodNetwork } from './network/pod-network.js';
 import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { hostResolver } from './network/resolver.js';
 import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
+import { startKubeProxy } from './cluster-services/kube-proxy.js';
 import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
@@ -189,6 +190,11 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
     // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
     stops.push(() => network.close({ removeAll: stopVms }));
+    if (config.kubeProxy) {
+      const kubeProxy = startKubeProxy(config, config.kubeProxy, clients, rootLog.child({ component: 'kube-proxy' }));
+      // Its rules go when the node's network goes.
+      stops.push(() => kubeProxy.stop({ cleanup: stopVms }));
+    }
     let cacheGc: UrlCacheGc | undefined;
     const launchers = new LauncherRegistry(
       {

@@ -202,3 +202,23 @@ t.test('the migration relay port: 10262 by default, 0 turns it off, bad values n
     message: /^--migration-port: must be an integer in \[0, 65535\]/,
   });
 });
+
+t.test('kube-proxy: off unless --kube-proxy=true, its binary only with it, bad values naming the flag', async (t) => {
+  t.same(
+    [
+      resolveAgentConfig({ kubeconfig: '/k' }).kubeProxy,
+      resolveAgentConfig({ kubeconfig: '/k', 'kube-proxy': 'false' }).kubeProxy,
+      resolveAgentConfig({ kubeconfig: '/k', 'kube-proxy': 'true' }).kubeProxy,
+      resolveAgentConfig({ kubeconfig: '/k', 'kube-proxy': 'true', 'kube-proxy-binary': '/opt/vkvm-cluster' }).kubeProxy,
+    ],
+    [undefined, undefined, {}, { binary: '/opt/vkvm-cluster' }],
+  );
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'kube-proxy': 'yes' }), {
+    field: '--kube-proxy',
+    message: /true or false, got "yes"/,
+  });
+  t.throws(() => resolveAgentConfig({ kubeconfig: '/k', 'kube-proxy-binary': '/x' }), {
+    field: '--kube-proxy-binary',
+    message: /only with --kube-proxy=true/,
+  });
+});

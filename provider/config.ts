@@ -91,6 +91,8 @@ export interface AgentConfig {
   clusterDns?: string[];
   /** The cluster's DNS domain (kubelet's --cluster-domain). */
   clusterDomain: string;
+  /** Run kube-proxy for this host (provider/cluster-services/kube-proxy.ts); `binary`: vkvm-cluster, else the build cache's. */
+  kubeProxy?: { binary?: string };
   /** Directories whose files pods and VMIs may name by host path (vmm/host-files.ts); empty by default. */
   hostImageDirs: string[];
   /** Directories where KubeVirt hostDisks may live; empty: hostDisk is off. */
@@ -159,6 +161,8 @@ export interface AgentFlags {
   'pod-cidr'?: string;
   'cluster-dns'?: string;
   'cluster-domain'?: string;
+  'kube-proxy'?: string;
+  'kube-proxy-binary'?: string;
   'host-image-dir'?: string[];
   'host-disk-dir'?: string[];
   'service-cidr'?: string;
@@ -181,6 +185,14 @@ function int(flags: AgentFlags, name: keyof AgentFlags, dflt: number, min: numbe
     throw new ConfigError(`--${name}`, `must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   }
   return n;
+}
+
+/** A true|false flag (one a later --flag=false must be able to turn off, so not a bare boolean). */
+export function parseBool(raw: unknown, name: string, dflt = false): boolean {
+  if (raw === undefined) return dflt;
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  throw new ConfigError(`--${name}`, `must be true or false, got ${JSON.stringify(raw)}`);
 }
 
 /** setTimeout's longest delay, whole hours. */
@@ -381,6 +393,9 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
   if (!INTERFACE_NAME.test(config.bridge))
     throw new ConfigError('--bridge', `${JSON.stringify(config.bridge)} is not an interface name (1-15 of A-Z a-z 0-9 _ . -)`);
   if (flags['cluster-dns'] !== undefined) config.clusterDns = clusterDns(flags['cluster-dns']);
+  if (parseBool(flags['kube-proxy'], 'kube-proxy'))
+    config.kubeProxy = flags['kube-proxy-binary'] ? { binary: resolve(flags['kube-proxy-binary']) } : {};
+  else if (flags['kube-proxy-binary'] !== undefined) throw new ConfigError('--kube-proxy-binary', 'applies only with --kube-proxy=true');
   if (flags['pod-cidr'] !== undefined) {
     try {
       config.podCidr = parseIpv4Range(flags['pod-cidr'], '--pod-cidr').cidr;

@@ -37,6 +37,8 @@ export const AGENT_OPTIONS = {
   'pod-cidr': { type: 'string' },
   'cluster-dns': { type: 'string' },
   'cluster-domain': { type: 'string' },
+  'kube-proxy': { type: 'string' },
+  'kube-proxy-binary': { type: 'string' },
   'host-image-dir': { type: 'string', multiple: true },
   'host-disk-dir': { type: 'string', multiple: true },
   'service-cidr': { type: 'string' },
@@ -100,6 +102,11 @@ export const AGENT_HELP = `Node agent flags:
   --cluster-dns IP[,IP]        the cluster DNS servers ClusterFirst guests are told (default: the ClusterIP
                                of Service kube-system/kube-dns, looked up; none: guests get the host's)
   --cluster-domain DOMAIN      the cluster's DNS domain, for guests' search path (default cluster.local)
+  --kube-proxy true|false      run the real kube-proxy for this host, so VMs reach ClusterIP Services and
+                               NodePorts; configured by ConfigMap kube-system/kube-proxy where the cluster
+                               has one (vkvm node: default false; vkvm join and vkvm up: true)
+  --kube-proxy-binary FILE     the vkvm-cluster binary whose kube-proxy runs (default: built from
+                               deploy/cluster once, cached under /var/cache/vkvm/cluster)
   --host-image-dir DIR         a directory whose regular files pods and VMIs may name as boot images,
                                kernels and initrds by host path (repeatable; default none)
   --host-disk-dir DIR          a directory where KubeVirt hostDisks may live (repeatable; default none:

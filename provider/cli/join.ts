@@ -103,8 +103,10 @@ export async function joinCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(readyTimeoutS) || readyTimeoutS < 1)
     throw new ConfigError('--ready-timeout-s', `must be a positive integer, got ${JSON.stringify(values['ready-timeout-s'])}`);
   const stateDir = values['state-dir'] ?? '/var/lib/vkvm';
+  // On by default, as kubeadm's kube-proxy DaemonSet would run on the host; --kube-proxy=false leaves it to the operator.
+  const agentValues = { ...values, 'kube-proxy': values['kube-proxy'] ?? 'true' };
   const agent = resolveAgentConfig({
-    ...(values as AgentFlags),
+    ...(agentValues as AgentFlags),
     kubeconfig: join(stateDir, 'kubeconfig'),
     'state-dir': stateDir,
     'rotate-client-cert': true,
@@ -117,7 +119,7 @@ export async function joinCommand(argv: string[]): Promise<number> {
       token: parseBootstrapToken(values.token),
       caHashes: hashes.map((h) => parseCaCertHash(h)),
       agent,
-      agentArgs: agentArgsOf(values),
+      agentArgs: agentArgsOf(agentValues),
       noSystemd: values['no-systemd'] ?? false,
       env: process.env,
       clientCertTimeoutMs: 120_000,

@@ -66,9 +66,10 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    const e = err as Error & { code?: string };
-    // Bad flags and bad config are the user's to fix: say which, without a stack.
-    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || e.code?.startsWith('ERR_PARSE_ARGS'))
+    const e = err as Error & { code?: unknown };
+    // Bad flags and bad config are the user's to fix: say which, without a stack. (An API error's code is a number.)
+    const parseError = typeof e.code === 'string' && e.code.startsWith('ERR_PARSE_ARGS');
+    if (err instanceof ConfigError || err instanceof JoinError || err instanceof PreflightError || parseError)
       process.stderr.write(`vkvm: ${e.message}\n`);
     else process.stderr.write(`vkvm: ${e.stack ?? String(err)}\n`);
     process.exit(1);

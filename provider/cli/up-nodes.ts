@@ -24,6 +24,8 @@ import { ensureSegment, removeSegment } from '../local-cluster/segment.js';
 import { removeStaleNodes, startLocalNodes, type RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startContainerNodes } from '../local-cluster/container-hosts.js';
 import { defaultCacheDir } from '../../deploy/cluster/cluster.js';
+import { dirname } from 'node:path';
+import { LOCAL_CLUSTER_DNS_IP } from '../cluster-services/cluster-dns-config.js';
 
 export const NODES_OPTIONS = {
   nodes: { type: 'string' },
@@ -31,10 +33,9 @@ export const NODES_OPTIONS = {
   'container-nodes': { type: 'string' },
 } as const;
 
-/** The local control plane's pod network (vkvm-cluster up's default) and the cluster DNS a kubelet gives its pods. */
-const LOCAL_CLUSTER_CIDR = '10.244.0.0/16';
-const LOCAL_CLUSTER_DNS = '10.96.0.10';
-const LOCAL_CLUSTER_DOMAIN = 'cluster.local';
+/** The local control plane's pod network (vkvm-cluster up's default) and its DNS domain. */
+export const LOCAL_CLUSTER_CIDR = '10.244.0.0/16';
+export const LOCAL_CLUSTER_DOMAIN = 'cluster.local';
 
 export const NODES_HELP = `  --nodes N         nodes in the local cluster (default 1): this host, plus
                     N-1 simulated hosts, each a network namespace on a
@@ -122,6 +123,8 @@ export async function startExtraNodes(o: {
   adminKubeconfig: string;
   server: string;
   importImages: (imageStoreDir: string) => Promise<void>;
+  /** vkvm-cluster, whose kube-proxy every node runs (absent: no local control plane, so no other nodes). */
+  clusterBinary?: string;
   log: Logger;
   signal: AbortSignal;
 }): Promise<RunningLocalNodes | undefined> {
@@ -136,9 +139,13 @@ export async function startExtraNodes(o: {
       segment: o.plan.segment,
       adminKubeconfig: o.adminKubeconfig,
       server: o.server,
-      agentArgs: agentArgsOf(shared),
+      agentArgs: [
+        ...agentArgsOf(shared),
+        ...(shared['kube-proxy'] === 'false' || !o.clusterBinary ? [] : [`--kube-proxy-binary=${o.clusterBinary}`]),
+      ],
       // /var/cache whole: node 1's caches (its images, its libvirt cache) and the host's.
       hidden: [o.upStateDir, o.config.runDir, o.config.imageCacheDir, o.config.imageStoreDir, '/var/cache'],
+      shared: o.clusterBinary ? [dirname(o.clusterBinary)] : [],
       importImages: o.importImages,
       gracePeriodS: 10,
       logLevel: o.config.logLevel,
@@ -153,7 +160,7 @@ export async function startExtraNodes(o: {
       clients: o.clients,
       server: o.server,
       clusterCidr: LOCAL_CLUSTER_CIDR,
-      clusterDns: [LOCAL_CLUSTER_DNS],
+      clusterDns: [LOCAL_CLUSTER_DNS_IP],
       clusterDomain: LOCAL_CLUSTER_DOMAIN,
       cacheDir: defaultCacheDir(),
       logLevel: o.config.logLevel,

@@ -4,7 +4,7 @@ import { copyFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
+import { ensureClusterBinaries, startCluster, type RunningCluster } from '../../deploy/cluster/cluster.js';
 import { startAgent, type RunningAgent } from '../agent.js';
 import { ConfigError, resolveAgentConfig, type AgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
@@ -25,7 +25,19 @@ import { DEFAULT_BRIDGE } from '../network/pod-network.js';
 import { importTestGuest, TEST_GUEST_IMAGE, TEST_GUEST_KERNEL_IMAGE } from '../images/test-guest-images.js';
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
-import { extraNodes, NODES_HELP, NODES_OPTIONS, nodesPlan, prepareSegment, removeSegmentOf, startExtraNodes } from './up-nodes.js';
+import { startLocalDns, type RunningLocalDns } from '../cluster-services/local-dns.js';
+import { localKubeProxyConfigMap } from '../cluster-services/kube-proxy-config.js';
+import {
+  extraNodes,
+  LOCAL_CLUSTER_CIDR,
+  LOCAL_CLUSTER_DOMAIN,
+  NODES_HELP,
+  NODES_OPTIONS,
+  nodesPlan,
+  prepareSegment,
+  removeSegmentOf,
+  startExtraNodes,
+} from './up-nodes.js';
 import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
@@ -160,6 +172,8 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       'state-dir': stateDir,
       // With admin credentials the agent can approve its own serving CSR.
       'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
+      // Every vkvm node runs kube-proxy, node 1 too; --kube-proxy=false leaves Services to the operator.
+      'kube-proxy': values['kube-proxy'] ?? 'true',
     }),
     // Nothing is left running: VMs go when vkvm up goes, even if it is killed.
     vmsDieWithAgent: true,
@@ -176,6 +190,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let controllers: RunningControllers | undefined;
   let subresources: RunningSubresourceApi | undefined;
   let localNodes: RunningLocalNodes | undefined;
+  let dns: RunningLocalDns | undefined;
   const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
   const stopAll = async () => {
@@ -187,6 +202,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ['the subresource API', () => subresources?.close()],
       ['the simulated hosts', () => localNodes?.stop()],
       ['the node agent', () => agent?.stop({ stopVms: true })],
+      ['the cluster DNS', () => dns?.stop()],
       ['the control plane', () => cluster?.stop()],
       ["the nodes' segment", () => removeSegmentOf(plan)],
     ];
@@ -204,6 +220,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       });
       await copyFile(cluster.kubeconfigPath, kubeconfig);
       log.info({ kubeconfig }, 'control plane ready');
+      if (config.kubeProxy) config.kubeProxy.binary = cluster.binary;
     }
     shutdown.throwIfAborted();
     await installClusterManifests(kubeconfig);
@@ -213,6 +230,20 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     const address = config.internalIP ?? (await defaultRouteAddress());
     if (!address)
       throw new ConfigError('--internal-ip', 'the host has no default route; give the address the control plane reaches this host at');
+    if (cluster) {
+      // What a kubeadm cluster has: kube-proxy's ConfigMap, and CoreDNS behind kube-dns (docs/networking.md).
+      await applyManifests(clients, [localKubeProxyConfigMap(LOCAL_CLUSTER_CIDR)]);
+      dns = await startLocalDns({
+        coredns: (await ensureClusterBinaries(log)).coredns,
+        address,
+        adminKubeconfig: kubeconfig,
+        domain: LOCAL_CLUSTER_DOMAIN,
+        dir: join(stateDir, 'cluster-dns'),
+        clients,
+        log: log.child({ component: 'cluster-dns' }),
+      });
+      shutdown.throwIfAborted();
+    }
     const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
     subresources = api;
     controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
@@ -230,6 +261,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       adminKubeconfig: kubeconfig,
       server: clients.kc.getCurrentCluster()!.server,
       importImages: (dir) => importTestGuestImages(dir, log),
+      ...(cluster ? { clusterBinary: cluster.binary } : {}),
       log,
       signal: shutdown,
     });

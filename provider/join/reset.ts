@@ -14,6 +14,7 @@ import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
 import { LAUNCHER_DEFAULTS } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE, PodNetwork } from '../network/pod-network.js';
+import { cleanupKubeProxy } from '../cluster-services/kube-proxy.js';
 import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
@@ -42,7 +43,7 @@ export interface ResetResult {
  * Everything join and the agent keep in the state dir, the pulled-image store included (as
  * `kubeadm reset` leaves no kubelet state); the join record last, so an interrupted reset can be re-run.
  */
-const STATE_ENTRIES = ['vms', 'network', 'pki', 'kubeconfig', 'images', PID_FILE, AGENT_LOG, JOIN_RECORD];
+const STATE_ENTRIES = ['vms', 'network', 'kube-proxy', 'pki', 'kubeconfig', 'images', PID_FILE, AGENT_LOG, JOIN_RECORD];
 
 /** Where a node keeps what its VMs and pod network need to be stopped and removed. */
 export interface NodeWorkloads {
@@ -80,7 +81,7 @@ async function stopVms(w: NodeWorkloads, gracePeriodS: number, log: Logger): Pro
  * With the agent stopped: powers off every VM of the node (ACPI, destroyed
  * after the grace period), removes their launchers, and removes the pod
  * network (VM namespaces, DHCP, rules, routes, the bridge if the agent made
- * it). Returns how many VMs were stopped. Idempotent.
+ * it) and kube-proxy's rules. Returns how many VMs were stopped. Idempotent.
  */
 export async function stopNodeWorkloads(w: NodeWorkloads, gracePeriodS: number, log: Logger): Promise<number> {
   const vmsStopped = await stopVms(w, gracePeriodS, log);
@@ -88,6 +89,7 @@ export async function stopNodeWorkloads(w: NodeWorkloads, gracePeriodS: number, 
   const network = new PodNetwork({ bridge: w.bridge, dir: join(w.stateDir, 'network'), podCidr: async () => undefined, log });
   await network.retainOnly(() => false);
   await network.node.remove();
+  await cleanupKubeProxy(join(w.stateDir, 'kube-proxy'), log);
   return vmsStopped;
 }
 

@@ -16,6 +16,7 @@ import { startHostInit, stopHostInit, type StartedHost } from './host-init.js';
 import type { LocalNode, Segment } from './layout.js';
 import type { RunningLocalNodes } from './hosts.js';
 import { createNodeNetns } from './segment.js';
+import { KUBE_PROXY_CONFIG_KEY, localKubeProxyConfigMap } from '../cluster-services/kube-proxy-config.js';
 
 export interface ContainerNodesOptions {
   nodes: LocalNode[];
@@ -101,6 +102,7 @@ export async function startContainerNodes(o: ContainerNodesOptions, signal: Abor
         token: `${token.id}.${token.secret}`,
         clusterCidr: o.clusterCidr,
         clusterDns: o.clusterDns,
+        kubeProxyConfig: localKubeProxyConfigMap(o.clusterCidr).data[KUBE_PROXY_CONFIG_KEY]!,
         clusterDomain: o.clusterDomain,
         cgroupBase: containerNodeCgroup(node),
         cgroups,

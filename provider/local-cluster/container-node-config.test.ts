@@ -66,6 +66,7 @@ t.test('flannel’s lease becomes a bridge network on the lease’s range, never
         type: 'bridge',
         bridge: 'cni0',
         isGateway: true,
+        isDefaultGateway: true,
         ipMasq: false,
         mtu: 1500,
         ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.3.0/24' }]], dataDir: '/run/vkvm/nodes/3/cni/ipam' },

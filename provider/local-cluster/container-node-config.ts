@@ -128,8 +128,8 @@ export function parseSubnetEnv(text: string): { subnet: string; mtu: number } {
 
 /**
  * The node's CNI network, what flannel's CNI plugin would delegate: a bridge
- * whose address is the gateway of the node's lease, host-local addresses from
- * it, no masquerade (pod sources cross the pod network as they are).
+ * whose address is the gateway of the node's lease and the pods' default
+ * route, host-local addresses from it, no masquerade (pod sources cross the pod network as they are).
  */
 export function cniConfList(d: ContainerNodeDirs, lease: { subnet: string; mtu: number }): string {
   return JSON.stringify({
@@ -140,6 +140,8 @@ export function cniConfList(d: ContainerNodeDirs, lease: { subnet: string; mtu: 
         type: 'bridge',
         bridge: CNI_BRIDGE,
         isGateway: true,
+        // The pods' default route via the bridge, as flannel's plugin delegates: without it a pod reaches only its own node's range.
+        isDefaultGateway: true,
         ipMasq: false,
         hairpinMode: true,
         mtu: lease.mtu,

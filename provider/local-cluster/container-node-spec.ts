@@ -21,6 +21,8 @@ export interface ContainerNodeSpec extends ContainerNodeDirs {
   token: string;
   clusterCidr: string;
   clusterDns: string[];
+  /** The cluster's KubeProxyConfiguration (ConfigMap kube-system/kube-proxy's config.conf). */
+  kubeProxyConfig: string;
   clusterDomain: string;
   /** The node's cgroup subtree, relative to each hierarchy's root. */
   cgroupBase: string;

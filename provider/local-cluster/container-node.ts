@@ -10,8 +10,9 @@
 //   3. starts the real kubelet, which joins by TLS bootstrap with a bootstrap
 //      token as `vkvm join` does, and waits for the Node's podCIDR;
 //   4. starts flanneld (host-gw), and once it wrote the node's lease writes
-//      the CNI network (bridge + host-local on that lease);
-//   5. on SIGTERM or SIGINT, stops the kubelet and flanneld, kills what its
+//      the CNI network (bridge + host-local on that lease); then kube-proxy
+//      with the cluster's configuration;
+//   5. on SIGTERM or SIGINT, stops the kubelet, kube-proxy and flanneld, kills what its
 //      cgroup subtree still holds (containerd, shims, pods) and removes the
 //      node's directories. Its mounts and pod namespaces go with its mount
 //      namespace; its interfaces, routes and rules with the network namespace
@@ -40,6 +41,7 @@ import {
   parseSubnetEnv,
 } from './container-node-config.js';
 import { CONTAINER_NODE_READY, type ContainerNodeSpec } from './container-node-spec.js';
+import { hostKubeProxyConfig } from '../cluster-services/kube-proxy-config.js';
 import { enterNodeCgroup, nodeCgroupOf, podsCgroup, removeNodeCgroup } from './node-cgroup.js';
 
 /** Host-wide paths the components write whatever their flags say; each node gets an empty one. */
@@ -153,6 +155,7 @@ interface Running {
   containerd?: Daemon;
   kubelet?: Daemon;
   flanneld?: Daemon;
+  kubeProxy?: Daemon;
 }
 
 /** Steps 2-4. */
@@ -202,6 +205,11 @@ async function startNode(spec: ContainerNodeSpec, r: Running, log: Logger): Prom
   const lease = parseSubnetEnv(await readFile(flannelSubnetFile(spec), 'utf8'));
   await writeFile(join(cniConfDir(spec), '10-vkvm-flannel.conflist'), cniConfList(spec, lease));
   log.info({ subnet: lease.subnet }, 'flannel routes the node’s pod range');
+
+  // As a kubeadm cluster's DaemonSet would run it, with the node's credentials; its rules go with the namespace.
+  const kubeProxyConfig = join(spec.rootDir, 'kube-proxy.yaml');
+  await writeFile(kubeProxyConfig, hostKubeProxyConfig(spec.kubeProxyConfig, { kubeconfig: kubeletKubeconfig(spec), nodeName: spec.name }));
+  r.kubeProxy = startDaemon(spec, 'kube-proxy', spec.binary, ['kube-proxy', `--config=${kubeProxyConfig}`, '--v=1']);
 }
 
 /** Mount points below `dirs`, deepest first (mountinfo escapes a space as \\040). */
@@ -216,6 +224,7 @@ async function mountsBelow(dirs: string[]): Promise<string[]> {
 /** Step 5. */
 async function stopNode(spec: ContainerNodeSpec, r: Running, log: Logger): Promise<void> {
   await stopDaemon(r.kubelet);
+  await stopDaemon(r.kubeProxy);
   await stopDaemon(r.flanneld);
   await stopDaemon(r.containerd);
   await removeNodeCgroup(nodeCgroupOf(spec.cgroupBase, spec.cgroups), process.pid);

@@ -14,6 +14,8 @@ export interface SimulatedHostSpec {
   libvirtCacheDir: string;
   /** Paths of this machine the host must not see (node 1's directories, holding every other node's). */
   hidden: string[];
+  /** Paths inside hidden ones mounted back read-only. */
+  shared: string[];
   /** `vkvm join` arguments as `vkvm token create` printed them, without "vkvm join". */
   joinArgs: string[];
   /** Node agent flags, passed through `vkvm join` to the agent. */

@@ -31,6 +31,8 @@ export interface LocalNodesOptions {
   agentArgs: string[];
   /** Node 1's directories, hidden from the simulated hosts. */
   hidden: string[];
+  /** Directories inside hidden ones the hosts see again, read-only (the control plane's binaries, whose kube-proxy they run). */
+  shared: string[];
   /** Puts the test guest images in a node's image store before it starts. */
   importImages: (imageStoreDir: string) => Promise<void>;
   gracePeriodS: number;
@@ -69,6 +71,7 @@ async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[], 
     imageCacheDir: node.imageCacheDir,
     libvirtCacheDir: node.libvirtCacheDir,
     hidden: o.hidden,
+    shared: o.shared,
     joinArgs: join,
     agentArgs: [
       ...o.agentArgs,

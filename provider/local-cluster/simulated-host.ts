@@ -5,7 +5,8 @@
 //   1. hides this machine's other vkvm state from the host: node 1's state,
 //      run and cache dirs (and so every other node's, which live below them)
 //      and the host's network namespace files, under empty tmpfs mounts,
-//      then mounts its own directories back;
+//      then mounts its own directories back, and the control plane's
+//      binaries read-only (its kube-proxy);
 //   2. joins the cluster exactly as an operator's host does: `vkvm join`
 //      with the command `vkvm token create` printed, which starts the node
 //      agent as a detached process (inheriting both namespaces);
@@ -51,7 +52,10 @@ async function hideTheRest(spec: SimulatedHostSpec): Promise<void> {
   // The libvirt cache the launchers make themselves, root-only.
   for (const dir of [spec.stateDir, spec.imageCacheDir]) await mkdir(dir, { recursive: true, mode: 0o711 });
   await mkdir(spec.runDir, { recursive: true, mode: 0o700 });
-  const own = [spec.rootDir, spec.runDir].map((dir) => ({ dir, fd: openSync(dir, 'r') }));
+  const own = [
+    ...[spec.rootDir, spec.runDir].map((dir) => ({ dir, fd: openSync(dir, 'r'), readOnly: false })),
+    ...spec.shared.map((dir) => ({ dir, fd: openSync(dir, 'r'), readOnly: true })),
+  ];
   // Outermost first; one inside a hidden path is hidden with it.
   const masks: string[] = [];
   for (const path of [...new Set([...spec.hidden, NETNS_DIR])].sort((a, b) => a.length - b.length)) {
@@ -60,10 +64,10 @@ async function hideTheRest(spec: SimulatedHostSpec): Promise<void> {
     await run(['mount', '-t', 'tmpfs', '-o', 'mode=0711,size=16m', 'vkvm-hidden', path]);
     masks.push(path);
   }
-  for (const { dir, fd } of own) {
+  for (const { dir, fd, readOnly } of own) {
     await mkdir(dir, { recursive: true, mode: 0o711 });
     // Not canonicalized: the link's path is the hidden one; the open directory is what is meant.
-    await mountWithFd(['--no-canonicalize', '--bind', `/proc/self/fd/${MOUNT_FD}`, dir], fd);
+    await mountWithFd(['--no-canonicalize', '-o', readOnly ? 'bind,ro' : 'bind', `/proc/self/fd/${MOUNT_FD}`, dir], fd);
   }
 }
 

@@ -3,22 +3,52 @@
 // bootstrap, podCIDR from the controller manager), flannel host-gw as its
 // network, and the local images (never pulled). A tenant's toolbox pod serves
 // HTTP, a second fetches it by pod IP and serves what it got; both are read
-// back by content. After Ctrl-C nothing of the node is left: no process,
-// mount, cgroup, namespace, interface or state directory.
+// back by content. Then Services and cluster DNS (kube-proxy on every node,
+// CoreDNS beside the control plane): a container pod fetches a VMI's page by
+// the name of a Service selecting its labels; the VM on vkvm node 2 resolves
+// kubernetes.default and a Service in another namespace, fetches through it,
+// and reaches a container pod by pod IP, which sees the VM's pod IP. After
+// Ctrl-C nothing of the node is left: no process, mount, cgroup, namespace,
+// interface, kube-proxy rule or state directory.
 import { existsSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeClients } from '../../provider/kube/client.js';
 import t from 'tap';
 import { TOOLBOX_IMAGE } from '../../provider/images/local-images.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
 import { argvOf, pidsWhere } from '../helpers/processes.js';
-import { condition, createTenant, isRunningAndReady, nodes, pods, startUpCluster, waitFor, type UpCluster } from './framework/index.js';
+import {
+  condition,
+  createTenant,
+  isRunningAndReady,
+  kubeconfigFile,
+  nodes,
+  poll,
+  pods,
+  serviceAccounts,
+  smokeVmiSpec,
+  startUpCluster,
+  virtualMachineInstances,
+  waitFor,
+  type UpCluster,
+  type UpNode,
+} from './framework/index.js';
 
 const NODE = 'vkvm-e2e-cnodes';
 const NS = 'e2e-container-nodes';
 const READY_DEADLINE_MS = 240_000;
 const PAGE = 'served by the toolbox on a container node';
+/** A namespace the tenant has no rights in, whose Service the VM finds by name. */
+const OTHER_NS = 'e2e-container-nodes-far';
+const ECHO_PAGE = 'the echo pod in another namespace';
+const BOOT_DEADLINE_MS = 240_000;
+const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtualmachineinstances' };
+/** busybox httpd runs CGI programs with the peer's address in REMOTE_ADDR. */
+const REMOTE_ADDR_CGI =
+  "mkdir -p /www/cgi-bin && echo '#!/bin/sh' >/www/cgi-bin/ip && " +
+  `echo 'echo Content-Type: text/plain; echo; echo "$REMOTE_ADDR"' >>/www/cgi-bin/ip && chmod +x /www/cgi-bin/ip`;
 
 /** What a container node could leave: the leak audit's kinds plus links, routes, namespaces, mounts and its daemons. */
 async function machineFootprint(up: { stateDir: string; bridge: string }): Promise<Footprint> {
@@ -39,16 +69,72 @@ async function machineFootprint(up: { stateDir: string; bridge: string }): Promi
     route: await lines(['ip', '-4', 'route', 'show'], Boolean),
     'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
     mount: await lines(['cat', '/proc/self/mountinfo'], (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l)),
+    // kube-proxy's, in this host's namespace (node 1's; the other nodes' go with their namespaces, counted above).
+    'kube-proxy rule': [
+      ...(await lines(['iptables-save'], (l) => /KUBE-/.test(l))),
+      ...(await lines(['ip6tables-save'], (l) => /KUBE-/.test(l))),
+      ...(await lines(['nft', 'list', 'tables'], (l) => /kube-proxy/.test(l))),
+    ],
     'container daemon': pidsWhere(isContainerNodeProcess).map((p) => argvOf(p).join(' ').slice(0, 120)),
   };
 }
 
-/** containerd, its shims, the kubelet, flanneld, and the pods' processes (pause, the toolbox's httpd). */
+/** containerd, its shims, the kubelet, flanneld, kube-proxy, CoreDNS, and the pods' processes (pause, the toolbox's httpd). */
 function isContainerNodeProcess(argv: string[]): boolean {
   const exe = basename(argv[0] ?? '');
-  if (['containerd', 'containerd-shim-runc-v2', 'runc', 'pause', '/pause'].includes(exe)) return true;
-  if (exe === 'vkvm-cluster') return argv[1] === 'kubelet' || argv[1] === 'flanneld';
+  if (['containerd', 'containerd-shim-runc-v2', 'runc', 'pause', '/pause', 'coredns'].includes(exe)) return true;
+  if (exe === 'vkvm-cluster') return ['kubelet', 'flanneld', 'kube-proxy'].includes(argv[1] ?? '');
   return exe === 'httpd' && argv.includes('/www');
+}
+
+/** What each node says about Services and DNS, for a failure's message. */
+async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Promise<string> {
+  const [node1, node2, cnode] = [up.nodes[0]!, up.nodes[1]!, up.nodes.find((n) => n.container)!];
+  const svc = `vm-web.${NS}.svc.cluster.local`;
+  const probes: Array<[string, UpNode, string]> = [
+    ['node 1 routes', node1, 'ip -4 route'],
+    ['node 1 to the VM', node1, `timeout 8 busybox wget -q -O - http://${vmIp}/`],
+    ['node 1 forward and postrouting', node1, 'iptables -S FORWARD; iptables -t nat -S POSTROUTING'],
+    ['node 1 kube-proxy', node1, `tail -5 ${up.stateDir}/kube-proxy/kube-proxy.log`],
+    ['node 1 nat', node1, 'iptables-save -t nat | grep -E "vm-web|kube-dns|KUBE-SERVICES" | head -12'],
+    ['node 2 routes', node2, 'ip -4 route'],
+    ['node 2 to the VM', node2, `timeout 8 busybox wget -q -O - http://${vmIp}/`],
+    ['node 2 forwarding', node2, 'grep . /proc/sys/net/ipv4/conf/*/forwarding /proc/sys/net/ipv4/conf/*/rp_filter'],
+    ['node 2 kube-proxy', node2, `tail -5 ${node2.simulated!.stateDir}/kube-proxy/kube-proxy.log`],
+    ['node 2 filter', node2, 'iptables-save -t filter | head -40'],
+    ['cnode routes', cnode, 'ip -4 route'],
+    ['cnode kube-proxy', cnode, `tail -8 ${cnode.simulated!.rootDir}/logs/kube-proxy.log`],
+    ['cnode nat', cnode, 'iptables-save -t nat | grep -E "vm-web|kube-dns" | head -12'],
+    ['cnode DNS via ClusterIP', cnode, `busybox nslookup ${svc} 10.96.0.10`],
+    ['cnode DNS direct', cnode, `busybox nslookup ${svc} ${node1.address}`],
+    ['cnode to the VM', cnode, `timeout 10 busybox wget -q -O - http://${vmIp}/`],
+    ['cnode pings', cnode, `busybox ping -c 2 -W 2 ${node2.address}; busybox ping -c 2 -W 2 ${vmIp}`],
+    ['cnode filter', cnode, 'iptables-save -t filter | grep -v "^#"'],
+    ['cnode to the Service', cnode, `timeout 10 busybox wget -q -O - http://${svc}/`],
+  ];
+  const out: string[] = [];
+  for (const [what, node, script] of probes) {
+    const r = await node.exec(['sh', '-c', script]).catch((err: unknown) => ({ code: -1, stdout: '', stderr: String(err) }));
+    out.push(`--- ${what} (exit ${r.code})\n${r.stdout}${r.stderr}`);
+  }
+  const slices = await up.kubectl(['-n', NS, 'get', 'endpointslices,pods', '-o', 'wide']);
+  out.push(`--- ${NS}\n${slices.stdout}${slices.stderr}`);
+  const logs = await up.kubectl(['-n', NS, 'logs', 'fetcher', '--tail=5']);
+  out.push(`--- fetcher's log\n${logs.stdout}${logs.stderr}`);
+  for (const script of [
+    'cat /etc/resolv.conf',
+    `nslookup ${svc}`,
+    `nslookup ${svc} ${node1.address}`,
+    `timeout 8 wget -q -O - http://${vmIp}/`,
+    `timeout 8 wget -q -O - http://${up.nodes[0]!.address}:1/ 2>&1 | head -2`,
+  ]) {
+    const r = await up.kubectl(['-n', NS, 'exec', 'fetcher', '--', 'sh', '-c', script]);
+    out.push(`--- in fetcher: ${script} (exit ${r.code})\n${r.stdout}${r.stderr}`);
+  }
+  const launcher = await up.kubectl(['-n', NS, 'get', 'pods', '-l', 'vm.kubevirt.io/name=web', '-o', 'name']);
+  const consoleLog = await up.kubectl(['-n', NS, 'logs', launcher.stdout.trim().split('\n')[0] ?? '', '--tail=15']);
+  out.push(`--- the VM's console\n${consoleLog.stdout}${consoleLog.stderr}`);
+  return out.join('\n');
 }
 
 /** A toolbox pod on `node` that runs `script`, Ready once its httpd answers on 8080. */
@@ -79,6 +165,7 @@ t.test(
     const cnode = up.nodes.find((n) => n.container)!;
     const vkvmNode2 = up.nodes[1]!;
     const admin = up.clients;
+    let tenant: KubeClients | undefined;
     t.match(
       up.output.find((l) => l.startsWith('vkvm: node')),
       `vkvm: nodes ${NODE}, ${vkvmNode2.name}, ${cnode.name} are up`,
@@ -111,7 +198,7 @@ t.test(
 
     await t.test('a tenant’s toolbox pod serves HTTP; another fetches it by pod IP; both answer by content', async (t) => {
       await admin.core.createNamespace({ body: { metadata: { name: NS } } });
-      const tenant = await createTenant(admin, NS);
+      tenant = await createTenant(admin, NS);
       await tenant.core.createNamespacedPod({
         namespace: NS,
         body: toolboxPod('server', cnode.name, `echo '${PAGE}' > /www/index.html && exec httpd -f -p 8080 -h /www`),
@@ -141,6 +228,113 @@ t.test(
         'the server’s page, and the client’s copy of it fetched across the node’s pod network',
       );
       t.match(server.status?.containerStatuses?.[0]?.imageID, /^sha256:|@sha256:/, 'the image is the local one, imported');
+    });
+
+    await t.test('Services and DNS join VMs and container pods across nodes, sources not NATed', async (t) => {
+      if (!tenant) return t.fail('the tenant was not created');
+      const tenantKubeconfig = await kubeconfigFile(t, tenant);
+      // Another namespace (the admin's): a toolbox pod behind Service echo, which also says who asked.
+      await admin.core.createNamespace({ body: { metadata: { name: OTHER_NS } } });
+      await waitFor(serviceAccounts(admin, OTHER_NS, { name: 'default' }), () => true, { what: 'the default ServiceAccount' });
+      await admin.core.createNamespacedPod({
+        namespace: OTHER_NS,
+        body: toolboxPod(
+          'echo',
+          cnode.name,
+          `echo '${ECHO_PAGE}' > /www/index.html && ${REMOTE_ADDR_CGI} && exec httpd -f -p 8080 -h /www`,
+        ),
+      });
+      const echoService = await admin.core.createNamespacedService({
+        namespace: OTHER_NS,
+        body: { metadata: { name: 'echo' }, spec: { selector: { app: 'echo' }, ports: [{ port: 80, targetPort: 8080 }] } },
+      });
+      // The tenant's VMI on vkvm node 2 (the guest serves "vkvm-guest <its address>"), and a Service selecting its labels.
+      const spec = smokeVmiSpec();
+      spec.nodeSelector = { 'kubernetes.io/hostname': vkvmNode2.name };
+      spec.domain.devices!.interfaces = [{ name: 'default', bridge: {} }];
+      await tenant.custom.createNamespacedCustomObject({
+        ...KV,
+        body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'web', labels: { app: 'vm-web' } }, spec },
+      });
+      await tenant.core.createNamespacedService({
+        namespace: NS,
+        body: { metadata: { name: 'vm-web' }, spec: { selector: { app: 'vm-web' }, ports: [{ port: 80 }] } },
+      });
+      // A toolbox pod on the container node serves what it fetched from the VM by the Service's name.
+      await tenant.core.createNamespacedPod({
+        namespace: NS,
+        body: toolboxPod(
+          'fetcher',
+          cnode.name,
+          'until wget -q -O /www/index.html http://vm-web/; do sleep 1; done; exec httpd -f -p 8080 -h /www',
+        ),
+      });
+      await waitFor(virtualMachineInstances(admin, NS, { name: 'web' }), (v) => v.status?.phase === 'Running', {
+        what: 'Running on vkvm node 2',
+        deadlineMs: BOOT_DEADLINE_MS,
+      });
+      const launcher = await waitFor(pods(admin, NS, { labelSelector: 'vm.kubevirt.io/name=web' }), (p) => !!p.status?.podIP, {
+        what: 'the launcher pod’s IP',
+      });
+      const vmIp = launcher.status!.podIP!;
+      const fetcher = await waitFor(pods(admin, NS, { name: 'fetcher' }), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
+        what: 'the guest’s page fetched through Service vm-web',
+        deadlineMs: BOOT_DEADLINE_MS,
+      }).catch(async (err: unknown) => {
+        t.comment(await serviceDiagnostics(up, vmIp));
+        throw err;
+      });
+      const echo = await waitFor(pods(admin, OTHER_NS, { name: 'echo' }), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
+        what: 'Running and Ready',
+      });
+      t.same(
+        {
+          node: launcher.spec?.nodeName,
+          fetched: (await cnode.exec(['busybox', 'wget', '-q', '-O', '-', `http://${fetcher.status!.podIP!}:8080/`])).stdout.trim(),
+        },
+        { node: vkvmNode2.name, fetched: `vkvm-guest ${vmIp}` },
+        'the container pod fetched the guest’s page by the name of a Service that selects the VMI’s labels',
+      );
+
+      // In the guest: wget without -q says which address a name resolved to.
+      const inGuest = (url: string) =>
+        up.kubectl(['-n', NS, 'exec', launcher.metadata!.name!, '--', '/bin/timeout', '30', '/bin/wget', '-O', '-', url], tenantKubeconfig);
+      const apiserver = await poll(
+        'the VM to reach kubernetes.default',
+        () => inGuest('http://kubernetes.default:443/'),
+        (r) => r.stderr.includes('Connecting to kubernetes.default'),
+        { deadlineMs: 120_000, intervalMs: 2000 },
+      );
+      const far = await poll(
+        `the VM to fetch echo.${OTHER_NS}`,
+        () => inGuest(`http://echo.${OTHER_NS}/`),
+        (r) => r.stdout.includes(ECHO_PAGE),
+        { deadlineMs: 120_000, intervalMs: 2000 },
+      );
+      const source = await poll(
+        'the VM to reach the echo pod by its pod IP',
+        () => inGuest(`http://${echo.status!.podIP!}:8080/cgi-bin/ip`),
+        (r) => r.code === 0,
+        { deadlineMs: 120_000, intervalMs: 2000 },
+      );
+      t.match(
+        {
+          kubernetesDefault: apiserver.stderr,
+          // The API server speaks TLS: a plain request is answered 400, which is an answer from it.
+          apiserverAnswer: apiserver.stderr,
+          farService: far.stderr,
+          farPage: far.stdout.trim(),
+          echoSawSource: source.stdout.trim(),
+        },
+        {
+          kubernetesDefault: /Connecting to kubernetes\.default:443 \(10\.96\.0\.1:443\)/,
+          apiserverAnswer: /400 Bad Request/,
+          farService: new RegExp(`Connecting to echo\\.${OTHER_NS} \\(${echoService.spec!.clusterIP!.replaceAll('.', '\\.')}:80\\)`),
+          farPage: ECHO_PAGE,
+          echoSawSource: vmIp,
+        },
+        'the VM on node 2 resolves kubernetes.default and a Service in another namespace, fetches through it, and reaches a container pod by pod IP as itself',
+      );
     });
 
     await t.test('Ctrl-C stops the node; no process, mount, cgroup, namespace, link or node state is left', async (t) => {
