@@ -6,8 +6,10 @@
 // EvictionBlocked Event; LiveMigrate and migratable is refused with 429 while
 // an evacuation VMIM is made and status.evacuationNodeName is set. Its target
 // pod cannot be placed (node 2 is cordoned), so the evacuation stays pending;
-// uncordoning node 1 cancels it: the VMIM is deleted and the mark cleared. The
-// move itself (the node agents' side) is not asserted here.
+// uncordoning node 1 cancels it: the VMIM is deleted and the mark cleared.
+// Then, with node 2 open and the blocking VM gone, `kubectl drain` of node 1
+// completes: the LiveMigrate VM moves to node 2 (the same VMI, live), the None
+// VM is evicted and its VM starts it again on node 2.
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,5 +172,37 @@ t.test('kubectl drain: None evicts, LiveMigrate blocks with the reason or evacua
     await waitFor(events(admin, NS), (e) => e.reason === 'EvacuationCanceled' && e.involvedObject?.name === 'mover', {
       what: 'the EvacuationCanceled event',
     });
+  });
+
+  await t.test('with node 2 open, the drain completes: the LiveMigrate VM moves live, the None VM restarts there', async (t) => {
+    await tenant.custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'pinned' });
+    await waitForGone(virtualMachineInstances(admin, NS, { name: 'pinned' }), { deadlineMs: 120_000 });
+    const before = await Promise.all(
+      ['plain', 'mover'].map((name) =>
+        waitFor(virtualMachineInstances(admin, NS, { name }), (v) => v.status?.phase === 'Running', {
+          what: `${name} Running`,
+          deadlineMs: BOOT_DEADLINE_MS,
+        }),
+      ),
+    );
+    t.equal((await kubectl(['uncordon', b.name])).code, 0, 'node 2 uncordoned');
+    const r = await kubectl(['drain', a.name, '--ignore-daemonsets', '--timeout=280s']);
+    t.match(r, { code: 0, out: new RegExp(`node/${a.name} drained`) }, 'the drain completes');
+    const [plain, mover] = await Promise.all(
+      ['plain', 'mover'].map((name) =>
+        waitFor(virtualMachineInstances(admin, NS, { name }), (v) => v.status?.phase === 'Running' && v.status.nodeName === b.name, {
+          what: `${name} Running on node 2`,
+          deadlineMs: BOOT_DEADLINE_MS,
+        }),
+      ),
+    );
+    t.same(
+      {
+        mover: { sameVmi: mover!.metadata.uid === before[1]!.metadata.uid, migrated: mover!.status?.migrationState?.completed },
+        plain: { sameVmi: plain!.metadata.uid === before[0]!.metadata.uid },
+      },
+      { mover: { sameVmi: true, migrated: true }, plain: { sameVmi: false } },
+      'mover is the same VMI, migrated; plain is a new VMI its VM started on node 2',
+    );
   });
 });

@@ -144,7 +144,8 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
   t.match(before, /^[0-9a-f-]{36}\nmig-data-123\n$/, 'the guest wrote its emptyDisk');
 
   // A TCP session held open across the migrations: testvm echoes on :7000, the pinned VM on node 1 sends a line a
-  // second and logs what comes back, on one connection.
+  // second and logs what comes back, on one connection. (Background commands hold no descriptor of the exec: the guest
+  // agent reports a command finished only once its output pipes close.)
   const ip = source!.status!.podIP!;
   const [pinnedPod] = (
     await admin.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/created-by=${pinnedVmi!.metadata.uid}` })
@@ -160,7 +161,7 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
     { deadlineMs: 120_000, intervalMs: 2000 },
   );
   await guest(source!.metadata!.name!, 'nc -l -p 7000 -e /bin/cat </dev/null >/dev/null 2>&1 &');
-  await guest(pinnedPod!.metadata!.name!, `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1 &)`);
+  await guest(pinnedPod!.metadata!.name!, `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1) </dev/null >/dev/null 2>&1 &`);
   const echoed = async () => Number((await guest(pinnedPod!.metadata!.name!, 'grep -c tick /tmp/echo.log || true')).trim());
   await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 });
 
