@@ -161,7 +161,10 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
     { deadlineMs: 120_000, intervalMs: 2000 },
   );
   await guest(source!.metadata!.name!, 'nc -l -p 7000 -e /bin/cat </dev/null >/dev/null 2>&1 &');
-  await guest(pinnedPod!.metadata!.name!, `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1) </dev/null >/dev/null 2>&1 &`);
+  await guest(
+    pinnedPod!.metadata!.name!,
+    `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1) </dev/null >/dev/null 2>&1 &`,
+  );
   const echoed = async () => Number((await guest(pinnedPod!.metadata!.name!, 'grep -c tick /tmp/echo.log || true')).trim());
   await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 });
 
