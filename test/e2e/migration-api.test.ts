@@ -161,12 +161,20 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
     { deadlineMs: 120_000, intervalMs: 2000 },
   );
   await guest(source!.metadata!.name!, 'nc -l -p 7000 -e /bin/cat </dev/null >/dev/null 2>&1 &');
+  await poll(
+    'the echo server listens',
+    () => guest(source!.metadata!.name!, 'netstat -ltn'),
+    (out) => /:7000\s/.test(out),
+    { deadlineMs: 30_000, intervalMs: 1000 },
+  );
   await guest(
     pinnedPod!.metadata!.name!,
     `(while :; do echo tick; sleep 1; done | nc ${ip} 7000 > /tmp/echo.log 2>&1) </dev/null >/dev/null 2>&1 &`,
   );
   const echoed = async () => Number((await guest(pinnedPod!.metadata!.name!, 'grep -c tick /tmp/echo.log || true')).trim());
-  await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 });
+  await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 }).catch(async (err: Error) => {
+    throw new Error(`${err.message}; the client's log: ${await guest(pinnedPod!.metadata!.name!, 'cat /tmp/echo.log; ip route')}`);
+  });
 
   await t.test('a tenant with edit but not the migrate role gets 403 from virtctl migrate', async (t) => {
     t.match(
