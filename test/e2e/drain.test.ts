@@ -176,7 +176,7 @@ t.test('kubectl drain: None evicts, LiveMigrate blocks with the reason or evacua
     });
   });
 
-  await t.test('with node 2 open, the drain completes: the LiveMigrate VM moves live, the None VM restarts there', async (t) => {
+  await t.test('with node 2 open, the drain completes: LiveMigrate moves live; LiveMigrateIfPossible (not migratable) and None restart there', async (t) => {
     await tenant.custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'pinned' });
     await waitForGone(virtualMachineInstances(admin, NS, { name: 'pinned' }), { deadlineMs: 120_000 });
     // Not live-migratable (a non-shared hostDisk), not pinned: started on node 1 while node 2 is still cordoned.
