@@ -176,54 +176,57 @@ t.test('kubectl drain: None evicts, LiveMigrate blocks with the reason or evacua
     });
   });
 
-  await t.test('with node 2 open, the drain completes: LiveMigrate moves live; LiveMigrateIfPossible (not migratable) and None restart there', async (t) => {
-    await tenant.custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'pinned' });
-    await waitForGone(virtualMachineInstances(admin, NS, { name: 'pinned' }), { deadlineMs: 120_000 });
-    // Not live-migratable (a non-shared hostDisk), not pinned: started on node 1 while node 2 is still cordoned.
-    const maybe = smokeVm('maybe');
-    const maybeSpec = maybe.spec.template!.spec;
-    maybeSpec.evictionStrategy = 'LiveMigrateIfPossible';
-    maybeSpec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
-    maybeSpec.volumes!.push({ name: 'data', hostDisk: { path: join(disks, 'maybe.img'), type: 'DiskOrCreate', capacity: '16Mi' } });
-    await tenant.custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: maybe });
-    const before = await Promise.all(
-      ['plain', 'mover', 'maybe'].map((name) =>
-        waitFor(
-          virtualMachineInstances(admin, NS, { name }),
-          (v) => v.status?.phase === 'Running' && v.status.conditions?.some((c) => c.type === 'LiveMigratable') === true,
-          {
-            what: `${name} Running`,
-            deadlineMs: BOOT_DEADLINE_MS,
-          },
+  await t.test(
+    'with node 2 open, the drain completes: LiveMigrate moves live; LiveMigrateIfPossible (not migratable) and None restart there',
+    async (t) => {
+      await tenant.custom.deleteNamespacedCustomObject({ ...KV, plural: 'virtualmachines', name: 'pinned' });
+      await waitForGone(virtualMachineInstances(admin, NS, { name: 'pinned' }), { deadlineMs: 120_000 });
+      // Not live-migratable (a non-shared hostDisk), not pinned: started on node 1 while node 2 is still cordoned.
+      const maybe = smokeVm('maybe');
+      const maybeSpec = maybe.spec.template!.spec;
+      maybeSpec.evictionStrategy = 'LiveMigrateIfPossible';
+      maybeSpec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+      maybeSpec.volumes!.push({ name: 'data', hostDisk: { path: join(disks, 'maybe.img'), type: 'DiskOrCreate', capacity: '16Mi' } });
+      await tenant.custom.createNamespacedCustomObject({ ...KV, plural: 'virtualmachines', body: maybe });
+      const before = await Promise.all(
+        ['plain', 'mover', 'maybe'].map((name) =>
+          waitFor(
+            virtualMachineInstances(admin, NS, { name }),
+            (v) => v.status?.phase === 'Running' && v.status.conditions?.some((c) => c.type === 'LiveMigratable') === true,
+            {
+              what: `${name} Running`,
+              deadlineMs: BOOT_DEADLINE_MS,
+            },
+          ),
         ),
-      ),
-    );
-    t.equal((await kubectl(['uncordon', b.name])).code, 0, 'node 2 uncordoned');
-    const r = await kubectl(['drain', a.name, '--ignore-daemonsets', '--timeout=280s']);
-    t.match(r, { code: 0, out: new RegExp(`node/${a.name} drained`) }, 'the drain completes');
-    const [plain, mover, evicted] = await Promise.all(
-      ['plain', 'mover', 'maybe'].map((name) =>
-        waitFor(virtualMachineInstances(admin, NS, { name }), (v) => v.status?.phase === 'Running' && v.status.nodeName === b.name, {
-          what: `${name} Running on node 2`,
-          deadlineMs: BOOT_DEADLINE_MS,
-        }),
-      ),
-    );
-    t.same(
-      {
-        mover: { sameVmi: mover!.metadata.uid === before[1]!.metadata.uid, migrated: mover!.status?.migrationState?.completed },
-        plain: { sameVmi: plain!.metadata.uid === before[0]!.metadata.uid },
-        maybe: {
-          before: [before[2]!.status?.nodeName, before[2]!.status?.conditions?.find((c) => c.type === 'LiveMigratable')?.status],
-          sameVmi: evicted!.metadata.uid === before[2]!.metadata.uid,
+      );
+      t.equal((await kubectl(['uncordon', b.name])).code, 0, 'node 2 uncordoned');
+      const r = await kubectl(['drain', a.name, '--ignore-daemonsets', '--timeout=280s']);
+      t.match(r, { code: 0, out: new RegExp(`node/${a.name} drained`) }, 'the drain completes');
+      const [plain, mover, evicted] = await Promise.all(
+        ['plain', 'mover', 'maybe'].map((name) =>
+          waitFor(virtualMachineInstances(admin, NS, { name }), (v) => v.status?.phase === 'Running' && v.status.nodeName === b.name, {
+            what: `${name} Running on node 2`,
+            deadlineMs: BOOT_DEADLINE_MS,
+          }),
+        ),
+      );
+      t.same(
+        {
+          mover: { sameVmi: mover!.metadata.uid === before[1]!.metadata.uid, migrated: mover!.status?.migrationState?.completed },
+          plain: { sameVmi: plain!.metadata.uid === before[0]!.metadata.uid },
+          maybe: {
+            before: [before[2]!.status?.nodeName, before[2]!.status?.conditions?.find((c) => c.type === 'LiveMigratable')?.status],
+            sameVmi: evicted!.metadata.uid === before[2]!.metadata.uid,
+          },
         },
-      },
-      {
-        mover: { sameVmi: true, migrated: true },
-        plain: { sameVmi: false },
-        maybe: { before: [a.name, 'False'], sameVmi: false },
-      },
-      'mover is the same VMI, migrated; plain and maybe (LiveMigrateIfPossible, not migratable) are new VMIs their VMs started on node 2',
-    );
-  });
+        {
+          mover: { sameVmi: true, migrated: true },
+          plain: { sameVmi: false },
+          maybe: { before: [a.name, 'False'], sameVmi: false },
+        },
+        'mover is the same VMI, migrated; plain and maybe (LiveMigrateIfPossible, not migratable) are new VMIs their VMs started on node 2',
+      );
+    },
+  );
 });
