@@ -173,7 +173,13 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
   );
   const echoed = async () => Number((await guest(pinnedPod!.metadata!.name!, 'grep -c tick /tmp/echo.log || true')).trim());
   await poll('the echo session runs', echoed, (n) => n >= 2, { deadlineMs: 60_000, intervalMs: 1000 }).catch(async (err: Error) => {
-    throw new Error(`${err.message}; the client's log: ${await guest(pinnedPod!.metadata!.name!, 'cat /tmp/echo.log; ip route')}`);
+    const diag = async (pod: string, script: string) => guest(pod, script).catch((e: Error) => e.message);
+    const client = await diag(
+      pinnedPod!.metadata!.name!,
+      `cat /tmp/echo.log; netstat -tn; ps; wget -q -T 5 -O - http://${ip}/ | head -c 80`,
+    );
+    const server = await diag(source!.metadata!.name!, 'netstat -tn; ps; ls -l /bin/cat');
+    throw new Error(`${err.message}; the client: ${client}; the server: ${server}`);
   });
 
   await t.test('a tenant with edit but not the migrate role gets 403 from virtctl migrate', async (t) => {
