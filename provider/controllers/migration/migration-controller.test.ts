@@ -11,7 +11,8 @@ import { KUBEVIRT_MIGRATION_DEFAULTS } from './policy.js';
 
 /** A cache of objects by ns/name, as the controller reads informers. */
 function cache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]) {
-  const key = (o: T) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name}`;
+  // As the informer keys them: namespace/name, or the name alone for a cluster-scoped object.
+  const key = (o: T) => (o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : `${o.metadata?.name}`);
   const map = new Map(items.map((o) => [key(o), o]));
   return {
     map,

@@ -111,9 +111,8 @@ export class MigrationController extends QueuedController {
     return items[0];
   }
 
-  /** A Node by name: the informer's get() takes namespace/name keys, which a cluster-scoped object has not. */
   private node(name: string | undefined): V1Node | undefined {
-    return name ? this.o.nodes.list().find((n) => n.metadata?.name === name) : undefined;
+    return name ? this.o.nodes.get(name) : undefined;
   }
 
   private sourceNodeOf(m: VirtualMachineInstanceMigration): string | undefined {
