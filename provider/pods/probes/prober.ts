@@ -104,8 +104,9 @@ export class Prober {
 
   /** Whether the VM's readiness probe passes; undefined when it has none (the caller's default holds). */
   ready(uid: string): boolean | undefined {
-    const worker = this.vms.get(uid)?.workers.find((w) => w.kind === 'readiness');
-    return worker ? worker.tally.result === 'success' && this.started(this.vms.get(uid)!) : undefined;
+    const entry = this.vms.get(uid);
+    const worker = entry?.workers.find((w) => w.kind === 'readiness');
+    return entry && worker ? worker.tally.result === 'success' && this.started(entry) : undefined;
   }
 
   stop(): void {
