@@ -22,7 +22,7 @@ import { withDeadline } from './wait.js';
 const guest = await ensureTestGuest();
 const ENTRY = fileURLToPath(new URL('./main.ts', import.meta.url));
 // The launcher runs from source with the TypeScript loader tap runs this file with.
-const NODE_ARGS = process.execArgv.filter((a) => a.startsWith('--import') && a.includes('typescript'));
+const NODE_ARGS = process.execArgv.filter((a) => a === '--import=tsx');
 const BOOT_TIMEOUT_MS = 120_000;
 
 const readFileSafe = (p: string): string => {

@@ -24,7 +24,7 @@ import { withDeadline } from './wait.js';
 
 const guest = await ensureTestGuest();
 const ENTRY = fileURLToPath(new URL('./main.ts', import.meta.url));
-const NODE_ARGS = process.execArgv.filter((a) => a.startsWith('--import') && a.includes('typescript'));
+const NODE_ARGS = process.execArgv.filter((a) => a === '--import=tsx');
 // Two simulated nodes: a QEMU uid and a cgroup parent each (a VM's cgroup is <parent>/<vm uid>, the same uid on both).
 const NODES = { a: { qemuUid: 3_000_901, cgroupParent: 'vkvm-mig-a' }, b: { qemuUid: 3_000_902, cgroupParent: 'vkvm-mig-b' } };
 // Where the relay listens and dials, as both launchers' namespaces see it.

@@ -193,7 +193,9 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
       { what: 'a new VMI with the probe and its agent connected', deadlineMs: BOOT_DEADLINE_MS },
     );
     t.same(probed.spec.livenessProbe, livenessProbe, 'the new VMI carries the liveness probe');
-    const [pod] = await launcherPods();
+    // The deleted VMI's pod may still be stopping beside the new one: the new VMI's own pod is the one probed.
+    const pod = (await launcherPods()).find((p) => p.metadata?.ownerReferences?.some((o) => o.uid === probed.metadata.uid));
+    t.ok(pod, "the new VMI's launcher pod");
     // The agent is stopped, not killed (init would respawn it), after this exec, which the agent itself runs, has returned.
     const stop = await ns.kubectl([
       'exec',
