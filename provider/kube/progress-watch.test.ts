@@ -86,17 +86,20 @@ t.test('a watch that goes silent is ended by the progress deadline and watched a
     {
       cached: informer.list().map((p) => p.metadata?.name),
       lists: server.lists,
-      watches: server.watches
-        .slice(0, 2)
-        .map((q) => ({ resourceVersion: q.get('resourceVersion'), bookmarks: q.get('allowWatchBookmarks') })),
+      watches: server.watches.slice(0, 2).map((q) => ({
+        resourceVersion: q.get('resourceVersion'),
+        bookmarks: q.get('allowWatchBookmarks'),
+        timeoutSeconds: q.get('timeoutSeconds'),
+      })),
       warned: warnings.some((w) => /delivered nothing \(not even a bookmark\) for 0\.3 s/.test(w)),
     },
     {
       cached: ['a', 'b'],
       lists: 1,
+      // The server is asked to end it first (a tenth before the deadline, at least 1 s): this one ignores that.
       watches: [
-        { resourceVersion: '10', bookmarks: 'true' },
-        { resourceVersion: '10', bookmarks: 'true' },
+        { resourceVersion: '10', bookmarks: 'true', timeoutSeconds: '1' },
+        { resourceVersion: '10', bookmarks: 'true', timeoutSeconds: '1' },
       ],
       warned: true,
     },
@@ -119,4 +122,32 @@ t.test('bookmarks keep a quiet watch alive', async (t) => {
   await informer.start();
   await new Promise((r) => setTimeout(r, 3000));
   t.same({ watches: server.watches.length, warnings }, { watches: 1, warnings: [] }, 'one watch throughout, no stall reported');
+});
+
+t.test('a quiet watch the API server ends at its timeout is renewed from its resource version, without a warning', async (t) => {
+  const { server, url } = await fakeApiServer(t, (res, n) => {
+    // The first watch ends as the API server ends one at timeoutSeconds: cleanly, having said nothing.
+    if (n === 1) return void res.end();
+    res.write(JSON.stringify({ type: 'ADDED', object: pod('b', '11') }) + '\n');
+  });
+  const { informer, warnings } = informerOf(t, url, 20_000);
+  const seenB = new Promise<void>((resolve) => informer.onChange((p) => p.metadata?.name === 'b' && resolve()));
+  await informer.start();
+  await seenB;
+  t.same(
+    {
+      lists: server.lists,
+      watches: server.watches.map((q) => ({ resourceVersion: q.get('resourceVersion'), timeoutSeconds: q.get('timeoutSeconds') })),
+      warnings,
+    },
+    {
+      lists: 1,
+      watches: [
+        { resourceVersion: '10', timeoutSeconds: '18' },
+        { resourceVersion: '10', timeoutSeconds: '18' },
+      ],
+      warnings: [],
+    },
+    'watched again from resource version 10, no list, no warning',
+  );
 });
