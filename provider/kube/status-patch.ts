@@ -1,7 +1,10 @@
 // The merge patch that moves an object's status to `next` for the fields a
 // controller owns: changed fields only, null for a field to remove, nothing
-// at all when no owned field changed (status is written only when it changed).
+// at all when no owned field changed (status is written only when it changed);
+// and the write of such a patch to a custom object's status subresource.
 import { isDeepStrictEqual } from 'node:util';
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import { mergePatch } from './client.js';
 
 /** JSON's view of a value: undefined fields dropped, as the API server stores it. */
 const normal = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
@@ -33,4 +36,32 @@ export function replacing(before: unknown, after: unknown): unknown {
   for (const key of Object.keys(before)) if (!(key in after) || after[key] === undefined) out[key] = null;
   for (const [key, value] of Object.entries(after)) if (value !== undefined) out[key] = replacing(before[key], value);
   return out;
+}
+
+/** Where a custom resource lives. */
+export interface CustomResourceKind {
+  group: string;
+  version: string;
+  plural: string;
+}
+
+/**
+ * Merge-patches `status` of a custom object through its status subresource,
+ * conditional on `resourceVersion` when given (409 Conflict when the object
+ * changed since it was read, so a decision made on a stale copy is never
+ * written). Returns the new resourceVersion.
+ */
+export async function patchCustomStatus(
+  api: CustomObjectsApi,
+  kind: CustomResourceKind,
+  namespace: string,
+  name: string,
+  resourceVersion: string | undefined,
+  status: Record<string, unknown>,
+): Promise<string | undefined> {
+  const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
+  const updated = (await api.patchNamespacedCustomObjectStatus({ ...kind, namespace, name, body }, mergePatch)) as {
+    metadata?: { resourceVersion?: string };
+  };
+  return updated.metadata?.resourceVersion;
 }

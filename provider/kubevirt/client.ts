@@ -4,6 +4,7 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { jsonPatch, mergePatch } from '../kube/client.js';
+import { patchCustomStatus } from '../kube/status-patch.js';
 import {
   GROUP,
   MIGRATION_POLICY_PLURAL,
@@ -178,26 +179,14 @@ export class KubevirtApi {
     return updated.metadata?.resourceVersion;
   }
 
-  /**
-   * Merge-patches `status` through the status subresource, conditional on
-   * `resourceVersion` (409 Conflict when the object changed since it was
-   * read, so a decision made on a stale copy is never written). Returns the
-   * new resourceVersion.
-   */
-  async patchStatus(
+  /** Merge-patches `status` through the status subresource, conditional on `resourceVersion` (kube/status-patch.ts). */
+  patchStatus(
     plural: KubevirtPlural,
     namespace: string,
     name: string,
     resourceVersion: string | undefined,
     status: Record<string, unknown>,
   ): Promise<string | undefined> {
-    const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
-    const updated = (await this.api.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace, plural, name, body },
-      mergePatch,
-    )) as {
-      metadata?: { resourceVersion?: string };
-    };
-    return updated.metadata?.resourceVersion;
+    return patchCustomStatus(this.api, { group: GROUP, version: VERSION, plural }, namespace, name, resourceVersion, status);
   }
 }

@@ -4,7 +4,8 @@
 // custom-objects API stays in this file.
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
-import { jsonPatch, mergePatch } from '../../kube/client.js';
+import { jsonPatch } from '../../kube/client.js';
+import { patchCustomStatus } from '../../kube/status-patch.js';
 import type { KubevirtList } from '../../kubevirt/client.js';
 import {
   POOL_GROUP,
@@ -40,23 +41,15 @@ export class ReplicaApi {
     return this.api.listClusterCustomObject(POOLS) as Promise<KubevirtList<VirtualMachinePool>>;
   }
 
-  /**
-   * Merge-patches the status, conditional on `resourceVersion` (409 when the
-   * object changed since it was read). Returns the new resourceVersion.
-   */
-  async patchStatus(
+  /** Merge-patches the status, conditional on `resourceVersion` (kube/status-patch.ts). */
+  patchStatus(
     kind: ReplicaKind,
     namespace: string,
     name: string,
     resourceVersion: string | undefined,
     status: Record<string, unknown>,
   ): Promise<string | undefined> {
-    const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
-    const where = kind === 'pool' ? POOLS : VMIRS;
-    const updated = (await this.api.patchNamespacedCustomObjectStatus({ ...where, namespace, name, body }, mergePatch)) as {
-      metadata?: { resourceVersion?: string };
-    };
-    return updated.metadata?.resourceVersion;
+    return patchCustomStatus(this.api, kind === 'pool' ? POOLS : VMIRS, namespace, name, resourceVersion, status);
   }
 
   createVm(vm: VirtualMachine): Promise<VirtualMachine> {
