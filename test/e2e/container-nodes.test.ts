@@ -246,7 +246,10 @@ t.test(
       });
       const echoService = await admin.core.createNamespacedService({
         namespace: OTHER_NS,
-        body: { metadata: { name: 'echo' }, spec: { selector: { app: 'echo' }, ports: [{ port: 80, targetPort: 8080 }] } },
+        body: {
+          metadata: { name: 'echo' },
+          spec: { type: 'NodePort', selector: { app: 'echo' }, ports: [{ port: 80, targetPort: 8080 }] },
+        },
       });
       // The tenant's VMI on vkvm node 2 (the guest serves "vkvm-guest <its address>"), and a Service selecting its labels.
       const spec = smokeVmiSpec();
@@ -311,6 +314,13 @@ t.test(
         (r) => r.stdout.includes(ECHO_PAGE),
         { deadlineMs: 120_000, intervalMs: 2000 },
       );
+      const nodePort = echoService.spec!.ports![0]!.nodePort!;
+      const viaNodePort = await poll(
+        `the VM to fetch echo through its NodePort on the container node`,
+        () => inGuest(`http://${cnode.address}:${nodePort}/`),
+        (r) => r.stdout.includes(ECHO_PAGE),
+        { deadlineMs: 120_000, intervalMs: 2000 },
+      );
       const source = await poll(
         'the VM to reach the echo pod by its pod IP',
         () => inGuest(`http://${echo.status!.podIP!}:8080/cgi-bin/ip`),
@@ -324,6 +334,7 @@ t.test(
           apiserverAnswer: apiserver.stderr,
           farService: far.stderr,
           farPage: far.stdout.trim(),
+          nodePortPage: viaNodePort.stdout.trim(),
           echoSawSource: source.stdout.trim(),
         },
         {
@@ -331,9 +342,10 @@ t.test(
           apiserverAnswer: /400 Bad Request/,
           farService: new RegExp(`Connecting to echo\\.${OTHER_NS} \\(${echoService.spec!.clusterIP!.replaceAll('.', '\\.')}:80\\)`),
           farPage: ECHO_PAGE,
+          nodePortPage: ECHO_PAGE,
           echoSawSource: vmIp,
         },
-        'the VM on node 2 resolves kubernetes.default and a Service in another namespace, fetches through it, and reaches a container pod by pod IP as itself',
+        'the VM on node 2 resolves kubernetes.default and a Service in another namespace, fetches through it and through its NodePort, and reaches a container pod by pod IP as itself',
       );
     });
 
