@@ -7,21 +7,23 @@
 // CoreDNS beside the control plane): a container pod fetches a VMI's page by
 // the name of a Service selecting its labels; the VM on vkvm node 2 resolves
 // kubernetes.default and a Service in another namespace, fetches through it,
-// and reaches a container pod by pod IP, which sees the VM's pod IP. After
-// Ctrl-C nothing of the node is left: no process, mount, cgroup, namespace,
+// and reaches a container pod by pod IP, which sees the VM's pod IP. A
+// tenant's DaemonSet tolerating every taint runs on the container node and on
+// neither vkvm node (refused there, nothing pulled or made). After Ctrl-C
+// nothing of the node is left: no process, mount, cgroup, namespace,
 // interface, kube-proxy rule or state directory.
 import { existsSync } from 'node:fs';
-import { basename } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, type V1DaemonSet, type V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../../provider/kube/client.js';
 import t from 'tap';
 import { TOOLBOX_IMAGE } from '../../provider/images/local-images.js';
-import { run } from '../../provider/network/host.js';
-import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
-import { argvOf, pidsWhere } from '../helpers/processes.js';
+import { leftSince } from '../helpers/leftovers.js';
+import { machineFootprint } from '../helpers/machine-footprint.js';
 import {
   condition,
   createTenant,
+  daemonSets,
+  eventsOf,
   isRunningAndReady,
   kubeconfigFile,
   nodes,
@@ -31,7 +33,10 @@ import {
   smokeVmiSpec,
   startUpCluster,
   virtualMachineInstances,
+  vmTracesOn,
   waitFor,
+  waitForAll,
+  waitForGone,
   type UpCluster,
   type UpNode,
 } from './framework/index.js';
@@ -49,43 +54,6 @@ const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtua
 const REMOTE_ADDR_CGI =
   "mkdir -p /www/cgi-bin && echo '#!/bin/sh' >/www/cgi-bin/ip && " +
   `echo 'echo Content-Type: text/plain; echo; echo "$REMOTE_ADDR"' >>/www/cgi-bin/ip && chmod +x /www/cgi-bin/ip`;
-
-/** What a container node could leave: the leak audit's kinds plus links, routes, namespaces, mounts and its daemons. */
-async function machineFootprint(up: { stateDir: string; bridge: string }): Promise<Footprint> {
-  const {
-    file: _files,
-    'IPAM address': _leases,
-    'DHCP lease': _dhcp,
-    ...kinds
-  } = await hostFootprint({
-    stateDir: up.stateDir,
-    runDir: '/run/vkvm',
-    bridge: up.bridge,
-  });
-  const lines = async (argv: string[], keep: (l: string) => boolean) => (await run(argv)).split('\n').filter(keep).sort();
-  return {
-    ...kinds,
-    link: await lines(['ip', '-o', 'link', 'show'], (l) => /vkvm|cni0|veth/.test(l)).then((ls) => ls.map((l) => l.split(':')[1]!.trim())),
-    route: await lines(['ip', '-4', 'route', 'show'], Boolean),
-    'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
-    mount: await lines(['cat', '/proc/self/mountinfo'], (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l)),
-    // kube-proxy's, in this host's namespace (node 1's; the other nodes' go with their namespaces, counted above).
-    'kube-proxy rule': [
-      ...(await lines(['iptables-save'], (l) => /KUBE-/.test(l))),
-      ...(await lines(['ip6tables-save'], (l) => /KUBE-/.test(l))),
-      ...(await lines(['nft', 'list', 'tables'], (l) => /kube-proxy/.test(l))),
-    ],
-    'container daemon': pidsWhere(isContainerNodeProcess).map((p) => argvOf(p).join(' ').slice(0, 120)),
-  };
-}
-
-/** containerd, its shims, the kubelet, flanneld, kube-proxy, CoreDNS, and the pods' processes (pause, the toolbox's httpd). */
-function isContainerNodeProcess(argv: string[]): boolean {
-  const exe = basename(argv[0] ?? '');
-  if (['containerd', 'containerd-shim-runc-v2', 'runc', 'pause', '/pause', 'coredns'].includes(exe)) return true;
-  if (exe === 'vkvm-cluster') return ['kubelet', 'flanneld', 'kube-proxy'].includes(argv[1] ?? '');
-  return exe === 'httpd' && argv.includes('/www');
-}
 
 /** What each node says about Services and DNS, for a failure's message. */
 async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Promise<string> {
@@ -136,6 +104,32 @@ async function serviceDiagnostics(up: UpCluster, vmIp: string | undefined): Prom
   out.push(`--- the VM's console\n${consoleLog.stdout}${consoleLog.stderr}`);
   return out.join('\n');
 }
+
+/** An add-on as kube-proxy's and node-exporter's are written: every taint tolerated; on a container node it serves its node's name. */
+const addonDaemonSet = (): V1DaemonSet => ({
+  metadata: { name: 'addon' },
+  spec: {
+    selector: { matchLabels: { app: 'addon' } },
+    template: {
+      metadata: { labels: { app: 'addon' } },
+      spec: {
+        tolerations: [{ operator: 'Exists' }],
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: 'addon',
+            image: TOOLBOX_IMAGE,
+            // The container node has it, so nothing is pulled there; on a vkvm node a pull would be allowed.
+            imagePullPolicy: 'IfNotPresent',
+            env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+            command: ['sh', '-c', 'mkdir -p /www && echo "addon on $NODE_NAME" > /www/index.html && exec httpd -f -p 8080 -h /www'],
+            readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 },
+          },
+        ],
+      },
+    },
+  },
+});
 
 /** A toolbox pod on `node` that runs `script`, Ready once its httpd answers on 8080. */
 const toolboxPod = (name: string, node: string, script: string): V1Pod => ({
@@ -347,6 +341,78 @@ t.test(
         },
         'the VM on node 2 resolves kubernetes.default and a Service in another namespace, fetches through it and through its NodePort, and reaches a container pod by pod IP as itself',
       );
+    });
+
+    await t.test('a DaemonSet tolerating every taint runs on the container node; on the vkvm nodes no VM, no pull, and why', async (t) => {
+      if (!tenant) return t.fail('the tenant was not created');
+      const vkvmNodes = up.nodes.filter((n) => !n.container);
+      const apps = tenant.kc.makeApiClient(AppsV1Api);
+      await apps.createNamespacedDaemonSet({ namespace: NS, body: addonDaemonSet() });
+      const onNode = (node: UpNode) => pods(tenant!, NS, { labelSelector: 'app=addon', fieldSelector: `spec.nodeName=${node.name}` });
+      // The first refused pod on each vkvm node: the DaemonSet controller deletes it and, backing off, makes another.
+      const [served, ...refused] = await Promise.all([
+        waitFor(onNode(cnode), (p) => isRunningAndReady(p) && !!p.status?.podIP, {
+          what: 'Running and Ready on the container node',
+          deadlineMs: READY_DEADLINE_MS,
+        }),
+        ...vkvmNodes.map((n) => waitFor(onNode(n), (p) => p.status?.phase === 'Failed', { what: `Failed on ${n.name}` })),
+      ]);
+      for (const [i, pod] of refused.entries()) {
+        const uid = pod.metadata!.uid!;
+        const events = await waitForAll(eventsOf(tenant, NS, uid), (es) => es.some((e) => e.reason === 'NotAVirtualMachine'), {
+          what: 'the NotAVirtualMachine event',
+        });
+        t.match(
+          { phase: pod.status?.phase, reason: pod.status?.reason, message: pod.status?.message },
+          {
+            phase: 'Failed',
+            reason: 'NotAVirtualMachine',
+            message: /^Pod was rejected: a pod of DaemonSet addon reaches this vkvm node only by tolerating every taint; /,
+          },
+          `on ${vkvmNodes[i]!.name} the pod says why it is not run`,
+        );
+        t.same(
+          {
+            // The scheduler's "Scheduled" aside: the node's own, one event and no Pulling, Pulled, Created or Started.
+            events: events.filter((e) => e.reason !== 'Scheduled').map((e) => `${e.type} ${e.reason} x${e.count ?? 1}`),
+            made: await vmTracesOn(up, vkvmNodes[i]!, uid),
+          },
+          { events: ['Warning NotAVirtualMachine x1'], made: { processes: [], vmDir: false, netns: false } },
+          `on ${vkvmNodes[i]!.name}: one event, nothing pulled, no launcher, QEMU, VM directory or network namespace`,
+        );
+      }
+      const ds = await waitFor(
+        daemonSets(tenant, NS, { name: 'addon' }),
+        (d) => d.status?.observedGeneration === d.metadata?.generation && d.status?.numberAvailable === 1,
+        { what: 'one pod available' },
+      );
+      t.comment(`the DaemonSet's status: ${JSON.stringify(ds.status)}`);
+      t.match(
+        {
+          page: (await cnode.exec(['busybox', 'wget', '-q', '-O', '-', `http://${served.status!.podIP!}:8080/`])).stdout.trim(),
+          status: ds.status,
+        },
+        {
+          page: `addon on ${cnode.name}`,
+          status: { desiredNumberScheduled: 3, numberMisscheduled: 0, numberReady: 1, numberAvailable: 1, numberUnavailable: 2 },
+        },
+        'the container node’s kubelet runs it and it answers; the DaemonSet counts three nodes, one pod available',
+      );
+      // Every pod made on a vkvm node so far, the controller's retries included.
+      const onVkvmNodes = (await tenant.core.listNamespacedEvent({ namespace: NS })).items.filter(
+        (e) =>
+          e.involvedObject.kind === 'Pod' && e.involvedObject.name?.startsWith('addon-') && e.involvedObject.uid !== served.metadata!.uid,
+      );
+      t.same(
+        onVkvmNodes
+          .filter((e) => /^(Pulling|Pulled|ErrImagePull|Created|Started)$/.test(e.reason ?? ''))
+          .map((e) => `${e.involvedObject.name} ${e.reason}`),
+        [],
+        `no pull and no start for any of the ${new Set(onVkvmNodes.map((e) => e.involvedObject.uid)).size} pods made on vkvm nodes`,
+      );
+
+      await apps.deleteNamespacedDaemonSet({ namespace: NS, name: 'addon' });
+      await waitForGone(pods(admin, NS, { labelSelector: 'app=addon' }), { deadlineMs: 120_000 });
     });
 
     await t.test('Ctrl-C stops the node; no process, mount, cgroup, namespace, link or node state is left', async (t) => {

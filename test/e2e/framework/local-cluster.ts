@@ -2,9 +2,11 @@
 // README runs it (npm start, in its own process group as a terminal's
 // foreground job), its nodes with their names and addresses, and a way to
 // run a command "on" a node: in the host's namespaces for node 1, in a
-// simulated host's network, mount and UTS namespaces for the others.
+// simulated host's network, mount and UTS namespaces for the others; and
+// what a node made for one pod's VM.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +15,7 @@ import type { Test } from 'tap';
 import { ensureClusterBinary, freePort } from '../../../deploy/cluster/cluster.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../../provider/kube/client.js';
 import { DEFAULT_NODES_CIDR, localNodes, segmentOf, type LocalNode } from '../../../provider/local-cluster/layout.js';
+import { vmNetworkNames } from '../../../provider/network/vm-network.js';
 import { packageRoot } from '../../../provider/package-root.js';
 import { argvOf, pidsWhere } from '../../helpers/processes.js';
 import { poll } from './wait.js';
@@ -164,5 +167,14 @@ export async function startUpCluster(
     output,
     kubectl: (kargs, kubeconfig = kubeconfigPath) => runCommand(binary, ['kubectl', `--kubeconfig=${kubeconfig}`, ...kargs]),
     interrupt,
+  };
+}
+
+/** What a vkvm node made for a pod's VM: processes naming its UID (launcher, QEMU), its VM directory, its network namespace. */
+export async function vmTracesOn(up: UpCluster, node: UpNode, uid: string) {
+  return {
+    processes: pidsWhere((argv) => argv.some((a) => a.includes(uid))).map((pid) => argvOf(pid).join(' ').slice(0, 120)),
+    vmDir: existsSync(join(node.simulated?.stateDir ?? up.stateDir, 'vms', uid)),
+    netns: (await node.exec(['ip', 'netns', 'list'])).stdout.includes(vmNetworkNames(uid).netns),
   };
 }

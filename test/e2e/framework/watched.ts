@@ -1,16 +1,18 @@
 // What an e2e wait watches: a list-then-watch of one kind of object, narrowed
 // to one name or by selectors, with how to turn its raw JSON into the client's
 // types and how to show an object in a timeout's message.
-import type {
-  CoreV1Event,
-  KubernetesListObject,
-  KubernetesObject,
-  V1CertificateSigningRequest,
-  V1Lease,
-  V1Node,
-  V1PersistentVolumeClaim,
-  V1Pod,
-  V1ServiceAccount,
+import {
+  AppsV1Api,
+  type CoreV1Event,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type V1CertificateSigningRequest,
+  type V1DaemonSet,
+  type V1Lease,
+  type V1Node,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1ServiceAccount,
 } from '@kubernetes/client-node';
 // Not re-exported by the package root; a watch delivers raw JSON, a typed list Dates and typed fields.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
@@ -185,6 +187,18 @@ export const serviceAccounts = (clients: KubeClients, namespace: string, sel: Se
     path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
     list: (s) => clients.core.listNamespacedServiceAccount({ namespace, ...s }),
     summarize: (a) => a.metadata?.name,
+  });
+
+/** DaemonSets, their status showing what their pods do on each node. */
+export const daemonSets = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<V1DaemonSet> =>
+  typed({
+    what: 'daemon sets',
+    type: 'V1DaemonSet',
+    clients,
+    namespace,
+    sel,
+    path: `/apis/apps/v1/namespaces/${namespace}/daemonsets`,
+    list: (s) => clients.kc.makeApiClient(AppsV1Api).listNamespacedDaemonSet({ namespace, ...s }),
   });
 
 /** KubeVirt objects (kubevirt.io/v1 unless said): raw JSON both ways, as the custom objects client returns them. */
