@@ -317,10 +317,11 @@ export class MovedAddresses {
 
   /**
    * Part of the orphan sweep: lent leases no longer in use (their VMI says
-   * the VM runs nowhere; without word from the VMI: the node they are lent to
-   * does not claim them, no port here holds them and no handed-over record
-   * routes them) are released after a grace period, and handed-over records an agreed claim replaced go. True when
-   * routes must follow (a repair).
+   * the VM runs nowhere; without word from the VMI: the node they are lent
+   * to does not claim them, no port here holds them and no handed-over
+   * record routes them) are released after a grace period, and handed-over
+   * records an agreed claim replaced go. True when routes and the published
+   * lendings must follow (a repair).
    */
   async sweep(n: NodeAddresses, peers: readonly PeerNode[]): Promise<boolean> {
     const { plan, local, handedOver, lending } = await this.plan(n, peers);
@@ -350,7 +351,7 @@ export class MovedAddresses {
       this.o.log.info({ vm: owner, ip: leases[owner] }, 'releasing a lent address whose VM runs nowhere any more');
       await n.ipam.release(owner);
     }
-    return stale.length > 0;
+    return stale.length > 0 || release.length > 0;
   }
 
   /** Publishes the claims and lendings, unless that was the last thing published. Failures are logged; the next repair retries. */
