@@ -21,7 +21,6 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
-import { mergePatch } from '../../provider/kube/client.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachinePool } from '../../provider/kubevirt/replica-types.js';
 import type { VirtualMachine } from '../../provider/kubevirt/types.js';
@@ -111,13 +110,6 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
   t.teardown(() => controllers.stop());
   await startAgent(t, cluster, { nodeName: NODE });
   const ns = await testNamespace(t, cluster, NS);
-  // The namespace's quota exists from the start with room to spare: the quota controller counts a custom resource only
-  // once its monitor for it has synced, and recounts a quota on its own only every five minutes, so a quota made later
-  // could stay uncounted. Tightening its limits later is a change it recounts at once.
-  await cluster.clients.core.createNamespacedResourceQuota({
-    namespace: NS,
-    body: { metadata: { name: 'vms' }, spec: { hard: { pods: '100', 'count/virtualmachines.kubevirt.io': '100' } } },
-  });
   const tenant = await createTenant(cluster.clients, NS);
   const kubectl = await tenantKubectl(t, cluster, tenant);
   const kubeconfig = join(t.testdir(), 'tenant.kubeconfig');
@@ -222,15 +214,30 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
     );
 
     // The namespace's quota: three launcher pods, four VMs; enforced once the quota controller has counted.
-    const quotaLimits = (hard: Record<string, string>) =>
-      cluster.clients.core.patchNamespacedResourceQuota({ namespace: NS, name: 'vms', body: { spec: { hard } } }, mergePatch);
-    await quotaLimits({ pods: '3', 'count/virtualmachines.kubevirt.io': '4' });
-    t.teardown(() => quotaLimits({ pods: '100', 'count/virtualmachines.kubevirt.io': '100' }).then(() => undefined));
+    // The quota controller counts VMs only once its monitor of them runs (its discovery comes every 30 s), and a quota
+    // made before then is counted again only at its 5-minute resync: one still uncounted after 30 s is made anew.
+    const quotas = cluster.clients.core;
+    const dropQuota = () => quotas.deleteNamespacedResourceQuota({ namespace: NS, name: 'vms' }).catch(() => undefined);
+    t.teardown(dropQuota);
     await poll(
       'the quota counted',
-      () => cluster.clients.core.readNamespacedResourceQuota({ namespace: NS, name: 'vms' }),
-      (q) => q.status?.hard?.pods === '3' && q.status.used?.['count/virtualmachines.kubevirt.io'] === '3' && q.status.used.pods === '3',
-      { deadlineMs: 120_000 },
+      async () => {
+        const q = await quotas.readNamespacedResourceQuota({ namespace: NS, name: 'vms' }).catch(() => undefined);
+        if (!q) {
+          await quotas.createNamespacedResourceQuota({
+            namespace: NS,
+            body: { metadata: { name: 'vms' }, spec: { hard: { pods: '3', 'count/virtualmachines.kubevirt.io': '4' } } },
+          });
+        } else if (
+          !q.status?.used?.['count/virtualmachines.kubevirt.io'] &&
+          Date.now() - q.metadata!.creationTimestamp!.getTime() > 30_000
+        ) {
+          await dropQuota();
+        }
+        return q;
+      },
+      (q) => q?.status?.used?.['count/virtualmachines.kubevirt.io'] === '3' && q.status.used.pods === '3',
+      { deadlineMs: 180_000, intervalMs: 2000 },
     );
     await ok(t, ['scale', '-n', NS, 'vmpool/scaled', '--replicas=5']);
     const refused = await waitFor(pool('scaled'), (p) => condition(p, 'ReplicaFailure') === 'True', { what: 'ReplicaFailure' });
@@ -268,7 +275,7 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
       { vms: 4, vmis: 4, pods: 3, status: 4 },
       'the pool stops at what the quota allows and creates nothing more',
     );
-    await quotaLimits({ pods: '100', 'count/virtualmachines.kubevirt.io': '100' });
+    await dropQuota();
 
     await ok(t, ['scale', '-n', NS, 'vmpool/scaled', '--replicas=1']);
     const one = await waitFor(
