@@ -60,9 +60,15 @@ export async function startAgent(
   await chmod(stateDir, 0o711);
   if (opts.testGuestImages !== false)
     await importTestGuest(imageStoreDirOf(stateDir, opts.extraArgs ?? []), { log: (msg) => testLog.debug(msg) });
+  // The agent dies with this test process, however it ends: a file tap kills at its timeout runs no teardown, and an
+  // orphaned agent would go on working (and using a core) through the rest of the suite. setpriv execs in place.
   const child = spawn(
-    process.execPath,
+    'setpriv',
     [
+      '--pdeathsig',
+      'KILL',
+      '--',
+      process.execPath,
       CLI,
       'node',
       `--kubeconfig=${cluster.kubeconfigPath}`,
