@@ -98,6 +98,8 @@ export class NodeNetwork {
   /** When each VM's guest took its address by DHCP, from this node's dnsmasq instances. */
   readonly dhcpAcks: DhcpAcks;
   private readonly dnsmasq: DnsmasqInstance;
+  /** The restart of dnsmasq under way (removeDhcpHost). */
+  private dhcpRestart: Promise<void> = Promise.resolve();
   /** Peers already warned about (a skipped route is logged once, not every repair). */
   private readonly peerWarnings = new Set<string>();
 
@@ -234,7 +236,10 @@ export class NodeNetwork {
   async removeDhcpHost(owner: string): Promise<void> {
     await rm(path.join(this.dhcpHostsDir, owner), { force: true });
     await rm(path.join(this.dhcpOptsDir, owner), { force: true });
-    await restartDnsmasq(this.dnsmasq);
+    // One at a time, each after its own removal: two at once could leave the later start reading a file since removed.
+    const restart = this.dhcpRestart.then(() => restartDnsmasq(this.dnsmasq));
+    this.dhcpRestart = restart.catch(() => undefined);
+    await restart;
   }
 
   /**
