@@ -2,18 +2,12 @@
 // gone) and the history of its earlier runs, as the pure input of
 // derivePodStatus and nodeVmiStatus.
 import type { LauncherView } from '../launchers/registry.js';
-import { guestUp } from './guest-up.js';
 import type { RunHistory } from './lifecycle.js';
 import type { VmObservation } from './status.js';
 
 const at = (unixMs: number | undefined): Date | undefined => (unixMs ? new Date(unixMs) : undefined);
 
-/** `dhcpAckedAtUnixMs`: when the node's DHCP last served the VM's guest (a readiness signal, guest-up.ts). */
-export function observeVm(
-  view: LauncherView<unknown> | undefined,
-  history: RunHistory,
-  dhcpAckedAtUnixMs?: number,
-): VmObservation | undefined {
+export function observeVm(view: LauncherView<unknown> | undefined, history: RunHistory): VmObservation | undefined {
   const base = { restartCount: history.restartCount, ...(history.lastTermination ? { lastTermination: history.lastTermination } : {}) };
   // Between runs (a restart under way) there is no launcher, but the history stays.
   if (!view) return history.restartCount > 0 || history.lastTermination ? { ...base, guestReady: false } : undefined;
@@ -26,7 +20,8 @@ export function observeVm(
       phase: s.phase,
       reason: s.reason,
       message: s.message,
-      guestReady: guestUp(s, dhcpAckedAtUnixMs),
+      // A guest that arrived by live migration booted elsewhere; its console here may stay quiet.
+      guestReady: s.consoleOutputAtUnixMs > 0 || s.migration?.phase === 'Resumed',
       agentConnected: s.guestAgentConnected,
       ...(s.guestOsInfo ? { guestOsInfo: s.guestOsInfo } : {}),
       ...(startedAt ? { startedAt } : {}),
