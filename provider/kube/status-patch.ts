@@ -1,7 +1,7 @@
 // The merge patch that moves an object's status to `next` for the fields a
 // controller owns: changed fields only, null for a field to remove, nothing
 // at all when no owned field changed (status is written only when it changed);
-// and the write of such a patch to a custom object's status subresource.
+// and the conditional write of such a patch (or a spec's) to a custom object.
 import { isDeepStrictEqual } from 'node:util';
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { mergePatch } from './client.js';
@@ -46,22 +46,24 @@ export interface CustomResourceKind {
 }
 
 /**
- * Merge-patches `status` of a custom object through its status subresource,
- * conditional on `resourceVersion` when given (409 Conflict when the object
- * changed since it was read, so a decision made on a stale copy is never
- * written). Returns the new resourceVersion.
+ * Merge-patches a custom object's `spec`, or its `status` through the status
+ * subresource, conditional on `resourceVersion` when given (409 Conflict
+ * when the object changed since it was read, so a decision made on a stale
+ * copy is never written). Returns the new resourceVersion.
  */
-export async function patchCustomStatus(
+export async function patchCustomObject(
   api: CustomObjectsApi,
   kind: CustomResourceKind,
   namespace: string,
   name: string,
   resourceVersion: string | undefined,
-  status: Record<string, unknown>,
+  part: { spec: Record<string, unknown> } | { status: Record<string, unknown> },
 ): Promise<string | undefined> {
-  const body = { metadata: resourceVersion ? { resourceVersion } : {}, status };
-  const updated = (await api.patchNamespacedCustomObjectStatus({ ...kind, namespace, name, body }, mergePatch)) as {
-    metadata?: { resourceVersion?: string };
-  };
+  const params = { ...kind, namespace, name, body: { metadata: resourceVersion ? { resourceVersion } : {}, ...part } };
+  const updated = (
+    'status' in part
+      ? await api.patchNamespacedCustomObjectStatus(params, mergePatch)
+      : await api.patchNamespacedCustomObject(params, mergePatch)
+  ) as { metadata?: { resourceVersion?: string } };
   return updated.metadata?.resourceVersion;
 }

@@ -4,7 +4,7 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import { jsonPatch, mergePatch } from '../kube/client.js';
-import { patchCustomStatus } from '../kube/status-patch.js';
+import { patchCustomObject } from '../kube/status-patch.js';
 import {
   GROUP,
   MIGRATION_POLICY_PLURAL,
@@ -162,24 +162,17 @@ export class KubevirtApi {
    * Merge-patches `spec`, conditional on `resourceVersion` as patchStatus is.
    * Returns the new resourceVersion.
    */
-  async patchSpec(
+  patchSpec(
     plural: KubevirtPlural,
     namespace: string,
     name: string,
     resourceVersion: string | undefined,
     spec: Record<string, unknown>,
   ): Promise<string | undefined> {
-    const body = { metadata: resourceVersion ? { resourceVersion } : {}, spec };
-    const updated = (await this.api.patchNamespacedCustomObject(
-      { group: GROUP, version: VERSION, namespace, plural, name, body },
-      mergePatch,
-    )) as {
-      metadata?: { resourceVersion?: string };
-    };
-    return updated.metadata?.resourceVersion;
+    return patchCustomObject(this.api, { group: GROUP, version: VERSION, plural }, namespace, name, resourceVersion, { spec });
   }
 
-  /** Merge-patches `status` through the status subresource, conditional on `resourceVersion` (kube/status-patch.ts). */
+  /** Merge-patches `status` through the status subresource, conditional on `resourceVersion` (kube/status-patch.ts patchCustomObject). */
   patchStatus(
     plural: KubevirtPlural,
     namespace: string,
@@ -187,6 +180,6 @@ export class KubevirtApi {
     resourceVersion: string | undefined,
     status: Record<string, unknown>,
   ): Promise<string | undefined> {
-    return patchCustomStatus(this.api, { group: GROUP, version: VERSION, plural }, namespace, name, resourceVersion, status);
+    return patchCustomObject(this.api, { group: GROUP, version: VERSION, plural }, namespace, name, resourceVersion, { status });
   }
 }

@@ -5,7 +5,7 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
 import { jsonPatch } from '../../kube/client.js';
-import { patchCustomStatus } from '../../kube/status-patch.js';
+import { patchCustomObject } from '../../kube/status-patch.js';
 import type { KubevirtList } from '../../kubevirt/client.js';
 import {
   POOL_GROUP,
@@ -49,7 +49,7 @@ export class ReplicaApi {
     resourceVersion: string | undefined,
     status: Record<string, unknown>,
   ): Promise<string | undefined> {
-    return patchCustomStatus(this.api, kind === 'pool' ? POOLS : VMIRS, namespace, name, resourceVersion, status);
+    return patchCustomObject(this.api, kind === 'pool' ? POOLS : VMIRS, namespace, name, resourceVersion, { status });
   }
 
   createVm(vm: VirtualMachine): Promise<VirtualMachine> {
