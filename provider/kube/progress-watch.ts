@@ -27,7 +27,7 @@ export class WatchStalledError extends Error {
 type WatchArgs = Parameters<Watch['watch']>;
 
 /** The API server ends the watch a tenth before the progress deadline (at least a second in). */
-export const serverTimeoutS = (progressDeadlineMs: number): number => Math.max(1, Math.floor((progressDeadlineMs * 0.9) / 1000));
+const serverTimeoutS = (progressDeadlineMs: number): number => Math.max(1, Math.floor((progressDeadlineMs * 0.9) / 1000));
 
 export class ProgressWatch extends Watch {
   constructor(
