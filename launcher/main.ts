@@ -23,6 +23,7 @@ import { MigrationSource } from './migration-source.js';
 import { MigrationTarget } from './migration-target.js';
 import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
 import { qemuSocketDir } from './qemu-sockets.js';
+import { lossyLogDestination } from './log-destination.js';
 
 /** Refuses to start twice for one run dir: the first launcher owns the VM. */
 async function assertNotRunning(stateFile: string): Promise<void> {
@@ -251,7 +252,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
 }
 
 const args = parseLauncherArgs(process.argv.slice(2));
-const log = pino({ level: args.logLevel, base: { component: 'launcher', vm: args.uid } });
+const log = pino({ level: args.logLevel, base: { component: 'launcher', vm: args.uid } }, lossyLogDestination(1));
 run(args, log).catch((err: unknown) => {
   log.fatal({ err }, 'launcher failed to start');
   process.exit(1);
