@@ -107,7 +107,7 @@ export class NodeNetwork {
     this.dhcpHostsDir = path.join(o.dir, 'dhcp-hosts');
     this.dhcpOptsDir = path.join(o.dir, 'dhcp-opts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
-    this.ports = new PortFilter(o.bridge, o.log);
+    this.ports = new PortFilter(o.bridge, bridgeMac(o.bridge), o.log);
   }
 
   /**

@@ -9,6 +9,15 @@
 // is IPv4, so nothing else. One nftables `bridge` table per node bridge holds
 // a chain per port; it is rebuilt whole, in one atomic `nft -f` batch, from
 // the VMs' port records, so what it holds is always exactly those.
+//
+// The same table hands the node's routing every unicast frame from a port to
+// a MAC that no port here holds. Guests on a node's range talk to each other
+// at layer 2, so after a live migration a guest's neighbour entry still names
+// a VM's MAC that has left this bridge (and the moved guest's entries name
+// MACs of the bridge it left). Flooded, such frames reach nobody until the
+// entry ages out and is resolved again, up to a minute for a held connection.
+// Rewritten to the bridge's MAC, they are routed at once, as the /32 routes of
+// moved addresses say.
 import type { Logger } from '../log.js';
 import { INTERFACE_NAME, run } from './host.js';
 
@@ -58,11 +67,12 @@ function portRules({ mac, ip }: VmPort): string[] {
 }
 
 /**
- * The `nft -f` script that replaces the table with one filtering `ports`.
- * Pure; throws on a port it could not render safely (its fields are written
- * into the script).
+ * The `nft -f` script that replaces the table with one filtering `ports` on
+ * the bridge whose MAC is `bridgeMac`. Pure; throws on a port it could not
+ * render safely (its fields are written into the script).
  */
-export function renderPortFilter(table: string, ports: readonly VmPort[]): string {
+export function renderPortFilter(table: string, bridgeMac: string, ports: readonly VmPort[]): string {
+  if (!MAC.test(bridgeMac)) throw new Error(`cannot filter the bridge of MAC ${JSON.stringify(bridgeMac)}: not a lower-case MAC`);
   ports.forEach(assertFilterable);
   const sorted = [...ports].sort((a, b) => (a.veth < b.veth ? -1 : a.veth > b.veth ? 1 : 0));
   const dispatch = sorted.map((p) => `"${p.veth}" : jump ${chainOf(p.veth)}`).join(', ');
@@ -77,9 +87,26 @@ export function renderPortFilter(table: string, ports: readonly VmPort[]): strin
     ...(sorted.length ? [`\t\tiifname vmap { ${dispatch} }`] : []),
     '\t}',
     ...sorted.flatMap((p) => ['', `\tchain ${chainOf(p.veth)} {`, ...portRules(p).map((r) => `\t\t${r}`), '\t}']),
+    ...(sorted.length ? ['', ...toAbsentMacs(bridgeMac, sorted)] : []),
     '}',
     '',
   ].join('\n');
+}
+
+/**
+ * After the port chains (a spoofed frame is dropped first): a unicast frame
+ * from a port to a MAC no port holds goes to the node (before the bridge
+ * looks its destination up), which routes it by its IPv4 destination.
+ */
+function toAbsentMacs(bridgeMac: string, ports: readonly VmPort[]): string[] {
+  const veths = ports.map((p) => `"${p.veth}"`).join(', ');
+  const here = [...new Set([bridgeMac, ...ports.map((p) => p.mac)])].sort().join(', ');
+  return [
+    '\tchain to-absent-macs {',
+    '\t\ttype filter hook prerouting priority filter + 10; policy accept;',
+    `\t\tiifname { ${veths} } meta pkttype != { broadcast, multicast } ether daddr != { ${here} } ether daddr set ${bridgeMac} meta pkttype set host counter comment "to a MAC no port holds: routed"`,
+    '\t}',
+  ];
 }
 
 /** Removes the table; nothing when it is absent. */
@@ -98,6 +125,7 @@ export class PortFilter {
 
   constructor(
     bridge: string,
+    private readonly bridgeMac: string,
     private readonly log: Logger,
   ) {
     this.table = portFilterTable(bridge);
@@ -130,7 +158,7 @@ export class PortFilter {
 
   private async ensureNow(load: () => Promise<VmPort[]>): Promise<void> {
     const ports = await load();
-    const script = renderPortFilter(this.table, ports);
+    const script = renderPortFilter(this.table, this.bridgeMac, ports);
     const same = this.applied?.script === script;
     if (same && (await this.listing().catch(() => undefined)) === this.applied!.listing) return;
     await run(['nft', '-f', '-'], { input: script });

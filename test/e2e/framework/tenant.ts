@@ -4,7 +4,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { AuthorizationV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import type { RunningCluster } from '../../../deploy/cluster/cluster.js';
 import { makeClients, type KubeClients } from '../../../provider/kube/client.js';
@@ -37,7 +37,25 @@ export async function createTenant(admin: KubeClients, namespace: string, name =
     contexts: [{ name, cluster: cluster.name, user: name, namespace }],
     currentContext: name,
   });
+  await untilBindingTakes(kc, namespace);
   return makeClients(kc);
+}
+
+/**
+ * The API server authorizes from its informers' cache, so a binding just made
+ * can be unknown to it for a moment: the tenant's first request would be
+ * refused (403) by that race, not by the role. Waits until the tenant may
+ * read pods there, which every role used here grants.
+ */
+async function untilBindingTakes(kc: KubeConfig, namespace: string): Promise<void> {
+  const authz = kc.makeApiClient(AuthorizationV1Api);
+  for (const deadline = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 100))) {
+    const review = await authz.createSelfSubjectAccessReview({
+      body: { spec: { resourceAttributes: { namespace, verb: 'get', resource: 'pods' } } },
+    });
+    if (review.status?.allowed) return;
+    if (Date.now() > deadline) throw new Error(`the tenant's RoleBinding in ${namespace} did not take effect in 30 s`);
+  }
 }
 
 /** A kubeconfig file for `clients` (for kubectl and virtctl), removed with the test. */
