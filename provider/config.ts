@@ -11,6 +11,9 @@ import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { QEMU_UID_BASE, QEMU_UID_COUNT } from './launchers/qemu-uids.js';
 import { INTERFACE_NAME } from './network/host.js';
+import { ConfigError } from './config-error.js';
+
+export { ConfigError };
 import { parseDuration } from './duration.js';
 import { DEFAULT_IMAGE_GC_PERIOD_MS, DEFAULT_IMAGE_GC_POLICY, type ImageGcPolicy } from './images/image-gc.js';
 import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
@@ -112,17 +115,6 @@ export interface AgentConfig {
 export const DEFAULT_MIGRATION_PORT = 10262;
 
 export const DEFAULT_TAINT: Taint = { key: 'virtual-kubelet.io/provider', value: 'kvm', effect: 'NoSchedule' };
-
-export class ConfigError extends Error {
-  readonly kind = 'ConfigError';
-  constructor(
-    readonly field: string,
-    message: string,
-  ) {
-    super(`${field}: ${message}`);
-    this.name = 'ConfigError';
-  }
-}
 
 /** Raw option values as the CLI parsed them (strings, repeated flags as arrays). */
 export interface AgentFlags {

@@ -1,18 +1,9 @@
 #!/usr/bin/env node
 // The vkvm command line. Each command parses its own flags and has --help.
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { JoinError } from '../join/errors.js';
 import { VKVM_VERSION } from '../node/status.js';
 import { PreflightError } from '../preflight/checks.js';
-import { clusterCommand } from './cluster.js';
-import { controllersCommand } from './controllers.js';
-import { csiCommand } from './csi.js';
-import { imagesCommand } from './images.js';
-import { joinCommand } from './join.js';
-import { nodeCommand } from './node.js';
-import { resetCommand } from './reset.js';
-import { tokenCommand } from './token.js';
-import { upCommand } from './up.js';
 
 const HELP = `vkvm ${VKVM_VERSION}: run virtual machines as Kubernetes workloads.
 
@@ -33,16 +24,19 @@ Commands:
 Run 'vkvm <command> --help' for a command's flags. vkvm runs as root, like a kubelet.
 `;
 
+// Each command's modules load when it runs: one command never pays for
+// another's (the agent's, the API clients', gRPC), which is most of a short
+// command's start-up (`vkvm version` 1.1 s → see docs/benchmarks-log.md).
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
-  up: upCommand,
-  node: nodeCommand,
-  cluster: clusterCommand,
-  controllers: controllersCommand,
-  images: imagesCommand,
-  csi: csiCommand,
-  token: tokenCommand,
-  join: joinCommand,
-  reset: resetCommand,
+  up: async (argv) => (await import('./up.js')).upCommand(argv),
+  node: async (argv) => (await import('./node.js')).nodeCommand(argv),
+  cluster: async (argv) => (await import('./cluster.js')).clusterCommand(argv),
+  controllers: async (argv) => (await import('./controllers.js')).controllersCommand(argv),
+  images: async (argv) => (await import('./images.js')).imagesCommand(argv),
+  csi: async (argv) => (await import('./csi.js')).csiCommand(argv),
+  token: async (argv) => (await import('./token.js')).tokenCommand(argv),
+  join: async (argv) => (await import('./join.js')).joinCommand(argv),
+  reset: async (argv) => (await import('./reset.js')).resetCommand(argv),
   version: async () => {
     process.stdout.write(`vkvm ${VKVM_VERSION}\n`);
     return 0;

@@ -2,6 +2,7 @@
 // A new group is a module exporting Benchmark[] named "<group>.<name>", added here.
 import type { Benchmark } from './bench.js';
 import { BURST_BENCHMARKS } from './burst.js';
+import { CLI_BENCHMARKS } from './cli.js';
 import { DENSITY_BENCHMARKS } from './density.js';
 import { IMAGE_BENCHMARKS } from './images.js';
 import { LAUNCHER_BENCHMARKS } from './launcher.js';
@@ -15,6 +16,7 @@ import { STREAM_BENCHMARKS } from './streams.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
 export const BENCHMARKS: readonly Benchmark[] = [
+  ...CLI_BENCHMARKS,
   ...LAUNCHER_BENCHMARKS,
   ...POD_BENCHMARKS,
   ...IMAGE_BENCHMARKS,
