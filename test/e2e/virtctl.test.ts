@@ -153,7 +153,8 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
     const first = consoleOf();
     t.teardown(() => first.kill());
     await first.connected;
-    t.match(await first.run('echo $((6*7))vc', '42vc'), /42vc/, 'the command ran in the guest and its output came back');
+    // Running comes before the guest's shell reads the console: what is typed earlier is lost.
+    t.match(await first.runOnceReady('echo $((6*7))vc', '42vc'), /42vc/, 'the command ran in the guest and its output came back');
     const second = consoleOf();
     t.teardown(() => second.kill());
     await second.connected;
@@ -180,11 +181,21 @@ t.test('virtctl drives VMs through the subresource API', async (t) => {
       t.equal(r.code, 0, `virtctl ${args[0]} succeeded ${r.stderr}`);
       return JSON.parse(r.stdout) as unknown;
     };
+    // The host name is the VMI's once the guest's cloud-init has run (meta-data local-hostname, as KubeVirt sets it).
+    await poll(
+      "the guest's host name, set by its cloud-init",
+      async () => {
+        const r = await virtctl(['guestosinfo', 'testvm']);
+        return r.code === 0 ? (JSON.parse(r.stdout) as { hostname?: string }).hostname : r.stderr;
+      },
+      (h) => h === 'testvm',
+      { deadlineMs: BOOT_DEADLINE_MS, intervalMs: 2000 },
+    );
     t.match(
       await json(['guestosinfo', 'testvm']),
       {
         guestAgentVersion: /^\d+\./,
-        hostname: 'vkvm-guest',
+        hostname: 'testvm',
         os: { kernelRelease: /^\d+\.\d+/, machine: 'x86_64' },
         fsInfo: { disks: Array },
       },

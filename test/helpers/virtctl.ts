@@ -108,6 +108,12 @@ export interface ConsoleSession {
   output(): string;
   /** Types `line` and a newline; resolves with the output after it once `expect` appears in it. */
   run(line: string, expect: string, timeoutMs?: number): Promise<string>;
+  /**
+   * `run`, typed again every few seconds until `expect` appears: for the first
+   * line of a session whose guest may still be booting, when what is typed
+   * before the shell reads its terminal is lost or arrives cut.
+   */
+  runOnceReady(line: string, expect: string, timeoutMs?: number): Promise<string>;
   /** Resolves once `expect` appears in the output printed from now on. */
   waitFor(expect: string, timeoutMs?: number): Promise<string>;
   /** Ctrl-], virtctl's escape sequence. */
@@ -158,6 +164,20 @@ export function openConsole(bin: string, args: string[]): ConsoleSession {
       child.stdin.write(`${line}\n`);
       await until(JSON.stringify(expect), () => stdout.slice(from).includes(expect), timeoutMs);
       return stdout.slice(from);
+    },
+    async runOnceReady(line, expect, timeoutMs = 60_000) {
+      const from = stdout.length;
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        child.stdin.write(`${line}\n`);
+        const left = deadline - Date.now();
+        try {
+          await until(JSON.stringify(expect), () => stdout.slice(from).includes(expect), Math.max(1, Math.min(5000, left)));
+          return stdout.slice(from);
+        } catch (err) {
+          if (Date.now() >= deadline || child.exitCode !== null) throw err;
+        }
+      }
     },
     waitFor,
     detach: () => child.stdin.write('\x1d'),
