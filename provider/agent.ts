@@ -13,7 +13,8 @@ import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
-import { publishHostedPodIps } from './node/hosted-pod-ips.js';
+import { publishMovedPodIps } from './node/hosted-pod-ips.js';
+import { LentVmis } from './migration/lent-vmis.js';
 import { flannelHostGwAnnotations } from './network/flannel-peering.js';
 import { deriveAllocatable, deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
@@ -166,6 +167,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     void nodes.start();
     stops.push(() => nodes.stop());
     const peers = () => peersOf(nodes.list(), config.nodeName);
+    // Where the VMs of this node's lent addresses run: what it lends to whom.
+    const lentVmis = new LentVmis(clients, rootLog.child({ component: 'lent-vmis' }));
+    stops.push(() => lentVmis.stop());
     const network = new PodNetwork({
       bridge: config.bridge,
       dir: join(config.stateDir, 'network'),
@@ -173,11 +177,16 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         if (config.podCidr) return config.podCidr;
         return ipv4PodCidrOf((await clients.core.readNode({ name: config.nodeName })).spec);
       },
+      nodeName: config.nodeName,
       peers,
-      // Migrated VMs' addresses this node hosts, for the other nodes' routes (docs/networking.md).
-      publishHosted: (hosted) => publishHostedPodIps(clients, config.nodeName, hosted),
+      // Migrated VMs' addresses this node hosts and those of its range it lends, for the nodes' routes (docs/networking.md).
+      publishMoved: (claims) => publishMovedPodIps(clients, config.nodeName, claims),
+      lending: lentVmis,
       log: rootLog.child({ component: 'network' }),
     });
+    lentVmis.onChange(() =>
+      network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the lent addresses; the next repair retries')),
+    );
     // A peer joined, left or moved: route it now rather than at the next repair (every 30 s).
     let knownPeers = JSON.stringify(peers());
     nodes.onChange(() => {

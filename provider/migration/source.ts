@@ -23,6 +23,7 @@ import type { VirtualMachineInstance } from '../kubevirt/types.js';
 import type { Launchers, LiveLauncher } from '../launchers/registry.js';
 import { parseQuantity } from '../kube/quantity.js';
 import type { Logger } from '../log.js';
+import type { LentVmi } from '../network/ipam.js';
 import type { PodNetwork } from '../network/pod-network.js';
 import { migrationOf } from './conditions.js';
 import { ControlChannel } from './control-channel.js';
@@ -100,7 +101,7 @@ export class MigrationSource {
         }
         return;
       case 'Migrated':
-        if (!this.handedOver.has(podUid)) await this.commit(podUid, target, log);
+        if (!this.handedOver.has(podUid)) await this.commit(podUid, target, vmiRefOf(vmi!), log);
         return;
       default:
         // Failed or Aborted: the VM runs on here; nothing of the migration stays open.
@@ -148,8 +149,8 @@ export class MigrationSource {
     log.info({ phase: started.phase, bandwidthMiBps: request.bandwidthMiBps ?? 0 }, 'outgoing migration started');
   }
 
-  /** Tells the target to resume, waits for its ack (or the timeout), then hands the address over. */
-  private async commit(podUid: string, target: RelayTarget, log: Logger): Promise<void> {
+  /** Tells the target to resume, waits for its ack (or the timeout), then hands the address over (`vmi`: where its home follows it). */
+  private async commit(podUid: string, target: RelayTarget, vmi: LentVmi, log: Logger): Promise<void> {
     const job = target.uid;
     try {
       const channel = await this.channel(target, log);
@@ -160,7 +161,7 @@ export class MigrationSource {
       // The target also resumes from the VMI's endTimestamp (the controllers copy the commit there).
       log.warn({ err }, 'no ack of the commit from the target; handing the address over anyway');
     }
-    await this.o.network.handOverAddress(podUid, { node: target.node, address: target.address });
+    await this.o.network.handOverAddress(podUid, { node: target.node, address: target.address, vmi });
     this.handedOver.add(podUid);
     await this.close(job);
   }
@@ -188,6 +189,12 @@ export class MigrationSource {
     await this.o.relay.closeAll(job);
   }
 }
+
+const vmiRefOf = (vmi: VirtualMachineInstance): LentVmi => ({
+  namespace: vmi.metadata.namespace ?? 'default',
+  name: vmi.metadata.name!,
+  uid: vmi.metadata.uid!,
+});
 
 /** The guest memory the VMI asks for, in bytes (128 MiB when it names none). */
 function memoryBytesOf(vmi: VirtualMachineInstance): number {

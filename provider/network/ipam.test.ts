@@ -59,3 +59,23 @@ t.test('a lent lease stays taken until released; adopting takes an address back 
   await ipam.release('x');
   t.same(ipam.lent(), {}, 'releasing a lent lease forgets it');
 });
+
+t.test('a lent lease follows its VM to the next node, keeping the VMI it was first lent with', async (t) => {
+  const file = path.join(t.testdir(), 'leases.json');
+  const range = parseIpv4Range('10.9.0.0/29', 'podCIDR');
+  const ipam = await Ipam.open(file, range);
+  await ipam.lease('src');
+  const vmi = { namespace: 'ns', name: 'vm', uid: 'u1' };
+  await ipam.lend('src', 'node-b', new Date('2026-11-27T10:00:00Z'), vmi);
+  await ipam.lend('src', 'node-b', new Date('2026-11-27T10:01:00Z'));
+  const first = ipam.lent();
+  await ipam.lend('src', 'node-c', new Date('2026-11-27T10:02:00Z'));
+  t.same(
+    [first, (await Ipam.open(file, range)).lent()],
+    [
+      { src: { node: 'node-b', since: '2026-11-27T10:00:00.000Z', vmi } },
+      { src: { node: 'node-c', since: '2026-11-27T10:02:00.000Z', vmi } },
+    ],
+    'lent to the same node again: unchanged; to another: since then, with its VMI, across a restart',
+  );
+});

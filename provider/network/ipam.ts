@@ -24,8 +24,18 @@ interface LeaseFile {
 
 /** Where a lent address's VM went. */
 export interface LentLease {
+  /** The node it is lent to now (where its VM runs, as far as this node knows). */
   node: string;
   since: string;
+  /** The VM's VMI: the record that says where it runs after it moves on (provider/migration/lending.ts). */
+  vmi?: LentVmi;
+}
+
+/** A VMI, by name and uid (a VMI recreated under the name is another). */
+export interface LentVmi {
+  namespace: string;
+  name: string;
+  uid: string;
 }
 
 export class RangeExhaustedError extends Error {
@@ -80,11 +90,17 @@ export class Ipam {
     return { ...this.state.lent };
   }
 
-  /** Marks `owner`'s lease as lent to `node` (its VM moved there with the address). Idempotent. */
-  lend(owner: string, node: string, now = new Date()): Promise<void> {
+  /**
+   * Marks `owner`'s lease as lent to `node` (its VM moved there with the
+   * address, or moved on there), keeping the VMI recorded first. Idempotent.
+   */
+  lend(owner: string, node: string, now = new Date(), vmi?: LentVmi): Promise<void> {
     return this.serialized(async () => {
-      if (!(owner in this.state.leases) || this.state.lent?.[owner]?.node === node) return;
-      await this.save({ ...this.state, lent: { ...this.state.lent, [owner]: { node, since: now.toISOString() } } });
+      const was = this.state.lent?.[owner];
+      if (!(owner in this.state.leases) || (was?.node === node && (was.vmi || !vmi))) return;
+      const known = was?.vmi ?? vmi;
+      const lease: LentLease = { node, since: was?.node === node ? was.since : now.toISOString(), ...(known ? { vmi: known } : {}) };
+      await this.save({ ...this.state, lent: { ...this.state.lent, [owner]: lease } });
     });
   }
 

@@ -2,11 +2,14 @@
 // The target node attaches the VM in adopt mode, for an address of its home
 // node's range (attachIncoming), and claims it when the VM is about to run
 // there (claimMovedAddress): a /32 to its bridge, a neighbour entry, then the
-// address published as hosted (hosted-annotation.ts, moved-routes.ts). The node the VM left routes
-// the address via the new node and drops the VM's port (handOverAddress); its
-// home node keeps the lease, lent, until no node hosts the address. What this
-// file keeps are the records those steps leave, so that every repair can
-// rebuild the routes from them after a crash:
+// address published as hosted (hosted-annotation.ts, moved-routes.ts). The
+// node the VM left routes the address via the new node and drops the VM's
+// port (handOverAddress); its home node keeps the lease, lent, and publishes
+// to which node it lends it (where its VMI says the VM runs: LendingSource),
+// until the VM runs nowhere. Other nodes route a claim only when the home
+// lends it (moved-agreement.ts). What this file keeps are the records those
+// steps leave, so that every repair can rebuild the routes from them after a
+// crash:
 //   <vm dir>/incoming.json      a VM attached here for another node's address
 //   handed-over/<ip>.json       an address this node routes to where its VM went
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
@@ -14,10 +17,10 @@ import path from 'node:path';
 import { writeAtomic } from '../atomic-file.js';
 import type { Logger } from '../log.js';
 import { ipBatch, ipBatchRemoval, run } from './host.js';
-import type { Ipam } from './ipam.js';
+import type { Ipam, LentLease, LentVmi } from './ipam.js';
 import { contains, gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
-import { renderHostedPodIps, type HostedPodIps } from './hosted-annotation.js';
-import { lentToRelease, planMovedRoutes, staleHandOvers, type HandedOver } from './moved-routes.js';
+import { renderHostedPodIps, renderLentPodIps, type HostedPodIps, type LentPodIps } from './hosted-annotation.js';
+import { lentToRelease, planMovedRoutes, staleHandOvers, type HandedOver, type MovedPlan } from './moved-routes.js';
 import type { MovedNetwork } from './node-network.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
@@ -41,6 +44,20 @@ const INCOMING_FILE = 'incoming.json';
 const LENT_RELEASE_GRACE_MS = 120_000;
 /** How long a handed-over route stays when no node says it hosts the address. */
 const HANDED_OVER_KEEP_MS = 120_000;
+
+/** What a node publishes for moved addresses: its claims, and its lendings of its own range. */
+export interface MovedClaims {
+  hosted: HostedPodIps;
+  lent: LentPodIps;
+}
+
+/** Where the VMs of lent addresses run now (provider/migration/lent-vmis.ts). */
+export interface LendingSource {
+  /** Follows the VMIs these leases name, and no others. */
+  follow(lent: Readonly<Record<string, LentLease>>): void;
+  /** The node the lease's VM runs on; null: nowhere (its VMI is gone or finished); undefined: not known (yet). */
+  whereIs(lease: LentLease): string | null | undefined;
+}
 
 /** The node's pod range and its leases. */
 export interface NodeAddresses {
@@ -75,13 +92,15 @@ export function checkLentAddress(
 
 export class MovedAddresses {
   private readonly handedOverDir: string;
-  /** Lent leases' owners, with when their address was first seen hosted nowhere. */
+  /** Lent leases' owners, with when their address was first seen unused. */
   private unhostedSinceMs = new Map<string, number>();
   /** The annotation value last published; undefined until the first publication succeeds. */
   private published: string | undefined;
 
   constructor(
     private readonly o: {
+      /** This node's name: the claims and lendings name nodes. */
+      nodeName: string;
       dir: string;
       bridge: string;
       vmDir: (uid: string) => string;
@@ -89,8 +108,10 @@ export class MovedAddresses {
       peers: () => readonly PeerNode[];
       /** The VMs' port records. */
       ports: () => Promise<Array<{ uid: string; port: VmPort }>>;
-      /** Writes this node's HOSTED_POD_IPS_ANNOTATION; none: a node alone, nobody to tell. */
-      publish?: (hosted: HostedPodIps) => Promise<void>;
+      /** Writes this node's HOSTED_POD_IPS_ANNOTATION and LENT_POD_IPS_ANNOTATION; none: a node alone, nobody to tell. */
+      publish?: (claims: MovedClaims) => Promise<void>;
+      /** Where lent addresses' VMs run; none: each stays lent to the node it was handed over to. */
+      lending?: LendingSource;
       log: Logger;
     },
   ) {
@@ -205,7 +226,7 @@ export class MovedAddresses {
    */
   async handOver(
     uid: string,
-    to: { node: string; address: string },
+    to: { node: string; address: string; vmi?: LentVmi },
     n: NodeAddresses,
     forgetPort: (port: VmPort) => Promise<void>,
   ): Promise<void> {
@@ -220,26 +241,72 @@ export class MovedAddresses {
     const at = new Date().toISOString();
     await this.recordHandOver({ uid, ip: port.ip, node: to.node, via: to.address, at });
     await this.routeAway(port.ip, to.address);
-    if (n.ipam.addressOf(uid) === port.ip) await n.ipam.lend(uid, to.node);
+    if (n.ipam.addressOf(uid) === port.ip) await n.ipam.lend(uid, to.node, new Date(), to.vmi);
     const record = await this.incoming(uid);
     if (record) await this.writeIncoming(uid, { ...record, handedOverAt: at });
     await this.dropPort(port.veth);
     await forgetPort(port);
   }
 
-  /** What the node does for migrated VMs' addresses, from the records and the peers' annotations. */
-  async network(range: Ipv4Range, peers: readonly PeerNode[]): Promise<MovedNetwork & { hosted: HostedPodIps }> {
+  /** What the node does for migrated VMs' addresses, from the records, the lendings and the peers' annotations. */
+  async network(n: NodeAddresses, peers: readonly PeerNode[]): Promise<MovedNetwork & { claims: MovedClaims }> {
+    const { plan, incoming, lending } = await this.plan(n, peers);
+    const homes = [...new Set(incoming.map((i) => i.record.homeCidr))].filter((c) => c !== n.range.cidr).sort();
+    return {
+      plan,
+      claims: { hosted: plan.hosted, lent: lending.lent },
+      homeRanges: homes.map((c) => parseIpv4Range(c, 'incoming.json homeCidr')),
+    };
+  }
+
+  private async plan(n: NodeAddresses, peers: readonly PeerNode[]) {
     const incoming = (await this.allIncoming()).filter((i) => !i.record.handedOverAt);
-    const plan = planMovedRoutes({
-      ownCidr: range.cidr,
+    const local = await this.localAddresses();
+    const handedOver = await this.handedOver();
+    const lending = await this.lending(n);
+    const plan: MovedPlan = planMovedRoutes({
+      self: this.o.nodeName,
+      ownCidr: n.range.cidr,
       bridge: this.o.bridge,
       hostedHere: incoming.flatMap((i) => (i.record.claimedAt ? [{ ip: i.record.podIP, claimedAt: i.record.claimedAt }] : [])),
-      handedOver: await this.handedOver(),
+      lending: lending.lent,
+      confirmed: lending.confirmed,
+      handedOver,
       peers,
-      local: await this.localAddresses(),
+      local,
     });
-    const homes = [...new Set(incoming.map((i) => i.record.homeCidr))].filter((c) => c !== range.cidr).sort();
-    return { plan, hosted: plan.hosted, homeRanges: homes.map((c) => parseIpv4Range(c, 'incoming.json homeCidr')) };
+    return { plan, incoming, local, handedOver, lending };
+  }
+
+  /**
+   * What this node lends of its range, from its lent leases and where their
+   * VMs run (LendingSource; the recorded node while that is not known). A
+   * lease whose VM moved on is recorded as lent to the new node, so a
+   * restarted agent publishes the same before it has read the VMIs again.
+   */
+  private async lending(n: NodeAddresses): Promise<{ lent: LentPodIps; confirmed: Set<string>; to: Map<string, string | null> }> {
+    const lent = n.ipam.lent();
+    this.o.lending?.follow(lent);
+    const leases = n.ipam.leases();
+    const out: LentPodIps = {};
+    const confirmed = new Set<string>();
+    const to = new Map<string, string | null>();
+    for (const [owner, lease] of Object.entries(lent)) {
+      const ip = leases[owner];
+      if (!ip) continue;
+      const where = this.o.lending?.whereIs(lease);
+      const node = where === undefined ? lease.node : where;
+      to.set(owner, node);
+      // Coming home (claimed here soon, the lease then adopted): lent to nobody meanwhile.
+      if (node === null || node === this.o.nodeName) continue;
+      if (node !== lease.node) {
+        this.o.log.info({ vm: owner, ip, from: lease.node, to: node }, 'a lent address’s VM moved on: lending it to its new node');
+        await n.ipam.lend(owner, node);
+      }
+      out[ip] = node;
+      if (where !== undefined) confirmed.add(ip);
+    }
+    return { lent: out, confirmed, to };
   }
 
   /** Addresses whose VM runs on this node: every port's but those still arriving (not yet claimed). */
@@ -249,44 +316,58 @@ export class MovedAddresses {
   }
 
   /**
-   * Part of the orphan sweep: lent leases whose address no node hosts any
-   * more (its VM was deleted where it ran) are released after a grace
-   * period, and handed-over records the peers' annotations replaced go.
-   * True when routes must follow (a repair).
+   * Part of the orphan sweep: lent leases no longer in use (their VMI says
+   * the VM runs nowhere; without word from the VMI: the node they are lent
+   * to does not claim them, no port here holds them and no handed-over
+   * record routes them) are released after a grace period, and handed-over
+   * records an agreed claim replaced go. True when routes and the published
+   * lendings must follow (a repair).
    */
   async sweep(n: NodeAddresses, peers: readonly PeerNode[]): Promise<boolean> {
-    const local = await this.localAddresses();
-    const handedOver = await this.handedOver();
-    const stale = staleHandOvers(handedOver, peers, local, Date.now(), HANDED_OVER_KEEP_MS);
+    const { plan, local, handedOver, lending } = await this.plan(n, peers);
+    const stale = staleHandOvers(handedOver, plan.agreed, peers, local, Date.now(), HANDED_OVER_KEEP_MS);
     for (const h of stale) await this.dropHandOver(h.ip);
     const leases = n.ipam.leases();
-    const routed = handedOver.filter((h) => !stale.includes(h)).map((h) => h.ip);
+    const routed = new Set(handedOver.filter((h) => !stale.includes(h)).map((h) => h.ip));
+    const inUse = new Set(
+      [...lending.to].flatMap(([owner, node]) => {
+        const ip = leases[owner]!;
+        // Its VMI says where it runs (confirmed), or else its claim, a port or a route here says it runs.
+        const used =
+          node !== null &&
+          (node === this.o.nodeName || lending.confirmed.has(ip) || plan.agreed[ip] === node || local.has(ip) || routed.has(ip));
+        return used ? [ip] : [];
+      }),
+    );
     const { release, unhostedSinceMs } = lentToRelease({
-      lent: Object.fromEntries(Object.keys(n.ipam.lent()).map((owner) => [owner, leases[owner]!])),
-      hostedSomewhere: new Set([...peers.flatMap((p) => Object.keys(p.hosted ?? {})), ...local, ...routed]),
+      lent: Object.fromEntries([...lending.to.keys()].map((owner) => [owner, leases[owner]!])),
+      inUse,
       unhostedSinceMs: this.unhostedSinceMs,
       nowMs: Date.now(),
       graceMs: LENT_RELEASE_GRACE_MS,
     });
     this.unhostedSinceMs = unhostedSinceMs;
     for (const owner of release) {
-      this.o.log.info({ vm: owner, ip: leases[owner] }, 'releasing a lent address no node hosts any more');
+      this.o.log.info({ vm: owner, ip: leases[owner] }, 'releasing a lent address whose VM runs nowhere any more');
       await n.ipam.release(owner);
     }
-    return stale.length > 0;
+    return stale.length > 0 || release.length > 0;
   }
 
-  /** Publishes what this node hosts, unless that was the last thing published. Failures are logged; the next repair retries. */
-  async publish(hosted: HostedPodIps): Promise<void> {
+  /** Publishes the claims and lendings, unless that was the last thing published. Failures are logged; the next repair retries. */
+  async publish(claims: MovedClaims): Promise<void> {
     if (!this.o.publish) return;
-    const value = renderHostedPodIps(hosted) ?? '';
+    const value = `${renderHostedPodIps(claims.hosted) ?? ''} ${renderLentPodIps(claims.lent) ?? ''}`;
     if (value === this.published) return;
     try {
-      await this.o.publish(hosted);
+      await this.o.publish(claims);
       this.published = value;
-      this.o.log.info({ hosted: Object.keys(hosted) }, 'published the migrated VMs’ addresses this node hosts');
+      this.o.log.info(
+        { hosted: Object.keys(claims.hosted), lent: claims.lent },
+        'published the moved addresses this node hosts and those of its range it lends',
+      );
     } catch (err) {
-      this.o.log.warn({ err }, 'could not publish the migrated VMs’ addresses this node hosts; the next repair retries');
+      this.o.log.warn({ err }, 'could not publish the moved addresses this node hosts and lends; the next repair retries');
     }
   }
 }

@@ -1,15 +1,18 @@
 // Where a migrated VM's address is routed (docs/design/live-migration.md §6).
 // A VM keeps its pod address when it moves to another node, so the address
 // leaves its home node's range: the node hosting it routes it to its bridge
-// as a /32 and tells the others through its Node's annotation, and every
-// other vkvm node routes that /32 via the hosting node's InternalIP; a /32
-// beats the home node's range. The node the VM left routes it via the new
-// node at once, before the others have read the annotation. This file is the
-// plan (pure) and the routes' I/O; moved-address.ts keeps the records.
+// as a /32 and claims it in its Node's annotation; its home node lends it to
+// that node in its own; every vkvm node routes the /32 via the hosting node's
+// InternalIP once both agree (moved-agreement.ts); a /32 beats the home
+// node's range. Until they agree, the range's route takes the traffic to the
+// home node, which routes the /32 via the node it lends to, and the node the
+// VM left routes it via the new node at once. This file is the plan (pure)
+// and the routes' I/O; moved-address.ts keeps the records.
 import type { Logger } from '../log.js';
 import { run } from './host.js';
 import { contains, parseIpv4Range } from './ipv4.js';
-import type { HostedPodIps } from './hosted-annotation.js';
+import type { HostedPodIps, LentPodIps } from './hosted-annotation.js';
+import { agreedMoves } from './moved-agreement.js';
 import type { PeerNode } from './peer-routes.js';
 
 /** A moved VM this node runs, since it claimed the address. */
@@ -32,79 +35,91 @@ export type MovedRoute = { ip: string; via: string } | { ip: string; dev: string
 
 export interface MovedPlan {
   routes: MovedRoute[];
-  /** What this node publishes (HOSTED_POD_IPS_ANNOTATION). */
+  /** What this node publishes as its claims (HOSTED_POD_IPS_ANNOTATION). */
   hosted: HostedPodIps;
   /** Addresses forwarded on to another node: let through (the hosting node filters what reaches its VM). */
   forwarded: string[];
   /** Addresses of other ranges whose VMs run here: their traffic leaving the cluster is NATed as this node's pods'. */
   natted: string[];
+  /** Addresses whose claim its home agrees to, with the claimer: where every node routes them. */
+  agreed: Record<string, string>;
 }
 
 /**
- * The /32 routes and the annotation (pure). `local`: addresses VM ports on
- * this node hold now (its own pods' and moved ones'): never routed away.
- * A peer's annotation beats a handed-over record (the VM may have moved on
- * again); among peers the latest taker wins.
+ * The /32 routes and the claims (pure). `local`: addresses VM ports on this
+ * node hold now (its own pods' and moved ones'): never routed away.
+ * `lending`: what this node lends of its own range; `confirmed`: those of
+ * them whose VMI says the VM runs on the node lent to. An agreed claim comes
+ * first; then, for its own range, a confirmed lending, claimed or not yet
+ * (a chain move's hand-over: the node it lends to forwards to the next);
+ * then a handed-over record (the VM left here, and nobody agrees on a new
+ * place yet).
  */
 export function planMovedRoutes(o: {
+  self: string;
   ownCidr: string;
   bridge: string;
   hostedHere: readonly HostedHere[];
+  lending: LentPodIps;
+  confirmed: ReadonlySet<string>;
   handedOver: readonly HandedOver[];
   peers: readonly PeerNode[];
   local: ReadonlySet<string>;
 }): MovedPlan {
   const own = parseIpv4Range(o.ownCidr, 'the node pod range');
-  const away = new Map<string, { via: string; at: string; name: string }>();
-  for (const peer of o.peers) {
-    for (const [ip, at] of Object.entries(peer.hosted ?? {})) {
-      if (o.local.has(ip)) continue;
-      const seen = away.get(ip);
-      if (!seen || at > seen.at || (at === seen.at && peer.name < seen.name)) away.set(ip, { via: peer.internalIP, at, name: peer.name });
-    }
-  }
-  for (const h of o.handedOver) if (!o.local.has(h.ip) && !away.has(h.ip)) away.set(h.ip, { via: h.via, at: h.at, name: h.node });
   // Back home, an address is on the bridge's own range: its /32 still beats a route away others may have left.
   const hostedHere = o.hostedHere.filter((h) => !contains(own, h.ip));
+  const hosted = Object.fromEntries(hostedHere.map((h) => [h.ip, h.claimedAt]));
+  const agreed = agreedMoves([...o.peers, { name: o.self, podCidr: own.cidr, internalIP: '', hosted, lent: o.lending }]);
+  const away = new Map<string, string>();
+  for (const [ip, m] of agreed) if (m.node !== o.self && !o.local.has(ip)) away.set(ip, m.via);
+  for (const [ip, node] of Object.entries(o.lending)) {
+    if (!o.confirmed.has(ip)) continue;
+    const to = o.peers.find((p) => p.name === node);
+    if (to && contains(own, ip) && !o.local.has(ip) && !away.has(ip)) away.set(ip, to.internalIP);
+  }
+  for (const h of o.handedOver) if (!o.local.has(h.ip) && !away.has(h.ip)) away.set(h.ip, h.via);
   const byIp = (a: { ip: string }, b: { ip: string }) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0);
   const routes: MovedRoute[] = [
     ...o.hostedHere.map((h) => ({ ip: h.ip, dev: o.bridge })),
-    ...[...away].map(([ip, a]) => ({ ip, via: a.via })),
+    ...[...away].map(([ip, via]) => ({ ip, via })),
   ].sort(byIp);
   return {
     routes,
-    hosted: Object.fromEntries(hostedHere.map((h) => [h.ip, h.claimedAt])),
+    hosted,
     forwarded: [...away.keys()].sort(),
     natted: hostedHere.map((h) => h.ip).sort(),
+    agreed: Object.fromEntries([...agreed].map(([ip, m]) => [ip, m.node])),
   };
 }
 
 /**
- * Handed-over records no longer needed (pure): a peer's annotation routes the
- * address, it is back on this node (`local`) or on its home node (whose range
- * is routed there), or `keepMs` passed (nothing hosts it).
+ * Handed-over records no longer needed (pure): an agreed claim routes the
+ * address (`agreed`), it is back on this node (`local`) or on its home node
+ * (whose range is routed there), or `keepMs` passed (nothing hosts it).
  */
 export function staleHandOvers<T extends HandedOver>(
   records: readonly T[],
+  agreed: Readonly<Record<string, string>>,
   peers: readonly PeerNode[],
   local: ReadonlySet<string>,
   nowMs: number,
   keepMs: number,
 ): T[] {
-  const hosted = new Set(peers.flatMap((p) => Object.keys(p.hosted ?? {})));
   // Handed to its home node: that node's range is routed there anyway.
   const home = (r: HandedOver) => peers.some((p) => p.name === r.node && contains(parseIpv4Range(p.podCidr, 'podCIDR'), r.ip));
-  return records.filter((r) => hosted.has(r.ip) || local.has(r.ip) || home(r) || nowMs - Date.parse(r.at) > keepMs);
+  return records.filter((r) => r.ip in agreed || local.has(r.ip) || home(r) || nowMs - Date.parse(r.at) > keepMs);
 }
 
 /**
- * Lent leases to release (pure): an address no node hosts, no VM port here
- * holds and no handed-over record routes, for `graceMs` running. Returns the
- * owners to release and when each still-lent address was first seen unhosted.
+ * Lent leases to release (pure): an address not `inUse` (lent, and hosted
+ * by the node it is lent to, on this node, or routed by a handed-over
+ * record) for `graceMs` running. Returns the owners to release and when each
+ * still-lent address was first seen unused.
  */
 export function lentToRelease(o: {
   lent: Readonly<Record<string, string>>;
-  hostedSomewhere: ReadonlySet<string>;
+  inUse: ReadonlySet<string>;
   unhostedSinceMs: ReadonlyMap<string, number>;
   nowMs: number;
   graceMs: number;
@@ -112,7 +127,7 @@ export function lentToRelease(o: {
   const release: string[] = [];
   const since = new Map<string, number>();
   for (const [owner, ip] of Object.entries(o.lent)) {
-    if (o.hostedSomewhere.has(ip)) continue;
+    if (o.inUse.has(ip)) continue;
     const first = o.unhostedSinceMs.get(owner) ?? o.nowMs;
     if (o.nowMs - first >= o.graceMs) release.push(owner);
     else since.set(owner, first);

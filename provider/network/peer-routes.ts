@@ -8,7 +8,14 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
 import { run, setNetSysctl } from './host.js';
 import { parseIpv4Range } from './ipv4.js';
-import { HOSTED_POD_IPS_ANNOTATION, parseHostedPodIps, type HostedPodIps } from './hosted-annotation.js';
+import {
+  HOSTED_POD_IPS_ANNOTATION,
+  LENT_POD_IPS_ANNOTATION,
+  parseHostedPodIps,
+  parseLentPodIps,
+  type HostedPodIps,
+  type LentPodIps,
+} from './hosted-annotation.js';
 
 /** Another node whose pod range is routed through its address. */
 export interface PeerNode {
@@ -17,8 +24,10 @@ export interface PeerNode {
   podCidr: string;
   /** Its InternalIP: the next hop. */
   internalIP: string;
-  /** Addresses of other ranges whose migrated VMs it runs (its HOSTED_POD_IPS_ANNOTATION), routed to it as /32s. */
+  /** Addresses of other ranges whose migrated VMs it says it runs (its HOSTED_POD_IPS_ANNOTATION): its claims. */
   hosted?: HostedPodIps;
+  /** Addresses of its own range it lends to other nodes (its LENT_POD_IPS_ANNOTATION): a claim is routed only when lent. */
+  lent?: LentPodIps;
 }
 
 /** A route this agent added. */
@@ -41,7 +50,16 @@ export function peersOf(nodes: readonly V1Node[], self: string): PeerNode[] {
     if (!name || name === self || !cidr || !internalIP) return [];
     try {
       const hosted = parseHostedPodIps(n.metadata?.annotations?.[HOSTED_POD_IPS_ANNOTATION]);
-      return [{ name, podCidr: parseIpv4Range(cidr, 'podCIDR').cidr, internalIP, ...(Object.keys(hosted).length ? { hosted } : {}) }];
+      const lent = parseLentPodIps(n.metadata?.annotations?.[LENT_POD_IPS_ANNOTATION]);
+      return [
+        {
+          name,
+          podCidr: parseIpv4Range(cidr, 'podCIDR').cidr,
+          internalIP,
+          ...(Object.keys(hosted).length ? { hosted } : {}),
+          ...(Object.keys(lent).length ? { lent } : {}),
+        },
+      ];
     } catch {
       return [];
     }

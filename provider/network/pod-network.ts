@@ -12,8 +12,8 @@ import type { InterfaceSpec, VmSpec } from '../../vmm/spec.js';
 import { Ipam } from './ipam.js';
 import { gatewayOf, parseIpv4Range, type Ipv4Range } from './ipv4.js';
 import { NodeNetwork } from './node-network.js';
-import { MovedAddresses, type LentAddress } from './moved-address.js';
-import type { HostedPodIps } from './hosted-annotation.js';
+import { MovedAddresses, type LendingSource, type LentAddress, type MovedClaims } from './moved-address.js';
+import type { LentVmi } from './ipam.js';
 import { MacClaims } from './mac-claims.js';
 import type { PeerNode } from './peer-routes.js';
 import type { VmPort } from './port-filter.js';
@@ -43,10 +43,18 @@ export interface PodNetworkOptions {
   dir: string;
   /** The node's pod range; polled until known (Node.spec.podCIDR). */
   podCidr: () => Promise<string | undefined>;
+  /** This node's name (the peers' claims and lendings name nodes); '' for a node alone. */
+  nodeName?: string;
   /** The other nodes, whose pod ranges are routed and let in (none: this node alone). */
   peers?: () => readonly PeerNode[];
-  /** Publishes the migrated VMs' addresses this node hosts (its Node's vkvm.io/hosted-pod-ips); none: nobody to tell. */
-  publishHosted?: (hosted: HostedPodIps) => Promise<void>;
+  /**
+   * Publishes the migrated VMs' addresses this node hosts and those of its
+   * range it lends (its Node's vkvm.io/hosted-pod-ips and vkvm.io/lent-pod-ips);
+   * none: nobody to tell.
+   */
+  publishMoved?: (claims: MovedClaims) => Promise<void>;
+  /** Where the VMs of lent addresses run (their VMIs); none: lent to the node they were handed over to. */
+  lending?: LendingSource;
   log: Logger;
 }
 
@@ -89,12 +97,14 @@ export class PodNetwork {
       },
     );
     this.moved = new MovedAddresses({
+      nodeName: o.nodeName ?? '',
       dir: o.dir,
       bridge: o.bridge,
       vmDir: (uid) => this.vmDir(uid),
       peers: () => o.peers?.() ?? [],
       ports: () => this.recordedPorts(),
-      ...(o.publishHosted ? { publish: o.publishHosted } : {}),
+      ...(o.publishMoved ? { publish: o.publishMoved } : {}),
+      ...(o.lending ? { lending: o.lending } : {}),
       log: o.log,
     });
   }
@@ -141,12 +151,12 @@ export class PodNetwork {
     // Read once: guests' DNS (in their cloud-init seeds too) must not change under running VMs.
     const dnsServers = this.ready?.dnsServers ?? (await hostResolver()).nameservers;
     const peers = this.o.peers?.() ?? [];
-    const moved = await this.moved.network(range, peers);
+    const moved = await this.moved.network({ range, ipam }, peers);
     await this.node.ensure(range, dnsServers, peers, moved);
     await this.reattachVeths();
     await this.filterPorts();
     this.ready ??= { range, ipam, dnsServers };
-    await this.moved.publish(moved.hosted);
+    await this.moved.publish(moved.claims);
     this.o.log.debug({ cidr: range.cidr, bridge: this.o.bridge }, 'pod network ensured');
   }
 
@@ -290,11 +300,12 @@ export class PodNetwork {
   /**
    * Source side after the target's ack (§3 step 15): routes the VM's address
    * via the node it moved to (`to.address`: its InternalIP), then drops the
-   * VM's bridge port, filter chain, MAC claim and DHCP entry; the home node's
-   * lease stays, lent, until no node hosts the address. The namespace stays
+   * VM's bridge port, filter chain, MAC claim and DHCP entry; on the home
+   * node the lease stays, lent to `to.node` (and where the VM's VMI, `to.vmi`,
+   * says it runs later), until the VM runs nowhere. The namespace stays
    * until detach(), which then releases nothing. Idempotent.
    */
-  handOverAddress(uid: string, to: { node: string; address: string }): Promise<void> {
+  handOverAddress(uid: string, to: { node: string; address: string; vmi?: LentVmi }): Promise<void> {
     return this.serialized(uid, async () => {
       await this.moved.handOver(uid, to, await this.readyNode(), async () => {
         await rm(path.join(this.vmDir(uid), 'port.json'), { force: true });

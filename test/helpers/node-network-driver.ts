@@ -4,8 +4,9 @@
 // the namespace's /sys), it owns a real PodNetwork and answers one JSON line
 // per request. Its peers are read from a file the test writes (standing in
 // for the Node informer), and what it publishes as hosted goes to a file
-// (standing in for its Node's annotation).
-//   node dist/test/helpers/node-network-driver.js '{"bridge":…,"dir":…,"podCidr":…,"peersFile":…,"hostedFile":…}'
+// (standing in for its Node's annotation), what it lends to another (its
+// other annotation).
+//   node dist/test/helpers/node-network-driver.js '{"name":…,"bridge":…,"dir":…,"podCidr":…,"peersFile":…,"hostedFile":…,"lentFile":…}'
 //   stdin:  {"id":1,"op":"attach","args":[spec]}    stdout: {"id":1,"ok":true,"result":…}
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -14,11 +15,13 @@ import { PodNetwork } from '../../provider/network/pod-network.js';
 import type { PeerNode } from '../../provider/network/peer-routes.js';
 
 export interface NodeNetworkDriverSpec {
+  name: string;
   bridge: string;
   dir: string;
   podCidr: string;
   peersFile: string;
   hostedFile: string;
+  lentFile: string;
 }
 
 export interface DriverRequest {
@@ -32,9 +35,13 @@ const log = pino({ level: 'warn' }, pino.destination(2));
 const network = new PodNetwork({
   bridge: spec.bridge,
   dir: spec.dir,
+  nodeName: spec.name,
   podCidr: async () => spec.podCidr,
   peers: () => JSON.parse(readFileSync(spec.peersFile, 'utf8')) as PeerNode[],
-  publishHosted: async (hosted) => writeFileSync(spec.hostedFile, JSON.stringify(hosted)),
+  publishMoved: async ({ hosted, lent }) => {
+    writeFileSync(spec.hostedFile, JSON.stringify(hosted));
+    writeFileSync(spec.lentFile, JSON.stringify(lent));
+  },
   log,
 });
 

@@ -31,6 +31,7 @@ export interface SimNode {
   podCidr: string;
   peersFile: string;
   hostedFile: string;
+  lentFile: string;
   call<T = unknown>(op: DriverRequest['op'], ...args: unknown[]): Promise<T>;
   /** Runs a command in the node's mount namespace, where its VMs' namespaces are named (as on a host of vkvm up). */
   inMounts(...argv: string[]): Promise<string>;
@@ -63,8 +64,9 @@ export async function simNode(
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const peersFile = join(dir, 'peers.json');
   const hostedFile = join(dir, 'hosted.json');
+  const lentFile = join(dir, 'lent.json');
   await writeFile(peersFile, '[]');
-  const spec = { bridge: 'vkvm0', dir: join(dir, 'network'), podCidr: o.podCidr, peersFile, hostedFile };
+  const spec = { name: o.name, bridge: 'vkvm0', dir: join(dir, 'network'), podCidr: o.podCidr, peersFile, hostedFile, lentFile };
   const child = spawn('ip', ['netns', 'exec', ns, process.execPath, DRIVER, JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -93,6 +95,7 @@ export async function simNode(
     podCidr: o.podCidr,
     peersFile,
     hostedFile,
+    lentFile,
     call,
     inMounts: (...argv) => run(['nsenter', `--target=${child.pid}`, '--mount', '--', ...argv]),
     vmNetns: (uid) => `/proc/${child.pid}/root/run/netns/${vmNetworkNames(uid).netns}`,
@@ -152,6 +155,17 @@ export const vmSpec = (uid: string, binding: 'bridge' | 'masquerade' = 'bridge')
     labels: {},
   }) as unknown as VmSpec;
 
+/** What a node published: its claims (hosted) and lendings (lent), as its Node's two annotations. */
+export interface Published {
+  hosted: Record<string, string>;
+  lent: Record<string, string>;
+}
+
+async function publishedNow(n: SimNode): Promise<Published> {
+  const read = async (file: string) => JSON.parse(await readFile(file, 'utf8').catch(() => '{}')) as Record<string, string>;
+  return { hosted: await read(n.hostedFile), lent: await read(n.lentFile) };
+}
+
 /** Three nodes on one segment, a guest namespace, and what their Node informers would tell them. */
 export async function threeNodes(t: Test) {
   const r = randomBytes(2).toString('hex');
@@ -170,20 +184,23 @@ export async function threeNodes(t: Test) {
   const mk = (name: string, i: number) =>
     simNode(t, { name, seg, segBridge: 'seg0', address: `${lan}.${i}`, gateway: `${lan}.254`, podCidr: `${net}.${i - 1}.0/24` });
   const [a, b, c] = [await mk('a', 1), await mk('b', 2), await mk('c', 3)];
-  const peer = (n: SimNode, hosted?: Record<string, string>): PeerNode => ({
+  const nodes = [a, b, c];
+  const peer = (n: SimNode, p: Published): PeerNode => ({
     name: n.name,
     podCidr: n.podCidr,
     internalIP: n.address,
-    ...(hosted && Object.keys(hosted).length ? { hosted } : {}),
+    ...(Object.keys(p.hosted).length ? { hosted: p.hosted } : {}),
+    ...(Object.keys(p.lent).length ? { lent: p.lent } : {}),
   });
-  // What each node's Node informer would hand it; then the repair its change starts.
-  const tellPeers = async (hostedByB?: Record<string, string>) => {
-    for (const [n, others] of [
-      [a, [peer(b, hostedByB), peer(c)]],
-      [b, [peer(a), peer(c)]],
-      [c, [peer(a), peer(b, hostedByB)]],
-    ] as const) {
-      await writeFile(n.peersFile, JSON.stringify(others));
+  /**
+   * What each node's Node informer would hand it (what the others published
+   * now; `forged`: annotations a node wrote instead); then the repair its
+   * change starts.
+   */
+  const tellPeers = async (forged: Record<string, Partial<Published>> = {}) => {
+    const all = await Promise.all(nodes.map(async (n) => peer(n, { ...(await publishedNow(n)), ...forged[n.name] })));
+    for (const n of nodes) {
+      await writeFile(n.peersFile, JSON.stringify(all.filter((p) => p.name !== n.name)));
       await n.call('ensureNode');
     }
   };
@@ -215,14 +232,20 @@ export async function echoSession(t: Test, o: { guest: string; c: SimNode; podIP
   return { server, client };
 }
 
-/** What `n` published once it lists `ip` (publishing follows the claim, in the background). */
-export async function publishedBy(n: SimNode, ip: string): Promise<Record<string, string>> {
-  let hosted: Record<string, string> = {};
-  for (const deadline = Date.now() + 10_000; !(ip in hosted); await new Promise((r) => setTimeout(r, 50))) {
-    if (Date.now() > deadline) throw new Error(`${n.name} did not publish ${ip}; it published ${JSON.stringify(hosted)}`);
-    hosted = JSON.parse(await readFile(n.hostedFile, 'utf8').catch(() => '{}')) as Record<string, string>;
+/** What `n` published once it lists `ip` as hosted (or `lent`): publishing follows the claim and the hand-over, in the background. */
+export async function publishedBy(n: SimNode, ip: string, kind: keyof Published = 'hosted'): Promise<Record<string, string>> {
+  let listed: Record<string, string> = {};
+  for (const deadline = Date.now() + 10_000; !(ip in listed); await new Promise((r) => setTimeout(r, 50))) {
+    if (Date.now() > deadline) throw new Error(`${n.name} did not publish ${ip} as ${kind}; it published ${JSON.stringify(listed)}`);
+    listed = (await publishedNow(n))[kind];
   }
-  return hosted;
+  return listed;
+}
+
+/** Once `n` no longer publishes `ip` as hosted (or `lent`). */
+export async function withdrawnBy(n: SimNode, ip: string, kind: keyof Published = 'hosted'): Promise<void> {
+  for (const deadline = Date.now() + 10_000; ip in (await publishedNow(n))[kind]; await new Promise((r) => setTimeout(r, 50)))
+    if (Date.now() > deadline) throw new Error(`${n.name} still publishes ${ip} as ${kind}`);
 }
 
 export async function fdbPortOf(ns: string, mac: string): Promise<string | undefined> {

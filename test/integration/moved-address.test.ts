@@ -6,9 +6,10 @@
 // node C is held open while the guest's interface moves to its port on node
 // B (attachIncoming on B, the move, claimMovedAddress on B, self-announce,
 // handOverAddress on A). The same connection still echoes, first through A
-// (C has not heard yet), then straight to B once C routes the /32 from B's
-// annotation; B serves the address by DHCP with its home gateway; detach
-// leaves nothing behind. A masquerade VM the same way: B's namespace holds
+// (C has not heard yet), then straight to B once C routes the /32 by B's
+// claim and A's lending; a hostile C's claims (of that address, and of one A
+// lent to nobody) and lending of A's address move no route; B serves the
+// address by DHCP with its home gateway; detach leaves nothing behind. A masquerade VM the same way: B's namespace holds
 // the pod address, the guest's gateway keeps its MAC, and B's NAT picks the
 // connection up mid-stream. Needs root; touches only namespaces it makes
 // (the segment too), so a fresh view is enough:
@@ -31,6 +32,7 @@ import {
   slash32s,
   threeNodes,
   vmSpec,
+  withdrawnBy,
   type SimNode,
 } from '../helpers/sim-nodes.js';
 
@@ -90,13 +92,29 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
     guestMacOnBPort: await fdbPortOf(b.ns, GUEST_MAC),
   };
 
-  // B published the address; C (told, as its Node informer would be) routes it straight to B.
+  // B claimed the address and A lent it to B; C (told, as its Node informer would be) routes it straight to B.
   const hosted = await publishedBy(b, podIP);
-  await tellPeers(hosted);
+  const lent = await publishedBy(a, podIP, 'lent');
+  await tellPeers();
   // The periodic sweep: A's handed-over record gives way to B's annotation.
   await a.call('retainOnly', []);
   client.send('direct');
   await client.waitFor('echo direct', 20_000);
+  // A hostile C claims the moved address (later than B did) and an address of A's range A lent to nobody, and lends
+  // A's address to itself: A and B route nothing to C, and the connection goes on echoing.
+  const unlent = `${net}.0.77`;
+  const now = new Date().toISOString();
+  await tellPeers({ c: { hosted: { [podIP]: now, [unlent]: now }, lent: { [podIP]: 'c' } } });
+  client.send('hostile');
+  await client.waitFor('echo hostile', 20_000);
+  const hostile = {
+    movedOnA: await a.routeTo(podIP),
+    unlentOnA: await a.routeTo(unlent),
+    unlentOnB: await b.routeTo(unlent),
+    slash32sOnA: await slash32s(a.ns),
+    slash32sOnB: await slash32s(b.ns),
+  };
+  await tellPeers();
   // The guest renews its lease on B: B's DHCP serves its address with its home gateway.
   const script = join(await mkdtemp(join(tmpdir(), 'vkvm-udhcpc-')), 'report');
   t.teardown(() => rm(join(script, '..'), { recursive: true, force: true }));
@@ -113,6 +131,8 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
       ...moved,
       routeOnCAfter: await c.routeTo(podIP),
       hostedByB: Object.keys(hosted),
+      lentByA: lent,
+      hostile,
       aLease: aLeases.leases?.[uidA],
       aLentTo: aLeases.lent?.[uidA]?.node,
       aPortChains: await portChains(a.ns),
@@ -130,6 +150,14 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
       guestMacOnBPort: vmNetworkNames(uidB).hostVeth,
       routeOnCAfter: `via ${b.address}`,
       hostedByB: [podIP],
+      lentByA: { [podIP]: 'b' },
+      hostile: {
+        movedOnA: `via ${b.address}`,
+        unlentOnA: 'dev vkvm0',
+        unlentOnB: `via ${a.address}`,
+        slash32sOnA: [podIP],
+        slash32sOnB: [podIP],
+      },
       aLease: podIP,
       aLentTo: 'b',
       aPortChains: [],
@@ -137,13 +165,13 @@ t.test('a VM’s address moves with it between nodes; a TCP connection held open
       connections: ['connection 1'],
       closed: false,
     },
-    'the address is the same; B routes it to the VM, A via B, C via A until told, then via B; one connection throughout',
+    'the address is the same; B routes it to the VM, A via B, C via A until told, then via B; a hostile claim moves nothing; one connection throughout',
   );
 
   // Deleted on B: its /32, annotation and namespace go; A's lease stays lent (released after the grace period).
   await a.call('detach', uidA);
   await b.call('detach', uidB);
-  await tellPeers(JSON.parse(await readFile(b.hostedFile, 'utf8')) as Record<string, string>);
+  await tellPeers();
   await a.call('retainOnly', []);
   const aAfter = JSON.parse(await readFile(join(a.peersFile, '..', 'network', 'leases.json'), 'utf8')) as {
     lent?: Record<string, unknown>;
@@ -204,7 +232,9 @@ t.test('a masquerade VM keeps its pod address too: the target namespace holds it
   await gatewayUp(b, vmNsB);
   await b.call('claimMovedAddress', uidB);
   await a.call('handOverAddress', uidA, { node: 'b', address: b.address });
-  await tellPeers(await publishedBy(b, podIP));
+  await publishedBy(b, podIP);
+  await publishedBy(a, podIP, 'lent');
+  await tellPeers();
   client.send('after');
   await client.waitFor('echo after', 20_000);
   t.same(
@@ -272,11 +302,16 @@ t.test('there and back: the hint is the source’s range, the lease comes home a
     await from.call('handOverAddress', fromUid, { node: to.name, address: to.address });
   };
   await move(a, uidA, b, uidB);
-  await tellPeers(await publishedBy(b, podIP));
+  await publishedBy(b, podIP);
+  await publishedBy(a, podIP, 'lent');
+  await tellPeers();
   client.send('there');
   await client.waitFor('echo there', 20_000);
   await move(b, uidB, a, uidHome);
-  await tellPeers({});
+  // B no longer claims it, A (home again) no longer lends it.
+  await withdrawnBy(b, podIP);
+  await withdrawnBy(a, podIP, 'lent');
+  await tellPeers();
   await a.call('retainOnly', [uidA, uidHome]);
   client.send('back');
   await client.waitFor('echo back', 20_000);
