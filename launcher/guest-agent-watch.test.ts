@@ -10,7 +10,7 @@ t.test('a connected agent that answers guest-get-osinfo only late is asked until
   t.teardown(() => mock.timers.reset());
   let failuresLeft = 9;
   const asked: number[] = [];
-  let published: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestOsInfo'> = {};
+  let published: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestAgentConnectedAtUnixMs' | 'guestOsInfo'> = {};
   let now = 0;
   const watch = new GuestAgentWatch({
     driver: {
@@ -23,7 +23,7 @@ t.test('a connected agent that answers guest-get-osinfo only late is asked until
     },
     domainUuid: () => 'uuid',
     active: () => true,
-    current: () => published,
+    current: () => ({ guestAgentConnectedAtUnixMs: 0, ...published }),
     publish: (next) => (published = { ...published, ...next }),
     log: pino({ level: 'silent' }),
   });
@@ -35,11 +35,45 @@ t.test('a connected agent that answers guest-get-osinfo only late is asked until
     // Let the retried refresh run its awaits.
     for (let j = 0; j < 10; j++) await Promise.resolve();
   }
-  t.same(published, { guestAgentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64', machine: 'x86_64' } });
+  t.same(published, {
+    guestAgentConnected: true,
+    guestAgentConnectedAtUnixMs: published.guestAgentConnectedAtUnixMs,
+    guestOsInfo: { kernelRelease: '6.1.0-28-amd64', machine: 'x86_64' },
+  });
   t.equal(asked.length, 10, 'nine failures, then the answer: never given up');
   t.same(
     asked.filter((at, i) => i > 0 && at - asked[i - 1]! > 30_000),
     [],
     'no wait longer than 30 s (time moves in 30 s steps here)',
+  );
+});
+
+t.test("the run's first connection of the agent is kept through a disconnect and a reconnection", async (t) => {
+  let connected = true;
+  let published: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestAgentConnectedAtUnixMs' | 'guestOsInfo'> = {
+    guestAgentConnectedAtUnixMs: 0,
+  };
+  const watch = new GuestAgentWatch({
+    driver: { agentConnected: () => Promise.resolve(connected), agentCommand: () => Promise.resolve({ name: 'Debian' }) },
+    domainUuid: () => 'uuid',
+    active: () => true,
+    current: () => ({ guestAgentConnectedAtUnixMs: 0, ...published }),
+    publish: (next) => (published = { ...published, ...next }),
+    log: pino({ level: 'silent' }),
+  });
+  t.teardown(() => watch.stop());
+  const before = Date.now();
+  await watch.refresh();
+  const first = published.guestAgentConnectedAtUnixMs ?? 0;
+  t.ok(first >= before && first <= Date.now(), 'the first connection is stamped when it is seen');
+  connected = false;
+  await watch.refresh();
+  await new Promise((r) => setTimeout(r, 5));
+  connected = true;
+  await watch.refresh();
+  t.same(
+    { connected: published.guestAgentConnected, at: published.guestAgentConnectedAtUnixMs },
+    { connected: true, at: first },
+    'connected again, the first connection time unchanged',
   );
 });

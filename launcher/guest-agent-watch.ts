@@ -21,9 +21,9 @@ export interface GuestAgentWatchOptions {
   domainUuid(): string;
   /** Whether to look at all: the VM has an agent channel and the launcher is not closing. */
   active(): boolean;
-  /** What was last published (the OS info is asked once per connection). */
-  current(): Pick<VmState, 'guestOsInfo'>;
-  publish(next: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestOsInfo'>): void;
+  /** What was last published (the OS info is asked once per connection; the first connection of a run is kept). */
+  current(): Pick<VmState, 'guestOsInfo' | 'guestAgentConnectedAtUnixMs'>;
+  publish(next: Pick<Partial<VmState>, 'guestAgentConnected' | 'guestAgentConnectedAtUnixMs' | 'guestOsInfo'>): void;
   log: Logger;
 }
 
@@ -55,7 +55,11 @@ export class GuestAgentWatch {
         this.osInfoAttempts = 0;
         return this.o.publish({ guestAgentConnected: false, guestOsInfo: undefined });
       }
-      this.o.publish({ guestAgentConnected: true });
+      // The run's first connection: the guest OS is up (the node agent's readiness reads it), whatever follows.
+      this.o.publish({
+        guestAgentConnected: true,
+        guestAgentConnectedAtUnixMs: this.o.current().guestAgentConnectedAtUnixMs || Date.now(),
+      });
       if (this.o.current().guestOsInfo) return;
       try {
         const reply = await this.o.driver.agentCommand(this.o.domainUuid(), { execute: 'guest-get-osinfo' }, AGENT_QUERY_TIMEOUT_S);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { derivePhase, type PhaseInput } from './state.js';
+import { derivePhase, initialVmState, runStarted, type PhaseInput, type VmState } from './state.js';
 
 t.test('derivePhase: first matching rule decides phase, reason and message', async (t) => {
   const cases: [string, PhaseInput, ReturnType<typeof derivePhase>][] = [
@@ -83,4 +83,30 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
     ],
   ];
   for (const [name, input, want] of cases) t.same(derivePhase(input), want, name);
+});
+
+t.test("a run's start forgets what the guest did in the earlier run and takes the firmware of this one", async (t) => {
+  const earlier: VmState = {
+    ...initialVmState('/run/console.log'),
+    phase: 'Running',
+    reason: 'Booted',
+    startedAtUnixMs: 1000,
+    domainUuid: 'old',
+    qemuPid: 7,
+    consoleOutputAtUnixMs: 1500,
+    guestAgentConnected: true,
+    guestAgentConnectedAtUnixMs: 9000,
+    guestOsInfo: { name: 'Debian' },
+  };
+  const { guestOsInfo: _osInfo, ...kept } = earlier;
+  t.same(runStarted(earlier, { domainUuid: 'new', firmwareOnConsole: true, atUnixMs: 20_000 }), {
+    ...kept,
+    startedAtUnixMs: 20_000,
+    domainUuid: 'new',
+    qemuPid: 0,
+    consoleOutputAtUnixMs: 0,
+    firmwareOnConsole: true,
+    guestAgentConnected: false,
+    guestAgentConnectedAtUnixMs: 0,
+  });
 });

@@ -19,10 +19,17 @@ export interface VmState {
   consoleLogPath: string;
   domainUuid: string;
   generation: number;
-  /** First serial console output of the current run, Unix ms; 0 until the guest wrote any. */
+  /** First serial console output of the current run, Unix ms; 0 until the guest (or its firmware) wrote any. */
   consoleOutputAtUnixMs: number;
+  /**
+   * The VM's firmware writes to the serial console itself (OVMF; SeaBIOS with useSerial), so console output does not
+   * say the guest OS runs. Set from the spec of the current run.
+   */
+  firmwareOnConsole: boolean;
   /** The guest agent has its channel open. */
   guestAgentConnected: boolean;
+  /** When the guest agent first opened its channel in the current run, Unix ms; 0 until then (it stays set after a disconnect). */
+  guestAgentConnectedAtUnixMs: number;
   /** What the guest agent said about the guest OS since it last connected. */
   guestOsInfo?: GuestOsInfo;
   /** The live migration this launcher takes part in, once one was asked for. */
@@ -120,6 +127,41 @@ export function derivePhase(input: PhaseInput): ({ phase: Phase } & Cause) | und
 }
 
 export const isTerminal = (phase: Phase): boolean => phase === 'Succeeded' || phase === 'Failed';
+
+/** A launcher's state before its VM ever ran. */
+export function initialVmState(consoleLogPath: string): VmState {
+  return {
+    phase: 'Pending',
+    reason: 'NotStarted',
+    message: '',
+    domainState: 'absent',
+    qemuPid: 0,
+    startedAtUnixMs: 0,
+    consoleLogPath,
+    domainUuid: '',
+    generation: 1,
+    consoleOutputAtUnixMs: 0,
+    firmwareOnConsole: false,
+    guestAgentConnected: false,
+    guestAgentConnectedAtUnixMs: 0,
+  };
+}
+
+/** The state as a run of the VM starts: what the guest did in an earlier run is forgotten. */
+export function runStarted(state: VmState, run: { domainUuid: string; firmwareOnConsole: boolean; atUnixMs: number }): VmState {
+  const next: VmState = {
+    ...state,
+    startedAtUnixMs: run.atUnixMs,
+    domainUuid: run.domainUuid,
+    firmwareOnConsole: run.firmwareOnConsole,
+    qemuPid: 0,
+    consoleOutputAtUnixMs: 0,
+    guestAgentConnected: false,
+    guestAgentConnectedAtUnixMs: 0,
+  };
+  delete next.guestOsInfo;
+  return next;
+}
 
 export const STATE_FILE_NAME = 'launcher.json';
 

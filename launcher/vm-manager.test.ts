@@ -268,3 +268,33 @@ t.test('once libvirtd has died, Kill, Shutdown and close end without asking libv
     'the VM stays Failed with the reason libvirtd died, and the launcher can exit cleanly',
   );
 });
+
+t.test('a run publishes whether its firmware writes to the console, and when the guest agent first connected', async (t) => {
+  const run = async (firmware: VmSpec['firmware']) => {
+    const { manager, libvirt, spec } = setUp(t);
+    await manager.sync(JSON.stringify({ ...spec, firmware, guestAgent: true }));
+    const before = Date.now();
+    libvirt.agentUp = true;
+    manager.onAgentLifecycle();
+    while (!manager.current.guestAgentConnected) await settled();
+    const { firmwareOnConsole, guestAgentConnectedAtUnixMs } = manager.current;
+    const killed = manager.kill();
+    while (libvirt.domainState !== 'shutoff') await settled();
+    manager.onLifecycle({ type: 'Stopped', detail: 'Destroyed' });
+    await killed;
+    await manager.close();
+    return { firmwareOnConsole, agentStamped: guestAgentConnectedAtUnixMs >= before };
+  };
+  t.same(
+    {
+      bios: await run({ kind: 'bios' }),
+      biosOnSerial: await run({ kind: 'bios', useSerial: true }),
+      efi: await run({ kind: 'efi', secureBoot: false }),
+    },
+    {
+      bios: { firmwareOnConsole: false, agentStamped: true },
+      biosOnSerial: { firmwareOnConsole: true, agentStamped: true },
+      efi: { firmwareOnConsole: true, agentStamped: true },
+    },
+  );
+});

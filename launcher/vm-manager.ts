@@ -5,7 +5,7 @@ import { chown, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { DomainRuntime } from '../vmm/domain/runtime.js';
-import { domainUuidOf, type VmSpec } from '../vmm/spec.js';
+import { domainUuidOf, firmwareOnConsole, type VmSpec } from '../vmm/spec.js';
 import { parseSpec } from './spec-parse.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { LifecycleEvent } from './domain-driver.js';
@@ -14,7 +14,16 @@ import type { AgentCall } from './guest-exec.js';
 import { guestAgent, type GuestAgent } from './guest-queries.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
-import { derivePhase, isTerminal, type Cause, type MigrationState, type PhaseInput, type VmState } from './state.js';
+import {
+  derivePhase,
+  initialVmState,
+  isTerminal,
+  runStarted,
+  type Cause,
+  type MigrationState,
+  type PhaseInput,
+  type VmState,
+} from './state.js';
 import { withDeadline } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
@@ -57,19 +66,7 @@ export class VmManager {
 
   constructor(private readonly o: VmManagerOptions) {
     this.domainUuid = o.uid;
-    this.state = {
-      phase: 'Pending',
-      reason: 'NotStarted',
-      message: '',
-      domainState: 'absent',
-      qemuPid: 0,
-      startedAtUnixMs: 0,
-      consoleLogPath: o.consoleLog.paths.current,
-      domainUuid: '',
-      generation: 1,
-      consoleOutputAtUnixMs: 0,
-      guestAgentConnected: false,
-    };
+    this.state = initialVmState(o.consoleLog.paths.current);
     this.agent = new GuestAgentWatch({
       driver: o.driver,
       domainUuid: () => this.domainUuid,
@@ -319,15 +316,7 @@ export class VmManager {
       if (!incoming) await driver.startPaused(uid);
       this.input.started = true;
       this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
-      this.state = {
-        ...this.state,
-        startedAtUnixMs: Date.now(),
-        domainUuid: uid,
-        qemuPid: 0,
-        consoleOutputAtUnixMs: 0,
-        guestAgentConnected: false,
-      };
-      delete this.state.guestOsInfo;
+      this.state = runStarted(this.state, { domainUuid: uid, firmwareOnConsole: firmwareOnConsole(spec.firmware), atUnixMs: Date.now() });
       const stopWatchingOutput = this.serial.attach(
         () => {
           stopWatchingOutput();

@@ -70,6 +70,9 @@ export interface KernelBoot {
 /** BIOS (SeaBIOS; `useSerial` prints its output on the serial console, which has no screen) or UEFI (OVMF). */
 export type Firmware = { kind: 'bios'; useSerial?: boolean } | { kind: 'efi'; secureBoot?: boolean };
 
+/** Whether the firmware itself writes to the serial console: OVMF always does, SeaBIOS only with useSerial. */
+export const firmwareOnConsole = (f: Firmware): boolean => f.kind === 'efi' || f.useSerial === true;
+
 export type CpuModel = 'host-model' | 'host-passthrough' | { named: string };
 
 export interface CpuSpec {

@@ -3,7 +3,7 @@ import { renderDnsmasqConf, renderVmDhcpOptions } from './dnsmasq.js';
 import { netmaskOf } from './node-network.js';
 import { parseIpv4Range } from './ipv4.js';
 
-t.test('the DHCP config answers static leases only, on one interface, with DNS off', async (t) => {
+t.test('the DHCP config answers static leases only, on one interface, with DNS off, and runs the lease script', async (t) => {
   const range = parseIpv4Range('10.244.3.0/24', 'podCIDR');
   const conf = renderDnsmasqConf(
     {
@@ -14,6 +14,7 @@ t.test('the DHCP config answers static leases only, on one interface, with DNS o
       dnsServers: ['192.0.2.53'],
       hostsDir: '/var/lib/vkvm/network/dhcp-hosts',
       leaseTime: '1h',
+      leaseScript: '/var/lib/vkvm/network/dhcp-script',
     },
     '/var/lib/vkvm/network/dnsmasq.pid',
   );
@@ -29,6 +30,7 @@ t.test('the DHCP config answers static leases only, on one interface, with DNS o
     'dhcp-option=option:router,10.244.3.1',
     'dhcp-option=option:dns-server,192.0.2.53',
     'dhcp-hostsdir=/var/lib/vkvm/network/dhcp-hosts',
+    'dhcp-script=/var/lib/vkvm/network/dhcp-script',
     'pid-file=/var/lib/vkvm/network/dnsmasq.pid',
     'log-facility=/var/lib/vkvm/network/dnsmasq.log',
     '',

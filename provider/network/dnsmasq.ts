@@ -38,6 +38,8 @@ export interface DhcpConfig {
    */
   sharedNetworks?: Array<{ network: string; netmask: string; router: string }>;
   leaseTime: string;
+  /** Run by dnsmasq on every lease event (dhcp-acks.ts); with leasefile-ro, renewals and expiry changes too. */
+  leaseScript?: string;
 }
 
 export function renderDnsmasqConf(c: DhcpConfig, pidFile: string): string {
@@ -65,6 +67,7 @@ export function renderDnsmasqConf(c: DhcpConfig, pidFile: string): string {
     ...(c.hostsDir ? [`dhcp-hostsdir=${c.hostsDir}`] : []),
     ...(c.optsDir ? [`dhcp-optsdir=${c.optsDir}`] : []),
     ...(c.hosts ?? []).map((h) => `dhcp-host=${h}`),
+    ...(c.leaseScript ? [`dhcp-script=${c.leaseScript}`] : []),
     `pid-file=${pidFile}`,
     // Beside its config, for an operator asking why a guest got no address.
     `log-facility=${pidFile.replace(/\.pid$/, '.log')}`,
@@ -119,13 +122,22 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 /**
- * Makes the instance re-read its hosts files. dnsmasq notices new and changed
- * files in a hosts directory by itself, but keeps the records of deleted ones
- * until SIGHUP, and refuses a later file that reuses their address.
+ * Makes a running instance forget removed hosts files. dnsmasq notices new
+ * and changed files in a hosts directory by itself, but keeps the records of
+ * deleted ones until SIGHUP, and refuses a later file that reuses their
+ * address. It is restarted instead: dnsmasq 2.90 aborts on SIGHUP once a lease
+ * exists whose host entry, read from a hosts directory, sets a tag (measured),
+ * and every VM's does. Its leases go with it (leasefile-ro keeps them in
+ * memory only), the removed VM's too; guests renew theirs from the new
+ * instance, their addresses being fixed.
  */
-export async function reloadDnsmasq(i: DnsmasqInstance): Promise<void> {
-  const pid = await runningPid(i);
-  if (pid) signal(pid, 'SIGHUP');
+export async function restartDnsmasq(i: DnsmasqInstance): Promise<void> {
+  if (!(await runningPid(i))) return;
+  await stopDnsmasq(i);
+  // A repair may have started it meanwhile, with the same files.
+  await run([DNSMASQ, `--conf-file=${i.confFile}`], i.netns ? { netns: i.netns } : {}).catch(async (err: unknown) => {
+    if (!(await runningPid(i))) throw err;
+  });
 }
 
 /** Stops the instance and waits until it is gone. Idempotent. */

@@ -3,7 +3,7 @@
 // to see what dnsmasq does with a reused address.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -81,9 +81,18 @@ t.test('an address served to one VM is served to the next VM given it', async (t
 
   const first = await client('a', '02:00:00:00:00:0a');
   await net.addDhcpHost('pod-a', '02:00:00:00:00:0a', ip);
+  const acked: string[] = [];
+  net.dhcpAcks.onAck((uid) => acked.push(uid));
+  const beforeMs = Date.now();
   t.equal(await first.dhcp(), ip, 'the first VM is served its address');
+  const ackedAt = await net.dhcpAcks.ackedAtUnixMs('pod-a');
+  t.ok(ackedAt && ackedAt >= beforeMs - 10 && ackedAt <= Date.now(), `the lease script recorded when it was ACKed (${ackedAt})`);
   await first.close();
+  const pid = () => readFile(path.join(dir, 'dnsmasq.pid'), 'utf8').then((p) => p.trim());
+  const pidBefore = await pid();
   await net.removeDhcpHost('pod-a');
+  t.not(await pid(), pidBefore, 'dnsmasq restarted, forgetting the removed entry and its lease');
+  await t.resolves(readFile(`/proc/${await pid()}/cmdline`), 'and runs');
 
   const second = await client('b', '02:00:00:00:00:0b');
   t.teardown(() => second.close().catch(() => undefined));
@@ -104,6 +113,13 @@ t.test('an address served to one VM is served to the next VM given it', async (t
   );
   await net.removeDhcpHost('pod-c');
   t.same(await readdir(net.dhcpOptsDir), [], 'its options go with its entry');
+  // dnsmasq 2.90 aborts on SIGHUP with a lease of a tagged entry from its hosts directory: a restart does not.
+  await t.resolves(readFile(`/proc/${await pid()}/cmdline`), 'dnsmasq runs after an entry whose lease it held was removed');
+  t.same(
+    { acked: [...new Set(acked)].sort(), records: (await net.dhcpAcks.recorded()).sort() },
+    { acked: ['pod-a', 'pod-b', 'pod-c'], records: ['pod-a', 'pod-b', 'pod-c'] },
+    'each VM served is recorded by its uid, and the watch told of each',
+  );
 
   const other = new NodeNetwork({ bridge: `${bridge}x`, dir, log: pino({ level: 'silent' }) });
   await t.rejects(

@@ -9,7 +9,8 @@
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { ensureDnsmasq, reloadDnsmasq, renderDnsmasqConf, renderVmDhcpOptions, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
+import { DhcpAcks, dhcpTagOf } from './dhcp-acks.js';
+import { ensureDnsmasq, restartDnsmasq, renderDnsmasqConf, renderVmDhcpOptions, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import type { GuestDns } from './resolver.js';
 import { createHash } from 'node:crypto';
 import {
@@ -94,7 +95,11 @@ export class NodeNetwork {
   readonly dhcpOptsDir: string;
   /** What each VM's port on the bridge lets out; kept by the pod network, which knows the VMs. */
   readonly ports: PortFilter;
+  /** When each VM's guest took its address by DHCP, from this node's dnsmasq instances. */
+  readonly dhcpAcks: DhcpAcks;
   private readonly dnsmasq: DnsmasqInstance;
+  /** The restart of dnsmasq under way (removeDhcpHost). */
+  private dhcpRestart: Promise<void> = Promise.resolve();
   /** Peers already warned about (a skipped route is logged once, not every repair). */
   private readonly peerWarnings = new Set<string>();
 
@@ -108,6 +113,7 @@ export class NodeNetwork {
     this.dhcpOptsDir = path.join(o.dir, 'dhcp-opts');
     this.dnsmasq = { confFile: path.join(o.dir, 'dnsmasq.conf'), pidFile: path.join(o.dir, 'dnsmasq.pid') };
     this.ports = new PortFilter(o.bridge, bridgeMac(o.bridge), o.log);
+    this.dhcpAcks = new DhcpAcks(path.join(o.dir, 'dhcp-acks'), o.dir, o.log);
   }
 
   /**
@@ -200,41 +206,40 @@ export class NodeNetwork {
         hostsDir: this.dhcpHostsDir,
         optsDir: this.dhcpOptsDir,
         leaseTime: '1h',
+        leaseScript: this.dhcpAcks.script,
         sharedNetworks: moved.homeRanges.map((r) => ({ network: intToIp(r.network), netmask: netmaskOf(r), router: gatewayOf(r) })),
       },
       this.dnsmasq.pidFile,
     );
+    await this.dhcpAcks.ensure();
     await ensureDnsmasq(this.dnsmasq, conf);
   }
 
   /**
    * Serves `ip` to `mac` by DHCP on the bridge, with the VM's own resolver
-   * (dnsmasq re-reads both directories). The options go first: the host
+   * (dnsmasq re-reads both directories), tagged as the VM's. The options go first: the host
    * entry's tag names them, and a guest asking in between gets the defaults.
    */
   async addDhcpHost(owner: string, mac: string, ip: string, dns?: GuestDns): Promise<void> {
-    const tag = `vm-${owner}`;
+    // The tag also tells the lease script whose guest was served (dhcp-acks.ts).
+    const tag = dhcpTagOf(owner);
     if (dns) await writeIfChanged(path.join(this.dhcpOptsDir, owner), renderVmDhcpOptions(tag, dns));
-    await writeIfChanged(path.join(this.dhcpHostsDir, owner), dns ? `${mac},set:${tag},${ip}\n` : `${mac},${ip}\n`);
+    await writeIfChanged(path.join(this.dhcpHostsDir, owner), `${mac},set:${tag},${ip}\n`);
   }
 
   /**
-   * Stops serving `owner`'s address so the next VM given it is served. dnsmasq
-   * forgets a deleted hosts file only on reload, and keeps leases in memory,
-   * refusing the address to another MAC while the old lease lasts: so reload,
-   * then release the lease (dhcp_release, as OpenStack does with dnsmasq).
+   * Stops serving `owner`'s address so the next VM given it is served:
+   * dnsmasq forgets a deleted hosts file, and the lease it keeps in memory,
+   * which would refuse the address to another MAC while it lasts, only when
+   * restarted (restartDnsmasq).
    */
   async removeDhcpHost(owner: string): Promise<void> {
-    const file = path.join(this.dhcpHostsDir, owner);
-    const fields = (await readFile(file, 'utf8').catch(() => '')).trim().split(',');
-    const [mac, ip] = [fields[0], fields.at(-1)];
-    await rm(file, { force: true });
+    await rm(path.join(this.dhcpHostsDir, owner), { force: true });
     await rm(path.join(this.dhcpOptsDir, owner), { force: true });
-    await reloadDnsmasq(this.dnsmasq);
-    if (mac && ip)
-      await run(['dhcp_release', this.o.bridge, ip, mac]).catch((err: unknown) =>
-        this.o.log.warn({ err, ip, mac }, 'could not release a DHCP lease'),
-      );
+    // One at a time, each after its own removal: two at once could leave the later start reading a file since removed.
+    const restart = this.dhcpRestart.then(() => restartDnsmasq(this.dnsmasq));
+    this.dhcpRestart = restart.catch(() => undefined);
+    await restart;
   }
 
   /**
@@ -243,6 +248,7 @@ export class NodeNetwork {
    */
   async remove(): Promise<void> {
     const record = await this.readRecord();
+    this.dhcpAcks.close();
     await stopDnsmasq(this.dnsmasq);
     // By the record: what was built may be on another bridge than this agent's flag names.
     const bridge = record?.bridge ?? this.o.bridge;

@@ -197,6 +197,7 @@ export class PodNetwork {
     await this.nextRepair?.catch(() => undefined);
     await this.repairing;
     await Promise.all(this.inFlight.values());
+    this.node.dhcpAcks.close();
     if (!opts.removeAll) return;
     await this.retainOnly(() => false);
     await this.node.remove();
@@ -264,6 +265,7 @@ export class PodNetwork {
       dns,
       nodeBridge: this.o.bridge,
       dir: this.vmDir(spec.uid),
+      dhcpScript: this.node.dhcpAcks.script,
     });
     // Before the VM runs: its first frame is filtered. A port already recorded is in the filter, which
     // the periodic repair keeps (ensureNode): a sync of a running VM starts no nft process.
@@ -333,7 +335,17 @@ export class PodNetwork {
     return (await readVmPort(this.vmDir(uid)))?.ip;
   }
 
-  /** Removes the VM's namespace, port filter, DHCP entry and lease. Idempotent; call once its launcher is gone. */
+  /** When the VM's guest last took its address by DHCP here, Unix ms (dhcp-acks.ts); undefined if it never did. */
+  guestDhcpAckedAt(uid: string): Promise<number | undefined> {
+    return this.node.dhcpAcks.ackedAtUnixMs(uid);
+  }
+
+  /** Calls `listener` with the uid of each VM whose guest takes its address by DHCP from now on. */
+  onGuestDhcp(listener: (uid: string) => void): () => void {
+    return this.node.dhcpAcks.onAck(listener);
+  }
+
+  /** Removes the VM's namespace, port filter, DHCP entry and record, and lease. Idempotent; call once its launcher is gone. */
   detach(uid: string): Promise<void> {
     return this.serialized(uid, async () => {
       const adopted = await this.moved.incoming(uid);
@@ -342,6 +354,7 @@ export class PodNetwork {
       // Without a node set up here (vkvm reset), the node's removal takes the whole filter.
       if (this.ready) await this.filterPorts();
       await this.node.removeDhcpHost(uid);
+      await this.node.dhcpAcks.forget(uid);
       // A lent lease is kept while its VM runs elsewhere; the sweep releases it (MovedAddresses.sweep).
       if (!this.ready?.ipam.lent()[uid]) await this.ready?.ipam.release(uid);
       // Its /32 and its entry in the hosted addresses go with it.
@@ -360,6 +373,7 @@ export class PodNetwork {
       ...(await readdir(path.join(this.o.dir, 'vms')).catch(() => [] as string[])),
       ...(await readdir(this.node.dhcpHostsDir).catch(() => [] as string[])),
       ...(await readdir(this.node.dhcpOptsDir).catch(() => [] as string[])),
+      ...(await this.node.dhcpAcks.recorded()),
       ...Object.keys(this.ready?.ipam.leases() ?? {}).filter((owner) => !lent[owner]),
     ]);
     const removed: string[] = [];

@@ -152,7 +152,9 @@ t.test('on the host: both bindings are built on the node bridge, rebuilt when le
       forwarding: (await inNs('cat', '/proc/sys/net/ipv4/ip_forward')).trim(),
       nat: await inNs('nft', 'list', 'table', 'ip', MASQUERADE_TABLE),
       port: await readVmPort(masq.dir),
-      dhcp: (await readFile(path.join(masq.dir, 'dnsmasq.conf'), 'utf8')).includes('dhcp-host=52:54:00:aa:bb:cc,10.0.2.2'),
+      dhcp: (await readFile(path.join(masq.dir, 'dnsmasq.conf'), 'utf8')).includes(
+        `dhcp-host=52:54:00:aa:bb:cc,set:vm-${masq.uid},10.0.2.2`,
+      ),
     },
     {
       addrs: /eth0@\S+\s+\S+\s+10\.99\.0\.8\/24[\s\S]*tap0\s+\S+\s+10\.0\.2\.1\/24/,

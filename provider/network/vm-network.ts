@@ -16,6 +16,7 @@ import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InterfaceSpec } from '../../vmm/spec.js';
 import { writeAtomic } from '../atomic-file.js';
+import { dhcpTagOf } from './dhcp-acks.js';
 import { ensureDnsmasq, renderDnsmasqConf, stopDnsmasq, type DnsmasqInstance } from './dnsmasq.js';
 import type { GuestDns } from './resolver.js';
 import { hostLink, ipBatch, ipBatchRemoval, links, run, type IpLink } from './host.js';
@@ -64,6 +65,8 @@ export interface VmNetworkPlan {
   nodeBridge: string;
   /** The VM's directory of network state (its ready marker, DHCP config). */
   dir: string;
+  /** The lease script a masquerade guest's DHCP server runs (dhcp-acks.ts). */
+  dhcpScript?: string;
 }
 
 function dnsmasqOf(dir: string, netnsPath: string): DnsmasqInstance {
@@ -235,8 +238,10 @@ function masqueradeDhcp(p: VmNetworkPlan): string {
       router: MASQUERADE_GATEWAY,
       dnsServers: p.dns.nameservers,
       searches: p.dns.searches,
-      hosts: [`${p.iface.mac},${MASQUERADE_GUEST}`],
+      // Tagged: the lease script records whose guest it served.
+      hosts: [`${p.iface.mac},set:${dhcpTagOf(p.uid)},${MASQUERADE_GUEST}`],
       leaseTime: '1h',
+      ...(p.dhcpScript ? { leaseScript: p.dhcpScript } : {}),
     },
     dnsmasqOf(p.dir, vmNetworkNames(p.uid).netnsPath).pidFile,
   );

@@ -157,7 +157,8 @@ export class PodController {
       evict: (pod, message) => this.evict(pod, message),
       log: o.log,
     };
-    o.launchers.onChange((uid) => this.onLauncherChange(uid));
+    o.launchers.onChange((uid) => this.onVmChange(uid));
+    o.network.onGuestDhcp((uid) => this.onVmChange(uid));
     o.pods.onChange((pod) => this.onPodEvent(keyOfObject(pod)));
   }
 
@@ -233,7 +234,8 @@ export class PodController {
     for (const pod of this.o.pods.list()) if (vmiOwner(pod)?.uid === vmi.metadata.uid) this.onPodKey(keyOfObject(pod));
   }
 
-  private onLauncherChange(uid: string): void {
+  /** A VM's launcher reported, or its guest took its address by DHCP (a readiness signal): its pod syncs again. */
+  private onVmChange(uid: string): void {
     const running = this.o.launchers.uids().filter((u) => {
       const v = this.o.launchers.get(u);
       return v?.live && (v.state.phase === 'Running' || v.state.phase === 'Paused');

@@ -15,7 +15,9 @@ const state: VmState = {
   domainUuid: 'u1',
   generation: 3,
   consoleOutputAtUnixMs: 0,
+  firmwareOnConsole: false,
   guestAgentConnected: false,
+  guestAgentConnectedAtUnixMs: 0,
 };
 const live = (s: Partial<VmState>): LauncherView => ({
   uid: 'u1',
@@ -26,7 +28,7 @@ const live = (s: Partial<VmState>): LauncherView => ({
   state: { ...state, ...s },
 });
 
-t.test('a live launcher: phase, start time, uuid; ready once the guest wrote to its console', async (t) => {
+t.test('a live launcher: phase, start time, uuid; ready once its guest is up (guest-up.ts)', async (t) => {
   t.match(observeVm(live({}), rec), {
     phase: 'Running',
     guestReady: false,
@@ -34,7 +36,13 @@ t.test('a live launcher: phase, start time, uuid; ready once the guest wrote to 
     domainUUID: 'u1',
     startedAt: new Date(state.startedAtUnixMs),
   });
-  t.match(observeVm(live({ consoleOutputAtUnixMs: 1 }), rec), { guestReady: true });
+  t.match(observeVm(live({ consoleOutputAtUnixMs: 1 }), rec), { guestReady: true }, 'BIOS: the console spoke');
+  t.match(observeVm(live({ consoleOutputAtUnixMs: 1, firmwareOnConsole: true }), rec), { guestReady: false }, 'UEFI: OVMF spoke');
+  t.match(
+    observeVm(live({ firmwareOnConsole: true }), rec, state.startedAtUnixMs + 5000),
+    { guestReady: true },
+    'UEFI: the guest took its address by DHCP in this run',
+  );
   t.match(
     observeVm(live({ guestAgentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64' } }), rec),
     { agentConnected: true, guestOsInfo: { kernelRelease: '6.1.0-28-amd64' } },

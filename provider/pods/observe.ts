@@ -2,12 +2,18 @@
 // gone) and the history of its earlier runs, as the pure input of
 // derivePodStatus and nodeVmiStatus.
 import type { LauncherView } from '../launchers/registry.js';
+import { guestUp } from './guest-up.js';
 import type { RunHistory } from './lifecycle.js';
 import type { VmObservation } from './status.js';
 
 const at = (unixMs: number | undefined): Date | undefined => (unixMs ? new Date(unixMs) : undefined);
 
-export function observeVm(view: LauncherView<unknown> | undefined, history: RunHistory): VmObservation | undefined {
+/** `dhcpAckedAtUnixMs`: when the node's DHCP last served the VM's guest (a readiness signal, guest-up.ts). */
+export function observeVm(
+  view: LauncherView<unknown> | undefined,
+  history: RunHistory,
+  dhcpAckedAtUnixMs?: number,
+): VmObservation | undefined {
   const base = { restartCount: history.restartCount, ...(history.lastTermination ? { lastTermination: history.lastTermination } : {}) };
   // Between runs (a restart under way) there is no launcher, but the history stays.
   if (!view) return history.restartCount > 0 || history.lastTermination ? { ...base, guestReady: false } : undefined;
@@ -20,8 +26,7 @@ export function observeVm(view: LauncherView<unknown> | undefined, history: RunH
       phase: s.phase,
       reason: s.reason,
       message: s.message,
-      // A guest that arrived by live migration booted elsewhere; its console here may stay quiet.
-      guestReady: s.consoleOutputAtUnixMs > 0 || s.migration?.phase === 'Resumed',
+      guestReady: guestUp(s, dhcpAckedAtUnixMs),
       agentConnected: s.guestAgentConnected,
       ...(s.guestOsInfo ? { guestOsInfo: s.guestOsInfo } : {}),
       ...(startedAt ? { startedAt } : {}),

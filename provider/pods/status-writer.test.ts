@@ -2,6 +2,7 @@ import t from 'tap';
 import { pino } from 'pino';
 import type { V1Pod } from '@kubernetes/client-node';
 import { fakeClock } from '../../test/helpers/fake-clock.js';
+import type { LauncherView } from '../launchers/registry.js';
 import { newLifecycle, transition } from './lifecycle.js';
 import { StatusWriter } from './status-writer.js';
 
@@ -11,7 +12,7 @@ const pod = (resourceVersion: string, status?: V1Pod['status']): V1Pod => ({
   ...(status ? { status } : {}),
 });
 
-function writer() {
+function writer(dhcpAckedAtUnixMs?: number) {
   const writes: Array<{ name: string; body: { metadata: { uid: string }; status: V1Pod['status'] } }> = [];
   const w = new StatusWriter({
     api: {
@@ -24,6 +25,7 @@ function writer() {
     events: { record: () => undefined },
     onReadinessChange: () => undefined,
     launchers: { get: () => undefined },
+    network: { guestDhcpAckedAt: async () => dhcpAckedAtUnixMs },
     log: pino({ level: 'silent' }),
   });
   return { w, writes };
@@ -71,5 +73,44 @@ t.test('a finished pod is never written again, even before the informer has seen
   t.same(
     writes.map((x) => [x.body.status?.phase, x.body.status?.reason]),
     [['Failed', 'InvalidVMSpec']],
+  );
+});
+
+t.test("without a probe, a UEFI VM's pod is Ready once its guest took its address by DHCP in this run, not on OVMF's output", async (t) => {
+  const startedAtUnixMs = 1_700_000_000_000;
+  const uefi: LauncherView = {
+    uid: 'u1',
+    dir: '/x',
+    live: true,
+    client: {} as never,
+    pid: 1,
+    state: {
+      phase: 'Running',
+      reason: 'Booted',
+      message: '',
+      qemuPid: 42,
+      startedAtUnixMs,
+      consoleLogPath: '/x/console.log',
+      domainUuid: 'u1',
+      generation: 3,
+      consoleOutputAtUnixMs: startedAtUnixMs + 500,
+      firmwareOnConsole: true,
+      guestAgentConnected: false,
+      guestAgentConnectedAtUnixMs: 0,
+    },
+  };
+  const lc = transition(transition(newLifecycle(pod('1')), { type: 'startBegan' }, 0), { type: 'started', specHash: 'h' }, 0);
+  const readyWith = async (dhcpAckedAtUnixMs: number | undefined) => {
+    const { w, writes } = writer(dhcpAckedAtUnixMs);
+    await w.sync(pod('1'), lc, uefi);
+    return writes[0]?.body.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+  };
+  t.same(
+    {
+      consoleOnly: await readyWith(undefined),
+      dhcpOfAnEarlierRun: await readyWith(startedAtUnixMs - 60_000),
+      dhcpInThisRun: await readyWith(startedAtUnixMs + 9_000),
+    },
+    { consoleOnly: 'False', dhcpOfAnEarlierRun: 'False', dhcpInThisRun: 'True' },
   );
 });

@@ -20,6 +20,7 @@ import { Prober } from './probes/prober.js';
 import { killUnhealthyVm } from './probes/unhealthy-vm.js';
 import type { Launchers, VmControl } from '../launchers/registry.js';
 import type { GuestAgent } from './probes/run-probe.js';
+import type { VmNetwork } from './vm-runtime.js';
 import type { PodApi } from './pod-api.js';
 import { derivePodStatus, type PodStatusInput, type VmObservation } from './status.js';
 import { podStatusPatch, sameStatus } from './status-diff.js';
@@ -50,6 +51,8 @@ export interface StatusWriterOptions {
   log: Logger;
   /** The node's accelerator, which decides whether a VM without a CPU model can migrate (kubevirt/migratable.ts). */
   accelerator?: Accelerator;
+  /** When the node's DHCP last served a VM's guest: a sign that it is up (guest-up.ts). */
+  network: Pick<VmNetwork, 'guestDhcpAckedAt'>;
 }
 
 /** What a lifecycle state adds to the status: the trouble to show, a start under way, a back-off. */
@@ -87,7 +90,7 @@ export class StatusWriter {
   private readonly written = new Map<string, { status: V1PodStatus; over: string | undefined }>();
 
   /**
-   * Runs the VMs' probes: readiness is their Ready (without one, the guest's console output is); a failed
+   * Runs the VMs' probes: readiness is their Ready (without one, whether the guest is up: guest-up.ts); a failed
    * liveness or startup probe kills the VM.
    */
   private readonly prober: Prober;
@@ -119,7 +122,7 @@ export class StatusWriter {
     // A finished pod's status is final: the API server refuses to move it back, and nothing here changes it.
     if (TERMINAL.has(current?.phase ?? '')) return;
     const facts = factsOf(lc.state);
-    const observed = observeVm(view, lc.history);
+    const observed = observeVm(view, lc.history, view?.live ? await this.o.network.guestDhcpAckedAt(lc.uid) : undefined);
     const probed = probedVmOf(pod, lc, view, this.o.guestAgent?.(lc.uid) ?? NO_GUEST_AGENT);
     if (probed) this.prober.follow(probed);
     else this.prober.forget(lc.uid);

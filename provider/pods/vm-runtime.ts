@@ -27,7 +27,7 @@ import { atPodFields, translatePod } from './translate.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
 
 /** The pod network as the pod controller uses it (PodNetwork; a fake in unit tests). */
-export type VmNetwork = Pick<PodNetwork, 'attach' | 'detach' | 'ensureNode' | 'retainOnly'>;
+export type VmNetwork = Pick<PodNetwork, 'attach' | 'detach' | 'ensureNode' | 'retainOnly' | 'guestDhcpAckedAt' | 'onGuestDhcp'>;
 
 export interface VmRuntimeOptions {
   launchers: Launchers<VmControl>;

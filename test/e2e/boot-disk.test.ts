@@ -6,7 +6,8 @@
 // namespace) runs it with kubectl as a VMI with BIOS firmware and as a VM with
 // UEFI firmware, each with cloudInitNoCloud user-data: the console, read with
 // the tenant's `kubectl logs`, shows the disk's own boot loader starting the
-// kernel, and the user-data's effect.
+// kernel, and the user-data's effect; the UEFI VM turns Ready only once its
+// guest is up, not on its firmware's console output.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -97,6 +98,13 @@ t.test('containerDisks boot through their firmware and boot loader, and their cl
     );
     return logs.stdout;
   };
+  /** When the console line holding `text` was written (its CRI timestamp, through the tenant's kubectl logs --timestamps). */
+  const consoleLineAt = async (vmiName: string, text: string): Promise<number> => {
+    const [pod] = (await tenant.core.listNamespacedPod({ namespace: NS, labelSelector: `vm.kubevirt.io/name=${vmiName}` })).items;
+    const logs = await kubectl(['logs', '--timestamps', '-n', NS, pod?.metadata?.name ?? '']);
+    const line = logs.stdout.split('\n').find((l) => l.includes(text)) ?? '';
+    return Date.parse(line.split(' ')[0] ?? '');
+  };
   /** The QEMU command line of the VMI's domain: its uuid is the firmware UUID (a VM's VMI has one), else the VMI's uid. */
   const qemuArgv = (vmi: VirtualMachineInstance): string[] => {
     const [pid] = qemuPidsOf(vmi.spec.domain.firmware?.uuid ?? vmi.metadata.uid!);
@@ -170,6 +178,15 @@ t.test('containerDisks boot through their firmware and boot loader, and their cl
       const vmi = await waitFor(virtualMachineInstances(tenant, NS, { name: 'uefi-vm' }), (v) => condition(v, 'Ready') === 'True');
       const console = await consoleWith('uefi-vm', CLOUD_INIT_FINISHED);
       const at = (s: string) => console.indexOf(s);
+      // OVMF writes to the serial console from its first moments; the guest's /init prints the boot marker before it
+      // starts the DHCP client and the guest agent, the signals a UEFI guest's Ready waits for (provider/pods/guest-up.ts).
+      const readyAt = Date.parse(vmi.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime ?? '');
+      const guestSpokeAt = await consoleLineAt('uefi-vm', disk.bootMarker);
+      t.ok(
+        readyAt >= Math.floor(guestSpokeAt / 1000) * 1000,
+        `the VMI turned Ready (${new Date(readyAt).toJSON()}) once its guest was up, not on OVMF's output: ` +
+          `not before its userspace's first line (${new Date(guestSpokeAt).toJSON()}; Ready is in whole seconds)`,
+      );
       t.ok(
         at('BdsDxe: starting') >= 0 && at('BdsDxe: starting') < at(disk.bootMarker),
         "OVMF's boot manager started the disk's loader before the kernel's userspace",

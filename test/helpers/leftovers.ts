@@ -107,14 +107,16 @@ async function ipamLeases(a: AuditedAgent): Promise<string[]> {
 
 /**
  * Leases the node's DHCP server handed out and still holds, from its log:
- * an address acknowledged to a MAC and not released since (the agent
- * releases a VM's lease when it removes the VM).
+ * an address acknowledged to a MAC and neither released nor dropped by a
+ * restart since (leasefile-ro: dnsmasq keeps leases in memory only, and the
+ * agent restarts it when it removes a VM's entry).
  */
 async function dhcpLeases(a: AuditedAgent): Promise<string[]> {
   const log = await readFile(path.join(a.stateDir, 'network', 'dnsmasq.log'), 'utf8').catch(() => '');
   const held = new Map<string, boolean>();
-  for (const m of log.matchAll(/DHCP(ACK|RELEASE)\([^)]*\) (\d+\.\d+\.\d+\.\d+) ([0-9a-f:]{17})/g)) {
-    held.set(`${m[2]} ${m[3]}`, m[1] === 'ACK');
+  for (const m of log.matchAll(/DHCP(ACK|RELEASE)\([^)]*\) (\d+\.\d+\.\d+\.\d+) ([0-9a-f:]{17})|: started, version /g)) {
+    if (!m[1]) held.clear();
+    else held.set(`${m[2]} ${m[3]}`, m[1] === 'ACK');
   }
   return [...held].filter(([, live]) => live).map(([lease]) => lease);
 }

@@ -122,7 +122,9 @@ export class FakeLaunchers implements Launchers<VmControl> {
       consoleLogPath: `/vms/${uid}/console.log`,
       domainUuid: uid,
       generation: ++this.generation,
+      firmwareOnConsole: false,
       guestAgentConnected: false,
+      guestAgentConnectedAtUnixMs: 0,
     };
     const client: VmControl = {
       syncVm: async (spec) => {
@@ -309,6 +311,8 @@ export async function podControllerEnv(
     detach: async () => {},
     ensureNode: async () => true,
     retainOnly: async () => [],
+    guestDhcpAckedAt: async () => undefined,
+    onGuestDhcp: () => () => {},
   };
   before({ clock, launchers, pods, events });
   const controller = new PodController({
