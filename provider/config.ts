@@ -11,6 +11,7 @@ import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { QEMU_UID_BASE, QEMU_UID_COUNT } from './launchers/qemu-uids.js';
 import { INTERFACE_NAME } from './network/host.js';
+import { pluginRegistryDirOf } from './csi-node/registry-dir.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_IMAGE_GC_PERIOD_MS, DEFAULT_IMAGE_GC_POLICY, type ImageGcPolicy } from './images/image-gc.js';
 import { DEFAULT_SESSION_LIMITS, type SessionLimits } from './kubelet-api/session-limiter.js';
@@ -35,6 +36,8 @@ export interface AgentConfig {
   libvirtCacheDir: string;
   /** The registry image store (provider/images/store.ts); default <stateDir>/images. */
   imageStoreDir: string;
+  /** Where CSI drivers' registration sockets appear (csi-node/registry-dir.ts pluginRegistryDirOf). */
+  pluginRegistryDir: string;
   /** Registries besides loopback that may answer plain HTTP (host or host:port). */
   insecureRegistries: string[];
   /** PEM files of CAs trusted for registries besides the system's roots. */
@@ -133,6 +136,7 @@ export interface AgentFlags {
   'image-cache-dir'?: string;
   'libvirt-cache-dir'?: string;
   'image-store-dir'?: string;
+  'plugin-registry-dir'?: string;
   'insecure-registry'?: string[];
   'registry-ca-file'?: string[];
   'max-parallel-image-pulls'?: string;
@@ -338,6 +342,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
     libvirtCacheDir: resolve(flags['libvirt-cache-dir'] ?? LAUNCHER_DEFAULTS.libvirtCacheDir),
     imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
+    pluginRegistryDir: resolve(flags['plugin-registry-dir'] ?? pluginRegistryDirOf(flags['state-dir'])),
     insecureRegistries: (flags['insecure-registry'] ?? []).map((r) => registryHost(r)),
     registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),
     maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),

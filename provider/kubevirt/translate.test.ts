@@ -545,7 +545,7 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
           v.spec.domain.devices!.filesystems = [{ name: 'shared' }];
           v.spec.volumes!.push({ name: 'shared', persistentVolumeClaim: { claimName: 'shared' } });
         }),
-        ctx({ pvcs: { shared: { hostPath: '/mnt/shared', volumeMode: 'Filesystem' } } }),
+        ctx({ pvcs: { shared: { kind: 'hostPath', hostPath: '/mnt/shared', volumeMode: 'Filesystem' } } }),
       ),
     ),
     [
@@ -729,8 +729,8 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
       vmi,
       ctx({
         pvcs: {
-          'root-pvc': { hostPath: '/mnt/local-pv/pv-1', volumeMode: 'Filesystem', capacity: '20Gi' },
-          'raw-pvc': { hostPath: '/dev/vg0/raw', volumeMode: 'Block' },
+          'root-pvc': { kind: 'hostPath', hostPath: '/mnt/local-pv/pv-1', volumeMode: 'Filesystem', capacity: '20Gi' },
+          'raw-pvc': { kind: 'hostPath', hostPath: '/dev/vg0/raw', volumeMode: 'Block' },
         },
         secrets: { init: { userData: '#cloud-config\n' }, net: { networkdata: 'version: 2\n' } },
       }),

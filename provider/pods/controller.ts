@@ -55,6 +55,8 @@ export interface PodControllerOptions extends Pick<StatusWriterOptions, 'acceler
   vmis: VmiSource;
   /** Addresses, namespaces and DHCP of the VMs' NICs. */
   network: VmNetwork;
+  /** The CSI volumes of VMs: published before a start (vm-runtime.ts), taken down when the VM goes (csi-node/pod-volumes.ts). */
+  volumes?: VmRuntimeOptions['volumes'] & OrphanSweepOptions['volumes'];
   api: PodApi;
   hostIP: () => string;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
@@ -142,6 +144,7 @@ export class PodController {
       pods: () => o.pods.list(),
       launchers: o.launchers,
       network: o.network,
+      ...(o.volumes ? { volumes: o.volumes } : {}),
       known: (uid) => this.lifecycles.has(uid),
       removeVm: (uid) => this.removeVm(uid, 0),
       log: o.log,
@@ -398,6 +401,8 @@ export class PodController {
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);
+    // A driver that is down now leaves them for the orphan sweep (orphans.ts), which retries.
+    await this.o.volumes?.unpublishPod(uid).catch((err: unknown) => this.o.log.warn({ err, vm: uid }, 'CSI volumes not taken down yet'));
     this.lifecycles.delete(uid);
     this.status.forget(uid);
     this.runtime.forget(uid);
