@@ -1,5 +1,5 @@
 import t from 'tap';
-import { registrationChanges, supportsCsiV1 } from './plugin-watcher.js';
+import { missingTopologyLabels, registrationChanges, supportsCsiV1 } from './plugin-watcher.js';
 
 t.test('registrationChanges: new sockets register, vanished ones unregister', async (t) => {
   const registered = new Map([
@@ -23,5 +23,21 @@ t.test('supportsCsiV1: any 1.x the plugin announces', async (t) => {
   t.same(
     cases.map(([v]) => supportsCsiV1(v)),
     cases.map(([, ok]) => ok),
+  );
+});
+
+t.test("missingTopologyLabels: the drivers' segments the Node lacks or holds otherwise", async (t) => {
+  const drivers: Array<{ topology: Record<string, string> }> = [
+    { topology: { 'topology.vkvm.io/node': 'n1' } },
+    { topology: { zone: 'z1' } },
+  ];
+  t.same(
+    [
+      missingTopologyLabels({}, drivers),
+      missingTopologyLabels({ 'topology.vkvm.io/node': 'n1', zone: 'z1', other: 'x' }, drivers),
+      missingTopologyLabels({ 'topology.vkvm.io/node': 'old', zone: 'z1' }, drivers),
+      missingTopologyLabels({}, []),
+    ],
+    [{ 'topology.vkvm.io/node': 'n1', zone: 'z1' }, {}, { 'topology.vkvm.io/node': 'n1' }, {}],
   );
 });

@@ -4,15 +4,16 @@
 // Level-triggered: the directory is rescanned on every change it reports and
 // periodically. A new socket is asked GetInfo, its driver NodeGetInfo, and
 // once both answer the driver is registered and told so; a socket that is
-// gone unregisters its driver. After each scan the node's CSINode is made to
-// list exactly the registered drivers (csinode.ts). A driver whose socket is
+// gone unregisters its driver. After each scan the Node is labelled with the
+// drivers' topology and its CSINode made to list exactly the registered
+// drivers (csinode.ts). A driver whose socket is
 // there but which does not answer is retried on the next scan.
 import { watch, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { V1CSINode, V1CSINodeDriver } from '@kubernetes/client-node';
-import type { KubeClients } from '../kube/client.js';
+import { mergePatch, type KubeClients } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import { loadRegistrationService } from '../csi/proto.js';
@@ -28,7 +29,18 @@ export interface RegisteredDriver {
   /** The registration socket it came from. */
   socket: string;
   entry: V1CSINodeDriver;
+  /** Its NodeGetInfo topology, which the Node carries as labels (what a provisioner's topology reads). */
+  topology: Record<string, string>;
   client: DriverClient;
+}
+
+/** The labels to add to the Node for the drivers' topology: those it lacks or holds another value of. Pure. */
+export function missingTopologyLabels(
+  nodeLabels: Readonly<Record<string, string>>,
+  drivers: ReadonlyArray<{ topology: Record<string, string> }>,
+): Record<string, string> {
+  const wanted = Object.assign({}, ...drivers.map((d) => d.topology)) as Record<string, string>;
+  return Object.fromEntries(Object.entries(wanted).filter(([k, v]) => nodeLabels[k] !== v));
 }
 
 /** Which sockets to register and which registrations to drop, given the sockets in the directory now. Pure. */
@@ -179,6 +191,7 @@ export class PluginWatcher {
         endpoint: info.endpoint!,
         socket,
         entry: csiNodeDriver(info.name!, nodeInfo),
+        topology: nodeInfo.accessibleTopology?.segments ?? {},
         client,
       };
       this.bySocket.set(socket, d);
@@ -197,11 +210,16 @@ export class PluginWatcher {
     }
   }
 
-  /** Makes the node's CSINode list exactly the registered drivers. */
+  /** Labels the Node with the drivers' topology (as the kubelet does; never removed), then makes its CSINode list exactly the registered drivers. */
   private async syncCsiNode(): Promise<void> {
     const { storage, core } = this.o.clients;
     const name = this.o.nodeName;
     const node = await core.readNode({ name });
+    const labels = missingTopologyLabels(node.metadata?.labels ?? {}, [...this.bySocket.values()]);
+    if (Object.keys(labels).length) {
+      await core.patchNode({ name, body: { metadata: { labels } } }, mergePatch);
+      this.o.log.info({ labels }, "labelled the Node with its CSI drivers' topology");
+    }
     const desired = desiredCsiNode(
       { name, uid: node.metadata!.uid! },
       [...this.bySocket.values()].map((d) => d.entry),
