@@ -13,7 +13,7 @@ import type { Logger } from '../log.js';
 import { nodeCapabilities, type DriverClient } from './driver-client.js';
 import type { RegisteredDriver } from './plugin-watcher.js';
 import { downSteps, upSteps, type DownStep, type PublicationRecord, type UpStep } from './volume-steps.js';
-import { RECORD_FILE, volumeCapability, type CsiVolume, type SecretRef } from './volume.js';
+import { csiPluginDir, RECORD_FILE, volumeCapability, type CsiVolume, type SecretRef, type VolumeRecord } from './volume.js';
 
 /** The volume's driver is not registered on the node (missing, or not yet started): the VM waits for it. */
 export class CsiDriverNotRegisteredError extends Error {
@@ -99,13 +99,39 @@ export class PodVolumes {
     });
   }
 
-  /** Takes down the volumes of every pod on disk that is not in use (the periodic sweep); failures wait for the next one. */
+  /**
+   * Takes down the volumes of every pod on disk that is not in use, then
+   * the stagings no publication needs (a crash between a stage and its
+   * publication's record): the periodic sweep. Failures wait for the next one.
+   */
   async retainOnly(inUse: (podUid: string) => boolean): Promise<void> {
     const uids = await readdir(join(this.o.root, 'pods')).catch(() => [] as string[]);
     for (const uid of uids.filter((u) => !inUse(u))) {
       await this.unpublishPod(uid).catch((err: unknown) =>
         this.o.log.warn({ err, vm: uid }, "could not take down a removed VM's CSI volumes; will retry"),
       );
+    }
+    await this.unstageUnpublished().catch((err: unknown) => this.o.log.warn({ err }, 'could not unstage unused CSI volumes; will retry'));
+  }
+
+  private async unstageUnpublished(): Promise<void> {
+    // A publish under way may be between its stage and its publication's record.
+    if (this.busy.size) return;
+    const published = new Set((await this.publications()).map((p) => `${p.driver}\n${p.volumeHandle}`));
+    const pluginDir = csiPluginDir(this.o.root);
+    for (const driverDir of await readdir(pluginDir).catch(() => [] as string[])) {
+      for (const hash of await readdir(join(pluginDir, driverDir)).catch(() => [] as string[])) {
+        const recordPath = join(pluginDir, driverDir, hash, RECORD_FILE);
+        const text = await readFile(recordPath, 'utf8').catch(() => undefined);
+        const staged = text === undefined ? undefined : (JSON.parse(text) as VolumeRecord);
+        if (!staged?.stagingPath || published.has(`${staged.driver}\n${staged.volumeHandle}`)) continue;
+        const driver = this.driver(staged.driver, `the staged volume ${staged.pvName}`);
+        await driver.client.node('NodeUnstageVolume', { volumeId: staged.volumeHandle, stagingTargetPath: staged.stagingPath });
+        await removeEmptyDirs(staged.stagingPath, this.o.root);
+        await rm(recordPath, { force: true });
+        await removeEmptyDirs(dirname(recordPath), this.o.root);
+        this.o.log.info({ pv: staged.pvName, driver: staged.driver }, 'CSI volume no VM publishes unstaged');
+      }
     }
   }
 
