@@ -53,7 +53,7 @@ async function removeEmptyDirs(dir: string, stop: string): Promise<void> {
 }
 
 async function writeRecord(path: string, record: object): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o750 });
+  await mkdir(dirname(path), { recursive: true, mode: 0o711 });
   await writeFile(`${path}.tmp`, JSON.stringify(record), { mode: 0o600 });
   await rename(`${path}.tmp`, path);
 }
@@ -187,7 +187,7 @@ export class PodVolumes {
         return void (await client.node('NodeStageVolume', { ...common, stagingTargetPath: step.stagingPath, secrets: secrets.stage }));
       case 'publish':
         // The target is the driver's to make; its parent is the node's.
-        await mkdir(dirname(step.targetPath), { recursive: true, mode: 0o750 });
+        await mkdir(dirname(step.targetPath), { recursive: true, mode: 0o711 });
         await client.node('NodePublishVolume', {
           ...common,
           ...(step.stagingPath ? { stagingTargetPath: step.stagingPath } : {}),
