@@ -437,7 +437,9 @@ async function createCsiClaim(
         storageClassName: 'vkvm-e2e-csi',
         csi: { driver: o.driver, volumeHandle: o.volumeHandle, fsType: 'ext4' },
         persistentVolumeReclaimPolicy: 'Retain',
-        nodeAffinity: { required: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [NODE] }] }] } },
+        nodeAffinity: {
+          required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [NODE] }] }] },
+        },
       },
     },
   });
@@ -539,7 +541,7 @@ async function csiClaimCase(t: Test, o: { cluster: TestCluster; ns: TestNamespac
     await kv.deleteVmi(name);
     await waitForGone(ns.vmi(name), { deadlineMs: 90_000 });
     await waitForGone(ns.pods({ labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` }), { deadlineMs: 90_000 });
-    return out.stdout;
+    return out.stdout.trim();
   };
 
   const marker = `csi-marker-${randomBytes(4).toString('hex')}`;
