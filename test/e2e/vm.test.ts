@@ -544,21 +544,19 @@ async function csiClaimCase(t: Test, o: { cluster: TestCluster; ns: TestNamespac
     return out.stdout.trim();
   };
 
+  /** Nothing of the volume left on the node once the VMI is gone (the agent takes it down; the sweep would retry). */
+  const nothingLeft = async (vmi: string, message: string) =>
+    t.same(
+      await poll(`nothing of ${vmi} left on the node`, leftovers, (l) => l.mounts.length + l.podVolumeDirs.length + l.loops.length === 0, {
+        deadlineMs: 60_000,
+      }).catch(leftovers),
+      { mounts: [], podVolumeDirs: [], loops: [] },
+      message,
+    );
+
   const marker = `csi-marker-${randomBytes(4).toString('hex')}`;
   await runOnClaim('csi-a', `printf ${marker} > $d; sync`);
-  t.same(
-    await poll('nothing of csi-a left on the node', leftovers, (l) => l.mounts.length + l.podVolumeDirs.length + l.loops.length === 0, {
-      deadlineMs: 60_000,
-    }).catch(leftovers),
-    { mounts: [], podVolumeDirs: [], loops: [] },
-    'the VMI gone: unpublished and unstaged, no mount, pod directory or loop device left',
-  );
+  await nothingLeft('csi-a', 'the VMI gone: unpublished and unstaged, no mount, pod directory or loop device left');
   t.equal(await runOnClaim('csi-b', `head -c ${marker.length} $d`), marker, 'a second VMI on the claim reads what the first wrote');
-  t.same(
-    await poll('nothing of csi-b left on the node', leftovers, (l) => l.mounts.length + l.podVolumeDirs.length + l.loops.length === 0, {
-      deadlineMs: 60_000,
-    }).catch(leftovers),
-    { mounts: [], podVolumeDirs: [], loops: [] },
-    'after the second VMI too, nothing staged or published',
-  );
+  await nothingLeft('csi-b', 'after the second VMI too, nothing staged or published');
 }
