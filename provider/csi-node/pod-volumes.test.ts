@@ -20,11 +20,12 @@ const volume = (pvName: string, volumeHandle: string): CsiVolume => ({
 const notFound = Object.assign(new Error('not found'), { code: 404 });
 
 /** A driver that stages, and records its calls; publish makes the target directory as a driver does, unpublish removes it. */
-function fakeDriver(calls: string[]): RegisteredDriver {
+function fakeDriver(calls: string[], failing?: string): RegisteredDriver {
   const client: DriverClient = {
     node: async (method, req) => {
       const r = req as { volumeId?: string; targetPath?: string };
       calls.push(`${method} ${r.volumeId ?? ''}`.trim());
+      if (method === failing) throw new Error('14 UNAVAILABLE: No connection established');
       if (method === 'NodeGetCapabilities') return { capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] };
       if (method === 'NodePublishVolume') await mkdir(r.targetPath!, { recursive: true });
       if (method === 'NodeUnpublishVolume') await rm(r.targetPath!, { recursive: true, force: true });
@@ -42,10 +43,10 @@ function fakeDriver(calls: string[]): RegisteredDriver {
   };
 }
 
-function setup(t: Test, registered = true) {
+function setup(t: Test, registered = true, failing?: string) {
   const root = t.testdir();
   const calls: string[] = [];
-  const driver = fakeDriver(calls);
+  const driver = fakeDriver(calls, failing);
   const clients = {
     storage: { readCSIDriver: async () => Promise.reject(notFound), readVolumeAttachment: async () => ({ status: { attached: true } }) },
     core: {},
@@ -117,4 +118,11 @@ t.test('a driver not registered: publishing is refused naming it, and nothing is
     message: /CSI driver csi\.vkvm\.io of volume pv-1 is not registered on node n/,
   });
   t.same(await tree(root), [], 'no record or directory');
+});
+
+t.test('a registered driver that does not answer: the failure names the volume and the driver', async (t) => {
+  const { volumes } = setup(t, true, 'NodeStageVolume');
+  await t.rejects(volumes.publish('uid-1', [volume('pv-1', 'vol-1')]), {
+    message: 'volume pv-1 of CSI driver csi.vkvm.io: 14 UNAVAILABLE: No connection established',
+  });
 });

@@ -69,19 +69,26 @@ export class PodVolumes {
       for (const v of volumes) {
         signal?.throwIfAborted();
         const driver = this.driver(v.driver, `volume ${v.pvName}`);
-        const traits = {
-          attachRequired: await this.attachRequired(v.driver),
-          stages: (await nodeCapabilities(driver.client)).has('STAGE_UNSTAGE_VOLUME'),
-        };
-        const secrets = {
-          stage: await this.readSecret(v.nodeStageSecretRef),
-          publish: await this.readSecret(v.nodePublishSecretRef),
-        };
-        let publishContext: Record<string, string> = {};
-        for (const step of upSteps(this.o.root, this.o.nodeName, podUid, v, traits))
-          publishContext = (await this.up(step, v, driver.client, secrets, publishContext)) ?? publishContext;
+        // A driver that is down (registered, not answering) is named too: the failed start's message is what the user reads.
+        await this.publishOne(podUid, v, driver).catch((err: unknown) => {
+          throw new Error(`volume ${v.pvName} of CSI driver ${v.driver}: ${(err as Error).message}`, { cause: err });
+        });
       }
     });
+  }
+
+  private async publishOne(podUid: string, v: CsiVolume, driver: RegisteredDriver): Promise<void> {
+    const traits = {
+      attachRequired: await this.attachRequired(v.driver),
+      stages: (await nodeCapabilities(driver.client)).has('STAGE_UNSTAGE_VOLUME'),
+    };
+    const secrets = {
+      stage: await this.readSecret(v.nodeStageSecretRef),
+      publish: await this.readSecret(v.nodePublishSecretRef),
+    };
+    let publishContext: Record<string, string> = {};
+    for (const step of upSteps(this.o.root, this.o.nodeName, podUid, v, traits))
+      publishContext = (await this.up(step, v, driver.client, secrets, publishContext)) ?? publishContext;
   }
 
   /** Takes down every volume the pod published (idempotent; nothing on disk is nothing to do). */
