@@ -46,6 +46,7 @@ import { startRelayServer } from './migration/agent-relay.js';
 import { migrationSides } from './migration/node-sides.js';
 import { clusterCaPem } from './migration/relay-credentials.js';
 import type { RelayServer } from './migration/relay-server.js';
+import { startCsiNodeSide } from './csi-node/node-side.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -242,7 +243,9 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     });
     await clusterDns.start();
     stops.push(() => clusterDns.stop());
-    const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }));
+    const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }), config.stateDir);
+    const csiNode = await startCsiNodeSide({ ...config, clients, log: rootLog });
+    stops.push(() => csiNode.stop());
     const podImages = new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events });
     let relay: RelayServer | undefined;
     const migration =
@@ -267,6 +270,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       launchers,
       vmis,
       network,
+      volumes: csiNode.volumes,
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       urlImages,

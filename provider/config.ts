@@ -11,6 +11,7 @@ import { parseIpv4Range } from './network/ipv4.js';
 import { DEFAULT_BRIDGE } from './network/pod-network.js';
 import { QEMU_UID_BASE, QEMU_UID_COUNT } from './launchers/qemu-uids.js';
 import { INTERFACE_NAME } from './network/host.js';
+import { pluginRegistryDirOf } from './csi-node/registry-dir.js';
 import { ConfigError } from './config-error.js';
 
 export { ConfigError };
@@ -38,6 +39,8 @@ export interface AgentConfig {
   libvirtCacheDir: string;
   /** The registry image store (provider/images/store.ts); default <stateDir>/images. */
   imageStoreDir: string;
+  /** Where CSI drivers' registration sockets appear (csi-node/registry-dir.ts pluginRegistryDirOf). */
+  pluginRegistryDir: string;
   /** Registries besides loopback that may answer plain HTTP (host or host:port). */
   insecureRegistries: string[];
   /** PEM files of CAs trusted for registries besides the system's roots. */
@@ -125,6 +128,7 @@ export interface AgentFlags {
   'image-cache-dir'?: string;
   'libvirt-cache-dir'?: string;
   'image-store-dir'?: string;
+  'plugin-registry-dir'?: string;
   'insecure-registry'?: string[];
   'registry-ca-file'?: string[];
   'max-parallel-image-pulls'?: string;
@@ -330,6 +334,7 @@ export function resolveAgentConfig(flags: AgentFlags, env: { PATH?: string; KUBE
     imageCacheDir: flags['image-cache-dir'] ?? '/var/cache/vkvm/images',
     libvirtCacheDir: resolve(flags['libvirt-cache-dir'] ?? LAUNCHER_DEFAULTS.libvirtCacheDir),
     imageStoreDir: resolve(flags['image-store-dir'] ?? `${flags['state-dir'] ?? '/var/lib/vkvm'}/images`),
+    pluginRegistryDir: resolve(flags['plugin-registry-dir'] ?? pluginRegistryDirOf(flags['state-dir'])),
     insecureRegistries: (flags['insecure-registry'] ?? []).map((r) => registryHost(r)),
     registryCaFiles: (flags['registry-ca-file'] ?? []).map((f) => resolve(f)),
     maxParallelImagePulls: int(flags, 'max-parallel-image-pulls', 3, 1, 64),

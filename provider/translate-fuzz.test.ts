@@ -201,7 +201,7 @@ t.test('any pod translates to a VM spec or field-naming causes, never an excepti
 t.test('any VMI translates to a VM spec or field-naming causes, never an exception', async (t) => {
   const ctx = {
     secrets: { init: { userdata: '#cloud-config\n' } },
-    pvcs: { data: { hostPath: '/mnt/pv', volumeMode: 'Filesystem' as const, capacity: '1Gi' } },
+    pvcs: { data: { kind: 'hostPath' as const, hostPath: '/mnt/pv', volumeMode: 'Filesystem' as const, capacity: '1Gi' } },
   };
   const property = fc.property(vmi, (v) => {
     const result = translateVmi(v as unknown as VirtualMachineInstance, ctx);

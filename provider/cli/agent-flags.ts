@@ -9,6 +9,7 @@ export const AGENT_OPTIONS = {
   'image-cache-dir': { type: 'string' },
   'libvirt-cache-dir': { type: 'string' },
   'image-store-dir': { type: 'string' },
+  'plugin-registry-dir': { type: 'string' },
   'insecure-registry': { type: 'string', multiple: true },
   'registry-ca-file': { type: 'string', multiple: true },
   'max-parallel-image-pulls': { type: 'string' },
@@ -63,6 +64,9 @@ export const AGENT_HELP = `Node agent flags:
                                (default /var/cache/vkvm/libvirt)
   --image-store-dir DIR        images pulled from registries and the disks taken out of them
                                (default <state-dir>/images)
+  --plugin-registry-dir DIR    where CSI drivers' registration sockets appear (default
+                               /var/lib/kubelet/plugins_registry; <state-dir>/plugins_registry when
+                               --state-dir is not the default)
   --insecure-registry HOST[:PORT]  a registry that may answer plain HTTP (repeatable; loopback
                                registries always may)
   --registry-ca-file FILE      a PEM CA trusted for registries besides the system's (repeatable)

@@ -27,6 +27,10 @@ until SIGINT/SIGTERM; volumes and their state survive restarts.
                              500Gi (default: the size of DIR's filesystem)
   --default-volume-size SIZE a volume's size when its claim names none (1Gi)
   --driver-name NAME         the CSI driver name (default csi.vkvm.io)
+  --registration-socket PATH also serve the kubelet's plugin registration (v1)
+                             there (0600), as node-driver-registrar does: the
+                             node agent's plugin registry dir, e.g.
+                             /var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock
   --log-level LEVEL          trace, debug, info (default), warn, error
   -h, --help                 show this help
 `;
@@ -38,7 +42,7 @@ export async function csiCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const shutdown = shutdownSignal();
-  const { config, socket } = resolveCsiConfig(
+  const { config, socket, registrationSocket } = resolveCsiConfig(
     values,
     {
       hostname: hostname().toLowerCase(),
@@ -51,7 +55,7 @@ export async function csiCommand(argv: string[]): Promise<number> {
     VKVM_VERSION,
   );
   const log = createRootLogger(values['log-level']);
-  const driver = await startCsiDriver(config, socket, log.child({ component: 'csi' }));
+  const driver = await startCsiDriver(config, socket, log.child({ component: 'csi' }), registrationSocket);
   await onShutdownSignal(async () => {
     log.info('shutting down');
     await driver.stop();

@@ -54,6 +54,7 @@ const PER_NODE_FLAGS = new Set([
   'run-dir',
   'image-cache-dir',
   'image-store-dir',
+  'plugin-registry-dir',
   'kubelet-port',
   'kubelet-bind-address',
   'healthz-port',

@@ -21,6 +21,12 @@ t.test('resolveCsiConfig: defaults from the host, sizes as quantities', async (t
     capacityBytes: 500 * 2 ** 30,
     nodeId: 'n1',
   });
+  t.equal(
+    resolveCsiConfig({ ...base, 'registration-socket': '/var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock' }, host, '0.1.0')
+      .registrationSocket,
+    '/var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock',
+    'the registration socket is taken as given',
+  );
 });
 
 t.test('resolveCsiConfig refuses bad flags, naming the flag', async (t) => {
@@ -29,6 +35,8 @@ t.test('resolveCsiConfig refuses bad flags, naming the flag', async (t) => {
     [{ ...base, 'csi-dir': 'relative/dir' }, '--csi-dir'],
     [{ ...base, socket: 'csi.sock' }, '--socket'],
     [{ ...base, socket: `/${'s'.repeat(120)}` }, '--socket'],
+    [{ ...base, 'registration-socket': 'reg.sock' }, '--registration-socket'],
+    [{ ...base, 'registration-socket': `/${'r'.repeat(120)}` }, '--registration-socket'],
     [{ ...base, 'node-id': 'Bad_Name' }, '--node-id'],
     [{ ...base, capacity: 'lots' }, '--capacity'],
     [{ ...base, capacity: '1Ki' }, '--capacity'],

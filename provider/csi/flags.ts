@@ -15,6 +15,7 @@ export const CSI_OPTIONS = {
   capacity: { type: 'string' },
   'default-volume-size': { type: 'string', default: '1Gi' },
   'driver-name': { type: 'string', default: DRIVER_NAME },
+  'registration-socket': { type: 'string' },
   'log-level': { type: 'string', default: 'info' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -26,6 +27,7 @@ export interface CsiFlags {
   capacity?: string;
   'default-volume-size'?: string;
   'driver-name'?: string;
+  'registration-socket'?: string;
 }
 
 function bytes(field: string, raw: string): number {
@@ -35,23 +37,26 @@ function bytes(field: string, raw: string): number {
   return Math.floor(n);
 }
 
-/** The driver's configuration and its socket; `filesystemBytes` is the size of the filesystem under --csi-dir. */
+function socketPath(field: string, socket: string): string {
+  if (!path.isAbsolute(socket)) throw new ConfigError(field, `${JSON.stringify(socket)} must be an absolute path`);
+  // The kernel's sockaddr_un holds 107 bytes of path; a longer one fails to bind with a misleading EADDRINUSE.
+  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH_BYTES)
+    throw new ConfigError(field, `${JSON.stringify(socket)} is longer than a unix socket path may be (${MAX_SOCKET_PATH_BYTES} bytes)`);
+  return socket;
+}
+
+/** The driver's configuration and its sockets; `filesystemBytes` is the size of the filesystem under --csi-dir. */
 export function resolveCsiConfig(
   flags: CsiFlags,
   host: { hostname: string; filesystemBytes: (dir: string) => number },
   version: string,
-): { config: DriverConfig; socket: string } {
+): { config: DriverConfig; socket: string; registrationSocket?: string } {
   const dirFlag = flags['csi-dir'];
   if (!dirFlag) throw new ConfigError('--csi-dir', 'is required: the directory that holds the volumes');
   if (!path.isAbsolute(dirFlag)) throw new ConfigError('--csi-dir', `${JSON.stringify(dirFlag)} must be an absolute path`);
-  const socket = flags.socket ?? '';
-  if (!path.isAbsolute(socket)) throw new ConfigError('--socket', `${JSON.stringify(socket)} must be an absolute path`);
-  // The kernel's sockaddr_un holds 107 bytes of path; a longer one fails to bind with a misleading EADDRINUSE.
-  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH_BYTES)
-    throw new ConfigError(
-      '--socket',
-      `${JSON.stringify(socket)} is longer than a unix socket path may be (${MAX_SOCKET_PATH_BYTES} bytes)`,
-    );
+  const socket = socketPath('--socket', flags.socket ?? '');
+  const registration = flags['registration-socket'];
+  const registrationSocket = registration === undefined ? undefined : socketPath('--registration-socket', registration);
   const nodeId = flags['node-id'] ?? host.hostname;
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeId))
     throw new ConfigError('--node-id', `${JSON.stringify(nodeId)} is not a Kubernetes node name`);
@@ -61,6 +66,7 @@ export function resolveCsiConfig(
   const dir = path.normalize(dirFlag);
   return {
     socket,
+    ...(registrationSocket ? { registrationSocket } : {}),
     config: {
       name,
       version,

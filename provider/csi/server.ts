@@ -76,6 +76,25 @@ function unary(d: Driver, method: string, handler: Handler): grpc.handleUnaryCal
   };
 }
 
+/**
+ * Binds `server` to a unix socket only root may open: made 0600 from the start
+ * (umask), not opened to all and narrowed after, in a 0700 directory when it
+ * makes one. A stale socket file is replaced.
+ */
+export async function bindPrivateSocket(server: grpc.Server, socket: string): Promise<void> {
+  await mkdir(path.dirname(socket), { recursive: true, mode: 0o700 });
+  await rm(socket, { force: true });
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    );
+  } finally {
+    process.umask(umask);
+  }
+  await chmod(socket, 0o600);
+}
+
 export interface CsiServer {
   socket: string;
   stop(): Promise<void>;
@@ -91,18 +110,7 @@ export async function startCsiServer(d: Driver, socket: string): Promise<CsiServ
   ];
   for (const [svc, handlers] of impls)
     server.addService(svc.service, Object.fromEntries(Object.entries(handlers).map(([m, h]) => [m, unary(d, m, h)])));
-  await mkdir(path.dirname(socket), { recursive: true, mode: 0o700 });
-  await rm(socket, { force: true });
-  // Made 0600 from the start (umask), not opened to all and narrowed after.
-  const umask = process.umask(0o177);
-  try {
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-    );
-  } finally {
-    process.umask(umask);
-  }
-  await chmod(socket, 0o600);
+  await bindPrivateSocket(server, socket);
   return {
     socket,
     stop: async () => {

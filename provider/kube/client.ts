@@ -15,6 +15,7 @@ import {
   PatchStrategy,
   AuthenticationV1Api,
   AuthorizationV1Api,
+  StorageV1Api,
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { DEFAULT_WATCH_PROGRESS_DEADLINE_MS } from './progress-watch.js';
@@ -28,6 +29,8 @@ export interface KubeClients {
   authz: AuthorizationV1Api;
   objects: KubernetesObjectApi;
   custom: CustomObjectsApi;
+  /** CSINode, CSIDriver, VolumeAttachment (the CSI node side, provider/csi-node/). */
+  storage: StorageV1Api;
   /** A watch silent this long is taken for a half-open connection and started again (progress-watch.ts). */
   watchProgressDeadlineMs: number;
   /**
@@ -103,6 +106,7 @@ export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: nu
     authz: new AuthorizationV1Api(config),
     objects: new ObjectApi(config, kc),
     custom: new CustomObjectsApi(config),
+    storage: new StorageV1Api(config),
     watchProgressDeadlineMs: opts.watchProgressDeadlineMs ?? DEFAULT_WATCH_PROGRESS_DEADLINE_MS,
     closeConnections: auth.closeConnections,
   };

@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { claimOnNode } from './claims.js';
+import type { CsiVolume } from '../csi-node/volume.js';
 
 const claim: V1PersistentVolumeClaim = {
   metadata: { name: 'data', namespace: 'tenant' },
@@ -8,25 +9,58 @@ const claim: V1PersistentVolumeClaim = {
   status: { phase: 'Bound', capacity: { storage: '1Gi' } },
 };
 const pv = (spec: V1PersistentVolume['spec']): V1PersistentVolume => ({ metadata: { name: 'pv-1' }, spec });
+const place = (v: CsiVolume): string => `/state/pods/uid-1/${v.volumeMode}/${v.pvName}`;
 
-t.test('a local or hostPath PV is a path on the node; any other PV is refused with its kind', async (t) => {
+t.test('a local or hostPath PV is a path on the node, a CSI one is published for the pod, any other is refused', async (t) => {
   t.same(
     [
-      claimOnNode(claim, pv({ local: { path: '/mnt/disks/a' }, volumeMode: 'Block' })),
-      claimOnNode(claim, pv({ hostPath: { path: '/srv/pv' } })),
-      claimOnNode(claim, pv({ csi: { driver: 'hostpath.csi.k8s.io', volumeHandle: 'v-1' } })),
-      claimOnNode(claim, pv({ nfs: { server: 'nas', path: '/export' } })),
+      claimOnNode(claim, pv({ local: { path: '/mnt/disks/a' }, volumeMode: 'Block' }), place),
+      claimOnNode(claim, pv({ hostPath: { path: '/srv/pv' } }), place),
+      claimOnNode(
+        claim,
+        pv({
+          csi: {
+            driver: 'csi.vkvm.io',
+            volumeHandle: 'vol-1',
+            fsType: 'ext4',
+            volumeAttributes: { 'vkvm.io/mode': 'filesystem' },
+            nodeStageSecretRef: { name: 'stage-creds', namespace: 'storage' },
+          },
+          accessModes: ['ReadWriteOnce'],
+        }),
+        place,
+      ),
+      claimOnNode(claim, pv({ csi: { driver: 'csi.vkvm.io', volumeHandle: 'vol-2', readOnly: true }, volumeMode: 'Block' }), place),
+      claimOnNode(claim, pv({ csi: { driver: 'csi.vkvm.io', volumeHandle: '' } }), place),
+      claimOnNode(claim, pv({ nfs: { server: 'nas', path: '/export' } }), place),
     ],
     [
-      { hostPath: '/mnt/disks/a', volumeMode: 'Block', capacity: '1Gi' },
-      { hostPath: '/srv/pv', volumeMode: 'Filesystem', capacity: '1Gi' },
+      { kind: 'hostPath', hostPath: '/mnt/disks/a', volumeMode: 'Block', capacity: '1Gi' },
+      { kind: 'hostPath', hostPath: '/srv/pv', volumeMode: 'Filesystem', capacity: '1Gi' },
       {
-        unservable:
-          'claim "data" is bound to PersistentVolume pv-1, a CSI volume of driver hostpath.csi.k8s.io: vkvm serves VM disks from local and hostPath volumes only',
+        kind: 'csi',
+        volume: {
+          pvName: 'pv-1',
+          driver: 'csi.vkvm.io',
+          volumeHandle: 'vol-1',
+          volumeAttributes: { 'vkvm.io/mode': 'filesystem' },
+          volumeMode: 'Filesystem',
+          fsType: 'ext4',
+          accessMode: 'SINGLE_NODE_WRITER',
+          readOnly: false,
+          nodeStageSecretRef: { name: 'stage-creds', namespace: 'storage' },
+        },
+        diskPath: '/state/pods/uid-1/Filesystem/pv-1',
+        volumeMode: 'Filesystem',
+        capacity: '1Gi',
       },
       {
         unservable:
-          'claim "data" is bound to PersistentVolume pv-1, neither local nor hostPath: vkvm serves VM disks from local and hostPath volumes only',
+          'claim "data" is bound to PersistentVolume pv-1, a CSI volume in Block mode: vkvm serves CSI volumes in Filesystem mode only (its disk.img)',
+      },
+      { unservable: 'PersistentVolume pv-1 names no CSI driver or volumeHandle (spec.csi.driver, spec.csi.volumeHandle)' },
+      {
+        unservable: 'claim "data" is bound to PersistentVolume pv-1, neither local, hostPath nor CSI: vkvm serves VM disks from those only',
       },
     ],
   );

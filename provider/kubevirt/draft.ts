@@ -5,15 +5,31 @@
 import type { SpecCause, SpecCauseReason } from '../../vmm/errors.js';
 import type { DiskSpec, InterfaceSpec, KernelBoot } from '../../vmm/spec.js';
 import type { Quantity } from './types.js';
+import type { CsiVolume } from '../csi-node/volume.js';
 
-/** A PVC bound to a local or hostPath PersistentVolume on this node, resolved by the caller. */
-export interface BoundClaim {
-  /** The PV's path on this node: a directory (Filesystem) or a block device (Block). */
-  hostPath: string;
-  volumeMode: 'Filesystem' | 'Block';
-  /** status.capacity.storage of the claim: the size of the disk.img made in an empty Filesystem volume. */
-  capacity?: Quantity;
-}
+/**
+ * A PVC bound to a PersistentVolume this node serves VM disks from, resolved
+ * by the caller (claims.ts claimOnNode): a local or hostPath PV is a path on
+ * the node; a CSI PV is staged and published by the node agent before the VM
+ * starts (provider/csi-node/), at `diskPath`.
+ */
+export type BoundClaim =
+  | {
+      kind: 'hostPath';
+      /** The PV's path on this node: a directory (Filesystem) or a block device (Block). */
+      hostPath: string;
+      volumeMode: 'Filesystem' | 'Block';
+      /** status.capacity.storage of the claim: the size of the disk.img made in an empty Filesystem volume. */
+      capacity?: Quantity;
+    }
+  | {
+      kind: 'csi';
+      volume: CsiVolume;
+      /** The disk as published for the pod: the device (Block) or disk.img inside the published directory. */
+      diskPath: string;
+      volumeMode: 'Filesystem' | 'Block';
+      capacity?: Quantity;
+    };
 
 /** A claim bound to a PersistentVolume this node cannot serve VM disks from (a CSI or network volume): the reason, for the claim's field. */
 export interface UnservableClaim {

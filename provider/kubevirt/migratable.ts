@@ -15,7 +15,8 @@ export type LiveMigratability =
 
 function diskRefusal(vmi: VirtualMachineInstance): string | undefined {
   for (const v of vmi.spec.volumes ?? []) {
-    // vkvm serves claims from local and hostPath PersistentVolumes only: none is reachable from another node.
+    // vkvm serves claims from local, hostPath and CSI PersistentVolumes, none of them handed from node to node
+    // during a migration (a CSI volume is staged and published on one node; KubeVirt needs ReadWriteMany).
     if (v.persistentVolumeClaim)
       return `cannot migrate VMI: PVC ${v.persistentVolumeClaim.claimName} is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)`;
     if (v.hostDisk && (v.hostDisk as { shared?: boolean }).shared !== true) return 'cannot migrate VMI with non-shared HostDisk';

@@ -10,7 +10,8 @@
 //   cloudInitNoCloud       → a NoCloud seed (cidata ISO) on the disk's device
 //   hostDisk               → the file itself, raw, kept after the VM; DiskOrCreate
 //                            also asks the caller to create it when missing
-//   persistentVolumeClaim  → the bound PV: <path>/disk.img (Filesystem; created
+//   persistentVolumeClaim  → the bound PV (local, hostPath, or CSI as published
+//                            for the pod): <path>/disk.img (Filesystem; created
 //                            at the claim's capacity when missing, as KubeVirt's
 //                            host-disk does) or the block device (Block)
 //
@@ -157,19 +158,19 @@ function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
   const field = `${at}.claimName`;
   const bound = d.ctx.pvcs[claim.claimName];
   if (!bound) {
-    d.report(field, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a local or hostPath volume on this node`);
+    d.report(field, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a volume this node serves`);
     return null;
   }
   if ('unservable' in bound) {
     d.report(field, 'FieldValueNotSupported', bound.unservable);
     return null;
   }
-  const readOnly = claim.readOnly === true;
-  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: bound.hostPath, fromPersistentVolume: true }, field, readOnly };
-  const path = join(bound.hostPath, 'disk.img');
+  const readOnly = claim.readOnly === true || (bound.kind === 'csi' && bound.volume.readOnly);
+  const disk = bound.kind === 'csi' ? bound.diskPath : bound.volumeMode === 'Block' ? bound.hostPath : join(bound.hostPath, 'disk.img');
+  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: disk, fromPersistentVolume: true }, field, readOnly };
   const createSizeMiB = bound.capacity !== undefined ? sizeMiB(d, bound.capacity, field) : undefined;
   return {
-    source: { kind: 'host', path, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) },
+    source: { kind: 'host', path: disk, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) },
     field,
     readOnly,
   };

@@ -545,7 +545,7 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
           v.spec.domain.devices!.filesystems = [{ name: 'shared' }];
           v.spec.volumes!.push({ name: 'shared', persistentVolumeClaim: { claimName: 'shared' } });
         }),
-        ctx({ pvcs: { shared: { hostPath: '/mnt/shared', volumeMode: 'Filesystem' } } }),
+        ctx({ pvcs: { shared: { kind: 'hostPath', hostPath: '/mnt/shared', volumeMode: 'Filesystem' } } }),
       ),
     ),
     [
@@ -556,8 +556,7 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
   );
 
   const csi = {
-    unservable:
-      'claim "data" is bound to PersistentVolume pvc-1, a CSI volume of driver hostpath.csi.k8s.io: vkvm serves VM disks from local and hostPath volumes only',
+    unservable: 'claim "data" is bound to PersistentVolume pvc-1, neither local, hostPath nor CSI: vkvm serves VM disks from those only',
   };
   t.match(
     translateVmi(
@@ -569,6 +568,52 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
     ),
     { causes: [{ path: 'spec.volumes[3].persistentVolumeClaim.claimName', reason: 'FieldValueNotSupported', message: csi.unservable }] },
     'a claim the node cannot serve is refused at its claimName, with the reason',
+  );
+
+  const published = '/var/lib/vkvm/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount/disk.img';
+  const csiClaim = (readOnly: boolean) => ({
+    kind: 'csi' as const,
+    volume: {
+      pvName: 'pv-1',
+      driver: 'csi.vkvm.io',
+      volumeHandle: 'vol-1',
+      volumeAttributes: {},
+      volumeMode: 'Filesystem' as const,
+      accessMode: 'SINGLE_NODE_WRITER' as const,
+      readOnly,
+    },
+    diskPath: published,
+    volumeMode: 'Filesystem' as const,
+    capacity: '48Mi',
+  });
+  const csiDisk = (readOnly: boolean) =>
+    ok(
+      translateVmi(
+        smokeWith((v) => {
+          v.spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+          v.spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'data' } });
+        }),
+        ctx({ pvcs: { data: csiClaim(readOnly) } }),
+      ),
+    ).spec.disks.at(-1);
+  t.same(
+    [csiDisk(false), csiDisk(true)],
+    [
+      {
+        name: 'data',
+        device: 'disk',
+        bus: 'virtio',
+        source: { kind: 'host', path: published, fromPersistentVolume: true, createSizeMiB: 48 },
+      },
+      {
+        name: 'data',
+        device: 'disk',
+        bus: 'virtio',
+        readOnly: true,
+        source: { kind: 'host', path: published, fromPersistentVolume: true, createSizeMiB: 48 },
+      },
+    ],
+    "a claim on a CSI PV: disk.img where the node publishes it, at the claim's capacity; a read-only PV makes a read-only disk",
   );
 });
 
@@ -729,8 +774,8 @@ t.test('storage: host disks, PVCs, CD-ROM defaults, boot order, read-only', asyn
       vmi,
       ctx({
         pvcs: {
-          'root-pvc': { hostPath: '/mnt/local-pv/pv-1', volumeMode: 'Filesystem', capacity: '20Gi' },
-          'raw-pvc': { hostPath: '/dev/vg0/raw', volumeMode: 'Block' },
+          'root-pvc': { kind: 'hostPath', hostPath: '/mnt/local-pv/pv-1', volumeMode: 'Filesystem', capacity: '20Gi' },
+          'raw-pvc': { kind: 'hostPath', hostPath: '/dev/vg0/raw', volumeMode: 'Block' },
         },
         secrets: { init: { userData: '#cloud-config\n' }, net: { networkdata: 'version: 2\n' } },
       }),

@@ -55,6 +55,8 @@ export interface PodControllerOptions extends Pick<StatusWriterOptions, 'acceler
   vmis: VmiSource;
   /** Addresses, namespaces and DHCP of the VMs' NICs. */
   network: VmNetwork;
+  /** The CSI volumes of VMs: published before a start (vm-runtime.ts), taken down when the VM goes (csi-node/pod-volumes.ts). */
+  volumes?: VmRuntimeOptions['volumes'] & OrphanSweepOptions['volumes'];
   api: PodApi;
   hostIP: () => string;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */
@@ -139,12 +141,10 @@ export class PodController {
     this.migrations = o.migration && new PodMigrations({ ...o, ...o.migration, lifecycle, apply, learnt });
     this.status = new StatusWriter({ ...o, clock, onReadinessChange: (key) => this.statusSync.add(key) });
     this.orphanSweep = {
+      ...o, // its launchers, network, volumes and log
       pods: () => o.pods.list(),
-      launchers: o.launchers,
-      network: o.network,
       known: (uid) => this.lifecycles.has(uid),
       removeVm: (uid) => this.removeVm(uid, 0),
-      log: o.log,
     };
     this.storage = {
       running: () =>
@@ -400,6 +400,9 @@ export class PodController {
     await this.o.launchers.stop(uid, graceS);
     await this.o.launchers.remove(uid);
     await this.o.network.detach(uid);
+    await this.o.volumes
+      ?.unpublishPod(uid)
+      .catch((err: unknown) => this.o.log.warn({ err, vm: uid }, 'CSI volumes not taken down yet: the orphan sweep (orphans.ts) retries'));
     this.lifecycles.delete(uid);
     this.status.forget(uid);
     this.runtime.forget(uid);

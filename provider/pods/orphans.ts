@@ -1,6 +1,7 @@
 // What is left on the node of pods that are gone: VMs whose pod UID is not in
 // the synced pod cache (the pod was deleted while the agent was down, or
-// before its key was ever synced), and VM networks nothing uses. Run once the
+// before its key was ever synced), and VM networks and CSI volume
+// publications nothing uses. Run once the
 // pod cache is synced, at start-up and every 30 s (with the launchers found
 // again and the node network repaired), so a missing UID really is gone.
 import type { V1Pod } from '@kubernetes/client-node';
@@ -12,6 +13,8 @@ export interface OrphanSweepOptions {
   pods: () => readonly V1Pod[];
   launchers: Pick<Launchers<VmControl>, 'discover' | 'uids' | 'get'>;
   network: Pick<VmNetwork, 'retainOnly' | 'ensureNode'>;
+  /** The CSI volumes published for VMs (csi-node/pod-volumes.ts). */
+  volumes?: { retainOnly(inUse: (uid: string) => boolean): Promise<void>; unpublishPod(uid: string): Promise<void> };
   /** Whether the pod controller still acts on this UID. */
   known: (uid: string) => boolean;
   /** Removes a VM: launcher, directory, network. */
@@ -29,6 +32,7 @@ export async function removeOrphans(o: OrphanSweepOptions): Promise<void> {
   // Networks of VMs removed while the agent was down, or of pods deleted before their VM started.
   const inUse = (uid: string) => !!o.launchers.get(uid) || o.known(uid) || podUIDs.has(uid);
   await o.network.retainOnly(inUse).catch((err: unknown) => o.log.error({ err }, 'could not remove orphaned VM networks; will retry'));
+  await o.volumes?.retainOnly(inUse);
 }
 
 /** The periodic repair: launchers unreachable at start-up, orphans no event pointed at, the node network. */

@@ -13,6 +13,7 @@ import type { AgentMetrics } from '../metrics.js';
 import { ChildCpuMeter } from '../child-cpu.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import { ImagePullError } from '../images/errors.js';
+import type { PodVolumes } from '../csi-node/pod-volumes.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
@@ -40,6 +41,8 @@ export interface VmRuntimeOptions {
    * finds it; a refusal the user can fix is a SpecError at `at`.
    */
   downloadImage: (url: string, at: string, log: Logger, signal?: AbortSignal) => Promise<void>;
+  /** Publishes a VMI's CSI volumes before its launcher starts (csi-node/pod-volumes.ts); a node without it refuses them. */
+  volumes?: Pick<PodVolumes, 'publish'>;
   /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
   /** Notes the URLs each pod's VM uses, which pins them in the image cache (url-cache-gc.ts). */
   urlImages?: Pick<UrlImagesInUse, 'note'>;
@@ -71,8 +74,9 @@ export interface PreparedSpec {
 /** What preparing a start came to: the spec ready for its launcher, or an outcome that ends the attempt. */
 export type Prepared = ({ type: 'prepared' } & PreparedSpec) | Extract<StartOutcome, { type: 'imageMissing' | 'invalid' }>;
 
-/** Whether a start has anything to fetch before its launcher starts: a registry image or a URL. */
-export function needsPreparation(spec: VmSpec): boolean {
+/** Whether a start has anything to do before its launcher starts: a registry image or a URL to fetch, CSI volumes to publish. */
+export function needsPreparation(spec: VmSpec, lc?: Pick<PodLifecycle, 'vmi'>): boolean {
+  if (lc?.vmi?.csiVolumes.length) return true;
   return !!spec.kernelBoot?.container || spec.disks.some((d) => d.source.kind === 'registry' || d.source.kind === 'url');
 }
 
@@ -185,13 +189,18 @@ export class VmRuntime {
 
   /**
    * The slow part of a start, run off the sync workers (preparations.ts):
-   * registry images pulled into the store, URL images downloaded into the
-   * node's image cache (where the launcher then finds them). A missing image
-   * and an invalid spec are outcomes; other failures are thrown.
+   * CSI volumes staged and published (a driver not registered is a failed
+   * start naming it, retried with back-off), registry images pulled into the
+   * store, URL images downloaded into the node's image cache (where the
+   * launcher then finds them). A missing image and an invalid spec are
+   * outcomes; other failures are thrown.
    */
   async prepare(pod: V1Pod, lc: PodLifecycle, spec: VmSpec, signal?: AbortSignal): Promise<Prepared> {
     const log = this.o.log.child({ pod: lc.key, uid: lc.uid });
     try {
+      const csi = lc.vmi?.csiVolumes ?? [];
+      if (csi.length && !this.o.volumes) throw new Error('this node agent publishes no CSI volumes');
+      if (csi.length) await this.o.volumes!.publish(lc.uid, csi, signal);
       // Registry images are pulled with the kubelet's events; the launcher gets their files in the store.
       const resolved = await this.o.images.resolve(pod, spec, log);
       if (resolved.imageID) this.o.learnt(lc.uid, { imageID: resolved.imageID });

@@ -69,8 +69,8 @@ export class VmStarts {
    */
   async carryOn(pod: V1Pod, lc: PodLifecycle, spec: VmSpec): Promise<void> {
     let prepared: Prepared = { type: 'prepared', resolved: { spec, fromRegistry: false }, pullingRecorded: false };
-    if (needsPreparation(spec)) {
-      // Registry pulls wait for the image service's own cap; only URL downloads need a preparation slot.
+    if (needsPreparation(spec, lc)) {
+      // Registry pulls wait for the image service's own cap, and CSI calls for their drivers; only URL downloads need a slot.
       const bounded = spec.disks.some((d) => d.source.kind === 'url');
       const polled = this.preparations.poll(lc.uid, specHash(spec), (signal) => this.o.runtime.prepare(pod, lc, spec, signal), { bounded });
       if (polled === 'pending') return;

@@ -21,6 +21,7 @@ import type { SpecError } from '../../vmm/errors.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { claimOnNode } from '../kubevirt/claims.js';
+import { diskPath, type CsiVolume } from '../csi-node/volume.js';
 import { probesOf, type VmProbes } from './probes/probe-spec.js';
 import { translateVmi, vmiReferences, type BoundClaim, type UnservableClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
@@ -53,6 +54,8 @@ export interface VmiSpecResult {
   atKubevirtFields: VmiTranslation['atKubevirtFields'];
   /** The VMI's probes, which the node runs (probes/prober.ts). */
   probes?: VmProbes;
+  /** The CSI volumes of its claims, which the node stages and publishes before the VM starts (provider/csi-node/). */
+  csiVolumes: CsiVolume[];
 }
 
 /** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
@@ -75,9 +78,11 @@ export class ClusterVmiSource implements VmiSource {
   private handler: ((vmi: VirtualMachineInstance) => void) | undefined;
   private stopped = false;
 
+  /** `csiRoot`: the agent's state directory, under which CSI volumes are published for pods (csi-node/volume.ts). */
   constructor(
     private readonly clients: KubeClients,
     private readonly log: Logger,
+    private readonly csiRoot: string,
   ) {
     this.kubevirt = new KubevirtApi(clients);
   }
@@ -134,13 +139,15 @@ export class ClusterVmiSource implements VmiSource {
     if (undersized) return undersized;
     const refs = vmiReferences(vmi);
     const namespace = vmi.metadata.namespace ?? 'default';
+    const podUid = pod.metadata!.uid!;
+    const pvcs = Object.fromEntries(
+      await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name, podUid)] as const)),
+    );
     const result = translateVmi(vmi, {
       secrets: Object.fromEntries(
         await Promise.all(refs.secrets.map(async (name) => [name, await this.readSecret(namespace, name)] as const)),
       ),
-      pvcs: Object.fromEntries(
-        await Promise.all(refs.claims.map(async (name) => [name, await this.resolveClaim(namespace, name)] as const)),
-      ),
+      pvcs,
     });
     if ('causes' in result) return result;
     // The launcher, its directory and its domain are keyed by the pod, as for every pod on the node.
@@ -151,6 +158,7 @@ export class ClusterVmiSource implements VmiSource {
       ref: objectReference({ ...vmi, apiVersion: KUBEVIRT_API_VERSION, kind: 'VirtualMachineInstance' }),
       atKubevirtFields: result.atKubevirtFields,
       probes: probesOf(undefined, vmi.spec),
+      csiVolumes: Object.values(pvcs).flatMap((c) => ('kind' in c && c.kind === 'csi' ? [c.volume] : [])),
     };
   }
 
@@ -184,10 +192,11 @@ export class ClusterVmiSource implements VmiSource {
    * retried: the scheduler binds the launcher pod, which carries the claim,
    * only once it is bound, so the node rarely sees one.
    */
-  private async resolveClaim(namespace: string, name: string): Promise<BoundClaim | UnservableClaim> {
+  private async resolveClaim(namespace: string, name: string, podUid: string): Promise<BoundClaim | UnservableClaim> {
     const pvc = await this.clients.core.readNamespacedPersistentVolumeClaim({ name, namespace });
     const pvName = pvc.spec?.volumeName;
     if (!pvName || pvc.status?.phase !== 'Bound') throw new Error(`PersistentVolumeClaim ${namespace}/${name} is not bound yet`);
-    return claimOnNode(pvc, await this.clients.core.readPersistentVolume({ name: pvName }));
+    const pv = await this.clients.core.readPersistentVolume({ name: pvName });
+    return claimOnNode(pvc, pv, (v) => diskPath(this.csiRoot, podUid, v));
   }
 }

@@ -8,12 +8,13 @@
 // among them volumes the node cannot provide, refused rather than dropped.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/limits.js';
+import { pluginRegistryDirOf, registrationSocketIn } from '../../provider/csi-node/registry-dir.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../../provider/kubevirt/types.js';
@@ -34,7 +35,12 @@ import {
   waitFor,
   waitForAll,
   waitForGone,
+  type AgentProcess,
+  type TestCluster,
+  type TestNamespace,
 } from './framework/index.js';
+import { csiClient, startDriverProcess } from '../helpers/csi-driver.js';
+import { loopDevicesUnder, mountsUnder, removeScratch } from '../helpers/csi-leftovers.js';
 
 const NODE = 'vkvm-e2e-vm';
 const NS = 'e2e-vm';
@@ -365,58 +371,192 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     await kv.deleteVmi('badpath');
   });
 
+  await t.test('a dataVolume the node cannot provide fails the VMI naming its field; no disk is dropped', async (t) => {
+    const spec = smokeVmiSpec();
+    spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } });
+    spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never);
+    await kv.createVmi(vmiOf('nostorage', spec));
+    const failed = await waitFor(ns.vmi('nostorage'), (v) => v.status?.phase === 'Failed', { what: 'Failed', deadlineMs: 90_000 });
+    t.match(
+      { reason: failed.status?.reason, synchronized: failed.status?.conditions?.find((c) => c.type === 'Synchronized') },
+      {
+        reason: 'InvalidVMSpec',
+        synchronized: { status: 'False', reason: 'InvalidVMSpec', message: /spec\.volumes\[3\]\.dataVolume: vkvm serves no DataVolumes/ },
+      },
+      'phase Failed, reason InvalidVMSpec, Synchronized False naming the dataVolume',
+    );
+    t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
+    await kv.deleteVmi('nostorage');
+    await waitForGone(ns.vmi('nostorage'), { deadlineMs: 90_000 });
+  });
+
   await t.test(
-    'volumes the node cannot provide (a dataVolume, a claim on a CSI PV) fail the VMI naming each field; no disk is dropped',
+    "a claim on a CSI PV: the driver registers on the node's CSINode, the VM boots from disk.img in the published volume, and nothing stays staged",
+    (t) => csiClaimCase(t, { cluster, ns, agent }),
+  );
+
+  await t.test(
+    'a claim on a CSI PV of a driver not registered on the node: the VMI waits, Synchronized False naming the driver',
     async (t) => {
-      const pvName = `vkvm-e2e-csi-${randomBytes(3).toString('hex')}`;
-      await cluster.clients.core.createPersistentVolume({
-        body: {
-          metadata: { name: pvName },
-          spec: {
-            capacity: { storage: '64Mi' },
-            accessModes: ['ReadWriteOnce'],
-            storageClassName: 'vkvm-e2e-csi',
-            csi: { driver: 'csi.vkvm-e2e.example', volumeHandle: pvName },
-            persistentVolumeReclaimPolicy: 'Retain',
-          },
-        },
-      });
-      t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: pvName }).catch(() => undefined));
-      await cluster.clients.core.createNamespacedPersistentVolumeClaim({
-        namespace: NS,
-        body: {
-          metadata: { name: 'csi-data' },
-          spec: {
-            accessModes: ['ReadWriteOnce'],
-            storageClassName: 'vkvm-e2e-csi',
-            volumeName: pvName,
-            resources: { requests: { storage: '64Mi' } },
-          },
-        },
-      });
-      await waitFor(ns.pvc('csi-data'), (c) => c.status?.phase === 'Bound', { what: 'Bound' });
+      const pvName = `vkvm-e2e-nodriver-${randomBytes(3).toString('hex')}`;
+      await createCsiClaim(t, cluster, ns, { pvName, claim: 'nodriver-data', driver: 'csi.vkvm-e2e.example', volumeHandle: pvName });
       const spec = smokeVmiSpec();
-      spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } }, { name: 'data', disk: { bus: 'virtio' } });
-      spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never, {
-        name: 'data',
-        persistentVolumeClaim: { claimName: 'csi-data' },
-      });
-      await kv.createVmi(vmiOf('nostorage', spec));
-      const failed = await waitFor(ns.vmi('nostorage'), (v) => v.status?.phase === 'Failed', { what: 'Failed', deadlineMs: 90_000 });
-      // Both causes in one message, in disk order: the dataVolume, then the claim with its PV's CSI driver.
-      const fields = new RegExp(
-        'spec\\.volumes\\[3\\]\\.dataVolume: vkvm serves no DataVolumes[\\s\\S]*' +
-          `spec\\.volumes\\[4\\]\\.persistentVolumeClaim\\.claimName: claim "csi-data" is bound to PersistentVolume ${pvName}, ` +
-          'a CSI volume of driver csi\\.vkvm-e2e\\.example',
+      spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+      spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'nodriver-data' } });
+      await kv.createVmi(vmiOf('nodriver', spec));
+      const waiting = await waitFor(
+        ns.vmi('nodriver'),
+        (v) => v.status?.conditions?.some((c) => c.type === 'Synchronized' && c.status === 'False') === true,
+        { what: 'Synchronized False', deadlineMs: 90_000 },
       );
       t.match(
-        { reason: failed.status?.reason, synchronized: failed.status?.conditions?.find((c) => c.type === 'Synchronized') },
-        { reason: 'InvalidVMSpec', synchronized: { status: 'False', reason: 'InvalidVMSpec', message: fields } },
-        'phase Failed, reason InvalidVMSpec, Synchronized False naming the dataVolume and the claim (with its CSI driver)',
+        { phase: waiting.status?.phase, synchronized: waiting.status?.conditions?.find((c) => c.type === 'Synchronized') },
+        { phase: 'Scheduled', synchronized: { status: 'False', message: /CSI driver csi\.vkvm-e2e\.example .*is not registered on node/ } },
+        'the VMI stays Scheduled (it waits, not fails) with Synchronized False naming the driver',
       );
-      t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
-      await kv.deleteVmi('nostorage');
-      await waitForGone(ns.vmi('nostorage'), { deadlineMs: 90_000 });
+      t.same(qemuPidsOfDomain(`${NS}_nodriver,`), [], 'no QEMU runs for it');
+      await kv.deleteVmi('nodriver');
+      await waitForGone(ns.vmi('nodriver'), { deadlineMs: 90_000 });
     },
   );
 });
+
+/** A PV of a CSI driver's volume on the node, and a claim in the namespace bound to it; both go with the test. */
+async function createCsiClaim(
+  t: Test,
+  cluster: TestCluster,
+  ns: TestNamespace,
+  o: { pvName: string; claim: string; driver: string; volumeHandle: string },
+): Promise<void> {
+  await cluster.clients.core.createPersistentVolume({
+    body: {
+      metadata: { name: o.pvName },
+      spec: {
+        capacity: { storage: '48Mi' },
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: 'vkvm-e2e-csi',
+        csi: { driver: o.driver, volumeHandle: o.volumeHandle, fsType: 'ext4' },
+        persistentVolumeReclaimPolicy: 'Retain',
+        nodeAffinity: {
+          required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [NODE] }] }] },
+        },
+      },
+    },
+  });
+  t.teardown(() => cluster.clients.core.deletePersistentVolume({ name: o.pvName }).catch(() => undefined));
+  await cluster.clients.core.createNamespacedPersistentVolumeClaim({
+    namespace: NS,
+    body: {
+      metadata: { name: o.claim },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: 'vkvm-e2e-csi',
+        volumeName: o.pvName,
+        resources: { requests: { storage: '48Mi' } },
+      },
+    },
+  });
+  t.teardown(() => cluster.clients.core.deleteNamespacedPersistentVolumeClaim({ name: o.claim, namespace: NS }).catch(() => undefined));
+  await waitFor(ns.pvc(o.claim), (c) => c.status?.phase === 'Bound', { what: 'Bound' });
+}
+
+/**
+ * vkvm's own CSI driver as the operator runs it beside the agent, registered
+ * through the agent's plugin registry dir; a volume made as a provisioner
+ * would; two VMIs in turn on its claim, the second reading what the first
+ * wrote; and after each, nothing of the volume left mounted on the node.
+ */
+async function csiClaimCase(t: Test, o: { cluster: TestCluster; ns: TestNamespace; agent: AgentProcess }): Promise<void> {
+  const { cluster, ns, agent } = o;
+  const kv = kubevirtIn(ns);
+  const storage = cluster.clients.storage;
+  const csiDir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-csi-'));
+  t.teardown(() => removeScratch(csiDir));
+  const driver = await startDriverProcess({
+    dir: join(csiDir, 'volumes'),
+    socket: join(csiDir, 'csi.sock'),
+    nodeId: NODE,
+    extraArgs: [`--registration-socket=${registrationSocketIn(pluginRegistryDirOf(agent.stateDir), 'csi.vkvm.io')}`],
+  });
+  t.teardown(() => driver.stop());
+  const csi = csiClient(driver.socket);
+  t.teardown(() => csi.close());
+  // As an operator would declare it: a volume on this host needs no attach.
+  await storage.createCSIDriver({ body: { metadata: { name: 'csi.vkvm.io' }, spec: { attachRequired: false } } });
+  t.teardown(() => storage.deleteCSIDriver({ name: 'csi.vkvm.io' }).catch(() => undefined));
+
+  const csiNode = await poll(
+    'the CSINode listing csi.vkvm.io',
+    () => storage.readCSINode({ name: NODE }),
+    (c) => c.spec.drivers.some((d) => d.name === 'csi.vkvm.io'),
+    { deadlineMs: 30_000 },
+  );
+  t.same(
+    csiNode.spec.drivers.map((d) => ({ name: d.name, nodeID: d.nodeID, topologyKeys: d.topologyKeys })),
+    [{ name: 'csi.vkvm.io', nodeID: NODE, topologyKeys: ['topology.vkvm.io/node'] }],
+    "the node's CSINode names the driver, its node ID and topology key",
+  );
+  t.equal(
+    (await cluster.clients.core.readNode({ name: NODE })).metadata?.labels?.['topology.vkvm.io/node'],
+    NODE,
+    "the Node carries the driver's topology label",
+  );
+
+  const created = await csi.call('Controller', 'CreateVolume', {
+    name: `e2e-${randomBytes(3).toString('hex')}`,
+    capacityRange: { requiredBytes: 48 * 2 ** 20 },
+    volumeCapabilities: [{ mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } }],
+  });
+  const volumeHandle = (created.volume as { volumeId: string }).volumeId;
+  t.teardown(() => csi.call('Controller', 'DeleteVolume', { volumeId: volumeHandle }).catch(() => undefined));
+  const pvName = `vkvm-e2e-csi-${randomBytes(3).toString('hex')}`;
+  await createCsiClaim(t, cluster, ns, { pvName, claim: 'csi-data', driver: 'csi.vkvm.io', volumeHandle });
+
+  const leftovers = async () => ({
+    mounts: [...(await mountsUnder(join(agent.stateDir, 'pods'))), ...(await mountsUnder(join(agent.stateDir, 'plugins')))],
+    podVolumeDirs: await readdir(join(agent.stateDir, 'pods')).catch(() => []),
+    loops: await loopDevicesUnder(join(csiDir, 'volumes')),
+  });
+  /** Runs the VMI on the claim, runs `script` in its guest, deletes it; what the script printed. */
+  const runOnClaim = async (name: string, script: string): Promise<string> => {
+    const spec = smokeVmiSpec();
+    spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+    spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'csi-data' } });
+    const vmi = await kv.createVmi(vmiOf(name, spec));
+    await waitFor(ns.vmi(name), (v) => v.status?.phase === 'Running', { what: 'Running', deadlineMs: BOOT_DEADLINE_MS });
+    const [pod] = (
+      await cluster.clients.core.listNamespacedPod({ namespace: NS, labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` })
+    ).items;
+    const published = join(agent.stateDir, 'pods', pod!.metadata!.uid!, 'volumes', 'kubernetes.io~csi', pvName, 'mount');
+    t.ok((await mountsUnder(agent.stateDir)).includes(published), `${name}: the volume is published for its pod`);
+    t.equal((await stat(join(published, 'disk.img'))).size, 48 * 2 ** 20, `${name}: disk.img at the claim's capacity`);
+    // The 48Mi disk (98304 sectors), whichever vd it is: the emptyDisk is 64Mi.
+    const guestScript = `d=; for b in /sys/block/vd*; do [ "$(cat $b/size)" = 98304 ] && d=/dev/\${b##*/}; done; [ -n "$d" ]; ${script}`;
+    const out = await poll(
+      `${name}: the guest agent runs the script`,
+      () => ns.kubectl(['exec', pod!.metadata!.name!, '--', '/bin/sh', '-c', guestScript]),
+      (r) => r.code === 0,
+      { deadlineMs: BOOT_DEADLINE_MS },
+    );
+    await kv.deleteVmi(name);
+    await waitForGone(ns.vmi(name), { deadlineMs: 90_000 });
+    await waitForGone(ns.pods({ labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` }), { deadlineMs: 90_000 });
+    return out.stdout.trim();
+  };
+
+  /** Nothing of the volume left on the node once the VMI is gone (the agent takes it down; the sweep would retry). */
+  const nothingLeft = async (vmi: string, message: string) =>
+    t.same(
+      await poll(`nothing of ${vmi} left on the node`, leftovers, (l) => l.mounts.length + l.podVolumeDirs.length + l.loops.length === 0, {
+        deadlineMs: 60_000,
+      }).catch(leftovers),
+      { mounts: [], podVolumeDirs: [], loops: [] },
+      message,
+    );
+
+  const marker = `csi-marker-${randomBytes(4).toString('hex')}`;
+  await runOnClaim('csi-a', `printf ${marker} > $d; sync`);
+  await nothingLeft('csi-a', 'the VMI gone: unpublished and unstaged, no mount, pod directory or loop device left');
+  t.equal(await runOnClaim('csi-b', `head -c ${marker.length} $d`), marker, 'a second VMI on the claim reads what the first wrote');
+  await nothingLeft('csi-b', 'after the second VMI too, nothing staged or published');
+}
