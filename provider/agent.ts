@@ -3,18 +3,16 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from './config.js';
 import { makeClients, loadKubeConfig } from './kube/client.js';
 import type { Logger } from './log.js';
+import { startPodNetwork } from './network/node-pod-network.js';
 import { ServingCertManager, type ServingPair } from './certs/serving.js';
 import { ClientCertRotator } from './certs/client.js';
 import { readHostFacts } from './node/host-facts.js';
 import { LeaseController } from './node/lease.js';
 import { NodeController } from './node/controller.js';
 import { registerNode } from './node/register.js';
-import { publishMovedPodIps } from './node/hosted-pod-ips.js';
-import { LentVmis } from './migration/lent-vmis.js';
 import { flannelHostGwAnnotations } from './network/flannel-peering.js';
 import { deriveAllocatable, deriveLabels, deriveNodeStatus, pressureConditions } from './node/status.js';
 import { buildHealthzServer, buildKubeletApi, rotateServingCert } from './kubelet-api/server.js';
@@ -35,12 +33,9 @@ import { ImageService } from './images/image-service.js';
 import { PinStore } from './images/pins.js';
 import { PodImages, secretReader } from './images/pod-images.js';
 import { ImageStore } from './images/store.js';
-import { PodNetwork } from './network/pod-network.js';
-import { ipv4PodCidrOf, peersOf } from './network/peer-routes.js';
 import { hostResolver } from './network/resolver.js';
 import { ClusterDns, readKubeDns } from './node/cluster-dns.js';
 import { startKubeProxy } from './cluster-services/kube-proxy.js';
-import { ClusterInformer } from './kube/informer.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
 import { migrationSides } from './migration/node-sides.js';
@@ -157,49 +152,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     let gc: ImageGc | undefined;
     const { store, images, pins } = await startImageService(config, rootLog, () => gc?.kick());
     stops.push(() => images.close());
-    // Other nodes' pod ranges and addresses, for the routes between nodes' pods.
-    const nodes = new ClusterInformer<V1Node>({
-      clients,
-      path: '/api/v1/nodes',
-      list: () => clients.core.listNode(),
-      log: rootLog.child({ component: 'node-informer' }),
-    });
-    // Not awaited: pods and their local network need no peers; routes follow once the list is in.
-    void nodes.start();
-    stops.push(() => nodes.stop());
-    const peers = () => peersOf(nodes.list(), config.nodeName);
-    // Where the VMs of this node's lent addresses run: what it lends to whom.
-    const lentVmis = new LentVmis(clients, rootLog.child({ component: 'lent-vmis' }));
-    stops.push(() => lentVmis.stop());
-    const network = new PodNetwork({
-      bridge: config.bridge,
-      dir: join(config.stateDir, 'network'),
-      podCidr: async () => {
-        if (config.podCidr) return config.podCidr;
-        return ipv4PodCidrOf((await clients.core.readNode({ name: config.nodeName })).spec);
-      },
-      nodeName: config.nodeName,
-      peers,
-      // Migrated VMs' addresses this node hosts and those of its range it lends, for the nodes' routes (docs/networking.md).
-      publishMoved: (claims) => publishMovedPodIps(clients, config.nodeName, claims),
-      lending: lentVmis,
-      log: rootLog.child({ component: 'network' }),
-    });
-    lentVmis.onChange(() =>
-      network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the lent addresses; the next repair retries')),
-    );
-    // A peer joined, left or moved: route it now rather than at the next repair (every 30 s).
-    let knownPeers = JSON.stringify(peers());
-    nodes.onChange(() => {
-      const now = JSON.stringify(peers());
-      if (now === knownPeers) return;
-      knownPeers = now;
-      network
-        .ensureNode()
-        .catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
-    });
-    // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
-    stops.push(() => network.close({ removeAll: stopVms }));
+    const network = startPodNetwork({ config, clients, rootLog, stops, removeAllOnStop: stopVms });
     if (config.kubeProxy) {
       const kubeProxy = startKubeProxy(config, config.kubeProxy, clients, rootLog.child({ component: 'kube-proxy' }));
       // Its rules go when the node's network goes.
