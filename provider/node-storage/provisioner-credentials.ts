@@ -5,7 +5,8 @@
 // admin), as kubeadm makes its components' kubeconfigs. A certificate still
 // valid for a month and of this CA is kept; the kubeconfig is written afresh
 // (the server's address may have changed).
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { writeAtomic } from '../atomic-file.js';
 import { clientCertKubeconfig } from '../certs/client.js';
 import { ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
@@ -42,6 +43,8 @@ export async function ensureProvisionerCredentials(
   admin: KubeClients,
   o: { nodeName: string; server: string; caPem: string; paths: NodeStoragePaths },
 ): Promise<void> {
+  // The node's state dir, if this makes it, as the agent makes it: QEMU must traverse it.
+  await mkdir(dirname(o.paths.dir), { recursive: true, mode: 0o711 });
   await ensurePrivateDir(o.paths.dir);
   const user = provisionerSubject(o.nodeName).commonName;
   const current = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/.exec(
