@@ -12,7 +12,7 @@ import { ensurePrivateDir } from '../certs/csr-api.js';
 import type { Logger } from '../log.js';
 import { cliPath } from '../package-root.js';
 import { driverArgs, nodeStoragePaths, provisionerCommand, type NodeStorageSpec } from './node-storage-spec.js';
-import { SupervisedProcess } from './supervised-process.js';
+import { SupervisedProcess } from '../supervised-process.js';
 
 const DRIVER_READY_TIMEOUT_MS = 60_000;
 
@@ -45,16 +45,16 @@ export async function startNodeStorage(spec: NodeStorageSpec, log: Logger): Prom
   await ensurePrivateDir(paths.dir);
   const driverLog = join(paths.dir, 'driver.log');
   const driver = new SupervisedProcess({
-    argv: [process.execPath, cliPath(), ...driverArgs(spec, paths)],
+    name: 'CSI driver',
+    command: async () => ({ argv: [process.execPath, cliPath(), ...driverArgs(spec, paths)] }),
     logFile: driverLog,
-    log: log.child({ component: 'csi-driver' }),
+    log,
   });
-  const { argv, env } = provisionerCommand(spec, paths);
   const provisioner = new SupervisedProcess({
-    argv,
-    env,
+    name: 'CSI provisioner',
+    command: async () => provisionerCommand(spec, paths),
     logFile: join(paths.dir, 'provisioner.log'),
-    log: log.child({ component: 'csi-provisioner' }),
+    log,
   });
   const stop = async () => {
     await provisioner.stop();

@@ -9,34 +9,13 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeAtomic } from '../atomic-file.js';
 import { clientCertKubeconfig } from '../certs/client.js';
-import { ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
+import { approveCertificateSigningRequest, ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
 import { certFacts, signedBy } from '../certs/csr.js';
 import type { KubeClients } from '../kube/client.js';
 import { provisionerSubject, type NodeStoragePaths } from './node-storage-spec.js';
 
 const CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client';
 const KEEP_WHEN_VALID_FOR_MS = 30 * 24 * 3600 * 1000;
-
-/** Approves CSR `name` as its requester's issuer (the caller is its requester). */
-async function approve(clients: KubeClients, name: string): Promise<void> {
-  const csr = await clients.certificates.readCertificateSigningRequest({ name });
-  const now = new Date();
-  csr.status = {
-    ...csr.status,
-    conditions: [
-      ...(csr.status?.conditions ?? []),
-      {
-        type: 'Approved',
-        status: 'True',
-        reason: 'VkvmCsiProvisioner',
-        message: "approved by vkvm for a node's CSI provisioner",
-        lastUpdateTime: now,
-        lastTransitionTime: now,
-      },
-    ],
-  };
-  await clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
-}
 
 /** Makes sure `paths.kubeconfig` names a valid certificate of the provisioner of `nodeName`. */
 export async function ensureProvisionerCredentials(
@@ -59,7 +38,12 @@ export async function ensureProvisionerCredentials(
       usages: ['digital signature', 'client auth'],
       subject: provisionerSubject(o.nodeName),
       issueTimeoutMs: 60_000,
-      onCreated: (name) => approve(admin, name),
+      onCreated: async (name) => {
+        await approveCertificateSigningRequest(admin, name, {
+          reason: 'VkvmCsiProvisioner',
+          message: "approved by vkvm for a node's CSI provisioner",
+        });
+      },
     });
     await writeAtomic(o.paths.pem, `${issued.certPem.trim()}\n${issued.keyPem.trim()}\n`, 0o600);
   }

@@ -25,22 +25,36 @@ const alive = (pid: number) => {
   }
 };
 
-t.test('a process that exits is started again, with its environment, its output appended to its log', async (t) => {
-  const logFile = join(t.testdir(), 'out.log');
-  const p = new SupervisedProcess({ argv: ['sh', '-c', 'echo "run $GREETING"; exit 3'], env: { GREETING: 'hello' }, logFile, log });
-  p.start();
-  t.teardown(() => p.stop());
-  const text = await until(
-    'two runs',
-    () => readFile(logFile, 'utf8').catch(() => ''),
-    (s) => s.split('\n').filter(Boolean).length >= 2,
-  );
-  t.same(text.split('\n').slice(0, 2), ['run hello', 'run hello'], 'each run wrote to the same log');
-});
+t.test(
+  'a process that exits is started again, its command made afresh, with its environment, its output appended to its log',
+  async (t) => {
+    const logFile = join(t.testdir(), 'out.log');
+    let runs = 0;
+    const p = new SupervisedProcess({
+      name: 'greeter',
+      command: async () => ({ argv: ['sh', '-c', `echo "run ${++runs} $GREETING"; exit 3`], env: { GREETING: 'hello' } }),
+      logFile,
+      log,
+    });
+    p.start();
+    t.teardown(() => p.stop());
+    const text = await until(
+      'two runs',
+      () => readFile(logFile, 'utf8').catch(() => ''),
+      (s) => s.split('\n').filter(Boolean).length >= 2,
+    );
+    t.same(text.split('\n').slice(0, 2), ['run 1 hello', 'run 2 hello'], 'each run wrote to the same log');
+  },
+);
 
 t.test('stop ends the running process and no run follows', async (t) => {
   const logFile = join(t.testdir(), 'out.log');
-  const p = new SupervisedProcess({ argv: ['sh', '-c', 'echo started; exec sleep 600'], logFile, log });
+  const p = new SupervisedProcess({
+    name: 'sleeper',
+    command: async () => ({ argv: ['sh', '-c', 'echo started; exec sleep 600'] }),
+    logFile,
+    log,
+  });
   p.start();
   const pid = await until(
     'the process',

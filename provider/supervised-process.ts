@@ -1,19 +1,27 @@
-// A host process kept running for as long as its owner runs: started again
+// A host process kept running for as long as its owner runs: its command made
+// afresh before each run (so a restart re-reads configuration), started again
 // after a capped, jittered back-off when it exits, its output appended to one
 // log file, and killed with its owner however the owner dies
 // (setpriv --pdeathsig). stop() ends it: SIGTERM, then SIGKILL after a grace.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import type { Logger } from '../log.js';
+import type { Logger } from './log.js';
 
 const MAX_BACKOFF_MS = 30_000;
 const STOP_GRACE_MS = 10_000;
 
-export interface SupervisedProcessOptions {
+export interface SupervisedCommand {
   /** The binary and its arguments. */
   argv: string[];
   /** Added to this process's environment. */
   env?: Record<string, string>;
+}
+
+export interface SupervisedProcessOptions {
+  /** What the log says it is. */
+  name: string;
+  /** Called before each run; a rejection is retried after the back-off. */
+  command: () => Promise<SupervisedCommand>;
   logFile: string;
   log: Logger;
 }
@@ -53,9 +61,14 @@ export class SupervisedProcess {
     let backoffMs = 1000;
     while (!this.stopped) {
       const started = Date.now();
-      const why = await this.runOnce().catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
-      if (this.stopped) return;
-      this.o.log.warn({ exit: why, log: this.o.logFile }, 'exited; starting it again');
+      try {
+        const why = await this.runOnce();
+        if (this.stopped) return;
+        this.o.log.warn({ exit: why, log: this.o.logFile }, `${this.o.name} exited; starting it again`);
+      } catch (err) {
+        if (this.stopped) return;
+        this.o.log.warn({ err }, `${this.o.name} could not start; trying again`);
+      }
       if (Date.now() - started > MAX_BACKOFF_MS) backoffMs = 1000;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, backoffMs * (0.8 + Math.random() * 0.4));
@@ -69,15 +82,17 @@ export class SupervisedProcess {
   }
 
   /** One run, until the process exits: resolves with its exit code or signal. */
-  private runOnce(): Promise<string> {
+  private async runOnce(): Promise<string> {
+    const { argv, env } = await this.o.command();
+    if (this.stopped) return 'stopped';
     const out = openSync(this.o.logFile, 'a', 0o600);
-    const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', ...this.o.argv], {
+    const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', ...argv], {
       stdio: ['ignore', out, out],
-      env: { ...process.env, ...this.o.env },
+      env: { ...process.env, ...env },
     });
     closeSync(out);
     this.child = child;
-    this.o.log.info({ pid: child.pid, log: this.o.logFile }, 'started');
+    this.o.log.info({ pid: child.pid }, `${this.o.name} started`);
     return new Promise((resolve, reject) => {
       child.once('error', reject);
       child.once('exit', (code, signal) => resolve(`${code ?? signal}`));
