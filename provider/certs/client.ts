@@ -46,15 +46,19 @@ export async function obtainClientCertificate(
 
 /** A kubeconfig for the node identity whose credentials are the rotating PEM file. */
 export function nodeKubeconfig(opts: { server: string; caPem: string; nodeName: string; pemPath: string }): string {
-  const user = `system:node:${opts.nodeName}`;
+  return clientCertKubeconfig({ ...opts, user: `system:node:${opts.nodeName}` });
+}
+
+/** A kubeconfig whose credentials are a client certificate and its key in one PEM file. */
+export function clientCertKubeconfig(opts: { server: string; caPem: string; user: string; pemPath: string }): string {
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [
       { name: 'vkvm', cluster: { server: opts.server, 'certificate-authority-data': Buffer.from(opts.caPem).toString('base64') } },
     ],
-    users: [{ name: user, user: { 'client-certificate': opts.pemPath, 'client-key': opts.pemPath } }],
-    contexts: [{ name: 'vkvm', context: { cluster: 'vkvm', user } }],
+    users: [{ name: opts.user, user: { 'client-certificate': opts.pemPath, 'client-key': opts.pemPath } }],
+    contexts: [{ name: 'vkvm', context: { cluster: 'vkvm', user: opts.user } }],
     'current-context': 'vkvm',
   });
 }

@@ -59,6 +59,29 @@ async function waitIssued(clients: KubeClients, name: string, timeoutMs: number)
   throw new Error(`CSR ${name} not issued in time (${approved ? 'approved but not signed' : 'not approved'})`);
 }
 
+/**
+ * Approves CSR `name` (the caller needs `approve` on its signer), unless it was
+ * decided already: another approver may have been first. True when this approved it.
+ */
+export async function approveCertificateSigningRequest(
+  clients: KubeClients,
+  name: string,
+  why: { reason: string; message: string },
+): Promise<boolean> {
+  const csr = await clients.certificates.readCertificateSigningRequest({ name });
+  if (csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return false;
+  const now = new Date();
+  csr.status = {
+    ...csr.status,
+    conditions: [
+      ...(csr.status?.conditions ?? []),
+      { type: 'Approved', status: 'True', ...why, lastUpdateTime: now, lastTransitionTime: now },
+    ],
+  };
+  await clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+  return true;
+}
+
 /** vkvm's own key directory (STATE_DIR/pki): only root reads it, also when it existed before with a wider mode. */
 export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });

@@ -26,6 +26,7 @@ import { startContainerNodes } from '../local-cluster/container-hosts.js';
 import { defaultCacheDir } from '../../deploy/cluster/cluster.js';
 import { dirname } from 'node:path';
 import { LOCAL_CLUSTER_DNS_IP } from '../cluster-services/cluster-dns-config.js';
+import type { NodeStorageOf } from '../node-storage/node-storage-spec.js';
 
 export const NODES_OPTIONS = {
   nodes: { type: 'string' },
@@ -124,6 +125,8 @@ export async function startExtraNodes(o: {
   adminKubeconfig: string;
   server: string;
   importImages: (imageStoreDir: string) => Promise<void>;
+  /** The vkvm nodes' CSI driver and provisioner, with the local control plane. */
+  storageOf?: NodeStorageOf;
   /** vkvm-cluster, whose kube-proxy every node runs (absent: no local control plane, so no other nodes). */
   clusterBinary?: string;
   log: Logger;
@@ -148,6 +151,7 @@ export async function startExtraNodes(o: {
       hidden: [o.upStateDir, o.config.runDir, o.config.imageCacheDir, o.config.imageStoreDir, '/var/cache'],
       shared: o.clusterBinary ? [dirname(o.clusterBinary)] : [],
       importImages: o.importImages,
+      ...(o.storageOf ? { storageOf: o.storageOf } : {}),
       gracePeriodS: 10,
       logLevel: o.config.logLevel,
       log,

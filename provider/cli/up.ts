@@ -39,6 +39,8 @@ import {
   startExtraNodes,
 } from './up-nodes.js';
 import type { RunningLocalNodes } from '../local-cluster/hosts.js';
+import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
+import { prepareStorage } from './up-storage.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -191,6 +193,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let subresources: RunningSubresourceApi | undefined;
   let localNodes: RunningLocalNodes | undefined;
   let dns: RunningLocalDns | undefined;
+  let storage: RunningNodeStorage | undefined;
   const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
   const stopAll = async () => {
@@ -202,6 +205,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ['the subresource API', () => subresources?.close()],
       ['the simulated hosts', () => localNodes?.stop()],
       ['the node agent', () => agent?.stop({ stopVms: true })],
+      ["node 1's CSI driver and provisioner", () => storage?.stop()],
       ['the cluster DNS', () => dns?.stop()],
       ['the control plane', () => cluster?.stop()],
       ["the nodes' segment", () => removeSegmentOf(plan)],
@@ -251,6 +255,16 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     shutdown.throwIfAborted();
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
+    // CSI volumes on every vkvm node, with the local control plane (its admin issues the provisioners' identities).
+    const storageOf = cluster
+      ? await prepareStorage(clients, { provisionerBinary: (await ensureClusterBinaries(log)).provisioner, logLevel: config.logLevel })
+      : undefined;
+    if (storageOf)
+      storage = await startNodeStorage(
+        await storageOf({ name: config.nodeName, stateDir, runDir: config.runDir }),
+        log.child({ component: 'node-storage' }),
+      );
+    shutdown.throwIfAborted();
     localNodes = await startExtraNodes({
       plan,
       nodes,
@@ -261,6 +275,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       adminKubeconfig: kubeconfig,
       server: clients.kc.getCurrentCluster()!.server,
       importImages: (dir) => importTestGuestImages(dir, log),
+      ...(storageOf ? { storageOf } : {}),
       ...(cluster ? { clusterBinary: cluster.binary } : {}),
       log,
       signal: shutdown,

@@ -8,12 +8,12 @@
 // configuration each time. Removing the node (vkvm reset, vkvm up's stop)
 // runs `kube-proxy --cleanup`, which removes every rule and chain of every
 // mode; the record of which binary ran says how.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ensureClusterBinary } from '../../deploy/cluster/cluster.js';
 import { writeAtomic } from '../atomic-file.js';
+import { SupervisedProcess, type SupervisedCommand } from '../supervised-process.js';
 import { run } from '../network/host.js';
 import type { AgentConfig } from '../config.js';
 import type { KubeClients } from '../kube/client.js';
@@ -22,7 +22,6 @@ import type { Logger } from '../log.js';
 import { hostKubeProxyConfig, KUBE_PROXY_CONFIG_KEY, KUBE_PROXY_CONFIGMAP } from './kube-proxy-config.js';
 
 const RECORD = 'record.json';
-const MAX_BACKOFF_MS = 30_000;
 
 export interface KubeProxyOptions {
   /** vkvm-cluster's path, or how to find it (the build cache). */
@@ -91,60 +90,31 @@ export async function removeKubeChains(command: 'iptables' | 'ip6tables'): Promi
 }
 
 export class KubeProxy {
-  private child: ChildProcess | undefined;
-  private stopped = false;
-  private wake: (() => void) | undefined;
-  private loop: Promise<void> | undefined;
+  private readonly process: SupervisedProcess;
 
-  constructor(private readonly o: KubeProxyOptions) {}
+  constructor(private readonly o: KubeProxyOptions) {
+    // Dies with the agent however the agent dies; the rules it made stay for the next one.
+    this.process = new SupervisedProcess({
+      name: 'kube-proxy',
+      command: () => this.prepare(),
+      logFile: join(o.dir, 'kube-proxy.log'),
+      log: o.log,
+    });
+  }
 
   /** Starts it in the background: finding the binary may mean building it, and pods need not wait for it. */
   start(): void {
-    this.loop = this.run();
+    this.process.start();
   }
 
   /** Stops it; with `cleanup` (the node goes), its rules go too. */
   async stop(opts: { cleanup: boolean }): Promise<void> {
-    this.stopped = true;
-    this.wake?.();
-    const child = this.child;
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    await this.loop;
+    await this.process.stop();
     if (opts.cleanup) await cleanupKubeProxy(this.o.dir, this.o.log);
   }
 
-  private async run(): Promise<void> {
-    let backoffMs = 1000;
-    while (!this.stopped) {
-      const started = Date.now();
-      try {
-        const why = await this.runOnce();
-        if (this.stopped) return;
-        this.o.log.warn({ exit: why, log: join(this.o.dir, 'kube-proxy.log') }, 'kube-proxy exited; starting it again');
-      } catch (err) {
-        if (this.stopped) return;
-        this.o.log.warn({ err }, 'kube-proxy could not start; trying again');
-      }
-      if (Date.now() - started > MAX_BACKOFF_MS) backoffMs = 1000;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, backoffMs * (0.8 + Math.random() * 0.4));
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
-    }
-  }
-
-  /** One run: configuration afresh, the record before the first rule can exist, then the process until it exits. */
-  private async runOnce(): Promise<string> {
+  /** Before each run: configuration afresh, and the record before the first rule can exist. */
+  private async prepare(): Promise<SupervisedCommand> {
     const binary = await this.o.binary();
     const config = hostKubeProxyConfig(await this.o.readClusterConfig(), { kubeconfig: this.o.kubeconfig, nodeName: this.o.nodeName });
     await mkdir(this.o.dir, { recursive: true, mode: 0o700 });
@@ -152,23 +122,7 @@ export class KubeProxy {
     const configFile = join(this.o.dir, 'config.yaml');
     await writeFile(configFile, config, { mode: 0o600 });
     await warnWithoutBridgeNetfilter(this.o.log);
-    if (this.stopped) return 'stopped';
-    const out = openSync(join(this.o.dir, 'kube-proxy.log'), 'a', 0o600);
-    // Dies with the agent however the agent dies; the rules it made stay for the next one.
-    const child = spawn(
-      'setpriv',
-      ['--pdeathsig', 'TERM', '--', binary, 'kube-proxy', `--config=${configFile}`, `--v=${verbosity(this.o.logLevel)}`],
-      {
-        stdio: ['ignore', out, out],
-      },
-    );
-    closeSync(out);
-    this.child = child;
-    this.o.log.info({ pid: child.pid }, 'kube-proxy started');
-    return new Promise((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code, signal) => resolve(`${code ?? signal}`));
-    });
+    return { argv: [binary, 'kube-proxy', `--config=${configFile}`, `--v=${verbosity(this.o.logLevel)}`] };
   }
 }
 

@@ -1,5 +1,6 @@
 // API handles built from one KubeConfig. Patch helpers set the content type
 // explicitly: the generated client defaults to JSON patch otherwise.
+import { readFile } from 'node:fs/promises';
 import https from 'node:https';
 import {
   createConfiguration,
@@ -115,3 +116,11 @@ export function makeClients(kc: KubeConfig, opts: { watchProgressDeadlineMs?: nu
 export const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 export const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
+/** The cluster CA as a kubeconfig's current cluster names it (base64 PEM). */
+export async function clusterCaData(kc: KubeConfig): Promise<string> {
+  const cluster = kc.getCurrentCluster();
+  if (cluster?.caData) return cluster.caData;
+  if (cluster?.caFile) return (await readFile(cluster.caFile)).toString('base64');
+  throw new Error('the kubeconfig names no cluster CA');
+}

@@ -3,12 +3,11 @@
 // control plane's binaries and the local images (both built once, cached by
 // hash), each node's namespace on the segment and its init process
 // (container-node.ts), started and, on stop, stopped before its namespace goes.
-import { readFile } from 'node:fs/promises';
 import { ensureClusterBinaries } from '../../deploy/cluster/cluster.js';
 import { ensureLocalImages, PAUSE_IMAGE } from '../images/local-images.js';
 import { createJoinToken } from '../join/token-create.js';
 import { applyManifests } from '../kube/apply.js';
-import type { KubeClients } from '../kube/client.js';
+import { clusterCaData, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { cgroupMounts } from './cgroup-mounts.js';
 import { CONTAINER_NODE_READY, type ContainerNodeSpec } from './container-node-spec.js';
@@ -64,14 +63,6 @@ export function flannelRbac(nodeNames: string[]): object[] {
   ];
 }
 
-/** The cluster CA as the admin kubeconfig names it (base64 PEM). */
-async function clusterCaData(clients: KubeClients): Promise<string> {
-  const cluster = clients.kc.getCurrentCluster();
-  if (cluster?.caData) return cluster.caData;
-  if (cluster?.caFile) return (await readFile(cluster.caFile)).toString('base64');
-  throw new Error('the admin kubeconfig names no cluster CA');
-}
-
 /** Starts the container nodes one after another (each starts containerd and a kubelet on a shared CPU). */
 export async function startContainerNodes(o: ContainerNodesOptions, signal: AbortSignal): Promise<RunningLocalNodes> {
   const started: StartedHost[] = [];
@@ -83,7 +74,7 @@ export async function startContainerNodes(o: ContainerNodesOptions, signal: Abor
     const bins = await ensureClusterBinaries(o.log, o.cacheDir, signal);
     const imagesLayout = await ensureLocalImages(bins, o.cacheDir);
     const { token } = await createJoinToken(o.clients, { ttlS: 3600, description: 'vkvm up --container-nodes', server: o.server }, o.log);
-    const caData = await clusterCaData(o.clients);
+    const caData = await clusterCaData(o.clients.kc);
     await applyManifests(o.clients, flannelRbac(o.nodes.map((n) => n.name)) as never);
     const cgroups = await cgroupMounts();
     for (const node of o.nodes) {

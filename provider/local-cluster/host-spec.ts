@@ -1,5 +1,6 @@
 // What vkvm up hands a simulated host's init (simulated-host.ts), and the
 // log line by which the init says it joined.
+import type { NodeStorageSpec } from '../node-storage/node-storage-spec.js';
 import type { CgroupMounts } from './cgroup-mounts.js';
 
 /** The log message vkvm up waits for. */
@@ -25,4 +26,6 @@ export interface SimulatedHostSpec {
   cgroups: CgroupMounts;
   gracePeriodS: number;
   logLevel: string;
+  /** Its CSI driver and provisioner, run once joined (provider/node-storage/). */
+  storage?: NodeStorageSpec;
 }

@@ -19,6 +19,7 @@ import { createNodeNetns } from './segment.js';
 import { startHostInit, stopHostInit, type StartedHost } from './host-init.js';
 import { cgroupMounts } from './cgroup-mounts.js';
 import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
+import type { NodeStorageOf } from '../node-storage/node-storage-spec.js';
 
 export interface LocalNodesOptions {
   nodes: LocalNode[];
@@ -37,6 +38,8 @@ export interface LocalNodesOptions {
   importImages: (imageStoreDir: string) => Promise<void>;
   gracePeriodS: number;
   logLevel: string;
+  /** Each node's CSI driver and provisioner, if it is to run them. */
+  storageOf?: NodeStorageOf;
   log: Logger;
 }
 
@@ -83,6 +86,7 @@ async function startHost(node: LocalNode, o: LocalNodesOptions, join: string[], 
     cgroups: await cgroupMounts(),
     gracePeriodS: o.gracePeriodS,
     logLevel: o.logLevel,
+    ...(o.storageOf ? { storage: await o.storageOf(node) } : {}),
   };
   const host = await startHostInit(node, { script: SIMULATED_HOST, spec, readyMessage: JOINED_MESSAGE, signal });
   o.log.info({ node: node.name, address: node.address }, 'simulated host joined');

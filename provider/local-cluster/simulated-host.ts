@@ -138,9 +138,13 @@ async function main(): Promise<number> {
   const log = initLogger({ component: 'simulated-host', node: spec.name, level: spec.logLevel });
   let killJoin: (() => void) | undefined;
   let stopping: Promise<void> | undefined;
+  let storage: { stop(): Promise<void> } | undefined;
   const stop = () => {
     killJoin?.();
-    stopping ??= stopHost(spec, log);
+    stopping ??= (async () => {
+      await storage?.stop().catch((err: unknown) => log.error({ err }, 'stopping the CSI driver and provisioner failed'));
+      await stopHost(spec, log);
+    })();
     return stopping;
   };
   // Signal handlers alone do not keep node running.
@@ -152,6 +156,13 @@ async function main(): Promise<number> {
     await hideTheRest(spec);
     await join(spec, log, (kill) => (killJoin = kill));
     killJoin = undefined;
+    // Loaded only now, as stopHost's modules are: the init stays small for nodes without storage.
+    if (spec.storage && !stopping) {
+      const started = await (await import('../node-storage/node-storage.js')).startNodeStorage(spec.storage, log);
+      // A stop that came meanwhile found nothing to stop.
+      if (stopping) await started.stop();
+      else storage = started;
+    }
     if (!stopping) log.info(JOINED_MESSAGE);
   } catch (err) {
     log.error({ err }, 'the simulated host could not join');

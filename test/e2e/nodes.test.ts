@@ -2,13 +2,15 @@
 // Ready, node 2 a simulated host joined through vkvm join; a tenant's VM on
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
-// and after Ctrl-C, the machine as it was before.
+// a tenant's claim provisioned on the node picked for it by that node's CSI
+// driver and provisioner; and after Ctrl-C, the machine as it was before.
 import t from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
+import { claimsOnBothNodes } from './nodes-storage.js';
 import {
   condition,
   createTenant,
@@ -88,6 +90,11 @@ t.test(
     const tenant = await createTenant(admin, NS);
     const tenantKubeconfig = await kubeconfigFile(t, tenant);
     const kubectl = (args: string[]) => up.kubectl(['-n', NS, ...args], tenantKubeconfig);
+
+    await t.test(
+      "a tenant's claim gets the default class, waits for its first consumer, and is provisioned on the node picked for it",
+      (t) => claimsOnBothNodes(t, { admin, tenant, namespace: NS, nodes: [a, b], upStateDir: up.stateDir }),
+    );
 
     await t.test(
       'a tenant runs a VM on each node by hostname; each fetches from the other by pod IP, seen as its own pod IP',
