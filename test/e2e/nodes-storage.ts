@@ -1,14 +1,16 @@
-// nodes.test.ts's storage subtest: on `vkvm up --nodes 2`, each vkvm node
+// nodes.test.ts's storage subtests: on `vkvm up --nodes 2`, each vkvm node
 // runs vkvm csi and external-provisioner; a tenant (edit in one namespace)
-// claims volumes with no class named. The agent cannot consume CSI claims
-// yet (the kubelet's CSI node side is the next part of #27), so the test
-// sets the selected-node annotation as the scheduler does for a claim's
-// first pod, once per node.
+// claims volumes with no class named. The first sets the selected-node
+// annotation as the scheduler does for a claim's first pod, once per node;
+// the second leaves it to the scheduler: a VMI on a new claim is placed, its
+// volume provisioned on that node, published there by the agent's CSI node
+// side, and the VM boots with it.
 import { join } from 'node:path';
 import { StorageV1Api, type V1PersistentVolume, type V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
-import { apiOutcome, poll, type UpNode } from './framework/index.js';
+import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
+import { apiOutcome, pods, poll, smokeVmiSpec, virtualMachineInstances, waitFor, waitForGone, type UpNode } from './framework/index.js';
 
 const CLASS = 'vkvm-local';
 const DRIVER = 'csi.vkvm.io';
@@ -152,5 +154,70 @@ export async function claimsOnBothNodes(
     },
     { createClass: { code: 403 }, editClass: { code: 403 }, createDriver: { code: 403 }, editDriver: { code: 403 } },
     'the tenant may neither create nor edit a StorageClass or the CSIDriver',
+  );
+}
+
+/** A VMI on a claim of the default class, pinned to `node` by nodeSelector: nothing set by hand between the claim and the boot. */
+export async function vmiOnDefaultClassClaim(
+  t: Test,
+  o: { admin: KubeClients; tenant: KubeClients; namespace: string; node: UpNode; upStateDir: string; bootDeadlineMs: number },
+): Promise<void> {
+  const { admin, tenant, namespace, node } = o;
+  const stateDir = node.simulated?.stateDir ?? o.upStateDir;
+  await tenant.core.createNamespacedPersistentVolumeClaim({ namespace, body: claim('vmi-data', CLAIM_SIZE) });
+  const spec = smokeVmiSpec();
+  spec.nodeSelector = { 'kubernetes.io/hostname': node.name };
+  spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+  spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'vmi-data' } });
+  await tenant.custom.createNamespacedCustomObject({
+    group: 'kubevirt.io',
+    version: 'v1',
+    namespace,
+    plural: 'virtualmachineinstances',
+    body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'vmi-csi' }, spec },
+  });
+  const vmi: VirtualMachineInstance = await waitFor(
+    virtualMachineInstances(admin, namespace, { name: 'vmi-csi' }),
+    (v) => v.status?.phase === 'Running' || v.status?.phase === 'Failed',
+    { what: 'Running', deadlineMs: o.bootDeadlineMs },
+  );
+  const bound = await tenant.core.readNamespacedPersistentVolumeClaim({ name: 'vmi-data', namespace });
+  const pv = await admin.core.readPersistentVolume({ name: bound.spec!.volumeName! });
+  const [launcher] = (await admin.core.listNamespacedPod({ namespace, labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` })).items;
+  const uid = launcher!.metadata!.uid!;
+  const disk = join(stateDir, 'pods', uid, 'volumes', 'kubernetes.io~csi', pv.metadata!.name!, 'mount', 'disk.img');
+  t.match(
+    {
+      phase: vmi.status?.phase,
+      node: vmi.status?.nodeName,
+      claim: bound.status?.phase,
+      driver: pv.spec?.csi?.driver,
+      pinned: pv.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values,
+      diskImg: (await node.exec(['test', '-f', disk])).code,
+    },
+    { phase: 'Running', node: node.name, claim: 'Bound', driver: DRIVER, pinned: [node.name], diskImg: 0 },
+    `the VMI runs on ${node.name}, its claim provisioned there by the scheduler's pick and published for its pod: ${disk}`,
+  );
+  await tenant.custom.deleteNamespacedCustomObject({
+    group: 'kubevirt.io',
+    version: 'v1',
+    namespace,
+    plural: 'virtualmachineinstances',
+    name: 'vmi-csi',
+  });
+  await waitForGone(pods(admin, namespace, { labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` }), { deadlineMs: 120_000 });
+  const mounts = await poll(
+    "the VM's volume taken down",
+    async () => (await node.exec(['sh', '-c', `grep -c ${stateDir}/p /proc/self/mountinfo || true`])).stdout.trim(),
+    (n) => n === '0',
+    { deadlineMs: 60_000 },
+  );
+  t.equal(mounts, '0', 'with the VMI gone, nothing is published or staged on the node');
+  await tenant.core.deleteNamespacedPersistentVolumeClaim({ name: 'vmi-data', namespace });
+  await poll(
+    `${pv.metadata!.name!} deleted`,
+    () => apiOutcome(() => admin.core.readPersistentVolume({ name: pv.metadata!.name! })),
+    (r) => r.code === 404,
+    { deadlineMs: DEADLINE_MS },
   );
 }

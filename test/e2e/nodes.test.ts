@@ -10,7 +10,7 @@ import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/cli
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
-import { claimsOnBothNodes } from './nodes-storage.js';
+import { claimsOnBothNodes, vmiOnDefaultClassClaim } from './nodes-storage.js';
 import {
   condition,
   createTenant,
@@ -94,6 +94,12 @@ t.test(
     await t.test(
       "a tenant's claim gets the default class, waits for its first consumer, and is provisioned on the node picked for it",
       (t) => claimsOnBothNodes(t, { admin, tenant, namespace: NS, nodes: [a, b], upStateDir: up.stateDir }),
+    );
+
+    await t.test(
+      "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
+      (t) =>
+        vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
     );
 
     await t.test(
