@@ -64,3 +64,26 @@ export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);
 }
+
+/**
+ * Approves a CSR unless it is decided already (then returns false). A
+ * conflict means another approver decided meanwhile; the caller handles it.
+ */
+export async function approveCertificateRequest(
+  clients: KubeClients,
+  name: string,
+  why: { reason: string; message: string },
+): Promise<boolean> {
+  const csr = await clients.certificates.readCertificateSigningRequest({ name });
+  if (csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return false;
+  const now = new Date();
+  csr.status = {
+    ...csr.status,
+    conditions: [
+      ...(csr.status?.conditions ?? []),
+      { type: 'Approved', status: 'True', ...why, lastUpdateTime: now, lastTransitionTime: now },
+    ],
+  };
+  await clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+  return true;
+}

@@ -10,7 +10,7 @@ import { apiStatusCode } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import { certFacts, renewalTime, type CsrSubject } from './csr.js';
 import { writeAtomic } from '../atomic-file.js';
-import { ensurePrivateDir, requestCertificate } from './csr-api.js';
+import { approveCertificateRequest, ensurePrivateDir, requestCertificate } from './csr-api.js';
 
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
 
@@ -152,25 +152,12 @@ export class ServingCertManager {
 
   private async approve(name: string): Promise<void> {
     try {
-      const csr = await this.clients.certificates.readCertificateSigningRequest({ name });
       // The cluster's approver (vkvm controllers) may have decided already.
-      if (csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
-      const now = new Date();
-      csr.status = {
-        ...csr.status,
-        conditions: [
-          ...(csr.status?.conditions ?? []),
-          {
-            type: 'Approved',
-            status: 'True',
-            reason: 'VkvmNodeSelfApproved',
-            message: 'approved by the vkvm node agent for its own serving certificate',
-            lastUpdateTime: now,
-            lastTransitionTime: now,
-          },
-        ],
-      };
-      await this.clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+      const approved = await approveCertificateRequest(this.clients, name, {
+        reason: 'VkvmNodeSelfApproved',
+        message: 'approved by the vkvm node agent for its own serving certificate',
+      });
+      if (!approved) return;
       this.log.info({ csr: name }, 'approved own serving CSR');
     } catch (err) {
       const code = apiStatusCode(err);
