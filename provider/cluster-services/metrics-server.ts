@@ -114,6 +114,8 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
   try {
     const { files, servingCaPem } = await writeFiles(o);
     const port = await freePort();
+    // First: at start-up it reads the aggregator's client CA from kube-system, which its RBAC allows.
+    await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
     const out = openSync(logFile, 'a', 0o600);
     const args = [
       '--pdeathsig',
@@ -137,7 +139,6 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
     };
     let died: string | undefined;
     void exited.then((why) => (died = why));
-    await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
     const deadline = Date.now() + READY_TIMEOUT_MS;
     for (;;) {
       const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
