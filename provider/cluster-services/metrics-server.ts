@@ -7,8 +7,6 @@
 // credentials); its serving certificate is self-signed and published as the
 // APIService's caBundle. It dies with vkvm up however vkvm up dies; stop() ends
 // it and removes its directory (keys included).
-import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
@@ -28,6 +26,7 @@ import {
   metricsServerObjects,
   type MetricsServerFiles,
 } from './metrics-server-config.js';
+import { spawnHostService } from './host-service.js';
 
 const READY_TIMEOUT_MS = 90_000;
 
@@ -116,25 +115,10 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
     const port = await freePort();
     // First: at start-up it reads the aggregator's client CA from kube-system, which its RBAC allows.
     await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
-    const out = openSync(logFile, 'a', 0o600);
-    const args = [
-      '--pdeathsig',
-      'TERM',
-      '--',
-      o.clusterBinary,
-      'metrics-server',
-      ...metricsServerArgs({ address: o.address, port, files }),
-    ];
-    const child = spawn('setpriv', args, { stdio: ['ignore', out, out] });
-    closeSync(out);
-    const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`${code ?? signal}`)));
+    const child = spawnHostService([o.clusterBinary, 'metrics-server', ...metricsServerArgs({ address: o.address, port, files })], logFile);
+    const exited = child.exited;
     stop = async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await child.stop();
       await rm(o.dir, { recursive: true, force: true });
     };
     let died: string | undefined;
