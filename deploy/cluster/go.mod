@@ -1,6 +1,6 @@
 module github.com/vkvm/vkvm/test/cluster
 
-go 1.24.0
+go 1.24.4
 
 require (
 	go.etcd.io/etcd/client/pkg/v3 v3.5.21
@@ -9,6 +9,7 @@ require (
 	k8s.io/component-base v0.33.13
 	k8s.io/kubectl v0.33.0
 	k8s.io/kubernetes v1.33.13
+	sigs.k8s.io/metrics-server v0.8.0
 )
 
 require (
@@ -20,12 +21,14 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
+	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.22.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v5 v5.3.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.2.0 // indirect
 	github.com/miekg/dns v1.1.66 // indirect
 	github.com/moby/ipvs v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/prometheus/prometheus v0.304.2 // indirect
 	github.com/stretchr/objx v0.5.2 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
@@ -132,7 +135,7 @@ require (
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	github.com/prometheus/client_golang v1.22.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.64.0 // indirect
+	github.com/prometheus/common v0.65.0 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
@@ -186,7 +189,7 @@ require (
 	k8s.io/api v0.33.13 // indirect
 	k8s.io/apiextensions-apiserver v0.33.0 // indirect
 	k8s.io/apimachinery v0.33.13 // indirect
-	k8s.io/apiserver v0.33.13 // indirect
+	k8s.io/apiserver v0.33.13
 	k8s.io/cli-runtime v0.33.13 // indirect
 	k8s.io/cloud-provider v0.33.13 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect

@@ -29,6 +29,7 @@ Usage:
   vkvm-cluster kubelet ARGS...              the kubelet of the same release (container nodes)
   vkvm-cluster kube-proxy ARGS...           kube-proxy of the same release
   vkvm-cluster flanneld --kubeconfig ...    flannel's daemon, host-gw only (container nodes)
+  vkvm-cluster metrics-server ARGS...       metrics-server, the resource metrics API (HPA, kubectl top)
   vkvm-cluster version                      print the Kubernetes version this binary was built from
 
 Run 'vkvm-cluster up --help' for the flags of up.
@@ -55,6 +56,8 @@ func main() {
 		os.Exit(cli.Run(kubelet.NewKubeletCommand()))
 	case "flanneld":
 		os.Exit(runFlanneld(rest))
+	case "metrics-server":
+		os.Exit(runMetricsServer())
 	case "kube-proxy":
 		os.Exit(cli.Run(kubeproxy.NewProxyCommand()))
 	case "kubectl":

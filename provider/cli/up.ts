@@ -26,6 +26,7 @@ import { importTestGuest, TEST_GUEST_IMAGE, TEST_GUEST_KERNEL_IMAGE } from '../i
 import { defaultRouteAddress } from '../node/default-address.js';
 import { DEFAULT_SUBRESOURCES_PORT, parsePort, startSubresourceApi, type RunningSubresourceApi } from '../subresources/start.js';
 import { startLocalDns, type RunningLocalDns } from '../cluster-services/local-dns.js';
+import { startMetricsServer, type RunningMetricsServer } from '../cluster-services/metrics-server.js';
 import { localKubeProxyConfigMap } from '../cluster-services/kube-proxy-config.js';
 import {
   extraNodes,
@@ -47,7 +48,8 @@ export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 export const UP_HELP = `Usage: vkvm up [--state-dir DIR] [--kubeconfig FILE] [flags]
 
 Starts a local Kubernetes control plane (etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler) in DIR/cluster, writes its admin
+kube-controller-manager, kube-scheduler, and metrics-server for kubectl top and
+HorizontalPodAutoscalers) in DIR/cluster, writes its admin
 kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, imports the
 test guest into the node's image store (localhost/vkvm/test-guest:v1, a
 containerDisk, and localhost/vkvm/test-guest-kernel:v1, a kernel-boot image,
@@ -194,6 +196,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let localNodes: RunningLocalNodes | undefined;
   let dns: RunningLocalDns | undefined;
   let storage: RunningNodeStorage | undefined;
+  let metrics: RunningMetricsServer | undefined;
   const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
   const stopAll = async () => {
@@ -207,6 +210,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ['the node agent', () => agent?.stop({ stopVms: true })],
       ["node 1's CSI driver and provisioner", () => storage?.stop()],
       ['the cluster DNS', () => dns?.stop()],
+      ['metrics-server', () => metrics?.stop()],
       ['the control plane', () => cluster?.stop()],
       ["the nodes' segment", () => removeSegmentOf(plan)],
     ];
@@ -245,6 +249,15 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
         dir: join(stateDir, 'cluster-dns'),
         clients,
         log: log.child({ component: 'cluster-dns' }),
+      });
+      shutdown.throwIfAborted();
+      // The resource metrics API (kubectl top, HorizontalPodAutoscaler); it scrapes the nodes as they join.
+      metrics = await startMetricsServer({
+        clusterBinary: cluster.binary,
+        address,
+        clients,
+        dir: join(stateDir, 'metrics-server'),
+        log: log.child({ component: 'metrics-server' }),
       });
       shutdown.throwIfAborted();
     }

@@ -2,8 +2,6 @@
 // the control plane, started beside it on node 1's InternalIP, and the
 // kube-dns Service and EndpointSlice that put it behind 10.96.0.10. It dies
 // with vkvm up however vkvm up dies; stop() ends it.
-import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
@@ -13,6 +11,7 @@ import { applyManifests } from '../kube/apply.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { kubeDnsObjects, localCorefile } from './cluster-dns-config.js';
+import { spawnHostService } from './host-service.js';
 
 const READY_TIMEOUT_MS = 60_000;
 
@@ -51,17 +50,10 @@ export async function startLocalDns(o: LocalDnsStart): Promise<RunningLocalDns> 
   const corefile = join(o.dir, 'Corefile');
   await writeFile(corefile, localCorefile({ address: o.address, kubeconfig: o.adminKubeconfig, readyPort, domain: o.domain }));
   const logFile = join(o.dir, 'coredns.log');
-  const out = openSync(logFile, 'a', 0o600);
-  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', o.coredns, '-conf', corefile], { stdio: ['ignore', out, out] });
-  closeSync(out);
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`${code ?? signal}`)));
+  const child = spawnHostService([o.coredns, '-conf', corefile], logFile);
+  const exited = child.exited;
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await child.stop();
     await rm(o.dir, { recursive: true, force: true });
   };
   try {

@@ -11,6 +11,11 @@
 //   whose launcher pod the pods quota refuses waits (its VMI says why), a VM
 //   the VM-count quota refuses is the pool's ReplicaFailure, and nothing
 //   loops; then back to 1;
+// - a HorizontalPodAutoscaler (autoscaling/v2, CPU utilization) scales a pool
+//   of 1 whose guest burns CPU to 2, on the pods' CPU that metrics-server
+//   (built from its Go module, run as vkvm up runs it) scrapes from the
+//   agent's /metrics/resource; the tenant reads its own namespace's metrics
+//   and not another's;
 // - KubeVirt's vmi-replicaset-cirros and vm-pool-cirros examples, with only
 //   their image rewritten (test/e2e/fixtures/kubevirt-replica-examples/),
 //   run all their replicas Ready;
@@ -21,6 +26,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
+import { startMetricsServer } from '../../provider/cluster-services/metrics-server.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import type { VirtualMachinePool } from '../../provider/kubevirt/replica-types.js';
 import type { VirtualMachine } from '../../provider/kubevirt/types.js';
@@ -102,6 +108,14 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
   if (!address) throw new Error('the host needs a default route: the apiserver dials the subresource API there');
   const api = await startSubresourceApi(cluster.clients, testLog, { address, port: 0 });
   t.teardown(() => api.close());
+  const metricsServer = await startMetricsServer({
+    clusterBinary: cluster.binary,
+    address,
+    clients: cluster.clients,
+    dir: join(cluster.stateDir, 'metrics-server'),
+    log: testLog,
+  });
+  t.teardown(() => metricsServer.stop());
   // Under the shipped vkvm:controllers role, so deploy/rbac.yaml is what they run with.
   const controllers = startControllers(await controllersIdentity(cluster), testLog, {
     retryPeriodMs: 500,
@@ -289,6 +303,70 @@ t.test('VirtualMachinePools and VirtualMachineInstanceReplicaSets as a tenant', 
     t.same({ vms: (await vmsNamed('scaled')).length, replicas: one.status?.replicas }, { vms: 1, replicas: 1 }, 'scaled in to one VM');
     await ok(t, ['delete', '-n', NS, 'vmpool/scaled', '--wait=false']);
     await waitForGone(ns.vmis({ labelSelector: 'kubevirt.io/vmpool=scaled' }), { what: 'garbage-collected', deadlineMs: 120_000 });
+  });
+
+  await t.test('an HPA scales a pool whose guest burns CPU from 1 to 2, on metrics-server', async (t) => {
+    // The guest's cloud-init starts a busy loop: one vCPU busy is QEMU's TCG thread busy in the pod's cgroup.
+    for (const i of [0, 1]) {
+      await tenant.core.createNamespacedSecret({
+        namespace: NS,
+        body: {
+          metadata: { name: `busy-userdata-${i}` },
+          stringData: { userdata: `#!/bin/sh\nsh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null &\necho 'cloud-init of busy-${i}'\n` },
+        },
+      });
+    }
+    const busy = scaledPool('busy', 1);
+    busy.spec.virtualMachineTemplate.spec.template.spec.domain.resources = { requests: { memory: '128Mi', cpu: '100m' } };
+    await ok(t, ['apply', '-n', NS, '-f', '-'], JSON.stringify(busy));
+    await readyPool('busy', 1);
+    t.ok(await consoleWith('busy-0', 'cloud-init of busy-0'), 'the busy loop started');
+    // Two scrapes make a rate: the pod's CPU shows once metrics-server has scraped the agent twice.
+    const top = await poll(
+      "the pod's CPU in kubectl top",
+      () => kubectl(['top', 'pod', '-n', NS, '-l', 'kubevirt.io/vmpool=busy', '--no-headers']),
+      (r) => r.code === 0 && /^virt-launcher-busy-0-\S+\s+\d+m\s/.test(r.stdout),
+      { deadlineMs: 90_000, intervalMs: 3000 },
+    );
+    const millicores = Number(/\s(\d+)m\s/.exec(top.stdout)![1]);
+    t.ok(millicores > 50, `kubectl top as the tenant: the pod uses ${millicores}m, over half its 100m request`);
+    const hpa = {
+      apiVersion: 'autoscaling/v2',
+      kind: 'HorizontalPodAutoscaler',
+      metadata: { name: 'busy' },
+      spec: {
+        scaleTargetRef: { apiVersion: 'pool.kubevirt.io/v1alpha1', kind: 'VirtualMachinePool', name: 'busy' },
+        minReplicas: 1,
+        maxReplicas: 2,
+        metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 50 } } }],
+      },
+    };
+    await ok(t, ['apply', '-n', NS, '-f', '-'], JSON.stringify(hpa));
+    // The HPA controller syncs every 15 s and counts a pod once a metric's window starts after it turned Ready.
+    const scaled = await waitFor(pool('busy'), (p) => p.spec.replicas === 2, { what: 'scaled to 2 by the HPA', deadlineMs: 180_000 });
+    const status = JSON.parse(await ok(t, ['get', '-n', NS, 'hpa', 'busy', '-o', 'json'])).status as {
+      desiredReplicas: number;
+      currentMetrics?: Array<{ resource?: { current?: { averageUtilization?: number } } }>;
+    };
+    t.match(
+      {
+        replicas: scaled.spec.replicas,
+        desired: status.desiredReplicas,
+        utilization: status.currentMetrics?.[0]?.resource?.current?.averageUtilization,
+      },
+      { replicas: 2, desired: 2, utilization: Number },
+      `the HPA wrote the pool's scale subresource (utilization ${status.currentMetrics?.[0]?.resource?.current?.averageUtilization}%)`,
+    );
+    t.ok((status.currentMetrics?.[0]?.resource?.current?.averageUtilization ?? 0) > 50, 'over the 50% target');
+    const other = await kubectl(['get', '--raw', '/apis/metrics.k8s.io/v1beta1/namespaces/kube-system/pods']);
+    t.match(
+      { code: other.code, stderr: other.stderr },
+      { code: 1, stderr: /forbidden/i },
+      "the tenant cannot read another namespace's metrics",
+    );
+    await ok(t, ['delete', '-n', NS, 'hpa/busy']);
+    await ok(t, ['delete', '-n', NS, 'vmpool/busy', '--wait=false']);
+    await waitForGone(ns.vmis({ labelSelector: 'kubevirt.io/vmpool=busy' }), { what: 'garbage-collected', deadlineMs: 120_000 });
   });
 
   const example = (name: string) => readFileSync(join(FIXTURES, `${name}.yaml`), 'utf8');

@@ -1,0 +1,144 @@
+// `vkvm up`'s resource metrics API: metrics-server (sigs.k8s.io/metrics-server,
+// built into vkvm-cluster, deploy/cluster/metricsserver.go) on the host, at
+// node 1's InternalIP, scraping every node's /metrics/resource. It is what
+// `kubectl top` and the HorizontalPodAutoscaler controller read. Its identity
+// is a client certificate for system:metrics-server (CSR signer
+// kubernetes.io/kube-apiserver-client, approved here with the admin
+// credentials); its serving certificate is self-signed and published as the
+// APIService's caBundle. It dies with vkvm up however vkvm up dies; stop() ends
+// it and removes its directory (keys included).
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { freePort } from '../../deploy/cluster/cluster.js';
+import { writeAtomic } from '../atomic-file.js';
+import { approveCertificateSigningRequest, ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
+import { applyManifests } from '../kube/apply.js';
+import type { KubeClients } from '../kube/client.js';
+import type { Logger } from '../log.js';
+import { selfSignedCert } from '../subresources/serving-cert.js';
+import {
+  METRICS_SERVER_APISERVICE,
+  METRICS_SERVER_DNS_NAME,
+  METRICS_SERVER_USER,
+  metricsServerArgs,
+  metricsServerKubeconfig,
+  metricsServerObjects,
+  type MetricsServerFiles,
+} from './metrics-server-config.js';
+import { spawnHostService } from './host-service.js';
+
+const READY_TIMEOUT_MS = 90_000;
+
+export interface MetricsServerStart {
+  /** vkvm-cluster, whose `metrics-server` subcommand this runs. */
+  clusterBinary: string;
+  /** Node 1's InternalIP: the kube-apiserver reaches it there (Endpoints refuse loopback). */
+  address: string;
+  /** Admin clients: they approve its CSR and register it. */
+  clients: KubeClients;
+  /** Its keys, kubeconfig and log: <state-dir>/metrics-server, removed on stop. */
+  dir: string;
+  log: Logger;
+}
+
+export interface RunningMetricsServer {
+  stop(): Promise<void>;
+}
+
+/** Its client certificate and key, signed by the cluster CA. */
+async function clientCertificate(clients: KubeClients): Promise<{ certPem: string; keyPem: string }> {
+  const issued = await requestCertificate(clients, {
+    namePrefix: 'vkvm-metrics-server',
+    signerName: 'kubernetes.io/kube-apiserver-client',
+    usages: ['digital signature', 'client auth'],
+    subject: { commonName: METRICS_SERVER_USER, organizations: [], dnsNames: [], ipAddresses: [] },
+    issueTimeoutMs: 60_000,
+    onCreated: async (name) => {
+      await approveCertificateSigningRequest(clients, name, {
+        reason: 'VkvmUpApproved',
+        message: "approved by vkvm up for its metrics-server's client certificate",
+      });
+    },
+  });
+  return issued;
+}
+
+async function writeFiles(o: MetricsServerStart): Promise<{ files: MetricsServerFiles; servingCaPem: string }> {
+  const cluster = o.clients.kc.getCurrentCluster();
+  const caPem = cluster?.caData
+    ? Buffer.from(cluster.caData, 'base64').toString('utf8')
+    : cluster?.caFile
+      ? await readFile(cluster.caFile, 'utf8')
+      : undefined;
+  if (!cluster || !caPem) throw new Error('the admin kubeconfig names no cluster CA (certificate-authority)');
+  const [client, serving] = await Promise.all([clientCertificate(o.clients), selfSignedCert(METRICS_SERVER_DNS_NAME)]);
+  const p = (name: string) => join(o.dir, name);
+  const files: MetricsServerFiles = {
+    kubeconfig: p('kubeconfig'),
+    servingCert: p('serving.crt'),
+    servingKey: p('serving.key'),
+    kubeletCa: p('cluster-ca.crt'),
+  };
+  await Promise.all([
+    writeAtomic(p('client.crt'), client.certPem, 0o600),
+    writeAtomic(p('client.key'), client.keyPem, 0o600),
+    writeAtomic(files.servingCert, serving.certPem, 0o600),
+    writeAtomic(files.servingKey, serving.keyPem, 0o600),
+    writeAtomic(files.kubeletCa, caPem, 0o600),
+    writeAtomic(
+      files.kubeconfig,
+      metricsServerKubeconfig({ server: cluster.server, caPem, certPath: p('client.crt'), keyPath: p('client.key') }),
+      0o600,
+    ),
+  ]);
+  return { files, servingCaPem: serving.certPem };
+}
+
+/** The aggregator's verdict: Available once it reached the server through the Service and got discovery back. */
+async function apiServiceAvailable(clients: KubeClients): Promise<{ available: boolean; message?: string }> {
+  const svc = (await clients.objects.read({
+    apiVersion: 'apiregistration.k8s.io/v1',
+    kind: 'APIService',
+    metadata: { name: METRICS_SERVER_APISERVICE },
+  })) as KubernetesObject & { status?: { conditions?: Array<{ type: string; status: string; message?: string }> } };
+  const c = svc.status?.conditions?.find((c) => c.type === 'Available');
+  return { available: c?.status === 'True', ...(c?.message ? { message: c.message } : {}) };
+}
+
+export async function startMetricsServer(o: MetricsServerStart): Promise<RunningMetricsServer> {
+  await ensurePrivateDir(o.dir);
+  const logFile = join(o.dir, 'metrics-server.log');
+  let stop = () => rm(o.dir, { recursive: true, force: true });
+  try {
+    const { files, servingCaPem } = await writeFiles(o);
+    const port = await freePort();
+    // First: at start-up it reads the aggregator's client CA from kube-system, which its RBAC allows.
+    await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
+    const child = spawnHostService([o.clusterBinary, 'metrics-server', ...metricsServerArgs({ address: o.address, port, files })], logFile);
+    const exited = child.exited;
+    stop = async () => {
+      await child.stop();
+      await rm(o.dir, { recursive: true, force: true });
+    };
+    let died: string | undefined;
+    void exited.then((why) => (died = why));
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (;;) {
+      const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
+      if (died !== undefined) throw new Error(`metrics-server exited (${died}):\n${await tail()}`);
+      const { available, message } = await apiServiceAvailable(o.clients);
+      if (available) break;
+      if (Date.now() > deadline)
+        throw new Error(
+          `${METRICS_SERVER_APISERVICE} was not Available after ${READY_TIMEOUT_MS / 1000} s (${message ?? 'no condition'}):\n${await tail()}`,
+        );
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    o.log.info({ address: o.address, port, pid: child.pid }, `metrics-server serves ${METRICS_SERVER_APISERVICE}`);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { stop };
+}
