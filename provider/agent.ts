@@ -152,7 +152,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     let gc: ImageGc | undefined;
     const { store, images, pins } = await startImageService(config, rootLog, () => gc?.kick());
     stops.push(() => images.close());
-    const network = startPodNetwork({ config, clients, rootLog, stops, removeAllOnStop: stopVms });
+    const network = startPodNetwork({ config, clients, rootLog, stops, removeAllOnStop: () => stopVms });
     if (config.kubeProxy) {
       const kubeProxy = startKubeProxy(config, config.kubeProxy, clients, rootLog.child({ component: 'kube-proxy' }));
       // Its rules go when the node's network goes.

@@ -18,8 +18,8 @@ export interface NodePodNetworkOptions {
   rootLog: Logger;
   /** Where its stops go; they run in reverse order when the agent stops. */
   stops: Array<() => Promise<void> | void>;
-  /** At stop, remove every VM's network too (vkvm up stops its VMs). */
-  removeAllOnStop: boolean;
+  /** Read at stop: remove every VM's network too (vkvm up stops its VMs). */
+  removeAllOnStop: () => boolean;
 }
 
 export function startPodNetwork({ config, clients, rootLog, stops, removeAllOnStop }: NodePodNetworkOptions): PodNetwork {
@@ -64,6 +64,6 @@ export function startPodNetwork({ config, clients, rootLog, stops, removeAllOnSt
     network.ensureNode().catch((err: unknown) => log.warn({ err }, 'could not update the routes to other nodes; the next repair retries'));
   });
   // Runs after the pod controller stopped (stops run in reverse): with the VMs gone (vkvm up), so goes their network.
-  stops.push(() => network.close({ removeAll: removeAllOnStop }));
+  stops.push(() => network.close({ removeAll: removeAllOnStop() }));
   return network;
 }
