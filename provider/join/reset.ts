@@ -18,6 +18,7 @@ import { cleanupKubeProxy } from '../cluster-services/kube-proxy.js';
 import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
+import { mountsBelow } from '../host-mounts.js';
 import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, SYSTEMD_UNIT_PATH } from './service.js';
 
 export interface ResetOptions {
@@ -44,6 +45,8 @@ export interface ResetResult {
  * `kubeadm reset` leaves no kubelet state); the join record last, so an interrupted reset can be re-run.
  */
 const STATE_ENTRIES = ['vms', 'network', 'kube-proxy', 'pki', 'kubeconfig', 'images', PID_FILE, AGENT_LOG, JOIN_RECORD];
+/** The CSI node side's (provider/csi-node/): publications, stagings and, with a state dir of its own, the plugin registry. */
+const CSI_ENTRIES = ['pods', 'plugins', 'plugins_registry'];
 
 /** Where a node keeps what its VMs and pod network need to be stopped and removed. */
 export interface NodeWorkloads {
@@ -130,6 +133,12 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
   }
 
   for (const entry of STATE_ENTRIES) await rm(join(o.stateDir, entry), { recursive: true, force: true });
+  // The CSI node side's directories go only with nothing mounted below them: a volume still published there
+  // is the driver's to take down, and a recursive removal would go into its data.
+  const csiDirs = CSI_ENTRIES.map((e) => join(o.stateDir, e));
+  const mounted = await mountsBelow(csiDirs);
+  if (mounted.length === 0) for (const dir of csiDirs) await rm(dir, { recursive: true, force: true });
+  else log.warn({ mounted }, 'CSI volumes are still published or staged here: their directories are kept');
   await rm(join(runDir, 'launchers'), { recursive: true, force: true });
   // The state dir goes too unless something else (e.g. `vkvm up`'s cluster/) lives there.
   if ((await readdir(o.stateDir).catch(() => ['?'])).length === 0) await rmdir(o.stateDir);

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { initLogger, runIfProgram } from './init-log.js';
 import type { Logger } from '../log.js';
 import { run } from '../network/host.js';
+import { mountsBelow } from '../host-mounts.js';
 import { restoreCgroupMounts } from './cgroup-mounts.js';
 import {
   bootstrapKubeconfig,
@@ -210,15 +211,6 @@ async function startNode(spec: ContainerNodeSpec, r: Running, log: Logger): Prom
   const kubeProxyConfig = join(spec.rootDir, 'kube-proxy.yaml');
   await writeFile(kubeProxyConfig, hostKubeProxyConfig(spec.kubeProxyConfig, { kubeconfig: kubeletKubeconfig(spec), nodeName: spec.name }));
   r.kubeProxy = startDaemon(spec, 'kube-proxy', spec.binary, ['kube-proxy', `--config=${kubeProxyConfig}`, '--v=1']);
-}
-
-/** Mount points below `dirs`, deepest first (mountinfo escapes a space as \\040). */
-async function mountsBelow(dirs: string[]): Promise<string[]> {
-  const points = (await readFile('/proc/self/mountinfo', 'utf8'))
-    .split('\n')
-    .map((l) => l.split(' ')[4]?.replace(/\\040/g, ' '))
-    .filter((p): p is string => !!p && dirs.some((d) => p.startsWith(`${d}/`)));
-  return [...new Set(points)].sort((a, b) => b.length - a.length);
 }
 
 /** Step 5. */
