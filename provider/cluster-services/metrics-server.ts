@@ -112,30 +112,43 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
   let stop = () => rm(o.dir, { recursive: true, force: true });
   try {
     const { files, servingCaPem } = await writeFiles(o);
-    const port = await freePort();
-    // First: at start-up it reads the aggregator's client CA from kube-system, which its RBAC allows.
-    await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
-    const child = spawnHostService([o.clusterBinary, 'metrics-server', ...metricsServerArgs({ address: o.address, port, files })], logFile);
-    const exited = child.exited;
-    stop = async () => {
+    const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
+    // A port found free can be taken before metrics-server binds it (an outgoing connection's ephemeral
+    // port on the same address): then it starts again on another.
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      // First: at start-up it reads the aggregator's client CA from kube-system, which its RBAC allows.
+      await applyManifests(o.clients, await metricsServerObjects({ address: o.address, port, caPem: servingCaPem }));
+      const child = spawnHostService(
+        [o.clusterBinary, 'metrics-server', ...metricsServerArgs({ address: o.address, port, files })],
+        logFile,
+      );
+      stop = async () => {
+        await child.stop();
+        await rm(o.dir, { recursive: true, force: true });
+      };
+      let died: string | undefined;
+      void child.exited.then((why) => (died = why));
+      const deadline = Date.now() + READY_TIMEOUT_MS;
+      let available = false;
+      while (!available && died === undefined) {
+        const state = await apiServiceAvailable(o.clients);
+        available = state.available;
+        if (!available && Date.now() > deadline)
+          throw new Error(
+            `${METRICS_SERVER_APISERVICE} was not Available after ${READY_TIMEOUT_MS / 1000} s (${state.message ?? 'no condition'}):\n${await tail()}`,
+          );
+        if (!available) await new Promise((r) => setTimeout(r, 500));
+      }
+      if (available) {
+        o.log.info({ address: o.address, port, pid: child.pid }, `metrics-server serves ${METRICS_SERVER_APISERVICE}`);
+        break;
+      }
+      const log = await tail();
+      if (!/address already in use/.test(log) || attempt >= 3) throw new Error(`metrics-server exited (${died}):\n${log}`);
+      o.log.warn({ address: o.address, port }, 'metrics-server found its port taken; starting it on another');
       await child.stop();
-      await rm(o.dir, { recursive: true, force: true });
-    };
-    let died: string | undefined;
-    void exited.then((why) => (died = why));
-    const deadline = Date.now() + READY_TIMEOUT_MS;
-    for (;;) {
-      const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
-      if (died !== undefined) throw new Error(`metrics-server exited (${died}):\n${await tail()}`);
-      const { available, message } = await apiServiceAvailable(o.clients);
-      if (available) break;
-      if (Date.now() > deadline)
-        throw new Error(
-          `${METRICS_SERVER_APISERVICE} was not Available after ${READY_TIMEOUT_MS / 1000} s (${message ?? 'no condition'}):\n${await tail()}`,
-        );
-      await new Promise((r) => setTimeout(r, 500));
     }
-    o.log.info({ address: o.address, port, pid: child.pid }, `metrics-server serves ${METRICS_SERVER_APISERVICE}`);
   } catch (err) {
     await stop();
     throw err;
