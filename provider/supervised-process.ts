@@ -1,14 +1,13 @@
 // A host process kept running for as long as its owner runs: its command made
 // afresh before each run (so a restart re-reads configuration), started again
 // after a capped, jittered back-off when it exits, its output appended to one
-// log file, and killed with its owner however the owner dies
-// (setpriv --pdeathsig). stop() ends it: SIGTERM, then SIGKILL after a grace.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+// log file, and killed with its owner however the owner dies. Each run is a
+// host service (provider/cluster-services/host-service.ts); stop() ends it:
+// SIGTERM, then SIGKILL after a grace.
+import { spawnHostService, type HostService } from './cluster-services/host-service.js';
 import type { Logger } from './log.js';
 
 const MAX_BACKOFF_MS = 30_000;
-const STOP_GRACE_MS = 10_000;
 
 export interface SupervisedCommand {
   /** The binary and its arguments. */
@@ -27,7 +26,7 @@ export interface SupervisedProcessOptions {
 }
 
 export class SupervisedProcess {
-  private child: ChildProcess | undefined;
+  private child: HostService | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
@@ -36,8 +35,10 @@ export class SupervisedProcess {
 
   /** The running process's pid, if one runs. */
   get pid(): number | undefined {
-    return this.child?.exitCode === null && this.child.signalCode === null ? this.child.pid : undefined;
+    return this.running ? this.child?.pid : undefined;
   }
+
+  private running = false;
 
   start(): void {
     this.loop ??= this.run();
@@ -46,14 +47,7 @@ export class SupervisedProcess {
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake?.();
-    const child = this.child;
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-      await exited;
-      clearTimeout(timer);
-    }
+    await this.child?.stop();
     await this.loop;
   }
 
@@ -85,17 +79,14 @@ export class SupervisedProcess {
   private async runOnce(): Promise<string> {
     const { argv, env } = await this.o.command();
     if (this.stopped) return 'stopped';
-    const out = openSync(this.o.logFile, 'a', 0o600);
-    const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', ...argv], {
-      stdio: ['ignore', out, out],
-      env: { ...process.env, ...env },
-    });
-    closeSync(out);
+    const child = spawnHostService(argv as [string, ...string[]], this.o.logFile, env);
     this.child = child;
+    this.running = true;
     this.o.log.info({ pid: child.pid }, `${this.o.name} started`);
-    return new Promise((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code, signal) => resolve(`${code ?? signal}`));
-    });
+    try {
+      return await child.exited;
+    } finally {
+      this.running = false;
+    }
   }
 }

@@ -2,7 +2,7 @@
 // the control plane, started beside it on node 1's InternalIP, and the
 // kube-dns Service and EndpointSlice that put it behind 10.96.0.10. It dies
 // with vkvm up however vkvm up dies; stop() ends it.
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
@@ -11,7 +11,7 @@ import { applyManifests } from '../kube/apply.js';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { kubeDnsObjects, localCorefile } from './cluster-dns-config.js';
-import { spawnHostService } from './host-service.js';
+import { awaitServiceReady, spawnHostService } from './host-service.js';
 
 const READY_TIMEOUT_MS = 60_000;
 
@@ -51,22 +51,20 @@ export async function startLocalDns(o: LocalDnsStart): Promise<RunningLocalDns> 
   await writeFile(corefile, localCorefile({ address: o.address, kubeconfig: o.adminKubeconfig, readyPort, domain: o.domain }));
   const logFile = join(o.dir, 'coredns.log');
   const child = spawnHostService([o.coredns, '-conf', corefile], logFile);
-  const exited = child.exited;
   const stop = async () => {
     await child.stop();
     await rm(o.dir, { recursive: true, force: true });
   };
   try {
-    let died: string | undefined;
-    void exited.then((why) => (died = why));
-    const deadline = Date.now() + READY_TIMEOUT_MS;
-    while (!(await isReady(readyPort))) {
-      // Its directory goes with the failed start: the error carries the log's end.
-      const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
-      if (died !== undefined) throw new Error(`CoreDNS exited (${died}):\n${await tail()}`);
-      if (Date.now() > deadline) throw new Error(`CoreDNS was not ready after ${READY_TIMEOUT_MS / 1000} s:\n${await tail()}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const start = await awaitServiceReady(child, {
+      what: 'CoreDNS',
+      logFile,
+      timeoutMs: READY_TIMEOUT_MS,
+      intervalMs: 250,
+      probe: async () => ({ ready: await isReady(readyPort) }),
+    });
+    // Its directory goes with the failed start: the error carries the log's end.
+    if (start.kind === 'exited') throw new Error(`CoreDNS exited (${start.why}):\n${start.logTail}`);
     await applyManifests(o.clients, kubeDnsObjects(o.address) as KubernetesObject[]);
   } catch (err) {
     await stop();

@@ -26,7 +26,7 @@ import {
   metricsServerObjects,
   type MetricsServerFiles,
 } from './metrics-server-config.js';
-import { spawnHostService } from './host-service.js';
+import { awaitServiceReady, spawnHostService } from './host-service.js';
 
 const READY_TIMEOUT_MS = 90_000;
 
@@ -112,7 +112,6 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
   let stop = () => rm(o.dir, { recursive: true, force: true });
   try {
     const { files, servingCaPem } = await writeFiles(o);
-    const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join('\n');
     // A port found free can be taken before metrics-server binds it (an outgoing connection's ephemeral
     // port on the same address): then it starts again on another.
     for (let attempt = 1; ; attempt++) {
@@ -127,25 +126,22 @@ export async function startMetricsServer(o: MetricsServerStart): Promise<Running
         await child.stop();
         await rm(o.dir, { recursive: true, force: true });
       };
-      let died: string | undefined;
-      void child.exited.then((why) => (died = why));
-      const deadline = Date.now() + READY_TIMEOUT_MS;
-      let available = false;
-      while (!available && died === undefined) {
-        const state = await apiServiceAvailable(o.clients);
-        available = state.available;
-        if (!available && Date.now() > deadline)
-          throw new Error(
-            `${METRICS_SERVER_APISERVICE} was not Available after ${READY_TIMEOUT_MS / 1000} s (${state.message ?? 'no condition'}):\n${await tail()}`,
-          );
-        if (!available) await new Promise((r) => setTimeout(r, 500));
-      }
-      if (available) {
+      const start = await awaitServiceReady(child, {
+        what: METRICS_SERVER_APISERVICE,
+        logFile,
+        timeoutMs: READY_TIMEOUT_MS,
+        intervalMs: 500,
+        probe: async () => {
+          const state = await apiServiceAvailable(o.clients);
+          return { ready: state.available, detail: state.message ?? 'no condition' };
+        },
+      });
+      if (start.kind === 'ready') {
         o.log.info({ address: o.address, port, pid: child.pid }, `metrics-server serves ${METRICS_SERVER_APISERVICE}`);
         break;
       }
-      const log = await tail();
-      if (!/address already in use/.test(log) || attempt >= 3) throw new Error(`metrics-server exited (${died}):\n${log}`);
+      if (!/address already in use/.test(start.logTail) || attempt >= 3)
+        throw new Error(`metrics-server exited (${start.why}):\n${start.logTail}`);
       o.log.warn({ address: o.address, port }, 'metrics-server found its port taken; starting it on another');
       await child.stop();
     }

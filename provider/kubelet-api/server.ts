@@ -50,6 +50,8 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
   const app = Fastify({
     loggerInstance: opts.log.child({ component: 'kubelet-api' }),
     logController: new LogController({ disableRequestLogging: true }),
+    // Stopping cuts the API server's and metrics-server's kept-alive connections rather than wait for them.
+    forceCloseConnections: true,
     ...(opts.tls
       ? {
           https: {

@@ -50,6 +50,8 @@ export async function buildSubresourceApi(opts: SubresourceApiOptions): Promise<
     loggerInstance: opts.log.child({ component: 'subresource-api' }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
+    // Stopping cuts the aggregator's kept-alive connections rather than wait for them to idle out.
+    forceCloseConnections: true,
     ...(opts.tls
       ? {
           https: {
