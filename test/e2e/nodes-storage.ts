@@ -1,4 +1,4 @@
-// nodes.test.ts's storage subtests: on `vkvm up --nodes 2`, each vkvm node
+// The multi-node suite's storage subtests (multi-node/nodes.ts): on `vkvm up --nodes 2`, each vkvm node
 // runs vkvm csi and external-provisioner; a tenant (edit in one namespace)
 // claims volumes with no class named. The first sets the selected-node
 // annotation as the scheduler does for a claim's first pod, once per node;

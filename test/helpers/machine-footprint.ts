@@ -21,7 +21,9 @@ export async function machineFootprint(up: { stateDir: string; bridge: string })
   const lines = async (argv: string[], keep: (l: string) => boolean) => (await run(argv)).split('\n').filter(keep).sort();
   return {
     ...kinds,
-    link: await lines(['ip', '-o', 'link', 'show'], (l) => /vkvm|cni0|veth/.test(l)).then((ls) => ls.map((l) => l.split(':')[1]!.trim())),
+    link: await lines(['ip', '-o', 'link', 'show'], (l) => /vkvm|vh[0-9a-f]{12}|cni0|veth/.test(l)).then((ls) =>
+      ls.map((l) => l.split(':')[1]!.trim()),
+    ),
     route: await lines(['ip', '-4', 'route', 'show'], Boolean),
     'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
     mount: await lines(['cat', '/proc/self/mountinfo'], (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l)),

@@ -12,11 +12,9 @@
 // LiveMigrateIfPossible VM that cannot migrate (a hostDisk, in a directory
 // both nodes have) and the None VM are evicted, and their VMs start them again
 // on node 2.
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
-import type { VirtualMachine } from '../../provider/kubevirt/types.js';
+import type { Test } from 'tap';
+import type { VirtualMachine } from '../../../provider/kubevirt/types.js';
 import {
   createTenant,
   events,
@@ -24,22 +22,18 @@ import {
   pods,
   serviceAccounts,
   smokeVm,
-  startUpCluster,
   virtualMachineInstanceMigrations,
   virtualMachineInstances,
   waitFor,
   waitForGone,
-} from './framework/index.js';
+  type UpCluster,
+} from '../framework/index.js';
 
 const NS = 'e2e-drain';
 const BOOT_DEADLINE_MS = 300_000;
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
 
-t.test('kubectl drain: None evicts, LiveMigrate blocks with the reason or evacuates, uncordon cancels', async (t) => {
-  const disks = await mkdtemp(join(tmpdir(), 'vkvm-e2e-drain-disks-'));
-  await chmod(disks, 0o755);
-  t.teardown(() => rm(disks, { recursive: true, force: true }));
-  const up = await startUpCluster(t, { nodes: 2, nodeName: 'vkvm-e2e-drain', extraArgs: [`--host-disk-dir=${disks}`] });
+export async function drainSuite(t: Test, up: UpCluster, disks: string): Promise<void> {
   const [a, b] = up.nodes as [(typeof up.nodes)[0], (typeof up.nodes)[0]];
   const admin = up.clients;
   const kubectl = async (args: string[]) => {
@@ -229,4 +223,4 @@ t.test('kubectl drain: None evicts, LiveMigrate blocks with the reason or evacua
       );
     },
   );
-});
+}

@@ -9,15 +9,13 @@
 // migrate` moves it: the VMI on the other node, the guest's boot_id and the
 // emptyDisk's bytes unchanged (read through the guest agent: the guest's
 // address is not kept yet).
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import type { Test } from 'tap';
 import { existsSync } from 'node:fs';
 import { RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
-import { vmNetworkNames } from '../../provider/network/vm-network.js';
-import type { VirtualMachine, VirtualMachineInstanceMigration } from '../../provider/kubevirt/types.js';
-import { ensureVirtctl, runVirtctl } from '../helpers/virtctl.js';
+import { vmNetworkNames } from '../../../provider/network/vm-network.js';
+import type { VirtualMachine, VirtualMachineInstanceMigration } from '../../../provider/kubevirt/types.js';
+import { ensureVirtctl, runVirtctl } from '../../helpers/virtctl.js';
 import {
   condition,
   createTenant,
@@ -28,25 +26,20 @@ import {
   pods,
   serviceAccounts,
   smokeVm,
-  startUpCluster,
   virtualMachineInstanceMigrations,
   virtualMachineInstances,
   waitFor,
   waitForGone,
-} from './framework/index.js';
+  type UpCluster,
+} from '../framework/index.js';
 
-const NODE = 'vkvm-e2e-migapi';
 const NS = 'e2e-migration-api';
 const BOOT_DEADLINE_MS = 300_000;
 const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS };
 
-t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role, admission', async (t) => {
+export async function migrationApiSuite(t: Test, up: UpCluster, disks: string): Promise<void> {
   const virtctlBin = await ensureVirtctl();
   // hostDisks are off unless the operator names a directory for them.
-  const disks = await mkdtemp(join(tmpdir(), 'vkvm-e2e-migapi-disks-'));
-  await chmod(disks, 0o755);
-  t.teardown(() => rm(disks, { recursive: true, force: true }));
-  const up = await startUpCluster(t, { nodes: 2, nodeName: NODE, extraArgs: [`--host-disk-dir=${disks}`] });
   const [a, b] = up.nodes as [(typeof up.nodes)[0], (typeof up.nodes)[0]];
   const admin = up.clients;
 
@@ -390,4 +383,4 @@ t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role
     );
     t.equal(await guest(home.metadata!.name!, FACTS), before, 'still the same boot and bytes');
   });
-});
+}
