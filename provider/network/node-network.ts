@@ -99,7 +99,8 @@ export class NodeNetwork {
   readonly dhcpAcks: DhcpAcks;
   private readonly dnsmasq: DnsmasqInstance;
   /** The restart of dnsmasq under way (removeDhcpHost). */
-  private dhcpRestart: Promise<void> = Promise.resolve();
+  /** dnsmasq's starts, restarts and stop, one at a time: a start between a restart's stop and its own start would leave two. */
+  private dnsmasqOps: Promise<unknown> = Promise.resolve();
   /** Peers already warned about (a skipped route is logged once, not every repair). */
   private readonly peerWarnings = new Set<string>();
 
@@ -212,7 +213,13 @@ export class NodeNetwork {
       this.dnsmasq.pidFile,
     );
     await this.dhcpAcks.ensure();
-    await ensureDnsmasq(this.dnsmasq, conf);
+    await this.onDnsmasq(() => ensureDnsmasq(this.dnsmasq, conf));
+  }
+
+  private onDnsmasq<T>(op: () => Promise<T>): Promise<T> {
+    const done = this.dnsmasqOps.then(op);
+    this.dnsmasqOps = done.catch(() => undefined);
+    return done;
   }
 
   /**
@@ -237,9 +244,7 @@ export class NodeNetwork {
     await rm(path.join(this.dhcpHostsDir, owner), { force: true });
     await rm(path.join(this.dhcpOptsDir, owner), { force: true });
     // One at a time, each after its own removal: two at once could leave the later start reading a file since removed.
-    const restart = this.dhcpRestart.then(() => restartDnsmasq(this.dnsmasq));
-    this.dhcpRestart = restart.catch(() => undefined);
-    await restart;
+    await this.onDnsmasq(() => restartDnsmasq(this.dnsmasq));
   }
 
   /**
@@ -249,7 +254,7 @@ export class NodeNetwork {
   async remove(): Promise<void> {
     const record = await this.readRecord();
     this.dhcpAcks.close();
-    await stopDnsmasq(this.dnsmasq);
+    await this.onDnsmasq(() => stopDnsmasq(this.dnsmasq));
     // By the record: what was built may be on another bridge than this agent's flag names.
     const bridge = record?.bridge ?? this.o.bridge;
     await deleteRule('filter', 'FORWARD', ['-j', forwardChainOf(bridge)]);

@@ -40,6 +40,10 @@ export async function drainSuite(t: Test, up: UpCluster, disks: string): Promise
     const r = await up.kubectl(args);
     return { code: r.code, out: `${r.stdout}\n${r.stderr}` };
   };
+  // The cluster is shared with the suites after this one: both nodes open again, however this one ends.
+  t.teardown(async () => {
+    await kubectl(['uncordon', a.name, b.name]);
+  });
 
   await admin.core.createNamespace({ body: { metadata: { name: NS } } });
   t.teardown(() => admin.core.deleteNamespace({ name: NS }).catch(() => undefined));
