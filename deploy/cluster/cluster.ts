@@ -1,9 +1,9 @@
 // Builds and runs the control plane in deploy/cluster (Go, from Kubernetes'
 // published modules). It makes four binaries: vkvm-cluster (control plane,
-// kubelet, kube-proxy, flanneld, kubectl), pause (cmd/pause) and
-// csi-provisioner (external-provisioner's own command, a `tool` of go.mod: Go
-// cannot import a main package, and a copy of it here would be a fork), from
-// one module, so they share its Kubernetes release; coredns from a module of its own (coredns/), because the CoreDNS
+// kubelet, kube-proxy, flanneld, kubectl), pause (cmd/pause), and
+// csi-provisioner, csi-snapshotter and snapshot-controller (the CSI sidecars'
+// own commands, `tool`s of go.mod: Go cannot import a main package, and a copy
+// of one here would be a fork), from one module, so they share its Kubernetes release; coredns from a module of its own (coredns/), because the CoreDNS
 // release whose etcd client matches the embedded etcd server (v1.12.1, etcd
 // 3.5) needs client-go v0.32, and the later ones need etcd 3.6 clients. The
 // binaries are cached under a hash of the Go sources so a second start takes
@@ -29,11 +29,18 @@ export function defaultCacheDir(): string {
 }
 
 /** The binaries one build makes, each in the cache entry under this name. */
-export const CLUSTER_BINARIES = { cluster: 'vkvm-cluster', coredns: 'coredns', pause: 'pause', provisioner: 'csi-provisioner' } as const;
+export const CLUSTER_BINARIES = {
+  cluster: 'vkvm-cluster',
+  coredns: 'coredns',
+  pause: 'pause',
+  provisioner: 'csi-provisioner',
+  snapshotter: 'csi-snapshotter',
+  snapshotController: 'snapshot-controller',
+} as const;
 export type ClusterBinaries = Record<keyof typeof CLUSTER_BINARIES, string>;
 
 /** Bump when the build's commands or flags change: they are not in the sources hashed. */
-const BUILD_RECIPE = 3;
+const BUILD_RECIPE = 4;
 
 async function sourceHash(): Promise<string> {
   const h = createHash('sha256').update(`recipe ${BUILD_RECIPE}\0`);
@@ -55,8 +62,13 @@ export async function ensureClusterBinary(log: Logger, cacheDir = defaultCacheDi
   return (await ensureClusterBinaries(log, cacheDir, signal)).cluster;
 }
 
-/** The sidecar that provisions CSI volumes, built from the module go.mod pins (the `tool` line). */
+/** The sidecar that provisions CSI volumes, built from the module go.mod pins (the `tool` lines). */
 const PROVISIONER_PACKAGE = 'github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner';
+/** The snapshot sidecar and the cluster's snapshot controller, from external-snapshotter's module. */
+const SNAPSHOTTER_PACKAGES = [
+  'github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter',
+  'github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller',
+];
 
 /** The paths of all the binaries, built together if the cache has none for these sources. */
 export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCacheDir(), signal?: AbortSignal): Promise<ClusterBinaries> {
@@ -73,18 +85,32 @@ export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCache
   // build stamps it the same way.
   const version = /kubernetesVersion = "v(\d+)\.(\d+)\.\d+"/.exec(await readFile(join(CLUSTER_SOURCE_DIR, 'version.go'), 'utf8'));
   if (!version) throw new Error('deploy/cluster/version.go names no kubernetesVersion');
-  // The provisioner logs its own release from main.version (unset names nothing in vkvm-cluster's main).
-  const provisioner = /github\.com\/kubernetes-csi\/external-provisioner\/v5 (v\S+)/.exec(
-    await readFile(join(CLUSTER_SOURCE_DIR, 'go.mod'), 'utf8'),
+  // Each sidecar logs its own release from main.version, so each module's commands are linked by a build of their
+  // own (the packages they share are compiled once, in Go's build cache).
+  const goMod = await readFile(join(CLUSTER_SOURCE_DIR, 'go.mod'), 'utf8');
+  const stamp = `-X k8s.io/component-base/version.gitVersion=${version[0].split('"')[1]} -X k8s.io/component-base/version.gitMajor=${version[1]} -X k8s.io/component-base/version.gitMinor=${version[2]}`;
+  const mainVersion = (module: string) => {
+    const required = goMod.split('\n').find((line) => line.trim().startsWith(`${module} v`));
+    if (!required) throw new Error(`deploy/cluster/go.mod requires no ${module}`);
+    return `${stamp} -X main.version=${required.trim().split(' ')[1]}`;
+  };
+  const provisioner = mainVersion('github.com/kubernetes-csi/external-provisioner/v5');
+  await goBuild(
+    CLUSTER_SOURCE_DIR,
+    [`-ldflags=${provisioner}`, '-o', `${tmp}/`, '.', './cmd/pause', PROVISIONER_PACKAGE],
+    log,
+    started,
+    signal,
   );
-  if (!provisioner) throw new Error('deploy/cluster/go.mod requires no external-provisioner');
-  const stamp = `-X k8s.io/component-base/version.gitVersion=${version[0].split('"')[1]} -X k8s.io/component-base/version.gitMajor=${version[1]} -X k8s.io/component-base/version.gitMinor=${version[2]} -X main.version=${provisioner[1]}`;
-  await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${stamp}`, '-o', `${tmp}/`, '.', './cmd/pause', PROVISIONER_PACKAGE], log, started, signal);
+  const snapshotter = mainVersion('github.com/kubernetes-csi/external-snapshotter/v8');
+  await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${snapshotter}`, '-o', `${tmp}/`, ...SNAPSHOTTER_PACKAGES], log, started, signal);
   await goBuild(join(CLUSTER_SOURCE_DIR, 'coredns'), ['-o', join(tmp, 'coredns'), '.'], log, started, signal);
   // `go build -o dir/` names each binary after its package directory; the module's root is the control plane.
   await rename(join(tmp, 'coredns'), paths.coredns);
   await rename(join(tmp, 'pause'), paths.pause);
   await rename(join(tmp, 'csi-provisioner'), paths.provisioner);
+  await rename(join(tmp, 'csi-snapshotter'), paths.snapshotter);
+  await rename(join(tmp, 'snapshot-controller'), paths.snapshotController);
   await rename(join(tmp, 'cluster'), paths.cluster);
   await rm(tmp, { recursive: true, force: true });
   log.info({ dir, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');

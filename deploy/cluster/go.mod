@@ -25,6 +25,7 @@ require (
 	github.com/kubernetes-csi/csi-lib-utils v0.22.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v5 v5.3.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.2.0 // indirect
+	github.com/kubernetes-csi/external-snapshotter/v8 v8.3.0 // indirect
 	github.com/miekg/dns v1.1.66 // indirect
 	github.com/moby/ipvs v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
@@ -258,4 +259,8 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.33.13
 )
 
-tool github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner
+tool (
+	github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+)

@@ -42,6 +42,7 @@ import {
 import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
 import { prepareStorage } from './up-storage.js';
+import { startSnapshotController, type RunningSnapshotController } from '../cluster-services/snapshot-controller.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -196,6 +197,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let localNodes: RunningLocalNodes | undefined;
   let dns: RunningLocalDns | undefined;
   let storage: RunningNodeStorage | undefined;
+  let snapshotController: RunningSnapshotController | undefined;
   let metrics: RunningMetricsServer | undefined;
   const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
@@ -208,7 +210,8 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ['the subresource API', () => subresources?.close()],
       ['the simulated hosts', () => localNodes?.stop()],
       ['the node agent', () => agent?.stop({ stopVms: true })],
-      ["node 1's CSI driver and provisioner", () => storage?.stop()],
+      ["node 1's CSI driver and sidecars", () => storage?.stop()],
+      ['the snapshot controller', () => snapshotController?.stop()],
       ['the cluster DNS', () => dns?.stop()],
       ['metrics-server', () => metrics?.stop()],
       ['the control plane', () => cluster?.stop()],
@@ -269,9 +272,22 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     agent = await startAgent(config, log);
     shutdown.throwIfAborted();
     // CSI volumes on every vkvm node, with the local control plane (its admin issues the provisioners' identities).
-    const storageOf = cluster
-      ? await prepareStorage(clients, { provisionerBinary: (await ensureClusterBinaries(log)).provisioner, logLevel: config.logLevel })
+    const bins = cluster ? await ensureClusterBinaries(log) : undefined;
+    const storageOf = bins
+      ? await prepareStorage(clients, {
+          provisionerBinary: bins.provisioner,
+          snapshotterBinary: bins.snapshotter,
+          logLevel: config.logLevel,
+        })
       : undefined;
+    if (bins)
+      snapshotController = await startSnapshotController({
+        binary: bins.snapshotController,
+        clients,
+        dir: join(stateDir, 'snapshot-controller'),
+        logLevel: config.logLevel,
+        log: log.child({ component: 'snapshot-controller' }),
+      });
     if (storageOf)
       storage = await startNodeStorage(
         await storageOf({ name: config.nodeName, stateDir, runDir: config.runDir }),

@@ -2,13 +2,22 @@ import t from 'tap';
 import { join } from 'node:path';
 import { readManifests } from '../kube/apply.js';
 import { packageRoot } from '../package-root.js';
-import { driverArgs, nodeStoragePaths, provisionerCommand, provisionerSubject, type NodeStorageSpec } from './node-storage-spec.js';
+import { SNAPSHOT_CONTROLLER_USER, snapshotControllerCommand } from '../cluster-services/snapshot-controller.js';
+import {
+  driverArgs,
+  nodeStoragePaths,
+  provisionerCommand,
+  provisionerSubject,
+  snapshotterCommand,
+  type NodeStorageSpec,
+} from './node-storage-spec.js';
 
 const spec: NodeStorageSpec = {
   nodeName: 'box-2',
   stateDir: '/var/lib/vkvm/nodes/2',
   runDir: '/run/vkvm/nodes/2',
   provisionerBinary: '/var/cache/vkvm/cluster/abc/csi-provisioner',
+  snapshotterBinary: '/var/cache/vkvm/cluster/abc/csi-snapshotter',
   logLevel: 'info',
 };
 
@@ -82,8 +91,72 @@ t.test("deploy/csi.yaml binds the provisioners' group to the upstream rules, and
     },
   ]);
   const group = provisionerSubject('box-2').organizations[0];
-  for (const kind of ['ClusterRoleBinding', 'RoleBinding'])
-    t.match(byKind(kind), [{ subjects: [{ kind: 'Group', name: group }] }], `the ${kind} names the group of every node's provisioner`);
+  const subjectsOf = (kind: string, name: string) =>
+    (objects.find((o) => o.kind === kind && o.metadata?.name === name) as unknown as { subjects: unknown[] } | undefined)?.subjects;
+  for (const [kind, name] of [
+    ['ClusterRoleBinding', 'vkvm:csi-provisioner'],
+    ['RoleBinding', 'vkvm:csi-provisioner'],
+    ['ClusterRoleBinding', 'vkvm:csi-snapshotter'],
+  ] as const)
+    t.same(
+      subjectsOf(kind, name),
+      [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+      `${kind} ${name} names the sidecars' group`,
+    );
+  t.same(
+    subjectsOf('ClusterRoleBinding', 'vkvm:snapshot-controller'),
+    [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: SNAPSHOT_CONTROLLER_USER }],
+    'the snapshot controller is a user of its own',
+  );
   t.match(byKind('Role'), [{ metadata: { namespace: 'kube-system' }, rules: [{ resources: ['csistoragecapacities'] }] }]);
   t.equal((byKind('Role')[0] as unknown as { rules: unknown[] }).rules.length, 1, 'and nothing else in kube-system');
+});
+
+t.test('deploy/csi.yaml: a default VolumeSnapshotClass, and tenants snapshot their claims but touch no content or class', async (t) => {
+  const objects = await readManifests(join(packageRoot(), 'deploy', 'csi.yaml'));
+  t.match(
+    objects.filter((o) => o.kind === 'VolumeSnapshotClass'),
+    [
+      {
+        metadata: { name: 'vkvm-local', annotations: { 'snapshot.storage.kubernetes.io/is-default-class': 'true' } },
+        driver: 'csi.vkvm.io',
+        deletionPolicy: 'Delete',
+      },
+    ],
+  );
+  type Role = { metadata: { name: string; labels?: Record<string, string> }; rules: Array<{ apiGroups: string[]; resources: string[] }> };
+  const aggregated = (objects as unknown as Role[]).filter((o) =>
+    Object.keys(o.metadata.labels ?? {}).some((l) => l.startsWith('rbac.authorization.k8s.io/aggregate-to-')),
+  );
+  t.same(
+    aggregated.map((r) => [r.metadata.name, Object.keys(r.metadata.labels!).sort()]),
+    [
+      ['vkvm:volumesnapshots:edit', ['rbac.authorization.k8s.io/aggregate-to-admin', 'rbac.authorization.k8s.io/aggregate-to-edit']],
+      ['vkvm:volumesnapshots:view', ['rbac.authorization.k8s.io/aggregate-to-view']],
+    ],
+  );
+  t.same(
+    aggregated.flatMap((r) => r.rules.flatMap((rule) => rule.resources)),
+    ['volumesnapshots', 'volumesnapshots'],
+    'no contents, no classes',
+  );
+});
+
+t.test("the snapshotter is the node's: node deployment on the node's socket, with the provisioner's kubeconfig", async (t) => {
+  t.same(snapshotterCommand(spec, nodeStoragePaths(spec)), {
+    argv: [
+      '/var/cache/vkvm/cluster/abc/csi-snapshotter',
+      '--csi-address=/run/vkvm/nodes/2/csi/csi.sock',
+      '--kubeconfig=/var/lib/vkvm/nodes/2/csi-sidecars/provisioner.kubeconfig',
+      '--node-deployment',
+      '--v=2',
+    ],
+    env: { NODE_NAME: 'box-2' },
+  });
+});
+
+t.test('the snapshot controller hands each content to the node of its volume', async (t) => {
+  t.same(snapshotControllerCommand({ binary: '/c/snapshot-controller', kubeconfig: '/s/kubeconfig', logLevel: 'debug' }), {
+    argv: ['/c/snapshot-controller', '--kubeconfig=/s/kubeconfig', '--enable-distributed-snapshotting', '--v=5'],
+  });
 });

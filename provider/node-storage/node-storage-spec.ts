@@ -1,5 +1,5 @@
-// What one node runs for CSI volumes (pure): `vkvm csi` and external-provisioner
-// as host processes, where their files live, and their command lines. The
+// What one node runs for CSI volumes (pure): `vkvm csi`, external-provisioner
+// and csi-snapshotter as host processes, where their files live, and their command lines. The
 // volumes live under the node's state dir and outlive its processes (the
 // cluster's PVs name them); the socket lives under its run dir.
 import { join } from 'node:path';
@@ -14,8 +14,9 @@ export interface NodeStorageSpec {
   /** The node's state and run dirs (the agent's --state-dir and --run-dir). */
   stateDir: string;
   runDir: string;
-  /** external-provisioner, built with the control plane (deploy/cluster). */
+  /** external-provisioner and external-snapshotter's csi-snapshotter, built with the control plane (deploy/cluster). */
   provisionerBinary: string;
+  snapshotterBinary: string;
   logLevel: string;
 }
 
@@ -27,9 +28,9 @@ export interface NodeStoragePaths {
   csiDir: string;
   /** The driver's CSI socket. */
   socket: string;
-  /** The processes' logs and the provisioner's credentials (0700). */
+  /** The processes' logs and the sidecars' credentials (0700). */
   dir: string;
-  /** The provisioner's kubeconfig and the PEM (certificate and key) it names. */
+  /** The sidecars' kubeconfig and the PEM (certificate and key) it names: the provisioner's, which the snapshotter shares. */
   kubeconfig: string;
   pem: string;
 }
@@ -58,6 +59,9 @@ export function driverArgs(spec: NodeStorageSpec, paths: NodeStoragePaths): stri
   ];
 }
 
+/** klog's verbosity for vkvm's log level. */
+export const verbosity = (logLevel: string) => `--v=${logLevel === 'debug' || logLevel === 'trace' ? 5 : 2}`;
+
 /**
  * external-provisioner beside the node's driver (docs/design/csi.md §6): it
  * provisions only the claims the scheduler gave this node
@@ -77,9 +81,32 @@ export function provisionerCommand(spec: NodeStorageSpec, paths: NodeStoragePath
       // A claim of an Immediate class would land on whichever node's provisioner took it first: only
       // WaitForFirstConsumer claims are provisioned, on the node picked for their first consumer.
       '--node-deployment-immediate-binding=false',
-      `--v=${spec.logLevel === 'debug' || spec.logLevel === 'trace' ? 5 : 2}`,
+      verbosity(spec.logLevel),
     ],
     env: { NODE_NAME: spec.nodeName, NAMESPACE: CAPACITY_NAMESPACE },
+  };
+}
+
+/**
+ * csi-snapshotter beside the node's driver (docs/design/csi.md §4, §6): it
+ * takes only the VolumeSnapshotContents the snapshot controller labelled
+ * with this node (--node-deployment, NODE_NAME; the controller runs with
+ * --enable-distributed-snapshotting), because a volume's snapshot can only
+ * be made by the driver on the volume's node. It shares the provisioner's
+ * identity: the same node's sidecars, one trust (both drive the node's
+ * root-run driver), and deploy/csi.yaml grants that group the snapshotter's
+ * rules too.
+ */
+export function snapshotterCommand(spec: NodeStorageSpec, paths: NodeStoragePaths): { argv: string[]; env: Record<string, string> } {
+  return {
+    argv: [
+      spec.snapshotterBinary,
+      `--csi-address=${paths.socket}`,
+      `--kubeconfig=${paths.kubeconfig}`,
+      '--node-deployment',
+      verbosity(spec.logLevel),
+    ],
+    env: { NODE_NAME: spec.nodeName },
   };
 }
 

@@ -1,9 +1,9 @@
 // A node's CSI volumes as host processes (docs/design/csi.md §6): `vkvm csi`
-// serving its socket, then external-provisioner pointed at it with the
-// node's provisioner credentials (provisioner-credentials.ts, made by whoever
-// may approve them before this runs). Both are restarted when they exit and
-// die with their owner (vkvm up, or a simulated host's init); stop() ends
-// both and removes the socket's directory. The volumes stay: the cluster's
+// serving its socket, then external-provisioner and csi-snapshotter pointed
+// at it with the node's sidecar credentials (provisioner-credentials.ts, made
+// by whoever may approve them before this runs). All are restarted when they
+// exit and die with their owner (vkvm up, or a simulated host's init); stop()
+// ends them and removes the socket's directory. The volumes stay: the cluster's
 // PVs name them.
 import { connect } from 'node:net';
 import { rm } from 'node:fs/promises';
@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { ensurePrivateDir } from '../certs/csr-api.js';
 import type { Logger } from '../log.js';
 import { cliPath } from '../package-root.js';
-import { driverArgs, nodeStoragePaths, provisionerCommand, type NodeStorageSpec } from './node-storage-spec.js';
+import { driverArgs, nodeStoragePaths, provisionerCommand, snapshotterCommand, type NodeStorageSpec } from './node-storage-spec.js';
 import { SupervisedProcess } from '../supervised-process.js';
 
 const DRIVER_READY_TIMEOUT_MS = 60_000;
@@ -56,7 +56,14 @@ export async function startNodeStorage(spec: NodeStorageSpec, log: Logger): Prom
     logFile: join(paths.dir, 'provisioner.log'),
     log,
   });
+  const snapshotter = new SupervisedProcess({
+    name: 'CSI snapshotter',
+    command: async () => snapshotterCommand(spec, paths),
+    logFile: join(paths.dir, 'snapshotter.log'),
+    log,
+  });
   const stop = async () => {
+    await snapshotter.stop();
     await provisioner.stop();
     await driver.stop();
     await rm(dirname(paths.socket), { recursive: true, force: true });
@@ -65,10 +72,11 @@ export async function startNodeStorage(spec: NodeStorageSpec, log: Logger): Prom
     driver.start();
     await waitForDriver(paths.socket, driver, driverLog);
     provisioner.start();
+    snapshotter.start();
   } catch (err) {
     await stop();
     throw err;
   }
-  log.info({ node: spec.nodeName, csiDir: paths.csiDir, socket: paths.socket }, 'CSI driver and provisioner run');
+  log.info({ node: spec.nodeName, csiDir: paths.csiDir, socket: paths.socket }, 'CSI driver, provisioner and snapshotter run');
   return { stop };
 }

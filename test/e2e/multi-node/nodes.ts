@@ -1,14 +1,15 @@
-// `vkvm up --nodes 2` end to end, run as the README runs it: both nodes
+// The two vkvm nodes of `vkvm up --nodes 2` end to end, run as the README runs it: both nodes
 // Ready, node 2 a simulated host joined through vkvm join; a tenant's VM on
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
-// driver and provisioner; and after Ctrl-C, the machine as it was before.
+// driver and provisioner, snapshotted and restored there.
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../../provider/kubevirt/types.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
+import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
 import {
   condition,
   createTenant,
@@ -65,6 +66,11 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
   await t.test(
     "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
     (t) => vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
+  );
+
+  await t.test(
+    "a tenant's VolumeSnapshot of a claim on node 2 is taken there, and a claim restored from it on that node holds its bytes",
+    (t) => snapshotRestoredOnItsNode(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir }),
   );
 
   await t.test('a tenant runs a VM on each node by hostname; each fetches from the other by pod IP, seen as its own pod IP', async (t) => {
