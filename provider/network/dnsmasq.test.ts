@@ -1,5 +1,8 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import t from 'tap';
-import { renderDnsmasqConf, renderVmDhcpOptions } from './dnsmasq.js';
+import { DNSMASQ, ensureDnsmasq, renderDnsmasqConf, renderVmDhcpOptions, stopDnsmasq } from './dnsmasq.js';
+import { run } from './host.js';
 import { netmaskOf } from './node-network.js';
 import { parseIpv4Range } from './ipv4.js';
 
@@ -82,4 +85,25 @@ t.test('other nodes’ ranges of VMs that migrated here are served on the same i
       'dhcp-range=set:home-10-244-1-0,10.244.1.0,static,255.255.255.0,1h\n' +
       'dhcp-option=tag:home-10-244-1-0,option:router,10.244.1.1\n',
   );
+});
+
+t.test('a stray instance of the same config (a start that raced a stop) is ended by the next ensure and by stop', async (t) => {
+  const dir = t.testdir();
+  const i = { confFile: join(dir, 'dnsmasq.conf'), pidFile: join(dir, 'dnsmasq.pid') };
+  // No DHCP and no DNS: an instance that only runs.
+  const conf = `port=0\ninterface=lo\npid-file=${i.pidFile}\n`;
+  const mains = async () =>
+    (await run(['pgrep', '-f', '-x', `${DNSMASQ} --conf-file=${i.confFile}`]).catch(() => '')).split('\n').filter(Boolean).length;
+  t.teardown(() => stopDnsmasq(i));
+  const first = await ensureDnsmasq(i, conf);
+  t.equal(await ensureDnsmasq(i, conf), first, 'running alone with its config: kept');
+  // A second start of the same config, as a race leaves it: the pid file now names the stray.
+  await run([DNSMASQ, `--conf-file=${i.confFile}`]);
+  t.equal(await mains(), 2, 'two instances run');
+  const kept = await ensureDnsmasq(i, conf);
+  t.equal(await mains(), 1, 'ensure ends both and starts one');
+  t.equal(Number((await readFile(i.pidFile, 'utf8')).trim()), kept, 'the pid file names it');
+  await run([DNSMASQ, `--conf-file=${i.confFile}`]);
+  await stopDnsmasq(i);
+  t.equal(await mains(), 0, 'stop ends every instance of the config');
 });

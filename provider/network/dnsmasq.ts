@@ -3,7 +3,7 @@
 // masquerade VM answers inside its namespace. Instances run detached, so VMs
 // keep their leases while the agent restarts; the pid file and the config
 // path on the command line let the next agent find, keep or replace them.
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { run } from './host.js';
 import type { GuestDns } from './resolver.js';
 
@@ -96,15 +96,36 @@ export async function runningPid(i: DnsmasqInstance): Promise<number | undefined
 }
 
 /**
- * Starts the instance unless it already runs with exactly `conf`; a changed
- * config replaces it. dnsmasq daemonizes and writes its pid file before the
- * command returns, and reports a bad config or a busy port as an exit code.
+ * The main processes running this instance's config, by their command line
+ * (dnsmasq's script helper, its child, has the same one and goes with it).
+ * The pid file names one; this finds any other left by a start that raced a
+ * stop, so the next start or stop ends them too.
+ */
+async function instanceMains(i: DnsmasqInstance): Promise<number[]> {
+  const want = [DNSMASQ, `--conf-file=${i.confFile}`].join('\0');
+  const found = new Map<number, number>();
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const argv = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    if (argv.replace(/\0$/, '') !== want) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    found.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+  }
+  return [...found].filter(([, ppid]) => !found.has(ppid)).map(([pid]) => pid);
+}
+
+/**
+ * Starts the instance unless it already runs, alone, with exactly `conf`; a
+ * changed config replaces it. dnsmasq daemonizes and writes its pid file
+ * before the command returns, and reports a bad config or a busy port as an
+ * exit code.
  */
 export async function ensureDnsmasq(i: DnsmasqInstance, conf: string): Promise<number> {
   const current = await readFile(i.confFile, 'utf8').catch(() => undefined);
   const pid = await runningPid(i);
-  if (pid && current === conf) return pid;
-  if (pid) await stopDnsmasq(i);
+  const strays = (await instanceMains(i)).filter((p) => p !== pid);
+  if (pid && current === conf && strays.length === 0) return pid;
+  await stopDnsmasq(i);
   await writeFile(i.confFile, conf, { mode: 0o600 });
   await run([DNSMASQ, `--conf-file=${i.confFile}`], i.netns ? { netns: i.netns } : {});
   const started = await runningPid(i);
@@ -140,13 +161,12 @@ export async function restartDnsmasq(i: DnsmasqInstance): Promise<void> {
   });
 }
 
-/** Stops the instance and waits until it is gone. Idempotent. */
+/** Stops the instance, and any stray of it, and waits until they are gone. Idempotent. */
 export async function stopDnsmasq(i: DnsmasqInstance): Promise<void> {
-  const pid = await runningPid(i);
-  if (pid) {
-    signal(pid, 'SIGTERM');
-    for (let waitedMs = 0; (await runningPid(i)) && waitedMs < 5000; waitedMs += 20) await new Promise((r) => setTimeout(r, 20));
-    if (await runningPid(i)) signal(pid, 'SIGKILL');
-  }
+  const pids = [...new Set([...((await runningPid(i)) ? [(await runningPid(i))!] : []), ...(await instanceMains(i))])];
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  for (let waitedMs = 0; (await instanceMains(i)).length > 0 && waitedMs < 5000; waitedMs += 20)
+    await new Promise((r) => setTimeout(r, 20));
+  for (const pid of await instanceMains(i)) signal(pid, 'SIGKILL');
   await rm(i.pidFile, { force: true });
 }

@@ -98,7 +98,6 @@ export class NodeNetwork {
   /** When each VM's guest took its address by DHCP, from this node's dnsmasq instances. */
   readonly dhcpAcks: DhcpAcks;
   private readonly dnsmasq: DnsmasqInstance;
-  /** The restart of dnsmasq under way (removeDhcpHost). */
   /** dnsmasq's starts, restarts and stop, one at a time: a start between a restart's stop and its own start would leave two. */
   private dnsmasqOps: Promise<unknown> = Promise.resolve();
   /** Peers already warned about (a skipped route is logged once, not every repair). */
