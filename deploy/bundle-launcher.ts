@@ -7,7 +7,8 @@
 // start costs about 100 ms less (docs/benchmarks-log.md, 2026-11-24), and
 // cached, V8 need not compile it again either. spawn.ts runs the bundle
 // unless it is older than main.js (a later tsc run without this step), so a
-// stale bundle never runs. The native libvirt binding stays outside it.
+// stale bundle never runs. The libvirt binding's native addon stays outside
+// it, loaded from node_modules.
 //
 // esbuild comes with the dev dependencies (through tsx); where it cannot be
 // loaded this step says so and the launcher runs unbundled.
