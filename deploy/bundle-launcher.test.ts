@@ -15,7 +15,7 @@ t.test('the compiled launcher bundles into one file that loads every module it n
   const said: string[] = [];
   t.equal(await bundleLauncher({ distLauncher, out, log: (m) => said.push(m) }), true, `bundled: ${said.join('; ')}`);
   // Without arguments it stops at its first check, which runs only after every import (gRPC, pino, the native libvirt binding) loaded.
-  const r = spawnSync(process.execPath, [path.join(out, 'main.js')], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [path.join(out, 'start.cjs')], { encoding: 'utf8' });
   t.match(
     { status: r.status, stderr: r.stderr, proto: existsSync(path.join(out, 'launcher.proto')) },
     { status: 1, stderr: /--uid is required/, proto: true },
@@ -24,16 +24,16 @@ t.test('the compiled launcher bundles into one file that loads every module it n
 });
 
 t.test('spawn runs the bundle unless it is missing or older than main.js', async (t) => {
-  const dir = t.testdir({ 'main.js': '', bundle: { 'main.js': '' } });
+  const dir = t.testdir({ 'main.js': '', bundle: { 'start.cjs': '' } });
   const at = (f: string, s: number) => utimesSync(path.join(dir, f), s, s);
   at('main.js', 1000);
-  at('bundle/main.js', 2000);
+  at('bundle/start.cjs', 2000);
   const fresh = launcherEntry(dir);
   at('main.js', 3000);
   const stale = launcherEntry(dir);
   rmSync(path.join(dir, 'bundle'), { recursive: true });
   t.same(
     { fresh, stale, none: launcherEntry(dir) },
-    { fresh: path.join(dir, 'bundle', 'main.js'), stale: path.join(dir, 'main.js'), none: path.join(dir, 'main.js') },
+    { fresh: path.join(dir, 'bundle', 'start.cjs'), stale: path.join(dir, 'main.js'), none: path.join(dir, 'main.js') },
   );
 });

@@ -24,6 +24,7 @@ import { MigrationTarget } from './migration-target.js';
 import { DEFAULT_GRACE_PERIOD_S, VmManager } from './vm-manager.js';
 import { qemuSocketDir } from './qemu-sockets.js';
 import { lossyLogDestination } from './log-destination.js';
+import { loadedCodeCache } from './code-cache.js';
 
 /** Refuses to start twice for one run dir: the first launcher owns the VM. */
 async function assertNotRunning(stateFile: string): Promise<void> {
@@ -239,16 +240,26 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       );
     });
   }
+  const codeCache = loadedCodeCache();
   log.info(
     {
       ms: Math.round(performance.now() - t0),
       libvirtdMs,
+      codeCache: codeCache?.state ?? 'unbundled',
+      ...(codeCache?.problem ? { codeCacheProblem: codeCache.problem } : {}),
       socket: args.socket,
       accelerator: host.accelerator,
       cgroup: cgroup.describe(),
     },
     'launcher ready',
   );
+  // After the socket serves, off the start's path: V8 now holds what start-up compiled.
+  if (codeCache?.state === 'miss' || codeCache?.state === 'rejected') {
+    setImmediate(() => {
+      codeCache.save();
+      if (codeCache.problem) log.warn({ problem: codeCache.problem }, 'could not write the code cache');
+    });
+  }
 }
 
 const args = parseLauncherArgs(process.argv.slice(2));

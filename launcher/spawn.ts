@@ -38,14 +38,15 @@ export interface SpawnedLauncher {
 }
 
 /**
- * The build's one-file bundle of the launcher (deploy/bundle-launcher.ts:
- * about 100 ms less CPU per start than loading its modules one by one), or
- * main.js beside this module when there is no bundle or it is older than
- * main.js (compiled again since it was made).
+ * The build's one-file bundle of the launcher, through its code-cache entry
+ * (deploy/bundle-launcher.ts: about 100 ms less CPU per start than loading
+ * its modules one by one, and less again cached), or main.js beside this
+ * module when there is no bundle or it is older than main.js (compiled again
+ * since it was made).
  */
 export function launcherEntry(dir = path.dirname(fileURLToPath(import.meta.url))): string {
   const main = path.join(dir, 'main.js');
-  const bundle = path.join(dir, 'bundle', 'main.js');
+  const bundle = path.join(dir, 'bundle', 'start.cjs');
   const mtime = (f: string): number => {
     try {
       return statSync(f).mtimeMs;

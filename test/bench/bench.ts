@@ -25,6 +25,8 @@ export interface BenchContext {
   readonly signal: AbortSignal;
   /** `--cycles N`, for the benchmarks that repeat something (leaks). */
   readonly cycles?: number;
+  /** `--vms N`, for the benchmarks that start many VMs at once (boot-storm). */
+  readonly vms?: number;
 }
 
 export interface Benchmark {

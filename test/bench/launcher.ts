@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
+import { processCpu } from '../../provider/proc-cpu.js';
 import { ensureTestGuest, type TestGuest } from '../../vmm/guest/build.js';
 import { abortable, until, type BenchContext, type Benchmark } from './bench.js';
 import { benchVmSpec, readyLogLine, startLauncher, waitForTextInFile, type BenchLauncher } from './launchers.js';
@@ -52,11 +53,36 @@ async function capsCacheMtimeMs(): Promise<number> {
   return Math.max(0, ...mtimes);
 }
 
+/**
+ * CPU ms the VM's processes used so far, QEMU apart: the launcher's Node
+ * process, and everything else of its tree with the children it reaped
+ * (libvirtd, virsh, the view's helpers).
+ */
+async function launcherCpuMs(launcherPid: number): Promise<{ nodeMs: number; treeMs: number }> {
+  let nodeMs = 0;
+  let treeMs = 0;
+  for (const p of await processTree(launcherPid)) {
+    if (p.comm.startsWith('qemu-system')) continue;
+    const cpu = await processCpu(p.pid);
+    if (!cpu) continue;
+    if (p.pid === launcherPid) nodeMs = cpu.selfMs;
+    treeMs += cpu.selfMs + cpu.reapedChildrenMs;
+  }
+  return { nodeMs, treeMs };
+}
+
 /** Spawns a launcher, syncs one VM and returns the phases in ms; the VM keeps running. */
 async function startVm(
   ctx: BenchContext,
   guest: TestGuest,
-): Promise<{ l: BenchLauncher; qemuPid: number; spawnToReadyMs: number; syncVmMs: number; totalMs: number }> {
+): Promise<{
+  l: BenchLauncher;
+  qemuPid: number;
+  spawnToReadyMs: number;
+  syncVmMs: number;
+  totalMs: number;
+  cpu: { nodeMs: number; treeMs: number };
+}> {
   const l = await startLauncher(ctx);
   const { state } = await abortable(l.client.syncVm(benchVmSpec(l.uid, guest, GUEST_MEMORY_MiB)), ctx.signal);
   const doneMs = performance.now();
@@ -67,6 +93,7 @@ async function startVm(
     spawnToReadyMs: l.readyMs - l.spawnStartMs,
     syncVmMs: doneMs - l.readyMs,
     totalMs: doneMs - l.spawnStartMs,
+    cpu: await launcherCpuMs(l.pid),
   };
 }
 
@@ -78,6 +105,9 @@ async function benchStart(ctx: BenchContext): Promise<void> {
   const nodeBoots: number[] = [];
   const libvirtds: number[] = [];
   const cachedTotals: number[] = [];
+  const nodeCpus: number[] = [];
+  const treeCpus: number[] = [];
+  const codeCache = new Map<string, number>();
   let reprobes = 0;
   // Sequential: on a 2-core host, concurrent starts would measure CPU contention.
   for (let i = 0; i <= START_RUNS; i++) {
@@ -88,7 +118,8 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     await r.l.remove();
     ctx.log(
       `${i === 0 ? 'warm-up' : `run ${i}/${START_RUNS}`}: ${round(r.totalMs)} ms to QEMU ` +
-        `(socket ready ${round(r.spawnToReadyMs)} ms${ready ? `, of which launcher run() ${ready.ms} ms, libvirtd ${ready.libvirtdMs} ms` : ''}; SyncVm ${round(r.syncVmMs)} ms)` +
+        `(socket ready ${round(r.spawnToReadyMs)} ms${ready ? `, of which launcher run() ${ready.ms} ms, libvirtd ${ready.libvirtdMs} ms` : ''}; SyncVm ${round(r.syncVmMs)} ms; ` +
+        `CPU: launcher Node ${r.cpu.nodeMs} ms, its tree ${r.cpu.treeMs} ms; code cache ${ready?.codeCache ?? '?'})` +
         (reprobed ? '; libvirt re-probed QEMU capabilities' : ''),
     );
     if (i === 0) {
@@ -101,6 +132,9 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     else cachedTotals.push(r.totalMs);
     toReady.push(r.spawnToReadyMs);
     syncs.push(r.syncVmMs);
+    nodeCpus.push(r.cpu.nodeMs);
+    treeCpus.push(r.cpu.treeMs);
+    codeCache.set(ready?.codeCache ?? 'unknown', (codeCache.get(ready?.codeCache ?? 'unknown') ?? 0) + 1);
     if (ready) {
       nodeBoots.push(r.spawnToReadyMs - ready.ms);
       libvirtds.push(ready.libvirtdMs);
@@ -115,12 +149,18 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     // spawn → the launcher's run() begins: Node start-up and module loading (plus the client's connect).
     ['launcher_node_boot_ms', nodeBoots],
     ['launcher_libvirtd_start_ms', libvirtds],
+    // CPU, spawn → QEMU running (10 ms ticks): the launcher's Node process, and its whole tree but QEMU.
+    ['launcher_node_cpu_ms', nodeCpus],
+    ['launcher_tree_cpu_ms', treeCpus],
   ] as const) {
     if (samples.length === 0) continue;
     ctx.emit(`${name}_p50`, percentile(samples, 50), 'ms');
     ctx.emit(`${name}_p95`, percentile(samples, 95), 'ms');
   }
   ctx.emit('launcher_start_caps_reprobes', reprobes, 'runs');
+  // How the launcher's V8 code cache served (launcher/code-cache.ts); a rejected cache falls back to compiling.
+  for (const state of ['hit', 'miss', 'rejected', 'off'])
+    if (codeCache.has(state)) ctx.emit(`launcher_code_cache_${state}`, codeCache.get(state)!, 'runs');
 }
 
 interface ClassSample extends MemRollup {

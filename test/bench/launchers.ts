@@ -116,14 +116,15 @@ export async function startLauncher(ctx: BenchContext, placement?: LauncherPlace
   return { uid, runDir, pid: l.pid, client: l.client, logFile: l.logFile, spawnStartMs, readyMs: performance.now(), remove };
 }
 
-/** The launcher's own "launcher ready" log line: ms spent in run() and in starting libvirtd. */
-export async function readyLogLine(logFile: string): Promise<{ ms: number; libvirtdMs: number } | undefined> {
+/** The launcher's own "launcher ready" log line: ms spent in run() and in starting libvirtd, and how its code cache served. */
+export async function readyLogLine(logFile: string): Promise<{ ms: number; libvirtdMs: number; codeCache?: string } | undefined> {
   const text = await readFile(logFile, 'utf8').catch(() => '');
   for (const line of text.split('\n')) {
     if (!line.includes('"launcher ready"')) continue;
     try {
-      const j = JSON.parse(line) as { ms?: unknown; libvirtdMs?: unknown };
-      if (typeof j.ms === 'number' && typeof j.libvirtdMs === 'number') return { ms: j.ms, libvirtdMs: j.libvirtdMs };
+      const j = JSON.parse(line) as { ms?: unknown; libvirtdMs?: unknown; codeCache?: unknown };
+      if (typeof j.ms === 'number' && typeof j.libvirtdMs === 'number')
+        return { ms: j.ms, libvirtdMs: j.libvirtdMs, ...(typeof j.codeCache === 'string' ? { codeCache: j.codeCache } : {}) };
     } catch {
       // not pino's JSON: ignore
     }

@@ -1,4 +1,4 @@
-// `npm run bench -- [--list | --machine | [--cycles N] <name…>]`: runs
+// `npm run bench -- [--list | --machine | [--cycles N] [--vms N] <name…>]`: runs
 // benchmarks and prints one JSON line {"name","value","unit"} per figure on
 // stdout; progress goes to stderr. Names pick benchmarks ("launcher.start")
 // or whole groups ("launcher"); none runs everything in registry.ts but the
@@ -20,14 +20,14 @@ function emitFigure(f: Figure): void {
 }
 
 /** Runs one benchmark, then its cleanup in reverse order of registration; false when either failed. */
-async function runOne(b: Benchmark, signal: AbortSignal, cycles: number | undefined): Promise<boolean> {
+async function runOne(b: Benchmark, signal: AbortSignal, counts: { cycles?: number; vms?: number }): Promise<boolean> {
   const cleanups: { what: string; fn: () => Promise<void> | void }[] = [];
   const ctx: BenchContext = {
     emit: (name, value, unit) => emitFigure({ name, value, unit }),
     log: (msg) => log(`[${b.name}] ${msg}`),
     defer: (what, fn) => void cleanups.push({ what, fn }),
     signal,
-    ...(cycles !== undefined ? { cycles } : {}),
+    ...counts,
   };
   let ok = true;
   const t0 = performance.now();
@@ -54,13 +54,23 @@ async function runOne(b: Benchmark, signal: AbortSignal, cycles: number | undefi
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { list: { type: 'boolean' }, machine: { type: 'boolean' }, cycles: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      list: { type: 'boolean' },
+      machine: { type: 'boolean' },
+      cycles: { type: 'string' },
+      vms: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
-  const cycles = values.cycles === undefined ? undefined : Number(values.cycles);
-  if (cycles !== undefined && !(Number.isInteger(cycles) && cycles > 0))
-    throw new Error(`--cycles: a positive integer, got ${values.cycles}`);
+  const counts: { cycles?: number; vms?: number } = {};
+  for (const flag of ['cycles', 'vms'] as const) {
+    if (values[flag] === undefined) continue;
+    const n = Number(values[flag]);
+    if (!(Number.isInteger(n) && n > 0)) throw new Error(`--${flag}: a positive integer, got ${values[flag]}`);
+    counts[flag] = n;
+  }
   if (values.help) {
-    process.stdout.write('usage: npm run bench -- [--list | --machine | [--cycles N] <benchmark or group>…]\n');
+    process.stdout.write('usage: npm run bench -- [--list | --machine | [--cycles N] [--vms N] <benchmark or group>…]\n');
     return 0;
   }
   if (values.list) {
@@ -86,7 +96,7 @@ async function main(): Promise<number> {
   let failed = 0;
   for (const b of selected) {
     if (abort.signal.aborted) break;
-    if (!(await runOne(b, abort.signal, cycles))) failed++;
+    if (!(await runOne(b, abort.signal, counts))) failed++;
   }
   if (abort.signal.aborted) return 130;
   return failed > 0 ? 1 : 0;
