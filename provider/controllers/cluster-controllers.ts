@@ -33,6 +33,7 @@ import { VmController } from './vm-controller.js';
 import { Instancetypes, kubeInstancetypeStore } from './instancetypes.js';
 import { VmiController } from './vmi-controller.js';
 import { createDataVolumeController, type DataVolumes } from './datavolumes/datavolumes.js';
+import { VmDataVolumes } from './vm-datavolumes.js';
 
 export interface ControllersOptions {
   /** Lease holder identity; default <hostname>_<pid>. */
@@ -140,6 +141,7 @@ class ControllerTerm {
       vmis: this.vmis,
       events: events('virtualmachine-controller'),
       instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
+      dataVolumes: new VmDataVolumes(clients.custom),
       log: log.child({ component: 'vm-controller' }),
       ...w,
     });
