@@ -3,7 +3,8 @@
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
-// driver and provisioner; and after Ctrl-C, the machine as it was before.
+// driver and provisioner; a tenant's DataVolumes (a VM's, and a clone of it);
+// and after Ctrl-C, the machine as it was before.
 import t from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/client.js';
@@ -11,6 +12,7 @@ import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from './nodes-storage.js';
+import { dataVolumeBoundaries, vmOnDataVolume } from './nodes-datavolumes.js';
 import {
   condition,
   createTenant,
@@ -100,6 +102,14 @@ t.test(
       "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
       (t) =>
         vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
+    );
+
+    const dataVolumeCase = { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS, kubectl };
+    await t.test("a tenant's DataVolume: CDI's phases and conditions, its own claim; status and other namespaces out of reach", (t) =>
+      dataVolumeBoundaries(t, dataVolumeCase),
+    );
+    await t.test("a VM's blank DataVolume keeps its marker across a stop and a start; a clone holds it; all gone with the VM", (t) =>
+      vmOnDataVolume(t, dataVolumeCase),
     );
 
     await t.test(
