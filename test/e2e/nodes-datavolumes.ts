@@ -273,9 +273,19 @@ export async function vmOnDataVolume(t: Test, o: Options): Promise<void> {
       },
     );
   }
-  const left = await node.exec(['sh', '-c', `grep -c ${stateDir}/p /proc/self/mountinfo || true; ls ${stateDir}/pods 2>/dev/null | wc -l`]);
+  // Unpublished and unstaged when the VMI went: no mount below the node's state, no CSI record left.
+  const leftovers = async () =>
+    (
+      await node.exec([
+        'sh',
+        '-c',
+        `grep -c ${stateDir}/p /proc/self/mountinfo; find ${stateDir}/pods ${stateDir}/plugins/kubernetes.io/csi -name vol_data.json 2>/dev/null | wc -l`,
+      ])
+    ).stdout
+      .trim()
+      .split('\n');
   t.same(
-    left.stdout.trim().split('\n'),
+    await poll('nothing of the volumes left on the node', leftovers, (l) => l.join() === '0,0', { deadlineMs: 60_000 }).catch(leftovers),
     ['0', '0'],
     'the VM deleted: its DataVolume, claims and volumes are gone, nothing published or staged on the node',
   );

@@ -65,7 +65,7 @@ export class DataVolumeController extends QueuedController {
 
   /** The claim's class binds WaitForFirstConsumer (the default class when it names none yet). */
   private async waitsForFirstConsumer(claim: V1PersistentVolumeClaim | undefined): Promise<boolean> {
-    if (!claim || claim.status?.phase !== 'Pending') return false;
+    if (!claim || (claim.status?.phase && claim.status.phase !== 'Pending')) return false;
     const name = claim.spec?.storageClassName;
     if (name) {
       const sc = await this.o.clients.storage.readStorageClass({ name }).catch((err: unknown) => {

@@ -40,6 +40,13 @@ const cases: Array<{
     want: { phase: 'WaitForFirstConsumer', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
   },
   {
+    name: 'a claim just created, with no phase yet, is Pending',
+    dv: dv({ blank: {} }),
+    claim: { metadata: { name: 'disk', namespace: 'ns' } },
+    wffc: true,
+    want: { phase: 'WaitForFirstConsumer', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
+  },
+  {
     name: 'a claim Pending with its node chosen (being provisioned): Pending',
     dv: dv({ blank: {} }),
     claim: claim('Pending', { 'volume.kubernetes.io/selected-node': 'n1' }),

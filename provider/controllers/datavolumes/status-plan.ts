@@ -68,7 +68,9 @@ export const PHASE_ROWS: ReadonlyArray<{ phase: DataVolumePhase; when: (f: Facts
 function factsOf(input: StatusInput): Facts {
   const claim = input.claim;
   const importPhase = claim?.metadata?.annotations?.[IMPORT_PHASE_ANNOTATION] as ImportPhase | undefined;
-  return { kind: sourceKind(input.dv), ...(claim ? { claim } : {}), claimPhase: claim?.status?.phase ?? '', importPhase, input };
+  // A claim just created may come back without a phase yet: Kubernetes' default is Pending.
+  const claimPhase = claim ? claim.status?.phase || 'Pending' : '';
+  return { kind: sourceKind(input.dv), ...(claim ? { claim } : {}), claimPhase, importPhase, input };
 }
 
 function progressOf(f: Facts, phase: DataVolumePhase): string {
