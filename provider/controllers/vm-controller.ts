@@ -176,6 +176,7 @@ export class VmController extends QueuedController {
     }
     // Before the first VMI, and kept: a VM's DataVolumes outlive its VMIs (not while the VM is being deleted).
     let dataVolumes: DataVolumesState | undefined;
+    let heldBack = false;
     const templates = vm.spec.dataVolumeTemplates ?? [];
     if (templates.length && !vm.metadata.deletionTimestamp) {
       try {
@@ -192,6 +193,7 @@ export class VmController extends QueuedController {
       if (action === 'create' && dataVolumes && dataVolumes.state !== 'ready') {
         log.debug({ dataVolumes }, 'the VMI waits for its DataVolumes');
         action = 'keep';
+        heldBack = true;
       }
     }
     if (action === 'create') {
@@ -270,7 +272,8 @@ export class VmController extends QueuedController {
       }
     }
     if (failure) throw failure;
-    if (dataVolumes?.state === 'provisioning') this.enqueueAfter(key, DATAVOLUME_RECHECK_MS);
+    // The VMI waits on DataVolumes this controller does not watch: look again soon.
+    if (heldBack && dataVolumes?.state === 'provisioning') this.enqueueAfter(key, DATAVOLUME_RECHECK_MS);
     // Waiting out a crash-loop back-off: nothing else will wake the key.
     if (action === 'keep' && !vmi) {
       const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);
