@@ -625,7 +625,12 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
     );
   t.same(
     ok(withDataVolume({ pvcs: { 'fedora-root': csiClaim(false) } })).spec.disks.at(-1),
-    { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'host', path: published, fromPersistentVolume: true, createSizeMiB: 48 } },
+    {
+      name: 'root',
+      device: 'disk',
+      bus: 'virtio',
+      source: { kind: 'host', path: published, fromPersistentVolume: true, createSizeMiB: 48 },
+    },
     "a dataVolume volume is its DataVolume's claim, of the same name (KubeVirt's semantics)",
   );
   t.same(
