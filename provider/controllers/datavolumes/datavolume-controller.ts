@@ -109,13 +109,6 @@ export class DataVolumeController extends QueuedController {
         throw err;
       }
     }
-    if (foreignClaim)
-      this.o.events.recordFor(
-        ref,
-        'Warning',
-        'ErrResourceExists',
-        `Resource "${dv.metadata.name}" already exists and is not managed by DataVolume`,
-      );
 
     const { status, events } = nextDataVolumeStatus({
       dv,

@@ -167,8 +167,9 @@ export function nextDataVolumeStatus(input: StatusInput): { status: DataVolumeSt
   const events: DataVolumeEvent[] = [];
   const boundChanged =
     !beforeBound || beforeBound.status !== bound.status || beforeBound.reason !== bound.reason || beforeBound.message !== bound.message;
+  // A claim of the name that is not the DataVolume's is CDI's Warning; a refusal has its own (phaseEvent).
   if (boundChanged && bound.reason && bound.message && input.plan.kind !== 'refused')
-    events.push({ type: 'Normal', reason: bound.reason, message: bound.message });
+    events.push({ type: input.foreignClaim ? 'Warning' : 'Normal', reason: bound.reason, message: bound.message });
   if (phase !== current.phase) {
     const event = phaseEvent(f, phase);
     if (event) events.push(event);
