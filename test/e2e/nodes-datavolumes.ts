@@ -136,7 +136,11 @@ export async function dataVolumeBoundaries(t: Test, o: Options): Promise<void> {
     { status: 'False', message: 'spec.source.pvc.namespace: clone from another namespace is not supported' },
     'a clone from another namespace is refused, naming the field; no claim is made',
   );
-  t.equal((await apiOutcome(() => tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace }))).code, 404);
+  t.equal(
+    (await apiOutcome(() => tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace }))).code,
+    404,
+    'the refused DataVolume has no claim',
+  );
 
   for (const name of ['dv-wait', 'dv-elsewhere']) await tenant.custom.deleteNamespacedCustomObject({ ...DV, namespace, name });
   await waitForGone(persistentVolumeClaims(tenant, namespace, { name: 'dv-wait' }), { deadlineMs: DEADLINE_MS });
@@ -197,9 +201,9 @@ export async function vmOnDataVolume(t: Test, o: Options): Promise<void> {
     },
     "the VM's DataVolume is the VM's, Succeeded at 100.0% once its claim is bound under the running VM",
   );
-  const reasons = (await tenant.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${dvName}` })).items.map(
-    (e) => e.reason,
-  );
+  const reasons = (
+    await tenant.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.kind=DataVolume,involvedObject.name=${dvName}` })
+  ).items.map((e) => e.reason);
   t.ok(
     ['Pending', 'Bound', 'ImportSucceeded'].every((r) => reasons.includes(r)),
     `CDI's events on the DataVolume: ${reasons.join(', ')}`,
