@@ -32,6 +32,7 @@ import {
   type InstancetypeKind,
 } from './subset/instancetype.js';
 import { vmiSpec } from './subset/vmi.js';
+import { CDI_GROUP, CDI_VERSION, DATAVOLUME_PLURAL, dataVolumeSpec, dataVolumeStatus } from './subset/datavolume.js';
 
 // A minimal CRD type with the wire names, so the object serialises as is.
 export interface CustomResourceDefinition {
@@ -263,6 +264,46 @@ export function instancetypeCrds(): CustomResourceDefinition[] {
   });
 }
 
+/**
+ * CDI's DataVolume (cdi.kubevirt.io/v1beta1), names and columns as CDI's
+ * operator defines them; installed only where CDI is not (provider/cli/up.ts).
+ */
+export function dataVolumeCrd(): CustomResourceDefinition {
+  return crd({
+    group: CDI_GROUP,
+    version: CDI_VERSION,
+    kind: 'DataVolume',
+    plural: DATAVOLUME_PLURAL,
+    shortNames: ['dv', 'dvs'],
+    columns: [
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'The phase the data volume is in' },
+      {
+        name: 'Progress',
+        type: 'string',
+        jsonPath: '.status.progress',
+        description: 'Transfer progress in percentage if known, N/A otherwise',
+      },
+      {
+        name: 'Restarts',
+        type: 'integer',
+        jsonPath: '.status.restartCount',
+        description: 'The number of times the transfer has been restarted.',
+      },
+      AGE,
+    ],
+    schema: topLevel(
+      dataVolumeSpec,
+      dataVolumeStatus,
+      'DataVolume (cdi.kubevirt.io/v1beta1) is a PersistentVolumeClaim and where its first bytes come from.',
+    ),
+  });
+}
+
+/** The CRDs of another project's API vkvm serves only where that project is not installed. */
+export function optionalCrds(): CustomResourceDefinition[] {
+  return [dataVolumeCrd()];
+}
+
 /** Every CRD vkvm installs, in the order it applies them. */
 export function allCrds(): CustomResourceDefinition[] {
   return [
@@ -273,5 +314,6 @@ export function allCrds(): CustomResourceDefinition[] {
     virtualMachineInstanceReplicaSetCrd(),
     virtualMachinePoolCrd(),
     ...instancetypeCrds(),
+    ...optionalCrds(),
   ];
 }

@@ -18,16 +18,21 @@ t.test('the checked-in CRD manifests are what the generator writes (run `npm run
   t.same(Object.fromEntries(actual), Object.fromEntries(expected), 'checked-in files match the generator output');
 });
 
-t.test('deploy/crds.yaml holds every CRD vkvm up installs from crds/, behind the generated header', async (t) => {
-  const files = renderCrdFiles();
-  const deploy = files.get('deploy/crds.yaml')!;
-  const fromCrdsDir = [...files].filter(([p]) => p.startsWith('crds/')).map(([, c]) => parseAllDocuments(c)[0]!.toJS());
-  t.ok(deploy.startsWith(HEADER), 'header first');
-  t.same(
-    parseAllDocuments(deploy).map((d) => d.toJS()),
-    fromCrdsDir,
-  );
-});
+t.test(
+  'deploy/crds.yaml and deploy/cdi-crds.yaml together hold every CRD vkvm up installs from crds/, behind the generated header',
+  async (t) => {
+    const files = renderCrdFiles();
+    const docs = (path: string) => parseAllDocuments(files.get(path)!).map((d) => d.toJS());
+    const fromCrdsDir = [...files].filter(([p]) => p.startsWith('crds/')).map(([, c]) => parseAllDocuments(c)[0]!.toJS());
+    t.ok(files.get('deploy/crds.yaml')!.startsWith(HEADER) && files.get('deploy/cdi-crds.yaml')!.startsWith(HEADER), 'header first');
+    t.same([...docs('deploy/crds.yaml'), ...docs('deploy/cdi-crds.yaml')], fromCrdsDir);
+    t.same(
+      docs('deploy/cdi-crds.yaml').map((c) => c.metadata.name),
+      ['datavolumes.cdi.kubevirt.io'],
+      "CDI's DataVolume is in a bundle of its own, applied only where CDI is not installed",
+    );
+  },
+);
 
 t.test(
   'vkvm up sends the CRDs as written: client-node serialises what readManifests returns without losing x-kubernetes-* fields',

@@ -3,7 +3,8 @@
 // reports the others it finds in a VM's spec.
 import { PRESERVED, memoryGiven, memoryRequired } from './common.js';
 import { RUN_STRATEGIES } from './constants.js';
-import { boolean, enumOf, object, required, stringMap } from './field.js';
+import { boolean, enumOf, list, notInCrd, object, opaque, required, string, stringMap, type TypeOf } from './field.js';
+import type { dataVolumeSpec } from './datavolume.js';
 import { matcher } from './instancetype.js';
 import { vmiSpecField } from './vmi.js';
 
@@ -39,6 +40,18 @@ export const vmSpec = object(
     // Typed so that the memory rule below can see it: KubeVirt takes the memory from it.
     instancetype: matcher('instancetype'),
     preference: matcher('preference'),
+    /**
+     * DataVolumes the VM creates (named, in its namespace, owned by it) before its first VMI. Kept preserved in
+     * the CRD: the DataVolume CRD checks each when the VM controller creates it, naming the field.
+     */
+    dataVolumeTemplates: notInCrd(
+      list(
+        object({
+          metadata: required(object({ name: required(string()), labels: stringMap(), annotations: stringMap() })),
+          spec: required(opaque<TypeOf<typeof dataVolumeSpec>>()),
+        }),
+      ),
+    ),
     template: required(
       object(
         {

@@ -1,7 +1,7 @@
 // spec.volumes of a VMI: where each disk's bytes come from (the disk of the
 // same name, devices.ts, says how the guest sees them).
 import { PRESERVED, name } from './common.js';
-import { boolean, enumOf, object, open, quantity, required, string } from './field.js';
+import { boolean, enumOf, object, open, quantity, required, string, unsupported } from './field.js';
 
 const localObjectReference = object({ name: required(string()) });
 
@@ -37,6 +37,8 @@ export const volume = object(
     cloudInitNoCloud,
     emptyDisk: object({ capacity: required(quantity()) }, { preserveUnknown: true }),
     persistentVolumeClaim: object({ claimName: required(string()), readOnly: boolean() }, { preserveUnknown: true }),
+    /** A DataVolume (cdi.kubevirt.io) of the VMI's namespace: its claim, of the same name, as KubeVirt uses it. */
+    dataVolume: object({ name: required(string()), hotpluggable: unsupported(boolean()) }, { preserveUnknown: true }),
     hostDisk: object(
       {
         /** The disk image file on the node. */

@@ -43,6 +43,7 @@ import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
 import { prepareStorage } from './up-storage.js';
 import { startSnapshotController, type RunningSnapshotController } from '../cluster-services/snapshot-controller.js';
+import { DATAVOLUME_CRD_NAME } from '../kubevirt/datavolume-types.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
 
@@ -75,6 +76,21 @@ ${AGENT_HELP}
 ${approverHelp("the networks of this host's interfaces but the pod bridge")}`;
 
 const PART_OF = 'app.kubernetes.io/part-of';
+/** CRDs vkvm installs only where their own project has not (crds/kubevirt.ts optionalCrds). */
+const OPTIONAL_CRD_NAMES: ReadonlySet<string> = new Set([DATAVOLUME_CRD_NAME]);
+
+/** Who installed the CRD of `crd`'s name: absent, vkvm, or someone else (with their part-of label). */
+async function crdOwner(clients: KubeClients, crd: KubernetesObject): Promise<'absent' | 'vkvm' | { foreign: string | undefined }> {
+  const existing = await clients.objects
+    .read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } })
+    .catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+  if (!existing) return 'absent';
+  const owner = existing.metadata?.labels?.[PART_OF];
+  return owner === 'vkvm' ? 'vkvm' : { foreign: owner };
+}
 
 /**
  * Refuses to replace kubevirt.io CRDs someone else installed: in a cluster
@@ -83,20 +99,26 @@ const PART_OF = 'app.kubernetes.io/part-of';
  */
 async function refuseForeignCrds(clients: KubeClients, crds: KubernetesObject[]): Promise<void> {
   for (const crd of crds) {
-    const existing = await clients.objects
-      .read({ apiVersion: crd.apiVersion!, kind: crd.kind!, metadata: { name: crd.metadata!.name! } })
-      .catch((err: unknown) => {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      });
-    const owner = existing?.metadata?.labels?.[PART_OF];
-    if (existing && owner !== 'vkvm') {
+    const owner = await crdOwner(clients, crd);
+    if (typeof owner === 'object') {
       throw new Error(
-        `customresourcedefinitions/${crd.metadata!.name} exists and is not vkvm's (${PART_OF}: ${owner ?? 'unset'}); ` +
+        `customresourcedefinitions/${crd.metadata!.name} exists and is not vkvm's (${PART_OF}: ${owner.foreign ?? 'unset'}); ` +
           'vkvm would replace its schema. Use vkvm in a cluster without KubeVirt, or delete that CRD first',
       );
     }
   }
+}
+
+/**
+ * The CRDs of another project's API vkvm serves (CDI's DataVolume) that this
+ * cluster should get: those the project has not installed itself. Where it
+ * has, its own controllers serve the API, and vkvm's DataVolume controller
+ * stays idle (provider/controllers/datavolumes/served.ts reads the same label).
+ */
+async function optionalCrdsToInstall(clients: KubeClients, crds: KubernetesObject[]): Promise<KubernetesObject[]> {
+  const wanted = [];
+  for (const crd of crds) if (typeof (await crdOwner(clients, crd)) !== 'object') wanted.push(crd);
+  return wanted;
 }
 
 /** Every manifest vkvm needs in a cluster: its CRDs, then its RBAC and admission policies. */
@@ -106,9 +128,15 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
   const crds = [];
   for (const f of crdFiles) crds.push(...(await readManifests(join(root, 'crds', f))));
   const clients = makeClients(loadKubeConfig(kubeconfigPath));
-  await refuseForeignCrds(clients, crds);
+  const isOptional = (crd: KubernetesObject) => OPTIONAL_CRD_NAMES.has(crd.metadata!.name!);
+  await refuseForeignCrds(
+    clients,
+    crds.filter((c) => !isOptional(c)),
+  );
+  const optional = await optionalCrdsToInstall(clients, crds.filter(isOptional));
   await applyManifests(clients, [
-    ...crds,
+    ...crds.filter((c) => !isOptional(c)),
+    ...optional,
     ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'kubevirt-admission.yaml'))),

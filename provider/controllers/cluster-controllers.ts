@@ -32,6 +32,8 @@ import { createReplicaControllers, type ReplicaControllers } from './replicas/re
 import { VmController } from './vm-controller.js';
 import { Instancetypes, kubeInstancetypeStore } from './instancetypes.js';
 import { VmiController } from './vmi-controller.js';
+import { createDataVolumeController, type DataVolumes } from './datavolumes/datavolumes.js';
+import { VmDataVolumes } from './vm-datavolumes.js';
 
 export interface ControllersOptions {
   /** Lease holder identity; default <hostname>_<pid>. */
@@ -79,11 +81,13 @@ class ControllerTerm {
   private readonly csrApprover: ServingCsrApprover;
   /** VirtualMachineInstanceReplicaSets and VirtualMachinePools, over the VM and VMI caches. */
   private readonly replicas: ReplicaControllers;
+  /** DataVolumes, where vkvm serves them (CDI not installed). */
+  private readonly dataVolumes: DataVolumes;
   private stopped = false;
 
   constructor(
     clients: KubeClients,
-    log: Logger,
+    private readonly log: Logger,
     workers: number | undefined,
     servingCsr: ServingCsrPolicy,
     migration: MigrationDefaults,
@@ -137,6 +141,7 @@ class ControllerTerm {
       vmis: this.vmis,
       events: events('virtualmachine-controller'),
       instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
+      dataVolumes: new VmDataVolumes(clients.custom),
       log: log.child({ component: 'vm-controller' }),
       ...w,
     });
@@ -174,6 +179,8 @@ class ControllerTerm {
       log: log.child({ component: 'evacuation-controller' }),
     });
     this.replicas = createReplicaControllers({ clients, kubevirt, vms: this.vms, vmis: this.vmis, events, log, ...w });
+    // CDI's event source, as its controller records them.
+    this.dataVolumes = createDataVolumeController({ clients, events: events('datavolume-controller'), log, ...w });
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
@@ -194,6 +201,14 @@ class ControllerTerm {
   async start(): Promise<void> {
     // The approver has its own cache and queue: nodes' certificates need not wait for the VM caches.
     void this.csrApprover.start();
+    // Apart too: its own caches, and nothing to do where CDI serves DataVolumes.
+    void this.retryWhileLeading(async () => {
+      const serving = await this.dataVolumes.start();
+      this.log.info(
+        { serving },
+        serving ? 'DataVolume controller started' : "DataVolumes are not vkvm's here (CDI, or no CRD): controller idle",
+      );
+    }, this.log);
     const shared = Promise.all([this.vms.start(), this.vmis.start()]);
     // Apart, so that a cluster without the replica CRDs still runs its VMs.
     void Promise.all([shared, this.replicas.sync()]).then(() => {
@@ -214,6 +229,7 @@ class ControllerTerm {
     this.migrationController.stop();
     this.evacuationController.stop();
     await this.replicas.stop();
+    await this.dataVolumes.stop();
     await Promise.all([this.vms.stop(), this.vmis.stop(), this.vmims.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }

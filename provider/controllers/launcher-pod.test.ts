@@ -143,6 +143,7 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
         { name: 'ci', cloudInitNoCloud: { secretRef: { name: 'user' }, networkDataSecretRef: { name: 'net' } } },
         { name: 'inline', cloudInitNoCloud: { userData: '#cloud-config' } },
         { name: 'data', persistentVolumeClaim: { claimName: 'pvc-1', readOnly: true } },
+        { name: 'dv', dataVolume: { name: 'dv-1' } },
       ],
     }),
     'kvm',
@@ -151,6 +152,7 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
     { name: 'ci-userdata', secret: { secretName: 'user' } },
     { name: 'ci-networkdata', secret: { secretName: 'net' } },
     { name: 'data', persistentVolumeClaim: { claimName: 'pvc-1', readOnly: true } },
+    { name: 'dv', persistentVolumeClaim: { claimName: 'dv-1' } },
   ]);
 });
 

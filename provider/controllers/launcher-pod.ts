@@ -4,6 +4,7 @@
 // node that runs VMs, and is owned by the VMI so the garbage collector
 // removes it with the VMI. vkvm's node agent realizes the VM from the VMI,
 // so the container's image is informational. Pure.
+import { volumeClaimName } from '../kubevirt/volume-claim.js';
 import { createHash } from 'node:crypto';
 import type { V1LocalObjectReference, V1Node, V1Pod, V1Toleration, V1Volume } from '@kubernetes/client-node';
 import { memoryLimitMiB } from '../../launcher/agent-api.js';
@@ -116,9 +117,9 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
         ...(ci.networkDataSecretRef?.name ? [{ name: `${v.name}-networkdata`, secret: { secretName: ci.networkDataSecretRef.name } }] : []),
       ];
     }
-    const pvc = v.persistentVolumeClaim;
-    if (pvc?.claimName)
-      return [{ name: v.name, persistentVolumeClaim: { claimName: pvc.claimName, ...(pvc.readOnly ? { readOnly: true } : {}) } }];
+    const claimName = volumeClaimName(v);
+    if (claimName)
+      return [{ name: v.name, persistentVolumeClaim: { claimName, ...(v.persistentVolumeClaim?.readOnly ? { readOnly: true } : {}) } }];
     return [];
   });
 }

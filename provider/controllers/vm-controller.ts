@@ -21,6 +21,10 @@ import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VmiAction } from './vm-status.js';
 import { nameAnnotations } from '../kubevirt/instancetype/expand.js';
 import { InstancetypeRefusal, type Instancetypes, type InstancetypeSync } from './instancetypes.js';
+import { dataVolumesState, type DataVolumesState, type VmDataVolumes } from './vm-datavolumes.js';
+
+/** How often a VM whose VMI waits for its DataVolumes looks at them again (it does not watch them). */
+const DATAVOLUME_RECHECK_MS = 2_000;
 
 /** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
 const CREATE_EXPECTATION_MS = 60_000;
@@ -32,6 +36,8 @@ export interface VmControllerOptions {
   events: EventRecorder;
   /** Expands the instancetypes and preferences VMs name. */
   instancetypes: Instancetypes;
+  /** Makes and reads the DataVolumes of VMs' dataVolumeTemplates. */
+  dataVolumes: VmDataVolumes;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -168,6 +174,28 @@ export class VmController extends QueuedController {
         `vkvm does not realize these VM fields; the VM runs without them: ${unsupported.join(', ')}`,
       );
     }
+    // Before the first VMI, and kept: a VM's DataVolumes outlive its VMIs (not while the VM is being deleted).
+    let dataVolumes: DataVolumesState | undefined;
+    let heldBack = false;
+    const templates = vm.spec.dataVolumeTemplates ?? [];
+    if (templates.length && !vm.metadata.deletionTimestamp) {
+      try {
+        dataVolumes = dataVolumesState(
+          await this.o.dataVolumes.ensure(vm),
+          templates.map((x) => x.metadata.name),
+        );
+      } catch (err) {
+        failure = err;
+        outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the DataVolumes: ${message(err)}` };
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating DataVolume: ${message(err)}`);
+        if (action === 'create') action = 'keep';
+      }
+      if (action === 'create' && dataVolumes && dataVolumes.state !== 'ready') {
+        log.debug({ dataVolumes }, 'the VMI waits for its DataVolumes');
+        action = 'keep';
+        heldBack = true;
+      }
+    }
     if (action === 'create') {
       try {
         const created = await this.o.kubevirt.createVmi(vmiFromTemplate(vm, expansion.template));
@@ -219,6 +247,7 @@ export class VmController extends QueuedController {
       createPending: createPending || (action === 'create' && outcome.ok),
       now,
       jitter,
+      ...(dataVolumes && dataVolumes.state !== 'ready' ? { dataVolumes: dataVolumes.state } : {}),
     });
     if (expansion.refs) {
       next.instancetypeRef = expansion.refs.instancetypeRef;
@@ -243,6 +272,8 @@ export class VmController extends QueuedController {
       }
     }
     if (failure) throw failure;
+    // The VMI waits on DataVolumes this controller does not watch: look again soon.
+    if (heldBack && dataVolumes?.state === 'provisioning') this.enqueueAfter(key, DATAVOLUME_RECHECK_MS);
     // Waiting out a crash-loop back-off: nothing else will wake the key.
     if (action === 'keep' && !vmi) {
       const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);

@@ -184,6 +184,8 @@ export interface VmStatusInput {
   stopExpected?: boolean;
   /** A PVC the template's volumes name is not bound yet. */
   unboundClaims?: boolean;
+  /** The VM's DataVolumes (dataVolumeTemplates) are not ready for a VMI yet, or one failed. */
+  dataVolumes?: 'provisioning' | 'failed';
 }
 
 /** The input with its defaults applied: what each row reads. */
@@ -194,6 +196,7 @@ export interface VmStatusFacts {
   startExpected: boolean;
   stopExpected: boolean;
   unboundClaims: boolean;
+  dataVolumes?: 'provisioning' | 'failed';
 }
 
 function vmiCondition(vmi: VirtualMachineInstance | undefined, type: string, status: string, reason?: string): boolean {
@@ -207,11 +210,8 @@ const phase = (f: VmStatusFacts) => f.vmi?.status?.phase ?? '';
 /**
  * KubeVirt's setPrintableStatus table, in its order; the first row that holds
  * wins and Unknown is the fallback. Left out, because vkvm has nothing that
- * could make them true:
+ * could make it true:
  *   Migrating                (after Stopping)   vkvm does not live-migrate
- *   DataVolumeError          (after ErrorPvcNotFound),
- *   Provisioning             (after ErrorUnschedulable)
- *                            no CDI: dataVolume volumes are unsupported
  * The image pull rows read the VMI's Synchronized condition, as KubeVirt's
  * do, so the VMI controller sets reason ErrImagePull / ImagePullBackOff
  * (or FailedPvcNotFound) there when it cannot fetch an image (or find a claim).
@@ -222,7 +222,9 @@ export const PRINTABLE_STATUS_ROWS: ReadonlyArray<{ status: PrintableStatus; whe
   { status: 'Paused', when: (f) => phase(f) === 'Running' && paused(f) },
   { status: 'Running', when: (f) => phase(f) === 'Running' && !paused(f) },
   { status: 'ErrorPvcNotFound', when: (f) => vmiCondition(f.vmi, 'Synchronized', 'False', 'FailedPvcNotFound') },
+  { status: 'DataVolumeError', when: (f) => !f.vmi && f.dataVolumes === 'failed' },
   { status: 'ErrorUnschedulable', when: (f) => vmiCondition(f.vmi, 'PodScheduled', 'False', 'Unschedulable') },
+  { status: 'Provisioning', when: (f) => !f.vmi && f.dataVolumes === 'provisioning' && isSetToStart(f.vm, f.vmi) },
   { status: 'WaitingForVolumeBinding', when: (f) => f.unboundClaims && isSetToStart(f.vm, f.vmi) },
   { status: 'ErrImagePull', when: (f) => vmiCondition(f.vmi, 'Synchronized', 'False', 'ErrImagePull') },
   { status: 'ImagePullBackOff', when: (f) => vmiCondition(f.vmi, 'Synchronized', 'False', 'ImagePullBackOff') },
@@ -249,6 +251,7 @@ export function vmStatusFacts(i: VmStatusInput): VmStatusFacts {
     startExpected: i.startExpected ?? (!i.vmi && desired === 'create'),
     stopExpected: i.stopExpected ?? desired === 'delete',
     unboundClaims: i.unboundClaims ?? false,
+    ...(i.dataVolumes ? { dataVolumes: i.dataVolumes } : {}),
   };
   const strategy = runStrategyOf(i.vm);
   if (i.vmi) facts.vmi = i.vmi;

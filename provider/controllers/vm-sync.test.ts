@@ -196,11 +196,11 @@ t.test('a condition keeps its transition time while its status holds', async (t)
 });
 
 t.test('VM fields vkvm keeps but does not realize are reported by an UnsupportedFields condition', async (t) => {
-  const withInstancetype = vm({ runStrategy: 'Always', ...({ instancetype: { name: 'u1.small' }, dataVolumeTemplates: [] } as object) });
+  const withInstancetype = vm({ runStrategy: 'Always', ...({ instancetype: { name: 'u1.small' }, liveUpdateFeatures: {} } as object) });
   const s = nextVmStatus({ vm: withInstancetype, action: 'keep', outcome: { ok: true }, now, jitter: 0 });
   t.match(
     s.conditions?.find((c) => c.type === 'UnsupportedFields'),
-    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.dataVolumeTemplates' },
+    { status: 'True', reason: 'Ignored', message: 'vkvm does not realize: spec.liveUpdateFeatures' },
     'each unsupported VM field is named by its path; spec.instancetype is realized (expanded into the VMI), not reported',
   );
   const plain = nextVmStatus({ vm: { ...vm(), status: s }, action: 'keep', outcome: { ok: true }, now, jitter: 0 });

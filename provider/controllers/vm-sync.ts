@@ -166,6 +166,8 @@ export interface VmSyncInput {
   now: Date;
   /** In [0, 1): the back-off's random part. */
   jitter: number;
+  /** The VM's DataVolumes hold its VMI back: still provisioning, or one failed. */
+  dataVolumes?: 'provisioning' | 'failed';
 }
 
 /**
@@ -232,6 +234,7 @@ export function nextVmStatus(i: VmSyncInput): VirtualMachineStatus {
     now,
     startExpected: !vmi && ((action === 'create' && outcome.ok) || Boolean(i.createPending)),
     stopExpected: action === 'delete' && outcome.ok,
+    ...(i.dataVolumes ? { dataVolumes: i.dataVolumes } : {}),
   });
   return {
     ...(vm.status ?? {}),

@@ -27,6 +27,11 @@ t.test("LiveMigratable with KubeVirt's reasons; the method follows the local dis
       { migratable: false, reason: 'DisksNotLiveMigratable', message: /PVC data is not shared/ },
     ],
     [
+      "a DataVolume (its claim's name)",
+      liveMigratability(vmi({ volumes: [{ name: 'd', dataVolume: { name: 'root-dv' } }] }), 'tcg'),
+      { migratable: false, reason: 'DisksNotLiveMigratable', message: /PVC root-dv is not shared/ },
+    ],
+    [
       'host-passthrough',
       liveMigratability(vmi({ domain: { cpu: { model: 'host-passthrough' }, memory: { guest: '1Gi' } } }), 'kvm'),
       { migratable: false, reason: 'CPUModeLiveMigratable' },

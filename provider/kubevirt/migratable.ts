@@ -7,6 +7,7 @@
 // condition. First refusal wins. Pure.
 import type { Accelerator } from '../../vmm/probe/virtualization.js';
 import type { MigrationMethod, VirtualMachineInstance } from './types.js';
+import { volumeClaimName } from './volume-claim.js';
 
 export type MigratableReason = 'DisksNotLiveMigratable' | 'CPUModeLiveMigratable';
 
@@ -17,8 +18,9 @@ function diskRefusal(vmi: VirtualMachineInstance): string | undefined {
   for (const v of vmi.spec.volumes ?? []) {
     // vkvm serves claims from local, hostPath and CSI PersistentVolumes, none of them handed from node to node
     // during a migration (a CSI volume is staged and published on one node; KubeVirt needs ReadWriteMany).
-    if (v.persistentVolumeClaim)
-      return `cannot migrate VMI: PVC ${v.persistentVolumeClaim.claimName} is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)`;
+    const claim = volumeClaimName(v);
+    if (claim)
+      return `cannot migrate VMI: PVC ${claim} is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)`;
     if (v.hostDisk && (v.hostDisk as { shared?: boolean }).shared !== true) return 'cannot migrate VMI with non-shared HostDisk';
   }
   return undefined;

@@ -14,6 +14,9 @@
 //                            for the pod): <path>/disk.img (Filesystem; created
 //                            at the claim's capacity when missing, as KubeVirt's
 //                            host-disk does) or the block device (Block)
+//   dataVolume             → the DataVolume's claim, of the same name, as a
+//                            persistentVolumeClaim (what the DataVolume imported
+//                            is in it: provider/controllers/datavolumes/)
 //
 // Every other volume kind KubeVirt has is refused, naming the volume's field
 // (NOT_PROVIDED): a guest that boots without a disk it was given may format a
@@ -53,7 +56,6 @@ type VolumeKind = (typeof VOLUME_KINDS)[number];
 
 /** Why vkvm cannot provide each volume kind it does not handle (volumeSource), and what to use instead. */
 const NOT_PROVIDED: Partial<Record<VolumeKind, string>> = {
-  dataVolume: 'vkvm serves no DataVolumes (CDI): use a persistentVolumeClaim, a containerDisk or a hostDisk',
   ephemeral: 'vkvm has no ephemeral (copy-on-write) claims: use a containerDisk, or the persistentVolumeClaim itself',
   cloudInitConfigDrive: 'vkvm writes NoCloud seeds only: use cloudInitNoCloud',
   sysprep: 'vkvm has no sysprep volumes',
@@ -149,13 +151,12 @@ function hostDisk(d: Draft, volume: Volume, at: string): Resolved {
   return { source: { kind: 'host', path: host.path, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) }, field: `${at}.path` };
 }
 
-function persistentVolumeClaim(d: Draft, volume: Volume, at: string): Resolved {
-  const claim = volume.persistentVolumeClaim!;
+/** A claim as a disk: `claim` is a persistentVolumeClaim volume's, or a dataVolume's (its name, not read-only). */
+function persistentVolumeClaim(d: Draft, claim: { claimName: string; readOnly?: boolean }, field: string): Resolved {
   if (!claim.claimName) {
-    d.report(`${at}.claimName`, 'FieldValueRequired', 'a claim name is required');
+    d.report(field, 'FieldValueRequired', 'a claim name is required');
     return null;
   }
-  const field = `${at}.claimName`;
   const bound = d.ctx.pvcs[claim.claimName];
   if (!bound) {
     d.report(field, 'FieldValueNotFound', `claim "${claim.claimName}" is not bound to a volume this node serves`);
@@ -196,7 +197,8 @@ function volumeSource(d: Draft, input: StorageInput, volume: Volume, at: string,
     return { source, field: `${at}.cloudInitNoCloud` };
   }
   if (volume.hostDisk) return hostDisk(d, volume, `${at}.hostDisk`);
-  if (volume.persistentVolumeClaim) return persistentVolumeClaim(d, volume, `${at}.persistentVolumeClaim`);
+  if (volume.persistentVolumeClaim) return persistentVolumeClaim(d, volume.persistentVolumeClaim, `${at}.persistentVolumeClaim.claimName`);
+  if (volume.dataVolume) return persistentVolumeClaim(d, { claimName: volume.dataVolume.name }, `${at}.dataVolume.name`);
   // A kind handled by none of the above (a volume with several kinds is also reported by translateStorage).
   const kind = VOLUME_KINDS.find((k) => hasField(volume, k));
   if (kind) d.report(`${at}.${kind}`, 'FieldValueNotSupported', NOT_PROVIDED[kind] ?? `vkvm cannot provide a ${kind} volume`);

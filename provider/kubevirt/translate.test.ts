@@ -497,7 +497,6 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
 
 t.test('a volume vkvm cannot provide is refused, naming its field; its disk is never dropped', async (t) => {
   const kinds: Array<[string, Record<string, unknown>]> = [
-    ['dataVolume', { name: 'fedora-root' }],
     ['ephemeral', { persistentVolumeClaim: { claimName: 'golden' } }],
     ['cloudInitConfigDrive', { userData: '#cloud-config\n' }],
     ['sysprep', { configMap: { name: 'unattend' } }],
@@ -522,18 +521,18 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
   t.same(
     refusals,
     kinds.map(([kind]) => [[`spec.volumes[3].${kind}`, 'FieldValueNotSupported']]),
-    'each kind KubeVirt has beyond containerDisk, emptyDisk, cloudInitNoCloud, hostDisk and persistentVolumeClaim',
+    'each kind KubeVirt has beyond containerDisk, emptyDisk, cloudInitNoCloud, hostDisk, persistentVolumeClaim and dataVolume',
   );
-  const dataVolume = translateVmi(
+  const ephemeral = translateVmi(
     smokeWith((v) => {
       v.spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } });
-      v.spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never);
+      v.spec.volumes!.push({ name: 'root', ephemeral: { persistentVolumeClaim: { claimName: 'golden' } } } as never);
     }),
     ctx(),
   );
   t.match(
-    dataVolume,
-    { causes: [{ message: /no DataVolumes \(CDI\): use a persistentVolumeClaim, a containerDisk or a hostDisk/ }] },
+    ephemeral,
+    { causes: [{ message: /use a containerDisk, or the persistentVolumeClaim itself/ }] },
     'the message says what to use instead',
   );
 
@@ -614,6 +613,30 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
       },
     ],
     "a claim on a CSI PV: disk.img where the node publishes it, at the claim's capacity; a read-only PV makes a read-only disk",
+  );
+
+  const withDataVolume = (pvcs: Parameters<typeof ctx>[0]) =>
+    translateVmi(
+      smokeWith((v) => {
+        v.spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } });
+        v.spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } });
+      }),
+      ctx(pvcs),
+    );
+  t.same(
+    ok(withDataVolume({ pvcs: { 'fedora-root': csiClaim(false) } })).spec.disks.at(-1),
+    {
+      name: 'root',
+      device: 'disk',
+      bus: 'virtio',
+      source: { kind: 'host', path: published, fromPersistentVolume: true, createSizeMiB: 48 },
+    },
+    "a dataVolume volume is its DataVolume's claim, of the same name (KubeVirt's semantics)",
+  );
+  t.same(
+    causesOf(withDataVolume({})),
+    [['spec.volumes[3].dataVolume.name', 'FieldValueNotFound']],
+    "a DataVolume whose claim the node cannot serve is refused at the dataVolume's name",
   );
 });
 

@@ -28,6 +28,7 @@ import { validateVmSpec } from '../../vmm/validate.js';
 import { VM_SPEC_VERSION, type Firmware, type GuestClock, type VmSpec } from '../../vmm/spec.js';
 import { domainName, parseImage, type BootSource } from '../vm-identity.js';
 import { newDraft, type Draft, type VmiTranslateContext } from './draft.js';
+import { volumeClaimName } from './volume-claim.js';
 import { pullPolicyOf } from './images.js';
 import { translateNetwork } from './network.js';
 import { isCleanAbsolutePath, translateStorage } from './storage.js';
@@ -315,7 +316,7 @@ export function vmiReferences(vmi: VirtualMachineInstance): { secrets: string[];
     v.cloudInitNoCloud?.secretRef?.name,
     v.cloudInitNoCloud?.networkDataSecretRef?.name,
   ]);
-  const claims = (vmi.spec?.volumes ?? []).map((v) => v.persistentVolumeClaim?.claimName);
+  const claims = (vmi.spec?.volumes ?? []).map(volumeClaimName);
   const unique = (xs: Array<string | undefined>) => [...new Set(xs.filter((x): x is string => Boolean(x)))];
   return { secrets: unique(secrets), claims: unique(claims) };
 }

@@ -6,6 +6,8 @@
 import t from 'tap';
 import { virtualMachineCrd, virtualMachineInstanceCrd, type CustomResourceDefinition } from '../../crds/kubevirt.js';
 import { installClusterManifests } from '../../provider/cli/up.js';
+import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
+import { servesDataVolumes } from '../../provider/controllers/datavolumes/datavolumes.js';
 import {
   quickstartVm,
   quickstartVmi,
@@ -295,5 +297,40 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
         /^customresourcedefinitions\/virtualmachines\.kubevirt\.io exists and is not vkvm's \(app\.kubernetes\.io\/part-of: kubevirt\)/,
     });
     t.equal(await label(), 'kubevirt', 'the foreign CRD was left as it was');
+  });
+
+  await t.test("CDI's DataVolume CRD is left to CDI: not replaced, and vkvm's DataVolume controller stays idle", async (t) => {
+    const crd = 'datavolumes.cdi.kubevirt.io';
+    const clients = makeClients(loadKubeConfig(cluster.kubeconfigPath));
+    const get = async (path: string) => (await cluster.kubectl(['get', 'crd', crd, '-o', `jsonpath={${path}}`])).stdout;
+    t.equal(await servesDataVolumes(clients), true, 'vkvm installed it, and serves DataVolumes');
+    await cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=containerized-data-importer', '--overwrite']);
+    t.teardown(() => cluster.kubectl(['label', 'crd', crd, 'app.kubernetes.io/part-of=vkvm', '--overwrite']));
+    // As CDI's schema would differ from vkvm's: a column vkvm's has not.
+    await cluster.kubectl([
+      'patch',
+      'crd',
+      crd,
+      '--type=json',
+      '-p',
+      JSON.stringify([
+        {
+          op: 'add',
+          path: '/spec/versions/0/additionalPrinterColumns/-',
+          value: { name: 'CDI', type: 'string', jsonPath: '.spec.contentType' },
+        },
+      ]),
+    ]);
+    const generation = await get('.metadata.generation');
+    await installClusterManifests(cluster.kubeconfigPath);
+    t.same(
+      {
+        partOf: await get('.metadata.labels.app\\.kubernetes\\.io/part-of'),
+        generation: await get('.metadata.generation'),
+        serves: await servesDataVolumes(clients),
+      },
+      { partOf: 'containerized-data-importer', generation, serves: false },
+      'vkvm up applies everything else and leaves the foreign DataVolume CRD as it was; its controller would not run',
+    );
   });
 });

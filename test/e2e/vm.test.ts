@@ -371,19 +371,19 @@ t.test('the KubeVirt smoke VM runs on the node', async (t) => {
     await kv.deleteVmi('badpath');
   });
 
-  await t.test('a dataVolume the node cannot provide fails the VMI naming its field; no disk is dropped', async (t) => {
+  await t.test('a volume kind the node cannot provide fails the VMI naming its field; no disk is dropped', async (t) => {
     const spec = smokeVmiSpec();
     spec.domain.devices!.disks!.push({ name: 'root', disk: { bus: 'virtio' } });
-    spec.volumes!.push({ name: 'root', dataVolume: { name: 'fedora-root' } } as never);
+    spec.volumes!.push({ name: 'root', ephemeral: { persistentVolumeClaim: { claimName: 'golden' } } } as never);
     await kv.createVmi(vmiOf('nostorage', spec));
     const failed = await waitFor(ns.vmi('nostorage'), (v) => v.status?.phase === 'Failed', { what: 'Failed', deadlineMs: 90_000 });
     t.match(
       { reason: failed.status?.reason, synchronized: failed.status?.conditions?.find((c) => c.type === 'Synchronized') },
       {
         reason: 'InvalidVMSpec',
-        synchronized: { status: 'False', reason: 'InvalidVMSpec', message: /spec\.volumes\[3\]\.dataVolume: vkvm serves no DataVolumes/ },
+        synchronized: { status: 'False', reason: 'InvalidVMSpec', message: /spec\.volumes\[3\]\.ephemeral: vkvm has no ephemeral/ },
       },
-      'phase Failed, reason InvalidVMSpec, Synchronized False naming the dataVolume',
+      'phase Failed, reason InvalidVMSpec, Synchronized False naming the ephemeral volume',
     );
     t.equal(testQemuPids().length, 0, 'no QEMU was started for it');
     await kv.deleteVmi('nostorage');

@@ -3,9 +3,10 @@
 // instancetype takes the name and kind from the labels of that volume's
 // PersistentVolumeClaim. vkvm has no mutating webhook: the VM controller
 // writes the result into the VM's spec before anything else. Of KubeVirt's
-// sources vkvm serves PVC volumes only (no DataVolumes, DataSources). Pure.
+// sources vkvm serves PVC and DataVolume volumes (no DataSources). Pure.
 import type { VirtualMachine } from '../types.js';
 import type { MatcherField } from './revision.js';
+import { volumeClaimName } from '../volume-claim.js';
 
 const LABELS: Record<MatcherField, [name: string, kind: string]> = {
   instancetype: ['instancetype.kubevirt.io/default-instancetype', 'instancetype.kubevirt.io/default-instancetype-kind'],
@@ -21,7 +22,9 @@ export function inferenceClaim(
   if (!volumeName) return undefined;
   const volume = (vm.spec.template.spec.volumes ?? []).find((v) => v.name === volumeName);
   if (!volume) return { error: `unable to find volume ${volumeName} to infer defaults`, ignorable: false };
-  if (volume.persistentVolumeClaim?.claimName) return { claim: volume.persistentVolumeClaim.claimName };
+  // A DataVolume's claim carries the DataVolume's labels (provider/controllers/datavolumes/claim-plan.ts).
+  const claim = volumeClaimName(volume);
+  if (claim) return { claim };
   return { error: `unable to infer defaults from volume ${volumeName} as type is not supported`, ignorable: true };
 }
 

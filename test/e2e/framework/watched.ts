@@ -1,6 +1,7 @@
 // What an e2e wait watches: a list-then-watch of one kind of object, narrowed
 // to one name or by selectors, with how to turn its raw JSON into the client's
 // types and how to show an object in a timeout's message.
+import type { DataVolume } from '../../../provider/kubevirt/datavolume-types.js';
 import {
   AppsV1Api,
   type CoreV1Event,
@@ -251,3 +252,6 @@ export const virtualMachineInstanceReplicaSets = (
 
 export const virtualMachinePools = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<VirtualMachinePool> =>
   kubevirt<VirtualMachinePool>('virtualmachinepools', clients, namespace, sel, 'pool.kubevirt.io', 'v1alpha1');
+
+export const dataVolumes = (clients: KubeClients, namespace: string, sel: Selection = {}): Watched<DataVolume> =>
+  kubevirt<DataVolume>('datavolumes', clients, namespace, sel, 'cdi.kubevirt.io', 'v1beta1');

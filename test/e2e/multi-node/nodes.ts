@@ -3,13 +3,15 @@
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
-// driver and provisioner, snapshotted and restored there.
+// driver and provisioner, snapshotted and restored there; a tenant's
+// DataVolumes (a VM's, and a clone of it).
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../../provider/kubevirt/types.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
 import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
+import { dataVolumeBoundaries, vmOnDataVolume } from '../nodes-datavolumes.js';
 import {
   condition,
   createTenant,
@@ -71,6 +73,14 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
   await t.test(
     "a tenant's VolumeSnapshot of a claim on node 2 is taken there, and a claim restored from it on that node holds its bytes",
     (t) => snapshotRestoredOnItsNode(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir }),
+  );
+
+  const dataVolumeCase = { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS, kubectl };
+  await t.test("a tenant's DataVolume: CDI's phases and conditions, its own claim; status and other namespaces out of reach", (t) =>
+    dataVolumeBoundaries(t, dataVolumeCase),
+  );
+  await t.test("a VM's blank DataVolume keeps its marker across a stop and a start; a clone holds it; all gone with the VM", (t) =>
+    vmOnDataVolume(t, dataVolumeCase),
   );
 
   await t.test('a tenant runs a VM on each node by hostname; each fetches from the other by pod IP, seen as its own pod IP', async (t) => {

@@ -1,0 +1,136 @@
+// The DataVolume controller (CDI's datavolume controllers, for the sources
+// vkvm serves): each DataVolume gets one claim of its name, controlled by it
+// (claim-plan.ts decides its spec and annotations), and a status mirrored from
+// that claim and what the node's import reports on it (status-plan.ts). It is
+// the only writer of DataVolume status. Handlers only enqueue `ns/name`; a
+// sync reads the caches and is idempotent: a claim that exists is never
+// changed, a second create is AlreadyExists. The claim goes with its
+// DataVolume through the ownerReference (garbage collector).
+import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { Logger } from '../../log.js';
+import type { KubeClients } from '../../kube/client.js';
+import { objectReference, type EventRecorder } from '../../kube/events.js';
+import { apiMessage, isConflict, isNotFound } from '../../kube/errors.js';
+import { keyOfObject, objectKey, type ClusterInformer } from '../../kube/informer.js';
+import { patchCustomObject, statusPatch } from '../../kube/status-patch.js';
+import { CDI_API_VERSION, CDI_GROUP, CDI_VERSION, DATAVOLUME_PLURAL, type DataVolume } from '../../kubevirt/datavolume-types.js';
+import { QueuedController } from '../queued-controller.js';
+import { WrittenVersions } from '../written-versions.js';
+import { planClaim } from './claim-plan.js';
+import { DATAVOLUME_STATUS_FIELDS, nextDataVolumeStatus } from './status-plan.js';
+
+export const DATAVOLUMES = { group: CDI_GROUP, version: CDI_VERSION, plural: DATAVOLUME_PLURAL };
+export const DATAVOLUME_WATCH_PATH = `/apis/${CDI_GROUP}/${CDI_VERSION}/${DATAVOLUME_PLURAL}`;
+
+export interface DataVolumeControllerOptions {
+  clients: KubeClients;
+  dataVolumes: ClusterInformer<DataVolume>;
+  claims: ClusterInformer<V1PersistentVolumeClaim>;
+  events: EventRecorder;
+  workers?: number;
+  log: Logger;
+  now?: () => Date;
+}
+
+const controllerUid = (claim: V1PersistentVolumeClaim): string | undefined =>
+  claim.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'DataVolume')?.uid;
+
+export class DataVolumeController extends QueuedController {
+  private readonly written = new WrittenVersions();
+  private readonly now: () => Date;
+
+  constructor(private readonly o: DataVolumeControllerOptions) {
+    super({ name: 'syncDataVolumesFromKubernetes', workers: o.workers ?? 2, log: o.log });
+    this.now = o.now ?? (() => new Date());
+    o.dataVolumes.onChange((dv) => this.enqueue(keyOfObject(dv)));
+    o.claims.onChange((claim) => {
+      const namespace = claim.metadata?.namespace ?? 'default';
+      const owner = claim.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'DataVolume');
+      if (owner) this.enqueue(objectKey(namespace, owner.name));
+      // DataVolumes waiting to clone this claim.
+      for (const dv of o.dataVolumes.list()) {
+        if ((dv.metadata.namespace ?? 'default') === namespace && dv.spec.source?.pvc?.name === claim.metadata?.name)
+          this.enqueue(keyOfObject(dv));
+      }
+    });
+  }
+
+  protected sync(key: string): Promise<void> {
+    return this.syncDataVolume(key);
+  }
+
+  protected ownedKeys(): string[] {
+    return this.o.dataVolumes.list().map(keyOfObject);
+  }
+
+  /** The claim's class binds WaitForFirstConsumer (the default class when it names none yet). */
+  private async waitsForFirstConsumer(claim: V1PersistentVolumeClaim | undefined): Promise<boolean> {
+    if (!claim || (claim.status?.phase && claim.status.phase !== 'Pending')) return false;
+    const name = claim.spec?.storageClassName;
+    if (name) {
+      const sc = await this.o.clients.storage.readStorageClass({ name }).catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
+      return sc?.volumeBindingMode === 'WaitForFirstConsumer';
+    }
+    return false;
+  }
+
+  async syncDataVolume(key: string): Promise<void> {
+    const dv = this.o.dataVolumes.get(key);
+    if (!dv || dv.metadata.deletionTimestamp) return;
+    if (this.written.stale(key, dv)) return;
+    const namespace = dv.metadata.namespace ?? 'default';
+    const log = this.o.log.child({ datavolume: key, uid: dv.metadata.uid });
+    const cached = this.o.claims.get(key);
+    const foreignClaim = Boolean(cached && controllerUid(cached) !== dv.metadata.uid);
+    let claim = cached && !foreignClaim ? cached : undefined;
+
+    const sourceName = dv.spec.source?.pvc?.name;
+    const source = sourceName ? this.o.claims.get(objectKey(namespace, sourceName)) : undefined;
+    const sourcePv = source?.spec?.volumeName
+      ? await this.o.clients.core.readPersistentVolume({ name: source.spec.volumeName }).catch((err: unknown) => {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        })
+      : undefined;
+    const plan = planClaim({ dv, ...(source ? { source } : {}), ...(sourcePv ? { sourcePv } : {}) });
+    const ref = objectReference({ ...dv, apiVersion: CDI_API_VERSION, kind: 'DataVolume' });
+
+    if (plan.kind === 'claim' && !cached) {
+      try {
+        claim = await this.o.clients.core.createNamespacedPersistentVolumeClaim({ namespace, body: plan.claim });
+        log.info({ storageClass: claim.spec?.storageClassName, selectedNode: plan.claim.metadata?.annotations }, 'created the claim');
+      } catch (err) {
+        // Made by an earlier sync the cache does not show yet: its watch event brings the key back.
+        if (isConflict(err)) return;
+        this.o.events.recordFor(ref, 'Warning', 'ErrClaimNotValid', `Error creating PVC ${dv.metadata.name}: ${apiMessage(err)}`);
+        throw err;
+      }
+    }
+
+    const { status, events } = nextDataVolumeStatus({
+      dv,
+      plan,
+      ...(claim ? { claim } : {}),
+      foreignClaim,
+      waitForFirstConsumer: await this.waitsForFirstConsumer(claim),
+      now: this.now(),
+    });
+    const patch = statusPatch(dv.status, status, DATAVOLUME_STATUS_FIELDS);
+    if (!patch) return;
+    try {
+      const rv = await patchCustomObject(this.o.clients.custom, DATAVOLUMES, namespace, dv.metadata.name!, dv.metadata.resourceVersion, {
+        status: patch,
+      });
+      this.written.record(key, rv);
+      if (patch.phase) log.info({ phase: status.phase, progress: status.progress }, 'DataVolume phase changed');
+      // Recorded once the status that caused them is written, so a conflict's retry does not repeat them.
+      for (const e of events) this.o.events.recordFor(ref, e.type, e.reason, e.message);
+    } catch (err) {
+      // Changed since the cache read it (its watch event requeues the key), or deleted.
+      if (!isConflict(err) && !isNotFound(err)) throw err;
+    }
+  }
+}

@@ -1,0 +1,249 @@
+import t from 'tap';
+import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { DataVolume, DataVolumeSource, DataVolumeStatus } from '../../kubevirt/datavolume-types.js';
+import type { ClaimPlan } from './claim-plan.js';
+import { nextDataVolumeStatus } from './status-plan.js';
+
+const now = new Date('2026-11-28T01:00:00Z');
+const dv = (source: DataVolumeSource, status?: DataVolumeStatus): DataVolume => ({
+  metadata: { name: 'disk', namespace: 'ns', uid: 'dv-uid' },
+  spec: { source, storage: { resources: { requests: { storage: '1Gi' } } } },
+  ...(status ? { status } : {}),
+});
+const claim = (phase: string, annotations: Record<string, string> = {}): V1PersistentVolumeClaim => ({
+  metadata: { name: 'disk', namespace: 'ns', annotations },
+  status: { phase },
+});
+const CLAIM: ClaimPlan = { kind: 'claim', claim: {} };
+const HTTP = { http: { url: 'https://x/disk.img' } };
+const CLONE = { pvc: { name: 'golden' } };
+const running = (progress: string) => ({ 'cdi.kubevirt.io/storage.pod.phase': 'Running', 'vkvm.io/import-progress': progress });
+
+const cases: Array<{
+  name: string;
+  dv: DataVolume;
+  plan?: ClaimPlan;
+  claim?: V1PersistentVolumeClaim;
+  wffc?: boolean;
+  want: { phase: string; progress: string; bound: string; ready: string; running: string; events: string[] };
+}> = [
+  {
+    name: 'no claim yet: Pending',
+    dv: dv({ blank: {} }),
+    want: { phase: 'Pending', progress: 'N/A', bound: 'False/NotFound', ready: 'False', running: 'False', events: ['NotFound'] },
+  },
+  {
+    name: 'a claim Pending in a WaitForFirstConsumer class, no node chosen: WaitForFirstConsumer',
+    dv: dv({ blank: {} }, { phase: 'Pending' }),
+    claim: claim('Pending'),
+    wffc: true,
+    want: { phase: 'WaitForFirstConsumer', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
+  },
+  {
+    name: 'a claim just created, with no phase yet, is Pending',
+    dv: dv({ blank: {} }),
+    claim: { metadata: { name: 'disk', namespace: 'ns' } },
+    wffc: true,
+    want: { phase: 'WaitForFirstConsumer', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
+  },
+  {
+    name: 'a claim Pending with its node chosen (being provisioned): Pending',
+    dv: dv({ blank: {} }),
+    claim: claim('Pending', { 'volume.kubernetes.io/selected-node': 'n1' }),
+    wffc: true,
+    want: { phase: 'Pending', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
+  },
+  {
+    name: 'blank, Bound: Succeeded at 100.0%',
+    dv: dv({ blank: {} }, { phase: 'WaitForFirstConsumer' }),
+    claim: claim('Bound'),
+    want: {
+      phase: 'Succeeded',
+      progress: '100.0%',
+      bound: 'True/Bound',
+      ready: 'True',
+      running: 'False/Completed',
+      events: ['Bound', 'ImportSucceeded'],
+    },
+  },
+  {
+    name: 'http, Bound, import not started: ImportScheduled',
+    dv: dv(HTTP),
+    claim: claim('Bound'),
+    want: {
+      phase: 'ImportScheduled',
+      progress: 'N/A',
+      bound: 'True/Bound',
+      ready: 'False',
+      running: 'False',
+      events: ['Bound', 'ImportScheduled'],
+    },
+  },
+  {
+    name: "http, import Running: ImportInProgress with the node's progress",
+    dv: dv(HTTP, { phase: 'ImportScheduled' }),
+    claim: claim('Bound', running('45.20%')),
+    want: {
+      phase: 'ImportInProgress',
+      progress: '45.20%',
+      bound: 'True/Bound',
+      ready: 'False/TransferRunning',
+      running: 'True',
+      events: ['Bound', 'ImportInProgress'],
+    },
+  },
+  {
+    name: 'registry, import Succeeded: Succeeded at 100.0%',
+    dv: dv({ registry: { url: 'docker://r/x:1' } }, { phase: 'ImportInProgress' }),
+    claim: claim('Bound', { 'cdi.kubevirt.io/storage.pod.phase': 'Succeeded', 'vkvm.io/import-progress': '100%' }),
+    want: {
+      phase: 'Succeeded',
+      progress: '100.0%',
+      bound: 'True/Bound',
+      ready: 'True',
+      running: 'False/Completed',
+      events: ['Bound', 'ImportSucceeded'],
+    },
+  },
+  {
+    name: "http, import Failed: Failed, the node's message in Ready",
+    dv: dv(HTTP, { phase: 'ImportInProgress' }),
+    claim: claim('Bound', { 'cdi.kubevirt.io/storage.pod.phase': 'Failed', 'vkvm.io/import-message': 'HTTP 404 from https://x/disk.img' }),
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'True/Bound',
+      ready: 'False/ImportFailed: HTTP 404 from https://x/disk.img',
+      running: 'False/Error',
+      events: ['Bound', 'ImportFailed'],
+    },
+  },
+  {
+    name: 'clone, source missing: Pending, Bound names why',
+    dv: dv(CLONE),
+    plan: { kind: 'waitForSource', reason: 'CloneSourceNotFound', message: 'clone source claim ns/golden not found' },
+    want: {
+      phase: 'Pending',
+      progress: 'N/A',
+      bound: 'False/CloneSourceNotFound',
+      ready: 'False',
+      running: 'False',
+      events: ['CloneSourceNotFound'],
+    },
+  },
+  {
+    name: "clone, claim Pending on the source's node: CloneInProgress",
+    dv: dv(CLONE, { phase: 'Pending' }),
+    claim: claim('Pending', { 'volume.kubernetes.io/selected-node': 'n2' }),
+    wffc: true,
+    want: {
+      phase: 'CloneInProgress',
+      progress: 'N/A',
+      bound: 'False/Pending',
+      ready: 'False',
+      running: 'False',
+      events: ['Pending', 'CloneInProgress'],
+    },
+  },
+  {
+    name: 'clone, claim Pending with no node: CloneScheduled',
+    dv: dv(CLONE),
+    claim: claim('Pending'),
+    want: {
+      phase: 'CloneScheduled',
+      progress: 'N/A',
+      bound: 'False/Pending',
+      ready: 'False',
+      running: 'False',
+      events: ['Pending', 'CloneScheduled'],
+    },
+  },
+  {
+    name: 'clone, Bound: Succeeded',
+    dv: dv(CLONE, { phase: 'CloneInProgress' }),
+    claim: claim('Bound'),
+    want: {
+      phase: 'Succeeded',
+      progress: '100.0%',
+      bound: 'True/Bound',
+      ready: 'True',
+      running: 'False/Completed',
+      events: ['Bound', 'CloneSucceeded'],
+    },
+  },
+  {
+    name: 'refused: Failed, the field in Ready and in a Warning',
+    dv: dv({ pvc: { name: 'golden', namespace: 'other' } }),
+    plan: { kind: 'refused', refusal: { field: 'spec.source.pvc.namespace', message: 'clone from another namespace is not supported' } },
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'False/ErrClaimNotValid',
+      ready: 'False/ErrClaimNotValid: spec.source.pvc.namespace: clone from another namespace is not supported',
+      running: 'False',
+      events: ['ErrClaimNotValid'],
+    },
+  },
+  {
+    name: 'claim Lost: Failed',
+    dv: dv({ blank: {} }, { phase: 'Succeeded' }),
+    claim: claim('Lost'),
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'False/ClaimLost',
+      ready: 'False',
+      running: 'False',
+      events: ['ClaimLost', 'ErrClaimLost'],
+    },
+  },
+];
+
+for (const c of cases) {
+  t.test(c.name, async (t) => {
+    const { status, events } = nextDataVolumeStatus({
+      dv: c.dv,
+      plan: c.plan ?? CLAIM,
+      ...(c.claim ? { claim: c.claim } : {}),
+      waitForFirstConsumer: c.wffc ?? false,
+      now,
+    });
+    const cond = (type: string) => {
+      const x = status.conditions?.find((k) => k.type === type);
+      const reason = x?.reason ? `/${x.reason}` : '';
+      return `${x?.status}${reason}${type === 'Ready' && x?.message ? `: ${x.message}` : ''}`;
+    };
+    t.same(
+      {
+        phase: status.phase,
+        progress: status.progress,
+        bound: cond('Bound'),
+        ready: cond('Ready'),
+        running: cond('Running'),
+        events: events.map((e) => e.reason),
+      },
+      c.want,
+    );
+    if (c.claim) t.equal(status.claimName, 'disk', 'claimName names the claim');
+  });
+}
+
+t.test('a sync that changes nothing records no event and keeps the transition times', async (t) => {
+  const first = nextDataVolumeStatus({
+    dv: dv(HTTP),
+    plan: CLAIM,
+    claim: claim('Bound', running('10.00%')),
+    waitForFirstConsumer: false,
+    now,
+  });
+  const later = new Date(now.getTime() + 60_000);
+  const again = nextDataVolumeStatus({
+    dv: dv(HTTP, first.status),
+    plan: CLAIM,
+    claim: claim('Bound', running('10.00%')),
+    waitForFirstConsumer: false,
+    now: later,
+  });
+  t.same(again.events, []);
+  t.same(again.status, first.status);
+});
