@@ -57,6 +57,7 @@ export interface PodControllerOptions extends Pick<StatusWriterOptions, 'acceler
   network: VmNetwork;
   /** The CSI volumes of VMs: published before a start (vm-runtime.ts), taken down when the VM goes (csi-node/pod-volumes.ts). */
   volumes?: VmRuntimeOptions['volumes'] & OrphanSweepOptions['volumes'];
+  imports?: VmRuntimeOptions['imports'];
   api: PodApi;
   hostIP: () => string;
   /** Pulls the registry images a VM needs before its launcher starts (provider/images/). */

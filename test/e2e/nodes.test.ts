@@ -3,7 +3,8 @@
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
-// driver and provisioner; and after Ctrl-C, the machine as it was before.
+// driver and provisioner; a claim imported from an image by the node that
+// runs its VM (DataVolume import); and after Ctrl-C, the machine as it was before.
 import t from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../provider/kube/client.js';
@@ -11,6 +12,7 @@ import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from './nodes-storage.js';
+import { importedRootDisks } from './nodes-imports.js';
 import {
   condition,
   createTenant,
@@ -100,6 +102,20 @@ t.test(
       "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
       (t) =>
         vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
+    );
+
+    await t.test(
+      'a claim imported from an image by the node that runs its VM: boots, reported on the claim, not imported twice; a node-local URL refused',
+      (t) =>
+        importedRootDisks(t, {
+          admin,
+          tenant,
+          namespace: NS,
+          node: a,
+          otherNode: { name: b.name, clients: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)) },
+          upStateDir: up.stateDir,
+          bootDeadlineMs: BOOT_DEADLINE_MS,
+        }),
     );
 
     await t.test(

@@ -1,0 +1,171 @@
+// nodes.test.ts's DataVolume import subtests: on `vkvm up --nodes 2`, a
+// tenant's claim annotated with an import source (as the DataVolume
+// controller annotates the claims it makes) is filled by the agent of the
+// node that runs the VM, straight into the published volume, before the
+// launcher starts; the node reports on the claim, and only on the claims of
+// its own node (deploy/node-restriction.yaml). The tenant annotates its own
+// claim here: that is safe, since the node imports only what the tenant
+// could name as a containerDisk or URL image itself, with the pod's pull
+// secrets and under the node's address policy.
+import { join } from 'node:path';
+import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { Test } from 'tap';
+import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
+import type { VirtualMachineInstance, VirtualMachineInstanceSpec } from '../../provider/kubevirt/types.js';
+import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
+import { apiOutcome, pods, poll, virtualMachineInstances, waitFor, waitForGone, type UpNode } from './framework/index.js';
+
+const SOURCE = 'cdi.kubevirt.io/storage.import.source';
+const ENDPOINT = 'cdi.kubevirt.io/storage.import.endpoint';
+const PHASE = 'cdi.kubevirt.io/storage.pod.phase';
+const PROGRESS = 'vkvm.io/import-progress';
+const MESSAGE = 'vkvm.io/import-message';
+const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
+const KV = { group: 'kubevirt.io', version: 'v1', plural: 'virtualmachineinstances' };
+
+const claim = (name: string, annotations: Record<string, string>): V1PersistentVolumeClaim => ({
+  metadata: { name, annotations },
+  spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '64Mi' } } },
+});
+
+/** A VMI booting from `claimName`, pinned to `node`. */
+function vmiOnClaim(name: string, claimName: string, node: string) {
+  const spec: VirtualMachineInstanceSpec = {
+    nodeSelector: { 'kubernetes.io/hostname': node },
+    domain: {
+      cpu: { cores: 1 },
+      machine: { type: 'q35' },
+      resources: { requests: { memory: '128Mi' } },
+      devices: {
+        disks: [
+          { name: 'root', disk: { bus: 'virtio' } },
+          { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
+        ],
+        interfaces: [{ name: 'default', masquerade: {} }],
+      },
+    },
+    networks: [{ name: 'default', pod: {} }],
+    volumes: [
+      { name: 'root', persistentVolumeClaim: { claimName } },
+      { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
+    ],
+  };
+  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name }, spec };
+}
+
+export async function importedRootDisks(
+  t: Test,
+  o: {
+    admin: KubeClients;
+    tenant: KubeClients;
+    namespace: string;
+    /** The node the VMs run on, and another node's own identity (system:node:<name>). */
+    node: UpNode;
+    otherNode: { name: string; clients: KubeClients };
+    upStateDir: string;
+    bootDeadlineMs: number;
+  },
+): Promise<void> {
+  const { admin, tenant, namespace, node } = o;
+  const stateDir = node.simulated?.stateDir ?? o.upStateDir;
+  const annotations = async (name: string) =>
+    (await tenant.core.readNamespacedPersistentVolumeClaim({ name, namespace })).metadata?.annotations ?? {};
+  const runVmi = async (name: string, claimName: string) => {
+    await tenant.custom.createNamespacedCustomObject({ ...KV, namespace, body: vmiOnClaim(name, claimName, node.name) });
+    const vmi: VirtualMachineInstance = await waitFor(
+      virtualMachineInstances(admin, namespace, { name }),
+      (v) => v.status?.phase === 'Running' || v.status?.phase === 'Failed',
+      { what: 'Running', deadlineMs: o.bootDeadlineMs },
+    );
+    const [launcher] = (await admin.core.listNamespacedPod({ namespace, labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` }))
+      .items;
+    const pv = (await tenant.core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace })).spec?.volumeName ?? '';
+    const mount = join(stateDir, 'pods', launcher!.metadata!.uid!, 'volumes', 'kubernetes.io~csi', pv, 'mount');
+    return {
+      vmi,
+      marker: (await node.exec(['cat', join(mount, '.vkvm-imported')])).stdout,
+      disk: (await node.exec(['stat', '-c', '%s', join(mount, 'disk.img')])).stdout.trim(),
+    };
+  };
+  const removeVmi = async (vmi: VirtualMachineInstance) => {
+    await tenant.custom.deleteNamespacedCustomObject({ ...KV, namespace, name: vmi.metadata.name! });
+    await waitForGone(pods(admin, namespace, { labelSelector: `kubevirt.io/created-by=${vmi.metadata.uid}` }), { deadlineMs: 120_000 });
+  };
+
+  await tenant.core.createNamespacedPersistentVolumeClaim({
+    namespace,
+    body: claim('dv-root', { [SOURCE]: 'registry', [ENDPOINT]: `docker://${TEST_GUEST_IMAGE}` }),
+  });
+  const first = await runVmi('vmi-dv-1', 'dv-root');
+  const reported = await annotations('dv-root');
+  t.match(
+    { phase: first.vmi.status?.phase, node: first.vmi.status?.nodeName, report: reported, marker: first.marker, disk: first.disk },
+    {
+      phase: 'Running',
+      node: node.name,
+      report: { [PHASE]: 'Succeeded', [PROGRESS]: '100.00%' },
+      marker: /"importedAt"/,
+      disk: String(64 * 2 ** 20),
+    },
+    `a VM boots from a claim imported from ${TEST_GUEST_IMAGE} on ${node.name}, grown to the claim's size; the claim says Succeeded, 100.00%`,
+  );
+  t.notOk(MESSAGE in reported, 'no message on a success');
+  await removeVmi(first.vmi);
+  const second = await runVmi('vmi-dv-2', 'dv-root');
+  t.match(
+    { phase: second.vmi.status?.phase, marker: second.marker, report: await annotations('dv-root') },
+    { phase: 'Running', marker: first.marker, report: { [PHASE]: 'Succeeded' } },
+    'a second VM on the claim boots without a second import (the same marker)',
+  );
+
+  // A node reports only on its own node's claims, and only the report.
+  const other = o.otherNode;
+  await tenant.core.createNamespacedPersistentVolumeClaim({ namespace, body: claim('dv-policy', { [SELECTED_NODE]: other.name }) });
+  const patch = (name: string, metadata: object) =>
+    apiOutcome(() => other.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace, body: { metadata } }, mergePatch));
+  t.match(
+    {
+      anotherNodes: await patch('dv-root', { annotations: { [PHASE]: 'Failed' } }),
+      anotherField: await patch('dv-policy', { labels: { mine: 'yes' } }),
+      anotherAnnotation: await patch('dv-policy', { annotations: { [ENDPOINT]: 'http://169.254.169.254/' } }),
+      itsReport: await patch('dv-policy', { annotations: { [PHASE]: 'Running', [PROGRESS]: '1.00%' } }),
+    },
+    {
+      anotherNodes: { code: 403, message: /selected-node annotation names that node/ },
+      anotherField: { code: 403, message: /only the import report annotations/ },
+      anotherAnnotation: { code: 403, message: /only the import report annotations/ },
+      itsReport: { code: 200 },
+    },
+    `node ${other.name} may write only the import report of its own node's claims`,
+  );
+  t.equal((await annotations('dv-root'))[PHASE], 'Succeeded', "the other node's refused write changed nothing");
+
+  // A URL at a node-local service is refused, naming the field, on the claim and on the VMI.
+  await tenant.core.createNamespacedPersistentVolumeClaim({
+    namespace,
+    body: claim('dv-local', { [SOURCE]: 'http', [ENDPOINT]: 'http://127.0.0.1:10255/disk.img' }),
+  });
+  await tenant.custom.createNamespacedCustomObject({ ...KV, namespace, body: vmiOnClaim('vmi-dv-local', 'dv-local', node.name) });
+  const refused: VirtualMachineInstance = await waitFor(
+    virtualMachineInstances(admin, namespace, { name: 'vmi-dv-local' }),
+    (v) => v.status?.conditions?.some((c) => c.type === 'Synchronized' && c.status === 'False') ?? false,
+    { what: 'Synchronized False', deadlineMs: o.bootDeadlineMs },
+  );
+  const failedReport = await poll(
+    'the claim to say Failed',
+    () => annotations('dv-local'),
+    (a) => a[PHASE] === 'Failed',
+  );
+  const why = /cdi\.kubevirt\.io\/storage\.import\.endpoint: .*refused: .*loopback/;
+  t.match(
+    { vmi: refused.status?.conditions?.find((c) => c.type === 'Synchronized'), report: failedReport },
+    {
+      vmi: { status: 'False', reason: 'CreateContainerError', message: new RegExp(`claim "dv-local": import failed: ${why.source}`) },
+      report: { [PHASE]: 'Failed', [MESSAGE]: why },
+    },
+    'an http source at the node itself is refused naming the field; the VMI says why and does not start',
+  );
+
+  for (const vmi of [second.vmi, refused]) await removeVmi(vmi);
+  for (const name of ['dv-root', 'dv-policy', 'dv-local']) await tenant.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
+}
