@@ -59,6 +59,8 @@ function reasonOf(err: unknown): string {
 export class VolumeImports {
   /** Imports under way, by volume: a second VM on the claim waits for the first import and then finds its marker. */
   private readonly busy = new Map<string, Promise<unknown>>();
+  /** The last report sent on each claim: reports go one after another, so a late progress never follows Succeeded. */
+  private readonly reports = new Map<string, Promise<void>>();
   private readonly nowMs: () => number;
 
   constructor(private readonly o: VolumeImportsOptions) {
@@ -149,8 +151,8 @@ export class VolumeImports {
       let stderr = '';
       child.stdout.setEncoding('utf8').on('data', (text: string) => {
         const percent = lastProgress(text);
-        // The last figure waits for Succeeded.
-        if (percent === undefined || percent >= 100 || !throttle.admit(percent)) return;
+        // 0 was reported as the import began; the last figure waits for Succeeded.
+        if (percent === undefined || percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
         log.debug({ percent }, 'volume import progress');
         void this.report(c, 'Running', percent, log);
       });
@@ -184,7 +186,15 @@ export class VolumeImports {
    * (a claim with no selected node, e.g. a static PV, cannot be reported on;
    * deploy/node-restriction.yaml), so a refused report is a warning.
    */
-  private async report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+  private report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+    const key = `${c.namespace}/${c.claim}`;
+    const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message));
+    this.reports.set(key, sent);
+    void sent.finally(() => this.reports.get(key) === sent && this.reports.delete(key));
+    return sent;
+  }
+
+  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
     await this.o.clients.core
       .patchNamespacedPersistentVolumeClaim(
         { name: c.claim, namespace: c.namespace, body: reportPatch(phase, percent, message) },
