@@ -1,87 +1,93 @@
 import t from 'tap';
-import {
-  decideImport,
-  formatProgress,
-  lastProgress,
-  ProgressThrottle,
-  reportPatch,
-  sizeRefusal,
-  type ImportDecision,
-} from './import-plan.js';
+import type { ImportPhase } from '../kubevirt/datavolume-annotations.js';
+import { decideImport, lastProgress, ProgressThrottle, sizeRefusal, type ImportDecision } from './import-plan.js';
 
 const SRC = 'cdi.kubevirt.io/storage.import.source';
 const END = 'cdi.kubevirt.io/storage.import.endpoint';
 const SECRET = 'cdi.kubevirt.io/storage.import.secretName';
-const PHASE = 'cdi.kubevirt.io/storage.pod.phase';
 
 t.test('decideImport: what a claim needs before its VM boots', async (t) => {
-  const cases: [string, Record<string, string> | undefined, boolean, ImportDecision | { kind: 'invalid'; message: RegExp }][] = [
-    ['no annotations: a plain claim', undefined, false, { kind: 'none' }],
-    ['blank DataVolume', { [SRC]: 'none' }, false, { kind: 'none' }],
+  const http = { [SRC]: 'http', [END]: 'https://img.example/disk.qcow2' };
+  const registry = { [SRC]: 'registry', [END]: 'docker://127.0.0.1:5000/guest:v1' };
+  const cases: [
+    string,
+    Record<string, string> | undefined,
+    ImportPhase | undefined,
+    boolean,
+    ImportDecision | { kind: 'invalid'; message: RegExp },
+  ][] = [
+    ['no annotations: a plain claim', undefined, undefined, false, { kind: 'none' }],
+    ['blank DataVolume', { [SRC]: 'none' }, undefined, false, { kind: 'none' }],
+    ['http, not imported yet', http, undefined, false, { kind: 'import', source: { kind: 'http', url: 'https://img.example/disk.qcow2' } }],
     [
-      'http, not imported yet',
-      { [SRC]: 'http', [END]: 'https://img.example/disk.qcow2' },
+      'http, a killed import reported Running: again',
+      http,
+      'Running',
+      false,
+      { kind: 'import', source: { kind: 'http', url: 'https://img.example/disk.qcow2' } },
+    ],
+    [
+      'a failed import is retried',
+      http,
+      'Failed',
       false,
       { kind: 'import', source: { kind: 'http', url: 'https://img.example/disk.qcow2' } },
     ],
     [
       'registry with a secret',
-      { [SRC]: 'registry', [END]: 'docker://127.0.0.1:5000/guest:v1', [SECRET]: 'creds' },
+      { ...registry, [SECRET]: 'creds' },
+      undefined,
       false,
       { kind: 'import', source: { kind: 'registry', image: '127.0.0.1:5000/guest:v1', secretName: 'creds' } },
     ],
-    [
-      'marker present, report still Running: report Succeeded',
-      { [SRC]: 'http', [END]: 'http://x/y', [PHASE]: 'Running' },
-      true,
-      { kind: 'done', report: true },
-    ],
-    [
-      'marker present, reported: nothing to do',
-      { [SRC]: 'registry', [END]: 'docker://r/i', [PHASE]: 'Succeeded' },
-      true,
-      { kind: 'done', report: false },
-    ],
+    ['marker present, report still Running: report Succeeded', http, 'Running', true, { kind: 'done', report: true }],
+    ['marker present, reported: nothing to do', registry, 'Succeeded', true, { kind: 'done', report: false }],
     [
       'marker wins over a bad endpoint (imported before it changed)',
       { [SRC]: 'http', [END]: 'nonsense' },
+      undefined,
       true,
       { kind: 'done', report: true },
     ],
     [
       'http endpoint not a URL',
       { [SRC]: 'http', [END]: 'nonsense' },
+      undefined,
       false,
       { kind: 'invalid', message: /^cdi\.kubevirt\.io\/storage\.import\.endpoint: "nonsense" is not a URL/ },
     ],
     [
       'http endpoint of another scheme',
       { [SRC]: 'http', [END]: 'file:///etc/shadow' },
+      undefined,
       false,
       { kind: 'invalid', message: /storage\.import\.endpoint: .*not file:/ },
     ],
     [
       'registry endpoint without docker://',
       { [SRC]: 'registry', [END]: 'r/i:1' },
+      undefined,
       false,
       { kind: 'invalid', message: /storage\.import\.endpoint: a registry source is docker:\/\/<image>/ },
     ],
     [
       'registry endpoint empty image',
       { [SRC]: 'registry', [END]: 'docker://' },
+      undefined,
       false,
       { kind: 'invalid', message: /storage\.import\.endpoint/ },
     ],
     [
       'unknown source',
       { [SRC]: 's3', [END]: 's3://b/k' },
+      undefined,
       false,
       { kind: 'invalid', message: /^cdi\.kubevirt\.io\/storage\.import\.source: "s3" is not one of http, registry, none/ },
     ],
   ];
-  for (const [name, annotations, marker, want] of cases) t.match(decideImport(annotations, marker), want, name);
+  for (const [name, annotations, reported, marker, want] of cases) t.match(decideImport(annotations, reported, marker), want, name);
   t.same(
-    decideImport({ [SRC]: 'http', [END]: 'http://a/b' }, false),
+    decideImport({ [SRC]: 'http', [END]: 'http://a/b' }, undefined, false),
     { kind: 'import', source: { kind: 'http', url: 'http://a/b' } },
     'no secretName key without the annotation',
   );
@@ -116,18 +122,6 @@ t.test('ProgressThrottle: about once a second, a finished figure always, no repe
     if (throttle.admit(percent)) seen.push(percent);
   }
   t.same(seen, [1, 4, 5, 100]);
-});
-
-t.test('reportPatch: the three report annotations, a message removed when none', async (t) => {
-  t.same(reportPatch('Running', 45.2), {
-    metadata: { annotations: { [PHASE]: 'Running', 'vkvm.io/import-progress': '45.20%', 'vkvm.io/import-message': null } },
-  });
-  t.same(reportPatch('Failed', 0, 'why').metadata.annotations, {
-    [PHASE]: 'Failed',
-    'vkvm.io/import-progress': '0.00%',
-    'vkvm.io/import-message': 'why',
-  });
-  t.same([formatProgress(100), formatProgress(130), formatProgress(-1), formatProgress(3.14159)], ['100.00%', '100.00%', '0.00%', '3.14%']);
 });
 
 t.test('sizeRefusal: an image larger than its claim is refused, naming both sizes', async (t) => {

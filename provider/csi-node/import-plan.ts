@@ -1,13 +1,10 @@
 // What a DataVolume import on this node is, pure: which claims carry a source
 // to import (the annotations of provider/kubevirt/datavolume-annotations.ts),
-// whether the volume holds it already (its completion marker), the report the
-// node writes on the claim, and qemu-img's progress output. The I/O is
-// volume-import.ts.
+// whether the volume holds it already (its completion marker), and qemu-img's
+// progress output. The report's shape is provider/kubevirt/datavolume-report.ts;
+// the I/O is volume-import.ts.
 import {
   IMPORT_ENDPOINT_ANNOTATION,
-  IMPORT_MESSAGE_ANNOTATION,
-  IMPORT_PHASE_ANNOTATION,
-  IMPORT_PROGRESS_ANNOTATION,
   IMPORT_SECRET_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
   REGISTRY_ENDPOINT_PREFIX,
@@ -43,11 +40,16 @@ export const IMPORT_TEMP_FILE = '.vkvm-import.img.tmp';
 export const DOWNLOAD_TEMP_FILE = '.vkvm-import.download.tmp';
 export const IMPORT_MARKER_FILE = '.vkvm-imported';
 
-export function decideImport(annotations: Record<string, string> | undefined, markerPresent: boolean): ImportDecision {
+/** `reported`: the phase the claim's report says (datavolume-report.ts). */
+export function decideImport(
+  annotations: Record<string, string> | undefined,
+  reported: ImportPhase | undefined,
+  markerPresent: boolean,
+): ImportDecision {
   const a = annotations ?? {};
   const source = a[IMPORT_SOURCE_ANNOTATION];
   if (source === undefined || source === 'none') return { kind: 'none' };
-  if (markerPresent) return { kind: 'done', report: a[IMPORT_PHASE_ANNOTATION] !== 'Succeeded' };
+  if (markerPresent) return { kind: 'done', report: reported !== 'Succeeded' };
   const endpoint = a[IMPORT_ENDPOINT_ANNOTATION] ?? '';
   const secret = a[IMPORT_SECRET_ANNOTATION] ? { secretName: a[IMPORT_SECRET_ANNOTATION] } : {};
   const invalid = (message: string): ImportDecision => ({ kind: 'invalid', message: `${IMPORT_ENDPOINT_ANNOTATION}: ${message}` });
@@ -71,26 +73,6 @@ export function decideImport(annotations: Record<string, string> | undefined, ma
     default:
       return { kind: 'invalid', message: `${IMPORT_SOURCE_ANNOTATION}: "${source}" is not one of http, registry, none` };
   }
-}
-
-/** A progress figure as CDI shows it: two decimals and a percent sign. */
-export const formatProgress = (percent: number): string => `${Math.min(100, Math.max(0, percent)).toFixed(2)}%`;
-
-/** The merge patch of the claim's report annotations; a message is removed when the report has none. */
-export function reportPatch(
-  phase: ImportPhase,
-  percent: number,
-  message?: string,
-): { metadata: { annotations: Record<string, string | null> } } {
-  return {
-    metadata: {
-      annotations: {
-        [IMPORT_PHASE_ANNOTATION]: phase,
-        [IMPORT_PROGRESS_ANNOTATION]: formatProgress(percent),
-        [IMPORT_MESSAGE_ANNOTATION]: message ?? null,
-      },
-    },
-  };
 }
 
 /** The last figure in `qemu-img convert -p` output (`    (45.20/100%)\r`), or undefined when the text holds none. */

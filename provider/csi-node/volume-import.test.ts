@@ -1,11 +1,12 @@
 import { copyFile, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaimCondition, V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import pino from 'pino';
 import { run } from '../../vmm/exec.js';
 import { VolumeImportError, VolumeImports } from './volume-import.js';
 import type { ClaimDisk } from './import-plan.js';
+import { importReportOf } from '../kubevirt/datavolume-report.js';
 
 const MIB = 2 ** 20;
 const pod: V1Pod = { metadata: { namespace: 'ns', name: 'virt-launcher-a', uid: 'u1' } };
@@ -15,7 +16,8 @@ function fixture(t: Test, annotations: Record<string, string>) {
   const dir = t.testdir({ mount: {} });
   const source = join(dir, 'source.qcow2');
   const held = { ...annotations };
-  const reports: Record<string, string | null>[] = [];
+  const reports: V1PersistentVolumeClaimCondition[] = [];
+  const reported = () => importReportOf(reports.slice(-1));
   const downloads: string[] = [];
   const claim: ClaimDisk = {
     namespace: 'ns',
@@ -28,12 +30,14 @@ function fixture(t: Test, annotations: Record<string, string>) {
     nodeName: 'node-a',
     clients: {
       core: {
-        readNamespacedPersistentVolumeClaim: async () => ({ metadata: { annotations: { ...held } } }),
-        patchNamespacedPersistentVolumeClaim: async (req: { body: { metadata: { annotations: Record<string, string | null> } } }) => {
-          reports.push(req.body.metadata.annotations);
-          for (const [k, v] of Object.entries(req.body.metadata.annotations))
-            if (v === null) delete held[k];
-            else held[k] = v;
+        readNamespacedPersistentVolumeClaim: async () => ({
+          metadata: { annotations: { ...held } },
+          status: { conditions: reports.slice(-1) },
+        }),
+        patchNamespacedPersistentVolumeClaimStatus: async (req: {
+          body: { status: { conditions: V1PersistentVolumeClaimCondition[] } };
+        }) => {
+          reports.push(...req.body.status.conditions);
           return {};
         },
         readNamespacedSecret: async () => Promise.reject(new Error('secrets "creds" is forbidden')),
@@ -47,7 +51,7 @@ function fixture(t: Test, annotations: Record<string, string>) {
     registryDisk: async () => source,
     log: pino({ level: 'silent' }),
   });
-  return { dir, source, held, reports, downloads, claim, imports };
+  return { dir, source, reported, reports, downloads, claim, imports };
 }
 
 t.test('an http source is converted into disk.img at the claim size with a marker; a second start imports nothing', async (t) => {
@@ -68,15 +72,15 @@ t.test('an http source is converted into disk.img at the claim size with a marke
       size: info['virtual-size'],
       written: bytes.subarray(MIB, MIB + 4).toString('hex'),
       files: (await readdir(join(f.dir, 'mount'))).sort(),
-      report: f.held,
-      phases: f.reports.map((r) => r['cdi.kubevirt.io/storage.pod.phase']),
+      report: f.reported(),
+      phases: f.reports.map((r) => r.reason),
     },
     {
       format: 'raw',
       size: 16 * MIB,
       written: '5a5a5a5a',
       files: ['.vkvm-imported', 'disk.img'],
-      report: { 'cdi.kubevirt.io/storage.pod.phase': 'Succeeded', 'vkvm.io/import-progress': '100.00%' },
+      report: { phase: 'Succeeded', progress: '100.00%' },
       phases: ['Running', 'Succeeded'],
     },
     'raw disk.img of the guest bytes grown to the claim, the marker, no temporary file, Succeeded at 100.00%',
@@ -115,8 +119,8 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
     t.match(
       {
         err,
-        phase: f.held['cdi.kubevirt.io/storage.pod.phase'],
-        message: f.held['vkvm.io/import-message'],
+        phase: f.reported()?.phase,
+        message: f.reported()?.message,
         files: await readdir(join(f.dir, 'mount')),
       },
       {

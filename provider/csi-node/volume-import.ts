@@ -6,17 +6,19 @@
 // disk.img and then a marker file make it complete, so an agent killed
 // half-way starts again from scratch and never boots a half-written disk,
 // and a second VM (or a restart) finds the marker and imports nothing.
-// The node reports on the claim (phase, progress at most once a second,
-// message); the DataVolume controller mirrors it. What to do is import-plan.ts.
+// The node reports on the claim's status (phase, progress at most once a
+// second, message: provider/kubevirt/datavolume-report.ts); the DataVolume
+// controller mirrors it. What to do is import-plan.ts.
 import { spawn } from 'node:child_process';
 import { open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { mergePatch, type KubeClients } from '../kube/client.js';
+import { strategicMerge, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import type { PodImages } from '../images/pod-images.js';
 import type { RegistryCredential } from '../images/keyring.js';
 import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
+import { importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
 import { SpecError } from '../../vmm/errors.js';
 import { baseFormat } from '../../vmm/disks/base-image.js';
 import { readImageInfo } from '../../vmm/disks/qemu-img.js';
@@ -27,7 +29,6 @@ import {
   IMPORT_TEMP_FILE,
   lastProgress,
   ProgressThrottle,
-  reportPatch,
   sizeRefusal,
   type ClaimDisk,
   type ImportSourceSpec,
@@ -82,7 +83,7 @@ export class VolumeImports {
       () => true,
       () => false,
     );
-    const decision = decideImport(pvc.metadata?.annotations, marker);
+    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker);
     switch (decision.kind) {
       case 'none':
         return;
@@ -182,9 +183,10 @@ export class VolumeImports {
   }
 
   /**
-   * Best effort: the import is the node's job and the report only mirrors it
-   * (a claim with no selected node, e.g. a static PV, cannot be reported on;
-   * deploy/node-restriction.yaml), so a refused report is a warning.
+   * Best effort: the import is the node's job and the report only mirrors
+   * it, so a refused report is a warning. A strategic merge on the status
+   * subresource replaces this one condition (merge key: type) and leaves the
+   * resize conditions alone.
    */
   private report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
     const key = `${c.namespace}/${c.claim}`;
@@ -195,11 +197,9 @@ export class VolumeImports {
   }
 
   private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+    const body = { status: { conditions: [importCondition(phase, percent, message, new Date())] } };
     await this.o.clients.core
-      .patchNamespacedPersistentVolumeClaim(
-        { name: c.claim, namespace: c.namespace, body: reportPatch(phase, percent, message) },
-        mergePatch,
-      )
+      .patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge)
       .catch((err: unknown) => log.warn({ err, phase }, 'could not report the import on the claim'));
   }
 

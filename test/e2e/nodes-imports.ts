@@ -2,25 +2,23 @@
 // tenant's claim annotated with an import source (as the DataVolume
 // controller annotates the claims it makes) is filled by the agent of the
 // node that runs the VM, straight into the published volume, before the
-// launcher starts; the node reports on the claim, and only on the claims of
-// its own node (deploy/node-restriction.yaml). The tenant annotates its own
+// launcher starts; the node reports in the claim's status (a condition,
+// provider/kubevirt/datavolume-report.ts), which the Node authorizer lets it
+// write only for its own pods' claims and NodeRestriction only there. The tenant annotates its own
 // claim here: that is safe, since the node imports only what the tenant
 // could name as a containerDisk or URL image itself, with the pod's pull
 // secrets and under the node's address policy.
 import { join } from 'node:path';
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Test } from 'tap';
-import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
+import { mergePatch, strategicMerge, type KubeClients } from '../../provider/kube/client.js';
+import { importCondition, importReportOf } from '../../provider/kubevirt/datavolume-report.js';
 import type { VirtualMachineInstance, VirtualMachineInstanceSpec } from '../../provider/kubevirt/types.js';
 import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import { apiOutcome, pods, poll, virtualMachineInstances, waitFor, waitForGone, type UpNode } from './framework/index.js';
 
 const SOURCE = 'cdi.kubevirt.io/storage.import.source';
 const ENDPOINT = 'cdi.kubevirt.io/storage.import.endpoint';
-const PHASE = 'cdi.kubevirt.io/storage.pod.phase';
-const PROGRESS = 'vkvm.io/import-progress';
-const MESSAGE = 'vkvm.io/import-message';
-const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
 const KV = { group: 'kubevirt.io', version: 'v1', plural: 'virtualmachineinstances' };
 
 const claim = (name: string, annotations: Record<string, string>): V1PersistentVolumeClaim => ({
@@ -59,17 +57,17 @@ export async function importedRootDisks(
     admin: KubeClients;
     tenant: KubeClients;
     namespace: string;
-    /** The node the VMs run on, and another node's own identity (system:node:<name>). */
+    /** The node the VMs run on, and its own identity (system:node:<name>). */
     node: UpNode;
-    otherNode: { name: string; clients: KubeClients };
+    nodeIdentity: KubeClients;
     upStateDir: string;
     bootDeadlineMs: number;
   },
 ): Promise<void> {
   const { admin, tenant, namespace, node } = o;
   const stateDir = node.simulated?.stateDir ?? o.upStateDir;
-  const annotations = async (name: string) =>
-    (await tenant.core.readNamespacedPersistentVolumeClaim({ name, namespace })).metadata?.annotations ?? {};
+  const report = async (name: string) =>
+    importReportOf((await tenant.core.readNamespacedPersistentVolumeClaim({ name, namespace })).status?.conditions);
   const runVmi = async (name: string, claimName: string) => {
     await tenant.custom.createNamespacedCustomObject({ ...KV, namespace, body: vmiOnClaim(name, claimName, node.name) });
     const vmi: VirtualMachineInstance = await waitFor(
@@ -97,48 +95,51 @@ export async function importedRootDisks(
     body: claim('dv-root', { [SOURCE]: 'registry', [ENDPOINT]: `docker://${TEST_GUEST_IMAGE}` }),
   });
   const first = await runVmi('vmi-dv-1', 'dv-root');
-  const reported = await annotations('dv-root');
   t.match(
-    { phase: first.vmi.status?.phase, node: first.vmi.status?.nodeName, report: reported, marker: first.marker, disk: first.disk },
+    {
+      phase: first.vmi.status?.phase,
+      node: first.vmi.status?.nodeName,
+      report: await report('dv-root'),
+      marker: first.marker,
+      disk: first.disk,
+    },
     {
       phase: 'Running',
       node: node.name,
-      report: { [PHASE]: 'Succeeded', [PROGRESS]: '100.00%' },
+      report: { phase: 'Succeeded', progress: '100.00%' },
       marker: /"importedAt"/,
       disk: String(64 * 2 ** 20),
     },
     `a VM boots from a claim imported from ${TEST_GUEST_IMAGE} on ${node.name}, grown to the claim's size; the claim says Succeeded, 100.00%`,
   );
-  t.notOk(MESSAGE in reported, 'no message on a success');
   await removeVmi(first.vmi);
   const second = await runVmi('vmi-dv-2', 'dv-root');
   t.match(
-    { phase: second.vmi.status?.phase, marker: second.marker, report: await annotations('dv-root') },
-    { phase: 'Running', marker: first.marker, report: { [PHASE]: 'Succeeded' } },
+    { phase: second.vmi.status?.phase, marker: second.marker, report: await report('dv-root') },
+    { phase: 'Running', marker: first.marker, report: { phase: 'Succeeded' } },
     'a second VM on the claim boots without a second import (the same marker)',
   );
 
-  // A node reports only on its own node's claims, and only the report.
-  const other = o.otherNode;
-  await tenant.core.createNamespacedPersistentVolumeClaim({ namespace, body: claim('dv-policy', { [SELECTED_NODE]: other.name }) });
-  const patch = (name: string, metadata: object) =>
-    apiOutcome(() => other.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace, body: { metadata } }, mergePatch));
+  // The node writes only its own pods' claims, and only their status conditions.
+  await tenant.core.createNamespacedPersistentVolumeClaim({ namespace, body: claim('dv-unused', {}) });
+  const asNode = o.nodeIdentity.core;
+  const condition = { status: { conditions: [importCondition('Failed', 0, 'forged', new Date())] } };
   t.match(
     {
-      anotherNodes: await patch('dv-root', { annotations: { [PHASE]: 'Failed' } }),
-      anotherField: await patch('dv-policy', { labels: { mine: 'yes' } }),
-      anotherAnnotation: await patch('dv-policy', { annotations: { [ENDPOINT]: 'http://169.254.169.254/' } }),
-      itsReport: await patch('dv-policy', { annotations: { [PHASE]: 'Running', [PROGRESS]: '1.00%' } }),
+      anotherClaim: await apiOutcome(() =>
+        asNode.patchNamespacedPersistentVolumeClaimStatus({ name: 'dv-unused', namespace, body: condition }, strategicMerge),
+      ),
+      anotherField: await apiOutcome(() =>
+        asNode.patchNamespacedPersistentVolumeClaim(
+          { name: 'dv-root', namespace, body: { metadata: { annotations: { [ENDPOINT]: 'http://169.254.169.254/' } } } },
+          mergePatch,
+        ),
+      ),
     },
-    {
-      anotherNodes: { code: 403, message: /selected-node annotation names that node/ },
-      anotherField: { code: 403, message: /only the import report annotations/ },
-      anotherAnnotation: { code: 403, message: /only the import report annotations/ },
-      itsReport: { code: 200 },
-    },
-    `node ${other.name} may write only the import report of its own node's claims`,
+    { anotherClaim: { code: 403 }, anotherField: { code: 403, message: /may only update PVC status/ } },
+    `node ${node.name} may write neither a claim none of its pods uses nor anything but a claim's status`,
   );
-  t.equal((await annotations('dv-root'))[PHASE], 'Succeeded', "the other node's refused write changed nothing");
+  t.equal((await report('dv-root'))?.phase, 'Succeeded', 'the refused writes changed nothing');
 
   // A URL at a node-local service is refused, naming the field, on the claim and on the VMI.
   await tenant.core.createNamespacedPersistentVolumeClaim({
@@ -153,19 +154,19 @@ export async function importedRootDisks(
   );
   const failedReport = await poll(
     'the claim to say Failed',
-    () => annotations('dv-local'),
-    (a) => a[PHASE] === 'Failed',
+    () => report('dv-local'),
+    (r) => r?.phase === 'Failed',
   );
   const why = /cdi\.kubevirt\.io\/storage\.import\.endpoint: .*refused: .*loopback/;
   t.match(
     { vmi: refused.status?.conditions?.find((c) => c.type === 'Synchronized'), report: failedReport },
     {
       vmi: { status: 'False', reason: 'CreateContainerError', message: new RegExp(`claim "dv-local": import failed: ${why.source}`) },
-      report: { [PHASE]: 'Failed', [MESSAGE]: why },
+      report: { phase: 'Failed', message: why },
     },
     'an http source at the node itself is refused naming the field; the VMI says why and does not start',
   );
 
   for (const vmi of [second.vmi, refused]) await removeVmi(vmi);
-  for (const name of ['dv-root', 'dv-policy', 'dv-local']) await tenant.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
+  for (const name of ['dv-root', 'dv-unused', 'dv-local']) await tenant.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
 }
