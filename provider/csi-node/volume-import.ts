@@ -198,9 +198,11 @@ export class VolumeImports {
 
   private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
     const body = { status: { conditions: [importCondition(phase, percent, message, new Date())] } };
-    await this.o.clients.core
-      .patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge)
-      .catch((err: unknown) => log.warn({ err, phase }, 'could not report the import on the claim'));
+    try {
+      await this.o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge);
+    } catch (err) {
+      log.warn({ err, phase }, 'could not report the import on the claim');
+    }
   }
 
   private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
