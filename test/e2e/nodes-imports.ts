@@ -13,9 +13,19 @@ import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import { mergePatch, strategicMerge, type KubeClients } from '../../provider/kube/client.js';
 import { importCondition, importReportOf } from '../../provider/kubevirt/datavolume-report.js';
-import type { VirtualMachineInstance, VirtualMachineInstanceSpec } from '../../provider/kubevirt/types.js';
+import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
-import { apiOutcome, pods, poll, virtualMachineInstances, waitFor, waitForGone, type UpNode } from './framework/index.js';
+import {
+  apiOutcome,
+  pods,
+  poll,
+  smokeVmiSpec,
+  virtualMachineInstances,
+  vmiOf,
+  waitFor,
+  waitForGone,
+  type UpNode,
+} from './framework/index.js';
 
 const SOURCE = 'cdi.kubevirt.io/storage.import.source';
 const ENDPOINT = 'cdi.kubevirt.io/storage.import.endpoint';
@@ -26,29 +36,14 @@ const claim = (name: string, annotations: Record<string, string>): V1PersistentV
   spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '64Mi' } } },
 });
 
-/** A VMI booting from `claimName`, pinned to `node`. */
+/** The smoke VMI booting from `claimName` where it has its containerDisk, pinned to `node`. */
 function vmiOnClaim(name: string, claimName: string, node: string) {
-  const spec: VirtualMachineInstanceSpec = {
-    nodeSelector: { 'kubernetes.io/hostname': node },
-    domain: {
-      cpu: { cores: 1 },
-      machine: { type: 'q35' },
-      resources: { requests: { memory: '128Mi' } },
-      devices: {
-        disks: [
-          { name: 'root', disk: { bus: 'virtio' } },
-          { name: 'cloudinitdisk', disk: { bus: 'virtio' } },
-        ],
-        interfaces: [{ name: 'default', masquerade: {} }],
-      },
-    },
-    networks: [{ name: 'default', pod: {} }],
-    volumes: [
-      { name: 'root', persistentVolumeClaim: { claimName } },
-      { name: 'cloudinitdisk', cloudInitNoCloud: { userDataBase64: 'SGkuXG4=' } },
-    ],
-  };
-  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name }, spec };
+  const spec = smokeVmiSpec();
+  spec.nodeSelector = { 'kubernetes.io/hostname': node };
+  const devices = spec.domain.devices!;
+  devices.disks = devices.disks!.map((d) => (d.name === 'containerdisk' ? { ...d, name: 'root' } : d));
+  spec.volumes = spec.volumes!.map((v) => (v.name === 'containerdisk' ? { name: 'root', persistentVolumeClaim: { claimName } } : v));
+  return vmiOf(name, spec);
 }
 
 export async function importedRootDisks(
