@@ -131,7 +131,7 @@ export async function importedRootDisks(
         ),
       ),
     },
-    { anotherClaim: { code: 403 }, anotherField: { code: 403, message: /may only update PVC status/ } },
+    { anotherClaim: { code: 403 }, anotherField: { code: 403, message: /cannot patch resource "persistentvolumeclaims"/ } },
     `node ${node.name} may write neither a claim none of its pods uses nor anything but a claim's status`,
   );
   t.equal((await report('dv-root'))?.phase, 'Succeeded', 'the refused writes changed nothing');
