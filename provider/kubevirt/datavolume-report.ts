@@ -2,7 +2,8 @@
 // DataVolume controller reads it back, pure. The report cannot be claim
 // annotations (datavolume-annotations.ts's IMPORT_PHASE/PROGRESS/MESSAGE):
 // the NodeRestriction admission plugin lets a node write a claim only
-// through its status subresource, and there only status.conditions. So the
+// through its status subresource, and there only status.conditions, whatever
+// RBAC grants. So the
 // node writes one condition, and the Node authorizer already limits that
 // write to the claims of pods bound to the node; no grant is added.
 //
