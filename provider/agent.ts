@@ -42,6 +42,8 @@ import { migrationSides } from './migration/node-sides.js';
 import { clusterCaPem } from './migration/relay-credentials.js';
 import type { RelayServer } from './migration/relay-server.js';
 import { startCsiNodeSide } from './csi-node/node-side.js';
+import { VolumeImports } from './csi-node/volume-import.js';
+import { downloadToFile } from '../vmm/disks/download.js';
 
 /** How long guests get to power off when `vkvm up` stops. */
 const STOP_VMS_GRACE_S = 10;
@@ -224,6 +226,14 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       vmis,
       network,
       volumes: csiNode.volumes,
+      // DataVolume imports come through the node's URL policy and image store, as a VM's own images do.
+      imports: new VolumeImports({
+        nodeName: config.nodeName,
+        clients,
+        download: (url, dest, log, signal) => downloadToFile(url, dest, config.imageDownloads, log, signal),
+        registryDisk: (pod, image, cred, log) => podImages.diskFile(pod, image, cred, log),
+        log: rootLog.child({ component: 'volume-import' }),
+      }),
       api: kubePodApi(clients),
       hostIP: () => facts.internalIP!,
       urlImages,

@@ -13,8 +13,9 @@ import { isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import type { DiskSpec, ImagePullPolicy, KernelBoot, VmSpec } from '../../vmm/spec.js';
 import type { ImageService, ReadyImage } from './image-service.js';
-import { keyringFromSecrets, type DockerKeyring, type PullSecret } from './keyring.js';
+import { keyringFromSecrets, type DockerKeyring, type PullSecret, type RegistryCredential } from './keyring.js';
 import type { PinStore } from './pins.js';
+import { defaultPullPolicy, parseReference } from './reference.js';
 
 export interface PodImagesOptions {
   images: ImageService;
@@ -125,6 +126,24 @@ export class PodImages {
       kernelBoot = { ...rest, kernelPath: kernelPath!, ...(initrdPath ? { initrdPath } : {}), fromImageStore: true } satisfies KernelBoot;
     }
     return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };
+  }
+
+  /**
+   * The disk file of a registry image, as a containerDisk's (`/disk/*`), for
+   * a DataVolume import into one of the pod's claims: the pod's pull secrets
+   * and `extra` (the import's own secret), the image's default pull policy.
+   * Failures are ImagePullErrors.
+   */
+  async diskFile(pod: V1Pod, image: string, extra: RegistryCredential | undefined, log: Logger): Promise<string> {
+    const keyring = await this.keyringOf(pod, log);
+    // Its credential first: the keyring returns the most specific key first, and repository beats host.
+    if (extra) {
+      const ref = parseReference(image);
+      keyring.add(`${ref.domain}/${ref.path}`, extra);
+    }
+    const ready = await this.o.images.ensure({ image, policy: defaultPullPolicy(image), keyring, log });
+    const [path] = await this.o.images.files(ready, [{ onlyIn: '/disk' }], { disk: true });
+    return path!;
   }
 
   /**

@@ -48,7 +48,7 @@ import { VmStarts } from './vm-starts.js';
 /** The pods bound to this node, as the controller reads them (createPodInformer; a fake in unit tests). */
 export type PodInformer = Pick<ClusterInformer<V1Pod>, 'start' | 'stop' | 'get' | 'list' | 'onChange'>;
 
-export interface PodControllerOptions extends Pick<StatusWriterOptions, 'accelerator'> {
+export interface PodControllerOptions extends Pick<StatusWriterOptions, 'accelerator'>, Pick<VmRuntimeOptions, 'imports'> {
   pods: PodInformer;
   launchers: Launchers<VmControl>;
   /** Launcher pods of KubeVirt VMIs: their spec comes from the VMI, and the VMI gets this node's status. */

@@ -14,6 +14,7 @@ import { ChildCpuMeter } from '../child-cpu.js';
 import { NetworkNotReadyError, type PodNetwork } from '../network/pod-network.js';
 import { ImagePullError } from '../images/errors.js';
 import type { PodVolumes } from '../csi-node/pod-volumes.js';
+import type { VolumeImports } from '../csi-node/volume-import.js';
 import type { PodImages, ResolvedSpec } from '../images/pod-images.js';
 import type { UrlImagesInUse } from '../images/url-cache-gc.js';
 import { PreconditionError } from '../../launcher/agent-api.js';
@@ -43,6 +44,8 @@ export interface VmRuntimeOptions {
   downloadImage: (url: string, at: string, log: Logger, signal?: AbortSignal) => Promise<void>;
   /** Publishes a VMI's CSI volumes before its launcher starts (csi-node/pod-volumes.ts); a node without it refuses them. */
   volumes?: Pick<PodVolumes, 'publish'>;
+  /** Imports a DataVolume's source into its published volume before the launcher starts (csi-node/volume-import.ts). */
+  imports?: Pick<VolumeImports, 'ensure'>;
   /** Records what was learnt about the pod on the way to its spec: its VMI's context, its place on the network, its image. */
   /** Notes the URLs each pod's VM uses, which pins them in the image cache (url-cache-gc.ts). */
   urlImages?: Pick<UrlImagesInUse, 'note'>;
@@ -201,6 +204,7 @@ export class VmRuntime {
       const csi = lc.vmi?.csiVolumes ?? [];
       if (csi.length && !this.o.volumes) throw new Error('this node agent publishes no CSI volumes');
       if (csi.length) await this.o.volumes!.publish(lc.uid, csi, signal);
+      if (lc.vmi?.csiClaims?.length && this.o.imports) await this.o.imports.ensure(pod, lc.vmi.csiClaims, signal);
       // Registry images are pulled with the kubelet's events; the launcher gets their files in the store.
       const resolved = await this.o.images.resolve(pod, spec, log);
       if (resolved.imageID) this.o.learnt(lc.uid, { imageID: resolved.imageID });

@@ -22,6 +22,8 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { claimOnNode } from '../kubevirt/claims.js';
 import { diskPath, type CsiVolume } from '../csi-node/volume.js';
+import type { ClaimDisk } from '../csi-node/import-plan.js';
+import { parseQuantity } from '../kube/quantity.js';
 import { probesOf, type VmProbes } from './probes/probe-spec.js';
 import { translateVmi, vmiReferences, type BoundClaim, type UnservableClaim, type VmiTranslation } from '../kubevirt/translate.js';
 import { GROUP, KUBEVIRT_API_VERSION, PAUSED_ANNOTATION, VERSION, VMI_PLURAL, type VirtualMachineInstance } from '../kubevirt/types.js';
@@ -56,6 +58,8 @@ export interface VmiSpecResult {
   probes?: VmProbes;
   /** The CSI volumes of its claims, which the node stages and publishes before the VM starts (provider/csi-node/). */
   csiVolumes: CsiVolume[];
+  /** The claims on those volumes, where a DataVolume's import writes (csi-node/volume-import.ts). */
+  csiClaims?: ClaimDisk[];
 }
 
 /** The VMIs of this node's launcher pods, as the pod controller and the status writer read them. */
@@ -159,6 +163,7 @@ export class ClusterVmiSource implements VmiSource {
       atKubevirtFields: result.atKubevirtFields,
       probes: probesOf(undefined, vmi.spec),
       csiVolumes: Object.values(pvcs).flatMap((c) => ('kind' in c && c.kind === 'csi' ? [c.volume] : [])),
+      csiClaims: Object.entries(pvcs).flatMap(([claim, c]) => ('kind' in c && c.kind === 'csi' ? [claimDisk(namespace, claim, c)] : [])),
     };
   }
 
@@ -199,4 +204,9 @@ export class ClusterVmiSource implements VmiSource {
     const pv = await this.clients.core.readPersistentVolume({ name: pvName });
     return claimOnNode(pvc, pv, (v) => diskPath(this.csiRoot, podUid, v));
   }
+}
+
+function claimDisk(namespace: string, claim: string, c: Extract<BoundClaim, { kind: 'csi' }>): ClaimDisk {
+  const capacityBytes = c.capacity === undefined ? null : parseQuantity(String(c.capacity));
+  return { namespace, claim, pvName: c.volume.pvName, diskPath: c.diskPath, ...(capacityBytes !== null ? { capacityBytes } : {}) };
 }

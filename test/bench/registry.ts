@@ -12,6 +12,7 @@ import { NODE_BENCHMARKS } from './nodes.js';
 import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
 import { RELAY_BENCHMARKS } from './relay.js';
+import { STORAGE_IMPORT_BENCHMARKS } from './storage-import.js';
 import { STREAM_BENCHMARKS } from './streams.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
@@ -21,6 +22,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...POD_BENCHMARKS,
   ...IMAGE_BENCHMARKS,
   ...POD_IMAGE_BENCHMARKS,
+  ...STORAGE_IMPORT_BENCHMARKS,
   ...STREAM_BENCHMARKS,
   ...RELAY_BENCHMARKS,
   ...MIGRATION_BENCHMARKS,

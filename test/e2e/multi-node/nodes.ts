@@ -4,7 +4,8 @@
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
 // driver and provisioner, snapshotted and restored there; a tenant's
-// DataVolumes (a VM's, and a clone of it).
+// DataVolumes (a VM's, and a clone of it); a claim imported from an image by
+// the node that runs its VM (DataVolume import).
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
@@ -12,6 +13,7 @@ import type { VirtualMachineInstance } from '../../../provider/kubevirt/types.js
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
 import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
 import { dataVolumeBoundaries, vmOnDataVolume } from '../nodes-datavolumes.js';
+import { importedRootDisks } from '../nodes-imports.js';
 import {
   condition,
   createTenant,
@@ -81,6 +83,20 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
   );
   await t.test("a VM's blank DataVolume keeps its marker across a stop and a start; a clone holds it; all gone with the VM", (t) =>
     vmOnDataVolume(t, dataVolumeCase),
+  );
+
+  await t.test(
+    'a claim imported from an image by the node that runs its VM: boots, reported on the claim, not imported twice; a node-local URL refused',
+    (t) =>
+      importedRootDisks(t, {
+        admin,
+        tenant,
+        namespace: NS,
+        node: b,
+        nodeIdentity: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)),
+        upStateDir: up.stateDir,
+        bootDeadlineMs: BOOT_DEADLINE_MS,
+      }),
   );
 
   await t.test('a tenant runs a VM on each node by hostname; each fetches from the other by pod IP, seen as its own pod IP', async (t) => {

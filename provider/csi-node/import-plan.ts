@@ -1,0 +1,111 @@
+// What a DataVolume import on this node is, pure: which claims carry a source
+// to import (the annotations of provider/kubevirt/datavolume-annotations.ts),
+// whether the volume holds it already (its completion marker), and qemu-img's
+// progress output. The report's shape is provider/kubevirt/datavolume-report.ts;
+// the I/O is volume-import.ts.
+import {
+  IMPORT_ENDPOINT_ANNOTATION,
+  IMPORT_SECRET_ANNOTATION,
+  IMPORT_SOURCE_ANNOTATION,
+  REGISTRY_ENDPOINT_PREFIX,
+  type ImportPhase,
+} from '../kubevirt/datavolume-annotations.js';
+
+/** A VMI's claim on a CSI volume, as published for its pod: where an import writes. */
+export interface ClaimDisk {
+  namespace: string;
+  claim: string;
+  pvName: string;
+  /** disk.img inside the published directory. */
+  diskPath: string;
+  /** The claim's status.capacity.storage in bytes, when known: a raw image smaller than it is grown to it. */
+  capacityBytes?: number;
+}
+
+export type ImportSourceSpec =
+  { kind: 'http'; url: string; secretName?: string } | { kind: 'registry'; image: string; secretName?: string };
+
+/** What a claim's volume needs before its VM boots. */
+export type ImportDecision =
+  /** No source (a plain claim, or a blank DataVolume). */
+  | { kind: 'none' }
+  /** The marker is there: imported before; `report` when the claim does not say Succeeded yet. */
+  | { kind: 'done'; report: boolean }
+  | { kind: 'import'; source: ImportSourceSpec }
+  /** The annotations are unusable; the message names the annotation. */
+  | { kind: 'invalid'; message: string };
+
+/** Temporary names inside the volume; only `disk.img` and the marker mean anything to a later start. */
+export const IMPORT_TEMP_FILE = '.vkvm-import.img.tmp';
+export const DOWNLOAD_TEMP_FILE = '.vkvm-import.download.tmp';
+export const IMPORT_MARKER_FILE = '.vkvm-imported';
+
+/** `reported`: the phase the claim's report says (datavolume-report.ts). */
+export function decideImport(
+  annotations: Record<string, string> | undefined,
+  reported: ImportPhase | undefined,
+  markerPresent: boolean,
+): ImportDecision {
+  const a = annotations ?? {};
+  const source = a[IMPORT_SOURCE_ANNOTATION];
+  if (source === undefined || source === 'none') return { kind: 'none' };
+  if (markerPresent) return { kind: 'done', report: reported !== 'Succeeded' };
+  const endpoint = a[IMPORT_ENDPOINT_ANNOTATION] ?? '';
+  const secret = a[IMPORT_SECRET_ANNOTATION] ? { secretName: a[IMPORT_SECRET_ANNOTATION] } : {};
+  const invalid = (message: string): ImportDecision => ({ kind: 'invalid', message: `${IMPORT_ENDPOINT_ANNOTATION}: ${message}` });
+  switch (source) {
+    case 'http': {
+      let url: URL;
+      try {
+        url = new URL(endpoint);
+      } catch {
+        return invalid(`"${endpoint}" is not a URL`);
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:')
+        return invalid(`an http source needs an http or https URL, not ${url.protocol}`);
+      return { kind: 'import', source: { kind: 'http', url: endpoint, ...secret } };
+    }
+    case 'registry': {
+      if (!endpoint.startsWith(REGISTRY_ENDPOINT_PREFIX) || endpoint.length === REGISTRY_ENDPOINT_PREFIX.length)
+        return invalid(`a registry source is ${REGISTRY_ENDPOINT_PREFIX}<image>, not "${endpoint}"`);
+      return { kind: 'import', source: { kind: 'registry', image: endpoint.slice(REGISTRY_ENDPOINT_PREFIX.length), ...secret } };
+    }
+    default:
+      return { kind: 'invalid', message: `${IMPORT_SOURCE_ANNOTATION}: "${source}" is not one of http, registry, none` };
+  }
+}
+
+/** The last figure in `qemu-img convert -p` output (`    (45.20/100%)\r`), or undefined when the text holds none. */
+export function lastProgress(text: string): number | undefined {
+  const all = [...text.matchAll(/\((\d+(?:\.\d+)?)\/100%\)/g)];
+  const last = all.at(-1);
+  return last ? Number(last[1]) : undefined;
+}
+
+/** Passes on at most one report per `intervalMs`; a finished one (100) always. Pure but for the clock it is given. */
+export class ProgressThrottle {
+  private lastAtMs = -Infinity;
+  private lastPercent = -1;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly nowMs: () => number,
+  ) {}
+
+  /** Whether `percent` should be reported now. */
+  admit(percent: number): boolean {
+    if (percent === this.lastPercent) return false;
+    const now = this.nowMs();
+    if (percent < 100 && now - this.lastAtMs < this.intervalMs) return false;
+    this.lastAtMs = now;
+    this.lastPercent = percent;
+    return true;
+  }
+}
+
+/** Why an image's size does not fit the claim, or undefined when it does. */
+export function sizeRefusal(virtualSizeBytes: number, capacityBytes: number | undefined, claim: string): string | undefined {
+  if (capacityBytes === undefined || virtualSizeBytes <= capacityBytes) return undefined;
+  const mib = (n: number) => `${Math.ceil(n / 2 ** 20)} MiB`;
+  return `the image's virtual size, ${mib(virtualSizeBytes)}, is larger than claim "${claim}"'s capacity, ${mib(capacityBytes)}`;
+}

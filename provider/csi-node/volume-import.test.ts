@@ -1,0 +1,135 @@
+import { copyFile, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1PersistentVolumeClaimCondition, V1Pod } from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import pino from 'pino';
+import { run } from '../../vmm/exec.js';
+import { VolumeImportError, VolumeImports } from './volume-import.js';
+import type { ClaimDisk } from './import-plan.js';
+import { importReportOf } from '../kubevirt/datavolume-report.js';
+
+const MIB = 2 ** 20;
+const pod: V1Pod = { metadata: { namespace: 'ns', name: 'virt-launcher-a', uid: 'u1' } };
+
+/** A claim's annotations as the API holds them, patched as the node reports; a download that copies a local file. */
+function fixture(t: Test, annotations: Record<string, string>) {
+  const dir = t.testdir({ mount: {} });
+  const source = join(dir, 'source.qcow2');
+  const held = { ...annotations };
+  const reports: V1PersistentVolumeClaimCondition[] = [];
+  const reported = () => importReportOf(reports.slice(-1));
+  const downloads: string[] = [];
+  const claim: ClaimDisk = {
+    namespace: 'ns',
+    claim: 'root',
+    pvName: 'pv-1',
+    diskPath: join(dir, 'mount', 'disk.img'),
+    capacityBytes: 16 * MIB,
+  };
+  const imports = new VolumeImports({
+    nodeName: 'node-a',
+    clients: {
+      core: {
+        readNamespacedPersistentVolumeClaim: async () => ({
+          metadata: { annotations: { ...held } },
+          status: { conditions: reports.slice(-1) },
+        }),
+        patchNamespacedPersistentVolumeClaimStatus: async (req: {
+          body: { status: { conditions: V1PersistentVolumeClaimCondition[] } };
+        }) => {
+          reports.push(...req.body.status.conditions);
+          return {};
+        },
+        readNamespacedSecret: async () => Promise.reject(new Error('secrets "creds" is forbidden')),
+      } as never,
+    },
+    download: async (url, dest) => {
+      downloads.push(url);
+      await copyFile(source, dest);
+      return (await stat(dest)).size;
+    },
+    registryDisk: async () => source,
+    log: pino({ level: 'silent' }),
+  });
+  return { dir, source, reported, reports, downloads, claim, imports };
+}
+
+t.test('an http source is converted into disk.img at the claim size with a marker; a second start imports nothing', async (t) => {
+  const f = fixture(t, {
+    'cdi.kubevirt.io/storage.import.source': 'http',
+    'cdi.kubevirt.io/storage.import.endpoint': 'http://img/d.qcow2',
+  });
+  await run('qemu-img', ['create', '-f', 'qcow2', f.source, '8M']);
+  await run('qemu-io', ['-c', 'write -P 0x5a 1M 64k', f.source]);
+  // What an agent killed mid-import left behind: restarted from scratch.
+  await writeFile(join(f.dir, 'mount', '.vkvm-import.img.tmp'), 'half');
+  await f.imports.ensure(pod, [f.claim]);
+  const info = JSON.parse(await run('qemu-img', ['info', '--output=json', f.claim.diskPath])) as { format: string; 'virtual-size': number };
+  const bytes = await readFile(f.claim.diskPath);
+  t.match(
+    {
+      format: info.format,
+      size: info['virtual-size'],
+      written: bytes.subarray(MIB, MIB + 4).toString('hex'),
+      files: (await readdir(join(f.dir, 'mount'))).sort(),
+      report: f.reported(),
+      phases: f.reports.map((r) => r.reason),
+    },
+    {
+      format: 'raw',
+      size: 16 * MIB,
+      written: '5a5a5a5a',
+      files: ['.vkvm-imported', 'disk.img'],
+      report: { phase: 'Succeeded', progress: '100.00%' },
+      phases: ['Running', 'Succeeded'],
+    },
+    'raw disk.img of the guest bytes grown to the claim, the marker, no temporary file, Succeeded at 100.00%',
+  );
+  await f.imports.ensure(pod, [f.claim]);
+  t.same(f.downloads, ['http://img/d.qcow2'], 'the second start downloads nothing');
+  t.equal(f.reports.length, 2, 'and reports nothing more');
+});
+
+t.test('failures: reported Failed on the claim, a VolumeImportError naming the claim and the annotation', async (t) => {
+  const cases: [string, Record<string, string>, RegExp][] = [
+    [
+      'an image larger than the claim',
+      { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' },
+      /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.endpoint: the image's virtual size, 32 MiB, is larger than claim "root"'s capacity, 16 MiB$/,
+    ],
+    [
+      'an import secret the node may not read',
+      {
+        'cdi.kubevirt.io/storage.import.source': 'registry',
+        'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1',
+        'cdi.kubevirt.io/storage.import.secretName': 'creds',
+      },
+      /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.secretName: Secret ns\/creds cannot be read by node node-a: /,
+    ],
+    [
+      'an unknown source',
+      { 'cdi.kubevirt.io/storage.import.source': 'gcs' },
+      /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.source: "gcs" is not one of/,
+    ],
+  ];
+  for (const [name, annotations, want] of cases) {
+    const f = fixture(t, annotations);
+    await run('qemu-img', ['create', '-f', 'qcow2', f.source, '32M']);
+    const err = await f.imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
+    t.match(
+      {
+        err,
+        phase: f.reported()?.phase,
+        message: f.reported()?.message,
+        files: await readdir(join(f.dir, 'mount')),
+      },
+      {
+        err: { constructor: VolumeImportError, message: want },
+        phase: 'Failed',
+        message: (err as Error).message.replace('claim "root": import failed: ', ''),
+        files: [],
+      },
+      name,
+    );
+  }
+});

@@ -1,0 +1,224 @@
+// A DataVolume's import on the node that runs the VM, straight into the
+// published volume, with no importer pod: an http source through the node's
+// URL download and its address policy, a registry source through the node's
+// image store as a containerDisk is pulled (its `/disk/*` file). qemu-img
+// converts it to raw under a temporary name in the volume; the rename to
+// disk.img and then a marker file make it complete, so an agent killed
+// half-way starts again from scratch and never boots a half-written disk,
+// and a second VM (or a restart) finds the marker and imports nothing.
+// The node reports on the claim's status (phase, progress at most once a
+// second, message: provider/kubevirt/datavolume-report.ts); the DataVolume
+// controller mirrors it. What to do is import-plan.ts.
+import { spawn } from 'node:child_process';
+import { open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { strategicMerge, type KubeClients } from '../kube/client.js';
+import type { Logger } from '../log.js';
+import type { PodImages } from '../images/pod-images.js';
+import type { RegistryCredential } from '../images/keyring.js';
+import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
+import { importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
+import { SpecError } from '../../vmm/errors.js';
+import { baseFormat } from '../../vmm/disks/base-image.js';
+import { readImageInfo } from '../../vmm/disks/qemu-img.js';
+import {
+  decideImport,
+  DOWNLOAD_TEMP_FILE,
+  IMPORT_MARKER_FILE,
+  IMPORT_TEMP_FILE,
+  lastProgress,
+  ProgressThrottle,
+  sizeRefusal,
+  type ClaimDisk,
+  type ImportSourceSpec,
+} from './import-plan.js';
+
+/** An import failed; the message names the claim and the reason (the annotation at fault, where one is). */
+export class VolumeImportError extends Error {
+  readonly kind = 'VolumeImport';
+}
+
+export interface VolumeImportsOptions {
+  nodeName: string;
+  clients: Pick<KubeClients, 'core'>;
+  /** Streams an http(s) URL into a new file under the node's download policy (vmm/disks/download.ts). */
+  download: (url: string, dest: string, log: Logger, signal?: AbortSignal) => Promise<number>;
+  /** A registry image's disk file in the node's image store (PodImages.diskFile). */
+  registryDisk: PodImages['diskFile'];
+  log: Logger;
+  nowMs?: () => number;
+  progressIntervalMs?: number;
+}
+
+/** The reason alone, with the annotation it concerns: download and pull errors are about the endpoint. */
+function reasonOf(err: unknown): string {
+  const message = err instanceof SpecError ? err.causes.map((c) => c.message).join('; ') : (err as Error).message;
+  return message.startsWith('cdi.kubevirt.io/') ? message : `${IMPORT_ENDPOINT_ANNOTATION}: ${message}`;
+}
+
+export class VolumeImports {
+  /** Imports under way, by volume: a second VM on the claim waits for the first import and then finds its marker. */
+  private readonly busy = new Map<string, Promise<unknown>>();
+  /** The last report sent on each claim: reports go one after another, so a late progress never follows Succeeded. */
+  private readonly reports = new Map<string, Promise<void>>();
+  private readonly nowMs: () => number;
+
+  constructor(private readonly o: VolumeImportsOptions) {
+    this.nowMs = o.nowMs ?? (() => performance.now());
+  }
+
+  /** Imports what each claim's source says and its volume lacks (idempotent); a failure is a VolumeImportError naming the claim. */
+  async ensure(pod: V1Pod, claims: readonly ClaimDisk[], signal?: AbortSignal): Promise<void> {
+    const log = this.o.log.child({ pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`, uid: pod.metadata?.uid });
+    for (const c of claims) {
+      signal?.throwIfAborted();
+      await this.serial(c.pvName, () => this.ensureOne(pod, c, log.child({ claim: `${c.namespace}/${c.claim}`, pv: c.pvName }), signal));
+    }
+  }
+
+  private async ensureOne(pod: V1Pod, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
+    const pvc = await this.o.clients.core.readNamespacedPersistentVolumeClaim({ name: c.claim, namespace: c.namespace });
+    const marker = await stat(join(dirname(c.diskPath), IMPORT_MARKER_FILE)).then(
+      () => true,
+      () => false,
+    );
+    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker);
+    switch (decision.kind) {
+      case 'none':
+        return;
+      case 'done':
+        if (decision.report) await this.report(c, 'Succeeded', 100, log);
+        return;
+      case 'invalid':
+        return this.fail(c, decision.message, log);
+      case 'import':
+        return this.run(pod, c, decision.source, log, signal);
+    }
+  }
+
+  private async run(pod: V1Pod, c: ClaimDisk, source: ImportSourceSpec, log: Logger, signal?: AbortSignal): Promise<void> {
+    const dir = dirname(c.diskPath);
+    const temp = join(dir, IMPORT_TEMP_FILE);
+    const download = join(dir, DOWNLOAD_TEMP_FILE);
+    const cleanUp = () => Promise.all([rm(temp, { force: true }), rm(download, { force: true })]);
+    // What a killed import left: it starts again from scratch.
+    await cleanUp();
+    await this.report(c, 'Running', 0, log);
+    const t0 = this.nowMs();
+    log.info({ source: source.kind }, 'volume import started');
+    try {
+      let input = download;
+      if (source.kind === 'http') {
+        if (source.secretName) throw new Error(`${IMPORT_SECRET_ANNOTATION}: credentials for an http source are not supported by vkvm yet`);
+        await this.o.download(source.url, download, log, signal);
+      } else {
+        const cred = source.secretName ? await this.credential(c.namespace, source.secretName) : undefined;
+        input = await this.o.registryDisk(pod, source.image, cred, log);
+      }
+      // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image.
+      const format = await baseFormat(input, IMPORT_ENDPOINT_ANNOTATION);
+      const { virtualSizeBytes } = await readImageInfo(input);
+      const tooBig = sizeRefusal(virtualSizeBytes, c.capacityBytes, c.claim);
+      if (tooBig) throw new Error(tooBig);
+      await this.convert(input, format, temp, c, log, signal);
+      // The guest sees the claim's size, as CDI grows an import to its claim.
+      if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(temp, c.capacityBytes);
+      await syncFile(temp);
+      await rename(temp, c.diskPath);
+      await writeFile(join(dir, IMPORT_MARKER_FILE), `${JSON.stringify({ source: source.kind, importedAt: new Date().toISOString() })}\n`, {
+        mode: 0o600,
+      });
+      await syncFile(dir);
+      await rm(download, { force: true });
+      await this.report(c, 'Succeeded', 100, log);
+      const s = (this.nowMs() - t0) / 1000;
+      log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)) }, 'volume import done');
+    } catch (err) {
+      await cleanUp();
+      if (signal?.aborted) throw err;
+      return this.fail(c, reasonOf(err), log);
+    }
+  }
+
+  /** `qemu-img convert -p -O raw`, its progress reported at most once per interval. */
+  private convert(input: string, format: string, output: string, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
+    const throttle = new ProgressThrottle(this.o.progressIntervalMs ?? 1000, this.nowMs);
+    return new Promise((resolve, reject) => {
+      const child = spawn('qemu-img', ['convert', '-p', '-f', format, '-O', 'raw', input, output], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...(signal ? { signal } : {}),
+      });
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (text: string) => {
+        const percent = lastProgress(text);
+        // 0 was reported as the import began; the last figure waits for Succeeded.
+        if (percent === undefined || percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
+        log.debug({ percent }, 'volume import progress');
+        void this.report(c, 'Running', percent, log);
+      });
+      child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr = (stderr + text).slice(-2000)));
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`qemu-img convert failed (exit ${code}): ${stderr.trim()}`))));
+    });
+  }
+
+  /** CDI's import secret (accessKeyId, secretKey); one the node may not read is an error naming the annotation, never an anonymous pull. */
+  private async credential(namespace: string, name: string): Promise<RegistryCredential> {
+    const at = `${IMPORT_SECRET_ANNOTATION}: Secret ${namespace}/${name}`;
+    const secret = await this.o.clients.core.readNamespacedSecret({ name, namespace }).catch((err: unknown) => {
+      throw new Error(`${at} cannot be read by node ${this.o.nodeName}: ${(err as Error).message}`, { cause: err });
+    });
+    const field = (k: string) => (secret.data?.[k] ? Buffer.from(secret.data[k], 'base64').toString('utf8') : undefined);
+    const username = field('accessKeyId');
+    const password = field('secretKey');
+    if (username === undefined || password === undefined) throw new Error(`${at} has no accessKeyId and secretKey`);
+    return { username, password, from: `${namespace}/${name}` };
+  }
+
+  private async fail(c: ClaimDisk, reason: string, log: Logger): Promise<never> {
+    log.warn({ reason }, 'volume import failed; the start retries with back-off');
+    await this.report(c, 'Failed', 0, log, reason);
+    throw new VolumeImportError(`claim "${c.claim}": import failed: ${reason}`);
+  }
+
+  /**
+   * Best effort: the import is the node's job and the report only mirrors
+   * it, so a refused report is a warning. A strategic merge on the status
+   * subresource replaces this one condition (merge key: type) and leaves the
+   * resize conditions alone.
+   */
+  private report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+    const key = `${c.namespace}/${c.claim}`;
+    const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message));
+    this.reports.set(key, sent);
+    void sent.finally(() => this.reports.get(key) === sent && this.reports.delete(key));
+    return sent;
+  }
+
+  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+    const body = { status: { conditions: [importCondition(phase, percent, message, new Date())] } };
+    try {
+      await this.o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge);
+    } catch (err) {
+      log.warn({ err, phase }, 'could not report the import on the claim');
+    }
+  }
+
+  private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.busy.get(key) ?? Promise.resolve()).catch(() => undefined).then(fn);
+    this.busy.set(key, run);
+    void run.finally(() => this.busy.get(key) === run && this.busy.delete(key)).catch(() => undefined);
+    return run;
+  }
+}
+
+/** Flushes a file's (or a directory's entries') data to the disk: the rename and the marker mean complete only after it. */
+async function syncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
