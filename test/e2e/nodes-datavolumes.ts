@@ -1,4 +1,4 @@
-// nodes.test.ts's DataVolume subtests: on `vkvm up --nodes 2`, vkvm serves
+// The multi-node suite's (multi-node/nodes.ts) DataVolume subtests: on `vkvm up --nodes 2`, vkvm serves
 // cdi.kubevirt.io DataVolumes (no CDI installed). A tenant (edit in one
 // namespace) runs a VM whose dataVolumeTemplates hold a blank DataVolume: it
 // boots with the disk, writes a marker, and reads it back after a stop and a

@@ -1,4 +1,4 @@
-// nodes.test.ts's DataVolume import subtests: on `vkvm up --nodes 2`, a
+// The multi-node suite's (multi-node/nodes.ts) DataVolume import subtests: on `vkvm up --nodes 2`, a
 // tenant's claim annotated with an import source (as the DataVolume
 // controller annotates the claims it makes) is filled by the agent of the
 // node that runs the VM, straight into the published volume, before the

@@ -1,4 +1,4 @@
-// nodes.test.ts's snapshot subtest: on `vkvm up --nodes 2`, each vkvm node
+// The multi-node suite's (multi-node/nodes.ts) snapshot subtest: on `vkvm up --nodes 2`, each vkvm node
 // runs csi-snapshotter beside its driver and the cluster one
 // snapshot-controller (--enable-distributed-snapshotting). A tenant (edit in
 // one namespace) snapshots a claim on node 2 and restores the snapshot into a

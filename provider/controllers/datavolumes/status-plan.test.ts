@@ -2,6 +2,7 @@ import t from 'tap';
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { DataVolume, DataVolumeSource, DataVolumeStatus } from '../../kubevirt/datavolume-types.js';
 import type { ClaimPlan } from './claim-plan.js';
+import { importCondition } from '../../kubevirt/datavolume-report.js';
 import { nextDataVolumeStatus } from './status-plan.js';
 
 const now = new Date('2026-11-28T01:00:00Z');
@@ -10,14 +11,21 @@ const dv = (source: DataVolumeSource, status?: DataVolumeStatus): DataVolume => 
   spec: { source, storage: { resources: { requests: { storage: '1Gi' } } } },
   ...(status ? { status } : {}),
 });
-const claim = (phase: string, annotations: Record<string, string> = {}): V1PersistentVolumeClaim => ({
-  metadata: { name: 'disk', namespace: 'ns', annotations },
-  status: { phase },
+/** A claim: annotations the controller reads, and what the node reported of its import as the node writes it (a condition). */
+const claim = (
+  phase: string,
+  o: {
+    annotations?: Record<string, string>;
+    report?: { phase: 'Running' | 'Succeeded' | 'Failed'; percent?: number; message?: string };
+  } = {},
+): V1PersistentVolumeClaim => ({
+  metadata: { name: 'disk', namespace: 'ns', ...(o.annotations ? { annotations: o.annotations } : {}) },
+  status: { phase, ...(o.report ? { conditions: [importCondition(o.report.phase, o.report.percent ?? 0, o.report.message, now)] } : {}) },
 });
 const CLAIM: ClaimPlan = { kind: 'claim', claim: {} };
 const HTTP = { http: { url: 'https://x/disk.img' } };
 const CLONE = { pvc: { name: 'golden' } };
-const running = (progress: string) => ({ 'cdi.kubevirt.io/storage.pod.phase': 'Running', 'vkvm.io/import-progress': progress });
+const running = (percent: number) => ({ phase: 'Running' as const, percent });
 
 const cases: Array<{
   name: string;
@@ -49,7 +57,7 @@ const cases: Array<{
   {
     name: 'a claim Pending with its node chosen (being provisioned): Pending',
     dv: dv({ blank: {} }),
-    claim: claim('Pending', { 'volume.kubernetes.io/selected-node': 'n1' }),
+    claim: claim('Pending', { annotations: { 'volume.kubernetes.io/selected-node': 'n1' } }),
     wffc: true,
     want: { phase: 'Pending', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
   },
@@ -82,7 +90,7 @@ const cases: Array<{
   {
     name: "http, import Running: ImportInProgress with the node's progress",
     dv: dv(HTTP, { phase: 'ImportScheduled' }),
-    claim: claim('Bound', running('45.20%')),
+    claim: claim('Bound', { report: running(45.2) }),
     want: {
       phase: 'ImportInProgress',
       progress: '45.20%',
@@ -95,7 +103,7 @@ const cases: Array<{
   {
     name: 'registry, import Succeeded: Succeeded at 100.0%',
     dv: dv({ registry: { url: 'docker://r/x:1' } }, { phase: 'ImportInProgress' }),
-    claim: claim('Bound', { 'cdi.kubevirt.io/storage.pod.phase': 'Succeeded', 'vkvm.io/import-progress': '100%' }),
+    claim: claim('Bound', { report: { phase: 'Succeeded', percent: 100 } }),
     want: {
       phase: 'Succeeded',
       progress: '100.0%',
@@ -108,7 +116,7 @@ const cases: Array<{
   {
     name: "http, import Failed: Failed, the node's message in Ready",
     dv: dv(HTTP, { phase: 'ImportInProgress' }),
-    claim: claim('Bound', { 'cdi.kubevirt.io/storage.pod.phase': 'Failed', 'vkvm.io/import-message': 'HTTP 404 from https://x/disk.img' }),
+    claim: claim('Bound', { report: { phase: 'Failed', message: 'HTTP 404 from https://x/disk.img' } }),
     want: {
       phase: 'Failed',
       progress: 'N/A',
@@ -134,7 +142,7 @@ const cases: Array<{
   {
     name: "clone, claim Pending on the source's node: CloneInProgress",
     dv: dv(CLONE, { phase: 'Pending' }),
-    claim: claim('Pending', { 'volume.kubernetes.io/selected-node': 'n2' }),
+    claim: claim('Pending', { annotations: { 'volume.kubernetes.io/selected-node': 'n2' } }),
     wffc: true,
     want: {
       phase: 'CloneInProgress',
@@ -232,7 +240,7 @@ t.test('a sync that changes nothing records no event and keeps the transition ti
   const first = nextDataVolumeStatus({
     dv: dv(HTTP),
     plan: CLAIM,
-    claim: claim('Bound', running('10.00%')),
+    claim: claim('Bound', { report: running(10) }),
     waitForFirstConsumer: false,
     now,
   });
@@ -240,7 +248,7 @@ t.test('a sync that changes nothing records no event and keeps the transition ti
   const again = nextDataVolumeStatus({
     dv: dv(HTTP, first.status),
     plan: CLAIM,
-    claim: claim('Bound', running('10.00%')),
+    claim: claim('Bound', { report: running(10) }),
     waitForFirstConsumer: false,
     now: later,
   });

@@ -2,17 +2,12 @@
 // DataVolume controller derives them (controller-base.go updateStatus,
 // import-controller.go and pvc-clone-controller.go updateStatusPhase,
 // conditions.go), from the DataVolume, its claim, and what the node's import
-// reports on the claim (provider/kubevirt/datavolume-annotations.ts). The phase
+// reports on the claim (provider/kubevirt/datavolume-report.ts). The phase
 // is an ordered table: the first row that holds wins, Unknown is the fallback.
 // Pure; the controller is the only writer of DataVolume status.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { findCondition, setCondition, type ConditionInput } from '../../kubevirt/conditions.js';
-import {
-  IMPORT_MESSAGE_ANNOTATION,
-  IMPORT_PHASE_ANNOTATION,
-  IMPORT_PROGRESS_ANNOTATION,
-  type ImportPhase,
-} from '../../kubevirt/datavolume-annotations.js';
+import { importReportOf, type ImportReport } from '../../kubevirt/datavolume-report.js';
 import type { DataVolume, DataVolumeConditionType, DataVolumePhase, DataVolumeStatus } from '../../kubevirt/datavolume-types.js';
 import type { EventType } from '../../kube/events.js';
 import { SELECTED_NODE_ANNOTATION, sourceKind, type ClaimPlan } from './claim-plan.js';
@@ -40,7 +35,9 @@ interface Facts {
   kind: ReturnType<typeof sourceKind>;
   claim?: V1PersistentVolumeClaim;
   claimPhase: string;
-  importPhase: ImportPhase | undefined;
+  importPhase: ImportReport['phase'] | undefined;
+  /** What the node reported of the import on the claim (its vkvm.io/DataVolumeImport condition). */
+  report?: ImportReport;
   input: StatusInput;
 }
 
@@ -67,15 +64,16 @@ export const PHASE_ROWS: ReadonlyArray<{ phase: DataVolumePhase; when: (f: Facts
 
 function factsOf(input: StatusInput): Facts {
   const claim = input.claim;
-  const importPhase = claim?.metadata?.annotations?.[IMPORT_PHASE_ANNOTATION] as ImportPhase | undefined;
+  const report = importReportOf(claim?.status?.conditions);
+  const importPhase = report?.phase;
   // A claim just created may come back without a phase yet: Kubernetes' default is Pending.
   const claimPhase = claim ? claim.status?.phase || 'Pending' : '';
-  return { kind: sourceKind(input.dv), ...(claim ? { claim } : {}), claimPhase, importPhase, input };
+  return { kind: sourceKind(input.dv), ...(claim ? { claim } : {}), claimPhase, importPhase, ...(report ? { report } : {}), input };
 }
 
 function progressOf(f: Facts, phase: DataVolumePhase): string {
   if (phase === 'Succeeded') return PROGRESS_DONE;
-  if (phase === 'ImportInProgress') return f.claim?.metadata?.annotations?.[IMPORT_PROGRESS_ANNOTATION] ?? PROGRESS_UNKNOWN;
+  if (phase === 'ImportInProgress') return f.report?.progress ?? PROGRESS_UNKNOWN;
   return PROGRESS_UNKNOWN;
 }
 
@@ -101,7 +99,7 @@ function boundCondition(f: Facts): ConditionInput<DataVolumeConditionType> {
 }
 
 function runningCondition(f: Facts, phase: DataVolumePhase): ConditionInput<DataVolumeConditionType> {
-  const message = f.claim?.metadata?.annotations?.[IMPORT_MESSAGE_ANNOTATION];
+  const message = f.report?.message;
   if (phase === 'ImportInProgress') return { type: 'Running', status: 'True', ...(message ? { message } : {}) };
   if (phase === 'Succeeded') return { type: 'Running', status: 'False', reason: 'Completed' };
   if (phase === 'Failed' && f.importPhase === 'Failed')
@@ -115,7 +113,7 @@ function readyCondition(f: Facts, phase: DataVolumePhase): ConditionInput<DataVo
   if (phase === 'Unknown') return { type: 'Ready', status: 'Unknown' };
   if (plan.kind === 'refused') return { type: 'Ready', status: 'False', reason: 'ErrClaimNotValid', message: refusalMessage(plan.refusal) };
   if (phase === 'Failed' && f.importPhase === 'Failed') {
-    const message = f.claim?.metadata?.annotations?.[IMPORT_MESSAGE_ANNOTATION] ?? 'the import failed';
+    const message = f.report?.message ?? 'the import failed';
     return { type: 'Ready', status: 'False', reason: 'ImportFailed', message };
   }
   if (phase === 'ImportInProgress') return { type: 'Ready', status: 'False', reason: 'TransferRunning' };
