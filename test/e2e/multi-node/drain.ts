@@ -203,10 +203,16 @@ export async function drainSuite(t: Test, up: UpCluster, disks: string): Promise
       t.match(r, { code: 0, out: new RegExp(`node/${a.name} drained`) }, 'the drain completes');
       const [plain, mover, evicted] = await Promise.all(
         ['plain', 'mover', 'maybe'].map((name) =>
-          waitFor(virtualMachineInstances(admin, NS, { name }), (v) => v.status?.phase === 'Running' && v.status.nodeName === b.name, {
-            what: `${name} Running on node 2`,
-            deadlineMs: BOOT_DEADLINE_MS,
-          }),
+          // The VMI controller moves nodeName and the migration controller marks the migration completed, each
+          // in its own write: the mover's end state is both.
+          waitFor(
+            virtualMachineInstances(admin, NS, { name }),
+            (v) =>
+              v.status?.phase === 'Running' &&
+              v.status.nodeName === b.name &&
+              (name !== 'mover' || v.status.migrationState?.completed === true),
+            { what: `${name} Running on node 2${name === 'mover' ? ', its migration completed' : ''}`, deadlineMs: BOOT_DEADLINE_MS },
+          ),
         ),
       );
       t.same(
