@@ -11,6 +11,7 @@ import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, leftSince, type Footprint } from '../helpers/leftovers.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from './nodes-storage.js';
+import { vmiOnBlockClaim } from './nodes-block.js';
 import {
   condition,
   createTenant,
@@ -100,6 +101,21 @@ t.test(
       "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
       (t) =>
         vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
+    );
+
+    await t.test(
+      "a VMI on a Block-mode claim: the device is QEMU's disk, the guest's marker reaches the volume, the stats summary reports the volumes",
+      (t) =>
+        vmiOnBlockClaim(t, {
+          admin,
+          tenant,
+          namespace: NS,
+          node: b,
+          upStateDir: up.stateDir,
+          bootDeadlineMs: BOOT_DEADLINE_MS,
+          kubectl,
+          adminKubectl: (args) => up.kubectl(args),
+        }),
     );
 
     await t.test(
