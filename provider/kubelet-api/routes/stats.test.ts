@@ -329,6 +329,8 @@ t.test("a pod's published volumes are in its summary entry and in the kubelet's 
   state.volumes.set('uid-a', [data, raw]);
   const summary = (await app.inject({ url: '/stats/summary', headers: AUTH })).json() as { pods: { volume?: VolumeStats[] }[] };
   t.same(summary.pods[0]!.volume, [data, raw], 'every field the kubelet reports, as cached');
+  const cpuOnly = (await app.inject({ url: '/stats/summary?only_cpu_and_memory=true', headers: AUTH })).json() as { pods: object[] };
+  t.notOk('volume' in cpuOnly.pods[0]!, 'only_cpu_and_memory leaves the volumes out, as the kubelet does');
   const { series, types } = parseProm((await app.inject({ url: '/metrics', headers: AUTH })).body);
   const gauges = series
     .filter((s) => s.name.startsWith('kubelet_volume_stats_'))

@@ -1,5 +1,5 @@
 // Resource usage endpoints (nodes/stats and nodes/metrics):
-//   GET /stats/summary     the kubelet Summary API, CPU and memory only
+//   GET /stats/summary     the kubelet Summary API: CPU, memory and published volumes
 //   GET /metrics/resource  the kubelet's resource metrics, which metrics-server scrapes
 //   GET /metrics           the agent's own metrics plus per-VM usage and the kubelet's volume gauges
 // Every request reads fresh CPU and memory figures; volume figures come from
@@ -146,14 +146,15 @@ export async function statsRoutes(app: FastifyInstance, opts: StatsRoutesOptions
     '/stats/summary',
     {
       schema: {
-        // Accepted for compatibility; the summary only ever holds CPU and memory.
+        // As the kubelet: CPU and memory only leaves the volumes out.
         querystring: { type: 'object', properties: { only_cpu_and_memory: { type: 'boolean' } } },
         response: { 200: summarySchema },
       },
     },
-    async () => {
+    async (req) => {
       const [node, vms] = await Promise.all([opts.node.readUsage(), opts.listVmUsage()]);
-      const volumesOf = opts.volumeStats ? (uid: string) => opts.volumeStats!.forPod(uid) : undefined;
+      const cpuAndMemoryOnly = (req.query as { only_cpu_and_memory?: boolean }).only_cpu_and_memory === true;
+      const volumesOf = opts.volumeStats && !cpuAndMemoryOnly ? (uid: string) => opts.volumeStats!.forPod(uid) : undefined;
       return buildSummary(
         { nodeName: opts.nodeName, nodeStartTime: opts.node.startTime, node, vms, ...(volumesOf ? { volumesOf } : {}) },
         rates,
