@@ -23,6 +23,13 @@ const SYSTEM = [
 const ETC = ['/etc/group', '/etc/passwd', '/etc/localtime', '/etc/ld.so.cache', '/etc/nsswitch.conf'];
 const byPath = (a: { path: string }, b: { path: string }) => a.path.length - b.path.length || a.path.localeCompare(b.path);
 
+/** Runs the namespace's init script as the launcher does, with `fake` in libvirtd's place and QEMU as 64000:64000. */
+function runInitScript(libvirt: string[], cache: string, fake: string, view: { op: string; path: string }[]) {
+  const ns = ['--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private'];
+  const args = [...libvirt, cache, fake, '0', '', '64000:64000', ...view.map((e) => `${e.op}:${e.path}`)];
+  return spawnSync('unshare', [...ns, '/bin/sh', '-c', NAMESPACE_INIT_SCRIPT, 'vkvm-ns-init', ...args], { encoding: 'utf8' });
+}
+
 t.test(
   "the plan is an allow-list: system software, devices, a few /etc files, and the VM's directories, parents first; nothing of vkvm's state besides",
   async (t) => {
@@ -169,29 +176,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
       }),
     ),
   );
-  const run = spawnSync(
-    'unshare',
-    [
-      '--mount',
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      '--propagation',
-      'private',
-      '/bin/sh',
-      '-c',
-      NAMESPACE_INIT_SCRIPT,
-      'vkvm-ns-init',
-      ...libvirt,
-      join(dir, 'libvirt-cache'),
-      fake,
-      '0',
-      '',
-      '64000:64000',
-      ...view.map((e) => `${e.op}:${e.path}`),
-    ],
-    { encoding: 'utf8' },
-  );
+  const run = runInitScript(libvirt, join(dir, 'libvirt-cache'), fake, view);
   t.equal(run.status, 0, `the init script ran: ${run.stderr}`);
   const top = dir.split('/')[1]!;
   const rootEntries = [...new Set(['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'run', 'sbin', 'sys', 'tmp', 'usr', 'var', top])]
@@ -303,25 +288,7 @@ t.test("a published block device is a node of the VM's own in the view, QEMU's u
       }),
     ),
   );
-  const run = spawnSync(
-    'unshare',
-    [
-      '--mount',
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      '--propagation',
-      'private',
-      '/bin/sh',
-      '-c',
-      NAMESPACE_INIT_SCRIPT,
-      'vkvm-ns-init',
-    ].concat(
-      [...libvirt, join(dir, 'libvirt-cache'), fake, '0', '', '64000:64000'],
-      view.map((e) => `${e.op}:${e.path}`),
-    ),
-    { encoding: 'utf8' },
-  );
+  const run = runInitScript(libvirt, join(dir, 'libvirt-cache'), fake, view);
   t.equal(run.status, 0, `the init script ran: ${run.stderr}`);
   const major = (Number(hostNode.rdev) >> 8) & 0xfff;
   const minor = (Number(hostNode.rdev) & 0xff) | ((Number(hostNode.rdev) >> 12) & 0xfff00);
