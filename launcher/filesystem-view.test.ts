@@ -240,6 +240,20 @@ t.test("a published block device is a node of the VM's own in the view, QEMU's u
     /the published device \/srv\/pv-a is inside \/srv, which the view binds from the host/,
     'a node is never made in a host directory the view binds',
   );
+  t.same(
+    planFilesystemView({
+      vmDir: '/run/vkvm/vms/u1',
+      imageCacheDir: '/var/cache/vkvm/images',
+      hostFiles: { imageDirs: ['/var/lib'], hostDiskDirs: [], deniedDirs: ['/var/lib/vkvm'] },
+      volumeDirs: [{ path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a', readOnly: false, device: true }],
+    }).filter((e) => e.path.startsWith('/var/lib')),
+    [
+      { op: 'keep-ro', path: '/var/lib' },
+      { op: 'hide', path: '/var/lib/vkvm' },
+      { op: 'device-rw', path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a' },
+    ],
+    'inside a bound directory, a node goes on the tmpfs that hides vkvm state there',
+  );
 
   // As the CSI driver publishes: a loop device bind-mounted on a file in the pod's volumeDevices directory.
   // Not t.testdir(): its removal would come before the unmount below.

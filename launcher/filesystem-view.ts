@@ -96,14 +96,18 @@ export function planFilesystemView(o: ViewInputs): ViewEntry[] {
     const k = holder(h);
     return k !== undefined && !hidden.some((outer) => outer !== h && within(h, outer) && within(outer, k.path));
   });
-  // A node made inside a bound directory would be made in the host's.
-  const boundOver = entries.find((e) => e.op.startsWith('device-') && holder(e.path));
+  // A node made inside a bound directory would be made in the host's, unless a hiding tmpfs between takes it.
+  const hiddenIn = (p: string, k: ViewEntry): boolean => hides.some((h) => within(p, h) && within(h, k.path));
+  const boundOver = entries.find((e) => {
+    const k = e.op.startsWith('device-') ? holder(e.path) : undefined;
+    return k !== undefined && !hiddenIn(e.path, k);
+  });
   if (boundOver)
     throw new Error(`the published device ${boundOver.path} is inside ${holder(boundOver.path)!.path}, which the view binds from the host`);
   const needed = entries.filter((e) => {
     if (!binds(e)) return true;
     const k = holder(e.path);
-    const covered = k !== undefined && hides.some((h) => within(e.path, h) && within(h, k.path));
+    const covered = k !== undefined && hiddenIn(e.path, k);
     return k === undefined || covered || (k.op !== e.op && k.op !== 'rbind');
   });
   return [...needed, ...hides.map((p): ViewEntry => ({ op: 'hide', path: p }))].sort(
