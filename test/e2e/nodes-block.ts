@@ -85,7 +85,7 @@ export async function vmiOnBlockClaim(
   const qemuView = await node.exec([
     'sh',
     '-c',
-    `for p in $(pgrep -f qemu-system); do [ -b /proc/$p/root${device} ] && echo "$(stat -c '%u %a' /proc/$p/root${device}) $(ls /proc/$p/root/dev | grep -c '^loop')"; done; true`,
+    `for p in $(pgrep -f '^[^ ]*qemu-system'); do [ -b /proc/$p/root${device} ] && echo "$(stat -c '%u %a' /proc/$p/root${device}) $(ls /proc/$p/root/dev | grep -c '^loop')"; done; true`,
   ]);
   t.match(
     qemuView.stdout.trim(),
