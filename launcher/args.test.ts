@@ -12,6 +12,8 @@ t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
     volumeDirs: [
       { path: '/srv/pv/a', readOnly: false },
       { path: '/srv/pv/b', readOnly: true },
+      { path: '/var/lib/vkvm/pods/p/volumeDevices/kubernetes.io~csi/c', readOnly: false, device: true },
+      { path: '/var/lib/vkvm/pods/p/volumeDevices/kubernetes.io~csi/d', readOnly: true, device: true },
     ],
   });
   t.match(parseLauncherArgs(argv), {
@@ -25,6 +27,8 @@ t.test('launcherArgv and parseLauncherArgs round-trip', async (t) => {
     volumeDirs: [
       { path: '/srv/pv/a', readOnly: false },
       { path: '/srv/pv/b', readOnly: true },
+      { path: '/var/lib/vkvm/pods/p/volumeDevices/kubernetes.io~csi/c', readOnly: false, device: true },
+      { path: '/var/lib/vkvm/pods/p/volumeDevices/kubernetes.io~csi/d', readOnly: true, device: true },
     ],
   });
 });

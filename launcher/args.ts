@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_DOWNLOAD_POLICY, type DownloadPolicy } from '../vmm/disks/download-policy.js';
-import type { HostFilePolicy } from '../vmm/host-files.js';
+import type { HostFilePolicy, VolumeViewEntry } from '../vmm/host-files.js';
 import { DEFAULT_LIBVIRTD } from './libvirtd.js';
 
 export interface LauncherArgs {
@@ -30,8 +30,8 @@ export interface LauncherArgs {
   qemuUid?: number;
   /** Which host files the VM may name (the node operator's lists). */
   hostFiles: HostFilePolicy;
-  /** Directories of the VM's PersistentVolume disks, which its QEMU's view must hold (filesystem-view.ts). */
-  volumeDirs: { path: string; readOnly: boolean }[];
+  /** Directories of the VM's PersistentVolume disks, and its published devices, which its QEMU's view must hold (filesystem-view.ts). */
+  volumeDirs: VolumeViewEntry[];
   /** Where image URLs may lead, how large and how slow a download may be. */
   downloads: DownloadPolicy;
   logLevel: string;
@@ -81,6 +81,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
       'image-store-dir': { type: 'string' },
       'volume-dir': { type: 'string', multiple: true },
       'volume-dir-ro': { type: 'string', multiple: true },
+      'volume-device': { type: 'string', multiple: true },
+      'volume-device-ro': { type: 'string', multiple: true },
       'download-max-bytes': { type: 'string' },
       'download-timeout-s': { type: 'string' },
       'download-idle-timeout-s': { type: 'string' },
@@ -141,6 +143,8 @@ export function parseLauncherArgs(argv: string[]): LauncherArgs {
     volumeDirs: [
       ...absolute('volume-dir', values['volume-dir']).map((p) => ({ path: p, readOnly: false })),
       ...absolute('volume-dir-ro', values['volume-dir-ro']).map((p) => ({ path: p, readOnly: true })),
+      ...absolute('volume-device', values['volume-device']).map((p) => ({ path: p, readOnly: false, device: true })),
+      ...absolute('volume-device-ro', values['volume-device-ro']).map((p) => ({ path: p, readOnly: true, device: true })),
     ],
     downloads,
     logLevel: values['log-level'] ?? DEFAULTS.logLevel,
@@ -165,7 +169,7 @@ export function launcherArgv(a: Pick<LauncherArgs, 'uid' | 'runDir'> & Partial<L
   for (const d of a.hostFiles?.hostDiskDirs ?? []) argv.push('--host-disk-dir', d);
   for (const d of a.hostFiles?.deniedDirs ?? []) argv.push('--denied-host-dir', d);
   if (a.hostFiles?.imageStoreDir) argv.push('--image-store-dir', a.hostFiles.imageStoreDir);
-  for (const v of a.volumeDirs ?? []) argv.push(v.readOnly ? '--volume-dir-ro' : '--volume-dir', v.path);
+  for (const v of a.volumeDirs ?? []) argv.push(`--volume-${v.device ? 'device' : 'dir'}${v.readOnly ? '-ro' : ''}`, v.path);
   if (a.downloads) {
     argv.push('--download-max-bytes', String(a.downloads.maxBytes));
     argv.push('--download-timeout-s', String(Math.ceil(a.downloads.timeoutMs / 1000)));

@@ -1,5 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,13 @@ const SYSTEM = [
 ];
 const ETC = ['/etc/group', '/etc/passwd', '/etc/localtime', '/etc/ld.so.cache', '/etc/nsswitch.conf'];
 const byPath = (a: { path: string }, b: { path: string }) => a.path.length - b.path.length || a.path.localeCompare(b.path);
+
+/** Runs the namespace's init script as the launcher does, with `fake` in libvirtd's place and QEMU as 64000:64000. */
+function runInitScript(libvirt: string[], cache: string, fake: string, view: { op: string; path: string }[]) {
+  const ns = ['--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private'];
+  const args = [...libvirt, cache, fake, '0', '', '64000:64000', ...view.map((e) => `${e.op}:${e.path}`)];
+  return spawnSync('unshare', [...ns, '/bin/sh', '-c', NAMESPACE_INIT_SCRIPT, 'vkvm-ns-init', ...args], { encoding: 'utf8' });
+}
 
 t.test(
   "the plan is an allow-list: system software, devices, a few /etc files, and the VM's directories, parents first; nothing of vkvm's state besides",
@@ -169,28 +176,7 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
       }),
     ),
   );
-  const run = spawnSync(
-    'unshare',
-    [
-      '--mount',
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      '--propagation',
-      'private',
-      '/bin/sh',
-      '-c',
-      NAMESPACE_INIT_SCRIPT,
-      'vkvm-ns-init',
-      ...libvirt,
-      join(dir, 'libvirt-cache'),
-      fake,
-      '0',
-      '',
-      ...view.map((e) => `${e.op}:${e.path}`),
-    ],
-    { encoding: 'utf8' },
-  );
+  const run = runInitScript(libvirt, join(dir, 'libvirt-cache'), fake, view);
   t.equal(run.status, 0, `the init script ran: ${run.stderr}`);
   const top = dir.split('/')[1]!;
   const rootEntries = [...new Set(['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'run', 'sbin', 'sys', 'tmp', 'usr', 'var', top])]
@@ -224,4 +210,112 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   );
   t.ok(existsSync(join(vmDir, 'written')), "the VM's own directory is writable, and is the host's");
   t.ok(existsSync(join(dir, 'libvirt-cache', 'written')), "the node's libvirt cache is libvirtd's /var/cache/libvirt, writable");
+});
+
+t.test("a published block device is a node of the VM's own in the view, QEMU's uid's alone; the host's loop devices are not", async (t) => {
+  t.same(
+    planFilesystemView({
+      vmDir: '/run/vkvm/vms/u1',
+      imageCacheDir: '/var/cache/vkvm/images',
+      hostFiles: { imageDirs: [], hostDiskDirs: [], deniedDirs: ['/var/lib/vkvm'] },
+      volumeDirs: [
+        { path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a', readOnly: false, device: true },
+        { path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-b', readOnly: true, device: true },
+      ],
+    }).filter((e) => e.path.startsWith('/var/lib/')),
+    [
+      { op: 'device-rw', path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a' },
+      { op: 'device-ro', path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-b' },
+    ],
+    'the devices and nothing of their directory',
+  );
+  t.throws(
+    () =>
+      planFilesystemView({
+        vmDir: '/run/vkvm/vms/u1',
+        imageCacheDir: '/var/cache/vkvm/images',
+        hostFiles: { imageDirs: [], hostDiskDirs: ['/srv'], deniedDirs: [] },
+        volumeDirs: [{ path: '/srv/pv-a', readOnly: false, device: true }],
+      }),
+    /the published device \/srv\/pv-a is inside \/srv, which the view binds from the host/,
+    'a node is never made in a host directory the view binds',
+  );
+  t.same(
+    planFilesystemView({
+      vmDir: '/run/vkvm/vms/u1',
+      imageCacheDir: '/var/cache/vkvm/images',
+      hostFiles: { imageDirs: ['/var/lib'], hostDiskDirs: [], deniedDirs: ['/var/lib/vkvm'] },
+      volumeDirs: [{ path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a', readOnly: false, device: true }],
+    }).filter((e) => e.path.startsWith('/var/lib')),
+    [
+      { op: 'keep-ro', path: '/var/lib' },
+      { op: 'hide', path: '/var/lib/vkvm' },
+      { op: 'device-rw', path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-a' },
+    ],
+    'inside a bound directory, a node goes on the tmpfs that hides vkvm state there',
+  );
+
+  // As the CSI driver publishes: a loop device bind-mounted on a file in the pod's volumeDevices directory.
+  // Not t.testdir(): its removal would come before the unmount below.
+  const dir = await mkdtemp(join(tmpdir(), 'vkvm-view-device-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const vmDir = join(dir, 'vm');
+  const libvirt = ['run', 'lib', 'log', 'etc'].map((n) => join(vmDir, 'libvirt', n));
+  for (const d of [...libvirt, join(dir, 'libvirt-cache'), join(dir, 'pods')]) await mkdir(d, { recursive: true });
+  const loops: string[] = [];
+  t.teardown(() => {
+    for (const l of loops) spawnSync('losetup', ['-d', l]);
+  });
+  for (const name of ['published', 'other']) {
+    await writeFile(join(dir, `${name}.img`), '');
+    await truncate(join(dir, `${name}.img`), 1 << 20);
+    loops.push(execFileSync('losetup', ['-f', '--show', join(dir, `${name}.img`)], { encoding: 'utf8' }).trim());
+  }
+  const published = join(dir, 'pods', 'volumeDevices', 'pv-a');
+  await mkdir(join(dir, 'pods', 'volumeDevices'));
+  await writeFile(published, '');
+  execFileSync('mount', ['--bind', loops[0]!, published]);
+  t.teardown(() => spawnSync('umount', [published]));
+  const hostNode = await stat(loops[0]!);
+  const fake = join(dir, 'fake-libvirtd');
+  await writeFile(
+    fake,
+    `#!/bin/sh
+{
+  stat -c '%F %u:%g %a %t:%T' ${published}
+  echo "pods: $(ls -A ${dir}/pods/volumeDevices)"
+  printf vkvm-marker | setpriv --reuid=64000 --regid=64000 --clear-groups dd of=${published} conv=notrunc status=none && echo wrote
+  setpriv --reuid=64000 --regid=64000 --clear-groups dd if=${loops[1]} count=1 status=none >/dev/null || echo other refused
+} > ${vmDir}/seen 2>&1
+`,
+  );
+  await chmod(fake, 0o755);
+  await mkdir('/run/libvirt', { recursive: true });
+  const view = await existingEntries(
+    planFilesystemView(
+      await realViewInputs({
+        vmDir,
+        imageCacheDir: join(dir, 'libvirt-cache'),
+        hostFiles: { imageDirs: [], hostDiskDirs: [], deniedDirs: [join(dir, 'pods')] },
+        volumeDirs: [{ path: published, readOnly: false, device: true }],
+        programs: [fake],
+      }),
+    ),
+  );
+  const run = runInitScript(libvirt, join(dir, 'libvirt-cache'), fake, view);
+  t.equal(run.status, 0, `the init script ran: ${run.stderr}`);
+  const major = (Number(hostNode.rdev) >> 8) & 0xfff;
+  const minor = (Number(hostNode.rdev) & 0xff) | ((Number(hostNode.rdev) >> 12) & 0xfff00);
+  t.equal(
+    await readFile(join(vmDir, 'seen'), 'utf8'),
+    `block special file 64000:64000 600 ${major.toString(16)}:${minor.toString(16)}\npods: pv-a\nwrote\n` +
+      `dd: failed to open '${loops[1]}': Permission denied\nother refused\n`,
+    "the device is QEMU's uid's to write, nothing else of its directory is there, and another loop device is refused",
+  );
+  t.equal((await readFile(join(dir, 'published.img'))).subarray(0, 11).toString(), 'vkvm-marker', 'the write reached the volume');
+  t.same(
+    [(await stat(loops[0]!)).uid, (await stat(loops[0]!)).mode],
+    [hostNode.uid, hostNode.mode],
+    "the host's node keeps its owner and mode",
+  );
 });

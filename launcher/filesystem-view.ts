@@ -8,7 +8,10 @@
 // and bound back at their host paths: the VM's own directory read-write, the
 // image store, the image cache and the operator's image directories
 // read-only, the operator's hostDisk directories and the VM's
-// PersistentVolume directories as asked. Everything else (/etc's other
+// PersistentVolume directories as asked; a published CSI block device
+// becomes a device node of the VM's own at its host path (made by the init
+// script, owned by QEMU's uid: the host's /dev node keeps its owner, and
+// nothing else of the directory it was published in is there). Everything else (/etc's other
 // files, /var, /run, /home, /root, /srv, /opt, /mnt, other VMs' files, the
 // node's keys) is simply not there. Where the node keeps secrets inside a
 // directory the view does bind (vkvm's state inside /usr/local, say), those
@@ -16,7 +19,7 @@
 
 import { lstat, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { HostFilePolicy } from '../vmm/host-files.js';
+import type { HostFilePolicy, VolumeViewEntry } from '../vmm/host-files.js';
 
 /** Where the node and its users keep secrets, hidden besides vkvm's own directories wherever a bound directory holds them. */
 export const HIDDEN_HOST_DIRS = ['/root', '/home', '/etc/kubernetes'] as const;
@@ -43,17 +46,18 @@ const SYSTEM_VIEW: readonly ViewEntry[] = [
  * keep-ro/keep-rw: the host path bound at the same path (a symlink copied);
  * rbind: bound with everything mounted below it; proc: a new procfs; tmpfs:
  * an empty writable one; hide: an empty read-only tmpfs over a directory a
- * bound one holds.
+ * bound one holds; device-rw/device-ro: a new node of the host path's block
+ * device, QEMU's alone (0600, or 0400).
  */
-export type ViewEntry = { op: 'keep-ro' | 'keep-rw' | 'rbind' | 'proc' | 'tmpfs' | 'hide'; path: string };
+export type ViewEntry = { op: 'keep-ro' | 'keep-rw' | 'rbind' | 'proc' | 'tmpfs' | 'hide' | 'device-rw' | 'device-ro'; path: string };
 
 export interface ViewInputs {
   /** The VM's directory (disks, sockets, libvirt's private state): kept read-write. */
   vmDir: string;
   imageCacheDir: string;
   hostFiles: HostFilePolicy;
-  /** Directories of the VM's PersistentVolume disks (each the PV's own), outside every list. */
-  volumeDirs?: readonly { path: string; readOnly: boolean }[];
+  /** Directories of the VM's PersistentVolume disks (each the PV's own), and its published devices, outside every list. */
+  volumeDirs?: readonly VolumeViewEntry[];
   /** Programs the namespace runs (libvirtd, the emulator) where no kept directory holds them. */
   programs?: readonly string[];
 }
@@ -81,7 +85,8 @@ export function planFilesystemView(o: ViewInputs): ViewEntry[] {
     keep(d, 'keep-ro');
   for (const p of o.programs ?? []) keep(p, 'keep-ro');
   for (const d of [o.vmDir, ...o.hostFiles.hostDiskDirs]) keep(d, 'keep-rw');
-  for (const v of o.volumeDirs ?? []) keep(v.path, v.readOnly ? 'keep-ro' : 'keep-rw');
+  for (const v of o.volumeDirs ?? []) if (!v.device) keep(v.path, v.readOnly ? 'keep-ro' : 'keep-rw');
+  for (const v of o.volumeDirs ?? []) if (v.device) wanted.set(path.resolve(v.path), v.readOnly ? 'device-ro' : 'device-rw');
   const entries = [...wanted].map(([p, op]): ViewEntry => ({ op, path: p }));
   const hidden = [...new Set([...o.hostFiles.deniedDirs, ...HIDDEN_HOST_DIRS].map((d) => path.resolve(d)))].filter((h) => !wanted.has(h));
   /** The innermost bound entry holding `p` (itself excluded). */
@@ -91,10 +96,18 @@ export function planFilesystemView(o: ViewInputs): ViewEntry[] {
     const k = holder(h);
     return k !== undefined && !hidden.some((outer) => outer !== h && within(h, outer) && within(outer, k.path));
   });
+  // A node made inside a bound directory would be made in the host's, unless a hiding tmpfs between takes it.
+  const hiddenIn = (p: string, k: ViewEntry): boolean => hides.some((h) => within(p, h) && within(h, k.path));
+  const boundOver = entries.find((e) => {
+    const k = e.op.startsWith('device-') ? holder(e.path) : undefined;
+    return k !== undefined && !hiddenIn(e.path, k);
+  });
+  if (boundOver)
+    throw new Error(`the published device ${boundOver.path} is inside ${holder(boundOver.path)!.path}, which the view binds from the host`);
   const needed = entries.filter((e) => {
     if (!binds(e)) return true;
     const k = holder(e.path);
-    const covered = k !== undefined && hides.some((h) => within(e.path, h) && within(h, k.path));
+    const covered = k !== undefined && hiddenIn(e.path, k);
     return k === undefined || covered || (k.op !== e.op && k.op !== 'rbind');
   });
   return [...needed, ...hides.map((p): ViewEntry => ({ op: 'hide', path: p }))].sort(
@@ -134,6 +147,11 @@ export async function existingEntries(plan: ViewEntry[]): Promise<ViewEntry[]> {
   const exists = await Promise.all(
     plan.map(async (e) => {
       if (e.op === 'proc' || e.op === 'tmpfs') return true;
+      if (e.op === 'device-rw' || e.op === 'device-ro')
+        return stat(e.path).then(
+          (s) => s.isBlockDevice(),
+          () => false,
+        );
       if (e.op === 'hide')
         return stat(e.path).then(
           (s) => s.isDirectory(),

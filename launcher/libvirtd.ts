@@ -92,8 +92,8 @@ export interface QemuIdentity {
 
 // PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order,
 // "$5" the node's libvirt cache directory; "$6" is the libvirtd binary, "$7"
-// the CPU it is pinned to, "$8" the namespace's hostname (empty: the host's);
-// the rest is the
+// the CPU it is pinned to, "$8" the namespace's hostname (empty: the host's),
+// "$9" QEMU's uid:gid (the owner of the device nodes the view makes); the rest is the
 // filesystem view (filesystem-view.ts), `op:path` entries, parents first. Its
 // default pid file, /run/libvirtd.pid, is host-wide and locked: a second
 // daemon would refuse to start. `wait` reaps every child (QEMU included) and
@@ -115,8 +115,8 @@ export interface QemuIdentity {
 // its daemon to the same CPU, so the cache stays valid. QEMU is not affected:
 // libvirt sets its affinity to all host CPUs when the domain names none.
 export const NAMESPACE_INIT_SCRIPT = `set -e
-run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7 hostname=$8
-shift 8
+run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7 hostname=$8 owner=$9
+shift 9
 [ -z "$hostname" ] || echo "$hostname" > /proc/sys/kernel/hostname
 root=${MOUNTS[0].target}
 mount -t tmpfs -o mode=0755,size=1m vkvm-root $root
@@ -132,6 +132,12 @@ for e in "$@"; do
     proc:*) mkdir -p "$t"; mount -t proc proc "$t";;
     tmpfs:*) mkdir -p "$t"; mount -t tmpfs -o mode=1777,size=64m vkvm-tmp "$t";;
     hide:*) mount -t tmpfs -o mode=0755,size=64k vkvm-hidden "$t";;
+    device-*)
+      [ -b "$p" ] || { echo "$p is not a block device" >&2; exit 1; }
+      mkdir -p "\${t%/*}"
+      mode=0600; case $e in device-ro:*) mode=0400;; esac
+      mknod -m $mode "$t" b "0x$(stat -c %t "$p")" "0x$(stat -c %T "$p")"
+      chown "$owner" "$t";;
   esac
   case $e in keep-ro:*) mount --no-canonicalize -o remount,bind,ro "$t";; esac
 done
@@ -345,6 +351,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
         String(await firstAllowedCpu()),
         hostname,
+        `${opts.qemu.uid}:${opts.qemu.gid}`,
         ...viewArgs(opts.view),
       ],
       { stdio: ['ignore', out, out], env },

@@ -267,6 +267,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     const podController = pods;
     stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
     await pods.start();
+    const volumeStats = csiNode.startVolumeStats((uid) => podController.pods().find((p) => p.metadata?.uid === uid));
     // After the pod cache synced: a pod's pins hold until it is neither there nor has a VM.
     // A pod being deleted whose VM is gone uses its images no more (its API object may outlive the VM a moment).
     const alive = (uid: string) =>
@@ -338,6 +339,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         tls: { ...pair, clientCaPem },
         listPods: () => [...podController.pods()],
         vms: createVmAccess(podController, launchers, network),
+        volumeStats,
         sessionLimits: config.sessionLimits,
         streamingIdleTimeoutMs: config.streamingIdleTimeoutMs,
         log: rootLog,

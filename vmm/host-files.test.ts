@@ -198,16 +198,21 @@ t.test("the image store's files pass only with the agent's marker, and only insi
   for (const [what, s, p, want] of attempts) t.same(await refusals(s, p), want, what);
 });
 
-t.test("a VM's filesystem view needs the directories of its PersistentVolume disks, and nothing for its other disks", async (t) => {
-  const s = spec([
-    { kind: 'host', path: '/mnt/pv-a/disk.img', fromPersistentVolume: true, createSizeMiB: 16 },
-    { kind: 'host', path: '/dev/sdb', fromPersistentVolume: true },
-    { kind: 'host', path: '/srv/disks/data.img' },
-    { kind: 'image', path: '/srv/images/disk.qcow2' },
-  ]);
-  s.disks[1]!.readOnly = true;
-  t.same(persistentVolumeDirs(s), [
-    { path: '/mnt/pv-a', readOnly: false },
-    { path: '/dev', readOnly: true },
-  ]);
-});
+t.test(
+  "a VM's filesystem view needs the directories of its PersistentVolume disks, a published device itself, and nothing for its other disks",
+  async (t) => {
+    const s = spec([
+      { kind: 'host', path: '/mnt/pv-a/disk.img', fromPersistentVolume: true, createSizeMiB: 16 },
+      { kind: 'host', path: '/dev/sdb', fromPersistentVolume: true },
+      { kind: 'host', path: '/srv/disks/data.img' },
+      { kind: 'image', path: '/srv/images/disk.qcow2' },
+      { kind: 'host', path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-b', fromPersistentVolume: true, ownDeviceNode: true },
+    ]);
+    s.disks[1]!.readOnly = true;
+    t.same(persistentVolumeDirs(s), [
+      { path: '/mnt/pv-a', readOnly: false },
+      { path: '/dev', readOnly: true },
+      { path: '/var/lib/vkvm/pods/u1/volumeDevices/kubernetes.io~csi/pv-b', readOnly: false, device: true },
+    ]);
+  },
+);

@@ -169,14 +169,25 @@ export async function resolveHostFiles(spec: VmSpec, policy: HostFilePolicy): Pr
   return { ...spec, disks, ...(kernelBoot ? { kernelBoot } : {}) };
 }
 
+/** A PersistentVolume's place in the VM's filesystem view: a directory bound, or a device node of QEMU's own. */
+export interface VolumeViewEntry {
+  path: string;
+  readOnly: boolean;
+  /** `path` is a published block device: the view makes a node of its own there (ownDeviceNode), nothing else of its directory. */
+  device?: boolean;
+}
+
 /**
- * The directories of the spec's PersistentVolume disks, which the VM's
- * filesystem view must hold: the PV's own directory for a file on a
- * Filesystem volume (where the launcher may create it), the device's for a
- * Block one (nothing beyond the host's /dev, which the view has).
+ * What of the spec's PersistentVolume disks the VM's filesystem view must
+ * hold: the PV's own directory for a file on a Filesystem volume (where the
+ * launcher may create it), the device's for a local Block one (nothing beyond
+ * the host's /dev, which the view has), and a published CSI device itself.
  */
-export function persistentVolumeDirs(spec: VmSpec): { path: string; readOnly: boolean }[] {
-  return spec.disks.flatMap((d) =>
-    d.source.kind === 'host' && d.source.fromPersistentVolume ? [{ path: path.dirname(d.source.path), readOnly: !!d.readOnly }] : [],
-  );
+export function persistentVolumeDirs(spec: VmSpec): VolumeViewEntry[] {
+  return spec.disks.flatMap((d): VolumeViewEntry[] => {
+    const s = d.source;
+    if (s.kind !== 'host' || !s.fromPersistentVolume) return [];
+    const readOnly = !!d.readOnly;
+    return [s.ownDeviceNode ? { path: s.path, readOnly, device: true } : { path: path.dirname(s.path), readOnly }];
+  });
 }

@@ -32,8 +32,11 @@ export type DiskSource =
    * (KubeVirt's DiskOrCreate hostDisk, a filesystem PVC's disk.img).
    * `fromPersistentVolume`: an administrator's PersistentVolume, outside the
    * node's host-file policy (vmm/host-files.ts), which every other path obeys.
+   * `ownDeviceNode`: a block device published at `path` (a CSI volume in Block
+   * mode) that QEMU gets as a device node of its own, made at that path in its
+   * filesystem view and owned by its uid; the host's node keeps its owner.
    */
-  | { kind: 'host'; path: string; createSizeMiB?: number; fromPersistentVolume?: boolean }
+  | { kind: 'host'; path: string; createSizeMiB?: number; fromPersistentVolume?: boolean; ownDeviceNode?: boolean }
   /** A cloud-init NoCloud seed ISO built from the given documents. */
   | { kind: 'cloudInit'; userData: string; metaData: string; networkConfig?: string };
 

@@ -1,12 +1,16 @@
 // The agent's CSI node side, started once: the plugin watcher (registration
-// and the node's CSINode) and the volumes it publishes for VMs.
+// and the node's CSINode), the volumes it publishes for VMs, and their stats.
+import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { PluginWatcher } from './plugin-watcher.js';
 import { PodVolumes } from './pod-volumes.js';
+import { VolumeStatsCache } from './volume-stats-cache.js';
 
 export interface CsiNodeSide {
   volumes: PodVolumes;
+  /** Starts reading the published volumes' stats periodically; `podOf` names each pod's volume. Stopped with the side. */
+  startVolumeStats(podOf: (uid: string) => V1Pod | undefined): VolumeStatsCache;
   stop(): Promise<void>;
 }
 
@@ -23,5 +27,24 @@ export async function startCsiNodeSide(o: {
   await plugins.start();
   log.info({ dir: o.pluginRegistryDir }, 'watching for CSI drivers');
   const volumes = new PodVolumes({ root: o.stateDir, nodeName: o.nodeName, drivers: plugins, clients: o.clients, log });
-  return { volumes, stop: () => plugins.stop() };
+  let stats: VolumeStatsCache | undefined;
+  const startVolumeStats = (podOf: (uid: string) => V1Pod | undefined): VolumeStatsCache => {
+    stats = new VolumeStatsCache({
+      publications: () => volumes.publications(),
+      drivers: plugins,
+      readPersistentVolume: (name) => o.clients.core.readPersistentVolume({ name }),
+      podOf,
+      log,
+    });
+    stats.start();
+    return stats;
+  };
+  return {
+    volumes,
+    startVolumeStats,
+    stop: () => {
+      stats?.stop();
+      return plugins.stop();
+    },
+  };
 }

@@ -226,8 +226,8 @@ export class PodVolumes {
     }
   }
 
-  /** Every publication recorded on the node. */
-  private async publications(): Promise<PublicationRecord[]> {
+  /** Every publication recorded on the node (also what volume stats are read for). */
+  async publications(): Promise<PublicationRecord[]> {
     const podsDir = join(this.o.root, 'pods');
     const found: PublicationRecord[] = [];
     for (const uid of await readdir(podsDir).catch(() => [] as string[])) {

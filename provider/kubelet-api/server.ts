@@ -8,7 +8,7 @@ import { podsRoutes, type PodLister } from './routes/pods.js';
 import { healthRoutes } from './routes/health.js';
 import { agentMetrics, type AgentMetrics } from '../metrics.js';
 import { readBootTime, readNodeUsage } from '../node/usage.js';
-import { statsRoutes, type NodeStatsSource } from './routes/stats.js';
+import { statsRoutes, type NodeStatsSource, type StatsRoutesOptions } from './routes/stats.js';
 import type { VmAccess } from './vm-access.js';
 import { routeUpgradesThroughFastify } from './upgrade.js';
 import { logRoutes } from './routes/logs.js';
@@ -36,6 +36,8 @@ export interface KubeletApiOptions {
   log: Logger;
   /** The node's VMs. Absent until the agent wires its launchers: stats then list no pods. */
   vms?: VmAccess;
+  /** Published CSI volumes' usage (the CSI node side's cache); absent: the summary lists no volumes. */
+  volumeStats?: StatsRoutesOptions['volumeStats'];
   /** Node-level CPU and memory; default: this host's /proc. */
   nodeStats?: NodeStatsSource;
   /** The agent's own metrics, served on /metrics and counting streaming sessions; default: agentMetrics. */
@@ -78,6 +80,7 @@ export async function buildKubeletApi(opts: KubeletApiOptions): Promise<FastifyI
     node: opts.nodeStats ?? { startTime: await readBootTime(), readUsage: () => readNodeUsage() },
     listVmUsage: vms ? () => vms.listVmUsage() : async () => [],
     registry: metrics.registry,
+    ...(opts.volumeStats ? { volumeStats: opts.volumeStats } : {}),
   });
   // Without VMs there are no logs, consoles, ports or displays to reach: those paths are 404s.
   if (vms) {

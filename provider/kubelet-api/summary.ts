@@ -1,6 +1,8 @@
-// The kubelet Summary API (k8s.io/kubelet/pkg/apis/stats/v1alpha1), CPU and
-// memory only: the node and one pod per VM, whose one container is the VM.
+// The kubelet Summary API (k8s.io/kubelet/pkg/apis/stats/v1alpha1): CPU and
+// memory of the node and of one pod per VM, whose one container is the VM,
+// and each pod's published CSI volumes (provider/csi-node/volume-stats.ts).
 // Fields we cannot measure are omitted, as the kubelet omits them.
+import type { VolumeStats } from '../csi-node/volume-stats.js';
 import type { NodeUsage } from '../node/usage.js';
 import type { VmCpuMemory } from './vm-access.js';
 
@@ -33,6 +35,8 @@ export interface PodStats {
   containers: ContainerStats[];
   cpu: CPUStats;
   memory: MemoryStats;
+  /** Absent when the pod has no volume with stats, as the kubelet's omitempty. */
+  volume?: VolumeStats[];
 }
 
 export interface Summary {
@@ -80,6 +84,8 @@ export interface SummaryInput {
   nodeStartTime: Date;
   node: NodeUsage;
   vms: VmCpuMemory[];
+  /** The pod's volumes as last read (cached: the summary never waits on a driver); none when absent. */
+  volumesOf?: (podUid: string) => VolumeStats[];
 }
 
 function cpuStats(time: Date, cpuNs: number, nanoCores: number | undefined): CPUStats {
@@ -122,6 +128,7 @@ export function buildSummary(input: SummaryInput, rates: CpuRates): Summary {
       availableBytes: vm.memoryLimitBytes === undefined ? undefined : Math.max(0, vm.memoryLimitBytes - vm.memoryWorkingSetBytes),
     });
     const startTime = rfc3339(vm.startTime);
+    const volume = input.volumesOf?.(vm.podUID) ?? [];
     return {
       podRef: { name: vm.pod, namespace: vm.namespace, uid: vm.podUID },
       startTime,
@@ -129,6 +136,7 @@ export function buildSummary(input: SummaryInput, rates: CpuRates): Summary {
       containers: [{ name: vm.container, startTime, cpu, memory }],
       cpu,
       memory,
+      ...(volume.length ? { volume } : {}),
     };
   });
   rates.retain(new Set([NODE_KEY, ...input.vms.map((vm) => vm.podUID)]));

@@ -52,11 +52,6 @@ export function claimOnNode(
   if (csi) {
     if (!csi.driver || !csi.volumeHandle)
       return { unservable: `PersistentVolume ${name} names no CSI driver or volumeHandle (spec.csi.driver, spec.csi.volumeHandle)` };
-    // A published device is a bind mount the VM's filesystem view (launcher/filesystem-view.ts) does not carry yet.
-    if (volumeMode === 'Block')
-      return {
-        unservable: `claim "${pvc.metadata?.name ?? ''}" is bound to PersistentVolume ${name}, a CSI volume in Block mode: vkvm serves CSI volumes in Filesystem mode only (its disk.img)`,
-      };
     return { kind: 'csi', volume: csi, diskPath: csiDiskPath(csi), volumeMode, ...sized };
   }
   return {

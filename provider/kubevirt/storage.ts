@@ -168,7 +168,10 @@ function persistentVolumeClaim(d: Draft, claim: { claimName: string; readOnly?: 
   }
   const readOnly = claim.readOnly === true || (bound.kind === 'csi' && bound.volume.readOnly);
   const disk = bound.kind === 'csi' ? bound.diskPath : bound.volumeMode === 'Block' ? bound.hostPath : join(bound.hostPath, 'disk.img');
-  if (bound.volumeMode === 'Block') return { source: { kind: 'host', path: disk, fromPersistentVolume: true }, field, readOnly };
+  if (bound.volumeMode === 'Block') {
+    const ownDeviceNode = bound.kind === 'csi' ? { ownDeviceNode: true } : {};
+    return { source: { kind: 'host', path: disk, fromPersistentVolume: true, ...ownDeviceNode }, field, readOnly };
+  }
   const createSizeMiB = bound.capacity !== undefined ? sizeMiB(d, bound.capacity, field) : undefined;
   return {
     source: { kind: 'host', path: disk, fromPersistentVolume: true, ...(createSizeMiB !== undefined ? { createSizeMiB } : {}) },

@@ -638,6 +638,26 @@ t.test('a volume vkvm cannot provide is refused, naming its field; its disk is n
     [['spec.volumes[3].dataVolume.name', 'FieldValueNotFound']],
     "a DataVolume whose claim the node cannot serve is refused at the dataVolume's name",
   );
+  const device = '/var/lib/vkvm/pods/uid-1/volumeDevices/kubernetes.io~csi/pv-1';
+  const blockClaim = { ...csiClaim(false), volume: { ...csiClaim(false).volume, volumeMode: 'Block' as const }, diskPath: device };
+  t.same(
+    ok(
+      translateVmi(
+        smokeWith((v) => {
+          v.spec.domain.devices!.disks!.push({ name: 'data', disk: { bus: 'virtio' } });
+          v.spec.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'data' } });
+        }),
+        ctx({ pvcs: { data: { ...blockClaim, volumeMode: 'Block' } } }),
+      ),
+    ).spec.disks.at(-1),
+    {
+      name: 'data',
+      device: 'disk',
+      bus: 'virtio',
+      source: { kind: 'host', path: device, fromPersistentVolume: true, ownDeviceNode: true },
+    },
+    'a CSI claim in Block mode: the device the node publishes for the pod, a node of its own in the VM view, never created',
+  );
 });
 
 t.test('compute: topology, vCPUs from resources, CPU cap, memory precedence, CPU model', async (t) => {

@@ -9,7 +9,7 @@ import type { Logger } from '../log.js';
 import { unsearchableDir, unsearchableMessage, vmsDirTooLong } from '../preflight/state-dir.js';
 import { QemuUids } from './qemu-uids.js';
 import { treeCpuMs } from '../proc-cpu.js';
-import type { HostFilePolicy } from '../../vmm/host-files.js';
+import type { HostFilePolicy, VolumeViewEntry } from '../../vmm/host-files.js';
 import type { DownloadPolicy } from '../../vmm/disks/download-policy.js';
 import type { VmSpec } from '../../vmm/spec.js';
 import {
@@ -71,8 +71,8 @@ export interface VmControl {
 export interface StartOptions {
   /** The VM's network namespace, where its taps are. */
   netns?: string;
-  /** Directories of its PersistentVolume disks, which its QEMU must see (persistentVolumeDirs). */
-  volumeDirs?: { path: string; readOnly: boolean }[];
+  /** Directories of its PersistentVolume disks and its published devices, which its QEMU must see (persistentVolumeDirs). */
+  volumeDirs?: VolumeViewEntry[];
 }
 
 /**

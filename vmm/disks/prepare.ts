@@ -158,9 +158,10 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (failures.length === 0) {
     const prepared = spec.disks.map((disk, i) => [disk.name, (results[i] as PromiseFulfilledResult<PreparedDisk>).value] as const);
+    // A device the view makes a node of QEMU's own for keeps the host node's owner.
     await giveToQemu(
       dirs,
-      prepared.map(([, p]) => p),
+      prepared.filter(([name]) => !ownDeviceNode(spec, name)).map(([, p]) => p),
     );
     log.debug({ disks: spec.disks.map((d) => d.name) }, 'disks prepared');
     return Object.fromEntries(prepared);
@@ -169,6 +170,9 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   if (madeVmDir) await removeEmptyDirs(dirs.vmDir, madeVmDir);
   throw combineFailures(failures);
 }
+
+const ownDeviceNode = (spec: VmSpec, name: string): boolean =>
+  spec.disks.some((d) => d.name === name && d.source.kind === 'host' && d.source.ownDeviceNode === true);
 
 /**
  * What QEMU opens read-write becomes its own and no one else's: another VM's

@@ -6,6 +6,7 @@ import type { AuthBackend, UserInfo } from '../auth.js';
 import { buildKubeletApi } from '../server.js';
 import type { VmAccess, VmCpuMemory } from '../vm-access.js';
 import { noVmis } from '../../../test/helpers/vm-access.js';
+import type { VolumeStats } from '../../csi-node/volume-stats.js';
 
 const GiB = 1024 ** 3;
 const t0 = new Date('2026-03-01T12:00:00Z');
@@ -52,7 +53,12 @@ const backend: AuthBackend = {
 
 /** The kubelet API with a fake host whose next readings the test sets. */
 async function build(t: Test) {
-  const state = { node: nodeSample(0, 100), vms: [vmSample(0, 10)] as VmCpuMemory[], vmError: undefined as Error | undefined };
+  const state = {
+    node: nodeSample(0, 100),
+    vms: [vmSample(0, 10)] as VmCpuMemory[],
+    vmError: undefined as Error | undefined,
+    volumes: new Map<string, VolumeStats[]>(),
+  };
   const vms: VmAccess = {
     ...noVmis,
     attachConsole: () => Promise.reject(new Error('not in this test')),
@@ -74,6 +80,7 @@ async function build(t: Test) {
     vms,
     nodeStats: { startTime: new Date('2026-02-01T00:00:00Z'), readUsage: async () => state.node },
     metrics,
+    volumeStats: { forPod: (uid) => state.volumes.get(uid) ?? [], all: () => [...state.volumes.values()].flat() },
   });
   t.teardown(() => app.close());
   return { app, state, metrics };
@@ -296,4 +303,60 @@ t.test('a user without nodes/stats or nodes/metrics gets 403 naming the subresou
     ],
   );
   t.equal((await app.inject({ url: '/stats/summary' })).statusCode, 401, 'anonymous');
+});
+
+t.test("a pod's published volumes are in its summary entry and in the kubelet's volume gauges, by claim", async (t) => {
+  const { app, state } = await build(t);
+  const data: VolumeStats = {
+    time: '2026-03-01T11:59:50Z',
+    name: 'datadisk',
+    pvcRef: { name: 'data', namespace: 'ns1' },
+    capacityBytes: 1000,
+    usedBytes: 300,
+    availableBytes: 600,
+    inodes: 64,
+    inodesUsed: 11,
+    inodesFree: 53,
+  };
+  const raw: VolumeStats = {
+    time: '2026-03-01T11:59:50Z',
+    name: 'rawdisk',
+    pvcRef: { name: 'raw', namespace: 'ns1' },
+    capacityBytes: 4096,
+    usedBytes: 0,
+    availableBytes: 0,
+  };
+  state.volumes.set('uid-a', [data, raw]);
+  const summary = (await app.inject({ url: '/stats/summary', headers: AUTH })).json() as { pods: { volume?: VolumeStats[] }[] };
+  t.same(summary.pods[0]!.volume, [data, raw], 'every field the kubelet reports, as cached');
+  const cpuOnly = (await app.inject({ url: '/stats/summary?only_cpu_and_memory=true', headers: AUTH })).json() as { pods: object[] };
+  t.notOk('volume' in cpuOnly.pods[0]!, 'only_cpu_and_memory leaves the volumes out, as the kubelet does');
+  const { series, types } = parseProm((await app.inject({ url: '/metrics', headers: AUTH })).body);
+  const gauges = series
+    .filter((s) => s.name.startsWith('kubelet_volume_stats_'))
+    .map((s) => `${s.name}{${s.labels.namespace}/${s.labels.persistentvolumeclaim}} ${s.value}`);
+  t.same(
+    gauges.sort(),
+    [
+      'kubelet_volume_stats_available_bytes{ns1/data} 600',
+      'kubelet_volume_stats_available_bytes{ns1/raw} 0',
+      'kubelet_volume_stats_capacity_bytes{ns1/data} 1000',
+      'kubelet_volume_stats_capacity_bytes{ns1/raw} 4096',
+      'kubelet_volume_stats_inodes_free{ns1/data} 53',
+      'kubelet_volume_stats_inodes_used{ns1/data} 11',
+      'kubelet_volume_stats_inodes{ns1/data} 64',
+      'kubelet_volume_stats_used_bytes{ns1/data} 300',
+      'kubelet_volume_stats_used_bytes{ns1/raw} 0',
+    ],
+    'one series per claim and figure reported',
+  );
+  t.equal(types.kubelet_volume_stats_capacity_bytes, 'gauge');
+  state.volumes.clear();
+  const after = (await app.inject({ url: '/stats/summary', headers: AUTH })).json() as { pods: object[] };
+  t.notOk('volume' in after.pods[0]!, 'a pod without volumes has no volume entry, as the kubelet omits it');
+  t.same(
+    parseProm((await app.inject({ url: '/metrics', headers: AUTH })).body).series.filter((s) => s.name.startsWith('kubelet_volume_stats_')),
+    [],
+    'a volume gone leaves no series',
+  );
 });

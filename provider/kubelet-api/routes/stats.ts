@@ -1,14 +1,16 @@
 // Resource usage endpoints (nodes/stats and nodes/metrics):
-//   GET /stats/summary     the kubelet Summary API, CPU and memory only
+//   GET /stats/summary     the kubelet Summary API: CPU, memory and published volumes
 //   GET /metrics/resource  the kubelet's resource metrics, which metrics-server scrapes
-//   GET /metrics           the agent's own metrics plus per-VM usage
-// Every request reads fresh figures; nothing polls in the background.
+//   GET /metrics           the agent's own metrics plus per-VM usage and the kubelet's volume gauges
+// Every request reads fresh CPU and memory figures; volume figures come from
+// the CSI node side's cache, which its drivers refresh periodically.
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { NodeUsage } from '../../node/usage.js';
 import { PROMETHEUS_TEXT, formatResourceMetrics } from '../resource-metrics.js';
 import { CpuRates, buildSummary } from '../summary.js';
 import type { VmCpuMemory } from '../vm-access.js';
+import { VOLUME_GAUGES, volumeSamples, type VolumeStats } from '../../csi-node/volume-stats.js';
 
 export interface NodeStatsSource {
   /** When the host booted: the node's startTime. */
@@ -22,6 +24,8 @@ export interface StatsRoutesOptions {
   listVmUsage: () => Promise<VmCpuMemory[]>;
   /** The agent's own metrics (provider/metrics.ts), served first on /metrics. */
   registry: Registry;
+  /** Published volumes' usage as last read (provider/csi-node/volume-stats-cache.ts); none when absent. */
+  volumeStats?: { forPod(podUid: string): VolumeStats[]; all(): VolumeStats[] };
   /** Summary requests closer together than this reuse the previous usageNanoCores; default 1000. */
   minRateIntervalMs?: number;
 }
@@ -43,6 +47,21 @@ const memorySchema = {
 const podRefSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, namespace: { type: 'string' }, uid: { type: 'string' } },
+} as const;
+const integer = { type: 'integer' } as const;
+const volumeSchema = {
+  type: 'object',
+  properties: {
+    time: { type: 'string' },
+    name: { type: 'string' },
+    pvcRef: { type: 'object', properties: { name: { type: 'string' }, namespace: { type: 'string' } } },
+    capacityBytes: integer,
+    usedBytes: integer,
+    availableBytes: integer,
+    inodes: integer,
+    inodesUsed: integer,
+    inodesFree: integer,
+  },
 } as const;
 const summarySchema = {
   type: 'object',
@@ -67,6 +86,7 @@ const summarySchema = {
           },
           cpu: cpuSchema,
           memory: memorySchema,
+          volume: { type: 'array', items: volumeSchema },
         },
       },
     },
@@ -106,6 +126,19 @@ function vmRegistry(vms: VmCpuMemory[], failed: boolean): Registry {
   return registry;
 }
 
+/** The kubelet's volume gauges for one scrape, so a volume gone leaves no series behind. */
+function volumeRegistry(volumes: readonly VolumeStats[]): Registry {
+  const registry = new Registry();
+  const gauges = new Map(
+    VOLUME_GAUGES.map(([name, , help]) => [
+      name,
+      new Gauge({ name, help, labelNames: ['namespace', 'persistentvolumeclaim'] as const, registers: [registry] }),
+    ]),
+  );
+  for (const s of volumeSamples(volumes)) gauges.get(s.metric)!.set(s.labels, s.value);
+  return registry;
+}
+
 export async function statsRoutes(app: FastifyInstance, opts: StatsRoutesOptions): Promise<void> {
   const rates = new CpuRates(opts.minRateIntervalMs);
 
@@ -113,14 +146,19 @@ export async function statsRoutes(app: FastifyInstance, opts: StatsRoutesOptions
     '/stats/summary',
     {
       schema: {
-        // Accepted for compatibility; the summary only ever holds CPU and memory.
+        // As the kubelet: CPU and memory only leaves the volumes out.
         querystring: { type: 'object', properties: { only_cpu_and_memory: { type: 'boolean' } } },
         response: { 200: summarySchema },
       },
     },
-    async () => {
+    async (req) => {
       const [node, vms] = await Promise.all([opts.node.readUsage(), opts.listVmUsage()]);
-      return buildSummary({ nodeName: opts.nodeName, nodeStartTime: opts.node.startTime, node, vms }, rates);
+      const cpuAndMemoryOnly = (req.query as { only_cpu_and_memory?: boolean }).only_cpu_and_memory === true;
+      const volumesOf = opts.volumeStats && !cpuAndMemoryOnly ? (uid: string) => opts.volumeStats!.forPod(uid) : undefined;
+      return buildSummary(
+        { nodeName: opts.nodeName, nodeStartTime: opts.node.startTime, node, vms, ...(volumesOf ? { volumesOf } : {}) },
+        rates,
+      );
     },
   );
 
@@ -147,7 +185,7 @@ export async function statsRoutes(app: FastifyInstance, opts: StatsRoutesOptions
       req.log.warn({ err }, 'reading VM usage for /metrics failed');
       failed = true;
     }
-    const merged = Registry.merge([opts.registry, vmRegistry(vms, failed)]);
+    const merged = Registry.merge([opts.registry, vmRegistry(vms, failed), volumeRegistry(opts.volumeStats?.all() ?? [])]);
     return reply.type(merged.contentType).send(await merged.metrics());
   });
 }

@@ -14,6 +14,7 @@ import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
 import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
 import { dataVolumeBoundaries, vmOnDataVolume } from '../nodes-datavolumes.js';
 import { importedRootDisks } from '../nodes-imports.js';
+import { vmiOnBlockClaim } from '../nodes-block.js';
 import {
   condition,
   createTenant,
@@ -96,6 +97,21 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
         nodeIdentity: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)),
         upStateDir: up.stateDir,
         bootDeadlineMs: BOOT_DEADLINE_MS,
+      }),
+  );
+
+  await t.test(
+    "a VMI on a Block-mode claim: the device is QEMU's disk, the guest's marker reaches the volume, the stats summary reports the volumes",
+    (t) =>
+      vmiOnBlockClaim(t, {
+        admin,
+        tenant,
+        namespace: NS,
+        node: b,
+        upStateDir: up.stateDir,
+        bootDeadlineMs: BOOT_DEADLINE_MS,
+        kubectl,
+        adminKubectl: (args) => up.kubectl(args),
       }),
   );
 
