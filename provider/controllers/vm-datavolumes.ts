@@ -7,6 +7,7 @@
 // its first consumer, which is the VMI itself (a WaitForFirstConsumer claim
 // is bound, and an http or registry source imported, on the node that runs
 // it). Whoever serves DataVolumes (vkvm's controller, or CDI) does the rest.
+import { controllerRefTo } from '../kubevirt/controller-ref.js';
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from '../kube/errors.js';
 import { CDI_API_VERSION, type DataVolume, type DataVolumePhase } from '../kubevirt/datavolume-types.js';
@@ -23,16 +24,7 @@ export function dataVolumesOf(vm: VirtualMachine): DataVolume[] {
       namespace: vm.metadata.namespace ?? 'default',
       ...(template.metadata.labels ? { labels: { ...template.metadata.labels } } : {}),
       ...(template.metadata.annotations ? { annotations: { ...template.metadata.annotations } } : {}),
-      ownerReferences: [
-        {
-          apiVersion: KUBEVIRT_API_VERSION,
-          kind: 'VirtualMachine',
-          name: vm.metadata.name!,
-          uid: vm.metadata.uid!,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
+      ownerReferences: [controllerRefTo(vm, KUBEVIRT_API_VERSION, 'VirtualMachine')],
     },
     spec: structuredClone(template.spec),
   }));

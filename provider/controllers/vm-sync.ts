@@ -2,6 +2,7 @@
 // status after a sync (vm-status.ts decides printableStatus and the back-off;
 // this adds the bookkeeping KubeVirt keeps beside it: conditions, the
 // state-change requests, startFailure). vm-controller.ts does the I/O.
+import { controllerRefTo } from '../kubevirt/controller-ref.js';
 import { createHash } from 'node:crypto';
 import { removeCondition, setCondition, findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import { SUPPORTED_VM_SPEC } from '../kubevirt/supported-fields.js';
@@ -94,16 +95,7 @@ export function vmiFromTemplate(
       namespace: vm.metadata.namespace ?? 'default',
       labels: { ...(template.metadata?.labels ?? {}), [VM_LABEL]: name },
       annotations,
-      ownerReferences: [
-        {
-          apiVersion: KUBEVIRT_API_VERSION,
-          kind: 'VirtualMachine',
-          name,
-          uid: vm.metadata.uid!,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
+      ownerReferences: [controllerRefTo(vm, KUBEVIRT_API_VERSION, 'VirtualMachine')],
     },
     spec,
   };

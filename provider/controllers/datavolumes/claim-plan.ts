@@ -8,6 +8,7 @@
 // disk.img of the requested size fits; vkvm's node side makes disk.img at the
 // claim's capacity, so the guest sees the size asked for either way, and an
 // overhead would only make the disk bigger than the manifest said.
+import { controllerRefTo } from '../../kubevirt/controller-ref.js';
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeClaimSpec } from '@kubernetes/client-node';
 import {
   IMPORT_ENDPOINT_ANNOTATION,
@@ -133,16 +134,7 @@ export function planClaim({ dv, source, sourcePv }: ClaimInput): ClaimPlan {
         namespace,
         labels: { ...(dv.metadata.labels ?? {}), 'app.kubernetes.io/managed-by': 'vkvm' },
         annotations: { ...annotations, ...(selectedNode ? { [SELECTED_NODE_ANNOTATION]: selectedNode } : {}) },
-        ownerReferences: [
-          {
-            apiVersion: CDI_API_VERSION,
-            kind: 'DataVolume',
-            name: dv.metadata.name!,
-            uid: dv.metadata.uid!,
-            controller: true,
-            blockOwnerDeletion: true,
-          },
-        ],
+        ownerReferences: [controllerRefTo(dv, CDI_API_VERSION, 'DataVolume')],
       },
       spec,
     },

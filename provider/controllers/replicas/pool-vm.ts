@@ -4,12 +4,12 @@
 // pool's nameGeneration asks for, so every VM gets its own cloud-init; and
 // the hash that says which template a VM (and through its template's labels,
 // its VMI) was made from. Pure.
+import { controllerRefTo } from '../../kubevirt/controller-ref.js';
 import { createHash } from 'node:crypto';
 import type { VirtualMachinePool } from '../../kubevirt/replica-types.js';
 import { POOL_API_VERSION } from '../../kubevirt/replica-types.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachine, type VirtualMachineSpec } from '../../kubevirt/types.js';
 import { sortedJson } from '../vm-sync.js';
-import { controllerRefTo } from './replicaset-plan.js';
 
 /**
  * Label on a pool's VMs and their template (so on their VMIs): the hash of

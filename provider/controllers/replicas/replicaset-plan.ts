@@ -2,6 +2,7 @@
 // pkg/virt-controller/watch/replicaset): which of a namespace's VMIs are the
 // set's, how many to create or which to delete, the finished ones to clean
 // up, and the VMI the template makes.
+import { controllerRefTo } from '../../kubevirt/controller-ref.js';
 import { findCondition } from '../../kubevirt/conditions.js';
 import type { VirtualMachineInstanceReplicaSet } from '../../kubevirt/replica-types.js';
 import { KUBEVIRT_API_VERSION, type OwnerReference, type VirtualMachineInstance } from '../../kubevirt/types.js';
@@ -11,10 +12,6 @@ import { selectorMatches } from './selector.js';
 export const BURST_REPLICAS = 250;
 
 const final = (vmi: VirtualMachineInstance) => vmi.status?.phase === 'Succeeded' || vmi.status?.phase === 'Failed';
-
-export function controllerRefTo(owner: { metadata: { name?: string; uid?: string } }, apiVersion: string, kind: string): OwnerReference {
-  return { apiVersion, kind, name: owner.metadata.name!, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
-}
 
 /** The object's controller reference names this UID. */
 export const controlledBy = (obj: { metadata: { ownerReferences?: OwnerReference[] } }, uid: string | undefined): boolean =>

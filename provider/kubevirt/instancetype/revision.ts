@@ -4,6 +4,7 @@
 // until the matcher's name, kind or inferFromVolume changes, so a later edit
 // of the instancetype changes neither the running VMI nor the next start.
 // `spec.instancetype.revisionName` names a revision to use instead. Pure.
+import { controllerRefTo } from '../controller-ref.js';
 import {
   INSTANCETYPE_API_VERSION,
   INSTANCETYPE_GROUP,
@@ -87,16 +88,7 @@ export function revisionFor(vm: VirtualMachine, object: InstancetypeObject & { k
     metadata: {
       name: revisionName(vm.metadata.name!, object),
       namespace: vm.metadata.namespace ?? 'default',
-      ownerReferences: [
-        {
-          apiVersion: KUBEVIRT_API_VERSION,
-          kind: 'VirtualMachine',
-          name: vm.metadata.name!,
-          uid: vm.metadata.uid!,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
+      ownerReferences: [controllerRefTo(vm, KUBEVIRT_API_VERSION, 'VirtualMachine')],
       labels: {
         'instancetype.kubevirt.io/object-generation': String(generation ?? 0),
         'instancetype.kubevirt.io/object-kind': object.kind,
