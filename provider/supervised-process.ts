@@ -27,6 +27,8 @@ export interface SupervisedProcessOptions {
 
 export class SupervisedProcess {
   private child: HostService | undefined;
+  /** From the child's spawn until its exit. */
+  private running = false;
   private stopped = false;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
@@ -37,8 +39,6 @@ export class SupervisedProcess {
   get pid(): number | undefined {
     return this.running ? this.child?.pid : undefined;
   }
-
-  private running = false;
 
   start(): void {
     this.loop ??= this.run();

@@ -163,8 +163,8 @@ export async function restartDnsmasq(i: DnsmasqInstance): Promise<void> {
 
 /** Stops the instance, and any stray of it, and waits until they are gone. Idempotent. */
 export async function stopDnsmasq(i: DnsmasqInstance): Promise<void> {
-  const pids = [...new Set([...((await runningPid(i)) ? [(await runningPid(i))!] : []), ...(await instanceMains(i))])];
-  for (const pid of pids) signal(pid, 'SIGTERM');
+  const named = await runningPid(i);
+  for (const pid of new Set([...(named ? [named] : []), ...(await instanceMains(i))])) signal(pid, 'SIGTERM');
   for (let waitedMs = 0; (await instanceMains(i)).length > 0 && waitedMs < 5000; waitedMs += 20)
     await new Promise((r) => setTimeout(r, 20));
   for (const pid of await instanceMains(i)) signal(pid, 'SIGKILL');
