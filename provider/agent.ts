@@ -302,7 +302,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     );
 
     const certs = new ServingCertManager(
-      clients,
+      config.servingCsrKubeconfigPath ? makeClients(loadKubeConfig(config.servingCsrKubeconfigPath)) : clients,
       {
         nodeName: config.nodeName,
         ipAddresses: [facts.internalIP],

@@ -77,6 +77,13 @@ export interface AgentConfig {
   /** Approve our own kubelet-serving CSR when RBAC allows (vkvm up); otherwise wait for an approver. */
   approveServingCsr: boolean;
   /**
+   * Request and approve the kubelet-serving CSR with this kubeconfig instead
+   * of the agent's own (vkvm up's node 1: its operator's admin). Node 1 shares
+   * the API server's address, which the cluster's approver rightly never
+   * grants a node; vkvm up knows this node is that host. No flag sets it.
+   */
+  servingCsrKubeconfigPath?: string;
+  /**
    * Renew the kubeconfig's client certificate through the CSR API (a joined
    * node: the kubeconfig names one PEM file holding certificate and key).
    */

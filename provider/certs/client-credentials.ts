@@ -16,6 +16,8 @@ const KEEP_WHEN_VALID_FOR_MS = 30 * 24 * 3600 * 1000;
 
 export interface ClientCredentials {
   subject: CsrSubject;
+  /** Default `kubernetes.io/kube-apiserver-client`; a node's identity takes the kubelet client signer. */
+  signerName?: string;
   /** The CSR's name prefix and the approval's reason and message. */
   csrPrefix: string;
   reason: string;
@@ -39,7 +41,7 @@ export async function ensureClientCredentials(admin: KubeClients, o: ClientCrede
   if (!keep) {
     const issued = await requestCertificate(admin, {
       namePrefix: o.csrPrefix,
-      signerName: CLIENT_SIGNER,
+      signerName: o.signerName ?? CLIENT_SIGNER,
       usages: ['digital signature', 'client auth'],
       subject: o.subject,
       issueTimeoutMs: 60_000,

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir } from 'node:fs/promises';
 import type { V1CertificateSigningRequest } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/client.js';
+import { isConflict } from '../kube/errors.js';
 import { createKeyAndCsr, type CsrSubject } from './csr.js';
 
 export class CsrDeniedError extends Error {
@@ -62,6 +63,8 @@ async function waitIssued(clients: KubeClients, name: string, timeoutMs: number)
 /**
  * Approves CSR `name` (the caller needs `approve` on its signer), unless it was
  * decided already: another approver may have been first. True when this approved it.
+ * A conflict means another approver wrote between the read and the write
+ * (kube-controller-manager approves node client CSRs of an admin at once): read again.
  */
 export async function approveCertificateSigningRequest(
   clients: KubeClients,
@@ -78,7 +81,12 @@ export async function approveCertificateSigningRequest(
       { type: 'Approved', status: 'True', ...why, lastUpdateTime: now, lastTransitionTime: now },
     ],
   };
-  await clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+  try {
+    await clients.certificates.replaceCertificateSigningRequestApproval({ name, body: csr });
+  } catch (err) {
+    if (isConflict(err)) return approveCertificateSigningRequest(clients, name, why);
+    throw err;
+  }
   return true;
 }
 

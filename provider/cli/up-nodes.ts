@@ -2,8 +2,8 @@
 // control plane and node 1 sit on the nodes' segment (the host's address on
 // it), and nodes 2..N are simulated hosts joined through `vkvm join`
 // (provider/local-cluster/). Node 1 stays this host, as with one node: the
-// README's single-node run is unchanged, and node 1 keeps the admin
-// credentials that approve serving certificates and run the controllers.
+// README's single-node run is unchanged; node 1's agent runs as its node
+// identity (provider/certs/node-credentials.ts), the controllers as admin.
 // `--container-nodes M` adds M ordinary nodes after them on the same segment
 // (containerd and the real kubelet, flannel host-gw; provider/local-cluster/).
 import { ConfigError, type AgentConfig } from '../config.js';

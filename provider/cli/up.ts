@@ -9,7 +9,8 @@ import { startAgent, type RunningAgent } from '../agent.js';
 import { ConfigError, resolveAgentConfig, type AgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
+import { clusterCaData, loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
+import { ensureNodeCredentials } from '../certs/node-credentials.js';
 import { isNotFound } from '../kube/errors.js';
 import { createRootLogger, type Logger } from '../log.js';
 import { startControllers, type RunningControllers } from '../controllers/cluster-controllers.js';
@@ -203,8 +204,6 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ...(plan.segment ? { 'internal-ip': plan.segment.hostAddress } : {}),
       kubeconfig,
       'state-dir': stateDir,
-      // With admin credentials the agent can approve its own serving CSR.
-      'approve-serving-csr': values['approve-serving-csr'] ?? !values.kubeconfig,
       // Every vkvm node runs kube-proxy, node 1 too; --kube-proxy=false leaves Services to the operator.
       'kube-proxy': values['kube-proxy'] ?? 'true',
     }),
@@ -297,8 +296,18 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
     await importTestGuestImages(config.imageStoreDir, log);
     shutdown.throwIfAborted();
-    agent = await startAgent(config, log);
+    // Node 1 runs as the node it is (not as admin), as a joined node does; with --kubeconfig, as that kubeconfig says.
+    const agentConfig = cluster
+      ? {
+          ...config,
+          kubeconfigPath: await node1Kubeconfig(clients, config, stateDir),
+          servingCsrKubeconfigPath: kubeconfig,
+          approveServingCsr: values['approve-serving-csr'] ?? true,
+        }
+      : config;
+    agent = await startAgent(agentConfig, log);
     shutdown.throwIfAborted();
+
     // CSI volumes on every vkvm node, with the local control plane (its admin issues the provisioners' identities).
     const bins = cluster ? await ensureClusterBinaries(log) : undefined;
     const storageOf = bins
@@ -358,6 +367,11 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
     });
   });
   return Promise.race([onShutdownSignal(stopAll, shutdown).then(() => 0), clusterDied]);
+}
+
+async function node1Kubeconfig(admin: KubeClients, config: AgentConfig, stateDir: string): Promise<string> {
+  const caPem = Buffer.from(await clusterCaData(admin.kc), 'base64').toString('utf8');
+  return ensureNodeCredentials(admin, { nodeName: config.nodeName, stateDir, server: admin.kc.getCurrentCluster()!.server, caPem });
 }
 
 export async function upCommand(argv: string[]): Promise<number> {

@@ -187,6 +187,27 @@ t.test(
       .readClusterRole({ name: 'vkvm:node-agent' });
     t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
 
+    // Node 1 runs as the node it is, as a joined node does: a kubelet client certificate vkvm up approved for it.
+    const { AuthenticationV1Api, CoreV1Api } = await import('@kubernetes/client-node');
+    const asNode = makeClients(loadKubeConfig(join(stateDir, 'node-credentials', 'kubeconfig')));
+    const review = await asNode.kc.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });
+    t.match(
+      review.status?.userInfo,
+      { username: `system:node:${nodeName}`, groups: ['system:nodes', 'system:authenticated'] },
+      "the agent's kubeconfig is the node's identity, not the admin's",
+    );
+    t.equal(
+      await asNode.kc
+        .makeApiClient(CoreV1Api)
+        .listNamespacedSecret({ namespace: 'kube-system' })
+        .then(
+          () => 200,
+          (err: { code?: number }) => err.code,
+        ),
+      403,
+      'and that identity is held by the Node authorizer: no secrets of kube-system',
+    );
+
     const pki = join(stateDir, 'cluster', 'pki');
     const [etcdCa, etcdClientCert, etcdClientKey, adminCert, adminKey] = await Promise.all(
       ['etcd-ca.crt', 'apiserver-etcd-client.crt', 'apiserver-etcd-client.key', 'admin.crt', 'admin.key'].map((f) =>
