@@ -9,7 +9,7 @@
 import type { Logger } from '../log.js';
 import { QueuedController } from './queued-controller.js';
 import { objectReference, type EventRecorder } from '../kube/events.js';
-import { isConflict, isNotFound } from '../kube/errors.js';
+import { apiMessage, isConflict, isNamespaceTerminating, isNotFound } from '../kube/errors.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
 import { WrittenVersions } from './written-versions.js';
 import type { KubevirtApi } from '../kubevirt/client.js';
@@ -45,7 +45,8 @@ export interface VmControllerOptions {
   random?: () => number;
 }
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/** What a failure is recorded as: the same words for the same failure, so a retry rewrites no status. */
+const message = apiMessage;
 
 export class VmController extends QueuedController {
   private readonly written = new WrittenVersions();
@@ -208,9 +209,13 @@ export class VmController extends QueuedController {
         );
       } catch (err) {
         if (!isConflict(err)) {
-          failure = err;
           outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${message(err)}` };
-          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${message(err)}`);
+          // A namespace being deleted takes the VM with it: no retry, and no Event (refused there too).
+          if (isNamespaceTerminating(err)) log.info('the namespace is being deleted: no VMI is created');
+          else {
+            failure = err;
+            this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${message(err)}`);
+          }
         }
       }
       if (outcome.ok) this.pendingCreates.set(key, now.getTime());

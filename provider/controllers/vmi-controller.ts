@@ -16,7 +16,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { objectReference, type EventRecorder } from '../kube/events.js';
 import type { KubeClients } from '../kube/client.js';
-import { isConflict, isNotFound } from '../kube/errors.js';
+import { apiMessage, isConflict, isNamespaceTerminating, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../log.js';
 import { QueuedController } from './queued-controller.js';
 import { keyOfObject, objectKey, type ClusterInformer } from '../kube/informer.js';
@@ -56,7 +56,8 @@ export function vmiKeyOfPod(pod: V1Pod): string | undefined {
   return name ? objectKey(namespace, name) : undefined;
 }
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/** What a failure is recorded as: the same words for the same failure, so a retry rewrites no status. */
+const message = apiMessage;
 
 export class VmiController extends QueuedController {
   private readonly written = new WrittenVersions();
@@ -114,9 +115,13 @@ export class VmiController extends QueuedController {
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
-        failure = err;
         createError = `failed to create the launcher pod: ${message(err)}`;
-        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
+        // A namespace being deleted takes the VMI with it: no retry, and no Event (refused there too).
+        if (isNamespaceTerminating(err)) log.info('the namespace is being deleted: no launcher pod is created');
+        else {
+          failure = err;
+          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
+        }
       }
     }
 
