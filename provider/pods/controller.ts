@@ -122,11 +122,12 @@ export class PodController {
     this.podSync = new KeyQueue(syncPod, { name: 'syncPodsFromKubernetes', workers: o.workers ?? 8, log: o.log, clock });
     this.statusSync = new KeyQueue((key) => this.syncStatus(key), { name: 'syncStatusFromLauncher', workers: 4, log: o.log, clock });
     this.runtime = new VmRuntime({ ...o, learnt: (uid, context) => this.learnt(uid, context) });
+    const syncAfter = (key: string, delayMs: number) => this.podSync.addAfter(key, delayMs);
     this.starts = new VmStarts({
       runtime: this.runtime,
       apply: (pod, event) => this.apply(pod, event),
       sync: (key) => this.podSync.add(key),
-      syncAfter: (key, delayMs) => this.podSync.addAfter(key, delayMs),
+      syncAfter,
       lifecycle: (uid) => this.lifecycles.get(uid),
       forgetLauncher: (uid) => o.launchers.forget(uid),
       maxParallelPreparations: o.maxParallelPreparations ?? 3,
@@ -138,7 +139,7 @@ export class PodController {
     this.admission = new NodeAdmission({ ...o, lifecycles, lifecycleOf, apply, receivesMigrations: !!o.migration });
     const lifecycle = (uid: string) => this.lifecycles.get(uid);
     const learnt = (uid: string, context: Parameters<PodController['learnt']>[1]) => this.learnt(uid, context);
-    this.migrations = o.migration && new PodMigrations({ ...o, ...o.migration, lifecycle, apply, learnt });
+    this.migrations = o.migration && new PodMigrations({ ...o, ...o.migration, lifecycle, apply, learnt, syncAfter });
     this.status = new StatusWriter({ ...o, clock, onReadinessChange: (key) => this.statusSync.add(key) });
     this.orphanSweep = {
       ...o, // its launchers, network, volumes and log

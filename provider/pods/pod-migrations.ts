@@ -8,6 +8,8 @@ import type { Launchers } from '../launchers/registry.js';
 import type { MigrationSource } from '../migration/source.js';
 import type { Learnt, MigrationTarget } from '../migration/target.js';
 import type { LifecycleEvent, PodLifecycle } from './lifecycle.js';
+import { keyOfObject } from '../kube/informer.js';
+import { committedTo, incomingRecheckMs, nextIncomingStep, type IncomingLauncher, type IncomingStep } from './incoming-step.js';
 import { migrationJobOf } from './migration-target.js';
 import { observeVm } from './observe.js';
 import { vmiOwner, type VmiSource } from './vmi-source.js';
@@ -20,6 +22,8 @@ export interface PodMigrationsOptions {
   lifecycle(uid: string): PodLifecycle | undefined;
   apply(pod: V1Pod, event: LifecycleEvent): PodLifecycle | undefined;
   learnt: Learnt;
+  /** Syncs the pod's key again after a delay (the pod controller's queue). */
+  syncAfter(key: string, delayMs: number): void;
 }
 
 export class PodMigrations {
@@ -41,32 +45,49 @@ export class PodMigrations {
     return state !== 'Running' && !resumed;
   }
 
-  /** One sync of a receiving target pod: prepare it, resume the VM once the source committed, or end it. */
+  /**
+   * One sync of a receiving target pod: prepare it, resume the VM once the source committed, or end it, as
+   * incoming-step.ts decides from what it reads now; while the pod still receives, it syncs again after a
+   * bounded delay, so a lost VMI event or control-stream commit cannot strand it.
+   */
   async syncIncoming(pod: V1Pod): Promise<void> {
-    const uid = pod.metadata!.uid!;
-    const job = migrationJobOf(pod)!;
+    const step = await this.stepIncoming(pod, pod.metadata!.uid!, migrationJobOf(pod)!);
+    const recheckMs = step && incomingRecheckMs(step);
+    if (recheckMs !== undefined) this.o.syncAfter(keyOfObject(pod), recheckMs);
+  }
+
+  /** The step taken; undefined when the pod no longer receives (invalid, or its VMI gone). */
+  private async stepIncoming(pod: V1Pod, uid: string, job: string): Promise<IncomingStep | undefined> {
     const view = this.o.launchers.get(uid);
-    if (view && !view.live) {
-      // Its launcher is gone before the VM arrived: this target can never receive it.
+    const migration = view?.live ? (view.state as { migration?: { uid: string; phase: string } }).migration : undefined;
+    const launcher: IncomingLauncher = !view
+      ? 'none'
+      : !view.live
+        ? 'gone'
+        : migration?.uid === job && migration.phase === 'Resumed'
+          ? 'resumed'
+          : 'waiting';
+    if (launcher === 'gone') {
       this.o.apply(pod, { type: 'stopSeen' });
       const lc = this.o.lifecycle(uid);
-      if (lc) this.o.apply(pod, { type: 'ended', vm: observeVm(view, lc.history), restartPolicy: 'Never' });
-      return;
+      if (lc && view) this.o.apply(pod, { type: 'ended', vm: observeVm(view, lc.history), restartPolicy: 'Never' });
+      return { kind: 'end' };
     }
     const lc = this.o.apply(pod, { type: 'incoming', migrationUid: job });
-    if (lc?.state.kind !== 'Incoming') return;
-    const migration = view?.live ? (view.state as { migration?: { uid: string; phase: string } }).migration : undefined;
-    if (migration?.uid === job && migration.phase === 'Resumed') return void this.o.apply(pod, { type: 'resumed' });
-    if (!lc.state.prepared || !view) {
+    if (lc?.state.kind !== 'Incoming') return undefined;
+    // The commit, as the controllers copied it into the VMI, read from the API: the stream's commit may have been lost.
+    const committed = committedTo((await this.o.vmis.read(pod))?.status?.migrationState, job, pod.metadata?.name);
+    let step = nextIncomingStep({ launcher, prepared: lc.state.prepared, committed });
+    if (step.kind === 'prepare') {
       const outcome = await this.o.target.prepare(pod, job, this.o.learnt);
       if (outcome.type === 'invalid') return void this.o.apply(pod, { type: 'invalid', message: outcome.message, found: 'start' });
-      if (outcome.type === 'gone') return;
+      if (outcome.type === 'gone') return undefined;
       this.o.apply(pod, { type: 'incomingPrepared' });
+      step = nextIncomingStep({ launcher: 'waiting', prepared: true, committed });
     }
-    // The commit, as the controllers copied it into the VMI: the control stream's commit may have been lost.
-    const state = (await this.o.vmis.read(pod))?.status?.migrationState;
-    if (state?.migrationUid === job && state.targetPod === pod.metadata?.name && state.endTimestamp && !state.failed)
-      await this.o.target.finish(uid, job);
+    if (step.kind === 'arrived') this.o.apply(pod, { type: 'resumed' });
+    if (step.kind === 'resume') await this.o.target.finish(uid, job);
+    return step;
   }
 
   /** One sync of a VMI's pod that is not receiving: its outgoing migration, if any, one step on. */
