@@ -4,10 +4,9 @@
 //                           (lifecycle.ts) says where it stands, the runtime
 //                           (vm-runtime.ts) acts on the VM
 //   syncStatusFromLauncher  writes the pod's and its VMI's status (status-writer.ts)
-// Informer and launcher events only enqueue keys; both handlers read the latest state and are idempotent,
-// so a crash at any point is repaired by the next pass. Deletions run beside the queues, one per VM. At
-// start-up the launchers left running are re-attached before anything acts, and VMs without a pod are
-// removed only after the pod list is synced.
+// Informer and launcher events only enqueue keys; both handlers read the latest state and are idempotent, so a crash at
+// any point is repaired by the next pass. Deletions run beside the queues, one per VM. At start-up the launchers left
+// running are re-attached before anything acts, and VMs without a pod are removed only after the pod list is synced.
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
 import { every, systemClock, type Clock } from '../clock.js';
