@@ -27,6 +27,10 @@ async function endSuiteNamespaces(up: UpCluster): Promise<void> {
   await poll('the suite’s namespaces gone', ours, (left) => left.length === 0, { deadlineMs: 180_000, intervalMs: 1000 });
 }
 
+/** The VM and VMI controllers' failed syncs logged so far: a few backing off, never one every few ms. */
+const failedVmSyncs = (up: UpCluster): number =>
+  up.output.filter((l) => /"component":"vmi?-controller"/.test(l) && l.includes('"msg":"sync failed; will retry"')).length;
+
 t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; nothing left after Ctrl-C', async (t) => {
   const before = await machineFootprint({ stateDir: '/nonexistent', bridge: 'vkn-none' });
   // hostDisks are off unless the operator names a directory for them.
@@ -55,6 +59,9 @@ t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; 
   await t.test('live migration API: virtctl migrate and migrate-cancel, the migrate role, admission', (t) =>
     migrationApiSuite(t, up, disks),
   );
+  // Each suite's namespace was deleted under VMs that run Always: their VMI creates were refused, and not retried hot.
+  const failed = failedVmSyncs(up);
+  t.same({ hotLoop: failed >= 20 }, { hotLoop: false }, `the VM and VMI controllers logged ${failed} failed syncs in all`);
 
   await t.test('Ctrl-C stops every node and the control plane; the machine is as before', async (t) => {
     const cnode = up.nodes.find((n) => n.container)!;
