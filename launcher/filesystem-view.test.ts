@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { existingEntries, planFilesystemView, realViewInputs } from './filesystem-view.js';
-import { NAMESPACE_INIT_SCRIPT } from './libvirtd.js';
+import { NAMESPACE_INIT_SCRIPT } from './namespace-init.js';
 
 const SYSTEM = [
   { op: 'keep-ro', path: '/bin' },
