@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { existingEntries, planFilesystemView, realViewInputs } from './filesystem-view.js';
-import { NAMESPACE_INIT_SCRIPT } from './libvirtd.js';
+import { NAMESPACE_INIT_SCRIPT } from './namespace-init.js';
 
 const SYSTEM = [
   { op: 'keep-ro', path: '/bin' },
@@ -111,8 +111,8 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   const state = join(dir, 'state');
   const vmDir = join(state, 'vms', 'a');
   const libvirt = ['run', 'lib', 'log', 'etc'].map((n) => join(vmDir, 'libvirt', n));
-  // An image directory that holds a secret directory the node denies.
-  const shared = join(dir, 'shared');
+  // An image directory that holds a secret directory the node denies (with a space: fstab escapes it).
+  const shared = join(dir, 'shared images');
   for (const d of [
     ...libvirt,
     join(state, 'vms', 'b'),
@@ -145,8 +145,8 @@ t.test("in the namespace's view, libvirtd (and so QEMU) sees only the allowed en
   cat ${state}/vms/b/cloudinit.iso || true
   cat ${state}/pki/ca.key || true
   cat ${hostTmp}/secret || true
-  echo "private: $(ls -A ${shared}/private)"
-  touch ${shared}/private/new || true
+  echo "private: $(ls -A '${shared}/private')"
+  touch '${shared}/private/new' || true
   echo "image: $(cat ${state}/images/disk)"
   touch ${state}/images/new || true
   touch /new || true

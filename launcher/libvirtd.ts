@@ -31,19 +31,12 @@ import path from 'node:path';
 import { Hypervisor } from '@unraid/libvirt';
 import { viewArgs, type ViewEntry } from './filesystem-view.js';
 import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
+import { MOUNTS, NAMESPACE_INIT_SCRIPT } from './namespace-init.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
 /** The unprivileged account QEMU runs as (Debian's libvirt packaging). */
 export const QEMU_USER = 'libvirt-qemu';
-
-const MOUNTS = [
-  { name: 'run', target: '/run/libvirt' },
-  { name: 'lib', target: '/var/lib/libvirt' },
-  { name: 'log', target: '/var/log/libvirt' },
-  { name: 'etc', target: '/etc/libvirt' },
-] as const;
-const CACHE_TARGET = '/var/cache/libvirt';
 
 // Sockets are root-only: only the launcher talks to this daemon. libvirt's
 // own logs go to the private log dir. host_uuid is the daemon's own: libvirt
@@ -89,79 +82,6 @@ export interface QemuIdentity {
   uid: number;
   gid: number;
 }
-
-// PID 1 of the namespace. "$1".."$4" are the private dirs in MOUNTS order,
-// "$5" the node's libvirt cache directory; "$6" is the libvirtd binary, "$7"
-// the CPU it is pinned to, "$8" the namespace's hostname (empty: the host's),
-// "$9" QEMU's uid:gid (the owner of the device nodes the view makes); the rest is the
-// filesystem view (filesystem-view.ts), `op:path` entries, parents first. Its
-// default pid file, /run/libvirtd.pid, is host-wide and locked: a second
-// daemon would refuse to start. `wait` reaps every child (QEMU included) and
-// returns when libvirtd exits, which ends the namespace.
-//
-// The view is a new root: a tmpfs (mounted on /run/libvirt, which exists on
-// every libvirt host) where each entry is mounted at its host path (/proc a
-// new procfs: this is the new PID namespace's PID 1), symlinks
-// (merged /usr's /bin, /etc/localtime) recreated last so no mkdir follows
-// one out of the new root; then libvirt's private directories; then the root
-// and the hiding tmpfs made read-only, and pivot_root into it (the host's
-// root stacked on top of it, and detached). mount --no-canonicalize: paths are used as
-// given, never resolved through what the view has already covered.
-//
-// Why pin libvirtd: libvirt keys its shared QEMU capabilities cache on the
-// CPUID of the CPU the daemon happens to run on. Where CPUs report different
-// CPUID (measured on these hosts), a daemon on another CPU than the one that
-// wrote the cache re-probes QEMU (~1.3 s per VM start). Every launcher pins
-// its daemon to the same CPU, so the cache stays valid. QEMU is not affected:
-// libvirt sets its affinity to all host CPUs when the domain names none.
-export const NAMESPACE_INIT_SCRIPT = `set -e
-run=$1 lib=$2 log=$3 etc=$4 cache=$5 libvirtd=$6 cpu=$7 hostname=$8 owner=$9
-shift 9
-[ -z "$hostname" ] || echo "$hostname" > /proc/sys/kernel/hostname
-root=${MOUNTS[0].target}
-mount -t tmpfs -o mode=0755,size=1m vkvm-root $root
-for e in "$@"; do
-  p=\${e#*:}
-  t=$root$p
-  case $e in
-    keep-*)
-      [ -L "$p" ] && continue
-      if [ -d "$p" ]; then mkdir -p "$t"; else mkdir -p "\${t%/*}"; [ -e "$t" ] || touch "$t"; fi
-      mount --no-canonicalize --bind "$p" "$t";;
-    rbind:*) mkdir -p "$t"; mount --no-canonicalize --rbind "$p" "$t";;
-    proc:*) mkdir -p "$t"; mount -t proc proc "$t";;
-    tmpfs:*) mkdir -p "$t"; mount -t tmpfs -o mode=1777,size=64m vkvm-tmp "$t";;
-    hide:*) mount -t tmpfs -o mode=0755,size=64k vkvm-hidden "$t";;
-    device-*)
-      [ -b "$p" ] || { echo "$p is not a block device" >&2; exit 1; }
-      mkdir -p "\${t%/*}"
-      mode=0600; case $e in device-ro:*) mode=0400;; esac
-      mknod -m $mode "$t" b "0x$(stat -c %t "$p")" "0x$(stat -c %T "$p")"
-      chown "$owner" "$t";;
-  esac
-  case $e in keep-ro:*) mount --no-canonicalize -o remount,bind,ro "$t";; esac
-done
-for e in "$@"; do
-  p=\${e#*:}
-  case $e in keep-*) if [ -L "$p" ]; then mkdir -p "$root\${p%/*}"; ln -s "$(readlink "$p")" "$root$p"; fi;; esac
-done
-for d in ${[...MOUNTS.map((m) => m.target), CACHE_TARGET].join(' ')}; do mkdir -p "$root$d"; done
-mount --bind "$run" $root${MOUNTS[0].target}
-mount --bind "$lib" $root${MOUNTS[1].target}
-mount --bind "$log" $root${MOUNTS[2].target}
-mount --bind "$etc" $root${MOUNTS[3].target}
-mount --bind "$cache" $root${CACHE_TARGET}
-for e in "$@"; do
-  case $e in hide:*) mount --no-canonicalize -o remount,ro "$root\${e#hide:}";; esac
-done
-mount --no-canonicalize -o remount,ro $root
-cd $root
-pivot_root . .
-umount -l .
-cd /
-taskset -c "$cpu" "$libvirtd" --config ${MOUNTS[3].target}/libvirtd.conf --pid-file ${MOUNTS[0].target}/libvirtd.pid &
-wait "$!"
-`;
 
 export interface LibvirtdOptions {
   /** Private state lives in <dir>/{run,lib,log,etc}; daemon output in <dir>/libvirtd.out. */
