@@ -1,7 +1,7 @@
 // Builds and runs the control plane in deploy/cluster (Go, from Kubernetes'
 // published modules). It makes four binaries: vkvm-cluster (control plane,
 // kubelet, kube-proxy, flanneld, kubectl), pause (cmd/pause), and
-// csi-provisioner, csi-snapshotter and snapshot-controller (the CSI sidecars'
+// csi-provisioner, csi-snapshotter, snapshot-controller and csi-resizer (the CSI sidecars'
 // own commands, `tool`s of go.mod: Go cannot import a main package, and a copy
 // of one here would be a fork), from one module, so they share its Kubernetes release; coredns from a module of its own (coredns/), because the CoreDNS
 // release whose etcd client matches the embedded etcd server (v1.12.1, etcd
@@ -36,11 +36,12 @@ export const CLUSTER_BINARIES = {
   provisioner: 'csi-provisioner',
   snapshotter: 'csi-snapshotter',
   snapshotController: 'snapshot-controller',
+  resizer: 'csi-resizer',
 } as const;
 export type ClusterBinaries = Record<keyof typeof CLUSTER_BINARIES, string>;
 
 /** Bump when the build's commands or flags change: they are not in the sources hashed. */
-const BUILD_RECIPE = 4;
+const BUILD_RECIPE = 5;
 
 async function sourceHash(): Promise<string> {
   const h = createHash('sha256').update(`recipe ${BUILD_RECIPE}\0`);
@@ -69,6 +70,8 @@ const SNAPSHOTTER_PACKAGES = [
   'github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter',
   'github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller',
 ];
+/** The cluster's one resizer, from external-resizer's module. */
+const RESIZER_PACKAGE = 'github.com/kubernetes-csi/external-resizer/cmd/csi-resizer';
 
 /** The paths of all the binaries, built together if the cache has none for these sources. */
 export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCacheDir(), signal?: AbortSignal): Promise<ClusterBinaries> {
@@ -104,6 +107,8 @@ export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCache
   );
   const snapshotter = mainVersion('github.com/kubernetes-csi/external-snapshotter/v8');
   await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${snapshotter}`, '-o', `${tmp}/`, ...SNAPSHOTTER_PACKAGES], log, started, signal);
+  const resizer = mainVersion('github.com/kubernetes-csi/external-resizer');
+  await goBuild(CLUSTER_SOURCE_DIR, [`-ldflags=${resizer}`, '-o', `${tmp}/`, RESIZER_PACKAGE], log, started, signal);
   await goBuild(join(CLUSTER_SOURCE_DIR, 'coredns'), ['-o', join(tmp, 'coredns'), '.'], log, started, signal);
   // `go build -o dir/` names each binary after its package directory; the module's root is the control plane.
   await rename(join(tmp, 'coredns'), paths.coredns);
@@ -111,6 +116,7 @@ export async function ensureClusterBinaries(log: Logger, cacheDir = defaultCache
   await rename(join(tmp, 'csi-provisioner'), paths.provisioner);
   await rename(join(tmp, 'csi-snapshotter'), paths.snapshotter);
   await rename(join(tmp, 'snapshot-controller'), paths.snapshotController);
+  await rename(join(tmp, 'csi-resizer'), paths.resizer);
   await rename(join(tmp, 'cluster'), paths.cluster);
   await rm(tmp, { recursive: true, force: true });
   log.info({ dir, elapsedS: Math.round((Date.now() - started) / 1000) }, 'control plane built');

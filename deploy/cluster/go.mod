@@ -24,6 +24,7 @@ require (
 	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.22.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v5 v5.3.0 // indirect
+	github.com/kubernetes-csi/external-resizer v1.14.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.2.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/v8 v8.3.0 // indirect
 	github.com/miekg/dns v1.1.66 // indirect
@@ -261,6 +262,7 @@ replace (
 
 tool (
 	github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner
+	github.com/kubernetes-csi/external-resizer/cmd/csi-resizer
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 )

@@ -31,6 +31,10 @@ until SIGINT/SIGTERM; volumes and their state survive restarts.
                              there (0600), as node-driver-registrar does: the
                              node agent's plugin registry dir, e.g.
                              /var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock
+  --expansion MODE           controller (default): ControllerExpandVolume grows
+                             a volume's file; node: only the Node service
+                             expands, growing the file where it lives, so one
+                             external-resizer serves every node's volumes
   --log-level LEVEL          trace, debug, info (default), warn, error
   -h, --help                 show this help
 `;

@@ -44,6 +44,8 @@ import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
 import { prepareStorage } from './up-storage.js';
 import { startSnapshotController, type RunningSnapshotController } from '../cluster-services/snapshot-controller.js';
+import { startResizer } from '../cluster-services/resizer.js';
+import type { RunningOwnIdentityProcess } from '../cluster-services/own-identity-process.js';
 import { DATAVOLUME_CRD_NAME } from '../kubevirt/datavolume-types.js';
 
 export const DEFAULT_UP_STATE_DIR = '/var/lib/vkvm';
@@ -225,6 +227,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
   let dns: RunningLocalDns | undefined;
   let storage: RunningNodeStorage | undefined;
   let snapshotController: RunningSnapshotController | undefined;
+  let resizer: RunningOwnIdentityProcess | undefined;
   let metrics: RunningMetricsServer | undefined;
   const nodes = extraNodes(plan, config, stateDir);
   let stopping = false;
@@ -237,6 +240,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       ['the subresource API', () => subresources?.close()],
       ['the simulated hosts', () => localNodes?.stop()],
       ['the node agent', () => agent?.stop({ stopVms: true })],
+      ['the volume resizer', () => resizer?.stop()],
       ["node 1's CSI driver and sidecars", () => storage?.stop()],
       ['the snapshot controller', () => snapshotController?.stop()],
       ['the cluster DNS', () => dns?.stop()],
@@ -325,11 +329,20 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
         logLevel: config.logLevel,
         log: log.child({ component: 'snapshot-controller' }),
       });
-    if (storageOf)
+    if (storageOf && bins) {
       storage = await startNodeStorage(
         await storageOf({ name: config.nodeName, stateDir, runDir: config.runDir }),
         log.child({ component: 'node-storage' }),
       );
+      resizer = await startResizer({
+        binary: bins.resizer,
+        csiSocket: storage.socket,
+        clients,
+        dir: join(stateDir, 'csi-resizer'),
+        logLevel: config.logLevel,
+        log: log.child({ component: 'csi-resizer' }),
+      });
+    }
     shutdown.throwIfAborted();
     localNodes = await startExtraNodes({
       plan,

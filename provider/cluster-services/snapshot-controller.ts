@@ -7,12 +7,11 @@
 // its node (docs/design/csi.md §4). Its identity is user
 // vkvm:snapshot-controller (a client certificate vkvm up approves), bound to
 // upstream's rules in deploy/csi.yaml. It dies with vkvm up; stop() ends it.
-import { join } from 'node:path';
-import { ensureClientCredentials } from '../certs/client-credentials.js';
-import { clusterCaData, type KubeClients } from '../kube/client.js';
+import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { verbosity } from '../node-storage/node-storage-spec.js';
-import { SupervisedProcess, type SupervisedCommand } from '../supervised-process.js';
+import type { SupervisedCommand } from '../supervised-process.js';
+import { startOwnIdentityProcess, type RunningOwnIdentityProcess } from './own-identity-process.js';
 
 export const SNAPSHOT_CONTROLLER_USER = 'vkvm:snapshot-controller';
 
@@ -26,9 +25,7 @@ export interface SnapshotControllerStart {
   log: Logger;
 }
 
-export interface RunningSnapshotController {
-  stop(): Promise<void>;
-}
+export type RunningSnapshotController = RunningOwnIdentityProcess;
 
 export function snapshotControllerCommand(o: { binary: string; kubeconfig: string; logLevel: string }): SupervisedCommand {
   return {
@@ -36,26 +33,14 @@ export function snapshotControllerCommand(o: { binary: string; kubeconfig: strin
   };
 }
 
-export async function startSnapshotController(o: SnapshotControllerStart): Promise<RunningSnapshotController> {
-  const kubeconfig = join(o.dir, 'kubeconfig');
-  await ensureClientCredentials(o.clients, {
-    subject: { commonName: SNAPSHOT_CONTROLLER_USER, organizations: [], dnsNames: [], ipAddresses: [] },
-    csrPrefix: 'vkvm-snapshot-controller',
-    reason: 'VkvmUpApproved',
-    message: "approved by vkvm up for its snapshot controller's client certificate",
-    server: o.clients.kc.getCurrentCluster()!.server,
-    caPem: Buffer.from(await clusterCaData(o.clients.kc), 'base64').toString('utf8'),
-    dir: o.dir,
-    kubeconfig,
-    pem: join(o.dir, 'client.pem'),
-  });
-  const controller = new SupervisedProcess({
+export function startSnapshotController(o: SnapshotControllerStart): Promise<RunningSnapshotController> {
+  return startOwnIdentityProcess({
     name: 'snapshot controller',
-    command: async () => snapshotControllerCommand({ binary: o.binary, kubeconfig, logLevel: o.logLevel }),
-    logFile: join(o.dir, 'snapshot-controller.log'),
+    slug: 'snapshot-controller',
+    user: SNAPSHOT_CONTROLLER_USER,
+    clients: o.clients,
+    dir: o.dir,
+    command: (kubeconfig) => snapshotControllerCommand({ binary: o.binary, kubeconfig, logLevel: o.logLevel }),
     log: o.log,
   });
-  controller.start();
-  o.log.info({ dir: o.dir }, 'snapshot controller runs');
-  return { stop: () => controller.stop() };
 }

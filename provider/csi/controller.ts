@@ -212,6 +212,9 @@ export async function controllerUnpublish(d: Driver, req: { volumeId: string; no
 }
 
 export async function controllerExpand(d: Driver, req: { volumeId: string; capacityRange?: WireRange | null }): Promise<object> {
+  // Not offered in node mode (expansion.ts): the node that holds the file grows it.
+  if (d.config.expansion === 'node')
+    throw new CsiError('FAILED_PRECONDITION', 'this driver expands volumes on the node (--expansion=node)');
   if (!req.volumeId) throw invalid('volume_id', 'required');
   if (!req.capacityRange) throw invalid('capacity_range', 'required');
   return d.locks.run([req.volumeId], async () => {

@@ -1,6 +1,7 @@
 // What every CSI service of the driver shares: its configuration, records,
 // per-object operation locks and logger, and the topology of this node.
 import type { Logger } from '../log.js';
+import type { ExpansionMode } from './expansion.js';
 import { OperationLocks } from './operation-locks.js';
 import type { Topology } from './records.js';
 import type { Store } from './store.js';
@@ -20,6 +21,8 @@ export interface DriverConfig {
   capacityBytes: number;
   /** The size of a volume whose request names none. */
   defaultVolumeBytes: number;
+  /** Which service grows a volume's file (`--expansion`, expansion.ts). */
+  expansion: ExpansionMode;
 }
 
 export interface Driver {

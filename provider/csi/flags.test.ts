@@ -15,8 +15,10 @@ t.test('resolveCsiConfig: defaults from the host, sizes as quantities', async (t
       dir: '/srv/csi',
       capacityBytes: 100 * 2 ** 30,
       defaultVolumeBytes: 2 ** 30,
+      expansion: 'controller',
     },
   });
+  t.equal(resolveCsiConfig({ ...base, expansion: 'node' }, host, '0.1.0').config.expansion, 'node', '--expansion=node is taken');
   t.match(resolveCsiConfig({ ...base, capacity: '500Gi', 'node-id': 'n1' }, host, '0.1.0').config, {
     capacityBytes: 500 * 2 ** 30,
     nodeId: 'n1',
@@ -42,6 +44,7 @@ t.test('resolveCsiConfig refuses bad flags, naming the flag', async (t) => {
     [{ ...base, capacity: '1Ki' }, '--capacity'],
     [{ ...base, 'default-volume-size': '-1Gi' }, '--default-volume-size'],
     [{ ...base, 'driver-name': 'CSI!' }, '--driver-name'],
+    [{ ...base, expansion: 'both' }, '--expansion'],
   ];
   t.same(
     cases.map(([flags]) => {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { ConfigError } from '../config.js';
 import { parseQuantity } from '../kube/quantity.js';
 import { DRIVER_NAME, type DriverConfig } from './driver.js';
+import { EXPANSION_MODES, type ExpansionMode } from './expansion.js';
 import { MIB } from './records.js';
 
 const MAX_SOCKET_PATH_BYTES = 107;
@@ -16,6 +17,7 @@ export const CSI_OPTIONS = {
   'default-volume-size': { type: 'string', default: '1Gi' },
   'driver-name': { type: 'string', default: DRIVER_NAME },
   'registration-socket': { type: 'string' },
+  expansion: { type: 'string', default: 'controller' },
   'log-level': { type: 'string', default: 'info' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -28,6 +30,7 @@ export interface CsiFlags {
   'default-volume-size'?: string;
   'driver-name'?: string;
   'registration-socket'?: string;
+  expansion?: string;
 }
 
 function bytes(field: string, raw: string): number {
@@ -63,6 +66,9 @@ export function resolveCsiConfig(
   const name = flags['driver-name'] ?? DRIVER_NAME;
   if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(name))
     throw new ConfigError('--driver-name', `${JSON.stringify(name)} is not a CSI driver name`);
+  const expansion = flags.expansion ?? 'controller';
+  if (!(EXPANSION_MODES as readonly string[]).includes(expansion))
+    throw new ConfigError('--expansion', `${JSON.stringify(expansion)} is not one of ${EXPANSION_MODES.join(', ')}`);
   const dir = path.normalize(dirFlag);
   return {
     socket,
@@ -74,6 +80,7 @@ export function resolveCsiConfig(
       dir,
       capacityBytes: flags.capacity ? bytes('--capacity', flags.capacity) : host.filesystemBytes(dir),
       defaultVolumeBytes: bytes('--default-volume-size', flags['default-volume-size'] ?? '1Gi'),
+      expansion: expansion as ExpansionMode,
     },
   };
 }

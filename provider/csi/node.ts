@@ -4,10 +4,12 @@
 // match what it asks and records it before answering, so a retry after a
 // crash (or a host reboot, which drops loops and mounts) completes the work.
 import { mkdir, rm, rmdir, writeFile } from 'node:fs/promises';
-import { requireVolume } from './controller.js';
+import { available, requireVolume } from './controller.js';
 import type { Driver } from './driver.js';
 import * as dev from './block-devices.js';
 import { CsiError, invalid, notFound } from './errors.js';
+import { nodeFileGrowth } from './expansion.js';
+import { growFile } from './volume-files.js';
 import {
   capabilityProblem,
   DEFAULT_FS_TYPE,
@@ -180,18 +182,22 @@ export async function nodeGetVolumeStats(d: Driver, req: { volumeId: string; vol
 
 export async function nodeExpand(
   d: Driver,
-  req: { volumeId: string; volumePath: string; capacityRange?: { requiredBytes?: number } | null },
+  req: { volumeId: string; volumePath: string; capacityRange?: { requiredBytes?: number; limitBytes?: number } | null },
 ): Promise<object> {
   if (!req.volumeId) throw invalid('volume_id', 'required');
   if (!req.volumePath) throw invalid('volume_path', 'required');
   return d.locks.run([req.volumeId], async () => {
-    const v = requireVolume(d, req.volumeId);
+    let v = requireVolume(d, req.volumeId);
     if (!stagedPaths(v).includes(req.volumePath)) throw notFound(`volume ${v.id} at ${req.volumePath}`);
-    if ((req.capacityRange?.requiredBytes ?? 0) > v.sizeBytes)
-      throw new CsiError(
-        'OUT_OF_RANGE',
-        `capacity_range.required_bytes: volume ${v.id} is ${v.sizeBytes} bytes; expand it through the controller first`,
-      );
+    const growth = nodeFileGrowth(d.config.expansion, v, req.capacityRange, available(d));
+    if (growth.kind === 'grow') {
+      // The file first, then the record: a crash between leaves a file larger than its record, which a retry
+      // grows to the same size (truncate is idempotent) and records.
+      await growFile(d.store.volumeFile(v.id), growth.toBytes);
+      v = { ...v, sizeBytes: growth.toBytes };
+      await d.store.putVolume(v);
+      d.log.info({ volume: v.id, sizeBytes: v.sizeBytes }, 'volume expanded on the node');
+    }
     if (v.node.phase === 'staged') {
       await dev.refreshLoop(v.node.device);
       if (v.mode === 'filesystem' && v.node.accessMode !== 'SINGLE_NODE_READER_ONLY') await dev.growFilesystemOnline(v.node.device);

@@ -8,6 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as controller from './controller.js';
 import type { Driver } from './driver.js';
 import { CsiError } from './errors.js';
+import { controllerCapabilities } from './expansion.js';
 import * as node from './node.js';
 import { loadCsiServices } from './proto.js';
 import * as snapshots from './snapshots.js';
@@ -29,7 +30,9 @@ function identity(d: Driver): Record<string, Handler> {
 }
 
 const CONTROLLER: Record<string, Handler> = {
-  ControllerGetCapabilities: () => ({ capabilities: controller.CONTROLLER_CAPABILITIES.map((type) => ({ rpc: { type } })) }),
+  ControllerGetCapabilities: (d) => ({
+    capabilities: controllerCapabilities(controller.CONTROLLER_CAPABILITIES, d.config.expansion).map((type) => ({ rpc: { type } })),
+  }),
   CreateVolume: controller.createVolume,
   DeleteVolume: controller.deleteVolume,
   ControllerPublishVolume: controller.controllerPublish,

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { readManifests } from '../kube/apply.js';
 import { packageRoot } from '../package-root.js';
 import { SNAPSHOT_CONTROLLER_USER, snapshotControllerCommand } from '../cluster-services/snapshot-controller.js';
+import { RESIZER_USER, resizerCommand } from '../cluster-services/resizer.js';
 import {
   driverArgs,
   nodeStoragePaths,
@@ -31,21 +32,33 @@ t.test("a node's volumes and credentials live under its state dir, its socket un
   });
 });
 
-t.test("the driver serves the node by its name on its socket, and registers in that node's agent's plugin registry", async (t) => {
-  t.same(driverArgs(spec, nodeStoragePaths(spec)), [
-    'csi',
-    '--csi-dir=/var/lib/vkvm/nodes/2/csi',
-    '--socket=/run/vkvm/nodes/2/csi/csi.sock',
-    '--node-id=box-2',
-    '--log-level=info',
-    '--registration-socket=/var/lib/vkvm/nodes/2/plugins_registry/csi.vkvm.io-reg.sock',
-  ]);
-  t.match(
-    driverArgs({ ...spec, stateDir: '/var/lib/vkvm' }, nodeStoragePaths(spec)),
-    ['csi', String, String, String, String, '--registration-socket=/var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock'],
-    "the host's one agent with the default state dir: the kubelet's registry",
-  );
-});
+t.test(
+  "the driver serves the node by its name on its socket, expands on the node, and registers in that node's agent's plugin registry",
+  async (t) => {
+    t.same(driverArgs(spec, nodeStoragePaths(spec)), [
+      'csi',
+      '--csi-dir=/var/lib/vkvm/nodes/2/csi',
+      '--socket=/run/vkvm/nodes/2/csi/csi.sock',
+      '--node-id=box-2',
+      '--log-level=info',
+      '--expansion=node',
+      '--registration-socket=/var/lib/vkvm/nodes/2/plugins_registry/csi.vkvm.io-reg.sock',
+    ]);
+    t.match(
+      driverArgs({ ...spec, stateDir: '/var/lib/vkvm' }, nodeStoragePaths(spec)),
+      [
+        'csi',
+        String,
+        String,
+        String,
+        String,
+        '--expansion=node',
+        '--registration-socket=/var/lib/kubelet/plugins_registry/csi.vkvm.io-reg.sock',
+      ],
+      "the host's one agent with the default state dir: the kubelet's registry",
+    );
+  },
+);
 
 t.test("the provisioner is the node's: node deployment, topology, capacity owned by nothing, its own kubeconfig", async (t) => {
   for (const [logLevel, verbosity] of [
@@ -108,6 +121,11 @@ t.test("deploy/csi.yaml binds the provisioners' group to the upstream rules, and
     [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: SNAPSHOT_CONTROLLER_USER }],
     'the snapshot controller is a user of its own',
   );
+  t.same(
+    subjectsOf('ClusterRoleBinding', 'vkvm:csi-resizer'),
+    [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: RESIZER_USER }],
+    'the resizer is a user of its own',
+  );
   t.match(byKind('Role'), [{ metadata: { namespace: 'kube-system' }, rules: [{ resources: ['csistoragecapacities'] }] }]);
   t.equal((byKind('Role')[0] as unknown as { rules: unknown[] }).rules.length, 1, 'and nothing else in kube-system');
 });
@@ -152,6 +170,18 @@ t.test("the snapshotter is the node's: node deployment on the node's socket, wit
       '--v=2',
     ],
     env: { NODE_NAME: 'box-2' },
+  });
+});
+
+t.test("the resizer asks a node's driver, and watches no pods (it expands online)", async (t) => {
+  t.same(resizerCommand({ binary: '/c/csi-resizer', csiSocket: '/run/vkvm/csi/csi.sock', kubeconfig: '/s/kubeconfig', logLevel: 'info' }), {
+    argv: [
+      '/c/csi-resizer',
+      '--csi-address=/run/vkvm/csi/csi.sock',
+      '--kubeconfig=/s/kubeconfig',
+      '--handle-volume-inuse-error=false',
+      '--v=2',
+    ],
   });
 });
 

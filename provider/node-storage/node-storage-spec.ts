@@ -54,6 +54,8 @@ export function driverArgs(spec: NodeStorageSpec, paths: NodeStoragePaths): stri
     `--socket=${paths.socket}`,
     `--node-id=${spec.nodeName}`,
     `--log-level=${spec.logLevel}`,
+    // The node grows its volumes' files, so one cluster-wide resizer serves every node (docs/design/csi.md §6).
+    '--expansion=node',
     // Where this node's agent watches for drivers (the kubelet's plugins_registry, per node under vkvm up).
     `--registration-socket=${registrationSocketIn(pluginRegistryDirOf(spec.stateDir), 'csi.vkvm.io')}`,
   ];

@@ -17,6 +17,8 @@ import { SupervisedProcess } from '../supervised-process.js';
 const DRIVER_READY_TIMEOUT_MS = 60_000;
 
 export interface RunningNodeStorage {
+  /** The driver's CSI socket. */
+  socket: string;
   stop(): Promise<void>;
 }
 
@@ -78,5 +80,5 @@ export async function startNodeStorage(spec: NodeStorageSpec, log: Logger): Prom
     throw err;
   }
   log.info({ node: spec.nodeName, csiDir: paths.csiDir, socket: paths.socket }, 'CSI driver, provisioner and snapshotter run');
-  return { stop };
+  return { socket: paths.socket, stop };
 }
