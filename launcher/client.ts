@@ -203,6 +203,11 @@ export class LauncherClient {
     return (await this.unary<SoftRebootResponse>('softReboot', {}, 60_000)).method;
   }
 
+  /** See ResizeDisk in launcher.proto. */
+  async resizeDisk(path: string, sizeBytes: number): Promise<void> {
+    await this.unary<Record<string, never>>('resizeDisk', { path, sizeBytes }, 60_000);
+  }
+
   /**
    * Follows the VM's state. The current state comes first. When the stream
    * ends, the state file tells whether the launcher exited or died; a stream

@@ -139,6 +139,17 @@ export class DomainDriver {
     await this.virsh(['reboot', '--mode', mode, uuid]);
   }
 
+  /** A disk's size as QEMU has it (`virsh domblkinfo`'s Capacity), by its source path. */
+  async diskCapacity(uuid: string, path: string): Promise<number | undefined> {
+    const m = /^Capacity:\s+(\d+)$/m.exec(await this.virsh(['domblkinfo', uuid, path]));
+    return m ? Number(m[1]) : undefined;
+  }
+
+  /** Tells QEMU the disk at `path` is `sizeBytes` now (QMP block_resize); the guest sees a capacity change. */
+  async blockResize(uuid: string, path: string, sizeBytes: number): Promise<void> {
+    await this.virsh(['blockresize', uuid, path, '--size', `${sizeBytes}B`]);
+  }
+
   /** ACPI power button only; libvirt's default would use the guest agent when one is connected. */
   async shutdownAcpi(uuid: string): Promise<void> {
     await this.virsh(['shutdown', '--mode', 'acpi', uuid]);

@@ -23,6 +23,7 @@ import {
   type ListGuestFilesystemsResponse,
   type ListGuestUsersResponse,
   type SoftRebootResponse,
+  type ResizeDiskRequest,
   type KillRequest,
   type ShutdownRequest,
   type StateResponse,
@@ -132,6 +133,11 @@ export function createLauncherServer(o: LauncherServerOptions): LauncherServer {
     })),
     GetGuestAgentInfo: unary<Empty, GetGuestAgentInfoResponse>(() => m.guest.agentInfo()),
     SoftReboot: unary<Empty, SoftRebootResponse>(async () => ({ method: await m.softReboot() })),
+    ResizeDisk: unary<ResizeDiskRequest, Empty>(async (req) => {
+      requireFields(req, ['path']);
+      await m.resizeDisk(req.path, req.sizeBytes);
+      return {};
+    }),
 
     StartMigration: unary<StartMigrationRequest, MigrationResponse>(async (req) => {
       requireFields(req, ['migrationUid', 'destUri', 'memoryUri', 'disksUri', 'targetPaths']);

@@ -35,6 +35,8 @@ export type DomainOps = Pick<
   | 'undefine'
   | 'agentCommand'
   | 'agentConnected'
+  | 'diskCapacity'
+  | 'blockResize'
 >;
 
 export interface VmManagerOptions {

@@ -73,6 +73,14 @@ class FakeLibvirt implements DomainOps {
     this.pressPowerButton();
   }
 
+  readonly diskBytes = new Map<string, number>();
+  async diskCapacity(_uuid: string, path: string): Promise<number | undefined> {
+    return this.diskBytes.get(path);
+  }
+  async blockResize(_uuid: string, path: string, sizeBytes: number): Promise<void> {
+    this.diskBytes.set(path, sizeBytes);
+  }
+
   destroyCalls = 0;
   async destroy(): Promise<void> {
     this.destroyCalls++;

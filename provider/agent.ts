@@ -268,6 +268,10 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     stops.push(() => podController.stop({ stopVms, gracePeriodS: STOP_VMS_GRACE_S }));
     await pods.start();
     const volumeStats = csiNode.startVolumeStats((uid) => podController.pods().find((p) => p.metadata?.uid === uid));
+    csiNode.startVolumeExpansion((uid) => {
+      const view = launchers.get(uid);
+      return view?.live ? { resizeDisk: (path, sizeBytes) => view.client.resizeDisk(path, sizeBytes) } : undefined;
+    });
     // After the pod cache synced: a pod's pins hold until it is neither there nor has a VM.
     // A pod being deleted whose VM is gone uses its images no more (its API object may outlive the VM a moment).
     const alive = (uid: string) =>

@@ -142,6 +142,10 @@ export interface GetGuestAgentInfoResponse {
 export interface SoftRebootResponse {
   method: RebootMethod;
 }
+export interface ResizeDiskRequest {
+  path: string;
+  sizeBytes: number;
+}
 export type Empty = Record<string, never>;
 
 export const toWireState = ({ migration, ...s }: VmState): WireVmState => ({

@@ -14,7 +14,8 @@ export type NodeMethod =
   | 'NodeUnstageVolume'
   | 'NodePublishVolume'
   | 'NodeUnpublishVolume'
-  | 'NodeGetVolumeStats';
+  | 'NodeGetVolumeStats'
+  | 'NodeExpandVolume';
 
 export interface NodeInfo {
   nodeId: string;

@@ -6,11 +6,15 @@ import type { Logger } from '../log.js';
 import { PluginWatcher } from './plugin-watcher.js';
 import { PodVolumes } from './pod-volumes.js';
 import { VolumeStatsCache } from './volume-stats-cache.js';
+import { VolumeExpansions, type VolumeExpansionsOptions } from './volume-expansion.js';
+import { mergePatch } from '../kube/client.js';
 
 export interface CsiNodeSide {
   volumes: PodVolumes;
   /** Starts reading the published volumes' stats periodically; `podOf` names each pod's volume. Stopped with the side. */
   startVolumeStats(podOf: (uid: string) => V1Pod | undefined): VolumeStatsCache;
+  /** Starts growing published volumes whose claims were expanded; `runningVm` reaches a pod's QEMU. Stopped with the side. */
+  startVolumeExpansion(runningVm: VolumeExpansionsOptions['runningVm']): VolumeExpansions;
   stop(): Promise<void>;
 }
 
@@ -39,11 +43,28 @@ export async function startCsiNodeSide(o: {
     stats.start();
     return stats;
   };
+  let expansions: VolumeExpansions | undefined;
+  const startVolumeExpansion = (runningVm: VolumeExpansionsOptions['runningVm']): VolumeExpansions => {
+    expansions = new VolumeExpansions({
+      publications: () => volumes.publications(),
+      drivers: plugins,
+      readPersistentVolume: (name) => o.clients.core.readPersistentVolume({ name }),
+      readClaim: (namespace, name) => o.clients.core.readNamespacedPersistentVolumeClaim({ namespace, name }),
+      patchClaimStatus: (namespace, name, body) =>
+        o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ namespace, name, body }, mergePatch),
+      runningVm,
+      log: log.child({ component: 'csi-expansion' }),
+    });
+    expansions.start();
+    return expansions;
+  };
   return {
     volumes,
     startVolumeStats,
+    startVolumeExpansion,
     stop: () => {
       stats?.stop();
+      expansions?.stop();
       return plugins.stop();
     },
   };

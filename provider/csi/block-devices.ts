@@ -99,8 +99,18 @@ export async function growFilesystemOffline(device: string): Promise<boolean> {
 }
 
 /** Grows a mounted ext4 to its device's size (online; nothing to do when it already fills it). */
-export async function growFilesystemOnline(device: string): Promise<void> {
-  await run('resize2fs', [device]);
+/**
+ * Grows a mounted ext4 to its device. Returns false when the kernel refuses for want of CAP_SYS_RESOURCE (a
+ * sandbox that drops it; a host's root has it): the filesystem then grows offline at the next stage (§3).
+ */
+export async function growFilesystemOnline(device: string): Promise<boolean> {
+  try {
+    await run('resize2fs', [device]);
+    return true;
+  } catch (err) {
+    if (/Permission denied to resize filesystem/.test((err as Error).message)) return false;
+    throw err;
+  }
 }
 
 export async function mountPoints(): Promise<Set<string>> {

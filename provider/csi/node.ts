@@ -200,7 +200,8 @@ export async function nodeExpand(
     }
     if (v.node.phase === 'staged') {
       await dev.refreshLoop(v.node.device);
-      if (v.mode === 'filesystem' && v.node.accessMode !== 'SINGLE_NODE_READER_ONLY') await dev.growFilesystemOnline(v.node.device);
+      if (v.mode === 'filesystem' && v.node.accessMode !== 'SINGLE_NODE_READER_ONLY' && !(await dev.growFilesystemOnline(v.node.device)))
+        d.log.warn({ volume: v.id }, 'online resize2fs refused (no CAP_SYS_RESOURCE); the filesystem grows at its next stage');
     }
     return { capacityBytes: v.sizeBytes };
   });

@@ -160,7 +160,16 @@ export async function claimsOnBothNodes(
 /** A VMI on a claim of the default class, pinned to `node` by nodeSelector: nothing set by hand between the claim and the boot. */
 export async function vmiOnDefaultClassClaim(
   t: Test,
-  o: { admin: KubeClients; tenant: KubeClients; namespace: string; node: UpNode; upStateDir: string; bootDeadlineMs: number },
+  o: {
+    admin: KubeClients;
+    tenant: KubeClients;
+    namespace: string;
+    node: UpNode;
+    upStateDir: string;
+    bootDeadlineMs: number;
+    /** Run on the running VMI before it goes (its claim, size and launcher pod), so other checks need no VM of their own. */
+    whileRunning?: (vm: { claimName: string; claimMiB: number; podName: string }) => Promise<void>;
+  },
 ): Promise<void> {
   const { admin, tenant, namespace, node } = o;
   const stateDir = node.simulated?.stateDir ?? o.upStateDir;
@@ -198,6 +207,7 @@ export async function vmiOnDefaultClassClaim(
     { phase: 'Running', node: node.name, claim: 'Bound', driver: DRIVER, pinned: [node.name], diskImg: 0 },
     `the VMI runs on ${node.name}, its claim provisioned there by the scheduler's pick and published for its pod: ${disk}`,
   );
+  await o.whileRunning?.({ claimName: 'vmi-data', claimMiB: parseInt(CLAIM_SIZE, 10), podName: launcher!.metadata!.name! });
   await tenant.custom.deleteNamespacedCustomObject({
     group: 'kubevirt.io',
     version: 'v1',

@@ -4,13 +4,14 @@
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
 // driver and provisioner, snapshotted and restored there; a tenant's
-// DataVolumes (a VM's, and a clone of it); a claim imported from an image by
+// DataVolumes (a VM's, and a clone of it); a claim grown under its running VM; a claim imported from an image by
 // the node that runs its VM (DataVolume import).
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../../provider/kubevirt/types.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
+import { claimExpandedUnderRunningVm } from '../nodes-expansion.js';
 import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
 import { dataVolumeBoundaries, vmOnDataVolume } from '../nodes-datavolumes.js';
 import { importedRootDisks } from '../nodes-imports.js';
@@ -70,7 +71,29 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
 
   await t.test(
     "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
-    (t) => vmiOnDefaultClassClaim(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS }),
+    (t) =>
+      vmiOnDefaultClassClaim(t, {
+        admin,
+        tenant,
+        namespace: NS,
+        node: b,
+        upStateDir: up.stateDir,
+        bootDeadlineMs: BOOT_DEADLINE_MS,
+        whileRunning: (vm) =>
+          t
+            .test("the tenant grows the running VM's claim: the claim's status follows, the guest sees the larger disk", (t) =>
+              claimExpandedUnderRunningVm(t, {
+                admin,
+                tenant,
+                namespace: NS,
+                ...vm,
+                fromMiB: vm.claimMiB,
+                toMiB: vm.claimMiB + 32,
+                kubectl,
+              }),
+            )
+            .then(() => undefined),
+      }),
   );
 
   await t.test(
