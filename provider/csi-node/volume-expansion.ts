@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
 import { nodeCapabilities } from './driver-client.js';
+import { PeriodicPass } from './periodic-pass.js';
 import { claimExpansion, diskImageGrowth } from './expansion-plan.js';
 import type { RegisteredDriver } from './plugin-watcher.js';
 import type { PublicationRecord } from './volume-steps.js';
@@ -35,22 +36,22 @@ export interface VolumeExpansionsOptions {
 }
 
 export class VolumeExpansions {
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private readonly periodic: PeriodicPass;
 
-  constructor(private readonly o: VolumeExpansionsOptions) {}
+  constructor(private readonly o: VolumeExpansionsOptions) {
+    this.periodic = new PeriodicPass(() => this.reconcile(), {
+      periodMs: o.periodMs ?? EXPANSION_PERIOD_MS,
+      log: o.log,
+      failure: 'checking CSI volumes for expansion failed; will retry',
+    });
+  }
 
   start(): void {
-    const loop = async (): Promise<void> => {
-      await this.reconcile().catch((err: unknown) => this.o.log.warn({ err }, 'checking CSI volumes for expansion failed; will retry'));
-      if (!this.stopped) this.timer = setTimeout(() => void loop(), this.o.periodMs ?? EXPANSION_PERIOD_MS);
-    };
-    void loop();
+    this.periodic.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
+    this.periodic.stop();
   }
 
   /** One pass over every publication; one that fails is retried at the next. */

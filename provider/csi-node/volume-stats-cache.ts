@@ -7,6 +7,7 @@
 import type { V1PersistentVolume, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../log.js';
 import { nodeCapabilities } from './driver-client.js';
+import { PeriodicPass } from './periodic-pass.js';
 import type { RegisteredDriver } from './plugin-watcher.js';
 import type { PublicationRecord } from './volume-steps.js';
 import { podVolumeName, volumeStatsOf, type CsiVolumeUsage, type PvcRef, type VolumeStats } from './volume-stats.js';
@@ -28,10 +29,15 @@ export class VolumeStatsCache {
   private byPod = new Map<string, VolumeStats[]>();
   /** A PV's claim does not change while it is bound to it: asked once per PV in use. */
   private readonly claims = new Map<string, PvcRef | undefined>();
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private readonly periodic: PeriodicPass;
 
-  constructor(private readonly o: VolumeStatsCacheOptions) {}
+  constructor(private readonly o: VolumeStatsCacheOptions) {
+    this.periodic = new PeriodicPass(() => this.refresh(), {
+      periodMs: o.periodMs ?? VOLUME_STATS_PERIOD_MS,
+      log: o.log,
+      failure: 'reading CSI volume stats failed; will retry',
+    });
+  }
 
   /** The pod's volumes as last read (none when none is published or none answered). */
   forPod(podUid: string): VolumeStats[] {
@@ -44,16 +50,11 @@ export class VolumeStatsCache {
   }
 
   start(): void {
-    const loop = async (): Promise<void> => {
-      await this.refresh().catch((err: unknown) => this.o.log.warn({ err }, 'reading CSI volume stats failed; will retry'));
-      if (!this.stopped) this.timer = setTimeout(() => void loop(), this.o.periodMs ?? VOLUME_STATS_PERIOD_MS);
-    };
-    void loop();
+    this.periodic.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
+    this.periodic.stop();
   }
 
   /** One pass: every publication's driver asked, the cache replaced whole (a gone volume leaves it). */
