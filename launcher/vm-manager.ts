@@ -9,7 +9,7 @@ import { domainUuidOf, firmwareOnConsole, type VmSpec } from '../vmm/spec.js';
 import { parseSpec } from './spec-parse.js';
 import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { LifecycleEvent } from './domain-driver.js';
-import { diskResize } from './disk-resize.js';
+import { checkDiskResize } from './disk-resize.js';
 import { PreconditionError } from './errors.js';
 import type { AgentCall } from './guest-exec.js';
 import { guestAgent, type GuestAgent } from './guest-queries.js';
@@ -219,7 +219,7 @@ export class VmManager {
     return this.ops.run(async () => {
       await this.requireActive('resize a disk');
       const current = await this.o.driver.diskCapacity(this.domainUuid, path);
-      if (diskResize(this.spec, path, current, sizeBytes).kind === 'done') return;
+      checkDiskResize(this.spec, path, current, sizeBytes);
       await this.o.driver.blockResize(this.domainUuid, path, sizeBytes);
       this.o.log.info({ path, sizeBytes, was: current }, 'disk grown under the guest');
     });

@@ -8,8 +8,7 @@
 import { StorageV1Api } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
-import type { CommandResult } from './framework/index.js';
-import { apiOutcome, poll } from './framework/index.js';
+import { apiOutcome, poll, type CommandResult } from './framework/index.js';
 
 const MiB = 2 ** 20;
 const DEADLINE_MS = 60_000;
@@ -37,6 +36,22 @@ export async function claimExpandedUnderRunningVm(
     "the tenant cannot change the class's allowVolumeExpansion",
   );
 
+  // The guest's virtio disks by size in 512-byte sectors; the guest agent may connect a moment after Running.
+  const diskSizes = async (what: string, until: (sectors: string[]) => boolean) =>
+    (
+      await poll(
+        what,
+        () => o.kubectl(['exec', o.podName, '--', '/bin/sh', '-c', 'for b in /sys/block/vd*; do cat $b/size; done']),
+        (r) => r.code === 0 && until(r.stdout.trim().split('\n')),
+        { deadlineMs: DEADLINE_MS, intervalMs: 1000 },
+      )
+    ).stdout
+      .trim()
+      .split('\n');
+  const [from, to] = [String((o.fromMiB * MiB) / 512), String((o.toMiB * MiB) / 512)];
+  const count = (sizes: string[], size: string) => sizes.filter((s) => s === size).length;
+  const before = await diskSizes("the guest's disks", (sizes) => sizes.includes(from));
+
   await tenant.core.patchNamespacedPersistentVolumeClaim(
     { name: claimName, namespace, body: { spec: { resources: { requests: { storage: `${o.toMiB}Mi` } } } } },
     mergePatch,
@@ -58,16 +73,10 @@ export async function claimExpandedUnderRunningVm(
     'the PV is raised by the resizer; the node reports the claim done as the kubelet does (no FileSystemResizePending left)',
   );
 
-  // The guest's virtio disks by size in 512-byte sectors; the guest agent may connect a moment after Running.
-  const sizes = 'for b in /sys/block/vd*; do cat $b/size; done';
-  const guest = await poll(
-    `the guest sees a ${o.toMiB} MiB disk`,
-    () => o.kubectl(['exec', o.podName, '--', '/bin/sh', '-c', sizes]),
-    (r) => r.code === 0 && r.stdout.split('\n').includes(String((o.toMiB * MiB) / 512)),
-    { deadlineMs: DEADLINE_MS, intervalMs: 1000 },
-  );
-  t.notOk(
-    guest.stdout.split('\n').includes(String((o.fromMiB * MiB) / 512)),
-    `no disk of the old ${o.fromMiB} MiB is left in the guest: the running VM's data disk grew`,
+  const after = await diskSizes(`the guest sees a ${o.toMiB} MiB disk`, (sizes) => sizes.includes(to));
+  t.same(
+    { disks: after.length, [`${o.fromMiB}MiB`]: count(after, from), [`${o.toMiB}MiB`]: count(after, to) },
+    { disks: before.length, [`${o.fromMiB}MiB`]: count(before, from) - 1, [`${o.toMiB}MiB`]: count(before, to) + 1 },
+    `the running guest's data disk grew from ${o.fromMiB} to ${o.toMiB} MiB, no other disk changed`,
   );
 }
