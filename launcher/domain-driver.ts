@@ -141,7 +141,7 @@ export class DomainDriver {
 
   /** A disk's size as QEMU has it (`virsh domblkinfo`'s Capacity), by its source path. */
   async diskCapacity(uuid: string, path: string): Promise<number | undefined> {
-    const m = /^Capacity:\s+(\d+)$/m.exec(await this.virsh(['domblkinfo', uuid, path]));
+    const m = /^Capacity:\s+(\d+)$/m.exec(await this.virsh(['domblkinfo', uuid, '--device', path]));
     return m ? Number(m[1]) : undefined;
   }
 
