@@ -1,7 +1,8 @@
 // vkvm's CSI driver beyond what csi-sanity checks: what it made survives a
 // restart (volumes, snapshots, stagings, publications, the data in them), a
 // crash's leftover file is removed at start, a snapshot restores the data it
-// was taken of, and the cost of a 1 GiB clone: a byte copy on ext4, a
+// was taken of, node-mode expansion (--expansion=node) grows a staged
+// volume's file, record and loop device, and the cost of a 1 GiB clone: a byte copy on ext4, a
 // copy-on-write clone on XFS (reflink), both measured.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -287,4 +288,47 @@ t.test('a 1 GiB clone on XFS is a copy-on-write clone: under a second, equal to 
     'a reflink clone takes no time for its size and holds its source bytes',
   );
   await d.close();
+});
+
+t.test('--expansion=node: no Controller EXPAND_VOLUME; NodeExpandVolume grows a staged volume where it lives', async (t) => {
+  const root = await scratch(t);
+  const staging = join(root, 'staging');
+  const target = join(root, 'target');
+  await mkdir(staging);
+  const driver = await startDriverProcess({
+    dir: join(root, 'volumes'),
+    socket: join(root, 'csi.sock'),
+    nodeId: 'node-a',
+    extraArgs: ['--expansion=node'],
+  });
+  const client = csiClient(driver.socket);
+  t.teardown(async () => {
+    client.close();
+    await driver.stop();
+  });
+  const call = client.call;
+  const caps = (await call('Controller', 'ControllerGetCapabilities', {})).capabilities as Array<{ rpc: { type: string } }>;
+  const vol = volumeId(
+    await call('Controller', 'CreateVolume', { name: 'grow', capacityRange: { requiredBytes: 64 * MIB }, volumeCapabilities: [fsCap] }),
+  );
+  await call('Node', 'NodeStageVolume', { volumeId: vol, stagingTargetPath: staging, volumeCapability: fsCap });
+  await call('Node', 'NodePublishVolume', { volumeId: vol, stagingTargetPath: staging, targetPath: target, volumeCapability: fsCap });
+  const expand = () => call('Node', 'NodeExpandVolume', { volumeId: vol, volumePath: target, capacityRange: { requiredBytes: 96 * MIB } });
+  const [first, again] = [await expand(), await expand()];
+  const listed = (await call('Controller', 'ListVolumes', {})).entries as Array<{ volume: { volumeId: string; capacityBytes: number } }>;
+  const device = (await execFileP('findmnt', ['-n', '-o', 'SOURCE', staging])).stdout.trim();
+  t.match(
+    {
+      expandOffered: caps.some((c) => c.rpc.type === 'EXPAND_VOLUME'),
+      first: Number(first.capacityBytes),
+      again: Number(again.capacityBytes),
+      recorded: listed.find((e) => e.volume.volumeId === vol)?.volume.capacityBytes,
+      loopBytes: Number((await execFileP('blockdev', ['--getsize64', device])).stdout.trim()),
+    },
+    { expandOffered: false, first: 96 * MIB, again: 96 * MIB, recorded: 96 * MIB, loopBytes: 96 * MIB },
+    'the file, its record and the loop device under the mount are 96 MiB; a retry changes nothing',
+  );
+  await call('Node', 'NodeUnpublishVolume', { volumeId: vol, targetPath: target });
+  await call('Node', 'NodeUnstageVolume', { volumeId: vol, stagingTargetPath: staging });
+  await call('Controller', 'DeleteVolume', { volumeId: vol });
 });
