@@ -177,7 +177,18 @@ export async function dataVolumeFlow(t: Test, o: FlowOptions): Promise<void> {
 
   await stopped('dv-vm');
   const rootVolume = await volumeFile('dv-vm-root');
-  const imported = await fileIn(rootVolume.file, '/.vkvm-imported', 200);
+  // debugfs does not replay the journal: the marker shows once the volume is unstaged (unmounted) after a stop.
+  const importMarker = () =>
+    poll(
+      'the import marker in the unstaged root volume',
+      () => fileIn(rootVolume.file, '/.vkvm-imported', 200),
+      (m) => m !== '',
+      {
+        deadlineMs: 60_000,
+        intervalMs: 1000,
+      },
+    );
+  const imported = await importMarker();
   await virtctl('start', 'dv-vm');
   t.equal(await guest('dv-vm', `head -c ${marker.length} $d`), marker, 'after virtctl stop and start the guest reads its marker back');
 
@@ -199,7 +210,7 @@ export async function dataVolumeFlow(t: Test, o: FlowOptions): Promise<void> {
   );
   await stopped('dv-vm');
   t.match(
-    { imported, after: await fileIn(rootVolume.file, '/.vkvm-imported', 200) },
+    { imported, after: await importMarker() },
     { imported: /"importedAt"/, after: imported },
     'the root volume was imported once: three boots, one import marker',
   );
