@@ -32,7 +32,8 @@ import { createReplicaControllers, type ReplicaControllers } from './replicas/re
 import { VmController } from './vm-controller.js';
 import { Instancetypes, kubeInstancetypeStore } from './instancetypes.js';
 import { VmiController } from './vmi-controller.js';
-import { createDataVolumeController, type DataVolumes } from './datavolumes/datavolumes.js';
+import type { DataVolume } from '../kubevirt/datavolume-types.js';
+import { createDataVolumeController, dataVolumeInformer, type DataVolumes } from './datavolumes/datavolumes.js';
 import { VmDataVolumes } from './vm-datavolumes.js';
 
 export interface ControllersOptions {
@@ -81,6 +82,8 @@ class ControllerTerm {
   private readonly csrApprover: ServingCsrApprover;
   /** VirtualMachineInstanceReplicaSets and VirtualMachinePools, over the VM and VMI caches. */
   private readonly replicas: ReplicaControllers;
+  /** Every DataVolume (vkvm's or CDI's): the VM controller wakes a VM when one of its DataVolumes changes. */
+  private readonly dataVolumeInformer: ClusterInformer<DataVolume>;
   /** DataVolumes, where vkvm serves them (CDI not installed). */
   private readonly dataVolumes: DataVolumes;
   private stopped = false;
@@ -134,6 +137,7 @@ class ControllerTerm {
       labelSelector: schedulable,
       log: log.child({ component: 'node-informer' }),
     });
+    this.dataVolumeInformer = dataVolumeInformer(clients, log);
     const w = workers !== undefined ? { workers } : {};
     this.vmController = new VmController({
       kubevirt,
@@ -142,6 +146,7 @@ class ControllerTerm {
       events: events('virtualmachine-controller'),
       instancetypes: new Instancetypes(kubeInstancetypeStore(clients)),
       dataVolumes: new VmDataVolumes(clients.custom),
+      dataVolumeEvents: this.dataVolumeInformer,
       log: log.child({ component: 'vm-controller' }),
       ...w,
     });
@@ -180,7 +185,13 @@ class ControllerTerm {
     });
     this.replicas = createReplicaControllers({ clients, kubevirt, vms: this.vms, vmis: this.vmis, events, log, ...w });
     // CDI's event source, as its controller records them.
-    this.dataVolumes = createDataVolumeController({ clients, events: events('datavolume-controller'), log, ...w });
+    this.dataVolumes = createDataVolumeController({
+      clients,
+      dataVolumes: this.dataVolumeInformer,
+      events: events('datavolume-controller'),
+      log,
+      ...w,
+    });
     this.csrApprover = new ServingCsrApprover(clients, servingCsr, log.child({ component: 'serving-csr-approver' }));
   }
 
@@ -209,6 +220,8 @@ class ControllerTerm {
         serving ? 'DataVolume controller started' : "DataVolumes are not vkvm's here (CDI, or no CRD): controller idle",
       );
     }, this.log);
+    // Not awaited: a cluster without the DataVolume CRD still runs its VMs (a VM's own sync reads its DataVolumes).
+    void this.dataVolumeInformer.start();
     const shared = Promise.all([this.vms.start(), this.vmis.start()]);
     // Apart, so that a cluster without the replica CRDs still runs its VMs.
     void Promise.all([shared, this.replicas.sync()]).then(() => {
@@ -230,6 +243,7 @@ class ControllerTerm {
     this.evacuationController.stop();
     await this.replicas.stop();
     await this.dataVolumes.stop();
+    await this.dataVolumeInformer.stop();
     await Promise.all([this.vms.stop(), this.vmis.stop(), this.vmims.stop(), this.pods.stop(), this.nodes.stop(), this.csrApprover.stop()]);
   }
 }

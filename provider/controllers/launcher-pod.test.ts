@@ -156,6 +156,20 @@ t.test('the Secrets and claims the VMI reads are pod volumes (Node authorizer, v
   ]);
 });
 
+t.test("the import secrets of the VMI's claims are secret volumes, once each, so the node may read them (Node authorizer)", async (t) => {
+  const pod = launcherPodFor(vmi({ volumes: [{ name: 'dv', dataVolume: { name: 'dv-1' } }] }), 'kvm', ['pull', 'other', 'pull']);
+  t.same(
+    pod.spec?.volumes,
+    [
+      { name: 'dv', persistentVolumeClaim: { claimName: 'dv-1' } },
+      { name: 'import-secret-0', secret: { secretName: 'pull' } },
+      { name: 'import-secret-1', secret: { secretName: 'other' } },
+    ],
+    'after the claims, each secret once',
+  );
+  t.notOk(pod.spec?.imagePullSecrets, 'not as pull secrets: they are CDI credentials (accessKeyId, secretKey), not a docker config');
+});
+
 t.test("the images' pull secrets are the pod's imagePullSecrets, once each, as KubeVirt sets them", async (t) => {
   const pod = launcherPodFor(
     vmi({

@@ -125,6 +125,16 @@ export function launcherVolumes(vmi: VirtualMachineInstance): V1Volume[] {
 }
 
 /**
+ * The import secrets of the VMI's claims (cdi.kubevirt.io/storage.import.secretName, from a DataVolume's
+ * `spec.source.*.secretRef`), as secret volumes: the node imports into the claim itself (no importer pod),
+ * and the Node authorizer lets it read only the Secrets its pods reference. The agent realizes no secret
+ * volume of a launcher pod; these only grant the read.
+ */
+export function importSecretVolumes(importSecrets: readonly string[]): V1Volume[] {
+  return [...new Set(importSecrets)].map((secretName, i) => ({ name: `import-secret-${i}`, secret: { secretName } }));
+}
+
+/**
  * The pull secrets of the VMI's images (containerDisk and kernelBoot
  * imagePullSecret), as KubeVirt puts them on its launcher pod: the node reads
  * a pod's pull secrets through them (the Node authorizer allows no others).
@@ -164,13 +174,16 @@ export function launcherLabels(vmi: VirtualMachineInstance): Record<string, stri
   };
 }
 
-/** The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase alphanumerics. */
-export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator): V1Pod {
+/**
+ * The launcher pod for a VMI; the API server completes `virt-launcher-<vmi>-` with 5 random lowercase
+ * alphanumerics. `importSecrets`: the import secrets its claims name (importSecretVolumes).
+ */
+export function launcherPodFor(vmi: VirtualMachineInstance, accelerator: Accelerator, importSecrets: readonly string[] = []): V1Pod {
   const name = vmi.metadata.name!;
   const uid = vmi.metadata.uid!;
   const spec = vmi.spec;
   const cpuRequest = spec.domain?.resources?.requests?.cpu;
-  const volumes = launcherVolumes(vmi);
+  const volumes = [...launcherVolumes(vmi), ...importSecretVolumes(importSecrets)];
   const pullSecrets = launcherPullSecrets(vmi);
   const storage = launcherEphemeralStorage(vmi);
   return {

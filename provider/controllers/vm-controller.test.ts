@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterInformer } from '../kube/informer.js';
 import type { VirtualMachine, VirtualMachineInstance } from '../kubevirt/types.js';
+import type { DataVolume } from '../kubevirt/datavolume-types.js';
 import { VmController } from './vm-controller.js';
 
 /** A refused VMI create whose response headers differ on every attempt, as a real apiserver's audit-id does. */
@@ -46,6 +47,7 @@ function env(createError: (n: number) => Error) {
     events: { recordFor: () => void counts.events++ } as never,
     instancetypes: {} as never,
     dataVolumes: {} as never,
+    dataVolumeEvents: { onChange: () => undefined } as never,
     log: pino({ level: 'silent' }),
   });
   return { controller, counts, vm: () => vm };
@@ -88,4 +90,54 @@ t.test('a VMI create that keeps failing backs off: its own status write does not
     { retried: true, hot: false, statusWrites: 1 },
     'the same words on each failure (no headers), so one status write; then retries at 0.5 s, 1 s, … (a hot loop made thousands a second)',
   );
+});
+
+t.test("a change of a VM's DataVolume wakes the VM (watched, not polled); another owner's does not", async (t) => {
+  const vm = {
+    apiVersion: 'kubevirt.io/v1',
+    kind: 'VirtualMachine',
+    metadata: { name: 'vm', namespace: 'ns', uid: 'vm-uid', resourceVersion: '1' },
+    spec: {
+      runStrategy: 'Always',
+      dataVolumeTemplates: [{ metadata: { name: 'root' }, spec: { source: { blank: {} } } }],
+      template: { spec: { domain: { devices: {} } } },
+    },
+  } as VirtualMachine;
+  const vms = { get: (key: string) => (key === 'ns/vm' ? vm : undefined), list: () => [vm], onChange: () => undefined };
+  const vmis = { get: () => undefined, list: () => [], onChange: () => undefined };
+  let dvHandler: (dv: DataVolume) => void = () => undefined;
+  let ensures = 0;
+  const controller = new VmController({
+    // The fake keeps the VM as it is: its status write leaves the cached version current.
+    kubevirt: { patchStatus: async () => vm.metadata.resourceVersion } as never,
+    vms: vms as unknown as ClusterInformer<VirtualMachine>,
+    vmis: vmis as unknown as ClusterInformer<VirtualMachineInstance>,
+    events: { recordFor: () => undefined } as never,
+    instancetypes: {} as never,
+    // Still provisioning: the VMI waits for it.
+    dataVolumes: { ensure: async () => (ensures++, [undefined]) } as never,
+    dataVolumeEvents: { onChange: (h: (dv: DataVolume) => void) => void (dvHandler = h) } as never,
+    log: pino({ level: 'silent' }),
+  });
+  controller.start();
+  await until(() => ensures >= 1);
+  // Nothing polls: longer than the old 2 s recheck leaves it at one sync.
+  await forMs(2_500);
+  const quiet = ensures;
+  const dv = (owner: string): DataVolume => ({
+    apiVersion: 'cdi.kubevirt.io/v1beta1',
+    kind: 'DataVolume',
+    metadata: {
+      name: 'root',
+      namespace: 'ns',
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: owner, uid: 'u', controller: true }],
+    },
+    spec: { source: { blank: {} } },
+  });
+  dvHandler(dv('other-vm'));
+  dvHandler(dv('vm'));
+  await until(() => ensures > quiet);
+  await forMs(200);
+  controller.stop();
+  t.same({ quiet, woken: ensures - quiet }, { quiet: 1, woken: 1 }, 'one sync at start, one more for its DataVolume, none polled');
 });

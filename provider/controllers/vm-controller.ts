@@ -2,7 +2,8 @@
 // has at most one VMI, named after it and controlled by it, created, deleted
 // or kept as desiredVmi (vm-status.ts) says for its run strategy; the VM's
 // status is derived from the VM and its VMI and written only when it changed.
-// Handlers only enqueue `ns/name` (a VM and its VMI share the key); syncVm
+// Handlers only enqueue `ns/name` (a VM and its VMI share the key; a
+// DataVolume wakes the VM that controls it, as KubeVirt watches them); syncVm
 // reads the caches and is idempotent. A VMI is never created twice: its name
 // is fixed, so a second create fails with AlreadyExists, which is success.
 // Creates and deletes are recorded as Events on the VM, as KubeVirt words them.
@@ -21,10 +22,8 @@ import { findCondition, unsupportedMessage } from '../kubevirt/conditions.js';
 import type { VmiAction } from './vm-status.js';
 import { nameAnnotations } from '../kubevirt/instancetype/expand.js';
 import { InstancetypeRefusal, type Instancetypes, type InstancetypeSync } from './instancetypes.js';
-import { dataVolumesState, type DataVolumesState, type VmDataVolumes } from './vm-datavolumes.js';
-
-/** How often a VM whose VMI waits for its DataVolumes looks at them again (it does not watch them). */
-const DATAVOLUME_RECHECK_MS = 2_000;
+import { dataVolumesState, vmKeyOfDataVolume, type DataVolumesState, type VmDataVolumes } from './vm-datavolumes.js';
+import type { DataVolume } from '../kubevirt/datavolume-types.js';
 
 /** How long a created VMI may be missing from the cache before the VM stops counting it as starting. */
 const CREATE_EXPECTATION_MS = 60_000;
@@ -38,6 +37,8 @@ export interface VmControllerOptions {
   instancetypes: Instancetypes;
   /** Makes and reads the DataVolumes of VMs' dataVolumeTemplates. */
   dataVolumes: VmDataVolumes;
+  /** Every DataVolume: a change wakes the VM that controls it (its VMI may wait for it). */
+  dataVolumeEvents: ClusterInformer<DataVolume>;
   workers?: number;
   log: Logger;
   now?: () => Date;
@@ -66,6 +67,10 @@ export class VmController extends QueuedController {
       for (const ref of vmi.metadata.ownerReferences ?? []) {
         if (ref.controller && ref.kind === 'VirtualMachine' && ref.name !== vmi.metadata.name) this.enqueue(objectKey(namespace, ref.name));
       }
+    });
+    o.dataVolumeEvents.onChange((dv) => {
+      const key = vmKeyOfDataVolume(dv);
+      if (key) this.enqueue(key);
     });
   }
 
@@ -177,7 +182,6 @@ export class VmController extends QueuedController {
     }
     // Before the first VMI, and kept: a VM's DataVolumes outlive its VMIs (not while the VM is being deleted).
     let dataVolumes: DataVolumesState | undefined;
-    let heldBack = false;
     const templates = vm.spec.dataVolumeTemplates ?? [];
     if (templates.length && !vm.metadata.deletionTimestamp) {
       try {
@@ -194,7 +198,6 @@ export class VmController extends QueuedController {
       if (action === 'create' && dataVolumes && dataVolumes.state !== 'ready') {
         log.debug({ dataVolumes }, 'the VMI waits for its DataVolumes');
         action = 'keep';
-        heldBack = true;
       }
     }
     if (action === 'create') {
@@ -277,8 +280,6 @@ export class VmController extends QueuedController {
       }
     }
     if (failure) throw failure;
-    // The VMI waits on DataVolumes this controller does not watch: look again soon.
-    if (heldBack && dataVolumes?.state === 'provisioning') this.enqueueAfter(key, DATAVOLUME_RECHECK_MS);
     // Waiting out a crash-loop back-off: nothing else will wake the key.
     if (action === 'keep' && !vmi) {
       const waitMs = startBackoffRemainingMs({ ...vm, status: next }, now);

@@ -2,7 +2,7 @@ import t from 'tap';
 import type { DataVolume, DataVolumePhase } from '../kubevirt/datavolume-types.js';
 import type { VirtualMachine } from '../kubevirt/types.js';
 import { derivePrintableStatus } from './vm-status.js';
-import { dataVolumesOf, dataVolumesState } from './vm-datavolumes.js';
+import { dataVolumesOf, dataVolumesState, vmKeyOfDataVolume } from './vm-datavolumes.js';
 
 const vm = (runStrategy: 'Always' | 'Halted' = 'Always'): VirtualMachine => ({
   metadata: { name: 'vm', namespace: 'ns', uid: 'vm-uid' },
@@ -62,4 +62,23 @@ t.test('printableStatus: Provisioning while a started VM waits for its DataVolum
   t.equal(derivePrintableStatus({ vm: vm(), now, startExpected: false, dataVolumes: 'provisioning' }), 'Provisioning');
   t.equal(derivePrintableStatus({ vm: vm('Halted'), now, dataVolumes: 'provisioning' }), 'Stopped', 'a halted VM is Stopped');
   t.equal(derivePrintableStatus({ vm: vm(), now, startExpected: false, dataVolumes: 'failed' }), 'DataVolumeError');
+});
+
+t.test('a DataVolume wakes the VM that controls it, and nothing for any other owner', async (t) => {
+  const dv = (ownerReferences?: NonNullable<DataVolume['metadata']['ownerReferences']>): DataVolume => ({
+    apiVersion: 'cdi.kubevirt.io/v1beta1',
+    kind: 'DataVolume',
+    metadata: { name: 'root', namespace: 'ns', ...(ownerReferences ? { ownerReferences } : {}) },
+    spec: { source: { blank: {} } },
+  });
+  const ref = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm', uid: 'u' };
+  t.same(
+    [
+      vmKeyOfDataVolume(dv([{ ...ref, controller: true }])),
+      vmKeyOfDataVolume(dv([{ ...ref }])),
+      vmKeyOfDataVolume(dv([{ ...ref, apiVersion: 'example.com/v1', controller: true }])),
+      vmKeyOfDataVolume(dv()),
+    ],
+    ['ns/vm', undefined, undefined, undefined],
+  );
 });

@@ -10,6 +10,7 @@
 import { controllerRefTo } from '../kubevirt/controller-ref.js';
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from '../kube/errors.js';
+import { objectKey } from '../kube/informer.js';
 import { CDI_API_VERSION, type DataVolume, type DataVolumePhase } from '../kubevirt/datavolume-types.js';
 import { KUBEVIRT_API_VERSION, type VirtualMachine } from '../kubevirt/types.js';
 import { DATAVOLUMES } from './datavolumes/datavolume-controller.js';
@@ -28,6 +29,14 @@ export function dataVolumesOf(vm: VirtualMachine): DataVolume[] {
     },
     spec: structuredClone(template.spec),
   }));
+}
+
+/** The `ns/name` key of the VM controlling `dv` (its dataVolumeTemplates made it), if one does. Pure. */
+export function vmKeyOfDataVolume(dv: DataVolume): string | undefined {
+  const ref = dv.metadata.ownerReferences?.find(
+    (r) => r.controller && r.kind === 'VirtualMachine' && r.apiVersion.startsWith('kubevirt.io/'),
+  );
+  return ref ? objectKey(dv.metadata.namespace ?? 'default', ref.name) : undefined;
 }
 
 /** Phases in which a DataVolume can serve a VMI that is about to be made (its import, if any, runs on that VMI's node). */

@@ -26,6 +26,8 @@ import { CREATED_BY_LABEL, launcherAccelerator, launcherPodFor, launcherPodOf, V
 import { statusPatch } from '../kube/status-patch.js';
 import { disksWithDefaults } from '../kubevirt/defaults.js';
 import { KUBEVIRT_API_VERSION, VMI_PLURAL, type Disk, type VirtualMachineInstance, type VmiPhase } from '../kubevirt/types.js';
+import { volumeClaimName } from '../kubevirt/volume-claim.js';
+import { IMPORT_SECRET_ANNOTATION } from '../kubevirt/datavolume-annotations.js';
 import { needsLauncherPod, nextVmiStatus, VMI_STATUS_FIELDS } from './vmi-phase.js';
 import type { NodeVmiGrants } from './node-vmi-grant.js';
 
@@ -81,6 +83,24 @@ export class VmiController extends QueuedController {
     return this.o.vmis.list().map(keyOfObject);
   }
 
+  /** The import secrets the VMI's claims name (a claim not there yet names none: its import then says it may not read one). */
+  private async importSecrets(vmi: VirtualMachineInstance): Promise<string[]> {
+    const namespace = vmi.metadata.namespace ?? 'default';
+    const names = (vmi.spec.volumes ?? []).map(volumeClaimName).filter((n): n is string => n !== undefined);
+    const secrets = await Promise.all(
+      names.map(async (name) => {
+        try {
+          const claim = await this.o.clients.core.readNamespacedPersistentVolumeClaim({ name, namespace });
+          return claim.metadata?.annotations?.[IMPORT_SECRET_ANNOTATION];
+        } catch (err) {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        }
+      }),
+    );
+    return secrets.filter((s): s is string => Boolean(s));
+  }
+
   /** The VMI's launcher pod as the API server has it now; used only when the cache shows none. */
   private async livePod(vmi: VirtualMachineInstance): Promise<V1Pod | undefined> {
     const namespace = vmi.metadata.namespace ?? 'default';
@@ -110,7 +130,7 @@ export class VmiController extends QueuedController {
       try {
         pod = await this.o.clients.core.createNamespacedPod({
           namespace: vmi.metadata.namespace ?? 'default',
-          body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list())),
+          body: launcherPodFor(vmi, launcherAccelerator(vmi, this.o.nodes.list()), await this.importSecrets(vmi)),
         });
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);

@@ -37,6 +37,7 @@ const MAX_RETRY_MS = 30_000;
 export class ClusterInformer<T extends CachedObject> {
   private readonly lw: ListWatch<KubernetesObject>;
   private stopped = false;
+  private running = false;
   private retryDelayMs = FIRST_RETRY_MS;
   private retryTimer: NodeJS.Timeout | undefined;
   /** The operator was told the resource is missing; repeats go to debug until a list succeeds. */
@@ -54,9 +55,12 @@ export class ClusterInformer<T extends CachedObject> {
     for (const verb of ['add', 'update', 'delete'] as const) this.lw.on(verb, (obj) => handler(obj as T));
   }
 
-  /** Resolves once a first list is in the cache, however many attempts that takes. */
+  /** Resolves once a first list is in the cache, however many attempts that takes. Idempotent: one cache may feed several controllers. */
   start(): Promise<void> {
-    void this.run();
+    if (!this.running) {
+      this.running = true;
+      void this.run();
+    }
     return this.synced;
   }
 

@@ -5,6 +5,8 @@ import type { CgroupMounts } from './cgroup-mounts.js';
 
 /** The log message vkvm up waits for. */
 export const JOINED_MESSAGE = 'joined the cluster';
+/** Logged by a simulated host once a SIGHUP's agent restart is done. */
+export const AGENT_RESTARTED_MESSAGE = 'restarted the node agent';
 
 export interface SimulatedHostSpec {
   name: string;

@@ -12,8 +12,12 @@
 //      agent as a detached process (inheriting both namespaces);
 //   3. on SIGTERM or SIGINT, stops the agent, powers its VMs off and removes
 //      its pod network and VM cgroups, then exits; the Node and the node's
-//      credentials stay, so the next vkvm up re-joins with them.
-// Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined.
+//      credentials stay, so the next vkvm up re-joins with them;
+//   4. on SIGHUP, restarts the agent as an operator would on a real host
+//      (`systemctl restart vkvm`, or re-running the idempotent `vkvm join`,
+//      which stops the running agent and starts it again, its VMs running on).
+// Its log (JSON lines on stdout) tells vkvm up: JOINED_MESSAGE once joined,
+// AGENT_RESTARTED_MESSAGE after each SIGHUP's restart.
 import { spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -22,7 +26,7 @@ import { cliPath } from '../package-root.js';
 import { initLogger, runIfProgram } from './init-log.js';
 import type { Logger } from '../log.js';
 import { restoreCgroupMounts } from './cgroup-mounts.js';
-import { JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
+import { AGENT_RESTARTED_MESSAGE, JOINED_MESSAGE, type SimulatedHostSpec } from './host-spec.js';
 
 /** Where `ip netns add` keeps namespaces (vm-network.ts's NETNS_DIR; not imported, to keep the init small). */
 const NETNS_DIR = '/run/netns';
@@ -151,6 +155,17 @@ async function main(): Promise<number> {
   const alive = setInterval(() => undefined, 2 ** 30);
   const stopped = new Promise<void>((resolve) => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void stop().finally(resolve));
+  });
+  let restarting: Promise<void> | undefined;
+  process.on('SIGHUP', () => {
+    if (stopping || restarting || killJoin) return;
+    restarting = join(spec, log, (kill) => (killJoin = kill))
+      .then(() => log.info(AGENT_RESTARTED_MESSAGE))
+      .catch((err: unknown) => log.error({ err }, 'restarting the node agent failed'))
+      .finally(() => {
+        killJoin = undefined;
+        restarting = undefined;
+      });
   });
   try {
     await hideTheRest(spec);

@@ -1,7 +1,7 @@
-// The multi-node suite's (multi-node/nodes.ts) snapshot subtest: on `vkvm up --nodes 2`, each vkvm node
+// The DataVolume flow's (nodes-datavolume-flow.ts) snapshot steps: on `vkvm up --nodes 2`, each vkvm node
 // runs csi-snapshotter beside its driver and the cluster one
 // snapshot-controller (--enable-distributed-snapshotting). A tenant (edit in
-// one namespace) snapshots a claim on node 2 and restores the snapshot into a
+// one namespace) snapshots a claim on a node and restores the snapshot into a
 // new claim there: a snapshot lives on its volume's node, so the restore is
 // provisioned on that node (the selected-node annotation set as the
 // scheduler sets it for a first pod pinned there).
@@ -12,12 +12,8 @@ import { apiOutcome, poll, type UpNode } from './framework/index.js';
 
 const CLASS = 'vkvm-local';
 const DRIVER = 'csi.vkvm.io';
-const CLAIM_SIZE = '64Mi';
 const DEADLINE_MS = 120_000;
 const SNAPSHOTS = { group: 'snapshot.storage.k8s.io', version: 'v1' } as const;
-// Written into the volume's bytes on the node (past the first block), read back from the restored volume's.
-const MARKER = 'vkvm-snapshot-marker-7f3a';
-const MARKER_OFFSET_BLOCKS = 8; // of 512 bytes: 4 KiB in
 
 interface VolumeSnapshot {
   spec?: { volumeSnapshotClassName?: string };
@@ -51,40 +47,43 @@ async function bindOn(o: { admin: KubeClients; tenant: KubeClients; namespace: s
 
 const gone = (read: () => Promise<unknown>) => async () => (await apiOutcome(read)).code === 404;
 
-export async function snapshotRestoredOnItsNode(
+/** A ready snapshot and the claim restored from it, on the snapshotted claim's node. */
+export interface Snapshot {
+  snapshotHandle: string;
+  /** The snapshot's file on the node. */
+  snapshotFile: string;
+  restoredPv: string;
+  /** The restored volume's file on the node. */
+  restoredFile: string;
+  /** Deletes the snapshot and the restored claim; resolves once the VolumeSnapshotContent is gone. */
+  remove(): Promise<void>;
+}
+
+/** The tenant snapshots `claim` (bound on `node`) and restores it into the new claim `restoreInto` there. */
+export async function snapshotOf(
   t: Test,
-  o: { admin: KubeClients; tenant: KubeClients; namespace: string; node: UpNode; upStateDir: string },
-): Promise<void> {
+  o: { admin: KubeClients; tenant: KubeClients; namespace: string; node: UpNode; upStateDir: string; claim: string; restoreInto: string },
+): Promise<Snapshot> {
   const { admin, tenant, namespace, node } = o;
   const csiDir = join(node.simulated?.stateDir ?? o.upStateDir, 'csi');
-  const on = { ...o, csiDir };
   const snapshots = { ...SNAPSHOTS, namespace, plural: 'volumesnapshots' };
   const contents = { ...SNAPSHOTS, plural: 'volumesnapshotcontents' };
-
-  await tenant.core.createNamespacedPersistentVolumeClaim({
-    namespace,
-    body: { metadata: { name: 'snap-source' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: CLAIM_SIZE } } } },
+  const source = await admin.core.readPersistentVolume({
+    name: (await tenant.core.readNamespacedPersistentVolumeClaim({ name: o.claim, namespace })).spec!.volumeName!,
   });
-  const source = await bindOn(on, 'snap-source');
-  const write = await node.exec([
-    'sh',
-    '-c',
-    `printf %s ${MARKER} | dd of=${source.file} bs=512 seek=${MARKER_OFFSET_BLOCKS} conv=notrunc status=none`,
-  ]);
-  t.equal(write.code, 0, `the marker written into ${source.pv}'s bytes on ${node.name}`);
-
+  const name = `${o.claim}-snap`;
   await tenant.custom.createNamespacedCustomObject({
     ...snapshots,
     body: {
       apiVersion: 'snapshot.storage.k8s.io/v1',
       kind: 'VolumeSnapshot',
-      metadata: { name: 'snap' },
-      spec: { source: { persistentVolumeClaimName: 'snap-source' } },
+      metadata: { name },
+      spec: { source: { persistentVolumeClaimName: o.claim } },
     },
   });
   const snap = (await poll(
     'the VolumeSnapshot readyToUse',
-    () => tenant.custom.getNamespacedCustomObject({ ...snapshots, name: 'snap' }),
+    () => tenant.custom.getNamespacedCustomObject({ ...snapshots, name }),
     (s) => (s as VolumeSnapshot).status?.readyToUse === true,
     { deadlineMs: DEADLINE_MS },
   )) as VolumeSnapshot;
@@ -101,25 +100,53 @@ export async function snapshotRestoredOnItsNode(
       handle: content.status?.snapshotHandle,
       file: (await node.exec(['test', '-f', snapshotFile])).code,
     },
-    { class: CLASS, driver: DRIVER, deletionPolicy: 'Delete', of: source.handle, managedBy: node.name, handle: /^snap-/, file: 0 },
-    `the snapshot (default class) is ready, handed to ${node.name}'s snapshotter, and its file is on ${node.name}`,
+    {
+      class: CLASS,
+      driver: DRIVER,
+      deletionPolicy: 'Delete',
+      of: source.spec!.csi!.volumeHandle,
+      managedBy: node.name,
+      handle: /^snap-/,
+      file: 0,
+    },
+    `the snapshot of ${o.claim} (default class) is ready, handed to ${node.name}'s snapshotter, and its file is on ${node.name}`,
   );
 
+  const size = source.spec!.capacity!.storage!;
   await tenant.core.createNamespacedPersistentVolumeClaim({
     namespace,
     body: {
-      metadata: { name: 'snap-restored' },
+      metadata: { name: o.restoreInto },
       spec: {
         accessModes: ['ReadWriteOnce'],
-        resources: { requests: { storage: CLAIM_SIZE } },
-        dataSource: { apiGroup: SNAPSHOTS.group, kind: 'VolumeSnapshot', name: 'snap' },
+        resources: { requests: { storage: size } },
+        dataSource: { apiGroup: SNAPSHOTS.group, kind: 'VolumeSnapshot', name },
       },
     },
   });
-  const restored = await bindOn(on, 'snap-restored');
-  const read = await node.exec(['dd', `if=${restored.file}`, 'bs=512', `skip=${MARKER_OFFSET_BLOCKS}`, 'count=1', 'status=none']);
-  t.equal(read.stdout.slice(0, MARKER.length), MARKER, `the claim restored from the snapshot on ${node.name} holds the marker`);
+  const restored = await bindOn({ ...o, csiDir }, o.restoreInto);
+  return {
+    snapshotHandle: content.status!.snapshotHandle!,
+    snapshotFile,
+    restoredPv: restored.pv,
+    restoredFile: restored.file,
+    async remove() {
+      await tenant.custom.deleteNamespacedCustomObject({ ...snapshots, name });
+      await tenant.core.deleteNamespacedPersistentVolumeClaim({ name: o.restoreInto, namespace });
+      await poll(
+        'the VolumeSnapshotContent deleted',
+        gone(() => admin.custom.getClusterCustomObject({ ...contents, name: contentName })),
+        Boolean,
+        {
+          deadlineMs: DEADLINE_MS,
+        },
+      );
+    },
+  };
+}
 
+/** What the tenant may not make from a snapshot handle it learned: a VolumeSnapshotContent of its own, or a class. */
+export async function snapshotBoundaries(t: Test, o: { tenant: KubeClients; namespace: string; snapshotHandle: string }): Promise<void> {
   const contentBody = {
     apiVersion: 'snapshot.storage.k8s.io/v1',
     kind: 'VolumeSnapshotContent',
@@ -127,15 +154,17 @@ export async function snapshotRestoredOnItsNode(
     spec: {
       driver: DRIVER,
       deletionPolicy: 'Retain',
-      source: { snapshotHandle: content.status!.snapshotHandle },
-      volumeSnapshotRef: { name: 'stolen', namespace },
+      source: { snapshotHandle: o.snapshotHandle },
+      volumeSnapshotRef: { name: 'stolen', namespace: o.namespace },
     },
   };
   t.match(
     {
-      content: await apiOutcome(() => tenant.custom.createClusterCustomObject({ ...contents, body: contentBody })),
+      content: await apiOutcome(() =>
+        o.tenant.custom.createClusterCustomObject({ ...SNAPSHOTS, plural: 'volumesnapshotcontents', body: contentBody }),
+      ),
       class: await apiOutcome(() =>
-        tenant.custom.createClusterCustomObject({
+        o.tenant.custom.createClusterCustomObject({
           ...SNAPSHOTS,
           plural: 'volumesnapshotclasses',
           body: {
@@ -151,24 +180,4 @@ export async function snapshotRestoredOnItsNode(
     { content: { code: 403 }, class: { code: 403 } },
     'the tenant may create neither a VolumeSnapshotContent nor a VolumeSnapshotClass',
   );
-
-  await tenant.custom.deleteNamespacedCustomObject({ ...snapshots, name: 'snap' });
-  for (const name of ['snap-source', 'snap-restored']) await tenant.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
-  await poll(
-    'the VolumeSnapshotContent deleted',
-    gone(() => admin.custom.getClusterCustomObject({ ...contents, name: contentName })),
-    Boolean,
-    {
-      deadlineMs: DEADLINE_MS,
-    },
-  );
-  for (const v of [source, restored])
-    await poll(
-      `${v.pv} deleted`,
-      gone(() => admin.core.readPersistentVolume({ name: v.pv })),
-      Boolean,
-      { deadlineMs: DEADLINE_MS },
-    );
-  const left = await node.exec(['sh', '-c', `ls ${snapshotFile} ${source.file} ${restored.file} 2>/dev/null; true`]);
-  t.equal(left.stdout, '', 'deleting the snapshot and the claims deleted the content, the PVs, and the snapshot and volume files');
 }

@@ -37,13 +37,26 @@ export interface DataVolumes {
   stop(): Promise<void>;
 }
 
-export function createDataVolumeController(o: { clients: KubeClients; events: EventRecorder; workers?: number; log: Logger }): DataVolumes {
-  const dataVolumes = new ClusterInformer<DataVolume>({
-    clients: o.clients,
+/** The cluster's DataVolumes, whoever serves them: this controller's cache, and the VM controller's wake-ups. */
+export function dataVolumeInformer(clients: KubeClients, log: Logger): ClusterInformer<DataVolume> {
+  return new ClusterInformer<DataVolume>({
+    clients,
     path: DATAVOLUME_WATCH_PATH,
-    list: () => o.clients.custom.listClusterCustomObject(DATAVOLUMES) as Promise<KubevirtList<DataVolume>>,
-    log: o.log.child({ component: 'datavolume-informer' }),
+    list: () => clients.custom.listClusterCustomObject(DATAVOLUMES) as Promise<KubevirtList<DataVolume>>,
+    missingHint: 'DataVolumes are served by vkvm (its CRDs) or CDI',
+    log: log.child({ component: 'datavolume-informer' }),
   });
+}
+
+/** `dataVolumes`: the shared informer (dataVolumeInformer), started and stopped by its owner as well. */
+export function createDataVolumeController(o: {
+  clients: KubeClients;
+  dataVolumes: ClusterInformer<DataVolume>;
+  events: EventRecorder;
+  workers?: number;
+  log: Logger;
+}): DataVolumes {
+  const dataVolumes = o.dataVolumes;
   const claims = new ClusterInformer<V1PersistentVolumeClaim>({
     clients: o.clients,
     path: '/api/v1/persistentvolumeclaims',
@@ -72,7 +85,7 @@ export function createDataVolumeController(o: { clients: KubeClients; events: Ev
     async stop() {
       stopped = true;
       controller.stop();
-      if (started) await Promise.all([dataVolumes.stop(), claims.stop()]);
+      if (started) await claims.stop();
     },
   };
 }

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -32,6 +32,11 @@ export interface UpNode {
   container?: boolean;
   /** Runs `argv` on the node, as root there. */
   exec(argv: string[]): Promise<CommandResult>;
+  /**
+   * A simulated vkvm node's agent restarted as an operator restarts it (its init re-runs the idempotent
+   * vkvm join on SIGHUP: simulated-host.ts); resolves once another agent process runs. Its VMs run on.
+   */
+  restartAgent?(): Promise<void>;
 }
 
 export interface UpCluster {
@@ -74,6 +79,23 @@ function nodeExec(node: LocalNode | undefined): (argv: string[]) => Promise<Comm
     if (pid === undefined) return Promise.resolve({ code: null, stdout: '', stderr: `node ${node.name} is not running` });
     return runCommand('nsenter', ['-t', String(pid), '-n', '-m', '-u', '--', ...argv]);
   };
+}
+
+/** SIGHUP to the node's init, then until its agent.pid (provider/join/service.ts) names another live process. */
+async function restartAgentOf(node: LocalNode): Promise<void> {
+  // Simulated hosts share this machine's pid namespace, and their state dir is visible from here.
+  const agentPid = async () => {
+    const pid = await readFile(join(node.stateDir, 'agent.pid'), 'utf8').then(
+      (s) => (JSON.parse(s) as { pid: number }).pid,
+      () => 0,
+    );
+    return pid && existsSync(`/proc/${pid}`) ? pid : 0;
+  };
+  const before = await agentPid();
+  const init = simulatedHostPid(node.name);
+  if (!before || init === undefined) throw new Error(`node ${node.name} runs no agent to restart`);
+  process.kill(init, 'SIGHUP');
+  await poll(`${node.name}'s agent restarted`, agentPid, (pid) => pid !== 0 && pid !== before, { deadlineMs: 120_000, intervalMs: 500 });
 }
 
 /**
@@ -160,7 +182,7 @@ export async function startUpCluster(
         name: n.name,
         address: n.address,
         simulated: n,
-        ...(i >= o.nodes - 1 ? { container: true } : {}),
+        ...(i >= o.nodes - 1 ? { container: true } : { restartAgent: () => restartAgentOf(n) }),
         exec: nodeExec(n),
       })),
     ],

@@ -3,18 +3,18 @@
 // each node by hostname, each fetching HTTP from the other by pod IP,
 // unNATed; node 2's identity and files kept off node 1's VMIs and launchers;
 // a tenant's claim provisioned on the node picked for it by that node's CSI
-// driver and provisioner, snapshotted and restored there; a tenant's
-// DataVolumes (a VM's, and a clone of it); a claim grown under its running VM; a claim imported from an image by
-// the node that runs its VM (DataVolume import).
+// driver and provisioner, and grown under its running VM; a tenant's
+// DataVolumes, and issue #27's flow on them (a VM's imported root and blank
+// data disk across restarts and an agent restart, a clone, a snapshot
+// restored, all gone after delete).
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../../provider/kubevirt/types.js';
 import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
 import { claimExpandedUnderRunningVm } from '../nodes-expansion.js';
-import { snapshotRestoredOnItsNode } from '../nodes-snapshots.js';
-import { dataVolumeBoundaries, vmOnDataVolume } from '../nodes-datavolumes.js';
-import { importedRootDisks } from '../nodes-imports.js';
+import { dataVolumeBoundaries } from '../nodes-datavolumes.js';
+import { dataVolumeFlow } from '../nodes-datavolume-flow.js';
 import { vmiOnBlockClaim } from '../nodes-block.js';
 import {
   condition,
@@ -96,30 +96,17 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
       }),
   );
 
-  await t.test(
-    "a tenant's VolumeSnapshot of a claim on node 2 is taken there, and a claim restored from it on that node holds its bytes",
-    (t) => snapshotRestoredOnItsNode(t, { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir }),
-  );
-
   const dataVolumeCase = { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS, kubectl };
   await t.test("a tenant's DataVolume: CDI's phases and conditions, its own claim; status and other namespaces out of reach", (t) =>
     dataVolumeBoundaries(t, dataVolumeCase),
   );
-  await t.test("a VM's blank DataVolume keeps its marker across a stop and a start; a clone holds it; all gone with the VM", (t) =>
-    vmOnDataVolume(t, dataVolumeCase),
-  );
-
   await t.test(
-    'a claim imported from an image by the node that runs its VM: boots, reported on the claim, not imported twice; a node-local URL refused',
+    "a VM on DataVolumes (root imported with a pull secret, blank data): the guest's marker survives stop/start and an agent restart with virtctl restart; a clone of its root boots; a snapshot of its data holds the marker; nothing left after delete",
     (t) =>
-      importedRootDisks(t, {
-        admin,
-        tenant,
-        namespace: NS,
-        node: b,
+      dataVolumeFlow(t, {
+        ...dataVolumeCase,
         nodeIdentity: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)),
-        upStateDir: up.stateDir,
-        bootDeadlineMs: BOOT_DEADLINE_MS,
+        tenantKubeconfig,
       }),
   );
 
