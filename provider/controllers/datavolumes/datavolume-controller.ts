@@ -63,18 +63,18 @@ export class DataVolumeController extends QueuedController {
     return this.o.dataVolumes.list().map(keyOfObject);
   }
 
-  /** The claim's class binds WaitForFirstConsumer (the default class when it names none yet). */
-  private async waitsForFirstConsumer(claim: V1PersistentVolumeClaim | undefined): Promise<boolean> {
-    if (!claim || (claim.status?.phase && claim.status.phase !== 'Pending')) return false;
-    const name = claim.spec?.storageClassName;
-    if (name) {
-      const sc = await this.o.clients.storage.readStorageClass({ name }).catch((err: unknown) => {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      });
-      return sc?.volumeBindingMode === 'WaitForFirstConsumer';
-    }
-    return false;
+  /** What a Pending claim's class says of its wait: WaitForFirstConsumer, or a class that is not there. */
+  private async pendingClass(
+    claim: V1PersistentVolumeClaim | undefined,
+  ): Promise<{ waitForFirstConsumer: boolean; missingStorageClass?: string }> {
+    const name = claim?.spec?.storageClassName;
+    if (!name || (claim.status?.phase && claim.status.phase !== 'Pending')) return { waitForFirstConsumer: false };
+    const sc = await this.o.clients.storage.readStorageClass({ name }).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    if (!sc) return { waitForFirstConsumer: false, missingStorageClass: name };
+    return { waitForFirstConsumer: sc.volumeBindingMode === 'WaitForFirstConsumer' };
   }
 
   async syncDataVolume(key: string): Promise<void> {
@@ -115,7 +115,7 @@ export class DataVolumeController extends QueuedController {
       plan,
       ...(claim ? { claim } : {}),
       foreignClaim,
-      waitForFirstConsumer: await this.waitsForFirstConsumer(claim),
+      ...(await this.pendingClass(claim)),
       now: this.now(),
     });
     const patch = statusPatch(dv.status, status, DATAVOLUME_STATUS_FIELDS);

@@ -255,3 +255,27 @@ t.test('a sync that changes nothing records no event and keeps the transition ti
   t.same(again.events, []);
   t.same(again.status, first.status);
 });
+
+t.test('a claim naming a StorageClass that does not exist: Pending, and the Bound condition and a Warning name the field', async (t) => {
+  const pvcDv: DataVolume = { ...dv({ blank: {} }), spec: { source: { blank: {} }, pvc: { storageClassName: 'local' } } };
+  for (const [what, d, field] of [
+    ['spec.storage', dv({ blank: {} }), 'spec.storage.storageClassName'],
+    ['spec.pvc', pvcDv, 'spec.pvc.storageClassName'],
+  ] as const) {
+    const { status, events } = nextDataVolumeStatus({
+      dv: d,
+      plan: CLAIM,
+      claim: claim('Pending'),
+      waitForFirstConsumer: false,
+      missingStorageClass: 'local',
+      now,
+    });
+    const bound = status.conditions?.find((c) => c.type === 'Bound');
+    t.same(
+      { phase: status.phase, bound: `${bound?.status}/${bound?.reason}`, events: events.map((e) => `${e.type}/${e.reason}`) },
+      { phase: 'Pending', bound: 'False/StorageClassNotFound', events: ['Warning/StorageClassNotFound'] },
+      what,
+    );
+    t.match(bound?.message, new RegExp(`^${field.replace(/\./g, '\\.')}: StorageClass "local" not found`), `${what}: names ${field}`);
+  }
+});

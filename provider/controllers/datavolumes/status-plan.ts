@@ -28,6 +28,8 @@ export interface StatusInput {
   foreignClaim?: boolean;
   /** The claim's StorageClass binds WaitForFirstConsumer. */
   waitForFirstConsumer: boolean;
+  /** The StorageClass the claim names does not exist: it waits Pending until an administrator makes it. */
+  missingStorageClass?: string;
   now: Date;
 }
 
@@ -95,8 +97,18 @@ function boundCondition(f: Facts): ConditionInput<DataVolumeConditionType> {
   }
   if (f.claimPhase === 'Bound') return { type: 'Bound', status: 'True', reason: 'Bound', message: `PVC ${name} Bound` };
   if (f.claimPhase === 'Lost') return { type: 'Bound', status: 'False', reason: 'ClaimLost', message: 'Claim Lost' };
+  if (f.input.missingStorageClass)
+    return {
+      type: 'Bound',
+      status: 'False',
+      reason: 'StorageClassNotFound',
+      message: `${storageClassField(f.input.dv)}: StorageClass "${f.input.missingStorageClass}" not found; PVC ${name} stays Pending until it exists`,
+    };
   return { type: 'Bound', status: 'False', reason: 'Pending', message: `PVC ${name} Pending` };
 }
+
+/** The field a DataVolume names its class in, as the user wrote it. */
+const storageClassField = (dv: DataVolume): string => (dv.spec.pvc ? 'spec.pvc.storageClassName' : 'spec.storage.storageClassName');
 
 function runningCondition(f: Facts, phase: DataVolumePhase): ConditionInput<DataVolumeConditionType> {
   const message = f.report?.message;
@@ -167,7 +179,11 @@ export function nextDataVolumeStatus(input: StatusInput): { status: DataVolumeSt
     !beforeBound || beforeBound.status !== bound.status || beforeBound.reason !== bound.reason || beforeBound.message !== bound.message;
   // A claim of the name that is not the DataVolume's is CDI's Warning; a refusal has its own (phaseEvent).
   if (boundChanged && bound.reason && bound.message && input.plan.kind !== 'refused')
-    events.push({ type: input.foreignClaim ? 'Warning' : 'Normal', reason: bound.reason, message: bound.message });
+    events.push({
+      type: input.foreignClaim || input.missingStorageClass ? 'Warning' : 'Normal',
+      reason: bound.reason,
+      message: bound.message,
+    });
   if (phase !== current.phase) {
     const event = phaseEvent(f, phase);
     if (event) events.push(event);
