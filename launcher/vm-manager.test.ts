@@ -306,3 +306,10 @@ t.test('a run publishes whether its firmware writes to the console, and when the
     },
   );
 });
+
+t.test('a disk grown while the VM is not running has no QEMU to tell: resizeDisk succeeds and asks libvirt nothing', async (t) => {
+  const { manager, libvirt } = setUp(t);
+  await manager.resizeDisk('/volumes/pv-1/disk.img', 96 * 1024 * 1024);
+  t.same([...libvirt.diskBytes], [], 'no block_resize');
+  await manager.close();
+});

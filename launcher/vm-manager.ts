@@ -217,7 +217,9 @@ export class VmManager {
   /** Grows a disk the VM uses in place under the running guest, never shrinks it (disk-resize.ts). Idempotent. */
   resizeDisk(path: string, sizeBytes: number): Promise<void> {
     return this.ops.run(async () => {
-      await this.requireActive('resize a disk');
+      // Off (its launcher still there): it opens the grown file at its next boot, so there is no QEMU to tell.
+      const state = await this.o.driver.state(this.domainUuid);
+      if (!ACTIVE.has(state) || state === 'crashed') return;
       const current = await this.o.driver.diskCapacity(this.domainUuid, path);
       checkDiskResize(this.spec, path, current, sizeBytes);
       await this.o.driver.blockResize(this.domainUuid, path, sizeBytes);
