@@ -230,7 +230,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       imports: new VolumeImports({
         nodeName: config.nodeName,
         clients,
-        download: (url, dest, log, signal) => downloadToFile(url, dest, config.imageDownloads, log, signal),
+        download: (url, dest, log, signal, onProgress) => downloadToFile(url, dest, config.imageDownloads, log, signal, onProgress),
         registryDisk: (pod, image, cred, log) => podImages.diskFile(pod, image, cred, log),
         log: rootLog.child({ component: 'volume-import' }),
       }),

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { ImportPhase } from '../kubevirt/datavolume-annotations.js';
-import { decideImport, lastProgress, ProgressThrottle, sizeRefusal, type ImportDecision } from './import-plan.js';
+import { decideImport, importPercent, lastProgress, ProgressThrottle, sizeRefusal, stagingOf, type ImportDecision } from './import-plan.js';
 
 const SRC = 'cdi.kubevirt.io/storage.import.source';
 const END = 'cdi.kubevirt.io/storage.import.endpoint';
@@ -128,4 +128,34 @@ t.test('sizeRefusal: an image larger than its claim is refused, naming both size
   t.equal(sizeRefusal(2 ** 30, 2 ** 30, 'root'), undefined);
   t.equal(sizeRefusal(2 ** 30, undefined, 'root'), undefined);
   t.equal(sizeRefusal(2 ** 31, 2 ** 30, 'root'), `the image's virtual size, 2048 MiB, is larger than claim "root"'s capacity, 1024 MiB`);
+});
+
+t.test('stagingOf: a raw download is adopted as the disk; the rest is converted, the image store left alone', async (t) => {
+  t.same(
+    {
+      httpRaw: stagingOf('http', 'raw'),
+      httpQcow2: stagingOf('http', 'qcow2'),
+      registryRaw: stagingOf('registry', 'raw'),
+      registryQcow2: stagingOf('registry', 'qcow2'),
+    },
+    { httpRaw: 'adopt-download', httpQcow2: 'convert', registryRaw: 'convert', registryQcow2: 'convert' },
+  );
+});
+
+t.test('importPercent: download 0-90, its convert 90-100, a local convert 0-100, clamped', async (t) => {
+  const cases: [Parameters<typeof importPercent>, number][] = [
+    [['download', 0, true], 0],
+    [['download', 50, true], 45],
+    [['download', 100, true], 90],
+    [['convert', 0, true], 90],
+    [['convert', 50, true], 95],
+    [['convert', 100, true], 100],
+    [['convert', 50, false], 50],
+    [['download', 130, true], 90],
+    [['convert', -5, false], 0],
+  ];
+  t.same(
+    cases.map(([args]) => importPercent(...args)),
+    cases.map(([, want]) => want),
+  );
 });

@@ -82,6 +82,32 @@ export function lastProgress(text: string): number | undefined {
   return last ? Number(last[1]) : undefined;
 }
 
+/**
+ * How the vetted source becomes disk.img. A raw download is the disk already,
+ * so it is renamed into place: the bytes pass once, from the socket into the
+ * volume. Anything else is converted by qemu-img straight into the volume;
+ * a registry source stays where it is, in the node's image store (other pods
+ * use it), so even a raw one is copied.
+ */
+export function stagingOf(source: ImportSourceSpec['kind'], format: 'raw' | 'qcow2'): 'adopt-download' | 'convert' {
+  return source === 'http' && format === 'raw' ? 'adopt-download' : 'convert';
+}
+
+/** The share of a downloaded import's progress its download stands for; the local convert after it is the rest. */
+export const DOWNLOAD_SHARE_PERCENT = 90;
+
+/**
+ * The import's overall percent from one stage's own: a download is 0–90 %
+ * (its format is known only once it is in), a convert after a download
+ * 90–100 %, a convert of a source already on the node 0–100 %. Never goes
+ * back, so the claim's progress only rises.
+ */
+export function importPercent(stage: 'download' | 'convert', stagePercent: number, downloaded: boolean): number {
+  const p = Math.min(100, Math.max(0, stagePercent));
+  if (stage === 'download') return (p * DOWNLOAD_SHARE_PERCENT) / 100;
+  return downloaded ? DOWNLOAD_SHARE_PERCENT + (p * (100 - DOWNLOAD_SHARE_PERCENT)) / 100 : p;
+}
+
 /** Passes on at most one report per `intervalMs`; a finished one (100) always. Pure but for the clock it is given. */
 export class ProgressThrottle {
   private lastAtMs = -Infinity;

@@ -43,10 +43,13 @@ function fixture(t: Test, annotations: Record<string, string>) {
         readNamespacedSecret: async () => Promise.reject(new Error('secrets "creds" is forbidden')),
       } as never,
     },
-    download: async (url, dest) => {
+    download: async (url, dest, _log, _signal, onProgress) => {
       downloads.push(url);
       await copyFile(source, dest);
-      return (await stat(dest)).size;
+      const { size } = await stat(dest);
+      onProgress?.(size / 2, size);
+      onProgress?.(size, size);
+      return size;
     },
     registryDisk: async () => source,
     log: pino({ level: 'silent' }),
@@ -81,13 +84,40 @@ t.test('an http source is converted into disk.img at the claim size with a marke
       written: '5a5a5a5a',
       files: ['.vkvm-imported', 'disk.img'],
       report: { phase: 'Succeeded', progress: '100.00%' },
-      phases: ['Running', 'Succeeded'],
+      phases: ['Running', 'Running', 'Succeeded'],
     },
-    'raw disk.img of the guest bytes grown to the claim, the marker, no temporary file, Succeeded at 100.00%',
+    'raw disk.img of the guest bytes grown to the claim, the marker, no temporary file, the download progress, Succeeded at 100.00%',
   );
   await f.imports.ensure(pod, [f.claim]);
   t.same(f.downloads, ['http://img/d.qcow2'], 'the second start downloads nothing');
-  t.equal(f.reports.length, 2, 'and reports nothing more');
+  t.equal(f.reports.length, 3, 'and reports nothing more');
+});
+
+t.test('a raw http source is the disk as downloaded (no convert); the download reports progress', async (t) => {
+  const f = fixture(t, {
+    'cdi.kubevirt.io/storage.import.source': 'http',
+    'cdi.kubevirt.io/storage.import.endpoint': 'http://img/d.raw',
+  });
+  await writeFile(f.source, Buffer.alloc(8 * MIB, 0x6b));
+  await f.imports.ensure(pod, [f.claim]);
+  const bytes = await readFile(f.claim.diskPath);
+  t.match(
+    {
+      size: bytes.length,
+      first: bytes.subarray(0, 2).toString('hex'),
+      tail: bytes.subarray(8 * MIB).every((b) => b === 0),
+      files: (await readdir(join(f.dir, 'mount'))).sort(),
+      progress: f.reports.map((r) => `${r.reason} ${r.message}`),
+    },
+    {
+      size: 16 * MIB,
+      first: '6b6b',
+      tail: true,
+      files: ['.vkvm-imported', 'disk.img'],
+      progress: ['Running 0.00%', 'Running 45.00%', 'Succeeded 100.00%'],
+    },
+    'the downloaded bytes grown to the claim, half the download reported as 45 %, 90 % throttled away, then Succeeded',
+  );
 });
 
 t.test('failures: reported Failed on the claim, a VolumeImportError naming the claim and the annotation', async (t) => {

@@ -1,9 +1,11 @@
 // A DataVolume's import on the node that runs the VM, straight into the
 // published volume, with no importer pod: an http source through the node's
 // URL download and its address policy, a registry source through the node's
-// image store as a containerDisk is pulled (its `/disk/*` file). qemu-img
-// converts it to raw under a temporary name in the volume; the rename to
-// disk.img and then a marker file make it complete, so an agent killed
+// image store as a containerDisk is pulled (its `/disk/*` file). A raw
+// download lands in the volume and is the disk; anything else is converted by
+// qemu-img to raw under a temporary name in the volume, reading the image
+// store's file where it is. The fsync, the rename to disk.img and then a
+// marker file make it complete, so an agent killed
 // half-way starts again from scratch and never boots a half-written disk,
 // and a second VM (or a restart) finds the marker and imports nothing.
 // The node reports on the claim's status (phase, progress at most once a
@@ -20,16 +22,18 @@ import type { RegistryCredential } from '../images/keyring.js';
 import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
 import { importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
 import { SpecError } from '../../vmm/errors.js';
-import { baseFormat } from '../../vmm/disks/base-image.js';
-import { readImageInfo } from '../../vmm/disks/qemu-img.js';
+import { vetBaseImage } from '../../vmm/disks/base-image.js';
+import type { DownloadProgress } from '../../vmm/disks/download.js';
 import {
   decideImport,
   DOWNLOAD_TEMP_FILE,
   IMPORT_MARKER_FILE,
   IMPORT_TEMP_FILE,
+  importPercent,
   lastProgress,
   ProgressThrottle,
   sizeRefusal,
+  stagingOf,
   type ClaimDisk,
   type ImportSourceSpec,
 } from './import-plan.js';
@@ -43,7 +47,7 @@ export interface VolumeImportsOptions {
   nodeName: string;
   clients: Pick<KubeClients, 'core'>;
   /** Streams an http(s) URL into a new file under the node's download policy (vmm/disks/download.ts). */
-  download: (url: string, dest: string, log: Logger, signal?: AbortSignal) => Promise<number>;
+  download: (url: string, dest: string, log: Logger, signal?: AbortSignal, onProgress?: DownloadProgress) => Promise<number>;
   /** A registry image's disk file in the node's image store (PodImages.diskFile). */
   registryDisk: PodImages['diskFile'];
   log: Logger;
@@ -105,27 +109,33 @@ export class VolumeImports {
     // What a killed import left: it starts again from scratch.
     await cleanUp();
     await this.report(c, 'Running', 0, log);
+    const progress = this.progress(c, log);
     const t0 = this.nowMs();
     log.info({ source: source.kind }, 'volume import started');
     try {
       let input = download;
       if (source.kind === 'http') {
         if (source.secretName) throw new Error(`${IMPORT_SECRET_ANNOTATION}: credentials for an http source are not supported by vkvm yet`);
-        await this.o.download(source.url, download, log, signal);
+        await this.o.download(source.url, download, log, signal, (received, total) => {
+          if (total) progress(importPercent('download', (received * 100) / total, true));
+        });
       } else {
         const cred = source.secretName ? await this.credential(c.namespace, source.secretName) : undefined;
         input = await this.o.registryDisk(pod, source.image, cred, log);
       }
       // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image.
-      const format = await baseFormat(input, IMPORT_ENDPOINT_ANNOTATION);
-      const { virtualSizeBytes } = await readImageInfo(input);
+      const { format, virtualSizeBytes } = await vetBaseImage(input, IMPORT_ENDPOINT_ANNOTATION);
       const tooBig = sizeRefusal(virtualSizeBytes, c.capacityBytes, c.claim);
       if (tooBig) throw new Error(tooBig);
-      await this.convert(input, format, temp, c, log, signal);
+      let staged = download;
+      if (stagingOf(source.kind, format) === 'convert') {
+        await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal);
+        staged = temp;
+      }
       // The guest sees the claim's size, as CDI grows an import to its claim.
-      if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(temp, c.capacityBytes);
-      await syncFile(temp);
-      await rename(temp, c.diskPath);
+      if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(staged, c.capacityBytes);
+      await syncFile(staged);
+      await rename(staged, c.diskPath);
       await writeFile(join(dir, IMPORT_MARKER_FILE), `${JSON.stringify({ source: source.kind, importedAt: new Date().toISOString() })}\n`, {
         mode: 0o600,
       });
@@ -133,7 +143,7 @@ export class VolumeImports {
       await rm(download, { force: true });
       await this.report(c, 'Succeeded', 100, log);
       const s = (this.nowMs() - t0) / 1000;
-      log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)) }, 'volume import done');
+      log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)), format }, 'volume import done');
     } catch (err) {
       await cleanUp();
       if (signal?.aborted) throw err;
@@ -141,9 +151,22 @@ export class VolumeImports {
     }
   }
 
-  /** `qemu-img convert -p -O raw`, its progress reported at most once per interval. */
-  private convert(input: string, format: string, output: string, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
+  /**
+   * The import's progress onto the claim, at most once per interval: a
+   * report is sent in the background (the copy never waits for the API),
+   * and 0 and 100 are the Running and Succeeded reports themselves.
+   */
+  private progress(c: ClaimDisk, log: Logger): (percent: number) => void {
     const throttle = new ProgressThrottle(this.o.progressIntervalMs ?? 1000, this.nowMs);
+    return (percent) => {
+      if (percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
+      log.debug({ percent }, 'volume import progress');
+      void this.report(c, 'Running', percent, log);
+    };
+  }
+
+  /** `qemu-img convert -p -O raw` straight into the volume; `onPercent` gets qemu-img's own progress. */
+  private convert(input: string, format: string, output: string, onPercent: (p: number) => void, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn('qemu-img', ['convert', '-p', '-f', format, '-O', 'raw', input, output], {
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -152,10 +175,7 @@ export class VolumeImports {
       let stderr = '';
       child.stdout.setEncoding('utf8').on('data', (text: string) => {
         const percent = lastProgress(text);
-        // 0 was reported as the import began; the last figure waits for Succeeded.
-        if (percent === undefined || percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
-        log.debug({ percent }, 'volume import progress');
-        void this.report(c, 'Running', percent, log);
+        if (percent !== undefined) onPercent(percent);
       });
       child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr = (stderr + text).slice(-2000)));
       child.on('error', reject);

@@ -17,6 +17,11 @@ const specError = (path: string, reason: SpecCauseReason, message: string) => ne
  * file, or raw).
  */
 export async function baseFormat(path: string, at: string): Promise<DiskFormat> {
+  return (await vetBaseImage(path, at)).format;
+}
+
+/** baseFormat's checks with the image's virtual size, from the one `qemu-img info`. */
+export async function vetBaseImage(path: string, at: string): Promise<{ format: DiskFormat; virtualSizeBytes: number }> {
   const info = await readImageInfo(path);
   if (info.format !== 'qcow2' && info.format !== 'raw') {
     throw specError(at, 'FieldValueNotSupported', `image format ${info.format} is not supported (use qcow2 or raw)`);
@@ -24,7 +29,7 @@ export async function baseFormat(path: string, at: string): Promise<DiskFormat> 
   if (info.backingFile || info.dataFile) {
     throw specError(at, 'FieldValueInvalid', 'a base image must not refer to other files (backing or data file)');
   }
-  return info.format;
+  return { format: info.format, virtualSizeBytes: info.virtualSizeBytes };
 }
 
 /** The cached copy of `url`; a download the server refused for good becomes a SpecError at `at`. */

@@ -50,8 +50,18 @@ async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal):
   }
 }
 
+/** Called as bytes arrive; `totalBytes` when the server said. It must be cheap: it runs once per chunk, inside the copy. */
+export type DownloadProgress = (receivedBytes: number, totalBytes: number | undefined) => void;
+
 /** Downloads `url` into `dest` (which must not exist) and returns the byte count; `cancel` stops it (nobody wants it any more). */
-export async function downloadToFile(url: string, dest: string, policy: DownloadPolicy, log: Log, cancel?: AbortSignal): Promise<number> {
+export async function downloadToFile(
+  url: string,
+  dest: string,
+  policy: DownloadPolicy,
+  log: Log,
+  cancel?: AbortSignal,
+  onProgress?: DownloadProgress,
+): Promise<number> {
   const shownUrl = redactUrl(url);
   const capMiB = Math.floor(policy.maxBytes / 2 ** 20);
   const idle = new AbortController();
@@ -97,6 +107,7 @@ export async function downloadToFile(url: string, dest: string, policy: Download
         if (receivedBytes > policy.maxBytes) return done(tooLarge());
         clearTimeout(idleTimer);
         idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
+        onProgress?.(receivedBytes, totalBytes);
         const percent = totalBytes ? Math.floor((receivedBytes * 100) / totalBytes) : 0;
         if (totalBytes && percent >= nextPercent) {
           log.info({ url: shownUrl, receivedBytes, totalBytes, percent }, 'downloading image');
