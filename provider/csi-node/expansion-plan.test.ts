@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { claimExpansion, diskImageGrowth } from './expansion-plan.js';
+import { claimExpansion, claimMayExpand, diskImageGrowth } from './expansion-plan.js';
 
 const pv = (storage: string) => ({ spec: { capacity: { storage } } }) as V1PersistentVolume;
 const pvc = (status: V1PersistentVolumeClaim['status']) => ({ metadata: { resourceVersion: '42' }, status }) as V1PersistentVolumeClaim;
@@ -68,5 +68,28 @@ t.test('diskImageGrowth: disk.img grows to the claim in whole MiB, never shrinks
       diskImageGrowth(0, 256 * MIB + 5),
     ],
     [256 * MIB, undefined, undefined, 256 * MIB],
+  );
+});
+
+t.test('claimMayExpand: only a marked claim, or one requesting more than its status, costs a PV read', async (t) => {
+  const claim = (o: { phase?: string; request?: string; capacity?: string; pending?: boolean; allocated?: string }) => ({
+    spec: o.request ? { resources: { requests: { storage: o.request } } } : {},
+    status: {
+      phase: o.phase ?? 'Bound',
+      ...(o.capacity ? { capacity: { storage: o.capacity } } : {}),
+      ...(o.pending ? { conditions: [{ type: 'FileSystemResizePending', status: 'True' }] } : {}),
+      ...(o.allocated ? { allocatedResourceStatuses: { storage: o.allocated } } : {}),
+    },
+  });
+  t.same(
+    {
+      steady: claimMayExpand(claim({ request: '64Mi', capacity: '64Mi' })),
+      asked: claimMayExpand(claim({ request: '96Mi', capacity: '64Mi' })),
+      marked: claimMayExpand(claim({ request: '96Mi', capacity: '96Mi', pending: true })),
+      nodePending: claimMayExpand(claim({ request: '64Mi', capacity: '64Mi', allocated: 'NodeResizePending' })),
+      noStatusCapacity: claimMayExpand(claim({ request: '64Mi' })),
+      pending: claimMayExpand(claim({ phase: 'Pending', request: '96Mi' })),
+    },
+    { steady: false, asked: true, marked: true, nodePending: true, noStatusCapacity: true, pending: false },
   );
 });

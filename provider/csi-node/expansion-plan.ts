@@ -20,6 +20,20 @@ export type ClaimExpansion =
 const bytesOf = (q: string | undefined) => (q === undefined ? undefined : (parseQuantity(q) ?? undefined));
 
 /**
+ * Whether a claim may ask for expansion, read without its PV: it is marked, or requests more than its status
+ * capacity (a resize raises the request first and the status last). A claim that does neither costs no PV read.
+ */
+export function claimMayExpand(pvc: V1PersistentVolumeClaim): boolean {
+  if (pvc.status?.phase !== 'Bound') return false;
+  const marked =
+    (pvc.status.conditions ?? []).some((c) => c.type === 'FileSystemResizePending') ||
+    NODE_PENDING.has(pvc.status.allocatedResourceStatuses?.storage ?? '');
+  const requested = bytesOf(pvc.spec?.resources?.requests?.storage);
+  const status = bytesOf(pvc.status.capacity?.storage);
+  return marked || status === undefined || (requested !== undefined && requested > status);
+}
+
+/**
  * Whether the node must expand the claim's volume: the claim says so (FileSystemResizePending, or
  * allocatedResourceStatuses NodeResizePending), or the PV is larger than the claim's status capacity (the
  * kubelet's own test). Level-triggered: after the status patch, neither holds.

@@ -28,12 +28,16 @@ t.test('a marked claim: NodeExpandVolume, disk.img grown, QEMU told, then the cl
     status: { phase: 'Bound', capacity: { storage: '64Mi' }, conditions: [{ type: 'FileSystemResizePending', status: 'True' }] },
   };
   let vmFails = true;
+  let pvReads = 0;
   const expansions = new VolumeExpansions({
     publications: async () => [
       { podUid: 'uid-a', pvName: 'pv-1', driver: 'd', volumeHandle: 'vol-1', volumeMode: 'Filesystem', targetPath: target },
     ],
     drivers: { driver: () => ({ client }) as unknown as RegisteredDriver },
-    readPersistentVolume: async () => ({ spec: { capacity: { storage: '96Mi' }, claimRef: { namespace: 'ns', name: 'data' } } }),
+    readPersistentVolume: async () => {
+      pvReads++;
+      return { spec: { capacity: { storage: '96Mi' }, claimRef: { namespace: 'ns', name: 'data' } } };
+    },
     readClaim: async () => claim,
     patchClaimStatus: async (_ns, _name, body) => {
       calls.push('patch');
@@ -64,6 +68,7 @@ t.test('a marked claim: NodeExpandVolume, disk.img grown, QEMU told, then the cl
   );
   t.equal((await stat(join(target, 'disk.img'))).size, 96 * MiB, "disk.img is the claim's new size");
   calls.length = 0;
+  pvReads = 0;
   await expansions.reconcile();
-  t.same(calls, [], 'a reported claim asks nothing more');
+  t.same({ calls, pvReads }, { calls: [], pvReads: 0 }, 'a reported claim asks nothing more, and costs no PV read');
 });
