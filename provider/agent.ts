@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { AgentConfig } from './config.js';
-import { makeClients, loadKubeConfig } from './kube/client.js';
+import { clusterCaPem, makeClients, loadKubeConfig } from './kube/client.js';
 import type { Logger } from './log.js';
 import { startPodNetwork } from './network/node-pod-network.js';
 import { ServingCertManager, type ServingPair } from './certs/serving.js';
@@ -39,7 +39,6 @@ import { startKubeProxy } from './cluster-services/kube-proxy.js';
 import { downloadBase } from '../vmm/disks/base-image.js';
 import { startRelayServer } from './migration/agent-relay.js';
 import { migrationSides } from './migration/node-sides.js';
-import { clusterCaPem } from './migration/relay-credentials.js';
 import type { RelayServer } from './migration/relay-server.js';
 import { startCsiNodeSide } from './csi-node/node-side.js';
 import { VolumeImports } from './csi-node/volume-import.js';
@@ -316,7 +315,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
       },
       rootLog.child({ component: 'serving-cert' }),
     );
-    const clientCaPem = await clusterCaPem(clients);
+    const clientCaPem = await clusterCaPem(clients.kc);
     let api: FastifyInstance | undefined;
     stops.push(async () => {
       certs.stop();

@@ -9,7 +9,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { applyManifests, readManifests } from '../kube/apply.js';
-import { clusterCaData, type KubeClients } from '../kube/client.js';
+import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import { waitForCrdsEstablished } from '../kube/crds-established.js';
 import { packageRoot } from '../package-root.js';
 import { nodeStoragePaths, type NodeStorageOf, type NodeStorageSpec } from '../node-storage/node-storage-spec.js';
@@ -38,7 +38,7 @@ export async function prepareStorage(
   await applySnapshotCrds(admin);
   await applyManifests(admin, await readManifests(join(packageRoot(), 'deploy', 'csi.yaml')));
   const server = admin.kc.getCurrentCluster()!.server;
-  const caPem = Buffer.from(await clusterCaData(admin.kc), 'base64').toString('utf8');
+  const caPem = await clusterCaPem(admin.kc);
   return async (node) => {
     const spec: NodeStorageSpec = { nodeName: node.name, stateDir: node.stateDir, runDir: node.runDir, ...o };
     await ensureProvisionerCredentials(admin, { nodeName: node.name, server, caPem, paths: nodeStoragePaths(spec) });

@@ -9,7 +9,7 @@ import { startAgent, type RunningAgent } from '../agent.js';
 import { ConfigError, resolveAgentConfig, type AgentConfig } from '../config.js';
 import { applyManifests, readManifests } from '../kube/apply.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { clusterCaData, loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
+import { clusterCaPem, loadKubeConfig, makeClients, type KubeClients } from '../kube/client.js';
 import { ensureNodeCredentials } from '../certs/node-credentials.js';
 import { isNotFound } from '../kube/errors.js';
 import { createRootLogger, type Logger } from '../log.js';
@@ -383,7 +383,7 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
 }
 
 async function node1Kubeconfig(admin: KubeClients, config: AgentConfig, stateDir: string): Promise<string> {
-  const caPem = Buffer.from(await clusterCaData(admin.kc), 'base64').toString('utf8');
+  const caPem = await clusterCaPem(admin.kc);
   return ensureNodeCredentials(admin, { nodeName: config.nodeName, stateDir, server: admin.kc.getCurrentCluster()!.server, caPem });
 }
 

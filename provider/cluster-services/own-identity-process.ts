@@ -4,7 +4,7 @@
 // the CSR API, restarted when it exits and ended with vkvm up.
 import { join } from 'node:path';
 import { ensureClientCredentials } from '../certs/client-credentials.js';
-import { clusterCaData, type KubeClients } from '../kube/client.js';
+import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { SupervisedProcess, type SupervisedCommand } from '../supervised-process.js';
 
@@ -33,7 +33,7 @@ export async function startOwnIdentityProcess(o: OwnIdentityProcess): Promise<Ru
     reason: 'VkvmUpApproved',
     message: `approved by vkvm up for its ${o.name}'s client certificate`,
     server: o.clients.kc.getCurrentCluster()!.server,
-    caPem: Buffer.from(await clusterCaData(o.clients.kc), 'base64').toString('utf8'),
+    caPem: await clusterCaPem(o.clients.kc),
     dir: o.dir,
     kubeconfig,
     pem: join(o.dir, 'client.pem'),

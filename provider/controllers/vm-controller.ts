@@ -46,9 +46,6 @@ export interface VmControllerOptions {
   random?: () => number;
 }
 
-/** What a failure is recorded as: the same words for the same failure, so a retry rewrites no status. */
-const message = apiMessage;
-
 export class VmController extends QueuedController {
   private readonly written = new WrittenVersions();
   /** VMIs this controller created that the cache does not show yet, by key: when. */
@@ -191,8 +188,8 @@ export class VmController extends QueuedController {
         );
       } catch (err) {
         failure = err;
-        outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the DataVolumes: ${message(err)}` };
-        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating DataVolume: ${message(err)}`);
+        outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the DataVolumes: ${apiMessage(err)}` };
+        this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating DataVolume: ${apiMessage(err)}`);
         if (action === 'create') action = 'keep';
       }
       if (action === 'create' && dataVolumes && dataVolumes.state !== 'ready') {
@@ -212,12 +209,12 @@ export class VmController extends QueuedController {
         );
       } catch (err) {
         if (!isConflict(err)) {
-          outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${message(err)}` };
+          outcome = { ok: false, reason: 'FailedCreate', message: `failed to create the VMI: ${apiMessage(err)}` };
           // A namespace being deleted takes the VM with it: no retry, and no Event (refused there too).
           if (isNamespaceTerminating(err)) log.info('the namespace is being deleted: no VMI is created');
           else {
             failure = err;
-            this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${message(err)}`);
+            this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating virtual machine instance: ${apiMessage(err)}`);
           }
         }
       }
@@ -236,12 +233,12 @@ export class VmController extends QueuedController {
         // Gone already, or replaced (the UID precondition failed): either way this VMI is deleted.
         if (!isNotFound(err) && !isConflict(err)) {
           failure = err;
-          outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${message(err)}` };
+          outcome = { ok: false, reason: 'FailedDelete', message: `failed to delete the VMI: ${apiMessage(err)}` };
           this.o.events.recordFor(
             ref,
             'Warning',
             'FailedDelete',
-            `Error deleting virtual machine instance ${vmi.metadata.name}: ${message(err)}`,
+            `Error deleting virtual machine instance ${vmi.metadata.name}: ${apiMessage(err)}`,
           );
         }
       }

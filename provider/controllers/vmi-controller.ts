@@ -58,9 +58,6 @@ export function vmiKeyOfPod(pod: V1Pod): string | undefined {
   return name ? objectKey(namespace, name) : undefined;
 }
 
-/** What a failure is recorded as: the same words for the same failure, so a retry rewrites no status. */
-const message = apiMessage;
-
 export class VmiController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly now: () => Date;
@@ -135,12 +132,12 @@ export class VmiController extends QueuedController {
         log.info({ pod: pod.metadata?.name }, 'created the launcher pod');
         this.o.events.recordFor(ref, 'Normal', 'SuccessfulCreate', `Created virtual machine pod ${pod.metadata?.name}`);
       } catch (err) {
-        createError = `failed to create the launcher pod: ${message(err)}`;
+        createError = `failed to create the launcher pod: ${apiMessage(err)}`;
         // A namespace being deleted takes the VMI with it: no retry, and no Event (refused there too).
         if (isNamespaceTerminating(err)) log.info('the namespace is being deleted: no launcher pod is created');
         else {
           failure = err;
-          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${message(err)}`);
+          this.o.events.recordFor(ref, 'Warning', 'FailedCreate', `Error creating pod: ${apiMessage(err)}`);
         }
       }
     }

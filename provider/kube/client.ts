@@ -124,3 +124,8 @@ export async function clusterCaData(kc: KubeConfig): Promise<string> {
   if (cluster?.caFile) return (await readFile(cluster.caFile)).toString('base64');
   throw new Error('the kubeconfig names no cluster CA');
 }
+
+/** The same CA as PEM text: what certificates of the cluster (the API server's, nodes', clients') chain to. */
+export async function clusterCaPem(kc: KubeConfig): Promise<string> {
+  return Buffer.from(await clusterCaData(kc), 'base64').toString('utf8');
+}

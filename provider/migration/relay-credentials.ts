@@ -9,7 +9,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { obtainClientCertificate } from '../certs/client.js';
-import type { KubeClients } from '../kube/client.js';
+import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { kubeconfigClientCredentials, type RelayCredentials } from './relay-tls.js';
 
@@ -31,14 +31,6 @@ export function isNodeCertificate(certPem: string, nodeName: string, nowMs = Dat
   }
 }
 
-/** The cluster CA the kubeconfig names: what the API server's, the nodes' and their clients' certificates chain to. */
-export async function clusterCaPem(clients: KubeClients): Promise<string> {
-  const cluster = clients.kc.getCurrentCluster();
-  if (cluster?.caData) return Buffer.from(cluster.caData, 'base64').toString('utf8');
-  if (cluster?.caFile) return readFile(cluster.caFile, 'utf8');
-  throw new Error('kubeconfig has no cluster CA; client certificates cannot be verified');
-}
-
 export function relayClientCredentials(
   clients: KubeClients,
   o: { nodeName: string; pemPath: string; log: Logger },
@@ -47,7 +39,7 @@ export function relayClientCredentials(
   return async () => {
     const given = await kubeconfigClientCredentials(clients.kc).catch(() => undefined);
     if (given && isNodeCertificate(given.certPem, o.nodeName)) return given;
-    const caPem = given?.caPem ?? (await clusterCaPem(clients));
+    const caPem = given?.caPem ?? (await clusterCaPem(clients.kc));
     const kept = await readFile(o.pemPath, 'utf8').catch(() => '');
     if (isNodeCertificate(kept, o.nodeName)) return { caPem, certPem: kept, keyPem: kept };
     obtaining ??= obtainClientCertificate(clients, { nodeName: o.nodeName, pemPath: o.pemPath, issueTimeoutMs: 60_000 })
