@@ -9,11 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Test } from 'tap';
-import type { KubeClients } from '../../provider/kube/client.js';
 import type { VirtualMachineInstance } from '../../provider/kubevirt/types.js';
 import type { VolumeStats } from '../../provider/csi-node/volume-stats.js';
-import { apiOutcome, pods, poll, smokeVmiSpec, virtualMachineInstances, waitFor, waitForGone, type UpNode } from './framework/index.js';
+import { apiOutcome, pods, poll, smokeVmiSpec, virtualMachineInstances, waitFor, waitForGone } from './framework/index.js';
 import type { CommandResult } from './framework/commands.js';
+import type { StorageCase } from './nodes-storage.js';
 
 const MiB = 2 ** 20;
 // Sizes no other disk of the smoke VM has (its emptyDisk is 64Mi), so the guest finds each by size.
@@ -27,13 +27,7 @@ const claim = (name: string, mib: number, volumeMode: 'Block' | 'Filesystem'): V
 
 export async function vmiOnBlockClaim(
   t: Test,
-  o: {
-    admin: KubeClients;
-    tenant: KubeClients;
-    namespace: string;
-    node: UpNode;
-    upStateDir: string;
-    bootDeadlineMs: number;
+  o: StorageCase & {
     /** kubectl as the tenant, in the namespace. */
     kubectl: (args: string[]) => Promise<CommandResult>;
     /** kubectl as the cluster admin. */

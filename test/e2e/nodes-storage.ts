@@ -157,16 +157,20 @@ export async function claimsOnBothNodes(
   );
 }
 
+/** What a storage case on one node of `vkvm up --nodes 2` is given: the tenant's namespace and the node its VMs run on. */
+export interface StorageCase {
+  admin: KubeClients;
+  tenant: KubeClients;
+  namespace: string;
+  node: UpNode;
+  upStateDir: string;
+  bootDeadlineMs: number;
+}
+
 /** A VMI on a claim of the default class, pinned to `node` by nodeSelector: nothing set by hand between the claim and the boot. */
 export async function vmiOnDefaultClassClaim(
   t: Test,
-  o: {
-    admin: KubeClients;
-    tenant: KubeClients;
-    namespace: string;
-    node: UpNode;
-    upStateDir: string;
-    bootDeadlineMs: number;
+  o: StorageCase & {
     /** Run on the running VMI before it goes (its claim, size and launcher pod), so other checks need no VM of their own. */
     whileRunning?: (vm: { claimName: string; claimMiB: number; podName: string }) => Promise<void>;
   },

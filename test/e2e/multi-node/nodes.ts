@@ -69,16 +69,13 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
     claimsOnBothNodes(t, { admin, tenant, namespace: NS, nodes: [a, b], upStateDir: up.stateDir }),
   );
 
+  // Node 2's storage, as the tenant: what each storage case below is given.
+  const storageCase = { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS, kubectl };
   await t.test(
     "a VMI on a claim of the default class: the scheduler picks the node, its provisioner and the agent's CSI node side serve it",
     (t) =>
       vmiOnDefaultClassClaim(t, {
-        admin,
-        tenant,
-        namespace: NS,
-        node: b,
-        upStateDir: up.stateDir,
-        bootDeadlineMs: BOOT_DEADLINE_MS,
+        ...storageCase,
         whileRunning: (vm) =>
           t
             .test("the tenant grows the running VM's claim: the claim's status follows, the guest sees the larger disk", (t) =>
@@ -96,15 +93,14 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
       }),
   );
 
-  const dataVolumeCase = { admin, tenant, namespace: NS, node: b, upStateDir: up.stateDir, bootDeadlineMs: BOOT_DEADLINE_MS, kubectl };
   await t.test("a tenant's DataVolume: CDI's phases and conditions, its own claim; status and other namespaces out of reach", (t) =>
-    dataVolumeBoundaries(t, dataVolumeCase),
+    dataVolumeBoundaries(t, storageCase),
   );
   await t.test(
     "a VM on DataVolumes (root imported with a pull secret, blank data): the guest's marker survives stop/start and an agent restart with virtctl restart; a clone of its root boots; a snapshot of its data holds the marker; nothing left after delete",
     (t) =>
       dataVolumeFlow(t, {
-        ...dataVolumeCase,
+        ...storageCase,
         nodeIdentity: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)),
         tenantKubeconfig,
       }),
@@ -114,13 +110,7 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
     "a VMI on a Block-mode claim: the device is QEMU's disk, the guest's marker reaches the volume, the stats summary reports the volumes",
     (t) =>
       vmiOnBlockClaim(t, {
-        admin,
-        tenant,
-        namespace: NS,
-        node: b,
-        upStateDir: up.stateDir,
-        bootDeadlineMs: BOOT_DEADLINE_MS,
-        kubectl,
+        ...storageCase,
         adminKubectl: (args) => up.kubectl(args),
       }),
   );
