@@ -7,14 +7,14 @@
 // credentials); its serving certificate is self-signed and published as the
 // APIService's caBundle. It dies with vkvm up however vkvm up dies; stop() ends
 // it and removes its directory (keys included).
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { freePort } from '../../deploy/cluster/cluster.js';
 import { writeAtomic } from '../atomic-file.js';
 import { approveCertificateSigningRequest, ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
 import { applyManifests } from '../kube/apply.js';
-import type { KubeClients } from '../kube/client.js';
+import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { selfSignedCert } from '../subresources/serving-cert.js';
 import {
@@ -66,12 +66,8 @@ async function clientCertificate(clients: KubeClients): Promise<{ certPem: strin
 
 async function writeFiles(o: MetricsServerStart): Promise<{ files: MetricsServerFiles; servingCaPem: string }> {
   const cluster = o.clients.kc.getCurrentCluster();
-  const caPem = cluster?.caData
-    ? Buffer.from(cluster.caData, 'base64').toString('utf8')
-    : cluster?.caFile
-      ? await readFile(cluster.caFile, 'utf8')
-      : undefined;
-  if (!cluster || !caPem) throw new Error('the admin kubeconfig names no cluster CA (certificate-authority)');
+  if (!cluster) throw new Error('the admin kubeconfig names no cluster');
+  const caPem = await clusterCaPem(o.clients.kc);
   const [client, serving] = await Promise.all([clientCertificate(o.clients), selfSignedCert(METRICS_SERVER_DNS_NAME)]);
   const p = (name: string) => join(o.dir, name);
   const files: MetricsServerFiles = {
