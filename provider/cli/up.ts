@@ -43,6 +43,7 @@ import {
 import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
 import { prepareStorage } from './up-storage.js';
+import { controllersClients } from './up-controllers.js';
 import { startSnapshotController, type RunningSnapshotController } from '../cluster-services/snapshot-controller.js';
 import { startResizer } from '../cluster-services/resizer.js';
 import type { RunningOwnIdentityProcess } from '../cluster-services/own-identity-process.js';
@@ -295,9 +296,14 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       });
       shutdown.throwIfAborted();
     }
-    const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
+    // Long-running, so not as admin: as `vkvm controllers` runs on a joined cluster (with --kubeconfig, as it says).
+    const asControllers = cluster ? await controllersClients(clients, stateDir) : clients;
+    const api = await startSubresourceApi(asControllers, log.child({ component: 'subresource-api' }), {
+      address,
+      port: subresourcesListenPort,
+    });
     subresources = api;
-    controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
+    controllers = startControllers(asControllers, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
     await importTestGuestImages(config.imageStoreDir, log);
     shutdown.throwIfAborted();
     // Node 1 runs as the node it is (not as admin), as a joined node does; with --kubeconfig, as that kubeconfig says.
