@@ -59,9 +59,10 @@ HorizontalPodAutoscalers) in DIR/cluster, writes its admin
 kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, imports the
 test guest into the node's image store (localhost/vkvm/test-guest:v1, a
 containerDisk, and localhost/vkvm/test-guest-kernel:v1, a kernel-boot image,
-built from this host's Debian packages), and runs the VM/VMI controllers and
-this host as a node in the foreground. With
---kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
+built from this host's Debian packages), and runs the VM/VMI controllers
+(as user vkvm:controllers, credentials in DIR/controllers) and this host as a
+node (as system:node:<name>) in the foreground. With --kubeconfig, uses that
+cluster and its credentials instead of starting one ($KUBECONFIG is not
 read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
 host first and starts nothing on a failed check. Stop with Ctrl-C (or
 SIGTERM) at any moment; nothing is left running, and if vkvm itself is
