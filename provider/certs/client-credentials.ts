@@ -4,9 +4,9 @@
 // kubeconfigs. A certificate still valid for a month and of this CA is kept;
 // the kubeconfig is written afresh (the server's address may have changed).
 import { mkdir, readFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { writeAtomic } from '../atomic-file.js';
-import type { KubeClients } from '../kube/client.js';
+import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import { clientCertKubeconfig } from './client.js';
 import { approveCertificateSigningRequest, ensurePrivateDir, requestCertificate } from './csr-api.js';
 import { certFacts, signedBy, type CsrSubject } from './csr.js';
@@ -56,4 +56,32 @@ export async function ensureClientCredentials(admin: KubeClients, o: ClientCrede
     clientCertKubeconfig({ server: o.server, caPem: o.caPem, user: o.subject.commonName, pemPath: o.pem }),
     0o600,
   );
+}
+
+/** A component vkvm up runs beside the control plane, as a user of its own (no groups). */
+export interface OwnIdentity {
+  /** Its name in the approval's message. */
+  name: string;
+  /** Its CSR's name is `vkvm-<slug>-…`. */
+  slug: string;
+  user: string;
+  /** Its private directory: `kubeconfig`, and `client.pem` (certificate and key) that it names. */
+  dir: string;
+}
+
+/** Makes sure `o.dir/kubeconfig` is `o.user`'s, on the cluster `admin` reaches; returns its path. */
+export async function ensureOwnIdentity(admin: KubeClients, o: OwnIdentity): Promise<string> {
+  const kubeconfig = join(o.dir, 'kubeconfig');
+  await ensureClientCredentials(admin, {
+    subject: { commonName: o.user, organizations: [], dnsNames: [], ipAddresses: [] },
+    csrPrefix: `vkvm-${o.slug}`,
+    reason: 'VkvmUpApproved',
+    message: `approved by vkvm up for its ${o.name}'s client certificate`,
+    server: admin.kc.getCurrentCluster()!.server,
+    caPem: await clusterCaPem(admin.kc),
+    dir: o.dir,
+    kubeconfig,
+    pem: join(o.dir, 'client.pem'),
+  });
+  return kubeconfig;
 }

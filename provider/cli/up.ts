@@ -43,6 +43,7 @@ import {
 import type { RunningLocalNodes } from '../local-cluster/hosts.js';
 import { startNodeStorage, type RunningNodeStorage } from '../node-storage/node-storage.js';
 import { prepareStorage } from './up-storage.js';
+import { controllersClients } from './up-controllers.js';
 import { startSnapshotController, type RunningSnapshotController } from '../cluster-services/snapshot-controller.js';
 import { startResizer } from '../cluster-services/resizer.js';
 import type { RunningOwnIdentityProcess } from '../cluster-services/own-identity-process.js';
@@ -58,9 +59,10 @@ HorizontalPodAutoscalers) in DIR/cluster, writes its admin
 kubeconfig to DIR/kubeconfig, installs vkvm's CRDs and RBAC, imports the
 test guest into the node's image store (localhost/vkvm/test-guest:v1, a
 containerDisk, and localhost/vkvm/test-guest-kernel:v1, a kernel-boot image,
-built from this host's Debian packages), and runs the VM/VMI controllers and
-this host as a node in the foreground. With
---kubeconfig, uses that cluster instead of starting one ($KUBECONFIG is not
+built from this host's Debian packages), and runs the VM/VMI controllers
+(as user vkvm:controllers, credentials in DIR/controllers) and this host as a
+node (as system:node:<name>) in the foreground. With --kubeconfig, uses that
+cluster and its credentials instead of starting one ($KUBECONFIG is not
 read: it likely names the kubeconfig an earlier vkvm up wrote). Checks the
 host first and starts nothing on a failed check. Stop with Ctrl-C (or
 SIGTERM) at any moment; nothing is left running, and if vkvm itself is
@@ -295,9 +297,14 @@ async function runUp(argv: string[], log: Logger, shutdown: AbortSignal): Promis
       });
       shutdown.throwIfAborted();
     }
-    const api = await startSubresourceApi(clients, log.child({ component: 'subresource-api' }), { address, port: subresourcesListenPort });
+    // Long-running, so not as admin: as `vkvm controllers` runs on a joined cluster (with --kubeconfig, as it says).
+    const asControllers = cluster ? await controllersClients(clients, stateDir) : clients;
+    const api = await startSubresourceApi(asControllers, log.child({ component: 'subresource-api' }), {
+      address,
+      port: subresourcesListenPort,
+    });
     subresources = api;
-    controllers = startControllers(clients, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
+    controllers = startControllers(asControllers, log.child({ component: 'controllers' }), { servingCsr, onLeading: () => api.register() });
     await importTestGuestImages(config.imageStoreDir, log);
     shutdown.throwIfAborted();
     // Node 1 runs as the node it is (not as admin), as a joined node does; with --kubeconfig, as that kubeconfig says.

@@ -1,6 +1,5 @@
 import t from 'tap';
-import { parse } from 'yaml';
-import { metricsServerArgs, metricsServerKubeconfig, metricsServerObjects } from './metrics-server-config.js';
+import { metricsServerArgs, metricsServerObjects } from './metrics-server-config.js';
 
 const files = {
   kubeconfig: '/s/metrics-server/kubeconfig',
@@ -28,15 +27,6 @@ t.test('it serves on the node address and verifies every kubelet against the clu
     args.some((a) => a.startsWith('--kubelet-insecure-tls')),
     'kubelet certificates are verified',
   );
-});
-
-t.test('its kubeconfig names the client certificate files and trusts the cluster CA', async (t) => {
-  const kc = parse(metricsServerKubeconfig({ server: 'https://127.0.0.1:6443', caPem: 'CA', certPath: '/c.crt', keyPath: '/c.key' }));
-  t.match(kc, {
-    clusters: [{ cluster: { server: 'https://127.0.0.1:6443', 'certificate-authority-data': Buffer.from('CA').toString('base64') } }],
-    users: [{ name: 'system:metrics-server', user: { 'client-certificate': '/c.crt', 'client-key': '/c.key' } }],
-    'current-context': 'vkvm',
-  });
 });
 
 t.test("registration: upstream's RBAC for its user, the APIService with its caBundle, Endpoints at its address", async (t) => {

@@ -1,10 +1,9 @@
 // What `vkvm up`'s metrics-server is given (metrics-server.ts runs it): its
-// command line, its kubeconfig, and the objects that register it with the
+// command line and the objects that register it with the
 // aggregation layer (deploy/metrics-server.yaml, with this server's caBundle
 // and Endpoints naming its address).
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
 import { readManifests } from '../kube/apply.js';
 import { packageRoot } from '../package-root.js';
 
@@ -47,18 +46,6 @@ export function metricsServerArgs(o: { address: string; port: number; files: Met
     `--metric-resolution=${METRIC_RESOLUTION}`,
     '--profiling=false',
   ];
-}
-
-/** A kubeconfig naming the client certificate and key files. */
-export function metricsServerKubeconfig(o: { server: string; caPem: string; certPath: string; keyPath: string }): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'vkvm', cluster: { server: o.server, 'certificate-authority-data': Buffer.from(o.caPem).toString('base64') } }],
-    users: [{ name: METRICS_SERVER_USER, user: { 'client-certificate': o.certPath, 'client-key': o.keyPath } }],
-    contexts: [{ name: 'vkvm', context: { cluster: 'vkvm', user: METRICS_SERVER_USER } }],
-    'current-context': 'vkvm',
-  });
 }
 
 /** deploy/metrics-server.yaml with the APIService's caBundle, plus Endpoints at the server's address. */

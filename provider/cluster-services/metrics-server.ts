@@ -2,9 +2,8 @@
 // built into vkvm-cluster, deploy/cluster/metricsserver.go) on the host, at
 // node 1's InternalIP, scraping every node's /metrics/resource. It is what
 // `kubectl top` and the HorizontalPodAutoscaler controller read. Its identity
-// is a client certificate for system:metrics-server (CSR signer
-// kubernetes.io/kube-apiserver-client, approved here with the admin
-// credentials); its serving certificate is self-signed and published as the
+// is a client certificate for system:metrics-server that vkvm up, as admin,
+// approves (ensureOwnIdentity, as for its other components); its serving certificate is self-signed and published as the
 // APIService's caBundle. It dies with vkvm up however vkvm up dies; stop() ends
 // it and removes its directory (keys included).
 import { rm } from 'node:fs/promises';
@@ -12,7 +11,8 @@ import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { freePort } from '../../deploy/cluster/cluster.js';
 import { writeAtomic } from '../atomic-file.js';
-import { approveCertificateSigningRequest, ensurePrivateDir, requestCertificate } from '../certs/csr-api.js';
+import { ensureOwnIdentity } from '../certs/client-credentials.js';
+import { ensurePrivateDir } from '../certs/csr-api.js';
 import { applyManifests } from '../kube/apply.js';
 import { clusterCaPem, type KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
@@ -22,7 +22,6 @@ import {
   METRICS_SERVER_DNS_NAME,
   METRICS_SERVER_USER,
   metricsServerArgs,
-  metricsServerKubeconfig,
   metricsServerObjects,
   type MetricsServerFiles,
 } from './metrics-server-config.js';
@@ -46,47 +45,23 @@ export interface RunningMetricsServer {
   stop(): Promise<void>;
 }
 
-/** Its client certificate and key, signed by the cluster CA. */
-async function clientCertificate(clients: KubeClients): Promise<{ certPem: string; keyPem: string }> {
-  const issued = await requestCertificate(clients, {
-    namePrefix: 'vkvm-metrics-server',
-    signerName: 'kubernetes.io/kube-apiserver-client',
-    usages: ['digital signature', 'client auth'],
-    subject: { commonName: METRICS_SERVER_USER, organizations: [], dnsNames: [], ipAddresses: [] },
-    issueTimeoutMs: 60_000,
-    onCreated: async (name) => {
-      await approveCertificateSigningRequest(clients, name, {
-        reason: 'VkvmUpApproved',
-        message: "approved by vkvm up for its metrics-server's client certificate",
-      });
-    },
-  });
-  return issued;
-}
-
 async function writeFiles(o: MetricsServerStart): Promise<{ files: MetricsServerFiles; servingCaPem: string }> {
-  const cluster = o.clients.kc.getCurrentCluster();
-  if (!cluster) throw new Error('the admin kubeconfig names no cluster');
-  const caPem = await clusterCaPem(o.clients.kc);
-  const [client, serving] = await Promise.all([clientCertificate(o.clients), selfSignedCert(METRICS_SERVER_DNS_NAME)]);
   const p = (name: string) => join(o.dir, name);
+  const [kubeconfig, serving, caPem] = await Promise.all([
+    ensureOwnIdentity(o.clients, { name: 'metrics-server', slug: 'metrics-server', user: METRICS_SERVER_USER, dir: o.dir }),
+    selfSignedCert(METRICS_SERVER_DNS_NAME),
+    clusterCaPem(o.clients.kc),
+  ]);
   const files: MetricsServerFiles = {
-    kubeconfig: p('kubeconfig'),
+    kubeconfig,
     servingCert: p('serving.crt'),
     servingKey: p('serving.key'),
     kubeletCa: p('cluster-ca.crt'),
   };
   await Promise.all([
-    writeAtomic(p('client.crt'), client.certPem, 0o600),
-    writeAtomic(p('client.key'), client.keyPem, 0o600),
     writeAtomic(files.servingCert, serving.certPem, 0o600),
     writeAtomic(files.servingKey, serving.keyPem, 0o600),
     writeAtomic(files.kubeletCa, caPem, 0o600),
-    writeAtomic(
-      files.kubeconfig,
-      metricsServerKubeconfig({ server: cluster.server, caPem, certPath: p('client.crt'), keyPath: p('client.key') }),
-      0o600,
-    ),
   ]);
   return { files, servingCaPem: serving.certPem };
 }

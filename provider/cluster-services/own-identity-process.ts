@@ -3,8 +3,8 @@
 // client certificate of user `user` that vkvm up, as admin, approves through
 // the CSR API, restarted when it exits and ended with vkvm up.
 import { join } from 'node:path';
-import { ensureClientCredentials } from '../certs/client-credentials.js';
-import { clusterCaPem, type KubeClients } from '../kube/client.js';
+import { ensureOwnIdentity } from '../certs/client-credentials.js';
+import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { SupervisedProcess, type SupervisedCommand } from '../supervised-process.js';
 
@@ -26,18 +26,7 @@ export interface RunningOwnIdentityProcess {
 }
 
 export async function startOwnIdentityProcess(o: OwnIdentityProcess): Promise<RunningOwnIdentityProcess> {
-  const kubeconfig = join(o.dir, 'kubeconfig');
-  await ensureClientCredentials(o.clients, {
-    subject: { commonName: o.user, organizations: [], dnsNames: [], ipAddresses: [] },
-    csrPrefix: `vkvm-${o.slug}`,
-    reason: 'VkvmUpApproved',
-    message: `approved by vkvm up for its ${o.name}'s client certificate`,
-    server: o.clients.kc.getCurrentCluster()!.server,
-    caPem: await clusterCaPem(o.clients.kc),
-    dir: o.dir,
-    kubeconfig,
-    pem: join(o.dir, 'client.pem'),
-  });
+  const kubeconfig = await ensureOwnIdentity(o.clients, o);
   const process = new SupervisedProcess({
     name: o.name,
     command: async () => o.command(kubeconfig),

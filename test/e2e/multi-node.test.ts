@@ -31,6 +31,9 @@ async function endSuiteNamespaces(up: UpCluster): Promise<void> {
 const failedVmSyncs = (up: UpCluster): number =>
   up.output.filter((l) => /"component":"vmi?-controller"/.test(l) && l.includes('"msg":"sync failed; will retry"')).length;
 
+/** A log line of a request the API server refused vkvm up's controllers, user vkvm:controllers (deploy/up-controllers.yaml). */
+const refusedAsControllers = (line: string): boolean => /User \\*"vkvm:controllers\\*" cannot/.test(line);
+
 t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; nothing left after Ctrl-C', async (t) => {
   const before = await machineFootprint({ stateDir: '/nonexistent', bridge: 'vkn-none' });
   // hostDisks are off unless the operator names a directory for them.
@@ -62,6 +65,8 @@ t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; 
   // Each suite's namespace was deleted under VMs that run Always: their VMI creates were refused, and not retried hot.
   const failed = failedVmSyncs(up);
   t.same({ hotLoop: failed >= 20 }, { hotLoop: false }, `the VM and VMI controllers logged ${failed} failed syncs in all`);
+  // Not as admin: the roles `vkvm controllers` is given on a joined cluster cover all the suites made them do.
+  t.same(up.output.filter(refusedAsControllers), [], 'the API server refused the controllers nothing');
 
   await t.test('Ctrl-C stops every node and the control plane; the machine is as before', async (t) => {
     const cnode = up.nodes.find((n) => n.container)!;

@@ -11,10 +11,12 @@ import { request as httpsRequest } from 'node:https';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { AuthenticationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { freePort } from '../../deploy/cluster/cluster.js';
 import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
 import { packageRoot } from '../../provider/package-root.js';
+import { CONTROLLERS_USER } from '../../provider/cli/up-controllers.js';
 import { argvOf, pidsWhere } from '../helpers/processes.js';
 import { CLI, condition, nodes, poll, qemuPidsOf, testGuestPod, waitFor } from './framework/index.js';
 import { defaultRouteDevice, links } from '../../provider/network/host.js';
@@ -182,13 +184,10 @@ t.test(
       spec: { taints: [{ key: 'virtual-kubelet.io/provider', effect: 'NoSchedule' }] },
       status: { capacity: { cpu: /^\d+$/, memory: /Ki$/, pods: '110' } },
     });
-    const role = await clients.kc
-      .makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api)
-      .readClusterRole({ name: 'vkvm:node-agent' });
+    const role = await clients.kc.makeApiClient(RbacAuthorizationV1Api).readClusterRole({ name: 'vkvm:node-agent' });
     t.equal(role.metadata?.name, 'vkvm:node-agent', 'RBAC installed');
 
     // Node 1 runs as the node it is, as a joined node does: a kubelet client certificate vkvm up approved for it.
-    const { AuthenticationV1Api, CoreV1Api } = await import('@kubernetes/client-node');
     const asNode = makeClients(loadKubeConfig(join(stateDir, 'node-credentials', 'kubeconfig')));
     const review = await asNode.kc.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });
     t.match(
@@ -196,17 +195,44 @@ t.test(
       { username: `system:node:${nodeName}`, groups: ['system:nodes', 'system:authenticated'] },
       "the agent's kubeconfig is the node's identity, not the admin's",
     );
+    const refused = (call: Promise<unknown>) =>
+      call.then(
+        () => 200,
+        (err: { code?: number }) => err.code,
+      );
     t.equal(
-      await asNode.kc
-        .makeApiClient(CoreV1Api)
-        .listNamespacedSecret({ namespace: 'kube-system' })
-        .then(
-          () => 200,
-          (err: { code?: number }) => err.code,
-        ),
+      await refused(asNode.kc.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: 'kube-system' })),
       403,
       'and that identity is held by the Node authorizer: no secrets of kube-system',
     );
+    // So do the controllers, as `vkvm controllers` on a joined cluster: their own user, bound to the shipped roles only.
+    const asControllers = loadKubeConfig(join(stateDir, 'controllers', 'kubeconfig'));
+    const { username, groups } = (await asControllers.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} })).status!
+      .userInfo!;
+    t.same(
+      { username, groups },
+      { username: CONTROLLERS_USER, groups: ['system:authenticated'] },
+      "the controllers' kubeconfig is their own user",
+    );
+    const mayReadSecretsOrEscalate = async (as: typeof kc) => ({
+      secrets: await refused(as.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: 'kube-system' })),
+      clusterAdmin: await refused(
+        as.makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+          dryRun: 'All',
+          body: {
+            metadata: { name: 'vkvm-e2e-controllers-escalate' },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+            subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: CONTROLLERS_USER }],
+          },
+        }),
+      ),
+    });
+    t.same(
+      { admin: await mayReadSecretsOrEscalate(kc), controllers: await mayReadSecretsOrEscalate(asControllers) },
+      { admin: { secrets: 200, clusterAdmin: 200 }, controllers: { secrets: 403, clusterAdmin: 403 } },
+      "what admin may, the controllers' identity may not: read the secrets of kube-system, make itself cluster-admin",
+    );
+    t.same(await looserThanPrivate(join(stateDir, 'controllers')), [], "the controllers' credentials are 0700/0600");
 
     const pki = join(stateDir, 'cluster', 'pki');
     const [etcdCa, etcdClientCert, etcdClientKey, adminCert, adminKey] = await Promise.all(
@@ -296,6 +322,8 @@ t.test('vkvm up killed: the control plane and the VMs die with it, and the next 
   const args = [`--node-name=${nodeName}`, `--kubelet-port=${await freePort()}`, '--healthz-port=0', `--bridge=${bridge}`];
   const first = startUp(t, stateDir, args);
   await first.line('the "is up" line', isUpLine);
+  const controllersPem = () => readFile(join(stateDir, 'controllers', 'client.pem'), 'utf8');
+  const firstControllersPem = await controllersPem();
   const clients = makeClients(loadKubeConfig(join(stateDir, 'kubeconfig')));
   const pod = await clients.core.createNamespacedPod({ namespace: 'default', body: testGuestPod({ name: 'vm', node: nodeName }) });
   const uid = pod.metadata!.uid!;
@@ -326,6 +354,7 @@ t.test('vkvm up killed: the control plane and the VMs die with it, and the next 
     `vkvm: node ${nodeName} is up. Use it with: export KUBECONFIG=${join(stateDir, 'kubeconfig')}`,
     'the next vkvm up on the state dir starts',
   );
+  t.equal(await controllersPem(), firstControllersPem, "with the controllers' certificate of the first, not a new one");
   second.signalGroup('SIGINT');
   t.same(await second.exited, { code: 0, signal: null }, 'and stops on Ctrl-C');
   t.same(await processesMentioning(stateDir), [], 'leaving nothing of the state dir running');
