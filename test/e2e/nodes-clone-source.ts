@@ -1,0 +1,130 @@
+// The multi-node suite's (multi-node/nodes.ts) clone authorization, CDI's
+// `datavolumes/source` check (deploy/clone-source-admission.yaml): a tenant
+// with edit in its own namespace only is refused a DataVolume, or a VM's
+// dataVolumeTemplate, that clones from another namespace, naming the field;
+// once a RoleBinding there grants `create` on datavolumes/source, both are
+// admitted; a DataVolume's source cannot be changed afterwards.
+import type { Test } from 'tap';
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
+import type { DataVolume } from '../../provider/kubevirt/datavolume-types.js';
+import { apiOutcome, dataVolumes, poll, smokeVmiSpec, waitFor } from './framework/index.js';
+
+const DV = { group: 'cdi.kubevirt.io', version: 'v1beta1', plural: 'datavolumes' };
+const VM = { group: 'kubevirt.io', version: 'v1', plural: 'virtualmachines' };
+const DEADLINE_MS = 120_000;
+
+interface Options {
+  admin: KubeClients;
+  tenant: KubeClients;
+  /** The tenant's namespace; its service account `tenant` has edit there. */
+  namespace: string;
+}
+
+const cloneOf = (name: string, from: { namespace: string; name: string }): DataVolume => ({
+  apiVersion: 'cdi.kubevirt.io/v1beta1',
+  kind: 'DataVolume',
+  metadata: { name },
+  spec: { source: { pvc: from }, storage: {} },
+});
+
+/** A VM whose second template clones `from` (the first is blank), so the refusal must name index 1. */
+const vmCloning = (from: { namespace: string; name: string }) => ({
+  apiVersion: 'kubevirt.io/v1',
+  kind: 'VirtualMachine',
+  metadata: { name: 'vm-clone' },
+  spec: {
+    runStrategy: 'Halted',
+    dataVolumeTemplates: [
+      { metadata: { name: 'vm-clone-blank' }, spec: { source: { blank: {} }, storage: { resources: { requests: { storage: '8Mi' } } } } },
+      { metadata: { name: 'vm-clone-root' }, spec: { source: { pvc: from }, storage: {} } },
+    ],
+    template: { spec: smokeVmiSpec() },
+  },
+});
+
+export async function cloneSourceAuthorization(t: Test, o: Options): Promise<void> {
+  const { admin, tenant, namespace } = o;
+  const source = `${namespace}-golden`;
+  const from = { namespace: source, name: 'golden' };
+  await admin.core.createNamespace({ body: { metadata: { name: source } } });
+  t.teardown(() => admin.core.deleteNamespace({ name: source }).then(() => undefined));
+  const createDv = (dv: DataVolume) => tenant.custom.createNamespacedCustomObject({ ...DV, namespace, body: dv });
+  const dryRunVm = () => tenant.custom.createNamespacedCustomObject({ ...VM, namespace, body: vmCloning(from), dryRun: 'All' });
+
+  t.match(
+    await apiOutcome(() => createDv(cloneOf('dv-elsewhere', from))),
+    {
+      code: 403,
+      message: new RegExp(
+        `spec\\.source\\.pvc\\.namespace: cloning from namespace ${source} needs permission to create datavolumes/source`,
+      ),
+    },
+    'a clone from a namespace where the tenant may not create datavolumes/source is refused at admission, naming the field',
+  );
+  t.match(
+    await apiOutcome(dryRunVm),
+    {
+      code: 403,
+      message: new RegExp(`spec\\.dataVolumeTemplates\\[1\\]\\.spec\\.source\\.pvc\\.namespace: cloning from namespace ${source}`),
+    },
+    "a VM whose second dataVolumeTemplate clones from there is refused, naming that template's field",
+  );
+
+  // CDI's grant: create on datavolumes/source in the source namespace, nothing else there.
+  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createNamespacedRole({
+    namespace: source,
+    body: {
+      metadata: { name: 'clone-source' },
+      rules: [{ apiGroups: ['cdi.kubevirt.io'], resources: ['datavolumes/source'], verbs: ['create'] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace: source,
+    body: {
+      metadata: { name: 'clone-source' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'clone-source' },
+      subjects: [{ kind: 'ServiceAccount', name: 'tenant', namespace }],
+    },
+  });
+  // The authorizer reads RBAC from its cache: the binding takes effect a moment later.
+  const admitted = await poll(
+    'the clone admitted once granted',
+    () => apiOutcome(dryRunVm),
+    (r) => r.code !== 403,
+    {
+      deadlineMs: 30_000,
+      intervalMs: 200,
+    },
+  );
+  t.same(admitted, { code: 200, message: '' }, 'with datavolumes/source granted there, the VM cloning from it is admitted');
+  t.same(await apiOutcome(() => createDv(cloneOf('dv-elsewhere', from))), { code: 200, message: '' }, 'so is the DataVolume');
+
+  t.match(
+    await apiOutcome(() =>
+      tenant.custom.patchNamespacedCustomObject(
+        { ...DV, namespace, name: 'dv-elsewhere', body: { spec: { source: { pvc: { namespace, name: 'other' } } } } },
+        mergePatch,
+      ),
+    ),
+    { code: 403, message: /spec\.source: a DataVolume's source cannot change after creation/ },
+    "the DataVolume's source cannot be changed after it was admitted",
+  );
+
+  const refused = await waitFor(dataVolumes(tenant, namespace, { name: 'dv-elsewhere' }), (d) => d.status?.phase === 'Failed', {
+    what: 'Failed',
+    deadlineMs: DEADLINE_MS,
+  });
+  t.match(
+    refused.status?.conditions?.find((c) => c.type === 'Ready'),
+    { status: 'False', message: 'spec.source.pvc.namespace: clone from another namespace is not supported' },
+    'the DataVolume controller does not clone across namespaces yet: Failed, naming the field, no claim',
+  );
+  t.equal(
+    (await apiOutcome(() => tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace }))).code,
+    404,
+    'the refused DataVolume has no claim',
+  );
+  await tenant.custom.deleteNamespacedCustomObject({ ...DV, namespace, name: 'dv-elsewhere' });
+}
