@@ -3,12 +3,26 @@
 // with edit in its own namespace only is refused a DataVolume, or a VM's
 // dataVolumeTemplate, that clones from another namespace, naming the field;
 // once a RoleBinding there grants `create` on datavolumes/source, both are
-// admitted; a DataVolume's source cannot be changed afterwards.
+// admitted, and the DataVolume's claim holds the source's bytes (written on
+// the node into the source volume's file: no VM boots); a DataVolume's source
+// cannot be changed afterwards; the staging claim in the source namespace
+// (cross-namespace-clone.ts) is gone once the clone is done.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import type { Test } from 'tap';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { mergePatch, type KubeClients } from '../../provider/kube/client.js';
 import type { DataVolume } from '../../provider/kubevirt/datavolume-types.js';
-import { apiOutcome, dataVolumes, poll, smokeVmiSpec, waitFor } from './framework/index.js';
+import {
+  apiOutcome,
+  dataVolumes,
+  persistentVolumeClaims,
+  poll,
+  smokeVmiSpec,
+  waitFor,
+  waitForGone,
+  type UpNode,
+} from './framework/index.js';
 
 const DV = { group: 'cdi.kubevirt.io', version: 'v1beta1', plural: 'datavolumes' };
 const VM = { group: 'kubevirt.io', version: 'v1', plural: 'virtualmachines' };
@@ -19,6 +33,9 @@ interface Options {
   tenant: KubeClients;
   /** The tenant's namespace; its service account `tenant` has edit there. */
   namespace: string;
+  /** Where the source claim is provisioned. */
+  node: UpNode;
+  upStateDir: string;
 }
 
 const cloneOf = (name: string, from: { namespace: string; name: string }): DataVolume => ({
@@ -49,6 +66,27 @@ export async function cloneSourceAuthorization(t: Test, o: Options): Promise<voi
   const from = { namespace: source, name: 'golden' };
   await admin.core.createNamespace({ body: { metadata: { name: source } } });
   t.teardown(() => admin.core.deleteNamespace({ name: source }).then(() => undefined));
+  const stateDir = o.node.simulated?.stateDir ?? o.upStateDir;
+  const volumeFileOf = async (claim: { namespace: string; name: string }) => {
+    const bound = await admin.core.readNamespacedPersistentVolumeClaim(claim);
+    const pv = await admin.core.readPersistentVolume({ name: bound.spec!.volumeName! });
+    return join(stateDir, 'csi', 'volumes', `${pv.spec!.csi!.volumeHandle}.img`);
+  };
+  // The source: a Block claim on the node, provisioned without a consumer (the node named for it), its first bytes a marker.
+  await admin.core.createNamespacedPersistentVolumeClaim({
+    namespace: source,
+    body: {
+      metadata: { name: 'golden', annotations: { 'volume.kubernetes.io/selected-node': o.node.name } },
+      spec: { accessModes: ['ReadWriteOnce'], volumeMode: 'Block', resources: { requests: { storage: '8Mi' } } },
+    },
+  });
+  await waitFor(persistentVolumeClaims(admin, source, { name: 'golden' }), (c) => c.status?.phase === 'Bound', {
+    what: 'Bound',
+    deadlineMs: DEADLINE_MS,
+  });
+  const marker = `golden-${randomBytes(6).toString('hex')}`;
+  const written = await o.node.exec(['sh', '-c', `printf ${marker} | dd of=${await volumeFileOf(from)} conv=notrunc status=none`]);
+  t.equal(written.code, 0, `the marker written into the source volume: ${written.stderr}`);
   const createDv = (dv: DataVolume) => tenant.custom.createNamespacedCustomObject({ ...DV, namespace, body: dv });
   const dryRunVm = () => tenant.custom.createNamespacedCustomObject({ ...VM, namespace, body: vmCloning(from), dryRun: 'All' });
 
@@ -112,19 +150,31 @@ export async function cloneSourceAuthorization(t: Test, o: Options): Promise<voi
     "the DataVolume's source cannot be changed after it was admitted",
   );
 
-  const refused = await waitFor(dataVolumes(tenant, namespace, { name: 'dv-elsewhere' }), (d) => d.status?.phase === 'Failed', {
-    what: 'Failed',
+  const cloned = await waitFor(dataVolumes(tenant, namespace, { name: 'dv-elsewhere' }), (d) => d.status?.phase === 'Succeeded', {
+    what: 'Succeeded',
     deadlineMs: DEADLINE_MS,
   });
+  const claim = await tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace });
+  const head = await o.node.exec(['head', '-c', String(marker.length), await volumeFileOf({ namespace, name: 'dv-elsewhere' })]);
   t.match(
-    refused.status?.conditions?.find((c) => c.type === 'Ready'),
-    { status: 'False', message: 'spec.source.pvc.namespace: clone from another namespace is not supported' },
-    'the DataVolume controller does not clone across namespaces yet: Failed, naming the field, no claim',
+    {
+      phase: cloned.status?.phase,
+      claim: { phase: claim.status?.phase, mode: claim.spec?.volumeMode, owner: claim.metadata?.ownerReferences },
+      bytes: head.stdout,
+    },
+    {
+      phase: 'Succeeded',
+      claim: { phase: 'Bound', mode: 'Block', owner: [{ kind: 'DataVolume', name: 'dv-elsewhere', controller: true }] },
+      bytes: marker,
+    },
+    "the admitted clone from the other namespace succeeds: the DataVolume's own claim holds the source's bytes",
   );
+  await waitForGone(persistentVolumeClaims(admin, source, { name: `vkvm-clone-${cloned.metadata.uid}` }), { deadlineMs: DEADLINE_MS });
   t.equal(
-    (await apiOutcome(() => tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace }))).code,
-    404,
-    'the refused DataVolume has no claim',
+    (await admin.core.readNamespacedPersistentVolumeClaim(from)).status?.phase,
+    'Bound',
+    'the staging claim in the source namespace is gone; the source claim is untouched',
   );
   await tenant.custom.deleteNamespacedCustomObject({ ...DV, namespace, name: 'dv-elsewhere' });
+  await waitForGone(persistentVolumeClaims(tenant, namespace, { name: 'dv-elsewhere' }), { deadlineMs: DEADLINE_MS });
 }

@@ -98,7 +98,7 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
     dataVolumeBoundaries(t, storageCase),
   );
   await t.test(
-    "a tenant's DataVolume cloning another namespace's claim: refused without datavolumes/source there, naming the field; admitted once granted",
+    "a tenant's DataVolume cloning another namespace's claim: refused without datavolumes/source there, naming the field; once granted, its claim holds the source's bytes",
     (t) => cloneSourceAuthorization(t, storageCase),
   );
   await t.test(
