@@ -60,6 +60,22 @@ const vmCloning = (from: { namespace: string; name: string }) => ({
   },
 });
 
+/** A pool whose VM template clones `from`: the pool controller makes its VMs, so the pool's writer is checked. */
+const poolCloning = (from: { namespace: string; name: string }) => {
+  const vm = vmCloning(from);
+  const labels = { 'kubevirt.io/vmpool': 'pool-clone' };
+  return {
+    apiVersion: 'pool.kubevirt.io/v1alpha1',
+    kind: 'VirtualMachinePool',
+    metadata: { name: 'pool-clone' },
+    spec: {
+      replicas: 0,
+      selector: { matchLabels: labels },
+      virtualMachineTemplate: { metadata: { labels }, spec: { ...vm.spec, dataVolumeTemplates: [vm.spec.dataVolumeTemplates[1]] } },
+    },
+  };
+};
+
 export async function cloneSourceAuthorization(t: Test, o: Options): Promise<void> {
   const { admin, tenant, namespace } = o;
   const source = `${namespace}-golden`;
@@ -107,6 +123,25 @@ export async function cloneSourceAuthorization(t: Test, o: Options): Promise<voi
       message: new RegExp(`spec\\.dataVolumeTemplates\\[1\\]\\.spec\\.source\\.pvc\\.namespace: cloning from namespace ${source}`),
     },
     "a VM whose second dataVolumeTemplate clones from there is refused, naming that template's field",
+  );
+  t.match(
+    await apiOutcome(() =>
+      tenant.custom.createNamespacedCustomObject({
+        group: 'pool.kubevirt.io',
+        version: 'v1alpha1',
+        plural: 'virtualmachinepools',
+        namespace,
+        body: poolCloning(from),
+        dryRun: 'All',
+      }),
+    ),
+    {
+      code: 403,
+      message: new RegExp(
+        `spec\\.virtualMachineTemplate\\.spec\\.dataVolumeTemplates\\[0\\]\\.spec\\.source\\.pvc\\.namespace: cloning from namespace ${source}`,
+      ),
+    },
+    "so is a VirtualMachinePool whose VM template's dataVolumeTemplate does (its VMs are the pool controller's to make)",
   );
 
   // CDI's grant: create on datavolumes/source in the source namespace, nothing else there.
