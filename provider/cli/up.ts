@@ -145,6 +145,7 @@ export async function installClusterManifests(kubeconfigPath: string): Promise<v
     ...(await readManifests(join(root, 'deploy', 'rbac.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'node-restriction.yaml'))),
     ...(await readManifests(join(root, 'deploy', 'kubevirt-admission.yaml'))),
+    ...(await readManifests(join(root, 'deploy', 'clone-source-admission.yaml'))),
   ]);
 }
 

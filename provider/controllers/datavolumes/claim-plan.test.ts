@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { DataVolume, DataVolumeSpec } from '../../kubevirt/datavolume-types.js';
-import { nodeOfVolume, planClaim, type ClaimPlan } from './claim-plan.js';
+import { CLONE_FOR_ANNOTATION, nodeOfVolume, planClaim, type ClaimPlan } from './claim-plan.js';
 
 const dv = (spec: Partial<DataVolumeSpec>): DataVolume => ({
   metadata: { name: 'disk', namespace: 'ns', uid: 'dv-uid', labels: { app: 'x' } },
@@ -116,10 +116,13 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
     },
   },
   {
-    name: 'pvc clone from another namespace is refused naming the field',
+    name: 'pvc clone from another namespace that did not pass the clone-source admission is refused naming the field',
     dv: dv({ source: { pvc: { name: 'golden', namespace: 'other' } } }),
     source: sourceClaim('Bound'),
-    want: { kind: 'refused', refusal: { field: 'spec.source.pvc.namespace', message: 'clone from another namespace is not supported' } },
+    want: {
+      kind: 'refused',
+      refusal: { field: 'spec.source.pvc.namespace', message: /created while the clone-source admission policy was in force/ },
+    },
   },
   {
     name: 'pvc clone waits for a source that is not there',
@@ -155,9 +158,45 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
 for (const c of cases) {
   t.test(c.name, async (t) => {
     const plan = planClaim({ dv: c.dv, ...(c.source ? { source: c.source } : {}), ...(c.sourcePv ? { sourcePv: c.sourcePv } : {}) });
-    t.same(shape(plan), c.want);
+    t.match(shape(plan), c.want);
+    if (plan.kind === 'claim') t.same(shape(plan), c.want);
   });
 }
+
+t.test(
+  "an admitted clone from another namespace: a staging claim there clones the source on its node; the DataVolume's own claim waits for its volume",
+  async (t) => {
+    const plan = planClaim({
+      dv: dv({ source: { pvc: { name: 'golden', namespace: 'other' } }, storage: {} }),
+      source: { ...sourceClaim('Bound'), metadata: { name: 'golden', namespace: 'other' } },
+      sourcePv: pvOn('node-2'),
+      cloneAdmitted: true,
+    });
+    const spec = {
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Filesystem',
+      resources: { requests: { storage: '2Gi' } },
+      storageClassName: 'vkvm-local',
+    };
+    t.same(plan.kind === 'claim' && { claim: shape(plan), staging: { metadata: plan.staging?.metadata, spec: plan.staging?.spec } }, {
+      claim: { annotations: {}, spec },
+      staging: {
+        metadata: {
+          name: 'vkvm-clone-dv-uid',
+          namespace: 'other',
+          labels: { 'app.kubernetes.io/managed-by': 'vkvm' },
+          annotations: { 'volume.kubernetes.io/selected-node': 'node-2', [CLONE_FOR_ANNOTATION]: 'ns/disk' },
+        },
+        spec: { ...spec, dataSource: { kind: 'PersistentVolumeClaim', name: 'golden' } },
+      },
+    });
+  },
+);
+
+t.test('an admitted clone from another namespace waits for its source there, named with its namespace', async (t) => {
+  const plan = planClaim({ dv: dv({ source: { pvc: { name: 'golden', namespace: 'other' } } }), cloneAdmitted: true });
+  t.same(plan, { kind: 'waitForSource', reason: 'CloneSourceNotFound', message: 'clone source claim other/golden not found' });
+});
 
 t.test('the claim has the DataVolume name and namespace, its labels, and the DataVolume as its controller', async (t) => {
   const plan = planClaim({ dv: dv({}) });

@@ -3,6 +3,13 @@
 // dataSource), or why it gets none: a field vkvm refuses (named), or a clone
 // source that is not there to copy yet. Pure; datavolume-controller.ts does the I/O.
 //
+// A clone from another namespace (CDI's cross-namespace clone): Kubernetes
+// clones only within a namespace (a cross-namespace dataSourceRef is behind a
+// feature gate), so the same CSI clone copies the source, in its namespace,
+// into a staging claim, whose volume then moves to the DataVolume's claim
+// (cross-namespace-clone.ts), as CDI rebinds its temporary claim's volume.
+// Only a clone that passed admission (cloneAdmitted) is made.
+//
 // Sizes: the claim asks for exactly the DataVolume's size. CDI adds the
 // filesystem's overhead (5.5% by default) to a Filesystem claim so that a
 // disk.img of the requested size fits; vkvm's node side makes disk.img at the
@@ -33,18 +40,30 @@ export interface Refusal {
 }
 
 export type ClaimPlan =
-  | { kind: 'claim'; claim: V1PersistentVolumeClaim }
+  /** `staging`: for a clone from another namespace, the claim there that the CSI clone fills first. */
+  | { kind: 'claim'; claim: V1PersistentVolumeClaim; staging?: V1PersistentVolumeClaim }
   | { kind: 'refused'; refusal: Refusal }
   /** A clone whose source claim is missing or not bound yet: CDI's reason and message. */
   | { kind: 'waitForSource'; reason: 'CloneSourceNotFound' | 'CloneSourceNotBound'; message: string };
 
 export interface ClaimInput {
   dv: DataVolume;
-  /** The clone source (spec.source.pvc, in the DataVolume's namespace), if the cache has it. */
+  /** The clone source (spec.source.pvc, in its namespace), if the cache has it. */
   source?: V1PersistentVolumeClaim;
   /** The PersistentVolume the clone source is bound to. */
   sourcePv?: V1PersistentVolume;
+  /** For a clone from another namespace: whether it passed the clone-source admission (clone-admission.ts). */
+  cloneAdmitted?: boolean;
 }
+
+/** On a staging claim: the DataVolume (namespace/name) it is a clone for. */
+export const CLONE_FOR_ANNOTATION = 'vkvm.io/clone-for';
+
+/** The staging claim of a cross-namespace clone, in the source's namespace: one per DataVolume. */
+export const stagingClaimName = (dv: DataVolume): string => `vkvm-clone-${dv.metadata.uid}`;
+
+/** The namespace a pvc source is in: its own, or the DataVolume's. */
+export const cloneSourceNamespace = (dv: DataVolume): string => dv.spec.source?.pvc?.namespace || (dv.metadata.namespace ?? 'default');
 
 export function sourceKind(dv: DataVolume): SourceKind | undefined {
   const s = dv.spec.source ?? {};
@@ -102,19 +121,19 @@ function claimSpec(dv: DataVolume, source: V1PersistentVolumeClaim | undefined):
 }
 
 /** The DataVolume's claim: same name and namespace, controlled by it. */
-export function planClaim({ dv, source, sourcePv }: ClaimInput): ClaimPlan {
+export function planClaim({ dv, source, sourcePv, cloneAdmitted }: ClaimInput): ClaimPlan {
   const namespace = dv.metadata.namespace ?? 'default';
   const kind = sourceKind(dv);
   if (!kind)
     return { kind: 'refused', refusal: { field: 'spec.source', message: 'exactly one of blank, http, registry and pvc is required' } };
   const annotations = sourceAnnotations(dv);
   if ('field' in annotations) return { kind: 'refused', refusal: annotations as Refusal };
+  const fromNamespace = cloneSourceNamespace(dv);
+  const crossNamespace = kind === 'pvc' && fromNamespace !== namespace;
   let selectedNode: string | undefined;
   if (kind === 'pvc') {
-    const from = dv.spec.source.pvc!;
-    if (from.namespace && from.namespace !== namespace)
-      return { kind: 'refused', refusal: { field: 'spec.source.pvc.namespace', message: 'clone from another namespace is not supported' } };
-    const at = `${namespace}/${from.name}`;
+    if (crossNamespace && !cloneAdmitted) return { kind: 'refused', refusal: NOT_ADMITTED };
+    const at = `${fromNamespace}/${dv.spec.source.pvc!.name}`;
     if (!source || source.metadata?.deletionTimestamp)
       return { kind: 'waitForSource', reason: 'CloneSourceNotFound', message: `clone source claim ${at} not found` };
     if (source.status?.phase !== 'Bound')
@@ -123,20 +142,55 @@ export function planClaim({ dv, source, sourcePv }: ClaimInput): ClaimPlan {
     selectedNode = nodeOfVolume(sourcePv);
   }
   const spec = claimSpec(dv, source);
-  if (kind === 'pvc') spec.dataSource = { kind: 'PersistentVolumeClaim', name: dv.spec.source.pvc!.name };
+  const placed: Record<string, string> = selectedNode ? { [SELECTED_NODE_ANNOTATION]: selectedNode } : {};
+  const cloned = (): V1PersistentVolumeClaimSpec => ({
+    ...spec,
+    dataSource: { kind: 'PersistentVolumeClaim', name: dv.spec.source.pvc!.name },
+  });
+  const labels = { ...(dv.metadata.labels ?? {}), 'app.kubernetes.io/managed-by': 'vkvm' };
+  if (!crossNamespace)
+    return { kind: 'claim', claim: ownClaim(dv, labels, { ...annotations, ...placed }, kind === 'pvc' ? cloned() : spec) };
   return {
     kind: 'claim',
-    claim: {
+    // Bound to the staging claim's volume once it is filled: neither placed nor cloned itself.
+    claim: ownClaim(dv, labels, annotations, spec),
+    staging: {
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: {
-        name: dv.metadata.name!,
-        namespace,
-        labels: { ...(dv.metadata.labels ?? {}), 'app.kubernetes.io/managed-by': 'vkvm' },
-        annotations: { ...annotations, ...(selectedNode ? { [SELECTED_NODE_ANNOTATION]: selectedNode } : {}) },
-        ownerReferences: [controllerRefTo(dv, CDI_API_VERSION, 'DataVolume')],
+        name: stagingClaimName(dv),
+        namespace: fromNamespace,
+        labels: { 'app.kubernetes.io/managed-by': 'vkvm' },
+        annotations: { ...placed, [CLONE_FOR_ANNOTATION]: `${namespace}/${dv.metadata.name}` },
       },
-      spec,
+      spec: cloned(),
     },
+  };
+}
+
+const NOT_ADMITTED: Refusal = {
+  field: 'spec.source.pvc.namespace',
+  message:
+    'a clone from another namespace is made only for a DataVolume (and its VirtualMachine) created while the clone-source ' +
+    'admission policy was in force; create it again',
+};
+
+function ownClaim(
+  dv: DataVolume,
+  labels: Record<string, string>,
+  annotations: Record<string, string>,
+  spec: V1PersistentVolumeClaimSpec,
+): V1PersistentVolumeClaim {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: {
+      name: dv.metadata.name!,
+      namespace: dv.metadata.namespace ?? 'default',
+      labels,
+      annotations,
+      ownerReferences: [controllerRefTo(dv, CDI_API_VERSION, 'DataVolume')],
+    },
+    spec,
   };
 }

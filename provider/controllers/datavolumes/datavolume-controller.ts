@@ -5,7 +5,9 @@
 // the only writer of DataVolume status. Handlers only enqueue `ns/name`; a
 // sync reads the caches and is idempotent: a claim that exists is never
 // changed, a second create is AlreadyExists. The claim goes with its
-// DataVolume through the ownerReference (garbage collector).
+// DataVolume through the ownerReference (garbage collector). A clone from
+// another namespace is made only if it passed admission (clone-admission.ts),
+// through a staging claim there (cross-namespace-clone.ts), deleted with it.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Logger } from '../../log.js';
 import type { KubeClients } from '../../kube/client.js';
@@ -16,7 +18,9 @@ import { patchCustomObject, statusPatch } from '../../kube/status-patch.js';
 import { CDI_API_VERSION, CDI_GROUP, CDI_VERSION, DATAVOLUME_PLURAL, type DataVolume } from '../../kubevirt/datavolume-types.js';
 import { QueuedController } from '../queued-controller.js';
 import { WrittenVersions } from '../written-versions.js';
-import { planClaim } from './claim-plan.js';
+import { cloneSourceNamespace, CLONE_FOR_ANNOTATION, planClaim } from './claim-plan.js';
+import { CloneAdmission } from './clone-admission.js';
+import { deleteStagingClaimsOf, syncCrossNamespaceClone } from './cross-namespace-clone.js';
 import { DATAVOLUME_STATUS_FIELDS, nextDataVolumeStatus } from './status-plan.js';
 
 export const DATAVOLUMES = { group: CDI_GROUP, version: CDI_VERSION, plural: DATAVOLUME_PLURAL };
@@ -38,19 +42,22 @@ const controllerUid = (claim: V1PersistentVolumeClaim): string | undefined =>
 export class DataVolumeController extends QueuedController {
   private readonly written = new WrittenVersions();
   private readonly now: () => Date;
+  private readonly cloneAdmission: CloneAdmission;
 
   constructor(private readonly o: DataVolumeControllerOptions) {
     super({ name: 'syncDataVolumesFromKubernetes', workers: o.workers ?? 2, log: o.log });
     this.now = o.now ?? (() => new Date());
+    this.cloneAdmission = new CloneAdmission(o.clients);
     o.dataVolumes.onChange((dv) => this.enqueue(keyOfObject(dv)));
     o.claims.onChange((claim) => {
       const namespace = claim.metadata?.namespace ?? 'default';
       const owner = claim.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'DataVolume');
       if (owner) this.enqueue(objectKey(namespace, owner.name));
+      const stagedFor = claim.metadata?.annotations?.[CLONE_FOR_ANNOTATION];
+      if (stagedFor) this.enqueue(stagedFor);
       // DataVolumes waiting to clone this claim.
       for (const dv of o.dataVolumes.list()) {
-        if ((dv.metadata.namespace ?? 'default') === namespace && dv.spec.source?.pvc?.name === claim.metadata?.name)
-          this.enqueue(keyOfObject(dv));
+        if (cloneSourceNamespace(dv) === namespace && dv.spec.source?.pvc?.name === claim.metadata?.name) this.enqueue(keyOfObject(dv));
       }
     });
   }
@@ -79,7 +86,8 @@ export class DataVolumeController extends QueuedController {
 
   async syncDataVolume(key: string): Promise<void> {
     const dv = this.o.dataVolumes.get(key);
-    if (!dv || dv.metadata.deletionTimestamp) return;
+    if (!dv) return deleteStagingClaimsOf(this.o, key);
+    if (dv.metadata.deletionTimestamp) return;
     if (this.written.stale(key, dv)) return;
     const namespace = dv.metadata.namespace ?? 'default';
     const log = this.o.log.child({ datavolume: key, uid: dv.metadata.uid });
@@ -88,17 +96,26 @@ export class DataVolumeController extends QueuedController {
     let claim = cached && !foreignClaim ? cached : undefined;
 
     const sourceName = dv.spec.source?.pvc?.name;
-    const source = sourceName ? this.o.claims.get(objectKey(namespace, sourceName)) : undefined;
+    const sourceNamespace = cloneSourceNamespace(dv);
+    const source = sourceName ? this.o.claims.get(objectKey(sourceNamespace, sourceName)) : undefined;
     const sourcePv = source?.spec?.volumeName
       ? await this.o.clients.core.readPersistentVolume({ name: source.spec.volumeName }).catch((err: unknown) => {
           if (isNotFound(err)) return undefined;
           throw err;
         })
       : undefined;
-    const plan = planClaim({ dv, ...(source ? { source } : {}), ...(sourcePv ? { sourcePv } : {}) });
+    const cloneAdmitted = sourceName && sourceNamespace !== namespace ? await this.cloneAdmission.admitted(dv) : undefined;
+    const plan = planClaim({
+      dv,
+      ...(source ? { source } : {}),
+      ...(sourcePv ? { sourcePv } : {}),
+      ...(cloneAdmitted !== undefined ? { cloneAdmitted } : {}),
+    });
     const ref = objectReference({ ...dv, apiVersion: CDI_API_VERSION, kind: 'DataVolume' });
 
-    if (plan.kind === 'claim' && !cached) {
+    if (plan.kind === 'claim' && plan.staging && !foreignClaim) {
+      claim = await syncCrossNamespaceClone(this.o, { claim: plan.claim, staging: plan.staging }, claim);
+    } else if (plan.kind === 'claim' && !cached) {
       try {
         claim = await this.o.clients.core.createNamespacedPersistentVolumeClaim({ namespace, body: plan.claim });
         log.info({ storageClass: claim.spec?.storageClassName, selectedNode: plan.claim.metadata?.annotations }, 'created the claim');

@@ -10,7 +10,7 @@ import { findCondition, setCondition, type ConditionInput } from '../../kubevirt
 import { importReportOf, type ImportReport } from '../../kubevirt/datavolume-report.js';
 import type { DataVolume, DataVolumeConditionType, DataVolumePhase, DataVolumeStatus } from '../../kubevirt/datavolume-types.js';
 import type { EventType } from '../../kube/events.js';
-import { SELECTED_NODE_ANNOTATION, sourceKind, type ClaimPlan } from './claim-plan.js';
+import { cloneSourceNamespace, SELECTED_NODE_ANNOTATION, sourceKind, type ClaimPlan } from './claim-plan.js';
 
 export interface DataVolumeEvent {
   type: EventType;
@@ -139,7 +139,7 @@ function phaseEvent(f: Facts, phase: DataVolumePhase): DataVolumeEvent | undefin
   const { dv, plan } = f.input;
   const name = dv.metadata.name ?? '';
   const namespace = dv.metadata.namespace ?? 'default';
-  const from = `${namespace}/${dv.spec.source?.pvc?.name ?? ''}`;
+  const from = `${cloneSourceNamespace(dv)}/${dv.spec.source?.pvc?.name ?? ''}`;
   const into = `${namespace}/${name}`;
   if (plan.kind === 'refused') return { type: 'Warning', reason: 'ErrClaimNotValid', message: refusalMessage(plan.refusal) };
   if (f.claimPhase === 'Lost') return { type: 'Warning', reason: 'ErrClaimLost', message: `PVC ${name} lost` };

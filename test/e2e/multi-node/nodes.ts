@@ -15,6 +15,7 @@ import { claimsOnBothNodes, vmiOnDefaultClassClaim } from '../nodes-storage.js';
 import { claimExpandedUnderRunningVm } from '../nodes-expansion.js';
 import { dataVolumeBoundaries } from '../nodes-datavolumes.js';
 import { dataVolumeFlow } from '../nodes-datavolume-flow.js';
+import { cloneSourceAuthorization } from '../nodes-clone-source.js';
 import { vmiOnBlockClaim } from '../nodes-block.js';
 import {
   condition,
@@ -95,6 +96,10 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
 
   await t.test("a tenant's DataVolume: CDI's phases and conditions, its own claim; status and other namespaces out of reach", (t) =>
     dataVolumeBoundaries(t, storageCase),
+  );
+  await t.test(
+    "a tenant's DataVolume cloning another namespace's claim: refused without datavolumes/source there, naming the field; once granted, its claim holds the source's bytes",
+    (t) => cloneSourceAuthorization(t, storageCase),
   );
   await t.test(
     "a VM on DataVolumes (root imported with a pull secret, blank data): the guest's marker survives stop/start and an agent restart with virtctl restart; a clone of its root boots; a snapshot of its data holds the marker; nothing left after delete",
