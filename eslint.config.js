@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.tap/**', 'crds/*.yaml'] },
+  { ignores: ['dist/**', 'node_modules/**', '.tap/**', 'crds/*.yaml', 'launcher/proto/generated/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

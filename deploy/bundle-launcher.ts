@@ -1,7 +1,6 @@
 // Build step after tsc (npm run build): bundles the compiled launcher,
 // dist/launcher/main.js with every module it loads, into one CommonJS file,
-// dist/launcher/bundle/main.cjs, beside a copy of launcher.proto and its
-// entry, start.cjs, which runs it through a V8 code cache
+// dist/launcher/bundle/main.cjs, beside its entry, start.cjs, which runs it through a V8 code cache
 // (launcher/code-cache.ts). A launcher starts per VM, and Node loading some
 // 200 modules one by one was the largest part of its start-up CPU: bundled, a
 // start costs about 100 ms less (docs/benchmarks-log.md, 2026-11-24), and
@@ -12,7 +11,7 @@
 //
 // esbuild comes with the dev dependencies (through tsx); where it cannot be
 // loaded this step says so and the launcher runs unbundled.
-import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -76,6 +75,10 @@ export async function bundleLauncher(o: { distLauncher?: string; out?: string; l
     entryPoints: [path.join(distLauncher, 'main.js')],
     outfile: path.join(out, 'main.cjs'),
     plugins: [keepInstalledUrl(out)],
+    // grpc-js requires proto-loader (and with it protobufjs's parser) only for
+    // its channelz and ORCA services, which the launcher does not serve: left
+    // out, it costs no start reading, hashing and deserialising it.
+    external: ['@grpc/proto-loader'],
     // The bundle's own modules' import.meta.url is the bundle's.
     define: { 'import.meta.url': '__vkvmBundleUrl' },
     banner: {
@@ -87,9 +90,6 @@ export async function bundleLauncher(o: { distLauncher?: string; out?: string; l
     sourcemap: true,
   });
   await esbuild.build({ ...common, entryPoints: [path.join(distLauncher, 'bundle-entry.js')], outfile: path.join(out, 'start.cjs') });
-  // proto/load.ts looks for launcher.proto beside the module that loads it.
-  const proto = path.resolve(distLauncher, '..', '..', 'launcher', 'proto', 'launcher.proto');
-  await copyFile(proto, path.join(out, 'launcher.proto'));
   log(`bundled the launcher into ${path.join(out, 'main.cjs')}, run by ${path.join(out, 'start.cjs')}`);
   return true;
 }

@@ -1,5 +1,5 @@
-// TypeScript shapes of launcher.proto's messages as proto-loader delivers them
-// (LOADER_OPTIONS: camelCase, enums as names, int64 as number), and the
+// TypeScript shapes of launcher.proto's messages as load.ts delivers them
+// (WIRE_OPTIONS: camelCase, enums as names, int64 as number), and the
 // mapping between the wire VmState and the launcher's own.
 import type { DomainStateName } from '../domain-driver.js';
 import type { IncomingPaths } from '../../vmm/domain/migration-xml.js';

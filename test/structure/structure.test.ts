@@ -17,7 +17,8 @@ const LAUNCHER_SEAM = 'launcher/agent-api.ts';
 function sources(dir: string): string[] {
   return readdirSync(path.join(ROOT, dir)).flatMap((name) => {
     const rel = path.join(dir, name);
-    if (name === 'node_modules' || name === 'testdata') return [];
+    // generated/: written by npm run build from a schema (not in git), not by hand.
+    if (name === 'node_modules' || name === 'testdata' || name === 'generated') return [];
     if (statSync(path.join(ROOT, rel)).isDirectory()) return sources(rel);
     return rel.endsWith('.ts') && !rel.endsWith('.test.ts') && !rel.endsWith('.d.ts') ? [rel] : [];
   });
