@@ -8,7 +8,8 @@
 // clone). Baselines in the same run, on the same file, alternated with the
 // clones: `cp --reflink=never` (the byte copy by hand) and a sequential
 // O_DIRECT read of it (what the disk gives, without the page cache). Each
-// step starts after a `sync`, so none pays for the write-back of another's.
+// step starts after a `sync`, so none pays for the write-back of another's,
+// and with the source out of the page cache.
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -22,12 +23,19 @@ const GIB = 1024 * 1024 * 1024;
 const RUNS = 5;
 const FILESYSTEMS = ['ext4', 'xfs'] as const;
 type Filesystem = (typeof FILESYSTEMS)[number];
+const STEPS = ['clone', 'cp', 'directRead'] as const;
+type Step = (typeof STEPS)[number];
 
 const execFileP = promisify(execFile);
 
-/** Milliseconds `fn` took, from a clean page cache: what earlier steps left dirty is written back first, untimed. */
-async function timedMs(fn: () => Promise<unknown>): Promise<number> {
+/**
+ * Milliseconds `fn` took, each from the same start, untimed: what earlier steps left dirty written back, and
+ * `source` dropped from the page cache (posix_fadvise DONTNEED through dd's nocache), as a golden image no VM
+ * read lately is; only that file's pages go, not the shared host's.
+ */
+async function timedMs(source: string, fn: () => Promise<unknown>): Promise<number> {
   await execFileP('sync');
+  await execFileP('dd', [`if=${source}`, 'iflag=nocache', 'count=0', 'status=none']);
   const t0 = performance.now();
   await fn();
   return performance.now() - t0;
@@ -56,27 +64,36 @@ async function cloneOn(ctx: BenchContext, fs: Filesystem): Promise<Record<string
   const source = await createRandomBlockVolume(call, { driverDir: dir, staging, name: 'golden', bytes: GIB });
   const file = join(dir, 'volumes', `${source}.img`);
   const copy = join(root, 'copy.img');
-  const samples = { clone: [] as number[], cp: [] as number[], directRead: [] as number[] };
-  for (let i = 0; i < RUNS; i++) {
-    ctx.signal.throwIfAborted();
-    let clone = '';
-    samples.clone.push(
-      await timedMs(async () => {
+  // Each step times itself and removes what it made, untimed.
+  const steps: Record<Step, (i: number) => Promise<number>> = {
+    clone: async (i) => {
+      let clone = '';
+      const ms = await timedMs(file, async () => {
         const made = await call('Controller', 'CreateVolume', {
           name: `clone-${i}`,
           volumeCapabilities: [BLOCK_CAPABILITY],
           volumeContentSource: { volume: { volumeId: source } },
         });
         clone = (made.volume as { volumeId: string }).volumeId;
-      }),
-    );
-    await call('Controller', 'DeleteVolume', { volumeId: clone });
-    samples.cp.push(await timedMs(() => execFileP('cp', ['--reflink=never', '--sparse=always', file, copy])));
-    await rm(copy);
-    samples.directRead.push(await timedMs(() => execFileP('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', 'iflag=direct', 'status=none'])));
-    ctx.log(
-      `${fs} run ${i + 1}: clone ${samples.clone[i]!.toFixed(0)} ms, cp ${samples.cp[i]!.toFixed(0)} ms, direct read ${samples.directRead[i]!.toFixed(0)} ms`,
-    );
+      });
+      await call('Controller', 'DeleteVolume', { volumeId: clone });
+      return ms;
+    },
+    cp: async () => {
+      const ms = await timedMs(file, () => execFileP('cp', ['--reflink=never', '--sparse=always', file, copy]));
+      await rm(copy);
+      return ms;
+    },
+    directRead: (_i) => timedMs(file, () => execFileP('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', 'iflag=direct', 'status=none'])),
+  };
+  const samples: Record<Step, number[]> = { clone: [], cp: [], directRead: [] };
+  for (let i = 0; i < RUNS; i++) {
+    // Each run starts with the next step: none always follows the same one (the box is shared and noisy).
+    for (const step of STEPS.map((_, k) => STEPS[(i + k) % STEPS.length]!)) {
+      ctx.signal.throwIfAborted();
+      samples[step].push(await steps[step](i));
+    }
+    ctx.log(`${fs} run ${i + 1}: ${STEPS.map((step) => `${step} ${samples[step][i]!.toFixed(0)} ms`).join(', ')}`);
   }
   await call('Controller', 'DeleteVolume', { volumeId: source });
   return { clone: percentile(samples.clone, 50), cp: percentile(samples.cp, 50), directRead: percentile(samples.directRead, 50) };

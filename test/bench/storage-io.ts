@@ -36,6 +36,7 @@ const NAMESPACE = 'bench-io';
 /** The guest's disk of the claim: the second virtio disk of the VMI below. */
 const GUEST_DISK = '/dev/vdb';
 const BOOT_DEADLINE_MS = 300_000;
+const VMI = { group: 'kubevirt.io', version: 'v1', namespace: NAMESPACE, plural: 'virtualmachineinstances' };
 
 const execFileP = promisify(execFile);
 const log = pino({ level: 'info', base: { component: 'bench-storage-io' } }, pino.destination(2));
@@ -79,8 +80,20 @@ async function guestVsNode(ctx: BenchContext): Promise<void> {
       spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: `${2 * SPAN_MIB}Mi` } } },
     },
   });
+  // The VM goes first, while vkvm up runs: its agent then unpublishes and unstages the volume, and the claim's deletion removes it.
+  ctx.defer('the VMI and its claim', async () => {
+    const ignore = () => undefined;
+    await clients.custom.deleteNamespacedCustomObject({ ...VMI, name: 'io' }).catch(ignore);
+    await poll(
+      'the VMI and its launcher pod gone',
+      async () => (await clients.core.listNamespacedPod({ namespace: NAMESPACE })).items.length,
+      (n) => n === 0,
+      { deadlineMs: 120_000, intervalMs: 1000 },
+    ).catch((err: Error) => ctx.log(`${err.message} (going on)`));
+    await clients.core.deleteNamespacedPersistentVolumeClaim({ name: CLAIM, namespace: NAMESPACE }).catch(ignore);
+  });
   await clients.custom.createNamespacedCustomObject({
-    group: 'kubevirt.io',
+    ...VMI,
     version: 'v1',
     namespace: NAMESPACE,
     plural: 'virtualmachineinstances',

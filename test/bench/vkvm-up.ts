@@ -5,11 +5,12 @@
 // is registered with the bench context before it starts.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../deploy/cluster/cluster.js';
 import { packageRoot } from '../../provider/package-root.js';
+import { removeScratch } from '../helpers/csi-leftovers.js';
 import { until, type BenchContext } from './bench.js';
 import { pidsWhere } from './proc.js';
 
@@ -28,7 +29,8 @@ export async function startVkvmUp(ctx: BenchContext, o: { nodes: number; nodeNam
   await chmod(stateDir, 0o711);
   ctx.defer('the state dir and what still names it', async () => {
     for (const pid of pidsWhere((argv) => argv.some((a) => a.includes(stateDir)))) process.kill(pid, 'SIGKILL');
-    await rm(stateDir, { recursive: true, force: true });
+    // A volume still staged when vkvm up stopped keeps its mount and loop device (as a kubelet's stays over a restart).
+    await removeScratch(stateDir);
   });
   const args = [
     'up',
