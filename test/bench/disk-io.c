@@ -13,6 +13,8 @@
  * `kubectl exec` argument, as test/helpers/rawsend.c does: the test guest
  * has no fio, and Debian's links Ceph and Gluster libraries.
  */
+#include "../helpers/freestanding.h"
+
 #define SYS_write 1
 #define SYS_open 2
 #define SYS_mmap 9
@@ -28,15 +30,6 @@
 #define CLOCK_MONOTONIC 1
 #define SEQ_BLOCK (1L << 20)
 #define RAND_BLOCK 4096L
-
-static long sys(long n, long a, long b, long c, long d, long e, long f) {
-  long ret;
-  register long r10 __asm__("r10") = d;
-  register long r8 __asm__("r8") = e;
-  register long r9 __asm__("r9") = f;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
-  return ret;
-}
 
 static char line[160];
 static long used;
@@ -152,6 +145,3 @@ void start(long *sp) {
   flush(1);
   sys(SYS_exit, 0, 0, 0, 0, 0, 0);
 }
-
-/* The kernel starts a static binary with argc at the stack pointer. */
-__asm__(".text\n.global _start\n_start:\n\txor %rbp, %rbp\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall start\n\thlt\n");

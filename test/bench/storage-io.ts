@@ -17,10 +17,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { ensureClusterBinary } from '../../deploy/cluster/cluster.js';
-import { TEST_GUEST_IMAGE } from '../../provider/images/test-guest-images.js';
 import { loadKubeConfig, makeClients } from '../../provider/kube/client.js';
 import type { VirtualMachineInstanceSpec } from '../../provider/kubevirt/types.js';
 import { runCommand } from '../e2e/framework/commands.js';
+import { smokeVmiSpec } from '../e2e/framework/kubevirt.js';
 import { poll, waitFor } from '../e2e/framework/wait.js';
 import { virtualMachineInstances } from '../e2e/framework/watched.js';
 import type { BenchContext, Benchmark } from './bench.js';
@@ -41,24 +41,13 @@ const VMI = { group: 'kubevirt.io', version: 'v1', namespace: NAMESPACE, plural:
 const execFileP = promisify(execFile);
 const log = pino({ level: 'info', base: { component: 'bench-storage-io' } }, pino.destination(2));
 
-/** The test guest's containerDisk and the claim, both virtio; no network or seed, which the jobs do not need. */
-const vmiSpec = (): VirtualMachineInstanceSpec => ({
-  domain: {
-    cpu: { cores: 1 },
-    machine: { type: 'q35' },
-    resources: { requests: { memory: '128Mi' } },
-    devices: {
-      disks: [
-        { name: 'containerdisk', disk: { bus: 'virtio' } },
-        { name: 'data', disk: { bus: 'virtio' } },
-      ],
-    },
-  },
-  volumes: [
-    { name: 'containerdisk', containerDisk: { image: TEST_GUEST_IMAGE } },
-    { name: 'data', persistentVolumeClaim: { claimName: CLAIM } },
-  ],
-});
+/** KubeVirt's smoke VMI (the test guest's containerDisk) with the claim as its second disk in place of the empty disk and seed, which the jobs do not need. */
+function vmiSpec(): VirtualMachineInstanceSpec {
+  const spec = smokeVmiSpec();
+  spec.domain.devices!.disks = [spec.domain.devices!.disks![0]!, { name: 'data', disk: { bus: 'virtio' } }];
+  spec.volumes = [spec.volumes![0]!, { name: 'data', persistentVolumeClaim: { claimName: CLAIM } }];
+  return spec;
+}
 
 const args = (mode: DiskIoMode, path: string) => [mode, path, String(SPAN_MIB), ...(mode.startsWith('rand') ? [String(RANDOM_S)] : [])];
 

@@ -1,5 +1,5 @@
-// Builds a freestanding x86_64 Linux program (no libc: its own syscalls and
-// _start) with the host's gcc: a few KiB, static, so it runs on the node and
+// Builds a freestanding x86_64 Linux program (no libc: its syscalls and
+// _start from freestanding.h) with the host's gcc: a few KiB, static, so it runs on the node and
 // reaches the test guest as one `kubectl exec` argument.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
