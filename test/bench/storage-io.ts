@@ -83,9 +83,6 @@ async function guestVsNode(ctx: BenchContext): Promise<void> {
   });
   await clients.custom.createNamespacedCustomObject({
     ...VMI,
-    version: 'v1',
-    namespace: NAMESPACE,
-    plural: 'virtualmachineinstances',
     body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'io' }, spec: vmiSpec() },
   });
   const vmi = await waitFor(
@@ -150,8 +147,7 @@ async function guestVsNode(ctx: BenchContext): Promise<void> {
     const unit = mode.startsWith('seq') ? 'MiB/s' : 'IOPS';
     const suffix = unit === 'MiB/s' ? 'mib_s' : 'iops';
     const name = mode.replace('-', '_');
-    const guest = percentile(samples.guest.get(mode)!, 50);
-    const node = percentile(samples.node.get(mode)!, 50);
+    const [guest, node] = [percentile(samples.guest.get(mode)!, 50), percentile(samples.node.get(mode)!, 50)];
     ctx.emit(`guest_csi_${name}_${suffix}`, guest, unit);
     ctx.emit(`node_${name}_${suffix}`, node, unit);
     ctx.emit(`guest_csi_vs_node_${name}_ratio`, guest / node, 'ratio');
