@@ -1,16 +1,12 @@
 // What one more node of `vkvm up --nodes N` costs the machine: the memory
 // (RSS) and idle CPU of node 2's processes (its init, its node agent, its
 // DHCP server), no VMs, after the cluster settled.
-import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../deploy/cluster/cluster.js';
 import { nodeName } from '../../provider/local-cluster/layout.js';
-import { packageRoot } from '../../provider/package-root.js';
-import { until, type Benchmark, type BenchContext } from './bench.js';
+import type { Benchmark, BenchContext } from './bench.js';
 import { pidsWhere } from './proc.js';
+import { startVkvmUp } from './vkvm-up.js';
 
 const SETTLE_MS = 30_000;
 const WINDOW_MS = 30_000;
@@ -29,24 +25,8 @@ async function rssKiB(pid: number): Promise<number> {
 }
 
 async function extraNode(ctx: BenchContext): Promise<void> {
-  const stateDir = await mkdtemp(join(tmpdir(), 'vkvm-bench-nodes-'));
-  await chmod(stateDir, 0o711);
-  ctx.defer('the state dir', () => rm(stateDir, { recursive: true, force: true }));
   const node1 = 'vkvm-bench-nodes';
-  const args = ['up', `--state-dir=${stateDir}`, '--nodes=2', `--node-name=${node1}`, '--subresources-port=0'];
-  const child = spawn(process.execPath, [join(packageRoot(), 'dist/provider/cli/main.js'), ...args, `--kubelet-port=${await freePort()}`], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-    detached: true,
-  });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  ctx.defer('vkvm up', async () => {
-    if (child.exitCode === null) process.kill(-child.pid!, 'SIGINT');
-    await exited;
-  });
-  await until('vkvm up --nodes 2 is up', () => output.includes('\nvkvm: nodes ') || child.exitCode !== null, 600_000, ctx.signal);
-  if (child.exitCode !== null) throw new Error(`vkvm up exited ${child.exitCode}`);
+  await startVkvmUp(ctx, { nodes: 2, nodeName: node1, prefix: 'vkvm-bench-nodes-' });
   await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
   const name = nodeName(node1, 2);
   // Its init names it; its agent and DHCP server name its directory, <state dir>/nodes/2.

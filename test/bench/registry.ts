@@ -12,7 +12,9 @@ import { NODE_BENCHMARKS } from './nodes.js';
 import { POD_IMAGE_BENCHMARKS } from './pod-images.js';
 import { POD_BENCHMARKS } from './pods.js';
 import { RELAY_BENCHMARKS } from './relay.js';
+import { STORAGE_CLONE_BENCHMARKS } from './storage-clone.js';
 import { STORAGE_IMPORT_BENCHMARKS } from './storage-import.js';
+import { STORAGE_IO_BENCHMARKS } from './storage-io.js';
 import { STREAM_BENCHMARKS } from './streams.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
@@ -23,6 +25,8 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...IMAGE_BENCHMARKS,
   ...POD_IMAGE_BENCHMARKS,
   ...STORAGE_IMPORT_BENCHMARKS,
+  ...STORAGE_CLONE_BENCHMARKS,
+  ...STORAGE_IO_BENCHMARKS,
   ...STREAM_BENCHMARKS,
   ...RELAY_BENCHMARKS,
   ...MIGRATION_BENCHMARKS,

@@ -1,11 +1,16 @@
 // Test support: `vkvm csi` as a process of its own (as operators run it),
 // and a small client of its socket for calls the tests make themselves.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
 import { packageRoot } from '../../provider/package-root.js';
 import { loadCsiServices, type CsiServiceName } from '../../provider/csi/proto.js';
+import { loopDevicesUnder } from './csi-leftovers.js';
+
+const execFileP = promisify(execFile);
 
 const CLI = join(packageRoot(), 'dist', 'provider', 'cli', 'main.js');
 
@@ -68,4 +73,42 @@ export function csiClient(socket: string): { call: CsiCall; close(): void } {
       fn.call(client, request, (err, res) => (err ? reject(err) : resolve(res)));
     });
   return { call, close: () => Object.values(clients).forEach((c) => c.close()) };
+}
+
+const SNW = { mode: 'SINGLE_NODE_WRITER' };
+/** A block volume's capability, as the clone tests and benches ask for it. */
+export const BLOCK_CAPABILITY = { block: {}, accessMode: SNW };
+
+/**
+ * A new block volume of `bytes` (a multiple of 4 MiB) holding random bytes through and through, written through its
+ * loop device while staged at `staging`, then unstaged: a golden image with no hole for a sparse copy to skip.
+ */
+export async function createRandomBlockVolume(
+  call: CsiCall,
+  o: { driverDir: string; staging: string; name: string; bytes: number },
+): Promise<string> {
+  const made = await call('Controller', 'CreateVolume', {
+    name: o.name,
+    volumeCapabilities: [BLOCK_CAPABILITY],
+    capacityRange: { requiredBytes: o.bytes },
+  });
+  const id = (made.volume as { volumeId: string }).volumeId;
+  await call('Node', 'NodeStageVolume', { volumeId: id, stagingTargetPath: o.staging, volumeCapability: BLOCK_CAPABILITY });
+  const loop = (await loopDevicesUnder(o.driverDir)).find((l) => l.endsWith(`/${id}.img`));
+  if (!loop) throw new Error(`no loop device for the staged volume ${id}`);
+  const count = String(o.bytes / (4 * 1024 * 1024));
+  await execFileP('dd', ['if=/dev/urandom', `of=${loop.split(' ')[0]!}`, 'bs=4M', `count=${count}`, 'oflag=direct', 'status=none']);
+  await call('Node', 'NodeUnstageVolume', { volumeId: id, stagingTargetPath: o.staging });
+  return id;
+}
+
+/** An XFS filesystem with reflink on a sparse loop-backed file `<root>/xfs.img`, mounted at `<root>/xfs`; removeScratch(root) unmounts it. */
+export async function mountScratchXfs(root: string, size = '8G'): Promise<string> {
+  const image = join(root, 'xfs.img');
+  const mnt = join(root, 'xfs');
+  await execFileP('truncate', ['-s', size, image]);
+  await execFileP('mkfs.xfs', ['-q', '-m', 'reflink=1', image]);
+  await mkdir(mnt);
+  await execFileP('mount', ['-o', 'loop', image, mnt]);
+  return mnt;
 }

@@ -6,6 +6,8 @@
  * syscalls, as vkvm hosts are): the binary is a few KiB, so it reaches the
  * test guest as one `kubectl exec` argument. Built by rawsend.ts.
  */
+#include "freestanding.h"
+
 #define SYS_write 1
 #define SYS_ioctl 16
 #define SYS_socket 41
@@ -30,15 +32,6 @@ struct sockaddr_ll {
   unsigned char halen;
   unsigned char addr[8];
 };
-
-static long sys(long n, long a, long b, long c, long d, long e, long f) {
-  long ret;
-  register long r10 __asm__("r10") = d;
-  register long r8 __asm__("r8") = e;
-  register long r9 __asm__("r9") = f;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
-  return ret;
-}
 
 static void die(const char *msg) {
   long len = 0;
@@ -83,6 +76,3 @@ void start(long *sp) {
   }
   sys(SYS_exit, 0, 0, 0, 0, 0, 0);
 }
-
-/* The kernel starts a static binary with argc at the stack pointer. */
-__asm__(".text\n.global _start\n_start:\n\txor %rbp, %rbp\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall start\n\thlt\n");

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
-import { csiClient, startDriverProcess, type CsiCall } from '../helpers/csi-driver.js';
+import { createRandomBlockVolume, csiClient, mountScratchXfs, startDriverProcess, type CsiCall } from '../helpers/csi-driver.js';
 import { loopDevicesUnder, mountsUnder, removeScratch } from '../helpers/csi-leftovers.js';
 
 const execFileP = promisify(execFile);
@@ -223,16 +223,10 @@ async function cloneFullGiB(
   dir: string,
   staging: string,
 ): Promise<{ cloneMs: number; emptyCloneMs: number; same: boolean }> {
-  const source = volumeId(
-    await call('Controller', 'CreateVolume', { name: 'golden', volumeCapabilities: [blockCap], capacityRange: { requiredBytes: GIB } }),
-  );
+  const source = await createRandomBlockVolume(call, { driverDir: dir, staging, name: 'golden', bytes: GIB });
   const empty = volumeId(
     await call('Controller', 'CreateVolume', { name: 'empty', volumeCapabilities: [blockCap], capacityRange: { requiredBytes: GIB } }),
   );
-  await call('Node', 'NodeStageVolume', { volumeId: source, stagingTargetPath: staging, volumeCapability: blockCap });
-  const device = (await loopDevicesUnder(dir))[0]!.split(' ')[0]!;
-  await execFileP('dd', ['if=/dev/urandom', `of=${device}`, 'bs=4M', 'count=256', 'oflag=direct', 'status=none']);
-  await call('Node', 'NodeUnstageVolume', { volumeId: source, stagingTargetPath: staging });
   let started = performance.now();
   const clone = volumeId(
     await call('Controller', 'CreateVolume', {
@@ -271,12 +265,7 @@ t.test('a 1 GiB clone on ext4 is a sparse byte copy, equal to its source', async
 
 t.test('a 1 GiB clone on XFS is a copy-on-write clone: under a second, equal to its source', async (t) => {
   const root = await scratch(t);
-  const image = join(root, 'xfs.img');
-  const mnt = join(root, 'xfs');
-  await execFileP('truncate', ['-s', '8G', image]);
-  await execFileP('mkfs.xfs', ['-q', '-m', 'reflink=1', image]);
-  await mkdir(mnt);
-  await execFileP('mount', ['-o', 'loop', image, mnt]);
+  const mnt = await mountScratchXfs(root);
   const staging = join(root, 'staging');
   await mkdir(staging);
   const dir = join(mnt, 'volumes');
