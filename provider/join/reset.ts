@@ -19,6 +19,8 @@ import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
 import { mountsBelow } from '../host-mounts.js';
+import { pluginRegistryDirOf } from '../csi-node/registry-dir.js';
+import { takeDownCsiVolumes } from '../csi-node/take-down.js';
 import { AGENT_LOG, PID_FILE, removeSystemdService, stopDetachedAgent, SYSTEMD_UNIT_PATH } from './service.js';
 
 export interface ResetOptions {
@@ -55,6 +57,8 @@ export interface NodeWorkloads {
   imageCacheDir: string;
   bridge: string;
   cgroupParent: string;
+  /** The node, when its CSI volumes are to be taken down too (its drivers still running). */
+  csi?: { nodeName: string };
 }
 
 async function stopVms(w: NodeWorkloads, gracePeriodS: number, log: Logger): Promise<number> {
@@ -82,13 +86,24 @@ async function stopVms(w: NodeWorkloads, gracePeriodS: number, log: Logger): Pro
 
 /**
  * With the agent stopped: powers off every VM of the node (ACPI, destroyed
- * after the grace period), removes their launchers, and removes the pod
+ * after the grace period), removes their launchers, takes down their CSI
+ * volumes (with `w.csi`), and removes the pod
  * network (VM namespaces, DHCP, rules, routes, the bridge if the agent made
  * it) and kube-proxy's rules. Returns how many VMs were stopped. Idempotent.
  */
 export async function stopNodeWorkloads(w: NodeWorkloads, gracePeriodS: number, log: Logger): Promise<number> {
   const vmsStopped = await stopVms(w, gracePeriodS, log);
   if (vmsStopped) log.info({ vms: vmsStopped }, 'stopped the VMs of this node');
+  const kubeconfig = join(w.stateDir, 'kubeconfig');
+  if (w.csi && existsSync(kubeconfig)) {
+    await takeDownCsiVolumes({
+      stateDir: w.stateDir,
+      pluginRegistryDir: pluginRegistryDirOf(w.stateDir),
+      nodeName: w.csi.nodeName,
+      clients: makeClients(loadKubeConfig(kubeconfig)),
+      log,
+    });
+  }
   const network = new PodNetwork({ bridge: w.bridge, dir: join(w.stateDir, 'network'), podCidr: async () => undefined, log });
   await network.retainOnly(() => false);
   await network.node.remove();
@@ -114,6 +129,7 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
       imageCacheDir: record?.imageCacheDir ?? '/var/cache/vkvm/images',
       bridge: record?.bridge ?? DEFAULT_BRIDGE,
       cgroupParent: record?.cgroupParent ?? LAUNCHER_DEFAULTS.cgroupParent,
+      ...(record ? { csi: { nodeName: record.nodeName } } : {}),
     },
     o.gracePeriodS,
     log,

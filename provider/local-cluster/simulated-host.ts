@@ -124,6 +124,7 @@ async function stopHost(spec: SimulatedHostSpec, log: Logger): Promise<void> {
       imageCacheDir: spec.imageCacheDir,
       bridge: DEFAULT_BRIDGE,
       cgroupParent: spec.cgroupParent,
+      ...(spec.storage ? { csi: { nodeName: spec.name } } : {}),
     },
     spec.gracePeriodS,
     log,
@@ -146,8 +147,9 @@ async function main(): Promise<number> {
   const stop = () => {
     killJoin?.();
     stopping ??= (async () => {
-      await storage?.stop().catch((err: unknown) => log.error({ err }, 'stopping the CSI driver and provisioner failed'));
+      // The driver outlives the VMs: stopHost takes their volumes down through it.
       await stopHost(spec, log);
+      await storage?.stop().catch((err: unknown) => log.error({ err }, 'stopping the CSI driver and provisioner failed'));
     })();
     return stopping;
   };

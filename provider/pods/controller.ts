@@ -184,8 +184,8 @@ export class PodController {
 
   /**
    * Stops the controller. VMs keep running under their launchers unless
-   * `stopVms`: then they are shut down, after the queues stopped, so nothing
-   * restarts them meanwhile (their directories stay for the next start).
+   * `stopVms`: then they are shut down (CSI volumes taken down too), after the
+   * queues stopped, so nothing restarts them (their dirs stay for the next start).
    */
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
@@ -198,6 +198,7 @@ export class PodController {
       await Promise.all(this.o.launchers.uids().map((uid) => this.o.launchers.stop(uid, opts.gracePeriodS ?? 30)));
       // Their VMs are down now; what is left of them is quick. Otherwise they end with the process, and the next agent resumes them.
       await Promise.all(this.deletions.values());
+      await this.o.volumes?.retainOnly(() => false); // no mount or loop device outlives them; the drivers still run
     }
     this.o.launchers.close();
   }

@@ -16,6 +16,7 @@ import { containerNodesSuite } from './multi-node/container-nodes.js';
 import { drainSuite } from './multi-node/drain.js';
 import { migrationApiSuite } from './multi-node/migration-api.js';
 import { nodesSuite } from './multi-node/nodes.js';
+import { leaveVmsWithVolumes } from './multi-node/volumes-at-stop.js';
 
 // The suites' sum: longer than one file's default.
 t.setTimeout(1_800_000);
@@ -70,6 +71,9 @@ t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; 
 
   await t.test('Ctrl-C stops every node and the control plane; the machine is as before', async (t) => {
     const cnode = up.nodes.find((n) => n.container)!;
+    await leaveVmsWithVolumes(t, up);
+    const loops = (await machineFootprint(up))['loop device']!.length - before['loop device']!.length;
+    t.ok(loops >= 2, `their Block volumes hold ${loops} loop devices`);
     t.same(await up.interrupt(), [], 'vkvm up, its nodes and its control plane exit');
     t.same(
       up.output.filter((l) => l.startsWith('vkvm: ') && !l.startsWith('vkvm: nodes ')),
@@ -81,7 +85,7 @@ t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; 
     t.same(
       leftSince(before, await machineFootprint(up)),
       [],
-      'no process, mount, namespace, link, route, cgroup, rule, lease or container daemon left',
+      'no process, mount, loop device, namespace, link, route, cgroup, rule, lease or container daemon left',
     );
   });
 });

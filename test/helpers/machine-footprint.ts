@@ -1,6 +1,7 @@
 // What `vkvm up` with container nodes could leave on this machine: the leak
 // audit's kinds (leftovers.ts) plus links, routes, network namespaces, mounts,
-// kube-proxy's rules and a container node's daemons and pods' processes.
+// kube-proxy's rules, loop devices and a container node's daemons and pods'
+// processes.
 import { basename } from 'node:path';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, type Footprint } from './leftovers.js';
@@ -26,7 +27,12 @@ export async function machineFootprint(up: { stateDir: string; bridge: string })
     ),
     route: await lines(['ip', '-4', 'route', 'show'], Boolean),
     'network namespace (any)': await lines(['ip', 'netns', 'list'], Boolean).then((ls) => ls.map((l) => l.split(' ')[0]!)),
-    mount: await lines(['cat', '/proc/self/mountinfo'], (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l)),
+    mount: await lines(
+      ['cat', '/proc/self/mountinfo'],
+      (l) => /containerd|kubelet|vkvm-cnode|\/run\/netns\/cni-/.test(l) || l.includes(` ${up.stateDir}/`),
+    ),
+    // A CSI Block volume's, or a filesystem's staged by a driver; global, so a simulated host's outlive it.
+    'loop device': await lines(['losetup', '--noheadings', '--output', 'BACK-FILE', '--list'], Boolean),
     // kube-proxy's, in this host's namespace (node 1's; the other nodes' go with their namespaces, counted above).
     'kube-proxy rule': [
       ...(await lines(['iptables-save'], (l) => /KUBE-/.test(l))),

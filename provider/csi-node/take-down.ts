@@ -1,0 +1,28 @@
+// What a host's shutdown (a simulated host's stop, `vkvm reset`) does to the
+// CSI volumes of the VMs it stopped: each is unpublished and unstaged through
+// its driver, as the agent's sweep does, so no mount or loop device outlives
+// the node's VMs. The agent is gone by then, so the drivers are found afresh
+// through the plugin registry; they must still run (a failure is logged, and
+// the volumes stay for the next agent's sweep).
+import type { KubeClients } from '../kube/client.js';
+import type { Logger } from '../log.js';
+import { PluginWatcher } from './plugin-watcher.js';
+import { PodVolumes } from './pod-volumes.js';
+
+export async function takeDownCsiVolumes(o: {
+  /** The agent's state directory, the kubelet's root dir. */
+  stateDir: string;
+  pluginRegistryDir: string;
+  nodeName: string;
+  clients: KubeClients;
+  log: Logger;
+}): Promise<void> {
+  const log = o.log.child({ component: 'csi-node' });
+  const drivers = new PluginWatcher({ dir: o.pluginRegistryDir, nodeName: o.nodeName, clients: o.clients, log });
+  await drivers.start();
+  try {
+    await new PodVolumes({ root: o.stateDir, nodeName: o.nodeName, drivers, clients: o.clients, log }).retainOnly(() => false);
+  } finally {
+    await drivers.stop();
+  }
+}
