@@ -76,7 +76,10 @@ export async function guestRamPssKiB(qemuPid: number, guestMiB: number): Promise
   for (const block of text.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
     const size = Number(/^Size:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
     const anonymous = !/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+[ \t]+\S/.test(block);
-    if (anonymous && size >= guestMiB * 1024 && size <= (guestMiB + 2) * 1024) total += Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+    // TCG's translation cache is anonymous too, and may be about the guest's size, but executable.
+    const executable = /^[0-9a-f]+-[0-9a-f]+ ..x/.test(block);
+    if (anonymous && !executable && size >= guestMiB * 1024 && size <= (guestMiB + 2) * 1024)
+      total += Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
   }
   return total;
 }

@@ -14,6 +14,7 @@ import { POD_BENCHMARKS } from './pods.js';
 import { RELAY_BENCHMARKS } from './relay.js';
 import { STORAGE_IMPORT_BENCHMARKS } from './storage-import.js';
 import { STREAM_BENCHMARKS } from './streams.js';
+import { TCG_CACHE_BENCHMARKS } from './tcg-cache.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
 export const BENCHMARKS: readonly Benchmark[] = [
@@ -31,6 +32,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...DENSITY_BENCHMARKS,
   ...LEAK_BENCHMARKS,
   ...NODE_BENCHMARKS,
+  ...TCG_CACHE_BENCHMARKS,
 ];
 
 /**

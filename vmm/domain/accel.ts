@@ -11,6 +11,17 @@ import type { CpuDraft, DomainBuilder } from './draft.js';
  */
 export const TCG_DEFAULT_MODEL = 'qemu64';
 
+/**
+ * TCG's translation-block cache (`-accel tcg,tb-size`), in MiB. QEMU 7.2
+ * reserves 1 GiB by default and never gives back what it filled, so a small
+ * guest's QEMU kept ~60 MiB of translated code after boot; when a smaller cache
+ * fills, QEMU flushes it and translates again, which costs time, not
+ * correctness. Chosen with `npm run bench -- tcg` (BENCHMARKS.md). One size for
+ * every guest: the code a guest runs does not grow with its RAM, and vCPUs share
+ * one cache. KVM runs guest code natively and has no such cache.
+ */
+export const TCG_TB_CACHE_MIB = 32;
+
 /** KVM default: vkvm does not live-migrate, so nothing is gained by hiding host features. */
 export const KVM_DEFAULT_MODE = 'host-passthrough';
 
