@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
+import { TCG_TB_CACHE_MIB } from '../vmm/domain/accel.js';
 import { ensureTestGuest } from '../vmm/guest/build.js';
 import { SpecError } from '../vmm/errors.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
@@ -206,6 +207,10 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   );
   const qemuUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${state.qemuPid}/status`, 'utf8'))?.[1]);
   t.not(qemuUid, 0, 'QEMU does not run as root');
+  const accel = readFileSync(`/proc/${state.qemuPid}/cmdline`, 'utf8').split('\0').join(' ');
+  if (info.accelerator === 'tcg')
+    t.match(accel, new RegExp(`-accel tcg,tb-size=${TCG_TB_CACHE_MIB}\\b`), 'libvirt hands QEMU the capped translation cache');
+  else t.notMatch(accel, /tb-size/, 'KVM has no translation cache to cap');
   const cpus = (pid: number | 'self') => /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   t.equal(cpus(state.qemuPid), cpus('self'), 'QEMU may run on every CPU, though its libvirt daemon is pinned to one');
   t.same(qemuPidsOf(l.uid), [state.qemuPid], 'GetState reports the host PID of the VM’s QEMU');

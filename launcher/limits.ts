@@ -14,10 +14,11 @@ export const FIXED_OVERHEAD_MIB = 256;
 /** Per vCPU: thread stacks and per-CPU state in QEMU and the kernel. */
 export const PER_VCPU_OVERHEAD_MIB = 8;
 /**
- * TCG's translated-code cache grows with the code the guest runs; QEMU 7.2
- * reserves 1 GiB for it by default but touches only what it fills. Small
- * guests fill far less; big guests running much code can fill more, and the
- * domain XML can cap the cache (<tcg><tb-cache>).
+ * What TCG adds besides QEMU's baseline: the translation cache, capped by the
+ * domain XML (vmm/domain/accel.ts, TCG_TB_CACHE_MIB), and the per-vCPU soft
+ * TLBs and translation bookkeeping beside it. Left as it was before the cap
+ * (when the cache could fill 1 GiB): headroom, until a measurement of a busy
+ * big guest under the cap says how much of it can go.
  */
 export const TCG_OVERHEAD_MIB = 256;
 /** A VNC display's VGA card: its video memory (KubeVirt counts the same for a graphics device). */

@@ -13,7 +13,7 @@ import { ensureTestGuest, type TestGuest } from '../../vmm/guest/build.js';
 import { abortable, until, type BenchContext, type Benchmark } from './bench.js';
 import { benchVmSpec, readyLogLine, startLauncher, waitForTextInFile, type BenchLauncher } from './launchers.js';
 import { inspectNodeMemory } from './node-inspect.js';
-import { classify, isRunning, memRollup, processTree, type MemRollup, type ProcClass, type ProcEntry } from './proc.js';
+import { classify, guestRamPssKiB, isRunning, memRollup, processTree, type MemRollup, type ProcClass, type ProcEntry } from './proc.js';
 import { BYTES_PER_MiB, KiB_PER_MiB, mean, percentile } from './stats.js';
 
 /** VMs timed by launcher.start, after one warm-up VM that is reported apart. */
@@ -216,6 +216,7 @@ async function benchOverhead(ctx: BenchContext): Promise<void> {
     CLASSES.map((c) => [c, { pss: [], anon: [], file: [], rss: [], procs: [] }]),
   );
   const overhead: number[] = [];
+  const qemuBesidesRam: number[] = [];
   let lastProcs: Awaited<ReturnType<typeof sampleVm>>['procs'] = [];
   for (let s = 0; s < SAMPLES; s++) {
     if (s > 0) await sleep(SAMPLE_INTERVAL_MS, undefined, { signal: ctx.signal });
@@ -236,6 +237,8 @@ async function benchOverhead(ctx: BenchContext): Promise<void> {
         if (c !== 'qemu') total += mib(v.pssKiB);
       }
       overhead.push(total);
+      const qemu = procs.find((p) => p.cls === 'qemu')!;
+      qemuBesidesRam.push(mib(qemu.mem.pssKiB - ((await guestRamPssKiB(qemu.pid, GUEST_MEMORY_MiB)) ?? 0)));
     }
   }
   ctx.log(`processes of the last VM sampled (all but qemu count as overhead):`);
@@ -254,6 +257,8 @@ async function benchOverhead(ctx: BenchContext): Promise<void> {
   ctx.emit('vm_overhead_pss_mib', mean(overhead), 'MiB');
   ctx.emit('vm_overhead_pss_mib_max', Math.max(...overhead), 'MiB');
   ctx.emit('qemu_pss_mib', mean(series.get('qemu')!.pss), 'MiB');
+  // What QEMU costs besides the guest's RAM: under TCG mostly its translation cache (vmm/domain/accel.ts).
+  ctx.emit('qemu_pss_besides_guest_ram_mib', mean(qemuBesidesRam), 'MiB');
   const key = (c: ProcClass): string => c.replace('-', '_');
   for (const c of CLASSES.filter((c) => c !== 'qemu')) ctx.emit(`vm_overhead_${key(c)}_pss_mib`, mean(series.get(c)!.pss), 'MiB');
   ctx.emit('vm_overhead_launcher_pss_anon_mib', mean(series.get('launcher')!.anon), 'MiB');

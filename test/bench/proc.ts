@@ -65,20 +65,29 @@ export interface MemRollup {
 }
 
 /**
- * PSS of a QEMU's guest RAM, in KiB: its anonymous mappings of the guest's
- * size (QEMU may round a mapping up by an alignment of at most 2 MiB).
+ * PSS of a QEMU's guest RAM and of TCG's translation cache, in KiB. Guest RAM:
+ * its anonymous mappings of the guest's size (QEMU may round a mapping up by an
+ * alignment of at most 2 MiB). The translation cache: QEMU's anonymous
+ * executable mappings (the one place QEMU writes code; none under KVM).
  * undefined when the process is gone.
  */
-export async function guestRamPssKiB(qemuPid: number, guestMiB: number): Promise<number | undefined> {
+export async function qemuPssParts(qemuPid: number, guestMiB: number): Promise<{ guestRamKiB: number; tbCacheKiB: number } | undefined> {
   const text = await readFile(`/proc/${qemuPid}/smaps`, 'utf8').catch(() => undefined);
   if (text === undefined) return undefined;
-  let total = 0;
+  const parts = { guestRamKiB: 0, tbCacheKiB: 0 };
   for (const block of text.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    if (/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+[ \t]+\S/.test(block)) continue; // a file or [heap]/[stack]: not anonymous
     const size = Number(/^Size:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
-    const anonymous = !/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+[ \t]+\S/.test(block);
-    if (anonymous && size >= guestMiB * 1024 && size <= (guestMiB + 2) * 1024) total += Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+    const pss = Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+    if (/^[0-9a-f]+-[0-9a-f]+ ..x/.test(block)) parts.tbCacheKiB += pss;
+    else if (size >= guestMiB * 1024 && size <= (guestMiB + 2) * 1024) parts.guestRamKiB += pss;
   }
-  return total;
+  return parts;
+}
+
+/** PSS of a QEMU's guest RAM, in KiB (qemuPssParts); undefined when the process is gone. */
+export async function guestRamPssKiB(qemuPid: number, guestMiB: number): Promise<number | undefined> {
+  return (await qemuPssParts(qemuPid, guestMiB))?.guestRamKiB;
 }
 
 /** undefined when the process is gone. */

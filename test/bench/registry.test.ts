@@ -43,8 +43,8 @@ t.test('heavy benchmarks run only when named, by themselves or their group', asy
   );
   t.same(
     BENCHMARKS.filter((b) => b.heavy).map((b) => b.name),
-    ['boot-storm.start', 'density.vms', 'leaks.cycles', 'nodes.extra'],
-    'the boot storm, density, leak and extra-node runs (a whole vkvm up --nodes 2) are the heavy ones',
+    ['boot-storm.start', 'density.vms', 'leaks.cycles', 'nodes.extra', 'tcg.tb-cache'],
+    'the boot storm, density, leak and extra-node runs (a whole vkvm up --nodes 2) and the TCG cache-size sweep are the heavy ones',
   );
 });
 

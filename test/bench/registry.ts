@@ -16,6 +16,7 @@ import { STORAGE_CLONE_BENCHMARKS } from './storage-clone.js';
 import { STORAGE_IMPORT_BENCHMARKS } from './storage-import.js';
 import { STORAGE_IO_BENCHMARKS } from './storage-io.js';
 import { STREAM_BENCHMARKS } from './streams.js';
+import { TCG_CACHE_BENCHMARKS } from './tcg-cache.js';
 import { VIRTCTL_BENCHMARKS } from './virtctl.js';
 
 export const BENCHMARKS: readonly Benchmark[] = [
@@ -35,6 +36,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   ...DENSITY_BENCHMARKS,
   ...LEAK_BENCHMARKS,
   ...NODE_BENCHMARKS,
+  ...TCG_CACHE_BENCHMARKS,
 ];
 
 /**

@@ -11,6 +11,18 @@ import type { CpuDraft, DomainBuilder } from './draft.js';
  */
 export const TCG_DEFAULT_MODEL = 'qemu64';
 
+/**
+ * TCG's translation-block cache (`-accel tcg,tb-size`), in MiB. QEMU 7.2
+ * reserves 1 GiB by default and keeps what it filled: the test guest's boot
+ * left 54 MiB of translated code. When a smaller cache fills, QEMU flushes it
+ * and translates again: at 32 MiB the boot was as fast, at 16 MiB 11 % slower
+ * (`npm run bench -- tcg`, docs/benchmarks-log.md). One size for every guest
+ * rather than one scaled by RAM or vCPUs: the code a guest runs does not grow
+ * with its RAM, vCPUs share one cache, and a busy big guest that outgrows it
+ * is slower, not broken. KVM runs guest code natively and gets no such cache.
+ */
+export const TCG_TB_CACHE_MIB = 32;
+
 /** KVM default: vkvm does not live-migrate, so nothing is gained by hiding host features. */
 export const KVM_DEFAULT_MODE = 'host-passthrough';
 

@@ -22,6 +22,7 @@ export interface FeaturesDraft {
   acpi?: Empty;
   apic?: Empty;
   smm?: { $: { state: 'on' } };
+  tcg?: { 'tb-cache': { $: { unit: 'MiB' }; _: number } };
 }
 
 export interface CpuDraft {
