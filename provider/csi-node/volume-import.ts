@@ -87,7 +87,7 @@ export class VolumeImports {
       () => true,
       () => false,
     );
-    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker);
+    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker, c.volumeMode);
     switch (decision.kind) {
       case 'none':
         return;
