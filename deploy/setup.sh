@@ -14,6 +14,7 @@ fi
 
 packages=(
   qemu-system-x86 qemu-utils qemu-guest-agent
+  qemu-block-extra  # qemu-img's curl driver: the import bench's yardstick converts straight from the http URL
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
   linux-image-amd64 busybox-static dropbear-bin netcat-traditional  # the test guest: kernel, userland, SSH server, UDP echo
   genisoimage libxml2-utils jq iproute2 iptables nftables dnsmasq-base dnsmasq-utils

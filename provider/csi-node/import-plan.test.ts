@@ -91,6 +91,12 @@ t.test('decideImport: what a claim needs before its VM boots', async (t) => {
     { kind: 'import', source: { kind: 'http', url: 'http://a/b' } },
     'no secretName key without the annotation',
   );
+  t.match(
+    decideImport({ [SRC]: 'registry', [END]: 'docker://r/i:1' }, undefined, false, 'Block'),
+    { kind: 'invalid', message: /^cdi\.kubevirt\.io\/storage\.import\.source: an import into a Block volume is not supported yet$/ },
+    'a Block volume with a source is refused, naming the annotation',
+  );
+  t.same(decideImport({ [SRC]: 'none' }, undefined, false, 'Block'), { kind: 'none' }, 'a blank Block volume needs nothing');
 });
 
 t.test('lastProgress: the last figure of qemu-img convert -p output', async (t) => {

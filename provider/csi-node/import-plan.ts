@@ -16,8 +16,10 @@ export interface ClaimDisk {
   namespace: string;
   claim: string;
   pvName: string;
-  /** disk.img inside the published directory. */
+  /** disk.img inside the published directory, or the device of a Block volume. */
   diskPath: string;
+  /** A Block volume is a device: the node cannot import into it yet, so it refuses. */
+  volumeMode: 'Filesystem' | 'Block';
   /** The claim's status.capacity.storage in bytes, when known: a raw image smaller than it is grown to it. */
   capacityBytes?: number;
 }
@@ -45,10 +47,16 @@ export function decideImport(
   annotations: Record<string, string> | undefined,
   reported: ImportPhase | undefined,
   markerPresent: boolean,
+  volumeMode: ClaimDisk['volumeMode'] = 'Filesystem',
 ): ImportDecision {
   const a = annotations ?? {};
   const source = a[IMPORT_SOURCE_ANNOTATION];
   if (source === undefined || source === 'none') return { kind: 'none' };
+  // The import writes disk.img into a directory; a tenant's own Block claim
+  // carrying the annotation must not get a file beside its device (the
+  // DataVolume controller refuses spec.storage.volumeMode: Block already).
+  if (volumeMode === 'Block')
+    return { kind: 'invalid', message: `${IMPORT_SOURCE_ANNOTATION}: an import into a Block volume is not supported yet` };
   if (markerPresent) return { kind: 'done', report: reported !== 'Succeeded' };
   const endpoint = a[IMPORT_ENDPOINT_ANNOTATION] ?? '';
   const secret = a[IMPORT_SECRET_ANNOTATION] ? { secretName: a[IMPORT_SECRET_ANNOTATION] } : {};

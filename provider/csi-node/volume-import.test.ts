@@ -24,6 +24,7 @@ function fixture(t: Test, annotations: Record<string, string>) {
     claim: 'root',
     pvName: 'pv-1',
     diskPath: join(dir, 'mount', 'disk.img'),
+    volumeMode: 'Filesystem' as ClaimDisk['volumeMode'],
     capacityBytes: 16 * MIB,
   };
   const imports = new VolumeImports({
@@ -142,8 +143,15 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
       /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.source: "gcs" is not one of/,
     ],
   ];
+  const block = { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' };
+  cases.push([
+    "a Block volume (a tenant's own claim carrying the annotations)",
+    block,
+    /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.source: an import into a Block volume is not supported yet$/,
+  ]);
   for (const [name, annotations, want] of cases) {
     const f = fixture(t, annotations);
+    if (annotations === block) f.claim.volumeMode = 'Block';
     await run('qemu-img', ['create', '-f', 'qcow2', f.source, '32M']);
     const err = await f.imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
     t.match(

@@ -87,7 +87,7 @@ export class VolumeImports {
       () => true,
       () => false,
     );
-    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker);
+    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker, c.volumeMode);
     switch (decision.kind) {
       case 'none':
         return;
@@ -131,6 +131,8 @@ export class VolumeImports {
       if (stagingOf(source.kind, format) === 'convert') {
         await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal);
         staged = temp;
+        // Gone before the fsync: its dirty pages are dropped, never written to the disk.
+        await rm(download, { force: true });
       }
       // The guest sees the claim's size, as CDI grows an import to its claim.
       if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(staged, c.capacityBytes);
@@ -140,7 +142,6 @@ export class VolumeImports {
         mode: 0o600,
       });
       await syncFile(dir);
-      await rm(download, { force: true });
       await this.report(c, 'Succeeded', 100, log);
       const s = (this.nowMs() - t0) / 1000;
       log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)), format }, 'volume import done');

@@ -208,5 +208,12 @@ export class ClusterVmiSource implements VmiSource {
 
 function claimDisk(namespace: string, claim: string, c: Extract<BoundClaim, { kind: 'csi' }>): ClaimDisk {
   const capacityBytes = c.capacity === undefined ? null : parseQuantity(String(c.capacity));
-  return { namespace, claim, pvName: c.volume.pvName, diskPath: c.diskPath, ...(capacityBytes !== null ? { capacityBytes } : {}) };
+  return {
+    namespace,
+    claim,
+    pvName: c.volume.pvName,
+    diskPath: c.diskPath,
+    volumeMode: c.volume.volumeMode,
+    ...(capacityBytes !== null ? { capacityBytes } : {}),
+  };
 }

@@ -50,7 +50,7 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
       source: { http: { url: 'https://images.example/disk.qcow2', secretRef: 'creds' } },
       storage: {
         accessModes: ['ReadWriteOncePod'],
-        volumeMode: 'Block',
+        volumeMode: 'Filesystem',
         storageClassName: 'fast',
         resources: { requests: { storage: '3Gi' } },
       },
@@ -63,7 +63,7 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
       },
       spec: {
         accessModes: ['ReadWriteOncePod'],
-        volumeMode: 'Block',
+        volumeMode: 'Filesystem',
         resources: { requests: { storage: '3Gi' } },
         storageClassName: 'fast',
       },
@@ -147,6 +147,34 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
     name: 'an http URL of another scheme is refused naming it',
     dv: dv({ source: { http: { url: 'ftp://x/disk.img' } } }),
     want: { kind: 'refused', refusal: { field: 'spec.source.http.url', message: 'an http:// or https:// URL is required' } },
+  },
+  {
+    name: 'an http source into a Block volume is refused naming spec.storage.volumeMode',
+    dv: dv({ source: { http: { url: 'https://images.example/disk.qcow2' } }, storage: { volumeMode: 'Block' } }),
+    want: {
+      kind: 'refused',
+      refusal: { field: 'spec.storage.volumeMode', message: 'Block is not supported for an http source yet: use Filesystem' },
+    },
+  },
+  {
+    name: 'a registry source into a Block volume is refused naming spec.pvc.volumeMode',
+    dv: dv({
+      source: { registry: { url: 'docker://registry.example/disk:v1' } },
+      storage: undefined,
+      pvc: { volumeMode: 'Block', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    }),
+    want: {
+      kind: 'refused',
+      refusal: { field: 'spec.pvc.volumeMode', message: 'Block is not supported for a registry source yet: use Filesystem' },
+    },
+  },
+  {
+    name: 'a blank Block volume is a Block claim (nothing to import)',
+    dv: dv({ storage: { volumeMode: 'Block', resources: { requests: { storage: '1Gi' } } } }),
+    want: {
+      annotations: { 'cdi.kubevirt.io/storage.import.source': 'none' },
+      spec: { accessModes: ['ReadWriteOnce'], volumeMode: 'Block', resources: { requests: { storage: '1Gi' } } },
+    },
   },
   {
     name: 'two sources (an object that skipped the CRD) are refused at spec.source',
