@@ -5,8 +5,11 @@
 // the only writer of DataVolume status. Handlers only enqueue `ns/name`; a
 // sync reads the caches and is idempotent: a claim that exists is never
 // changed, a second create is AlreadyExists. The claim goes with its
-// DataVolume through the ownerReference (garbage collector).
-import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+// DataVolume through the ownerReference (garbage collector). A StorageClass
+// that appears or changes requeues the DataVolumes whose claims name it: one
+// waiting on a missing class (a manifest's `storageClassName: local`) leaves
+// Pending once an administrator makes the class, as CDI's does.
+import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
 import type { Logger } from '../../log.js';
 import type { KubeClients } from '../../kube/client.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
@@ -26,6 +29,8 @@ export interface DataVolumeControllerOptions {
   clients: KubeClients;
   dataVolumes: ClusterInformer<DataVolume>;
   claims: ClusterInformer<V1PersistentVolumeClaim>;
+  /** Its events only requeue DataVolumes; a sync reads the class itself. */
+  storageClasses: ClusterInformer<V1StorageClass>;
   events: EventRecorder;
   workers?: number;
   log: Logger;
@@ -51,6 +56,12 @@ export class DataVolumeController extends QueuedController {
       for (const dv of o.dataVolumes.list()) {
         if ((dv.metadata.namespace ?? 'default') === namespace && dv.spec.source?.pvc?.name === claim.metadata?.name)
           this.enqueue(keyOfObject(dv));
+      }
+    });
+    o.storageClasses.onChange((sc) => {
+      for (const dv of o.dataVolumes.list()) {
+        const claim = o.claims.get(keyOfObject(dv));
+        if (claim?.spec?.storageClassName === sc.metadata?.name) this.enqueue(keyOfObject(dv));
       }
     });
   }
