@@ -57,7 +57,9 @@ export interface ExamplesOptions {
 
 export async function kubevirtStorageExamples(t: Test, o: ExamplesOptions): Promise<void> {
   const { admin, tenant, namespace, kubectl } = o;
-  const registry = await startDockerRegistry(t, { dir: join(t.testdir(), 'registry'), addr: o.registryHost });
+  // One call: each t.testdir() empties the directory.
+  const dir = t.testdir();
+  const registry = await startDockerRegistry(t, { dir: join(dir, 'registry'), addr: o.registryHost });
   const disk = await ensureTestGuestDisk({ log: (msg) => testLog.info(msg) });
   await pushImage(registry.base, ALPINE.repo, ALPINE.tag, [
     buildImage([{ tar: tarLayer([{ path: 'disk/disk.img', content: readFileSync(disk.path) }]) }]),
@@ -79,7 +81,7 @@ export async function kubevirtStorageExamples(t: Test, o: ExamplesOptions): Prom
     [false, false],
     'the registry host is the only change',
   );
-  const file = join(t.testdir(), 'examples.yaml');
+  const file = join(dir, 'examples.yaml');
   writeFileSync(file, [JSON.stringify(diskAlpine), ...manifests].join('\n---\n'));
   const applied = await kubectl(['apply', '-f', file]);
   t.equal(applied.code, 0, `kubectl apply of disk-alpine, vmi-pvc.yaml and vm-alpine-datavolume.yaml as the tenant: ${applied.stderr}`);
