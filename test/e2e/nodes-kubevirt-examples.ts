@@ -13,6 +13,8 @@
 // field; once it exists (vkvm's CSI driver behind it), the VM starts. Both
 // guests boot from their imported disks.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { StorageV1Api } from '@kubernetes/client-node';
@@ -57,8 +59,9 @@ export interface ExamplesOptions {
 
 export async function kubevirtStorageExamples(t: Test, o: ExamplesOptions): Promise<void> {
   const { admin, tenant, namespace, kubectl } = o;
-  // One call: each t.testdir() empties the directory.
-  const dir = t.testdir();
+  // Not t.testdir(): its name is the subtests' full names, past NAME_MAX under the shared suite.
+  const dir = await mkdtemp(join(tmpdir(), 'vkvm-e2e-kvex-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
   const registry = await startDockerRegistry(t, { dir: join(dir, 'registry'), addr: o.registryHost });
   const disk = await ensureTestGuestDisk({ log: (msg) => testLog.info(msg) });
   await pushImage(registry.base, ALPINE.repo, ALPINE.tag, [
