@@ -9,6 +9,8 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { freePort } from '../../deploy/cluster/cluster.js';
+import { DEFAULT_NODES_CIDR, segmentOf } from '../../provider/local-cluster/layout.js';
 import { leftSince } from '../helpers/leftovers.js';
 import { machineFootprint } from '../helpers/machine-footprint.js';
 import { poll, startUpCluster, type UpCluster } from './framework/index.js';
@@ -41,15 +43,18 @@ t.test('vkvm up --nodes 2 --container-nodes 1, shared by the multi-node suites; 
   const disks = await mkdtemp(join(tmpdir(), 'vkvm-e2e-multi-disks-'));
   await chmod(disks, 0o755);
   t.teardown(() => rm(disks, { recursive: true, force: true }));
+  // A registry on this host's segment address, which every node reaches: node 1 as its own address, so it is listed as
+  // local; both speak plain HTTP to it. The nodes suite starts it for KubeVirt's storage examples.
+  const examplesRegistry = `${segmentOf(DEFAULT_NODES_CIDR).hostAddress}:${await freePort()}`;
   const up: UpCluster = await startUpCluster(t, {
     nodes: 2,
     containerNodes: 1,
     nodeName: 'vkvm-e2e-multi',
-    extraArgs: [`--host-disk-dir=${disks}`],
+    extraArgs: [`--host-disk-dir=${disks}`, `--local-registry=${examplesRegistry}`, `--insecure-registry=${examplesRegistry}`],
   });
 
   await t.test('two vkvm nodes: Ready, VMs on both talking by pod IP unNATed, node-scoped identities, claims provisioned per node', (t) =>
-    nodesSuite(t, up),
+    nodesSuite(t, up, { examplesRegistry }),
   );
   await endSuiteNamespaces(up);
   await t.test('a kubelet node with containerd and flannel runs toolbox pods; Services and DNS reach VMs', (t) =>

@@ -1,5 +1,5 @@
 // Debian's docker-registry (distribution 2.8) as the tests' real registry: one
-// instance per test on a free loopback port, its storage under the test's
+// instance per test on a free loopback port (or the address a test names), its storage under the test's
 // scratch directory, htpasswd (bcrypt) auth when asked, and every line it
 // logs kept, so a test can tell whether the node asked it anything.
 import { execFileSync, spawn } from 'node:child_process';
@@ -23,11 +23,15 @@ export interface DockerRegistry {
 /** `t`: a tap test, or whatever else runs teardowns (the bench's context). */
 export async function startDockerRegistry(
   t: Pick<Test, 'teardown'>,
-  opts: { dir: string; auth?: { user: string; password: string } },
+  opts: {
+    dir: string;
+    auth?: { user: string; password: string };
+    /** host:port to listen on; a free loopback port when not given. */
+    addr?: string;
+  },
 ): Promise<DockerRegistry> {
   mkdirSync(opts.dir, { recursive: true });
-  const port = await freePort();
-  const host = `127.0.0.1:${port}`;
+  const host = opts.addr ?? `127.0.0.1:${await freePort()}`;
   const config = join(opts.dir, 'registry.yml');
   const htpasswd = join(opts.dir, 'htpasswd');
   if (opts.auth) writeFileSync(htpasswd, execFileSync('htpasswd', ['-Bbn', opts.auth.user, opts.auth.password]));

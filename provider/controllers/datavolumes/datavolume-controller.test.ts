@@ -1,6 +1,6 @@
 import t from 'tap';
 import { pino } from 'pino';
-import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import { ApiException, type V1PersistentVolumeClaim, type V1StorageClass } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
 import type { EventRecorder } from '../../kube/events.js';
 import type { ClusterInformer } from '../../kube/informer.js';
@@ -10,14 +10,24 @@ import { DataVolumeController } from './datavolume-controller.js';
 function cache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]) {
   const key = (o: T) => `${o.metadata!.namespace}/${o.metadata!.name}`;
   const map = new Map(items.map((o) => [key(o), o]));
+  const handlers: Array<(o: T) => void> = [];
   return {
     put: (o: T) => map.set(key(o), o),
-    informer: { get: (k: string) => map.get(k), list: () => [...map.values()], onChange: () => undefined } as unknown as ClusterInformer<T>,
+    /** A watch event: the object is cached and the handlers see it. */
+    change: (o: T) => {
+      map.set(key(o), o);
+      for (const h of handlers) h(o);
+    },
+    informer: {
+      get: (k: string) => map.get(k),
+      list: () => [...map.values()],
+      onChange: (h: (o: T) => void) => void handlers.push(h),
+    } as unknown as ClusterInformer<T>,
   };
 }
 
-/** The API calls the controller makes, and what they return. */
-function fakeClients(calls: unknown[]) {
+/** The API calls the controller makes, and what they return; `classes`: the StorageClasses that exist (default: any). */
+function fakeClients(calls: unknown[], classes?: Set<string>) {
   return {
     core: {
       createNamespacedPersistentVolumeClaim: async ({ body }: { body: V1PersistentVolumeClaim }) => {
@@ -32,7 +42,12 @@ function fakeClients(calls: unknown[]) {
         },
       }),
     },
-    storage: { readStorageClass: async () => ({ volumeBindingMode: 'WaitForFirstConsumer' }) },
+    storage: {
+      readStorageClass: async ({ name }: { name: string }) => {
+        if (classes && !classes.has(name)) throw new ApiException(404, 'not found', {}, {});
+        return { volumeBindingMode: 'WaitForFirstConsumer' };
+      },
+    },
     custom: {
       patchNamespacedCustomObjectStatus: async (p: { name: string; body: { status: Record<string, unknown> } }) => {
         calls.push(['patchStatus', p.name, p.body.status.phase, p.body.status.progress]);
@@ -56,6 +71,7 @@ t.test('a DataVolume gets its claim and a status; a claim already made is read, 
     clients: fakeClients(calls),
     dataVolumes: dataVolumes.informer,
     claims: claims.informer,
+    storageClasses: cache<V1StorageClass>([]).informer,
     events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
     log: pino({ level: 'silent' }),
   });
@@ -101,6 +117,7 @@ t.test("a clone's claim is made on its source's node; a claim of the name that i
     clients: fakeClients(calls),
     dataVolumes: dataVolumes.informer,
     claims: claims.informer,
+    storageClasses: cache<V1StorageClass>([]).informer,
     events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
     log: pino({ level: 'silent' }),
   });
@@ -113,4 +130,54 @@ t.test("a clone's claim is made on its source's node; a claim of the name that i
     ['patchStatus', 'taken', 'Pending', 'N/A'],
   ]);
   t.same(events, ['Pending', 'CloneInProgress', 'ErrResourceExists'], 'a claim not its own is a Warning once, not adopted');
+});
+
+t.test('a DataVolume waiting on a missing class leaves Pending once the class appears (its watch event requeues it)', async (t) => {
+  const calls: unknown[] = [];
+  const classes = new Set<string>();
+  const local = { ...dv('alpine-dv', { blank: {} }), spec: { source: { blank: {} }, pvc: { storageClassName: 'local' } } };
+  const dataVolumes = cache<DataVolume>([local]);
+  const claims = cache<V1PersistentVolumeClaim>([
+    {
+      metadata: {
+        name: 'alpine-dv',
+        namespace: 'ns',
+        ownerReferences: [
+          { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'alpine-dv', uid: 'alpine-dv-uid', controller: true },
+        ],
+      },
+      spec: { storageClassName: 'local' },
+      status: { phase: 'Pending' },
+    },
+    { metadata: { name: 'other', namespace: 'ns' }, spec: { storageClassName: 'vkvm-local' }, status: { phase: 'Pending' } },
+  ]);
+  const storageClasses = cache<V1StorageClass>([]);
+  const controller = new DataVolumeController({
+    clients: fakeClients(calls, classes),
+    dataVolumes: dataVolumes.informer,
+    claims: claims.informer,
+    storageClasses: storageClasses.informer,
+    events: { record: () => undefined, recordFor: () => undefined } as unknown as EventRecorder,
+    log: pino({ level: 'silent' }),
+  });
+  t.teardown(() => controller.stop());
+  controller.start();
+  const patched = async (n: number) => {
+    for (let i = 0; i < 200 && calls.length < n; i++) await new Promise((r) => setTimeout(r, 5));
+    return calls.slice(0, n);
+  };
+  t.same(await patched(1), [['patchStatus', 'alpine-dv', 'Pending', 'N/A']], 'no class local: Pending');
+  dataVolumes.put({ ...local, metadata: { ...local.metadata, resourceVersion: '2' }, status: { phase: 'Pending' } });
+
+  classes.add('local');
+  storageClasses.change({ metadata: { name: 'vkvm-local' }, provisioner: 'csi.vkvm.io' });
+  storageClasses.change({ metadata: { name: 'local' }, provisioner: 'csi.vkvm.io' });
+  t.same(
+    await patched(2),
+    [
+      ['patchStatus', 'alpine-dv', 'Pending', 'N/A'],
+      ['patchStatus', 'alpine-dv', 'WaitForFirstConsumer', 'N/A'],
+    ],
+    'the class made: the DataVolume is synced again and waits for its first consumer',
+  );
 });

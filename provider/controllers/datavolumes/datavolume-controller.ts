@@ -8,7 +8,11 @@
 // DataVolume through the ownerReference (garbage collector). A clone from
 // another namespace is made only if it passed admission (clone-admission.ts),
 // through a staging claim there (cross-namespace-clone.ts), deleted with it.
-import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+// A StorageClass that appears or changes requeues the DataVolumes whose
+// claims name it: one waiting on a missing class (a manifest's
+// `storageClassName: local`) leaves Pending once an administrator makes the
+// class, as CDI's does.
+import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
 import type { Logger } from '../../log.js';
 import type { KubeClients } from '../../kube/client.js';
 import { objectReference, type EventRecorder } from '../../kube/events.js';
@@ -30,6 +34,8 @@ export interface DataVolumeControllerOptions {
   clients: KubeClients;
   dataVolumes: ClusterInformer<DataVolume>;
   claims: ClusterInformer<V1PersistentVolumeClaim>;
+  /** Its events only requeue DataVolumes; a sync reads the class itself. */
+  storageClasses: ClusterInformer<V1StorageClass>;
   events: EventRecorder;
   workers?: number;
   log: Logger;
@@ -58,6 +64,12 @@ export class DataVolumeController extends QueuedController {
       // DataVolumes waiting to clone this claim.
       for (const dv of o.dataVolumes.list()) {
         if (cloneSourceNamespace(dv) === namespace && dv.spec.source?.pvc?.name === claim.metadata?.name) this.enqueue(keyOfObject(dv));
+      }
+    });
+    o.storageClasses.onChange((sc) => {
+      for (const dv of o.dataVolumes.list()) {
+        const claim = o.claims.get(keyOfObject(dv));
+        if (claim?.spec?.storageClassName === sc.metadata?.name) this.enqueue(keyOfObject(dv));
       }
     });
   }

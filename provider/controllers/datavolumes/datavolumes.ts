@@ -3,7 +3,7 @@
 // where vkvm serves DataVolumes, that is where the CRD is vkvm's. Where CDI
 // installed it, CDI's own controllers write DataVolume status and make the
 // claims, and this part does nothing (one writer per status).
-import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
 import type { EventRecorder } from '../../kube/events.js';
 import { isNotFound } from '../../kube/errors.js';
@@ -63,10 +63,17 @@ export function createDataVolumeController(o: {
     list: () => o.clients.core.listPersistentVolumeClaimForAllNamespaces(),
     log: o.log.child({ component: 'claim-informer' }),
   });
+  const storageClasses = new ClusterInformer<V1StorageClass>({
+    clients: o.clients,
+    path: '/apis/storage.k8s.io/v1/storageclasses',
+    list: () => o.clients.storage.listStorageClass(),
+    log: o.log.child({ component: 'storageclass-informer' }),
+  });
   const controller = new DataVolumeController({
     clients: o.clients,
     dataVolumes,
     claims,
+    storageClasses,
     events: o.events,
     ...(o.workers !== undefined ? { workers: o.workers } : {}),
     log: o.log.child({ component: 'datavolume-controller' }),
@@ -78,14 +85,14 @@ export function createDataVolumeController(o: {
       if (!(await servesDataVolumes(o.clients))) return false;
       if (stopped) return false;
       started = true;
-      await Promise.all([dataVolumes.start(), claims.start()]);
+      await Promise.all([dataVolumes.start(), claims.start(), storageClasses.start()]);
       if (!stopped) controller.start();
       return true;
     },
     async stop() {
       stopped = true;
       controller.stop();
-      if (started) await claims.stop();
+      if (started) await Promise.all([claims.stop(), storageClasses.stop()]);
     },
   };
 }

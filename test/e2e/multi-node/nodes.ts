@@ -6,7 +6,8 @@
 // driver and provisioner, and grown under its running VM; a tenant's
 // DataVolumes, and issue #27's flow on them (a VM's imported root and blank
 // data disk across restarts and an agent restart, a clone, a snapshot
-// restored, all gone after delete).
+// restored, all gone after delete); KubeVirt's storage examples (vmi-pvc,
+// vm-alpine-datavolume) applied by the tenant, as KubeVirt ships them.
 import type { Test } from 'tap';
 import { AppsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig, makeClients, mergePatch } from '../../../provider/kube/client.js';
@@ -17,6 +18,7 @@ import { dataVolumeBoundaries } from '../nodes-datavolumes.js';
 import { dataVolumeFlow } from '../nodes-datavolume-flow.js';
 import { cloneSourceAuthorization } from '../nodes-clone-source.js';
 import { vmiOnBlockClaim } from '../nodes-block.js';
+import { kubevirtStorageExamples } from '../nodes-kubevirt-examples.js';
 import {
   condition,
   createTenant,
@@ -40,7 +42,8 @@ const KV = { group: 'kubevirt.io', version: 'v1', namespace: NS, plural: 'virtua
 
 const vmPod = (name: string, node: string): V1Pod => testGuestPod({ name, node, terminationGracePeriodSeconds: 1 });
 
-export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
+/** `examplesRegistry`: host:port for KubeVirt's examples' registry, which every node reaches and lists as local. */
+export async function nodesSuite(t: Test, up: UpCluster, o: { examplesRegistry: string }): Promise<void> {
   const [a, b] = up.nodes as [UpCluster['nodes'][0], UpCluster['nodes'][0]];
   const admin = up.clients;
 
@@ -109,6 +112,11 @@ export async function nodesSuite(t: Test, up: UpCluster): Promise<void> {
         nodeIdentity: makeClients(loadKubeConfig(`${b.simulated!.stateDir}/kubeconfig`)),
         tenantKubeconfig,
       }),
+  );
+
+  await t.test(
+    "KubeVirt's vmi-pvc and vm-alpine-datavolume as the tenant applies them: the missing class `local` named, then both boot from imported disks",
+    (t) => kubevirtStorageExamples(t, { ...storageCase, registryHost: o.examplesRegistry }),
   );
 
   await t.test(
