@@ -4,7 +4,8 @@
 // into launcher pods (which the node would realize at the VMI's size, outside
 // quota and the scheduler); the controllers, under the identity
 // deploy/rbac.yaml gives them, still create launcher pods and write VMI specs.
-// No node agent runs: these are admission decisions only.
+// The subresource API's serving Secret can only be a TLS Secret. No node agent
+// runs: these are admission decisions only.
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { installClusterManifests } from '../../provider/cli/up.js';
@@ -141,5 +142,24 @@ t.test('only the VMI controller changes a VMI spec or makes launcher pods', asyn
     );
     const pods = await cluster.clients.core.listNamespacedPod({ namespace: NS });
     t.same(pods.items.map((p) => p.metadata!.name).sort(), [launcher.metadata!.name, 'plain'].sort(), 'nothing else was created');
+  });
+
+  await t.test("the subresource API's serving Secret is a TLS Secret, never a token the controllers could read", async (t) => {
+    const secret = (type: string, annotations?: Record<string, string>) => () =>
+      cluster.clients.core.createNamespacedSecret({
+        namespace: 'kube-system',
+        body: { metadata: { name: 'vkvm-subresources-tls', annotations }, type, stringData: { 'tls.crt': '', 'tls.key': '' } },
+        dryRun: 'All',
+      });
+    t.match(
+      await apiOutcome(secret('kubernetes.io/service-account-token', { 'kubernetes.io/service-account.name': 'default' })),
+      {
+        code: 403,
+        message:
+          /ValidatingAdmissionPolicy 'vkvm-subresources-serving-secret' .*denied request: type: .* must be of type kubernetes\.io\/tls/,
+      },
+      'as a service-account-token Secret it is refused, even to the admin',
+    );
+    t.match(await apiOutcome(secret('kubernetes.io/tls')), { code: 200 }, 'as a TLS Secret it may be made (dry run)');
   });
 });
