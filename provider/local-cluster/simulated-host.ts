@@ -148,8 +148,11 @@ async function main(): Promise<number> {
     killJoin?.();
     stopping ??= (async () => {
       // The driver outlives the VMs: stopHost takes their volumes down through it.
-      await stopHost(spec, log);
-      await storage?.stop().catch((err: unknown) => log.error({ err }, 'stopping the CSI driver and provisioner failed'));
+      try {
+        await stopHost(spec, log);
+      } finally {
+        await storage?.stop().catch((err: unknown) => log.error({ err }, 'stopping the CSI driver and provisioner failed'));
+      }
     })();
     return stopping;
   };

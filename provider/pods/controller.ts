@@ -182,11 +182,7 @@ export class PodController {
     this.o.log.info({ pods: this.o.pods.list().length, reattached: found.length }, 'pod controller started');
   }
 
-  /**
-   * Stops the controller. VMs keep running under their launchers unless
-   * `stopVms`: then they are shut down (CSI volumes taken down too), after the
-   * queues stopped, so nothing restarts them (their dirs stay for the next start).
-   */
+  /** Stops; VMs run on unless `stopVms` (after the queues, so none restarts; CSI volumes taken down; dirs kept). */
   async stop(opts: { stopVms?: boolean; gracePeriodS?: number } = {}): Promise<void> {
     this.started = false;
     await Promise.all(this.stopPeriodic.map((stop) => stop()));

@@ -49,7 +49,10 @@ const staging = (phase: string, volumeName?: string): V1PersistentVolumeClaim =>
   spec: { ...planned.staging.spec, ...(volumeName ? { volumeName } : {}) },
   status: { phase },
 });
-const pvBoundTo = (uid: string): V1PersistentVolume => ({ metadata: { name: 'pvc-staging-uid' }, spec: { claimRef: { uid } } });
+const pvBoundTo = (uid: string): V1PersistentVolume => ({
+  metadata: { name: 'pvc-staging-uid', resourceVersion: '7' },
+  spec: { claimRef: { uid } },
+});
 
 t.test('first the staging claim is made in the source namespace; nothing more while it is not bound', async (t) => {
   const empty = world([]);
@@ -60,30 +63,34 @@ t.test('first the staging claim is made in the source namespace; nothing more wh
   t.same(pending.calls, []);
 });
 
-t.test("once the staging claim is bound, the DataVolume's claim names its volume and the volume's claimRef moves to it", async (t) => {
-  const w = world([staging('Bound', 'pvc-staging-uid')], pvBoundTo('staging-uid'));
-  const claim = await syncCrossNamespaceClone(w.o, planned, undefined);
-  t.equal(claim?.spec?.volumeName, 'pvc-staging-uid');
-  t.same(w.calls, [
-    ['create', 'tenant/disk', 'pvc-staging-uid'],
-    [
-      'patchPv',
-      'pvc-staging-uid',
-      {
-        spec: {
-          claimRef: {
-            apiVersion: 'v1',
-            kind: 'PersistentVolumeClaim',
-            namespace: 'tenant',
-            name: 'disk',
-            uid: 'claim-uid',
-            resourceVersion: null,
+t.test(
+  "once the staging claim is bound, the DataVolume's claim names its volume and the volume's claimRef moves to it (at the version read)",
+  async (t) => {
+    const w = world([staging('Bound', 'pvc-staging-uid')], pvBoundTo('staging-uid'));
+    const claim = await syncCrossNamespaceClone(w.o, planned, undefined);
+    t.equal(claim?.spec?.volumeName, 'pvc-staging-uid');
+    t.same(w.calls, [
+      ['create', 'tenant/disk', 'pvc-staging-uid'],
+      [
+        'patchPv',
+        'pvc-staging-uid',
+        {
+          metadata: { resourceVersion: '7' },
+          spec: {
+            claimRef: {
+              apiVersion: 'v1',
+              kind: 'PersistentVolumeClaim',
+              namespace: 'tenant',
+              name: 'disk',
+              uid: 'claim-uid',
+              resourceVersion: null,
+            },
           },
         },
-      },
-    ],
-  ]);
-});
+      ],
+    ]);
+  },
+);
 
 t.test('once the claim is bound, the staging claim is deleted; a volume already moved is not patched again', async (t) => {
   const ownClaim = { ...planned.claim, metadata: { ...planned.claim.metadata, uid: 'claim-uid' }, spec: { volumeName: 'pvc-staging-uid' } };
@@ -106,4 +113,11 @@ t.test("a DataVolume gone: its staging claims are deleted, no one else's", async
   const w = world([staging('Bound', 'pvc-staging-uid'), other, golden]);
   await deleteStagingClaimsOf(w.o, 'tenant/disk');
   t.same(w.calls, [['delete', 'images/vkvm-clone-dv-uid']]);
+});
+
+t.test('a DataVolume made again under its name: the earlier one’s staging claim is deleted, its own kept', async (t) => {
+  const earlier = { metadata: { name: 'vkvm-clone-old-uid', namespace: 'images', annotations: { 'vkvm.io/clone-for': 'tenant/disk' } } };
+  const w = world([staging('Bound', 'pvc-staging-uid'), earlier, golden]);
+  await deleteStagingClaimsOf(w.o, 'tenant/disk', 'vkvm-clone-dv-uid');
+  t.same(w.calls, [['delete', 'images/vkvm-clone-old-uid']]);
 });

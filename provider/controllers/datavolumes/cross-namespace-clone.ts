@@ -81,6 +81,8 @@ export async function syncCrossNamespaceClone(
         {
           name: volumeName,
           body: {
+            // Moved only from the claimRef read above: a change since is a conflict, retried.
+            metadata: { resourceVersion: pv.metadata?.resourceVersion },
             spec: {
               claimRef: {
                 apiVersion: 'v1',
@@ -102,10 +104,10 @@ export async function syncCrossNamespaceClone(
   return claim;
 }
 
-/** The staging claims left by DataVolume `key`'s clone, deleted once it is gone (unbound or not, nothing else owns them). */
-export async function deleteStagingClaimsOf(o: CrossNamespaceCloneOptions, key: string): Promise<void> {
+/** The staging claims left by DataVolume `key`'s clones but `keep` (its current one), deleted (unbound or not, nothing else owns them). */
+export async function deleteStagingClaimsOf(o: CrossNamespaceCloneOptions, key: string, keep?: string): Promise<void> {
   for (const c of o.claims.list()) {
-    if (c.metadata?.annotations?.[CLONE_FOR_ANNOTATION] === key && c.metadata.name?.startsWith('vkvm-clone-'))
+    if (c.metadata?.annotations?.[CLONE_FOR_ANNOTATION] === key && c.metadata.name?.startsWith('vkvm-clone-') && c.metadata.name !== keep)
       await deleteClaim(o.clients, { namespace: c.metadata.namespace!, name: c.metadata.name });
   }
 }
