@@ -181,3 +181,37 @@ t.test('a DataVolume waiting on a missing class leaves Pending once the class ap
     'the class made: the DataVolume is synced again and waits for its first consumer',
   );
 });
+
+t.test(
+  'a clone from another namespace whose claim exists is not judged again (a policy re-applied later fails no made clone)',
+  async (t) => {
+    const calls: unknown[] = [];
+    const made = { ...dv('xclone', { pvc: { name: 'golden', namespace: 'images' } }) };
+    const claims = cache<V1PersistentVolumeClaim>([
+      { metadata: { name: 'golden', namespace: 'images' }, spec: { volumeName: 'pv-golden' }, status: { phase: 'Bound' } },
+      {
+        metadata: {
+          name: 'xclone',
+          namespace: 'ns',
+          ownerReferences: [
+            { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true },
+          ],
+        },
+        spec: { volumeName: 'pvc-staging' },
+        status: { phase: 'Bound' },
+      },
+    ]);
+    const controller = new DataVolumeController({
+      // No admissionregistration client: reading the policies would throw.
+      clients: fakeClients(calls),
+      dataVolumes: cache<DataVolume>([made]).informer,
+      claims: claims.informer,
+      storageClasses: cache<V1StorageClass>([]).informer,
+      events: { record: () => undefined, recordFor: () => undefined } as unknown as EventRecorder,
+      log: pino({ level: 'silent' }),
+    });
+    t.teardown(() => controller.stop());
+    await controller.syncDataVolume('ns/xclone');
+    t.same(calls, [['patchStatus', 'xclone', 'Succeeded', '100.0%']], 'its bound claim makes it Succeeded, with no policy read');
+  },
+);
