@@ -215,3 +215,36 @@ t.test(
     t.same(calls, [['patchStatus', 'xclone', 'Succeeded', '100.0%']], 'its bound claim makes it Succeeded, with no policy read');
   },
 );
+
+t.test("a cross-namespace clone that cannot go on is told on the DataVolume's events, not only in the log", async (t) => {
+  const events: string[] = [];
+  const clone: DataVolume = {
+    ...dv('xclone', { pvc: { name: 'golden', namespace: 'images' } }),
+    metadata: { ...dv('xclone', {}).metadata, creationTimestamp: '2026-02-01T00:00:00Z' },
+  };
+  const claims = cache<V1PersistentVolumeClaim>([
+    { metadata: { name: 'golden', namespace: 'images' }, spec: { volumeName: 'pv-golden' }, status: { phase: 'Bound' } },
+    // Bound by a user of the source namespace to a volume not provisioned for it.
+    {
+      metadata: { name: 'vkvm-clone-xclone-uid', namespace: 'images', uid: 'st-uid', annotations: { 'vkvm.io/clone-for': 'ns/xclone' } },
+      spec: { volumeName: 'pv-of-someone' },
+      status: { phase: 'Bound' },
+    },
+  ]);
+  const clients = fakeClients([]);
+  // The clone-source policy and its binding, in force long before the DataVolume was made.
+  (clients as unknown as { objects: unknown }).objects = {
+    read: async () => ({ metadata: { creationTimestamp: '2026-01-01T00:00:00Z' } }),
+  };
+  const controller = new DataVolumeController({
+    clients,
+    dataVolumes: cache<DataVolume>([clone]).informer,
+    claims: claims.informer,
+    storageClasses: cache<V1StorageClass>([]).informer,
+    events: { record: () => undefined, recordFor: (_o, _t, reason, message) => void events.push(`${reason}: ${message}`) } as EventRecorder,
+    log: pino({ level: 'silent' }),
+  });
+  t.teardown(() => controller.stop());
+  await t.rejects(controller.syncDataVolume('ns/xclone'), /not the staging claim vkvm made/);
+  t.match(events, [/^ErrClaimNotValid: Error cloning into PVC xclone: claim images\/vkvm-clone-xclone-uid is not the staging claim/]);
+});

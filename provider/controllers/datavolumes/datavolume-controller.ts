@@ -130,7 +130,11 @@ export class DataVolumeController extends QueuedController {
     const ref = objectReference({ ...dv, apiVersion: CDI_API_VERSION, kind: 'DataVolume' });
 
     if (plan.kind === 'claim' && plan.staging && !foreignClaim) {
-      claim = await syncCrossNamespaceClone(this.o, { claim: plan.claim, staging: plan.staging }, claim);
+      claim = await syncCrossNamespaceClone(this.o, { claim: plan.claim, staging: plan.staging }, claim).catch((err: unknown) => {
+        // Told to the DataVolume's owner as the same-namespace path does (a quota refusal, a staging claim not vkvm's); retried.
+        this.o.events.recordFor(ref, 'Warning', 'ErrClaimNotValid', `Error cloning into PVC ${dv.metadata.name}: ${apiMessage(err)}`);
+        throw err;
+      });
     } else if (plan.kind === 'claim' && !cached) {
       try {
         claim = await this.o.clients.core.createNamespacedPersistentVolumeClaim({ namespace, body: plan.claim });
