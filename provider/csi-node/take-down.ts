@@ -1,13 +1,12 @@
 // What a host's shutdown (a simulated host's stop, `vkvm reset`) does to the
 // CSI volumes of the VMs it stopped: each is unpublished and unstaged through
 // its driver, as the agent's sweep does, so no mount or loop device outlives
-// the node's VMs. The agent is gone by then, so the drivers are found afresh
-// through the plugin registry; they must still run (a failure is logged, and
-// the volumes stay for the next agent's sweep).
+// the node's VMs. The agent is gone by then, so the node side is started
+// afresh to find the drivers through the plugin registry; they must still
+// run (a failure is logged, and the volumes stay for the next agent's sweep).
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
-import { PluginWatcher } from './plugin-watcher.js';
-import { PodVolumes } from './pod-volumes.js';
+import { startCsiNodeSide } from './node-side.js';
 
 export async function takeDownCsiVolumes(o: {
   /** The agent's state directory, the kubelet's root dir. */
@@ -17,12 +16,10 @@ export async function takeDownCsiVolumes(o: {
   clients: KubeClients;
   log: Logger;
 }): Promise<void> {
-  const log = o.log.child({ component: 'csi-node' });
-  const drivers = new PluginWatcher({ dir: o.pluginRegistryDir, nodeName: o.nodeName, clients: o.clients, log });
-  await drivers.start();
+  const side = await startCsiNodeSide(o);
   try {
-    await new PodVolumes({ root: o.stateDir, nodeName: o.nodeName, drivers, clients: o.clients, log }).retainOnly(() => false);
+    await side.volumes.retainOnly(() => false);
   } finally {
-    await drivers.stop();
+    await side.stop();
   }
 }
