@@ -65,6 +65,10 @@ export const stagingClaimName = (dv: DataVolume): string => `vkvm-clone-${dv.met
 /** The namespace a pvc source is in: its own, or the DataVolume's. */
 export const cloneSourceNamespace = (dv: DataVolume): string => dv.spec.source?.pvc?.namespace || (dv.metadata.namespace ?? 'default');
 
+/** Whether the DataVolume clones a claim of another namespace. */
+export const clonesFromAnotherNamespace = (dv: DataVolume): boolean =>
+  dv.spec.source?.pvc !== undefined && cloneSourceNamespace(dv) !== (dv.metadata.namespace ?? 'default');
+
 export function sourceKind(dv: DataVolume): SourceKind | undefined {
   const s = dv.spec.source ?? {};
   const kinds = (['blank', 'http', 'registry', 'pvc'] as const).filter((k) => s[k] !== undefined);
@@ -129,7 +133,7 @@ export function planClaim({ dv, source, sourcePv, cloneAdmitted }: ClaimInput): 
   const annotations = sourceAnnotations(dv);
   if ('field' in annotations) return { kind: 'refused', refusal: annotations as Refusal };
   const fromNamespace = cloneSourceNamespace(dv);
-  const crossNamespace = kind === 'pvc' && fromNamespace !== namespace;
+  const crossNamespace = clonesFromAnotherNamespace(dv);
   let selectedNode: string | undefined;
   if (kind === 'pvc') {
     if (crossNamespace && !cloneAdmitted) return { kind: 'refused', refusal: NOT_ADMITTED };

@@ -22,7 +22,7 @@ import { patchCustomObject, statusPatch } from '../../kube/status-patch.js';
 import { CDI_API_VERSION, CDI_GROUP, CDI_VERSION, DATAVOLUME_PLURAL, type DataVolume } from '../../kubevirt/datavolume-types.js';
 import { QueuedController } from '../queued-controller.js';
 import { WrittenVersions } from '../written-versions.js';
-import { cloneSourceNamespace, CLONE_FOR_ANNOTATION, planClaim, stagingClaimName } from './claim-plan.js';
+import { cloneSourceNamespace, clonesFromAnotherNamespace, CLONE_FOR_ANNOTATION, planClaim, stagingClaimName } from './claim-plan.js';
 import { CloneAdmission } from './clone-admission.js';
 import { deleteStagingClaimsOf, syncCrossNamespaceClone } from './cross-namespace-clone.js';
 import { DATAVOLUME_STATUS_FIELDS, nextDataVolumeStatus } from './status-plan.js';
@@ -117,7 +117,7 @@ export class DataVolumeController extends QueuedController {
         })
       : undefined;
     // Asked until the DataVolume's own claim exists: decided then, and a policy re-applied later does not undo a made clone.
-    const crossNamespace = Boolean(sourceName) && sourceNamespace !== namespace;
+    const crossNamespace = clonesFromAnotherNamespace(dv);
     const cloneAdmitted = crossNamespace ? Boolean(claim) || (await this.cloneAdmission.admitted(dv)) : undefined;
     // A staging claim of an earlier DataVolume of this name (deleted and made again before its delete was synced).
     if (crossNamespace) await deleteStagingClaimsOf(this.o, key, stagingClaimName(dv));
