@@ -4,11 +4,11 @@
 // Progress is logged every ~10% when the server says how big the image is.
 // node:http rather than fetch: fetch takes no `lookup`, so the address it
 // connects to could not be the one that was checked.
-import { createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
-import { Transform } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DownloadError } from '../errors.js';
 import type { Log } from '../log.js';
@@ -52,8 +52,55 @@ async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal):
   }
 }
 
-/** Called as bytes arrive; `totalBytes` when the server said. It must be cheap: it runs once per chunk, inside the copy. */
-export type DownloadProgress = (receivedBytes: number, totalBytes: number | undefined) => void;
+/**
+ * Called each time more of the download is in the file: its first
+ * `landedBytes` bytes may be read (a reader can follow the download as it
+ * lands); `totalBytes` when the server said. It must be cheap: it runs once
+ * per write, inside the copy.
+ */
+export type DownloadProgress = (landedBytes: number, totalBytes: number | undefined) => void;
+
+/**
+ * Writes into a new file (`wx`), socket chunks that queued up during a write
+ * going out in one writev (fewer thread-pool round trips), and says after
+ * each write how much of the file has landed: createWriteStream says nothing
+ * a reader could wait on.
+ */
+function landingFile(dest: string, onLanded: (bytes: number) => void): Writable {
+  const file = open(dest, 'wx');
+  // Its failure reaches the stream at the first write, final or destroy.
+  file.catch(() => undefined);
+  let landed = 0;
+  const write = async (chunks: Buffer[]) => {
+    const fh = await file;
+    for (let at = 0; at < chunks.length;) {
+      const { bytesWritten } = await fh.writev(chunks.slice(at));
+      landed += bytesWritten;
+      // A short writev (rare) leaves the rest for another.
+      let left = bytesWritten;
+      while (at < chunks.length && left >= chunks[at]!.length) left -= chunks[at++]!.length;
+      if (left > 0) chunks[at] = chunks[at]!.subarray(left);
+    }
+    onLanded(landed);
+  };
+  return new Writable({
+    highWaterMark: WRITE_BUFFER_BYTES,
+    writev(chunks, done) {
+      write(chunks.map((c) => c.chunk as Buffer)).then(() => done(), done);
+    },
+    final(done) {
+      file.then((fh) => fh.close()).then(() => done(), done);
+    },
+    destroy(err, done) {
+      file
+        .then((fh) => fh.close())
+        .then(
+          () => done(err),
+          () => done(err),
+        );
+    },
+  });
+}
 
 /** Downloads `url` into `dest` (which must not exist) and returns the byte count; `cancel` stops it (nobody wants it any more). */
 export async function downloadToFile(
@@ -109,7 +156,6 @@ export async function downloadToFile(
         if (receivedBytes > policy.maxBytes) return done(tooLarge());
         clearTimeout(idleTimer);
         idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
-        onProgress?.(receivedBytes, totalBytes);
         const percent = totalBytes ? Math.floor((receivedBytes * 100) / totalBytes) : 0;
         if (totalBytes && percent >= nextPercent) {
           log.info({ url: shownUrl, receivedBytes, totalBytes, percent }, 'downloading image');
@@ -119,7 +165,8 @@ export async function downloadToFile(
       },
     });
     log.info({ url: shownUrl, totalBytes }, 'image download started');
-    await pipeline(res, meter, createWriteStream(dest, { flags: 'wx', highWaterMark: WRITE_BUFFER_BYTES }), { signal }).catch(fail);
+    const landed = landingFile(dest, (bytes) => onProgress?.(bytes, totalBytes));
+    await pipeline(res, meter, landed, { signal }).catch(fail);
     if (totalBytes !== undefined && receivedBytes !== totalBytes) {
       throw new DownloadError(shownUrl, `received ${receivedBytes} of ${totalBytes} bytes`);
     }
