@@ -39,6 +39,26 @@ const EINVAL = 22;
 /** qemu's client asks for at most 32 MiB at once; more is refused rather than allocated. */
 const MAX_READ_BYTES = 32 * 2 ** 20;
 
+/**
+ * Read buffers used again once their reply is sent: a convert asks for the
+ * same few sizes thousands of times, and a fresh buffer each time kept the
+ * garbage collector busier than the copy itself.
+ */
+class BufferPool {
+  private free: Buffer[] = [];
+
+  /** A buffer of `length` bytes on a pooled one of at least that size (rounded to a power of two). */
+  take(length: number): { data: Buffer; backing: Buffer } {
+    const at = this.free.findIndex((b) => b.length >= length);
+    const backing = at >= 0 ? this.free.splice(at, 1)[0]! : Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(Math.max(length, 4096))));
+    return { data: backing.subarray(0, length), backing };
+  }
+
+  give(backing: Buffer): void {
+    if (this.free.length < 32) this.free.push(backing);
+  }
+}
+
 /** A socket's bytes, taken in the sizes the protocol's fields have. */
 class Reader {
   private chunks: Buffer[] = [];
@@ -119,9 +139,14 @@ async function negotiate(socket: Socket, reader: Reader, size: number): Promise<
   }
 }
 
-/** Requests until NBD_CMD_DISC; reads are answered as they complete, in any order, as the protocol allows. */
+/**
+ * Requests until NBD_CMD_DISC; reads are answered as they complete, in any
+ * order, as the protocol allows: a reply's header and data go out in one
+ * tick, so nothing comes between them.
+ */
 async function transmit(socket: Socket, reader: Reader, source: ExportSource): Promise<void> {
-  const answer = (b: Buffer) => void (!socket.destroyed && socket.write(b));
+  const answer = (reply: Buffer) => void (!socket.destroyed && socket.write(reply));
+  const buffers = new BufferPool();
   for (;;) {
     const req = await reader.take(28);
     if (req.readUInt32BE(0) !== REQUEST_MAGIC) throw new Error('not an NBD request');
@@ -134,10 +159,14 @@ async function transmit(socket: Socket, reader: Reader, source: ExportSource): P
       answer(simpleReply(handle, EINVAL));
       continue;
     }
-    const data = Buffer.allocUnsafe(length);
+    const { data, backing } = buffers.take(length);
     source.read(data, offset).then(
-      () => answer(Buffer.concat([simpleReply(handle, 0), data])),
-      () => answer(simpleReply(handle, EIO)),
+      () => {
+        if (socket.destroyed) return;
+        socket.write(simpleReply(handle, 0));
+        socket.write(data, () => buffers.give(backing));
+      },
+      () => (buffers.give(backing), answer(simpleReply(handle, EIO))),
     );
   }
 }
