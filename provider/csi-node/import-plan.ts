@@ -101,20 +101,19 @@ export function stagingOf(source: ImportSourceSpec['kind'], format: 'raw' | 'qco
   return source === 'http' && format === 'raw' ? 'adopt-download' : 'convert';
 }
 
-/** The share of a downloaded import's progress its download stands for; the convert reading it is the rest. */
+/** The share of a downloaded import's progress its download stands for; the local convert after it is the rest. */
 export const DOWNLOAD_SHARE_PERCENT = 90;
 
 /**
- * The import's overall percent from its stages' own: with a download, the
- * download counts for 90 % and the convert reading it as it lands for the
- * rest (they run at once); a convert of a source already on the node alone
- * is 0–100 %. Each stage's percent only rises, so the sum does too, and the
- * claim's progress never goes back.
+ * The import's overall percent from one stage's own: a download is 0–90 %
+ * (its format is known only once it is in), a convert after a download
+ * 90–100 %, a convert of a source already on the node 0–100 %. Never goes
+ * back, so the claim's progress only rises.
  */
-export function importPercent(convertPercent: number, downloadPercent?: number): number {
-  const clamp = (p: number) => Math.min(100, Math.max(0, p));
-  if (downloadPercent === undefined) return clamp(convertPercent);
-  return (clamp(downloadPercent) * DOWNLOAD_SHARE_PERCENT + clamp(convertPercent) * (100 - DOWNLOAD_SHARE_PERCENT)) / 100;
+export function importPercent(stage: 'download' | 'convert', stagePercent: number, downloaded: boolean): number {
+  const p = Math.min(100, Math.max(0, stagePercent));
+  if (stage === 'download') return (p * DOWNLOAD_SHARE_PERCENT) / 100;
+  return downloaded ? DOWNLOAD_SHARE_PERCENT + (p * (100 - DOWNLOAD_SHARE_PERCENT)) / 100 : p;
 }
 
 /** Passes on at most one report per `intervalMs`; a finished one (100) always. Pure but for the clock it is given. */

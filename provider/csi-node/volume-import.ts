@@ -4,8 +4,7 @@
 // image store as a containerDisk is pulled (its `/disk/*` file). A raw
 // download lands in the volume and is the disk; anything else is converted by
 // qemu-img to raw under a temporary name in the volume, reading the image
-// store's file where it is, or the download as it lands (landing-download.ts:
-// the download and the convert overlap). The fsync, the rename to disk.img and then a
+// store's file where it is. The fsync, the rename to disk.img and then a
 // marker file make it complete, so an agent killed
 // half-way starts again from scratch and never boots a half-written disk,
 // and a second VM (or a restart) finds the marker and imports nothing.
@@ -24,6 +23,7 @@ import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase 
 import { importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
 import { SpecError } from '../../vmm/errors.js';
 import { vetBaseImage } from '../../vmm/disks/base-image.js';
+import type { DownloadProgress } from '../../vmm/disks/download.js';
 import {
   decideImport,
   DOWNLOAD_TEMP_FILE,
@@ -37,7 +37,6 @@ import {
   type ClaimDisk,
   type ImportSourceSpec,
 } from './import-plan.js';
-import { landDownload, type Download, type LandingDownload } from './landing-download.js';
 
 /** An import failed; the message names the claim and the reason (the annotation at fault, where one is). */
 export class VolumeImportError extends Error {
@@ -48,7 +47,7 @@ export interface VolumeImportsOptions {
   nodeName: string;
   clients: Pick<KubeClients, 'core'>;
   /** Streams an http(s) URL into a new file under the node's download policy (vmm/disks/download.ts). */
-  download: Download;
+  download: (url: string, dest: string, log: Logger, signal?: AbortSignal, onProgress?: DownloadProgress) => Promise<number>;
   /** A registry image's disk file in the node's image store (PodImages.diskFile). */
   registryDisk: PodImages['diskFile'];
   log: Logger;
@@ -113,39 +112,28 @@ export class VolumeImports {
     const progress = this.progress(c, log);
     const t0 = this.nowMs();
     log.info({ source: source.kind }, 'volume import started');
-    let landing: LandingDownload | undefined;
     try {
-      let input: string;
-      let downloadPercent: number | undefined;
-      let convertPercent = 0;
-      const report = () => progress(importPercent(convertPercent, downloadPercent));
+      let input = download;
       if (source.kind === 'http') {
         if (source.secretName) throw new Error(`${IMPORT_SECRET_ANNOTATION}: credentials for an http source are not supported by vkvm yet`);
-        downloadPercent = 0;
-        landing = await landDownload(this.o.download, source.url, download, log, signal, (landed, total) => {
-          if (!total) return;
-          downloadPercent = (landed * 100) / total;
-          report();
+        await this.o.download(source.url, download, log, signal, (received, total) => {
+          if (total) progress(importPercent('download', (received * 100) / total, true));
         });
-        input = landing.input;
       } else {
         const cred = source.secretName ? await this.credential(c.namespace, source.secretName) : undefined;
         input = await this.o.registryDisk(pod, source.image, cred, log);
       }
-      // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image. A download is vetted
-      // from its first bytes, as it lands, so an image too big for the claim is refused before the rest comes.
+      // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image.
       const { format, virtualSizeBytes } = await vetBaseImage(input, IMPORT_ENDPOINT_ANNOTATION);
       const tooBig = sizeRefusal(virtualSizeBytes, c.capacityBytes, c.claim);
       if (tooBig) throw new Error(tooBig);
       let staged = download;
       if (stagingOf(source.kind, format) === 'convert') {
-        await this.convert(input, format, temp, (p) => ((convertPercent = p), report()), signal);
+        await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal);
         staged = temp;
+        // Gone before the fsync: its dirty pages are dropped, never written to the disk.
+        await rm(download, { force: true });
       }
-      await landing?.finished;
-      await landing?.close();
-      // Gone before the fsync: its dirty pages are dropped, never written to the disk.
-      if (staged !== download) await rm(download, { force: true });
       // The guest sees the claim's size, as CDI grows an import to its claim.
       if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(staged, c.capacityBytes);
       await syncFile(staged);
@@ -158,12 +146,9 @@ export class VolumeImports {
       const s = (this.nowMs() - t0) / 1000;
       log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)), format }, 'volume import done');
     } catch (err) {
-      // A reader's error when the download failed under it: the download's is the reason.
-      const cause = landing?.failure() ?? err;
-      await landing?.close();
       await cleanUp();
-      if (signal?.aborted) throw cause;
-      return this.fail(c, reasonOf(cause), log);
+      if (signal?.aborted) throw err;
+      return this.fail(c, reasonOf(err), log);
     }
   }
 

@@ -1,7 +1,7 @@
 // DataVolume import (#27): the node agent's import (provider/csi-node/
 // volume-import.ts) of the same IMAGE_MIB image three ways: a qcow2 over http
-// (the node's URL download under its address policy, qemu-img converting it
-// to raw in the volume as it lands), a raw image over http (downloaded into the volume,
+// (the node's URL download under its address policy, then qemu-img convert
+// to raw in the volume), a raw image over http (downloaded into the volume,
 // which is the disk), and a qcow2 already in the node's image store (a
 // registry source: converted straight from the store into the volume). Each
 // against `qemu-img convert -O raw` of the same qcow2 from a local file, the

@@ -2,7 +2,6 @@
 // policy refuses is refused before any byte is sent to it, redirects are
 // checked hop by hop, and a body past the size cap leaves nothing behind.
 import { createServer } from 'node:http';
-import { statSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -13,7 +12,6 @@ import { recordingLog } from '../testing/log.js';
 import { rejection } from '../testing/rejection.js';
 import { TEST_QEMU_OWNER, testSpec } from '../testing/specs.js';
 import { DEFAULT_DOWNLOAD_POLICY, refusalOf, type DownloadPolicy } from './download-policy.js';
-import { downloadToFile } from './download.js';
 import { prepareDisks } from './prepare.js';
 
 /** A server on `host` answering every path with `handler`, counting requests. */
@@ -110,33 +108,4 @@ t.test('a body streaming past the size cap stops at the cap, with a clear error 
   t.match(err, { causes: [{ path: 'disks[0].source.url', reason: 'FieldValueInvalid', message: /larger than this node's 2 MiB cap/ }] });
   t.same(cache, [], 'no partial file in the cache');
   t.ok(sent < 64 * 2 ** 20, 'the download stopped before the server finished');
-});
-
-t.test('progress says how much of the file has landed: a reader may read that much, and the last says all of it', async (t) => {
-  const body = Buffer.alloc(3 * 2 ** 20, 7);
-  const server = await serve(t, '127.0.0.2', (_p, res) => {
-    res.writeHead(200, { 'content-length': body.length });
-    // In pieces, so the download lands in several writes.
-    let at = 0;
-    const pump = (): void => {
-      if (at >= body.length) return void res.end();
-      res.write(body.subarray(at, (at += 256 * 1024)));
-      setImmediate(pump);
-    };
-    pump();
-  });
-  const dest = join(t.testdir(), 'image');
-  const seen: { landed: number; inFile: number; total: number | undefined }[] = [];
-  const { log } = recordingLog();
-  const policy = { ...DEFAULT_DOWNLOAD_POLICY, allowedCidrs: ['127.0.0.2/32'] };
-  const bytes = await downloadToFile(`${server.base}/disk.img`, dest, policy, log, undefined, (landed, total) =>
-    seen.push({ landed, inFile: statSync(dest).size, total }),
-  );
-  t.equal(bytes, body.length);
-  t.ok(seen.length > 1, 'several writes');
-  t.ok(
-    seen.every((s) => s.inFile >= s.landed && s.total === body.length),
-    'each report is in the file already',
-  );
-  t.equal(seen.at(-1)?.landed, body.length);
 });

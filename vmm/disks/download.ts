@@ -4,7 +4,7 @@
 // Progress is logged every ~10% when the server says how big the image is.
 // node:http rather than fetch: fetch takes no `lookup`, so the address it
 // connects to could not be the one that was checked.
-import fs, { createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
@@ -52,41 +52,8 @@ async function follow(url: string, policy: DownloadPolicy, signal: AbortSignal):
   }
 }
 
-/**
- * Called each time more of the download is in the file: its first
- * `landedBytes` bytes may be read (a reader can follow the download as it
- * lands); `totalBytes` when the server said. It must be cheap: it runs once
- * per write, inside the copy.
- */
-export type DownloadProgress = (landedBytes: number, totalBytes: number | undefined) => void;
-
-/**
- * A new file (`wx`) that says after each write how much of it has landed,
- * so a reader can follow it. Socket chunks that queued up during a write go
- * out in one writev (fewer thread-pool round trips). The stock write stream,
- * its writes counted through its documented `fs` override.
- */
-function landingFile(dest: string, onLanded: (bytes: number) => void): fs.WriteStream {
-  let landed = 0;
-  type Done = (err: NodeJS.ErrnoException | null, bytes: number, written: unknown) => void;
-  const counted =
-    (done: Done): Done =>
-    (err, bytes, written) => {
-      if (!err) onLanded((landed += bytes));
-      done(err, bytes, written);
-    };
-  return createWriteStream(dest, {
-    flags: 'wx',
-    highWaterMark: WRITE_BUFFER_BYTES,
-    fs: {
-      open: fs.open,
-      close: fs.close,
-      write: (fd: number, b: Buffer, off: number, len: number, pos: number | null, done: Done) =>
-        fs.write(fd, b, off, len, pos, counted(done)),
-      writev: (fd: number, bs: Buffer[], pos: number | null, done: Done) => fs.writev(fd, bs, pos, counted(done)),
-    },
-  });
-}
+/** Called as bytes arrive; `totalBytes` when the server said. It must be cheap: it runs once per chunk, inside the copy. */
+export type DownloadProgress = (receivedBytes: number, totalBytes: number | undefined) => void;
 
 /** Downloads `url` into `dest` (which must not exist) and returns the byte count; `cancel` stops it (nobody wants it any more). */
 export async function downloadToFile(
@@ -142,6 +109,7 @@ export async function downloadToFile(
         if (receivedBytes > policy.maxBytes) return done(tooLarge());
         clearTimeout(idleTimer);
         idleTimer = setTimeout(() => idle.abort(), policy.idleTimeoutMs);
+        onProgress?.(receivedBytes, totalBytes);
         const percent = totalBytes ? Math.floor((receivedBytes * 100) / totalBytes) : 0;
         if (totalBytes && percent >= nextPercent) {
           log.info({ url: shownUrl, receivedBytes, totalBytes, percent }, 'downloading image');
@@ -151,8 +119,7 @@ export async function downloadToFile(
       },
     });
     log.info({ url: shownUrl, totalBytes }, 'image download started');
-    const landed = landingFile(dest, (bytes) => onProgress?.(bytes, totalBytes));
-    await pipeline(res, meter, landed, { signal }).catch(fail);
+    await pipeline(res, meter, createWriteStream(dest, { flags: 'wx', highWaterMark: WRITE_BUFFER_BYTES }), { signal }).catch(fail);
     if (totalBytes !== undefined && receivedBytes !== totalBytes) {
       throw new DownloadError(shownUrl, `received ${receivedBytes} of ${totalBytes} bytes`);
     }
