@@ -1,5 +1,9 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
-import { agentChannelConnected, isAgentLifecycleLine, parseLifecycleLine } from './domain-driver.js';
+import type { Hypervisor } from '@unraid/libvirt';
+import { agentChannelConnected, DomainDriver, isAgentLifecycleLine, parseLifecycleLine } from './domain-driver.js';
 
 t.test('parseLifecycleLine reads virsh event output', async (t) => {
   t.same(parseLifecycleLine("event 'lifecycle' for domain 'vm-1': Stopped Destroyed"), { type: 'Stopped', detail: 'Destroyed' });
@@ -34,4 +38,17 @@ t.test("the guest agent counts as connected when libvirt marks its channel's tar
     ].map(agentChannelConnected),
     [true, false, false, false, false],
   );
+});
+
+t.test('virsh start gets its own, longer timeout; a command killed by its timeout says so', async (t) => {
+  // A virsh on PATH that takes 300 ms to answer any command.
+  const bin = await mkdtemp(join(tmpdir(), 'vkvm-virsh-'));
+  t.teardown(() => rm(bin, { recursive: true, force: true }));
+  await writeFile(join(bin, 'virsh'), '#!/bin/sh\nsleep 0.3\n', { mode: 0o755 });
+  const path = process.env.PATH;
+  process.env.PATH = `${bin}:${path}`;
+  t.teardown(() => void (process.env.PATH = path));
+  const driver = new DomainDriver({} as Hypervisor, 'qemu:///system', { commandMs: 100, startMs: 5_000 });
+  await driver.startPaused('u-1');
+  await t.rejects(driver.reset('u-1'), /virsh reset: no answer in 100 ms, killed/);
 });

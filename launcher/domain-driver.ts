@@ -72,11 +72,26 @@ export interface MigrateOptions {
   autoConverge?: boolean;
 }
 
+/** How long a virsh command may take before it is killed, in ms. */
+export interface VirshTimeouts {
+  /** Any command but `start`. */
+  commandMs: number;
+  /**
+   * `virsh start`: libvirtd spawns QEMU and waits for its monitor, which
+   * takes far longer when many VMs start at once (100 on 2 TCG cores: over
+   * 30 s, density bench 2026-11-28, and virsh killed at 30 s took QEMU with
+   * it). Below the agent's 300 s SyncVm deadline, so its cause still reaches the pod.
+   */
+  startMs: number;
+}
+
+export const VIRSH_TIMEOUTS: VirshTimeouts = { commandMs: 30_000, startMs: 180_000 };
+
 export class DomainDriver {
   constructor(
     private readonly hypervisor: Hypervisor,
     private readonly uri: string,
-    private readonly virshTimeoutMs = 30_000,
+    private readonly timeouts: VirshTimeouts = VIRSH_TIMEOUTS,
   ) {}
 
   /** The daemon's libvirt version, e.g. "9.0.0". */
@@ -115,7 +130,7 @@ export class DomainDriver {
 
   /** Starts with vCPUs stopped, so the console is attached before the guest prints anything. */
   async startPaused(uuid: string): Promise<void> {
-    await this.virsh(['start', '--paused', uuid]);
+    await this.virsh(['start', '--paused', uuid], this.timeouts.startMs);
   }
 
   async suspend(uuid: string): Promise<void> {
@@ -248,13 +263,15 @@ export class DomainDriver {
   }
 
   /** `timeoutMs` 0: none (a migration takes as long as its monitor allows). */
-  private async virsh(args: string[], timeoutMs = this.virshTimeoutMs): Promise<string> {
+  private async virsh(args: string[], timeoutMs = this.timeouts.commandMs): Promise<string> {
     try {
       const { stdout } = await execFileP('virsh', ['-q', '-c', this.uri, ...args], { timeout: timeoutMs });
       return stdout.trim();
     } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      const message = (e.stderr ?? '').replace(/^error: /gm, '').trim() || e.message;
+      const e = err as { stderr?: string; message: string; killed?: boolean };
+      const said = (e.stderr ?? '').replace(/^error: /gm, '').trim();
+      // Killed by the timeout, virsh said nothing: name the timeout rather than an empty "Command failed".
+      const message = e.killed ? `no answer in ${timeoutMs} ms, killed${said ? `: ${said}` : ''}` : said || e.message;
       if (/guest agent is not (connected|responding)/i.test(message)) throw new UnavailableError(message, { cause: err });
       throw new Error(`virsh ${args[0]}: ${message}`, { cause: err });
     }

@@ -72,6 +72,7 @@ async function startAgentProcess(
   kubeconfigPath: string,
   nodeName: string,
   extraArgs: string[],
+  nodeOptions: string[],
 ): Promise<{ pid: number; stateDir: string; bridge: string; output: string[] }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
@@ -85,6 +86,7 @@ async function startAgentProcess(
   const child = spawn(
     process.execPath,
     [
+      ...nodeOptions,
       CLI,
       'node',
       `--kubeconfig=${kubeconfigPath}`,
@@ -128,14 +130,16 @@ async function startAgentProcess(
 /**
  * Starts a control plane, a node agent for `nodeName` and the namespace, and
  * waits until the node is Ready (so the scheduler places the first pod at once).
+ * `nodeOptions` go to the agent's Node before its script; `drainTimeoutMs` is
+ * how long the removal waits for the agent to stop the VMs (more VMs, longer).
  */
 export async function startBenchNode(
   ctx: BenchContext,
-  opts: { nodeName: string; namespace: string; extraArgs?: string[] },
+  opts: { nodeName: string; namespace: string; extraArgs?: string[]; nodeOptions?: string[]; drainTimeoutMs?: number },
 ): Promise<BenchNode> {
   const cluster = await startControlPlane(ctx);
   const clients = makeClients(loadKubeConfig(cluster.kubeconfigPath));
-  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName, opts.extraArgs ?? []);
+  const agent = await startAgentProcess(ctx, cluster.kubeconfigPath, opts.nodeName, opts.extraArgs ?? [], opts.nodeOptions ?? []);
   await waitFor(nodes(clients, { name: opts.nodeName }), (n) => condition(n, 'Ready') === 'True', { what: 'Ready' });
   const namespace = opts.namespace;
   ctx.defer(`namespace ${namespace}`, async () => {
@@ -148,7 +152,7 @@ export async function startBenchNode(
       until(
         'the agent removed every VM',
         async () => (await readdir(vmsDir).catch(() => [])).length === 0,
-        DRAIN_TIMEOUT_MS,
+        opts.drainTimeoutMs ?? DRAIN_TIMEOUT_MS,
         new AbortController().signal,
       ),
     );

@@ -1,13 +1,15 @@
-// Density: 50 small VMs created together on one node and left running. All
-// must reach Running and Ready; then, with the guests booted and the node
-// idle, the agent's CPU and memory, each VM's overhead besides QEMU (PSS of
-// its launcher, libvirtd and helpers) and QEMU's own besides guest RAM, and
-// how quickly status still follows the VMs: a 51st pod's start, and guests
-// powering off (QEMU gone → pod Succeeded in the watch).
+// Density: `--vms N` small VMs (default 50; #29 asks for 100) created together on
+// one node and left running. All must reach Running and Ready; then, with the
+// guests booted and the node idle, the agent's CPU and memory (and what each
+// VM adds to it, against the agent before any pod), each VM's overhead
+// besides QEMU (PSS of its launcher, libvirtd and helpers) and QEMU's own
+// besides guest RAM, and how quickly status still follows the VMs: an
+// (N+1)th pod's start, and guests powering off (QEMU gone → pod Succeeded).
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
+import { agentHeapUsedMiB, heapSnapshotNodeOptions, rssMiB, takeAgentHeapSnapshot } from './agent-memory.js';
 import type { BenchContext, Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { cpuSnapshot, cpuUsed, LAUNCHER_PARTS } from './cpu-split.js';
@@ -16,8 +18,13 @@ import { createPods, NAMESPACE, NODE, podNames, powerOff, untilAll, untilGuestAg
 import { classify, guestRamPssKiB, launcherPidsOf, memRollup, processTree, type ProcClass } from './proc.js';
 import { KiB_PER_MiB, mean, percentile } from './stats.js';
 
-const VMS = 50;
-/** Of the 50, these are restartPolicy Never and are powered off at the end, for the status latency. */
+/**
+ * #29 asks for 100 (`--vms 100`): on the 2-core TCG box all 100 reach Running,
+ * but their guests do not finish booting within the wait, so the idle and
+ * power-off figures need booted guests only 50 give there (2026-11-28).
+ */
+const DEFAULT_VMS = 50;
+/** Of the VMs, these are restartPolicy Never and are powered off at the end, for the status latency. */
 const POWEROFF_VMS = 5;
 /**
  * About the smallest guest memory the test guest's disk boots in, to its
@@ -31,8 +38,20 @@ const GUEST_MIB = 104;
 /** How long the node is left idle before and while its CPU is measured. */
 const SETTLE_MS = 30_000;
 const IDLE_WINDOW_MS = 60_000;
+/**
+ * Host memory one VM takes, MiB, for the check before the creates: QEMU's PSS
+ * under TCG with its translation cache capped (about 170 with 104 MiB of
+ * guest RAM) and vkvm's overhead (about 32). Too many VMs for the host's
+ * memory fail the bench at once instead of driving the shared box into the OOM killer.
+ */
+const HOST_MIB_PER_VM = 205;
+const HOST_MIB_SPARE = 1024;
+/** The first guest agent answers once the guests booted: TCG boots them about in turn on 2 cores. */
+const guestAgentTimeoutMs = (vms: number): number => Math.max(300_000, vms * 6_000);
+/** Removing the VMs of force-deleted pods: the agent stops them a few at a time. */
+const drainTimeoutMs = (vms: number): number => Math.max(60_000, vms * 1_200);
 
-/** A small VM: DENSITY_GUEST_MEMORY, 10m of CPU requested, so 50 fit the node's 2 cores and the scheduler places them all. */
+/** A small VM: DENSITY_GUEST_MEMORY, 10m of CPU requested, so 100 fit the node's 2 cores and the scheduler places them all. */
 function densityPod(name: string, restartPolicy?: 'Never'): V1Pod {
   const pod = vmPod(name, restartPolicy);
   pod.spec!.containers[0]!.resources = { requests: { cpu: '10m' }, limits: { memory: DENSITY_GUEST_MEMORY } };
@@ -40,12 +59,6 @@ function densityPod(name: string, restartPolicy?: 'Never'): V1Pod {
 }
 
 const mib = (kib: number): number => kib / KiB_PER_MiB;
-
-/** VmRSS of a process in MiB. */
-async function rssMiB(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN) / KiB_PER_MiB;
-}
 
 /** PSS per VM, MiB: its processes but QEMU (by kind), QEMU, and QEMU without its guest RAM. */
 async function vmMemory(uid: string): Promise<{ overhead: number; byClass: Map<ProcClass, number>; qemu: number; qemuBesidesRam: number }> {
@@ -68,7 +81,23 @@ async function vmMemory(uid: string): Promise<{ overhead: number; byClass: Map<P
   return { overhead, byClass, qemu, qemuBesidesRam: qemu - ram };
 }
 
-async function memoryFigures(ctx: BenchContext, node: BenchNode, uids: string[]): Promise<void> {
+/** The agent's RSS and V8 heap in use, MiB. */
+async function agentMemory(node: BenchNode): Promise<{ rss: number; heap: number }> {
+  return { rss: await rssMiB(node.agentPid), heap: await agentHeapUsedMiB(node) };
+}
+
+/** Fails before anything starts when the host has not the memory for `vms` VMs. */
+async function checkHostMemory(vms: number): Promise<void> {
+  const meminfo = await readFile('/proc/meminfo', 'utf8');
+  const availableMiB = Number(/^MemAvailable:\s+(\d+) kB/m.exec(meminfo)?.[1] ?? 0) / KiB_PER_MiB;
+  const needMiB = vms * HOST_MIB_PER_VM + HOST_MIB_SPARE;
+  if (availableMiB < needMiB)
+    throw new Error(
+      `--vms ${vms}: the host has ${Math.round(availableMiB)} MiB available, ${needMiB} MiB needed (${HOST_MIB_PER_VM} per VM)`,
+    );
+}
+
+async function memoryFigures(ctx: BenchContext, node: BenchNode, uids: string[], noVms: { rss: number; heap: number }): Promise<void> {
   const vms = await Promise.all(uids.map((uid) => vmMemory(uid)));
   ctx.emit('density_vm_overhead_pss_mib', mean(vms.map((v) => v.overhead)), 'MiB');
   ctx.emit('density_vm_overhead_pss_mib_max', Math.max(...vms.map((v) => v.overhead)), 'MiB');
@@ -78,15 +107,33 @@ async function memoryFigures(ctx: BenchContext, node: BenchNode, uids: string[])
   ctx.emit('density_qemu_pss_mib', mean(vms.map((v) => v.qemu)), 'MiB');
   ctx.emit('density_qemu_pss_besides_guest_ram_mib', mean(vms.map((v) => v.qemuBesidesRam)), 'MiB');
   const agent = await memRollup(node.agentPid);
-  ctx.emit('density_agent_rss_mib', await rssMiB(node.agentPid), 'MiB');
+  const withVms = await agentMemory(node);
+  ctx.emit('density_agent_rss_mib', withVms.rss, 'MiB');
   ctx.emit('density_agent_pss_mib', mib(agent?.pssKiB ?? Number.NaN), 'MiB');
+  ctx.emit('density_agent_heap_used_mib', withVms.heap, 'MiB');
+  ctx.emit('density_agent_rss_kib_per_vm', ((withVms.rss - noVms.rss) * KiB_PER_MiB) / uids.length, 'KiB');
+  ctx.emit('density_agent_heap_used_kib_per_vm', ((withVms.heap - noVms.heap) * KiB_PER_MiB) / uids.length, 'KiB');
   ctx.emit('density_host_memory_used_mib', (os.totalmem() - os.freemem()) / 2 ** 20, 'MiB');
 }
 
 async function benchDensity(ctx: BenchContext): Promise<void> {
-  const node = await startBenchNode(ctx, { nodeName: NODE, namespace: NAMESPACE });
+  const VMS = ctx.vms ?? DEFAULT_VMS;
+  if (VMS <= POWEROFF_VMS) throw new Error(`--vms ${VMS}: density needs more than the ${POWEROFF_VMS} VMs it powers off`);
+  await checkHostMemory(VMS + 1);
+  ctx.emit('density_vms', VMS, 'VMs');
+  const node = await startBenchNode(ctx, {
+    nodeName: NODE,
+    namespace: NAMESPACE,
+    nodeOptions: heapSnapshotNodeOptions(),
+    drainTimeoutMs: drainTimeoutMs(VMS + 1),
+  });
   const watch = await PodWatch.start(node.clients, node.namespace);
   ctx.defer('pod watch', () => watch.stop());
+  // The agent before any pod, settled: what the VMs add is measured against it.
+  await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
+  const noVms = await agentMemory(node);
+  ctx.emit('density_agent_rss_mib_no_vms', noVms.rss, 'MiB');
+  ctx.emit('density_agent_heap_used_mib_no_vms', noVms.heap, 'MiB');
 
   const offNames = podNames('off', POWEROFF_VMS);
   const names = [...podNames('vm', VMS - POWEROFF_VMS), ...offNames];
@@ -103,7 +150,7 @@ async function benchDensity(ctx: BenchContext): Promise<void> {
   await untilAll(ctx, watch, names, 'ready');
   ctx.emit('density_pod_create_to_all_ready_ms', Math.max(...names.map((n) => watch.of(n).ready!)) - first, 'ms');
   ctx.log(`all ${VMS} Running and Ready; waiting for their guest agents (booted guests)`);
-  for (const n of names) await untilGuestAgentAnswers(ctx, node, n);
+  for (const n of names) await untilGuestAgentAnswers(ctx, node, n, guestAgentTimeoutMs(VMS));
   ctx.emit('density_pod_create_to_all_booted_ms', Date.now() - first, 'ms');
 
   // Idle: every guest booted, nothing asked of the node.
@@ -124,13 +171,13 @@ async function benchDensity(ctx: BenchContext): Promise<void> {
   ctx.emit('density_qemu_cpu_millicores_idle', millicores(used.qemuS), 'millicores');
   ctx.emit('density_control_plane_cpu_millicores_idle', millicores(used.controlPlaneS), 'millicores');
   ctx.emit('density_host_cpu_busy_pct_idle', (100 * used.hostBusyS) / (used.windowS * os.cpus().length), '%');
-  await memoryFigures(ctx, node, uids);
+  await memoryFigures(ctx, node, uids, noVms);
 
-  // Status still follows the VMs with 50 running: a new pod's start, and guests powering off.
-  const extra = 'vm-51';
+  // Status still follows the VMs with all of them running: a new pod's start, and guests powering off.
+  const extra = `vm-${VMS + 1}`;
   const extraAt = await createPods(node, [densityPod(extra)]);
   await untilAll(ctx, watch, [extra], 'running');
-  ctx.emit('density_51st_pod_create_to_running_ms', watch.of(extra).running! - extraAt.get(extra)!, 'ms');
+  ctx.emit('density_next_pod_create_to_running_ms', watch.of(extra).running! - extraAt.get(extra)!, 'ms');
   const latencies: number[] = [];
   for (const n of offNames) {
     const r = await powerOff(ctx, node, watch, n);
@@ -138,12 +185,14 @@ async function benchDensity(ctx: BenchContext): Promise<void> {
   }
   ctx.emit('density_guest_poweroff_to_status_ms_p50', percentile(latencies, 50), 'ms');
   ctx.emit('density_guest_poweroff_to_status_ms_max', Math.max(...latencies), 'ms');
+  // Last: writing it costs the agent seconds of CPU and memory the figures above must not see.
+  await takeAgentHeapSnapshot(ctx, node);
 }
 
 export const DENSITY_BENCHMARKS: Benchmark[] = [
   {
     name: 'density.vms',
-    description: `${VMS} small VMs (${DENSITY_GUEST_MEMORY}) created together and left running: all Running and Ready, then the agent's idle CPU and memory, per-VM overhead (PSS), status latency`,
+    description: `--vms N small VMs (default ${DEFAULT_VMS}, ${DENSITY_GUEST_MEMORY} each) created together and left running: all Running and Ready, then the agent's idle CPU and memory (per VM against none), per-VM overhead (PSS), status latency`,
     heavy: true,
     run: benchDensity,
   },

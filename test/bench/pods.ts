@@ -299,14 +299,18 @@ async function exitTime(pid: number, timeoutMs: number, signal: AbortSignal): Pr
   return Date.now();
 }
 
-/** Retries `kubectl exec POD -- /bin/true` until the guest agent answers. */
-export async function untilGuestAgentAnswers(ctx: BenchContext, node: BenchNode, name: string): Promise<void> {
-  const deadline = Date.now() + GUEST_AGENT_TIMEOUT_MS;
+/** Retries `kubectl exec POD -- /bin/true` until the guest agent answers, for up to `timeoutMs`. */
+export async function untilGuestAgentAnswers(
+  ctx: BenchContext,
+  node: BenchNode,
+  name: string,
+  timeoutMs = GUEST_AGENT_TIMEOUT_MS,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = await node.kubectl(['exec', name, '--', '/bin/true'], { timeoutMs: 60_000 });
     if (r.code === 0) return;
-    if (Date.now() > deadline)
-      throw new Error(`the guest agent of ${name} did not answer in ${GUEST_AGENT_TIMEOUT_MS} ms: ${r.stderr.trim()}`);
+    if (Date.now() > deadline) throw new Error(`the guest agent of ${name} did not answer in ${timeoutMs} ms: ${r.stderr.trim()}`);
     await sleep(1000, undefined, { signal: ctx.signal });
   }
 }
