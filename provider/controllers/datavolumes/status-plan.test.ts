@@ -127,6 +127,32 @@ const cases: Array<{
     },
   },
   {
+    name: "an image larger than the claim: the node names the claim's size field, Ready names the DataVolume's (spec.storage)",
+    dv: dv(HTTP, { phase: 'ImportInProgress' }),
+    claim: claim('Bound', { report: { phase: 'Failed', message: 'spec.resources.requests.storage: the image is 32 MiB' } }),
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'True/Bound',
+      ready: 'False/ImportFailed: spec.storage.resources.requests.storage: the image is 32 MiB',
+      running: 'False/Error',
+      events: ['Bound', 'ImportFailed'],
+    },
+  },
+  {
+    name: "an image larger than the claim of a spec.pvc DataVolume: Ready names spec.pvc's size field",
+    dv: { ...dv(HTTP, { phase: 'ImportInProgress' }), spec: { source: HTTP, pvc: { resources: { requests: { storage: '1Gi' } } } } },
+    claim: claim('Bound', { report: { phase: 'Failed', message: 'spec.resources.requests.storage: the image is 32 MiB' } }),
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'True/Bound',
+      ready: 'False/ImportFailed: spec.pvc.resources.requests.storage: the image is 32 MiB',
+      running: 'False/Error',
+      events: ['Bound', 'ImportFailed'],
+    },
+  },
+  {
     name: 'clone, source missing: Pending, Bound names why',
     dv: dv(CLONE),
     plan: { kind: 'waitForSource', reason: 'CloneSourceNotFound', message: 'clone source claim ns/golden not found' },
