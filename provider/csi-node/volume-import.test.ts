@@ -230,33 +230,38 @@ t.test(
   },
 );
 
-t.test('a raw http source onto a Block volume: downloaded into the scratch dir, written onto the device, the download gone', async (t) => {
-  const f = await blockFixture(t, {
-    'cdi.kubevirt.io/storage.import.source': 'http',
-    'cdi.kubevirt.io/storage.import.endpoint': 'http://img/d.raw',
-  });
-  await writeFile(f.source, Buffer.alloc(8 * MIB, 0x6b));
-  await f.imports.ensure(pod, [f.claim]);
-  const bytes = await readFile(f.claim.diskPath);
-  t.same(
-    {
-      first: bytes.subarray(0, 2).toString('hex'),
-      last: bytes.subarray(8 * MIB - 2, 8 * MIB).toString('hex'),
-      size: bytes.length,
-      downloads: f.downloads,
-      scratch: await readdir(join(f.dir, 'scratch')),
-      phases: f.reports.map((r) => r.reason),
-    },
-    {
-      first: '6b6b',
-      last: '6b6b',
-      size: 16 * MIB,
-      downloads: ['http://img/d.raw'],
-      scratch: [],
-      phases: ['Running', 'Running', 'Succeeded'],
-    },
-  );
-});
+t.test(
+  'a raw http source onto a Block volume: downloaded into the scratch dir, written onto the device; the download, and one a killed agent left, gone',
+  async (t) => {
+    const f = await blockFixture(t, {
+      'cdi.kubevirt.io/storage.import.source': 'http',
+      'cdi.kubevirt.io/storage.import.endpoint': 'http://img/d.raw',
+    });
+    await writeFile(f.source, Buffer.alloc(8 * MIB, 0x6b));
+    // What an agent killed mid-download left, for a claim since deleted.
+    await writeFile(join(f.dir, 'scratch', 'pv-gone.vkvm-import.download.tmp'), 'half');
+    await f.imports.ensure(pod, [f.claim]);
+    const bytes = await readFile(f.claim.diskPath);
+    t.same(
+      {
+        first: bytes.subarray(0, 2).toString('hex'),
+        last: bytes.subarray(8 * MIB - 2, 8 * MIB).toString('hex'),
+        size: bytes.length,
+        downloads: f.downloads,
+        scratch: await readdir(join(f.dir, 'scratch')),
+        phases: f.reports.map((r) => r.reason),
+      },
+      {
+        first: '6b6b',
+        last: '6b6b',
+        size: 16 * MIB,
+        downloads: ['http://img/d.raw'],
+        scratch: [],
+        phases: ['Running', 'Running', 'Succeeded'],
+      },
+    );
+  },
+);
 
 t.test("an image larger than the Block device: Failed naming the claim's size field; the device untouched, nothing left", async (t) => {
   const f = await blockFixture(t, REGISTRY);

@@ -78,6 +78,7 @@ export class VolumeImports {
   /** The last report sent on each claim: reports go one after another, so a late progress never follows Succeeded. */
   private readonly reports = new Map<string, Promise<void>>();
   private readonly nowMs: () => number;
+  private scratch?: Promise<unknown>;
 
   constructor(private readonly o: VolumeImportsOptions) {
     this.nowMs = o.nowMs ?? (() => performance.now());
@@ -118,7 +119,7 @@ export class VolumeImports {
     const cleanUp = () => Promise.all([block ? undefined : rm(temp, { force: true }), rm(download, { force: true })]);
     // What a killed import left: it starts again from scratch.
     await cleanUp();
-    if (block) await mkdir(this.o.scratchDir, { recursive: true, mode: 0o700 });
+    if (block) await this.scratchReady();
     await this.report(c, 'Running', 0, log);
     const progress = this.progress(c, log);
     const t0 = this.nowMs();
@@ -174,6 +175,17 @@ export class VolumeImports {
       if (signal?.aborted) throw err;
       return this.fail(c, reasonOf(err), log);
     }
+  }
+
+  /**
+   * The scratch directory, emptied once per agent before its first use: a
+   * download an agent killed half-way left is gone even when its claim is.
+   */
+  private scratchReady(): Promise<unknown> {
+    this.scratch ??= rm(this.o.scratchDir, { recursive: true, force: true }).then(() =>
+      mkdir(this.o.scratchDir, { recursive: true, mode: 0o700 }),
+    );
+    return this.scratch;
   }
 
   /**
