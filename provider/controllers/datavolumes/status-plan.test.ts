@@ -126,32 +126,20 @@ const cases: Array<{
       events: ['Bound', 'ImportFailed'],
     },
   },
-  {
-    name: "an image larger than the claim: the node names the claim's size field, Ready names the DataVolume's (spec.storage)",
-    dv: dv(HTTP, { phase: 'ImportInProgress' }),
+  // The node names the claim's size field; Ready names the one the DataVolume's user wrote.
+  ...(['storage', 'pvc'] as const).map((form) => ({
+    name: `an image larger than the claim of a spec.${form} DataVolume: Ready names spec.${form}'s size field`,
+    dv: { ...dv(HTTP, { phase: 'ImportInProgress' }), spec: { source: HTTP, [form]: { resources: { requests: { storage: '1Gi' } } } } },
     claim: claim('Bound', { report: { phase: 'Failed', message: 'spec.resources.requests.storage: the image is 32 MiB' } }),
     want: {
       phase: 'Failed',
       progress: 'N/A',
       bound: 'True/Bound',
-      ready: 'False/ImportFailed: spec.storage.resources.requests.storage: the image is 32 MiB',
+      ready: `False/ImportFailed: spec.${form}.resources.requests.storage: the image is 32 MiB`,
       running: 'False/Error',
       events: ['Bound', 'ImportFailed'],
     },
-  },
-  {
-    name: "an image larger than the claim of a spec.pvc DataVolume: Ready names spec.pvc's size field",
-    dv: { ...dv(HTTP, { phase: 'ImportInProgress' }), spec: { source: HTTP, pvc: { resources: { requests: { storage: '1Gi' } } } } },
-    claim: claim('Bound', { report: { phase: 'Failed', message: 'spec.resources.requests.storage: the image is 32 MiB' } }),
-    want: {
-      phase: 'Failed',
-      progress: 'N/A',
-      bound: 'True/Bound',
-      ready: 'False/ImportFailed: spec.pvc.resources.requests.storage: the image is 32 MiB',
-      running: 'False/Error',
-      events: ['Bound', 'ImportFailed'],
-    },
-  },
+  })),
   {
     name: 'clone, source missing: Pending, Bound names why',
     dv: dv(CLONE),
