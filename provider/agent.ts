@@ -231,6 +231,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
         clients,
         download: (url, dest, log, signal, onProgress) => downloadToFile(url, dest, config.imageDownloads, log, signal, onProgress),
         registryDisk: (pod, image, cred, log) => podImages.diskFile(pod, image, cred, log),
+        scratchDir: join(config.stateDir, 'volume-imports'),
         log: rootLog.child({ component: 'volume-import' }),
       }),
       api: kubePodApi(clients),

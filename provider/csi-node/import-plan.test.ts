@@ -91,12 +91,6 @@ t.test('decideImport: what a claim needs before its VM boots', async (t) => {
     { kind: 'import', source: { kind: 'http', url: 'http://a/b' } },
     'no secretName key without the annotation',
   );
-  t.match(
-    decideImport({ [SRC]: 'registry', [END]: 'docker://r/i:1' }, undefined, false, 'Block'),
-    { kind: 'invalid', message: /^cdi\.kubevirt\.io\/storage\.import\.source: an import into a Block volume is not supported yet$/ },
-    'a Block volume with a source is refused, naming the annotation',
-  );
-  t.same(decideImport({ [SRC]: 'none' }, undefined, false, 'Block'), { kind: 'none' }, 'a blank Block volume needs nothing');
 });
 
 t.test('lastProgress: the last figure of qemu-img convert -p output', async (t) => {
@@ -130,23 +124,44 @@ t.test('ProgressThrottle: about once a second, a finished figure always, no repe
   t.same(seen, [1, 4, 5, 100]);
 });
 
-t.test('sizeRefusal: an image larger than its claim is refused, naming both sizes', async (t) => {
-  t.equal(sizeRefusal(2 ** 30, 2 ** 30, 'root'), undefined);
-  t.equal(sizeRefusal(2 ** 30, undefined, 'root'), undefined);
-  t.equal(sizeRefusal(2 ** 31, 2 ** 30, 'root'), `the image's virtual size, 2048 MiB, is larger than claim "root"'s capacity, 1024 MiB`);
-});
+t.test(
+  "sizeRefusal: an image larger than its claim's capacity or device is refused, naming the claim's size field and both sizes",
+  async (t) => {
+    t.equal(sizeRefusal(2 ** 30, { bytes: 2 ** 30, of: 'capacity' }, 'root'), undefined);
+    t.equal(sizeRefusal(2 ** 30, { bytes: undefined, of: 'capacity' }, 'root'), undefined);
+    t.equal(
+      sizeRefusal(2 ** 31, { bytes: 2 ** 30, of: 'capacity' }, 'root'),
+      `spec.resources.requests.storage: the image's virtual size, 2048 MiB, is larger than claim "root"'s capacity, 1024 MiB`,
+    );
+    t.equal(
+      sizeRefusal(2 ** 30 + 1, { bytes: 2 ** 30, of: 'device' }, 'root'),
+      `spec.resources.requests.storage: the image's virtual size, 1025 MiB, is larger than claim "root"'s block device's size, 1024 MiB`,
+      'a device one byte short refuses',
+    );
+  },
+);
 
-t.test('stagingOf: a raw download is adopted as the disk; the rest is converted, the image store left alone', async (t) => {
-  t.same(
-    {
-      httpRaw: stagingOf('http', 'raw'),
-      httpQcow2: stagingOf('http', 'qcow2'),
-      registryRaw: stagingOf('registry', 'raw'),
-      registryQcow2: stagingOf('registry', 'qcow2'),
-    },
-    { httpRaw: 'adopt-download', httpQcow2: 'convert', registryRaw: 'convert', registryQcow2: 'convert' },
-  );
-});
+t.test(
+  'stagingOf: a raw download is adopted as the disk; the rest is converted, the image store left alone; a Block volume is written onto',
+  async (t) => {
+    const kinds = ['http', 'registry'] as const;
+    const formats = ['raw', 'qcow2'] as const;
+    const table = (mode: 'Filesystem' | 'Block') =>
+      Object.fromEntries(kinds.flatMap((k) => formats.map((f) => [`${k} ${f}`, stagingOf(k, f, mode)])));
+    t.same(table('Filesystem'), {
+      'http raw': 'adopt-download',
+      'http qcow2': 'convert',
+      'registry raw': 'convert',
+      'registry qcow2': 'convert',
+    });
+    t.same(table('Block'), {
+      'http raw': 'onto-device',
+      'http qcow2': 'onto-device',
+      'registry raw': 'onto-device',
+      'registry qcow2': 'onto-device',
+    });
+  },
+);
 
 t.test('importPercent: download 0-90, its convert 90-100, a local convert 0-100, clamped', async (t) => {
   const cases: [Parameters<typeof importPercent>, number][] = [

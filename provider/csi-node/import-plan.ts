@@ -1,6 +1,6 @@
 // What a DataVolume import on this node is, pure: which claims carry a source
 // to import (the annotations of provider/kubevirt/datavolume-annotations.ts),
-// whether the volume holds it already (its completion marker), and qemu-img's
+// whether the volume holds it already (its completion record), and qemu-img's
 // progress output. The report's shape is provider/kubevirt/datavolume-report.ts;
 // the I/O is volume-import.ts.
 import {
@@ -10,6 +10,7 @@ import {
   REGISTRY_ENDPOINT_PREFIX,
   type ImportPhase,
 } from '../kubevirt/datavolume-annotations.js';
+import { CLAIM_SIZE_FIELD } from '../kubevirt/datavolume-report.js';
 
 /** A VMI's claim on a CSI volume, as published for its pod: where an import writes. */
 export interface ClaimDisk {
@@ -18,7 +19,7 @@ export interface ClaimDisk {
   pvName: string;
   /** disk.img inside the published directory, or the device of a Block volume. */
   diskPath: string;
-  /** A Block volume is a device: the node cannot import into it yet, so it refuses. */
+  /** A Block volume is a device: the image is converted onto it, and its completion is recorded on the claim. */
   volumeMode: 'Filesystem' | 'Block';
   /** The claim's status.capacity.storage in bytes, when known: a raw image smaller than it is grown to it. */
   capacityBytes?: number;
@@ -31,7 +32,7 @@ export type ImportSourceSpec =
 export type ImportDecision =
   /** No source (a plain claim, or a blank DataVolume). */
   | { kind: 'none' }
-  /** The marker is there: imported before; `report` when the claim does not say Succeeded yet. */
+  /** Imported before (its completion record); `report` when the claim does not say Succeeded yet. */
   | { kind: 'done'; report: boolean }
   | { kind: 'import'; source: ImportSourceSpec }
   /** The annotations are unusable; the message names the annotation. */
@@ -42,22 +43,21 @@ export const IMPORT_TEMP_FILE = '.vkvm-import.img.tmp';
 export const DOWNLOAD_TEMP_FILE = '.vkvm-import.download.tmp';
 export const IMPORT_MARKER_FILE = '.vkvm-imported';
 
-/** `reported`: the phase the claim's report says (datavolume-report.ts). */
+/**
+ * `reported`: the phase the claim's report says (datavolume-report.ts).
+ * `completed`: the volume's completion record says it was imported (the
+ * marker file of a Filesystem volume; a Block volume's is the claim's
+ * Succeeded report itself, volume-import.ts).
+ */
 export function decideImport(
   annotations: Record<string, string> | undefined,
   reported: ImportPhase | undefined,
-  markerPresent: boolean,
-  volumeMode: ClaimDisk['volumeMode'] = 'Filesystem',
+  completed: boolean,
 ): ImportDecision {
   const a = annotations ?? {};
   const source = a[IMPORT_SOURCE_ANNOTATION];
   if (source === undefined || source === 'none') return { kind: 'none' };
-  // The import writes disk.img into a directory; a tenant's own Block claim
-  // carrying the annotation must not get a file beside its device (the
-  // DataVolume controller refuses spec.storage.volumeMode: Block already).
-  if (volumeMode === 'Block')
-    return { kind: 'invalid', message: `${IMPORT_SOURCE_ANNOTATION}: an import into a Block volume is not supported yet` };
-  if (markerPresent) return { kind: 'done', report: reported !== 'Succeeded' };
+  if (completed) return { kind: 'done', report: reported !== 'Succeeded' };
   const endpoint = a[IMPORT_ENDPOINT_ANNOTATION] ?? '';
   const secret = a[IMPORT_SECRET_ANNOTATION] ? { secretName: a[IMPORT_SECRET_ANNOTATION] } : {};
   const invalid = (message: string): ImportDecision => ({ kind: 'invalid', message: `${IMPORT_ENDPOINT_ANNOTATION}: ${message}` });
@@ -91,13 +91,20 @@ export function lastProgress(text: string): number | undefined {
 }
 
 /**
- * How the vetted source becomes disk.img. A raw download is the disk already,
- * so it is renamed into place: the bytes pass once, from the socket into the
- * volume. Anything else is converted by qemu-img straight into the volume;
- * a registry source stays where it is, in the node's image store (other pods
- * use it), so even a raw one is copied.
+ * How the vetted source becomes the disk. In a Filesystem volume a raw
+ * download is the disk already, so it is renamed into place as disk.img: the
+ * bytes pass once, from the socket into the volume. Anything else is
+ * converted by qemu-img straight into the volume; a registry source stays
+ * where it is, in the node's image store (other pods use it), so even a raw
+ * one is copied. A Block volume is the device itself, so every source is
+ * written onto it by qemu-img (`-n`: the device is there, not created).
  */
-export function stagingOf(source: ImportSourceSpec['kind'], format: 'raw' | 'qcow2'): 'adopt-download' | 'convert' {
+export function stagingOf(
+  source: ImportSourceSpec['kind'],
+  format: 'raw' | 'qcow2',
+  volumeMode: ClaimDisk['volumeMode'],
+): 'adopt-download' | 'convert' | 'onto-device' {
+  if (volumeMode === 'Block') return 'onto-device';
   return source === 'http' && format === 'raw' ? 'adopt-download' : 'convert';
 }
 
@@ -137,9 +144,19 @@ export class ProgressThrottle {
   }
 }
 
-/** Why an image's size does not fit the claim, or undefined when it does. */
-export function sizeRefusal(virtualSizeBytes: number, capacityBytes: number | undefined, claim: string): string | undefined {
-  if (capacityBytes === undefined || virtualSizeBytes <= capacityBytes) return undefined;
+/**
+ * Why an image's size does not fit the claim, or undefined when it does: the
+ * claim's capacity (Filesystem) or its device's size (Block; never a
+ * truncated disk). It names the claim's size field, which the DataVolume
+ * controller turns into the DataVolume's own.
+ */
+export function sizeRefusal(
+  virtualSizeBytes: number,
+  limit: { bytes: number | undefined; of: 'capacity' | 'device' },
+  claim: string,
+): string | undefined {
+  if (limit.bytes === undefined || virtualSizeBytes <= limit.bytes) return undefined;
   const mib = (n: number) => `${Math.ceil(n / 2 ** 20)} MiB`;
-  return `the image's virtual size, ${mib(virtualSizeBytes)}, is larger than claim "${claim}"'s capacity, ${mib(capacityBytes)}`;
+  const what = limit.of === 'device' ? `block device's size` : 'capacity';
+  return `${CLAIM_SIZE_FIELD}: the image's virtual size, ${mib(virtualSizeBytes)}, is larger than claim "${claim}"'s ${what}, ${mib(limit.bytes)}`;
 }

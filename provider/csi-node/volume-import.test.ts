@@ -4,7 +4,7 @@ import type { V1PersistentVolumeClaimCondition, V1Pod } from '@kubernetes/client
 import t, { type Test } from 'tap';
 import pino from 'pino';
 import { run } from '../../vmm/exec.js';
-import { VolumeImportError, VolumeImports } from './volume-import.js';
+import { VolumeImportError, VolumeImports, type VolumeImportsOptions } from './volume-import.js';
 import type { ClaimDisk } from './import-plan.js';
 import { importReportOf } from '../kubevirt/datavolume-report.js';
 
@@ -13,12 +13,14 @@ const pod: V1Pod = { metadata: { namespace: 'ns', name: 'virt-launcher-a', uid: 
 
 /** A claim's annotations as the API holds them, patched as the node reports; a download that copies a local file. */
 function fixture(t: Test, annotations: Record<string, string>) {
-  const dir = t.testdir({ mount: {} });
+  const dir = t.testdir({ mount: {}, scratch: {} });
   const source = join(dir, 'source.qcow2');
   const held = { ...annotations };
   const reports: V1PersistentVolumeClaimCondition[] = [];
   const reported = () => importReportOf(reports.slice(-1));
   const downloads: string[] = [];
+  /** The API refuses the next Succeeded report (a Block volume's completion record). */
+  const api = { refuseSucceeded: false };
   const claim: ClaimDisk = {
     namespace: 'ns',
     claim: 'root',
@@ -27,7 +29,7 @@ function fixture(t: Test, annotations: Record<string, string>) {
     volumeMode: 'Filesystem' as ClaimDisk['volumeMode'],
     capacityBytes: 16 * MIB,
   };
-  const imports = new VolumeImports({
+  const options: VolumeImportsOptions = {
     nodeName: 'node-a',
     clients: {
       core: {
@@ -38,6 +40,10 @@ function fixture(t: Test, annotations: Record<string, string>) {
         patchNamespacedPersistentVolumeClaimStatus: async (req: {
           body: { status: { conditions: V1PersistentVolumeClaimCondition[] } };
         }) => {
+          if (api.refuseSucceeded && req.body.status.conditions[0]?.reason === 'Succeeded') {
+            api.refuseSucceeded = false;
+            throw new Error('the server was unable to return a response in the time allotted');
+          }
           reports.push(...req.body.status.conditions);
           return {};
         },
@@ -53,9 +59,15 @@ function fixture(t: Test, annotations: Record<string, string>) {
       return size;
     },
     registryDisk: async () => source,
+    scratchDir: join(dir, 'scratch'),
+    // A regular file stands for the device here: qemu-img writes both alike.
+    deviceBytes: async (device) => (await stat(device)).size,
     log: pino({ level: 'silent' }),
-  });
-  return { dir, source, reported, reports, downloads, claim, imports };
+  };
+  const imports = new VolumeImports(options);
+  /** The agent restarted: no memory but the claim's and the volume's. */
+  const restarted = () => new VolumeImports(options);
+  return { dir, source, reported, reports, downloads, claim, imports, restarted, api };
 }
 
 t.test('an http source is converted into disk.img at the claim size with a marker; a second start imports nothing', async (t) => {
@@ -126,7 +138,7 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
     [
       'an image larger than the claim',
       { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' },
-      /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.endpoint: the image's virtual size, 32 MiB, is larger than claim "root"'s capacity, 16 MiB$/,
+      /^claim "root": import failed: spec\.resources\.requests\.storage: the image's virtual size, 32 MiB, is larger than claim "root"'s capacity, 16 MiB$/,
     ],
     [
       'an import secret the node may not read',
@@ -143,15 +155,8 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
       /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.source: "gcs" is not one of/,
     ],
   ];
-  const block = { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' };
-  cases.push([
-    "a Block volume (a tenant's own claim carrying the annotations)",
-    block,
-    /^claim "root": import failed: cdi\.kubevirt\.io\/storage\.import\.source: an import into a Block volume is not supported yet$/,
-  ]);
   for (const [name, annotations, want] of cases) {
     const f = fixture(t, annotations);
-    if (annotations === block) f.claim.volumeMode = 'Block';
     await run('qemu-img', ['create', '-f', 'qcow2', f.source, '32M']);
     const err = await f.imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
     t.match(
@@ -170,4 +175,136 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
       name,
     );
   }
+});
+
+const REGISTRY = { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' };
+
+/** A Block claim whose "device" is a 16 MiB file of 0xff, so every byte qemu-img writes (zeros too) shows. */
+async function blockFixture(t: Test, annotations: Record<string, string>) {
+  const f = fixture(t, annotations);
+  f.claim.volumeMode = 'Block';
+  f.claim.diskPath = join(f.dir, 'mount', 'pv-1');
+  await writeFile(f.claim.diskPath, Buffer.alloc(16 * MIB, 0xff));
+  return f;
+}
+
+t.test(
+  'a registry source onto a Block volume: the device holds the raw guest, the claim records it; no restart imports again',
+  async (t) => {
+    const f = await blockFixture(t, REGISTRY);
+    await run('qemu-img', ['create', '-f', 'qcow2', f.source, '8M']);
+    await run('qemu-io', ['-c', 'write -P 0x5a 1M 64k', f.source]);
+    await f.imports.ensure(pod, [f.claim]);
+    const bytes = await readFile(f.claim.diskPath);
+    t.same(
+      {
+        size: bytes.length,
+        zeroed: bytes.subarray(0, 4).toString('hex'),
+        written: bytes.subarray(MIB, MIB + 4).toString('hex'),
+        pastImage: bytes.subarray(8 * MIB, 8 * MIB + 4).toString('hex'),
+        files: await readdir(join(f.dir, 'mount')),
+        scratch: await readdir(join(f.dir, 'scratch')),
+        report: f.reported(),
+      },
+      {
+        size: 16 * MIB,
+        zeroed: '00000000',
+        written: '5a5a5a5a',
+        pastImage: 'ffffffff',
+        files: ['pv-1'],
+        scratch: [],
+        report: { phase: 'Succeeded', progress: '100.00%' },
+      },
+      "the image's bytes (its zeros too) on the device, the device's size kept, no file beside it, Succeeded on the claim",
+    );
+    // The guest writes; a second start, and a restarted agent (a new VolumeImports), leave it alone.
+    await writeFile(f.claim.diskPath, Buffer.from('guest'), { flag: 'r+' });
+    const reports = f.reports.length;
+    await f.imports.ensure(pod, [f.claim]);
+    await f.restarted().ensure(pod, [f.claim]);
+    t.same(
+      { head: (await readFile(f.claim.diskPath)).subarray(0, 5).toString(), reports: f.reports.length },
+      { head: 'guest', reports },
+      "the guest's write survives a second start: the claim's Succeeded is the record",
+    );
+  },
+);
+
+t.test(
+  'a raw http source onto a Block volume: downloaded into the scratch dir, written onto the device; the download, and one a killed agent left, gone',
+  async (t) => {
+    const f = await blockFixture(t, {
+      'cdi.kubevirt.io/storage.import.source': 'http',
+      'cdi.kubevirt.io/storage.import.endpoint': 'http://img/d.raw',
+    });
+    await writeFile(f.source, Buffer.alloc(8 * MIB, 0x6b));
+    // What an agent killed mid-download left, for a claim since deleted.
+    await writeFile(join(f.dir, 'scratch', 'pv-gone.vkvm-import.download.tmp'), 'half');
+    await f.imports.ensure(pod, [f.claim]);
+    const bytes = await readFile(f.claim.diskPath);
+    t.same(
+      {
+        first: bytes.subarray(0, 2).toString('hex'),
+        last: bytes.subarray(8 * MIB - 2, 8 * MIB).toString('hex'),
+        size: bytes.length,
+        downloads: f.downloads,
+        scratch: await readdir(join(f.dir, 'scratch')),
+        phases: f.reports.map((r) => r.reason),
+      },
+      {
+        first: '6b6b',
+        last: '6b6b',
+        size: 16 * MIB,
+        downloads: ['http://img/d.raw'],
+        scratch: [],
+        phases: ['Running', 'Running', 'Succeeded'],
+      },
+    );
+  },
+);
+
+t.test("an image larger than the Block device: Failed naming the claim's size field; the device untouched, nothing left", async (t) => {
+  const f = await blockFixture(t, REGISTRY);
+  await run('qemu-img', ['create', '-f', 'qcow2', f.source, '17M']);
+  const err = await f.imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
+  const bytes = await readFile(f.claim.diskPath);
+  t.match(
+    {
+      err,
+      report: f.reported(),
+      untouched: bytes.length === 16 * MIB && bytes.every((b) => b === 0xff),
+      scratch: await readdir(join(f.dir, 'scratch')),
+    },
+    {
+      err: {
+        constructor: VolumeImportError,
+        message: `claim "root": import failed: spec.resources.requests.storage: the image's virtual size, 17 MiB, is larger than claim "root"'s block device's size, 16 MiB`,
+      },
+      report: { phase: 'Failed', message: /^spec\.resources\.requests\.storage: / },
+      untouched: true,
+      scratch: [],
+    },
+  );
+});
+
+t.test('a Block import whose completion cannot be recorded on the claim fails, and the next start imports again', async (t) => {
+  const f = await blockFixture(t, REGISTRY);
+  await run('qemu-img', ['create', '-f', 'qcow2', f.source, '8M']);
+  f.api.refuseSucceeded = true;
+  const err = await f.imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
+  t.match(
+    { err, report: f.reported() },
+    {
+      err: { constructor: VolumeImportError, message: /import failed: .*the import's completion could not be recorded on the claim: / },
+      report: { phase: 'Failed' },
+    },
+    'Failed, never Succeeded',
+  );
+  await writeFile(f.claim.diskPath, Buffer.alloc(16, 0x11), { flag: 'r+' });
+  await f.imports.ensure(pod, [f.claim]);
+  t.same(
+    { head: (await readFile(f.claim.diskPath)).subarray(0, 2).toString('hex'), report: f.reported()?.phase },
+    { head: '0000', report: 'Succeeded' },
+    'imported again, then recorded',
+  );
 });

@@ -8,11 +8,15 @@
 // marker file make it complete, so an agent killed
 // half-way starts again from scratch and never boots a half-written disk,
 // and a second VM (or a restart) finds the marker and imports nothing.
+// A Block volume is the device the driver published: qemu-img writes the
+// image onto it (`-n`), an http source downloaded first into the node's
+// scratch directory (its format is known only once it is in), and the claim's
+// Succeeded report is its completion record (see completed()).
 // The node reports on the claim's status (phase, progress at most once a
 // second, message: provider/kubevirt/datavolume-report.ts); the DataVolume
 // controller mirrors it. What to do is import-plan.ts.
 import { spawn } from 'node:child_process';
-import { open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { strategicMerge, type KubeClients } from '../kube/client.js';
@@ -20,7 +24,8 @@ import type { Logger } from '../log.js';
 import type { PodImages } from '../images/pod-images.js';
 import type { RegistryCredential } from '../images/keyring.js';
 import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
-import { importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
+import { CLAIM_SIZE_FIELD, importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
+import { deviceBytes } from '../csi/block-devices.js';
 import { SpecError } from '../../vmm/errors.js';
 import { vetBaseImage } from '../../vmm/disks/base-image.js';
 import type { DownloadProgress } from '../../vmm/disks/download.js';
@@ -50,15 +55,21 @@ export interface VolumeImportsOptions {
   download: (url: string, dest: string, log: Logger, signal?: AbortSignal, onProgress?: DownloadProgress) => Promise<number>;
   /** A registry image's disk file in the node's image store (PodImages.diskFile). */
   registryDisk: PodImages['diskFile'];
+  /** Where an http source for a Block volume is downloaded before it is written onto the device (the node's own disk). */
+  scratchDir: string;
+  /** A published Block volume's size in bytes (blockdev --getsize64 by default). */
+  deviceBytes?: (device: string) => Promise<number>;
   log: Logger;
   nowMs?: () => number;
   progressIntervalMs?: number;
 }
 
-/** The reason alone, with the annotation it concerns: download and pull errors are about the endpoint. */
+/** The reason alone, with the annotation or claim field it concerns: download and pull errors are about the endpoint. */
 function reasonOf(err: unknown): string {
   const message = err instanceof SpecError ? err.causes.map((c) => c.message).join('; ') : (err as Error).message;
-  return message.startsWith('cdi.kubevirt.io/') ? message : `${IMPORT_ENDPOINT_ANNOTATION}: ${message}`;
+  return message.startsWith('cdi.kubevirt.io/') || message.startsWith(`${CLAIM_SIZE_FIELD}:`)
+    ? message
+    : `${IMPORT_ENDPOINT_ANNOTATION}: ${message}`;
 }
 
 export class VolumeImports {
@@ -67,6 +78,7 @@ export class VolumeImports {
   /** The last report sent on each claim: reports go one after another, so a late progress never follows Succeeded. */
   private readonly reports = new Map<string, Promise<void>>();
   private readonly nowMs: () => number;
+  private scratch?: Promise<unknown>;
 
   constructor(private readonly o: VolumeImportsOptions) {
     this.nowMs = o.nowMs ?? (() => performance.now());
@@ -83,11 +95,8 @@ export class VolumeImports {
 
   private async ensureOne(pod: V1Pod, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
     const pvc = await this.o.clients.core.readNamespacedPersistentVolumeClaim({ name: c.claim, namespace: c.namespace });
-    const marker = await stat(join(dirname(c.diskPath), IMPORT_MARKER_FILE)).then(
-      () => true,
-      () => false,
-    );
-    const decision = decideImport(pvc.metadata?.annotations, importReportOf(pvc.status?.conditions)?.phase, marker, c.volumeMode);
+    const reported = importReportOf(pvc.status?.conditions)?.phase;
+    const decision = decideImport(pvc.metadata?.annotations, reported, await completed(c, reported));
     switch (decision.kind) {
       case 'none':
         return;
@@ -102,12 +111,15 @@ export class VolumeImports {
   }
 
   private async run(pod: V1Pod, c: ClaimDisk, source: ImportSourceSpec, log: Logger, signal?: AbortSignal): Promise<void> {
+    const block = c.volumeMode === 'Block';
     const dir = dirname(c.diskPath);
     const temp = join(dir, IMPORT_TEMP_FILE);
-    const download = join(dir, DOWNLOAD_TEMP_FILE);
-    const cleanUp = () => Promise.all([rm(temp, { force: true }), rm(download, { force: true })]);
+    const download = block ? join(this.o.scratchDir, `${c.pvName}${DOWNLOAD_TEMP_FILE}`) : join(dir, DOWNLOAD_TEMP_FILE);
+    // A Block volume's directory is the pod's volumeDevices dir, not the volume: nothing of the import goes there.
+    const cleanUp = () => Promise.all([block ? undefined : rm(temp, { force: true }), rm(download, { force: true })]);
     // What a killed import left: it starts again from scratch.
     await cleanUp();
+    if (block) await this.scratchReady();
     await this.report(c, 'Running', 0, log);
     const progress = this.progress(c, log);
     const t0 = this.nowMs();
@@ -125,10 +137,24 @@ export class VolumeImports {
       }
       // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image.
       const { format, virtualSizeBytes } = await vetBaseImage(input, IMPORT_ENDPOINT_ANNOTATION);
-      const tooBig = sizeRefusal(virtualSizeBytes, c.capacityBytes, c.claim);
+      const limit = block
+        ? { bytes: await (this.o.deviceBytes ?? deviceBytes)(c.diskPath), of: 'device' as const }
+        : { bytes: c.capacityBytes, of: 'capacity' as const };
+      const tooBig = sizeRefusal(virtualSizeBytes, limit, c.claim);
       if (tooBig) throw new Error(tooBig);
+      const staging = stagingOf(source.kind, format, c.volumeMode);
+      if (staging === 'onto-device') {
+        const convertShare = (p: number) => progress(importPercent('convert', p, source.kind === 'http'));
+        await this.convert(input, format, c.diskPath, convertShare, signal, ['-n']);
+        await rm(download, { force: true });
+        await syncFile(c.diskPath);
+        // The completion record: the report must reach the claim before the VM may boot from the device.
+        await this.report(c, 'Succeeded', 100, log, undefined, { mustReach: true });
+        this.logDone(log, t0, virtualSizeBytes, format);
+        return;
+      }
       let staged = download;
-      if (stagingOf(source.kind, format) === 'convert') {
+      if (staging === 'convert') {
         await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal);
         staged = temp;
         // Gone before the fsync: its dirty pages are dropped, never written to the disk.
@@ -143,13 +169,23 @@ export class VolumeImports {
       });
       await syncFile(dir);
       await this.report(c, 'Succeeded', 100, log);
-      const s = (this.nowMs() - t0) / 1000;
-      log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)), format }, 'volume import done');
+      this.logDone(log, t0, virtualSizeBytes, format);
     } catch (err) {
       await cleanUp();
       if (signal?.aborted) throw err;
       return this.fail(c, reasonOf(err), log);
     }
+  }
+
+  /**
+   * The scratch directory, emptied once per agent before its first use: a
+   * download an agent killed half-way left is gone even when its claim is.
+   */
+  private scratchReady(): Promise<unknown> {
+    this.scratch ??= rm(this.o.scratchDir, { recursive: true, force: true }).then(() =>
+      mkdir(this.o.scratchDir, { recursive: true, mode: 0o700 }),
+    );
+    return this.scratch;
   }
 
   /**
@@ -166,10 +202,22 @@ export class VolumeImports {
     };
   }
 
-  /** `qemu-img convert -p -O raw` straight into the volume; `onPercent` gets qemu-img's own progress. */
-  private convert(input: string, format: string, output: string, onPercent: (p: number) => void, signal?: AbortSignal): Promise<void> {
+  private logDone(log: Logger, t0: number, virtualSizeBytes: number, format: string): void {
+    const s = (this.nowMs() - t0) / 1000;
+    log.info({ s: Number(s.toFixed(3)), mibS: Number((virtualSizeBytes / 2 ** 20 / s).toFixed(1)), format }, 'volume import done');
+  }
+
+  /** `qemu-img convert -p -O raw` straight into the volume (`extra`: `-n` onto a device); `onPercent` gets qemu-img's own progress. */
+  private convert(
+    input: string,
+    format: string,
+    output: string,
+    onPercent: (p: number) => void,
+    signal?: AbortSignal,
+    extra: string[] = [],
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn('qemu-img', ['convert', '-p', '-f', format, '-O', 'raw', input, output], {
+      const child = spawn('qemu-img', ['convert', '-p', ...extra, '-f', format, '-O', 'raw', input, output], {
         stdio: ['ignore', 'pipe', 'pipe'],
         ...(signal ? { signal } : {}),
       });
@@ -205,23 +253,36 @@ export class VolumeImports {
 
   /**
    * Best effort: the import is the node's job and the report only mirrors
-   * it, so a refused report is a warning. A strategic merge on the status
+   * it, so a refused report is a warning; except a Block volume's Succeeded
+   * (`mustReach`), which is its completion record: refused, the import fails
+   * and the next start imports again. A strategic merge on the status
    * subresource replaces this one condition (merge key: type) and leaves the
    * resize conditions alone.
    */
-  private report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+  private report(
+    c: ClaimDisk,
+    phase: ImportPhase,
+    percent: number,
+    log: Logger,
+    message?: string,
+    o: { mustReach?: boolean } = {},
+  ): Promise<void> {
     const key = `${c.namespace}/${c.claim}`;
-    const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message));
-    this.reports.set(key, sent);
-    void sent.finally(() => this.reports.get(key) === sent && this.reports.delete(key));
+    const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message, o.mustReach));
+    // The queue goes on after a refused completion record; its caller gets the refusal.
+    const queued = sent.catch(() => undefined);
+    this.reports.set(key, queued);
+    void queued.finally(() => this.reports.get(key) === queued && this.reports.delete(key));
     return sent;
   }
 
-  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string): Promise<void> {
+  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string, mustReach = false): Promise<void> {
     const body = { status: { conditions: [importCondition(phase, percent, message, new Date())] } };
     try {
       await this.o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge);
     } catch (err) {
+      if (mustReach)
+        throw new Error(`the import's completion could not be recorded on the claim: ${(err as Error).message}`, { cause: err });
       log.warn({ err, phase }, 'could not report the import on the claim');
     }
   }
@@ -232,6 +293,26 @@ export class VolumeImports {
     void run.finally(() => this.busy.get(key) === run && this.busy.delete(key)).catch(() => undefined);
     return run;
   }
+}
+
+/**
+ * Whether the volume holds its import already. A Filesystem volume carries a
+ * marker file beside disk.img, written after it, so the record travels with
+ * the volume (a restart, a second VM). A Block volume is the guest's whole
+ * device: no filesystem holds a marker, and any byte of it is the guest's.
+ * Its record is the claim's own per-volume state, the node's Succeeded report
+ * (the vkvm.io/DataVolumeImport condition, written only after the device's
+ * fsync): a tenant cannot write a claim's status, the claim lives as long as
+ * the volume, and the resizer keeps the conditions that are not its own. So
+ * an import runs once, an agent killed before the report imports again from
+ * scratch, and a later boot never overwrites what the guest wrote.
+ */
+async function completed(c: ClaimDisk, reported: ImportPhase | undefined): Promise<boolean> {
+  if (c.volumeMode === 'Block') return reported === 'Succeeded';
+  return stat(join(dirname(c.diskPath), IMPORT_MARKER_FILE)).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Flushes a file's (or a directory's entries') data to the disk: the rename and the marker mean complete only after it. */

@@ -16,6 +16,9 @@ import { IMPORT_PHASES, type ImportPhase } from './datavolume-annotations.js';
 
 export const IMPORT_CONDITION_TYPE = 'vkvm.io/DataVolumeImport';
 
+/** The claim's field a Failed report begins with when the image does not fit; the DataVolume controller names its own field for it. */
+export const CLAIM_SIZE_FIELD = 'spec.resources.requests.storage';
+
 /** What the node reports: the three values of the annotation contract. */
 export interface ImportReport {
   phase: ImportPhase;

@@ -100,6 +100,7 @@ async function importVsConvert(ctx: BenchContext): Promise<void> {
     download: (u, dest, l, signal, onProgress) => downloadToFile(u, dest, policy, l, signal, onProgress),
     // An image the node has pulled: its disk file in the store.
     registryDisk: async () => image,
+    scratchDir: join(dir, 'scratch'),
     log: silent,
   });
   const pod = { metadata: { namespace: 'bench', name: 'bench', uid: 'bench' } };

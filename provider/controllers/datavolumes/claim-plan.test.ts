@@ -149,23 +149,32 @@ const cases: Array<{ name: string; dv: DataVolume; source?: V1PersistentVolumeCl
     want: { kind: 'refused', refusal: { field: 'spec.source.http.url', message: 'an http:// or https:// URL is required' } },
   },
   {
-    name: 'an http source into a Block volume is refused naming spec.storage.volumeMode',
-    dv: dv({ source: { http: { url: 'https://images.example/disk.qcow2' } }, storage: { volumeMode: 'Block' } }),
+    name: 'an http source into a Block volume (spec.storage) is a Block claim carrying the source',
+    dv: dv({
+      source: { http: { url: 'https://images.example/disk.qcow2' } },
+      storage: { volumeMode: 'Block', resources: { requests: { storage: '1Gi' } } },
+    }),
     want: {
-      kind: 'refused',
-      refusal: { field: 'spec.storage.volumeMode', message: 'Block is not supported for an http source yet: use Filesystem' },
+      annotations: {
+        'cdi.kubevirt.io/storage.import.source': 'http',
+        'cdi.kubevirt.io/storage.import.endpoint': 'https://images.example/disk.qcow2',
+      },
+      spec: { accessModes: ['ReadWriteOnce'], volumeMode: 'Block', resources: { requests: { storage: '1Gi' } } },
     },
   },
   {
-    name: 'a registry source into a Block volume is refused naming spec.pvc.volumeMode',
+    name: 'a registry source into a Block volume (spec.pvc) is a Block claim carrying the source',
     dv: dv({
       source: { registry: { url: 'docker://registry.example/disk:v1' } },
       storage: undefined,
       pvc: { volumeMode: 'Block', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
     }),
     want: {
-      kind: 'refused',
-      refusal: { field: 'spec.pvc.volumeMode', message: 'Block is not supported for a registry source yet: use Filesystem' },
+      annotations: {
+        'cdi.kubevirt.io/storage.import.source': 'registry',
+        'cdi.kubevirt.io/storage.import.endpoint': 'docker://registry.example/disk:v1',
+      },
+      spec: { volumeMode: 'Block', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
     },
   },
   {

@@ -146,15 +146,6 @@ export function planClaim({ dv, source, sourcePv, cloneAdmitted }: ClaimInput): 
     selectedNode = nodeOfVolume(sourcePv);
   }
   const spec = claimSpec(dv, source);
-  // The node imports into disk.img inside a Filesystem volume; a Block volume
-  // is published as a device, and writing onto it is not built yet (#27).
-  if ((kind === 'http' || kind === 'registry') && spec.volumeMode === 'Block') {
-    const field = dv.spec.pvc ? 'spec.pvc.volumeMode' : 'spec.storage.volumeMode';
-    return {
-      kind: 'refused',
-      refusal: { field, message: `Block is not supported for ${kind === 'http' ? 'an http' : 'a registry'} source yet: use Filesystem` },
-    };
-  }
   const placed: Record<string, string> = selectedNode ? { [SELECTED_NODE_ANNOTATION]: selectedNode } : {};
   const cloned = (): V1PersistentVolumeClaimSpec => ({
     ...spec,

@@ -126,6 +126,20 @@ const cases: Array<{
       events: ['Bound', 'ImportFailed'],
     },
   },
+  // The node names the claim's size field; Ready names the one the DataVolume's user wrote.
+  ...(['storage', 'pvc'] as const).map((form) => ({
+    name: `an image larger than the claim of a spec.${form} DataVolume: Ready names spec.${form}'s size field`,
+    dv: { ...dv(HTTP, { phase: 'ImportInProgress' }), spec: { source: HTTP, [form]: { resources: { requests: { storage: '1Gi' } } } } },
+    claim: claim('Bound', { report: { phase: 'Failed', message: 'spec.resources.requests.storage: the image is 32 MiB' } }),
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'True/Bound',
+      ready: `False/ImportFailed: spec.${form}.resources.requests.storage: the image is 32 MiB`,
+      running: 'False/Error',
+      events: ['Bound', 'ImportFailed'],
+    },
+  })),
   {
     name: 'clone, source missing: Pending, Bound names why',
     dv: dv(CLONE),

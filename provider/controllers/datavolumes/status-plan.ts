@@ -7,7 +7,7 @@
 // Pure; the controller is the only writer of DataVolume status.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { findCondition, setCondition, type ConditionInput } from '../../kubevirt/conditions.js';
-import { importReportOf, type ImportReport } from '../../kubevirt/datavolume-report.js';
+import { CLAIM_SIZE_FIELD, importReportOf, type ImportReport } from '../../kubevirt/datavolume-report.js';
 import type { DataVolume, DataVolumeConditionType, DataVolumePhase, DataVolumeStatus } from '../../kubevirt/datavolume-types.js';
 import type { EventType } from '../../kube/events.js';
 import { cloneSourceNamespace, SELECTED_NODE_ANNOTATION, sourceKind, type ClaimPlan } from './claim-plan.js';
@@ -66,7 +66,7 @@ export const PHASE_ROWS: ReadonlyArray<{ phase: DataVolumePhase; when: (f: Facts
 
 function factsOf(input: StatusInput): Facts {
   const claim = input.claim;
-  const report = importReportOf(claim?.status?.conditions);
+  const report = inDataVolumeTerms(importReportOf(claim?.status?.conditions), input.dv);
   const importPhase = report?.phase;
   // A claim just created may come back without a phase yet: Kubernetes' default is Pending.
   const claimPhase = claim ? claim.status?.phase || 'Pending' : '';
@@ -105,6 +105,17 @@ function boundCondition(f: Facts): ConditionInput<DataVolumeConditionType> {
       message: `${storageClassField(f.input.dv)}: StorageClass "${f.input.missingStorageClass}" not found; PVC ${name} stays Pending until it exists`,
     };
   return { type: 'Bound', status: 'False', reason: 'Pending', message: `PVC ${name} Pending` };
+}
+
+/**
+ * The node's report names the claim's own fields (it sees only the claim); a
+ * DataVolume's user wrote the claim's size in spec.storage or spec.pvc, so a
+ * failure naming the claim's size names that field instead.
+ */
+function inDataVolumeTerms(report: ImportReport | undefined, dv: DataVolume): ImportReport | undefined {
+  if (!report?.message?.startsWith(`${CLAIM_SIZE_FIELD}:`)) return report;
+  const field = dv.spec.pvc ? 'spec.pvc.resources.requests.storage' : 'spec.storage.resources.requests.storage';
+  return { ...report, message: field + report.message.slice(CLAIM_SIZE_FIELD.length) };
 }
 
 /** The field a DataVolume names its class in, as the user wrote it. */

@@ -120,7 +120,7 @@ export async function nodesSuite(t: Test, up: UpCluster, o: { examplesRegistry: 
   );
 
   await t.test(
-    "a VMI on a Block-mode claim: the device is QEMU's disk, the guest's marker reaches the volume, the stats summary reports the volumes",
+    "a VMI on a Block-mode claim, booting from a Block DataVolume imported from the registry: the device is QEMU's disk, the guest's marker reaches the volume, the stats summary reports the volumes",
     (t) =>
       vmiOnBlockClaim(t, {
         ...storageCase,
