@@ -126,19 +126,21 @@ t.test('a DataVolume made again under its name: the earlier one’s staging clai
   t.same(w.calls, [['delete', 'images/vkvm-clone-old-uid']]);
 });
 
+/** The DataVolume's claim, made naming the staging claim's volume, not bound yet. */
+const madePending: V1PersistentVolumeClaim = {
+  ...planned.claim,
+  metadata: { ...planned.claim.metadata, uid: 'claim-uid' },
+  spec: { volumeName: 'pvc-staging-uid' },
+  status: { phase: 'Pending' },
+};
+
 t.test('the staging claim deleted before its volume moved: the clone failed, saying why; nothing is written', async (t) => {
-  const ownClaim = {
-    ...planned.claim,
-    metadata: { ...planned.claim.metadata, uid: 'claim-uid' },
-    spec: { volumeName: 'pvc-staging-uid' },
-    status: { phase: 'Pending' },
-  };
   for (const [what, pv] of [
     ['the volume still bound to the deleted staging claim', pvBoundTo('staging-uid')],
     ['the volume already deleted by its reclaim policy', undefined],
   ] as const) {
     const w = world([golden], pv);
-    const step = await syncCrossNamespaceClone(w.o, planned, ownClaim);
+    const step = await syncCrossNamespaceClone(w.o, planned, madePending);
     t.equal(step.kind, 'failed', what);
     t.match(
       step.kind === 'failed' && step.why,
@@ -150,19 +152,13 @@ t.test('the staging claim deleted before its volume moved: the clone failed, say
     [{ ...staging('Bound', 'pv-of-someone'), metadata: { ...staging('Bound').metadata, uid: 'other-uid' } }],
     pvBoundTo('staging-uid'),
   );
-  const step = await syncCrossNamespaceClone(replaced.o, planned, ownClaim);
+  const step = await syncCrossNamespaceClone(replaced.o, planned, madePending);
   t.match(step.kind === 'failed' && step.why, /was replaced by a claim vkvm did not make/);
   t.same(replaced.calls, []);
 });
 
 t.test('the staging claim gone once its volume moved: not a failure, the claim is about to bind', async (t) => {
-  const ownClaim = {
-    ...planned.claim,
-    metadata: { ...planned.claim.metadata, uid: 'claim-uid' },
-    spec: { volumeName: 'pvc-staging-uid' },
-    status: { phase: 'Pending' },
-  };
   const w = world([golden], pvBoundTo('claim-uid'));
-  t.equal((await syncCrossNamespaceClone(w.o, planned, ownClaim)).kind, 'claim');
+  t.equal((await syncCrossNamespaceClone(w.o, planned, madePending)).kind, 'claim');
   t.same(w.calls, []);
 });
