@@ -7,7 +7,8 @@
 // (SEEK_DATA/SEEK_HOLE) and leaves zeros as holes, as cp --sparse=always did,
 // reads and writes with O_DIRECT, several requests in flight, and
 // fdatasyncs, so the copy is on disk when it returns (cp, through the page
-// cache, left it all dirty), in less time than cp took (BENCHMARKS.md).
+// cache, left it all dirty) and uses no page-cache memory on the way
+// (docs/benchmarks-log.md, #27).
 // Raw rather than qcow2: loop devices and QEMU's block and filesystem
 // volumes (KubeVirt's disk.img) take raw files as they are.
 import { execFile } from 'node:child_process';
