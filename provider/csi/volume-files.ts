@@ -1,14 +1,8 @@
 // The files that hold volumes and snapshots: sparse raw images, made whole
 // under a temporary name and renamed into place, so a file at its final name
-// is complete. Copies (clones, snapshots, restores) are first a copy-on-write
-// clone (`cp --reflink=always`, FICLONE): on XFS or btrfs it costs nothing
-// whatever the size. Where the filesystem cannot (ext4) they are a byte copy
-// by `qemu-img convert` (QEMU is on every node): it skips the source's holes
-// (SEEK_DATA/SEEK_HOLE) and leaves zeros as holes, as cp --sparse=always did,
-// reads and writes with O_DIRECT, several requests in flight, and
-// fdatasyncs, so the copy is on disk when it returns (cp, through the page
-// cache, left it all dirty) and uses no page-cache memory on the way
-// (docs/benchmarks-log.md, #27).
+// is complete. Copies (clones, snapshots, restores) go through
+// `cp --reflink=auto`: on XFS or btrfs a copy-on-write clone that costs
+// nothing whatever the size; elsewhere (ext4) a sparse copy of the bytes.
 // Raw rather than qcow2: loop devices and QEMU's block and filesystem
 // volumes (KubeVirt's disk.img) take raw files as they are.
 import { execFile } from 'node:child_process';
@@ -44,7 +38,7 @@ export async function createSparse(file: string, sizeBytes: number): Promise<voi
 /** A copy of `source` at `file`, grown to `sizeBytes` if that is larger; copy-on-write where the filesystem can. */
 export async function copyVolumeFile(source: string, file: string, sizeBytes: number): Promise<void> {
   await makeWhole(file, async (tmp) => {
-    await cloneOrCopy(source, tmp);
+    await execFileP('cp', ['--reflink=auto', '--sparse=always', '--no-preserve=all', source, tmp]);
     const fh = await open(tmp, 'r+');
     try {
       if ((await fh.stat()).size < sizeBytes) await fh.truncate(sizeBytes);
@@ -53,19 +47,6 @@ export async function copyVolumeFile(source: string, file: string, sizeBytes: nu
       await fh.close();
     }
   });
-}
-
-/** A copy-on-write clone of `source` at `to` where the filesystem can make one, else a byte copy. */
-async function cloneOrCopy(source: string, to: string): Promise<void> {
-  try {
-    await execFileP('cp', ['--reflink=always', '--no-preserve=all', source, to]);
-    return;
-  } catch (err) {
-    // cp says "failed to clone" when the filesystem has no FICLONE (EOPNOTSUPP) or the files are on two (EXDEV).
-    if (!/failed to clone/.test(String((err as { stderr?: unknown }).stderr))) throw err;
-  }
-  // -W: writes out of order; -m 8: eight requests in flight; -t/-T none: O_DIRECT on both sides.
-  await execFileP('qemu-img', ['convert', '-q', '-f', 'raw', '-O', 'raw', '-t', 'none', '-T', 'none', '-W', '-m', '8', source, to]);
 }
 
 export async function growFile(file: string, sizeBytes: number): Promise<void> {
