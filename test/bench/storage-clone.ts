@@ -1,15 +1,14 @@
 // Clone of a 1 GiB volume (#27: goal ≤ 1 s), through the CSI driver's own
 // path: `vkvm csi` as a process, CreateVolume with the source volume as its
-// content source on its socket, which clones the file (FICLONE) or, where
-// the filesystem cannot, copies it to disk (provider/csi/volume-files.ts).
-// The source holds 1 GiB
+// content source on its socket, which copies the file with
+// `cp --reflink=auto` (provider/csi/volume-files.ts). The source holds 1 GiB
 // of random bytes (no hole for a sparse copy to skip). Measured on the host's
 // filesystem (ext4 here: a byte copy) and on an XFS filesystem with reflink
 // the bench makes on a loop-backed file and removes after (a copy-on-write
 // clone). Baselines in the same run, on the same file, alternated with the
 // clones: `cp --reflink=never` (the byte copy by hand, left in the page
-// cache), the same followed by `sync -d` of the copy (on disk, as the
-// driver's clone is when CreateVolume returns) and a sequential
+// cache), the same followed by `sync -d` of the copy (what an on-disk
+// clone would cost; the driver's is not synced) and a sequential
 // O_DIRECT read of it (what the disk gives, without the page cache). Each
 // step starts after a `sync`, so none pays for the write-back of another's,
 // and with the source out of the page cache.
