@@ -190,19 +190,25 @@ export async function cloneSourceAuthorization(t: Test, o: Options): Promise<voi
     deadlineMs: DEADLINE_MS,
   });
   const claim = await tenant.core.readNamespacedPersistentVolumeClaim({ name: 'dv-elsewhere', namespace });
+  // CDI's phase while the copy is made in the source namespace, told as the event each phase change records.
+  const reasons = (
+    await tenant.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.uid=${cloned.metadata.uid}` })
+  ).items.map((e) => e.reason);
   const head = await o.node.exec(['head', '-c', String(marker.length), await volumeFileOf({ namespace, name: 'dv-elsewhere' })]);
   t.match(
     {
       phase: cloned.status?.phase,
       claim: { phase: claim.status?.phase, mode: claim.spec?.volumeMode, owner: claim.metadata?.ownerReferences },
       bytes: head.stdout,
+      cloneInProgress: reasons.includes('CloneInProgress'),
     },
     {
       phase: 'Succeeded',
       claim: { phase: 'Bound', mode: 'Block', owner: [{ kind: 'DataVolume', name: 'dv-elsewhere', controller: true }] },
       bytes: marker,
+      cloneInProgress: true,
     },
-    "the admitted clone from the other namespace succeeds: the DataVolume's own claim holds the source's bytes",
+    "the admitted clone from the other namespace succeeds (CloneInProgress on the way): the DataVolume's own claim holds the source's bytes",
   );
   await waitForGone(persistentVolumeClaims(admin, source, { name: `vkvm-clone-${cloned.metadata.uid}` }), { deadlineMs: DEADLINE_MS });
   t.equal(

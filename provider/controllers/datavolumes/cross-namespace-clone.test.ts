@@ -56,10 +56,14 @@ const pvBoundTo = (uid: string): V1PersistentVolume => ({
 
 t.test('first the staging claim is made in the source namespace; nothing more while it is not bound', async (t) => {
   const empty = world([]);
-  t.equal(await syncCrossNamespaceClone(empty.o, planned, undefined), undefined);
+  t.same(await syncCrossNamespaceClone(empty.o, planned, undefined), { kind: 'staging' });
   t.same(empty.calls, [['create', 'images/vkvm-clone-dv-uid', undefined]]);
   const pending = world([staging('Pending')]);
-  t.equal(await syncCrossNamespaceClone(pending.o, planned, undefined), undefined);
+  t.same(
+    await syncCrossNamespaceClone(pending.o, planned, undefined),
+    { kind: 'staging', staging: staging('Pending') },
+    'the staging claim, for the status',
+  );
   t.same(pending.calls, []);
 });
 
@@ -67,8 +71,8 @@ t.test(
   "once the staging claim is bound, the DataVolume's claim names its volume and the volume's claimRef moves to it (at the version read)",
   async (t) => {
     const w = world([staging('Bound', 'pvc-staging-uid')], pvBoundTo('staging-uid'));
-    const claim = await syncCrossNamespaceClone(w.o, planned, undefined);
-    t.equal(claim?.spec?.volumeName, 'pvc-staging-uid');
+    const step = await syncCrossNamespaceClone(w.o, planned, undefined);
+    t.equal(step.kind === 'claim' && step.claim.spec?.volumeName, 'pvc-staging-uid');
     t.same(w.calls, [
       ['create', 'tenant/disk', 'pvc-staging-uid'],
       [
@@ -120,4 +124,41 @@ t.test('a DataVolume made again under its name: the earlier one’s staging clai
   const w = world([staging('Bound', 'pvc-staging-uid'), earlier, golden]);
   await deleteStagingClaimsOf(w.o, 'tenant/disk', 'vkvm-clone-dv-uid');
   t.same(w.calls, [['delete', 'images/vkvm-clone-old-uid']]);
+});
+
+/** The DataVolume's claim, made naming the staging claim's volume, not bound yet. */
+const madePending: V1PersistentVolumeClaim = {
+  ...planned.claim,
+  metadata: { ...planned.claim.metadata, uid: 'claim-uid' },
+  spec: { volumeName: 'pvc-staging-uid' },
+  status: { phase: 'Pending' },
+};
+
+t.test('the staging claim deleted before its volume moved: the clone failed, saying why; nothing is written', async (t) => {
+  for (const [what, pv] of [
+    ['the volume still bound to the deleted staging claim', pvBoundTo('staging-uid')],
+    ['the volume already deleted by its reclaim policy', undefined],
+  ] as const) {
+    const w = world([golden], pv);
+    const step = await syncCrossNamespaceClone(w.o, planned, madePending);
+    t.equal(step.kind, 'failed', what);
+    t.match(
+      step.kind === 'failed' && step.why,
+      /staging claim images\/vkvm-clone-dv-uid was deleted before its volume pvc-staging-uid moved/,
+    );
+    t.same(w.calls, [], `${what}: no claimRef moves`);
+  }
+  const replaced = world(
+    [{ ...staging('Bound', 'pv-of-someone'), metadata: { ...staging('Bound').metadata, uid: 'other-uid' } }],
+    pvBoundTo('staging-uid'),
+  );
+  const step = await syncCrossNamespaceClone(replaced.o, planned, madePending);
+  t.match(step.kind === 'failed' && step.why, /was replaced by a claim vkvm did not make/);
+  t.same(replaced.calls, []);
+});
+
+t.test('the staging claim gone once its volume moved: not a failure, the claim is about to bind', async (t) => {
+  const w = world([golden], pvBoundTo('claim-uid'));
+  t.equal((await syncCrossNamespaceClone(w.o, planned, madePending)).kind, 'claim');
+  t.same(w.calls, []);
 });

@@ -8,6 +8,8 @@
 // the volume's claimRef names which claim. No reclaim-policy change is needed:
 // the claimRef moves only once the new claim exists, and the PV controller
 // confirms a claim missing from its cache with the API before releasing a volume.
+// The staging claim deleted (or replaced) before the move fails the clone: the
+// PV controller releases its volume, which then never comes to the claim.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
 import { mergePatch } from '../../kube/client.js';
@@ -37,12 +39,21 @@ function isOurs(staging: V1PersistentVolumeClaim, planned: V1PersistentVolumeCla
   );
 }
 
-/** One step of the clone; resolves with the DataVolume's claim once it exists (bound to the cloned volume or about to be). */
+/** Where a clone from another namespace stands after a step. */
+export type CrossNamespaceClone =
+  /** The DataVolume's claim is not made yet: the staging claim (once the cache shows it) is being filled. */
+  | { kind: 'staging'; staging?: V1PersistentVolumeClaim }
+  /** The DataVolume's claim exists, bound to the cloned volume or about to be. */
+  | { kind: 'claim'; claim: V1PersistentVolumeClaim }
+  /** It cannot go on: the claim names a volume that will not move to it (`why`). */
+  | { kind: 'failed'; claim: V1PersistentVolumeClaim; why: string };
+
+/** One step of the clone. */
 export async function syncCrossNamespaceClone(
   o: CrossNamespaceCloneOptions,
   plan: { claim: V1PersistentVolumeClaim; staging: V1PersistentVolumeClaim },
   existing: V1PersistentVolumeClaim | undefined,
-): Promise<V1PersistentVolumeClaim | undefined> {
+): Promise<CrossNamespaceClone> {
   const { core } = o.clients;
   const stagingAt = { namespace: plan.staging.metadata!.namespace!, name: plan.staging.metadata!.name! };
   const staging = o.claims.get(keyOf(plan.staging));
@@ -53,9 +64,9 @@ export async function syncCrossNamespaceClone(
         if (!isConflict(err)) throw err;
       });
       o.log.info({ staging: keyOf(plan.staging) }, 'created the staging claim of a clone from another namespace');
-      return undefined;
+      return { kind: 'staging' };
     }
-    if (staging.status?.phase !== 'Bound') return undefined;
+    if (staging.status?.phase !== 'Bound') return { kind: 'staging', staging };
     if (!isOurs(staging, plan.staging))
       throw new Error(
         `claim ${keyOf(plan.staging)} is not the staging claim vkvm made for this clone; delete it to let the clone start again`,
@@ -67,15 +78,26 @@ export async function syncCrossNamespaceClone(
       });
     } catch (err) {
       // Made by an earlier sync the cache does not show yet: its watch event brings the key back.
-      if (isConflict(err)) return undefined;
+      if (isConflict(err)) return { kind: 'staging', staging };
       throw err;
     }
     o.log.info({ volume: claim.spec?.volumeName }, 'created the claim for the cloned volume');
   }
   const volumeName = claim.spec?.volumeName;
-  if (claim.status?.phase !== 'Bound' && volumeName && staging && isOurs(staging, plan.staging)) {
-    const pv = await core.readPersistentVolume({ name: volumeName });
-    if (pv.spec?.claimRef?.uid === staging.metadata?.uid) {
+  if (claim.status?.phase !== 'Bound' && volumeName) {
+    const pv = await core.readPersistentVolume({ name: volumeName }).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    const movedHere = pv?.spec?.claimRef?.uid === claim.metadata?.uid;
+    if (!movedHere && (!staging || !isOurs(staging, plan.staging))) {
+      // Only vkvm's staging claim holds the volume until the move: without it the PV controller releases
+      // (and deletes) the volume, and this claim would stay Pending with nothing to say why.
+      const what = staging ? 'replaced by a claim vkvm did not make' : 'deleted';
+      const why = `the staging claim ${keyOf(plan.staging)} was ${what} before its volume ${volumeName} moved to this claim; delete the DataVolume and create it again to clone again`;
+      return { kind: 'failed', claim, why };
+    }
+    if (pv && staging && pv.spec?.claimRef?.uid === staging.metadata?.uid) {
       const c = claim.metadata!;
       await core.patchPersistentVolume(
         {
@@ -101,7 +123,7 @@ export async function syncCrossNamespaceClone(
     }
   }
   if (claim.status?.phase === 'Bound' && staging) await deleteClaim(o.clients, stagingAt);
-  return claim;
+  return { kind: 'claim', claim };
 }
 
 /** The staging claims left by DataVolume `key`'s clones but `keep` (its current one), deleted (unbound or not, nothing else owns them). */

@@ -13,6 +13,7 @@ function cache<T extends { metadata?: { name?: string; namespace?: string } }>(i
   const handlers: Array<(o: T) => void> = [];
   return {
     put: (o: T) => map.set(key(o), o),
+    remove: (o: T) => map.delete(key(o)),
     /** A watch event: the object is cached and the handlers see it. */
     change: (o: T) => {
       map.set(key(o), o);
@@ -248,3 +249,65 @@ t.test("a cross-namespace clone that cannot go on is told on the DataVolume's ev
   await t.rejects(controller.syncDataVolume('ns/xclone'), /not the staging claim vkvm made/);
   t.match(events, [/^ErrClaimNotValid: Error cloning into PVC xclone: claim images\/vkvm-clone-xclone-uid is not the staging claim/]);
 });
+
+t.test(
+  'a cross-namespace clone: CloneInProgress while its staging claim fills; Failed with one ErrClaimNotValid once that claim is deleted before the move',
+  async (t) => {
+    const calls: unknown[] = [];
+    const events: string[] = [];
+    const clone: DataVolume = {
+      ...dv('xclone', { pvc: { name: 'golden', namespace: 'images' } }),
+      metadata: { ...dv('xclone', {}).metadata, creationTimestamp: '2026-02-01T00:00:00Z' },
+    };
+    const dataVolumes = cache<DataVolume>([clone]);
+    const staging: V1PersistentVolumeClaim = {
+      metadata: {
+        name: 'vkvm-clone-xclone-uid',
+        namespace: 'images',
+        uid: 'st-uid',
+        annotations: { 'vkvm.io/clone-for': 'ns/xclone', 'volume.kubernetes.io/selected-node': 'n2' },
+      },
+      status: { phase: 'Pending' },
+    };
+    const claims = cache<V1PersistentVolumeClaim>([
+      { metadata: { name: 'golden', namespace: 'images' }, spec: { volumeName: 'pv-golden' }, status: { phase: 'Bound' } },
+      staging,
+    ]);
+    const clients = fakeClients(calls);
+    (clients as unknown as { objects: unknown }).objects = {
+      read: async () => ({ metadata: { creationTimestamp: '2026-01-01T00:00:00Z' } }),
+    };
+    const controller = new DataVolumeController({
+      clients,
+      dataVolumes: dataVolumes.informer,
+      claims: claims.informer,
+      storageClasses: cache<V1StorageClass>([]).informer,
+      events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
+      log: pino({ level: 'silent' }),
+    });
+    t.teardown(() => controller.stop());
+    await controller.syncDataVolume('ns/xclone');
+    t.same(calls, [['patchStatus', 'xclone', 'CloneInProgress', 'N/A']], "the staging claim on the source's node: CloneInProgress");
+
+    // The DataVolume's claim made, naming the cloned volume; then a user of the source namespace deletes the staging claim.
+    calls.length = 0;
+    events.length = 0;
+    claims.put({
+      metadata: {
+        name: 'xclone',
+        namespace: 'ns',
+        uid: 'claim-uid',
+        ownerReferences: [
+          { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true },
+        ],
+      },
+      spec: { volumeName: 'pvc-st-uid' },
+      status: { phase: 'Pending' },
+    });
+    claims.remove(staging);
+    dataVolumes.put({ ...clone, metadata: { ...clone.metadata, resourceVersion: '2' }, status: { phase: 'CloneInProgress' } });
+    await controller.syncDataVolume('ns/xclone');
+    t.same(calls, [['patchStatus', 'xclone', 'Failed', 'N/A']]);
+    t.same(events, ['ErrClaimNotValid'], 'one Warning, not a Normal Bound event beside it');
+  },
+);

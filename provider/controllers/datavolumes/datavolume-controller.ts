@@ -24,7 +24,7 @@ import { QueuedController } from '../queued-controller.js';
 import { WrittenVersions } from '../written-versions.js';
 import { cloneSourceNamespace, clonesFromAnotherNamespace, CLONE_FOR_ANNOTATION, planClaim, stagingClaimName } from './claim-plan.js';
 import { CloneAdmission } from './clone-admission.js';
-import { deleteStagingClaimsOf, syncCrossNamespaceClone } from './cross-namespace-clone.js';
+import { deleteStagingClaimsOf, syncCrossNamespaceClone, type CrossNamespaceClone } from './cross-namespace-clone.js';
 import { DATAVOLUME_STATUS_FIELDS, nextDataVolumeStatus } from './status-plan.js';
 
 export const DATAVOLUMES = { group: CDI_GROUP, version: CDI_VERSION, plural: DATAVOLUME_PLURAL };
@@ -129,12 +129,14 @@ export class DataVolumeController extends QueuedController {
     });
     const ref = objectReference({ ...dv, apiVersion: CDI_API_VERSION, kind: 'DataVolume' });
 
+    let clone: CrossNamespaceClone | undefined;
     if (plan.kind === 'claim' && plan.staging && !foreignClaim) {
-      claim = await syncCrossNamespaceClone(this.o, { claim: plan.claim, staging: plan.staging }, claim).catch((err: unknown) => {
+      clone = await syncCrossNamespaceClone(this.o, { claim: plan.claim, staging: plan.staging }, claim).catch((err: unknown) => {
         // Told to the DataVolume's owner as the same-namespace path does (a quota refusal, a staging claim not vkvm's); retried.
         this.o.events.recordFor(ref, 'Warning', 'ErrClaimNotValid', `Error cloning into PVC ${dv.metadata.name}: ${apiMessage(err)}`);
         throw err;
       });
+      claim = clone.kind === 'staging' ? undefined : clone.claim;
     } else if (plan.kind === 'claim' && !cached) {
       try {
         claim = await this.o.clients.core.createNamespacedPersistentVolumeClaim({ namespace, body: plan.claim });
@@ -152,6 +154,8 @@ export class DataVolumeController extends QueuedController {
       plan,
       ...(claim ? { claim } : {}),
       foreignClaim,
+      ...(clone?.kind === 'staging' && clone.staging ? { staging: clone.staging } : {}),
+      ...(clone?.kind === 'failed' ? { cloneFailure: clone.why } : {}),
       ...(await this.pendingClass(claim)),
       now: this.now(),
     });

@@ -25,6 +25,12 @@ const claim = (
 const CLAIM: ClaimPlan = { kind: 'claim', claim: {} };
 const HTTP = { http: { url: 'https://x/disk.img' } };
 const CLONE = { pvc: { name: 'golden' } };
+const CROSS_CLONE = { pvc: { name: 'golden', namespace: 'images' } };
+const NODE = { 'volume.kubernetes.io/selected-node': 'n2' };
+const stagingClaim = (phase: string, annotations: Record<string, string> = {}): V1PersistentVolumeClaim => ({
+  metadata: { name: 'vkvm-clone-dv-uid', namespace: 'images', annotations: { 'vkvm.io/clone-for': 'ns/disk', ...annotations } },
+  status: { phase },
+});
 const running = (percent: number) => ({ phase: 'Running' as const, percent });
 
 const cases: Array<{
@@ -32,6 +38,8 @@ const cases: Array<{
   dv: DataVolume;
   plan?: ClaimPlan;
   claim?: V1PersistentVolumeClaim;
+  staging?: V1PersistentVolumeClaim;
+  cloneFailure?: string;
   wffc?: boolean;
   want: { phase: string; progress: string; bound: string; ready: string; running: string; events: string[] };
 }> = [
@@ -194,6 +202,65 @@ const cases: Array<{
     },
   },
   {
+    name: 'clone from another namespace, its staging claim waiting for a node: CloneScheduled',
+    dv: dv(CROSS_CLONE, { phase: 'Pending' }),
+    staging: stagingClaim('Pending'),
+    want: {
+      phase: 'CloneScheduled',
+      progress: 'N/A',
+      bound: 'False/NotFound',
+      ready: 'False',
+      running: 'False',
+      events: ['NotFound', 'CloneScheduled'],
+    },
+  },
+  {
+    name: "clone from another namespace, its staging claim being filled on the source's node: CloneInProgress",
+    dv: dv(CROSS_CLONE, { phase: 'CloneScheduled' }),
+    staging: stagingClaim('Pending', NODE),
+    want: {
+      phase: 'CloneInProgress',
+      progress: 'N/A',
+      bound: 'False/NotFound',
+      ready: 'False',
+      running: 'False',
+      events: ['NotFound', 'CloneInProgress'],
+    },
+  },
+  {
+    name: 'clone from another namespace, its staging claim bound (the claim not made yet): CloneInProgress',
+    dv: dv(CROSS_CLONE),
+    staging: stagingClaim('Bound'),
+    want: {
+      phase: 'CloneInProgress',
+      progress: 'N/A',
+      bound: 'False/NotFound',
+      ready: 'False',
+      running: 'False',
+      events: ['NotFound', 'CloneInProgress'],
+    },
+  },
+  {
+    name: 'clone from another namespace, its claim Pending naming the cloned volume (moving to it): still CloneInProgress',
+    dv: dv(CROSS_CLONE, { phase: 'CloneInProgress' }),
+    claim: { ...claim('Pending'), spec: { volumeName: 'pvc-staging-uid' } },
+    want: { phase: 'CloneInProgress', progress: 'N/A', bound: 'False/Pending', ready: 'False', running: 'False', events: ['Pending'] },
+  },
+  {
+    name: 'clone from another namespace that cannot go on (its staging claim deleted): Failed, why in Bound, Ready and one Warning',
+    dv: dv(CROSS_CLONE, { phase: 'CloneInProgress' }),
+    claim: { ...claim('Pending'), spec: { volumeName: 'pvc-staging-uid' } },
+    cloneFailure: 'the staging claim images/vkvm-clone-dv-uid was deleted',
+    want: {
+      phase: 'Failed',
+      progress: 'N/A',
+      bound: 'False/ErrClaimNotValid',
+      ready: 'False/ErrClaimNotValid: the staging claim images/vkvm-clone-dv-uid was deleted',
+      running: 'False',
+      events: ['ErrClaimNotValid'],
+    },
+  },
+  {
     name: 'refused: Failed, the field in Ready and in a Warning',
     dv: dv({ pvc: { name: 'golden', namespace: 'other' } }),
     plan: { kind: 'refused', refusal: { field: 'spec.source.pvc.namespace', message: 'clone from another namespace is not supported' } },
@@ -227,6 +294,8 @@ for (const c of cases) {
       dv: c.dv,
       plan: c.plan ?? CLAIM,
       ...(c.claim ? { claim: c.claim } : {}),
+      ...(c.staging ? { staging: c.staging } : {}),
+      ...(c.cloneFailure ? { cloneFailure: c.cloneFailure } : {}),
       waitForFirstConsumer: c.wffc ?? false,
       now,
     });

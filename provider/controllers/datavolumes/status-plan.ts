@@ -26,6 +26,10 @@ export interface StatusInput {
   claim?: V1PersistentVolumeClaim;
   /** A claim of that name exists and is not the DataVolume's. */
   foreignClaim?: boolean;
+  /** A clone from another namespace whose claim is not made yet: its staging claim there, being filled. */
+  staging?: V1PersistentVolumeClaim;
+  /** Why a clone from another namespace cannot go on (cross-namespace-clone.ts); its claim would stay Pending. */
+  cloneFailure?: string;
   /** The claim's StorageClass binds WaitForFirstConsumer. */
   waitForFirstConsumer: boolean;
   /** The StorageClass the claim names does not exist: it waits Pending until an administrator makes it. */
@@ -48,15 +52,22 @@ const PROGRESS_UNKNOWN = 'N/A';
 const isImport = (f: Facts) => f.kind === 'http' || f.kind === 'registry';
 const isClone = (f: Facts) => f.kind === 'pvc';
 const selectedNode = (f: Facts) => Boolean(f.claim?.metadata?.annotations?.[SELECTED_NODE_ANNOTATION]);
+/** The staging claim is bound, or its node is chosen (the CSI driver there is copying): CDI's clone is running. */
+const stagingCopying = (f: Facts) =>
+  f.input.staging?.status?.phase === 'Bound' || Boolean(f.input.staging?.metadata?.annotations?.[SELECTED_NODE_ANNOTATION]);
+/** A Pending claim that names its volume: the copy is made (from another namespace: the volume is moving to it). */
+const namesItsVolume = (f: Facts) => Boolean(f.claim?.spec?.volumeName);
 
 /** CDI's phases for vkvm's sources, in precedence order. */
 export const PHASE_ROWS: ReadonlyArray<{ phase: DataVolumePhase; when: (f: Facts) => boolean }> = [
-  { phase: 'Failed', when: (f) => f.input.plan.kind === 'refused' || f.claimPhase === 'Lost' },
+  { phase: 'Failed', when: (f) => f.input.plan.kind === 'refused' || f.input.cloneFailure !== undefined || f.claimPhase === 'Lost' },
+  { phase: 'CloneInProgress', when: (f) => !f.claim && stagingCopying(f) },
+  { phase: 'CloneScheduled', when: (f) => !f.claim && Boolean(f.input.staging) },
   { phase: 'Pending', when: (f) => !f.claim },
   { phase: 'Failed', when: (f) => isImport(f) && f.importPhase === 'Failed' },
   { phase: 'Succeeded', when: (f) => isImport(f) && f.importPhase === 'Succeeded' },
   { phase: 'ImportInProgress', when: (f) => isImport(f) && f.importPhase === 'Running' },
-  { phase: 'CloneInProgress', when: (f) => isClone(f) && f.claimPhase === 'Pending' && selectedNode(f) },
+  { phase: 'CloneInProgress', when: (f) => isClone(f) && f.claimPhase === 'Pending' && (selectedNode(f) || namesItsVolume(f)) },
   { phase: 'CloneScheduled', when: (f) => isClone(f) && f.claimPhase === 'Pending' },
   { phase: 'WaitForFirstConsumer', when: (f) => f.claimPhase === 'Pending' && f.input.waitForFirstConsumer && !selectedNode(f) },
   { phase: 'Pending', when: (f) => f.claimPhase === 'Pending' },
@@ -84,6 +95,7 @@ function boundCondition(f: Facts): ConditionInput<DataVolumeConditionType> {
   const { plan } = f.input;
   const name = f.input.dv.metadata.name ?? '';
   if (plan.kind === 'refused') return { type: 'Bound', status: 'False', reason: 'ErrClaimNotValid', message: refusalMessage(plan.refusal) };
+  if (f.input.cloneFailure) return { type: 'Bound', status: 'False', reason: 'ErrClaimNotValid', message: f.input.cloneFailure };
   if (f.input.foreignClaim)
     return {
       type: 'Bound',
@@ -135,6 +147,7 @@ function readyCondition(f: Facts, phase: DataVolumePhase): ConditionInput<DataVo
   if (phase === 'Succeeded') return { type: 'Ready', status: 'True' };
   if (phase === 'Unknown') return { type: 'Ready', status: 'Unknown' };
   if (plan.kind === 'refused') return { type: 'Ready', status: 'False', reason: 'ErrClaimNotValid', message: refusalMessage(plan.refusal) };
+  if (f.input.cloneFailure) return { type: 'Ready', status: 'False', reason: 'ErrClaimNotValid', message: f.input.cloneFailure };
   if (phase === 'Failed' && f.importPhase === 'Failed') {
     const message = f.report?.message ?? 'the import failed';
     return { type: 'Ready', status: 'False', reason: 'ImportFailed', message };
@@ -153,6 +166,9 @@ function phaseEvent(f: Facts, phase: DataVolumePhase): DataVolumeEvent | undefin
   const from = `${cloneSourceNamespace(dv)}/${dv.spec.source?.pvc?.name ?? ''}`;
   const into = `${namespace}/${name}`;
   if (plan.kind === 'refused') return { type: 'Warning', reason: 'ErrClaimNotValid', message: refusalMessage(plan.refusal) };
+  // As the controller's Warning for a clone that cannot go on now (a quota refusal): this one cannot go on at all.
+  if (f.input.cloneFailure)
+    return { type: 'Warning', reason: 'ErrClaimNotValid', message: `Error cloning into PVC ${name}: ${f.input.cloneFailure}` };
   if (f.claimPhase === 'Lost') return { type: 'Warning', reason: 'ErrClaimLost', message: `PVC ${name} lost` };
   switch (phase) {
     case 'ImportScheduled':
@@ -188,8 +204,8 @@ export function nextDataVolumeStatus(input: StatusInput): { status: DataVolumeSt
   const events: DataVolumeEvent[] = [];
   const boundChanged =
     !beforeBound || beforeBound.status !== bound.status || beforeBound.reason !== bound.reason || beforeBound.message !== bound.message;
-  // A claim of the name that is not the DataVolume's is CDI's Warning; a refusal has its own (phaseEvent).
-  if (boundChanged && bound.reason && bound.message && input.plan.kind !== 'refused')
+  // A claim of the name that is not the DataVolume's is CDI's Warning; a refusal and a failed clone have their own (phaseEvent).
+  if (boundChanged && bound.reason && bound.message && input.plan.kind !== 'refused' && !input.cloneFailure)
     events.push({
       type: input.foreignClaim || input.missingStorageClass ? 'Warning' : 'Normal',
       reason: bound.reason,
