@@ -7,6 +7,7 @@
 // The boot storm is the same with `--vms N` pods (default 20; #29 asks for
 // 100 on one node), timed on to every guest Ready.
 import os from 'node:os';
+import { startAgentProfile } from './agent-profile.js';
 import type { BenchContext, Benchmark } from './bench.js';
 import { startBenchNode, type BenchNode } from './cluster-node.js';
 import { cpuSnapshot, cpuUsed, VKVM_PARTS, type CpuPart } from './cpu-split.js';
@@ -62,6 +63,7 @@ async function benchStorm(ctx: BenchContext, storm: Storm): Promise<void> {
   const names = podNames(prefix.replace('_', '-'), pods);
   const metricBefore = await agentStartCpu(node);
   const before = await cpuSnapshot(node, []);
+  const stopProfile = await startAgentProfile(node.agentInspector);
   const createdAt = await createPods(
     node,
     names.map((n) => vmPod(n)),
@@ -69,6 +71,8 @@ async function benchStorm(ctx: BenchContext, storm: Storm): Promise<void> {
   await untilAll(ctx, watch, names, 'running');
   const uids = names.map((n) => watch.pod(n)?.metadata?.uid ?? '');
   const used = cpuUsed(before, await cpuSnapshot(node, uids));
+  const profile = await stopProfile();
+  if (profile) ctx.log(`the agent's CPU profile from the first create until all ran: ${profile}`);
   const metricAfter = await agentStartCpu(node);
 
   const firstCreate = Math.min(...createdAt.values());

@@ -18,6 +18,7 @@ import { condition, waitFor } from '../e2e/framework/wait.js';
 import { nodes } from '../e2e/framework/watched.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../provider/kube/client.js';
 import { importTestGuest } from '../../provider/images/test-guest-images.js';
+import { agentProfileNodeArgs, inspectorUrl } from './agent-profile.js';
 import { until, type BenchContext } from './bench.js';
 
 /** How long the removal waits for the agent to stop the VMs of force-deleted pods before it kills what is left. */
@@ -35,6 +36,8 @@ export interface BenchNode {
   bridge: string;
   /** The agent's log lines so far (pino JSON, stdout and stderr). */
   agentOutput: string[];
+  /** The agent's inspector (DevTools protocol), when BENCH_AGENT_CPU_PROFILE asked for one (agent-profile.ts). */
+  agentInspector?: string;
   /** The bundled kubectl in the benchmark's namespace. */
   kubectl(args: string[], opts?: { input?: string; timeoutMs?: number }): ReturnType<RunningCluster['kubectl']>;
 }
@@ -73,7 +76,7 @@ async function startAgentProcess(
   nodeName: string,
   extraArgs: string[],
   nodeOptions: string[],
-): Promise<{ pid: number; stateDir: string; bridge: string; output: string[] }> {
+): Promise<{ pid: number; stateDir: string; bridge: string; output: string[]; inspector?: string }> {
   // Short: launcher sockets go below it and unix socket paths must stay under 108 bytes.
   const stateDir = await mkdtemp('/tmp/vkvm-bp-');
   // mkdtemp makes it 0700; QEMU (unprivileged) must reach the VM disks below it.
@@ -87,6 +90,7 @@ async function startAgentProcess(
     process.execPath,
     [
       ...nodeOptions,
+      ...agentProfileNodeArgs(),
       CLI,
       'node',
       `--kubeconfig=${kubeconfigPath}`,
@@ -111,9 +115,11 @@ async function startAgentProcess(
     await rm(stateDir, { recursive: true, force: true });
   });
   const logFile = createWriteStream(join(stateDir, 'agent.log'), { flags: 'a' });
+  let inspector: string | undefined;
   const running = new Promise<void>((resolve, reject) => {
     for (const stream of [child.stdout, child.stderr]) {
       createInterface({ input: stream }).on('line', (line) => {
+        inspector ??= inspectorUrl(line);
         output.push(line);
         logFile.write(line + '\n');
         if (line.includes('"node agent running"')) resolve();
@@ -124,7 +130,7 @@ async function startAgentProcess(
     );
   });
   await running;
-  return { pid: child.pid!, stateDir, bridge, output };
+  return { pid: child.pid!, stateDir, bridge, output, ...(inspector ? { inspector } : {}) };
 }
 
 /**
@@ -168,6 +174,7 @@ export async function startBenchNode(
     agentStateDir: agent.stateDir,
     bridge: agent.bridge,
     agentOutput: agent.output,
+    ...(agent.inspector ? { agentInspector: agent.inspector } : {}),
     kubectl: (args, kopts) => cluster.kubectl(['-n', namespace, ...args], kopts),
   };
 }
