@@ -179,14 +179,22 @@ t.test('failures: reported Failed on the claim, a VolumeImportError naming the c
 
 const REGISTRY = { 'cdi.kubevirt.io/storage.import.source': 'registry', 'cdi.kubevirt.io/storage.import.endpoint': 'docker://r/i:1' };
 
-/** A Block claim whose "device" is a 16 MiB file of 0xff, so every byte qemu-img writes (zeros too) shows. */
+/**
+ * A Block claim whose "device" is a 16 MiB file of 0xff but its first and
+ * last MiB (a fresh volume reads zeros there: the node's check that it holds
+ * no data), so every byte qemu-img writes in between (zeros too) shows.
+ */
 async function blockFixture(t: Test, annotations: Record<string, string>) {
   const f = fixture(t, annotations);
   f.claim.volumeMode = 'Block';
   f.claim.diskPath = join(f.dir, 'mount', 'pv-1');
-  await writeFile(f.claim.diskPath, Buffer.alloc(16 * MIB, 0xff));
+  await writeFile(f.claim.diskPath, FRESH_DEVICE);
   return f;
 }
+
+const FRESH_DEVICE = Buffer.alloc(16 * MIB, 0xff)
+  .fill(0, 0, MIB)
+  .fill(0, 15 * MIB);
 
 t.test(
   'a registry source onto a Block volume: the device holds the raw guest, the claim records it; no restart imports again',
@@ -199,7 +207,7 @@ t.test(
     t.same(
       {
         size: bytes.length,
-        zeroed: bytes.subarray(0, 4).toString('hex'),
+        zeroed: bytes.subarray(2 * MIB, 2 * MIB + 4).toString('hex'),
         written: bytes.subarray(MIB, MIB + 4).toString('hex'),
         pastImage: bytes.subarray(8 * MIB, 8 * MIB + 4).toString('hex'),
         files: await readdir(join(f.dir, 'mount')),
@@ -272,7 +280,7 @@ t.test("an image larger than the Block device: Failed naming the claim's size fi
     {
       err,
       report: f.reported(),
-      untouched: bytes.length === 16 * MIB && bytes.every((b) => b === 0xff),
+      untouched: bytes.equals(FRESH_DEVICE),
       scratch: await readdir(join(f.dir, 'scratch')),
     },
     {
@@ -307,4 +315,31 @@ t.test('a Block import whose completion cannot be recorded on the claim fails, a
     { head: '0000', report: 'Succeeded' },
     'imported again, then recorded',
   );
+});
+
+t.test('a Block claim made again over a device with data (no import record on it) is refused, never imported over', async (t) => {
+  const f = await blockFixture(t, REGISTRY);
+  await run('qemu-img', ['create', '-f', 'qcow2', f.source, '8M']);
+  // What a restored or re-bound claim finds: the guest's data, and a claim with no status.
+  await writeFile(f.claim.diskPath, Buffer.from('guest data'), { flag: 'r+' });
+  const before = await readFile(f.claim.diskPath);
+  for (const imports of [f.imports, f.restarted()]) {
+    const err = await imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
+    t.match(err, {
+      constructor: VolumeImportError,
+      message: /cdi\.kubevirt\.io\/storage\.import\.endpoint: the block device already holds data/,
+    });
+  }
+  t.same(
+    { untouched: (await readFile(f.claim.diskPath)).equals(before), report: f.reported()?.phase },
+    { untouched: true, report: 'Failed' },
+    'the refusal, recorded on the claim, does not count as an import of this claim the next time',
+  );
+});
+
+t.test('a Block claim CDI imported (its storage.pod.phase Succeeded) is not imported again', async (t) => {
+  const f = await blockFixture(t, { ...REGISTRY, 'cdi.kubevirt.io/storage.pod.phase': 'Succeeded' });
+  await writeFile(f.claim.diskPath, Buffer.from('cdi image'), { flag: 'r+' });
+  await f.imports.ensure(pod, [f.claim]);
+  t.same((await readFile(f.claim.diskPath)).subarray(0, 9).toString(), 'cdi image');
 });

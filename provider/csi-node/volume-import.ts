@@ -24,7 +24,7 @@ import type { Logger } from '../log.js';
 import type { PodImages } from '../images/pod-images.js';
 import type { RegistryCredential } from '../images/keyring.js';
 import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
-import { CLAIM_SIZE_FIELD, importCondition, importReportOf } from '../kubevirt/datavolume-report.js';
+import { CLAIM_SIZE_FIELD, importCondition, importReportOf, type ImportReport } from '../kubevirt/datavolume-report.js';
 import { deviceBytes } from '../csi/block-devices.js';
 import { SpecError } from '../../vmm/errors.js';
 import { vetBaseImage } from '../../vmm/disks/base-image.js';
@@ -95,8 +95,10 @@ export class VolumeImports {
 
   private async ensureOne(pod: V1Pod, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
     const pvc = await this.o.clients.core.readNamespacedPersistentVolumeClaim({ name: c.claim, namespace: c.namespace });
-    const reported = importReportOf(pvc.status?.conditions)?.phase;
-    const decision = decideImport(pvc.metadata?.annotations, reported, await completed(c, reported));
+    const report = importReportOf(pvc.status?.conditions);
+    const reported = report?.phase;
+    const cdiDone = pvc.metadata?.annotations?.[CDI_IMPORT_PHASE_ANNOTATION] === 'Succeeded';
+    const decision = decideImport(pvc.metadata?.annotations, reported, cdiDone || (await completed(c, reported)));
     switch (decision.kind) {
       case 'none':
         return;
@@ -106,6 +108,9 @@ export class VolumeImports {
       case 'invalid':
         return this.fail(c, decision.message, log);
       case 'import':
+        // A device with data on it and no import of this claim under way or failed: not ours to overwrite.
+        if (c.volumeMode === 'Block' && !ownImportRecord(report) && (await deviceHoldsData(c.diskPath, this.o.deviceBytes ?? deviceBytes)))
+          return this.fail(c, `${IMPORT_ENDPOINT_ANNOTATION}: ${NOT_BLANK}`, log);
         return this.run(pod, c, decision.source, log, signal);
     }
   }
@@ -217,10 +222,15 @@ export class VolumeImports {
     extra: string[] = [],
   ): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn('qemu-img', ['convert', '-p', ...extra, '-f', format, '-O', 'raw', input, output], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        ...(signal ? { signal } : {}),
-      });
+      // Killed with the agent (the unit keeps its other processes): a new agent imports again, never beside a writer left running.
+      const child = spawn(
+        'setpriv',
+        ['--pdeathsig', 'KILL', 'qemu-img', 'convert', '-p', ...extra, '-f', format, '-O', 'raw', input, output],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          ...(signal ? { signal } : {}),
+        },
+      );
       let stderr = '';
       child.stdout.setEncoding('utf8').on('data', (text: string) => {
         const percent = lastProgress(text);
@@ -304,8 +314,10 @@ export class VolumeImports {
  * (the vkvm.io/DataVolumeImport condition, written only after the device's
  * fsync): a tenant cannot write a claim's status, the claim lives as long as
  * the volume, and the resizer keeps the conditions that are not its own. So
- * an import runs once, an agent killed before the report imports again from
- * scratch, and a later boot never overwrites what the guest wrote.
+ * an import runs once, and an agent killed before the report imports again
+ * from scratch. A claim made again over a volume (a restore, a retained
+ * volume bound anew) has lost that record: ensureOne then refuses a device
+ * that holds data rather than import over it.
  */
 async function completed(c: ClaimDisk, reported: ImportPhase | undefined): Promise<boolean> {
   if (c.volumeMode === 'Block') return reported === 'Succeeded';
@@ -313,6 +325,39 @@ async function completed(c: ClaimDisk, reported: ImportPhase | undefined): Promi
     () => true,
     () => false,
   );
+}
+
+/** CDI's record of a finished import, on claims CDI imported before vkvm served them. */
+const CDI_IMPORT_PHASE_ANNOTATION = 'cdi.kubevirt.io/storage.pod.phase';
+
+const NOT_BLANK =
+  'the block device already holds data and the claim has no import record (a restored or re-bound claim?): it is not overwritten; remove the import annotations to use the device as it is, or import into a new claim';
+
+/**
+ * Whether the claim's status shows this node's own import of it, begun or
+ * failed (not this guard's refusal): then the device's bytes are that
+ * import's, and importing again is safe. A claim made again (a restore, an
+ * apply of a saved manifest, a retained volume bound anew) has no status.
+ */
+function ownImportRecord(report: ImportReport | undefined): boolean {
+  if (report === undefined) return false;
+  return report.phase !== 'Failed' || !(report.message ?? '').endsWith(NOT_BLANK);
+}
+
+/** Any byte but zero in the device's first or last MiB: a fresh volume of the driver reads as zeros there. */
+async function deviceHoldsData(device: string, size: (device: string) => Promise<number>): Promise<boolean> {
+  const bytes = await size(device);
+  const span = Math.min(bytes, 2 ** 20);
+  const fh = await open(device, 'r');
+  try {
+    for (const at of [0, bytes - span]) {
+      const { buffer, bytesRead } = await fh.read(Buffer.alloc(span), 0, span, at);
+      if (buffer.subarray(0, bytesRead).some((b) => b !== 0)) return true;
+    }
+    return false;
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Flushes a file's (or a directory's entries') data to the disk: the rename and the marker mean complete only after it. */
