@@ -198,7 +198,7 @@ export async function startAgent(config: AgentConfig, rootLog: Logger): Promise<
     await clusterDns.start();
     stops.push(() => clusterDns.stop());
     const vmis = new ClusterVmiSource(clients, rootLog.child({ component: 'vmi-informer' }), config.stateDir);
-    const csiNode = await startCsiNodeSide({ ...config, clients, log: rootLog });
+    const csiNode = await startCsiNodeSide({ ...config, clients, log: rootLog, publishCsiNode: true });
     stops.push(() => csiNode.stop());
     const podImages = new PodImages({ images, pins, readSecret: secretReader((req) => clients.core.readNamespacedSecret(req)), events });
     let relay: RelayServer | undefined;

@@ -25,9 +25,15 @@ export async function startCsiNodeSide(o: {
   nodeName: string;
   clients: KubeClients;
   log: Logger;
+  /** Whether the node's CSINode lists the registered drivers (plugin-watcher.ts): the agent's side does, a take-down's does not. */
+  publishCsiNode: boolean;
 }): Promise<CsiNodeSide> {
   const log = o.log.child({ component: 'csi-node' });
-  const plugins = new PluginWatcher({ dir: o.pluginRegistryDir, nodeName: o.nodeName, clients: o.clients, log });
+  const plugins = new PluginWatcher({
+    dir: o.pluginRegistryDir,
+    ...(o.publishCsiNode ? { csiNode: { nodeName: o.nodeName, clients: o.clients } } : {}),
+    log,
+  });
   await plugins.start();
   log.info({ dir: o.pluginRegistryDir }, 'watching for CSI drivers');
   const volumes = new PodVolumes({ root: o.stateDir, nodeName: o.nodeName, drivers: plugins, clients: o.clients, log });

@@ -6,8 +6,9 @@
 // once both answer the driver is registered and told so; a socket that is
 // gone unregisters its driver. After each scan the Node is labelled with the
 // drivers' topology and its CSINode made to list exactly the registered
-// drivers (csinode.ts). A driver whose socket is
-// there but which does not answer is retried on the next scan.
+// drivers (csinode.ts), unless the watcher serves a take-down, which must not
+// wait on the API server. A driver whose socket is there but which does not
+// answer is retried on the next scan.
 import { watch, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -80,8 +81,13 @@ export class PluginWatcher {
   constructor(
     private readonly o: {
       dir: string;
-      nodeName: string;
-      clients: KubeClients;
+      /**
+       * The Node whose labels and CSINode each scan makes match the registered
+       * drivers. Absent at a take-down (`vkvm reset`, a host's stop): it only
+       * needs the drivers, and its API server may be gone, which would stall a
+       * scan on TCP timeouts.
+       */
+      csiNode?: { nodeName: string; clients: KubeClients };
       log: Logger;
       /** Called after a scan registered or unregistered a driver (pods waiting for one sync again). */
       onChange?: () => void;
@@ -138,7 +144,7 @@ export class PluginWatcher {
       this.o.log.info({ driver: d.name, socket }, 'CSI driver unregistered: its registration socket is gone');
     }
     const added = (await Promise.all(register.map((s) => this.register(s)))).filter((ok) => ok).length;
-    await this.syncCsiNode();
+    if (this.o.csiNode) await this.syncCsiNode(this.o.csiNode);
     if (added || unregister.length) this.o.onChange?.();
   }
 
@@ -211,9 +217,9 @@ export class PluginWatcher {
   }
 
   /** Labels the Node with the drivers' topology (as the kubelet does; never removed), then makes its CSINode list exactly the registered drivers. */
-  private async syncCsiNode(): Promise<void> {
-    const { storage, core } = this.o.clients;
-    const name = this.o.nodeName;
+  private async syncCsiNode(to: { nodeName: string; clients: KubeClients }): Promise<void> {
+    const { storage, core } = to.clients;
+    const name = to.nodeName;
     const node = await core.readNode({ name });
     const labels = missingTopologyLabels(node.metadata?.labels ?? {}, [...this.bySocket.values()]);
     if (Object.keys(labels).length) {

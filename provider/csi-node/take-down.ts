@@ -4,6 +4,9 @@
 // the node's VMs. The agent is gone by then, so the node side is started
 // afresh to find the drivers through the plugin registry; they must still
 // run (a failure is logged, and the volumes stay for the next agent's sweep).
+// Nothing here asks the API server: the node's CSINode is left as it is
+// (the Node goes with a reset), and taking volumes down needs only the drivers,
+// so a reset whose control plane is gone does not wait on it.
 import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import { startCsiNodeSide } from './node-side.js';
@@ -16,7 +19,7 @@ export async function takeDownCsiVolumes(o: {
   clients: KubeClients;
   log: Logger;
 }): Promise<void> {
-  const side = await startCsiNodeSide(o);
+  const side = await startCsiNodeSide({ ...o, publishCsiNode: false });
   try {
     await side.volumes.retainOnly(() => false);
   } finally {
