@@ -80,7 +80,8 @@ export interface VirshTimeouts {
    * `virsh start`: libvirtd spawns QEMU and waits for its monitor, which
    * takes far longer when many VMs start at once (100 on 2 TCG cores: over
    * 30 s, density bench 2026-11-28, and virsh killed at 30 s took QEMU with
-   * it). Below the agent's 300 s SyncVm deadline, so its cause still reaches the pod.
+   * it). Below the agent's 300 s SyncVm deadline, which also covers the disks'
+   * preparation: its cause reaches the pod when that took under 120 s.
    */
   startMs: number;
 }
