@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
+import { runningPid } from '../../provider/network/dnsmasq.js';
 import { run } from '../../provider/network/host.js';
 import { hostFootprint, kubeFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
 import { CYCLE_MIX, runCycle, runCycles } from './framework/vm-cycles.js';
@@ -51,6 +52,28 @@ const drained = (a: AuditedAgent) =>
     { deadlineMs: 120_000 },
   );
 
+/**
+ * The host footprint between two restarts of the node's DHCP server. A VM's
+ * removal restarts it after the VM's directories are gone, and mid-restart
+ * the new dnsmasq runs before it wrote its pid file: sampled then, the pid
+ * file would look made by the cycles. So the footprint counts only when the
+ * same running dnsmasq was named by its pid file before and after it.
+ */
+async function settledFootprint(a: AuditedAgent) {
+  const dhcp = { confFile: join(a.stateDir, 'network', 'dnsmasq.conf'), pidFile: join(a.stateDir, 'network', 'dnsmasq.pid') };
+  const sample = await poll(
+    "a footprint between two restarts of the node's DHCP server",
+    async () => {
+      const pid = await runningPid(dhcp);
+      const footprint = await hostFootprint(a);
+      return { footprint, steady: pid !== undefined && pid === (await runningPid(dhcp)) };
+    },
+    (s) => s.steady,
+    { deadlineMs: 30_000 },
+  );
+  return sample.footprint;
+}
+
 t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
   const cluster = await startTestCluster(t);
   await installClusterManifests(cluster.kubeconfigPath);
@@ -64,7 +87,7 @@ t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
   // What the first VM makes for every later one (the network's VM directory, the DHCP log) is not a leak.
   await runCycle(env, 'warmup', CYCLE_MIX[0]!);
   await drained(audited);
-  const before = await hostFootprint(audited);
+  const before = await settledFootprint(audited);
 
   const done = await runCycles(env, { count: CYCLES, concurrency: 2, prefix: 'leak' });
   t.same(
@@ -73,7 +96,7 @@ t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
     'every kind of cycle ran once',
   );
   await drained(audited);
-  const left = [...leftSince(before, await hostFootprint(audited)), ...leftSince({}, await kubeFootprint(cluster.clients, NS))];
+  const left = [...leftSince(before, await settledFootprint(audited)), ...leftSince({}, await kubeFootprint(cluster.clients, NS))];
   t.same(left, [], `nothing of ${CYCLES} VMs is left:\n${left.join('\n')}`);
 
   await t.test('a pod deleted while its launcher spawns: once the pod is gone, so is its VM, with no wait for the repair', async (t) => {
@@ -108,7 +131,7 @@ t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
     await mkdir(cgroup);
     await run(['ip', 'netns', 'add', netns]);
     t.same(
-      leftSince(before, await hostFootprint(audited)),
+      leftSince(before, await settledFootprint(audited)),
       [`cgroup: pids/vkvm/${uid}`, `network namespace: ${netns}`, `file: ${join(audited.stateDir, 'vms', uid)}`, `file: ${file}`],
       'a VM directory, a cgroup and a namespace nobody removed are each named',
     );
