@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import { ApiException, type V1PersistentVolumeClaim, type V1StorageClass } from '@kubernetes/client-node';
 import type { KubeClients } from '../../kube/client.js';
@@ -58,6 +58,29 @@ function fakeClients(calls: unknown[], classes?: Set<string>) {
   } as unknown as KubeClients;
 }
 
+/** The controller under test over these informers, stopped at the test's end; `onEvent` gets each event's reason and message. */
+function startController(
+  t: Test,
+  o: {
+    clients: KubeClients;
+    dataVolumes: ClusterInformer<DataVolume>;
+    claims: ClusterInformer<V1PersistentVolumeClaim>;
+    storageClasses?: ClusterInformer<V1StorageClass>;
+    onEvent?: (reason: string, message: string) => void;
+  },
+): DataVolumeController {
+  const controller = new DataVolumeController({
+    clients: o.clients,
+    dataVolumes: o.dataVolumes,
+    claims: o.claims,
+    storageClasses: o.storageClasses ?? cache<V1StorageClass>([]).informer,
+    events: { record: () => undefined, recordFor: (_o, _t, reason, message) => o.onEvent?.(reason, message) } as EventRecorder,
+    log: pino({ level: 'silent' }),
+  });
+  t.teardown(() => controller.stop());
+  return controller;
+}
+
 const dv = (name: string, source: DataVolume['spec']['source']): DataVolume => ({
   metadata: { name, namespace: 'ns', uid: `${name}-uid`, resourceVersion: '1' },
   spec: { source, storage: { resources: { requests: { storage: '1Gi' } } } },
@@ -68,15 +91,12 @@ t.test('a DataVolume gets its claim and a status; a claim already made is read, 
   const events: string[] = [];
   const dataVolumes = cache<DataVolume>([dv('blank', { blank: {} })]);
   const claims = cache<V1PersistentVolumeClaim>([]);
-  const controller = new DataVolumeController({
+  const controller = startController(t, {
     clients: fakeClients(calls),
     dataVolumes: dataVolumes.informer,
     claims: claims.informer,
-    storageClasses: cache<V1StorageClass>([]).informer,
-    events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
-    log: pino({ level: 'silent' }),
+    onEvent: (reason) => void events.push(reason),
   });
-  t.teardown(() => controller.stop());
 
   await controller.syncDataVolume('ns/blank');
   t.same(calls, [
@@ -114,15 +134,12 @@ t.test("a clone's claim is made on its source's node; a claim of the name that i
     { metadata: { name: 'golden', namespace: 'ns' }, spec: { volumeName: 'pv-golden' }, status: { phase: 'Bound' } },
     { metadata: { name: 'taken', namespace: 'ns' }, status: { phase: 'Bound' } },
   ]);
-  const controller = new DataVolumeController({
+  const controller = startController(t, {
     clients: fakeClients(calls),
     dataVolumes: dataVolumes.informer,
     claims: claims.informer,
-    storageClasses: cache<V1StorageClass>([]).informer,
-    events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
-    log: pino({ level: 'silent' }),
+    onEvent: (reason) => void events.push(reason),
   });
-  t.teardown(() => controller.stop());
   await controller.syncDataVolume('ns/clone');
   await controller.syncDataVolume('ns/taken');
   t.same(calls, [
@@ -153,15 +170,12 @@ t.test('a DataVolume waiting on a missing class leaves Pending once the class ap
     { metadata: { name: 'other', namespace: 'ns' }, spec: { storageClassName: 'vkvm-local' }, status: { phase: 'Pending' } },
   ]);
   const storageClasses = cache<V1StorageClass>([]);
-  const controller = new DataVolumeController({
+  const controller = startController(t, {
     clients: fakeClients(calls, classes),
     dataVolumes: dataVolumes.informer,
     claims: claims.informer,
     storageClasses: storageClasses.informer,
-    events: { record: () => undefined, recordFor: () => undefined } as unknown as EventRecorder,
-    log: pino({ level: 'silent' }),
   });
-  t.teardown(() => controller.stop());
   controller.start();
   const patched = async (n: number) => {
     for (let i = 0; i < 200 && calls.length < n; i++) await new Promise((r) => setTimeout(r, 5));
@@ -202,16 +216,12 @@ t.test(
         status: { phase: 'Bound' },
       },
     ]);
-    const controller = new DataVolumeController({
-      // No admissionregistration client: reading the policies would throw.
+    // No admissionregistration client: reading the policies would throw.
+    const controller = startController(t, {
       clients: fakeClients(calls),
       dataVolumes: cache<DataVolume>([made]).informer,
       claims: claims.informer,
-      storageClasses: cache<V1StorageClass>([]).informer,
-      events: { record: () => undefined, recordFor: () => undefined } as unknown as EventRecorder,
-      log: pino({ level: 'silent' }),
     });
-    t.teardown(() => controller.stop());
     await controller.syncDataVolume('ns/xclone');
     t.same(calls, [['patchStatus', 'xclone', 'Succeeded', '100.0%']], 'its bound claim makes it Succeeded, with no policy read');
   },
@@ -237,15 +247,12 @@ t.test("a cross-namespace clone that cannot go on is told on the DataVolume's ev
   (clients as unknown as { objects: unknown }).objects = {
     read: async () => ({ metadata: { creationTimestamp: '2026-01-01T00:00:00Z' } }),
   };
-  const controller = new DataVolumeController({
+  const controller = startController(t, {
     clients,
     dataVolumes: cache<DataVolume>([clone]).informer,
     claims: claims.informer,
-    storageClasses: cache<V1StorageClass>([]).informer,
-    events: { record: () => undefined, recordFor: (_o, _t, reason, message) => void events.push(`${reason}: ${message}`) } as EventRecorder,
-    log: pino({ level: 'silent' }),
+    onEvent: (reason, message) => void events.push(`${reason}: ${message}`),
   });
-  t.teardown(() => controller.stop());
   await t.rejects(controller.syncDataVolume('ns/xclone'), /not the staging claim vkvm made/);
   t.match(events, [/^ErrClaimNotValid: Error cloning into PVC xclone: claim images\/vkvm-clone-xclone-uid is not the staging claim/]);
 });
@@ -277,15 +284,12 @@ t.test(
     (clients as unknown as { objects: unknown }).objects = {
       read: async () => ({ metadata: { creationTimestamp: '2026-01-01T00:00:00Z' } }),
     };
-    const controller = new DataVolumeController({
+    const controller = startController(t, {
       clients,
       dataVolumes: dataVolumes.informer,
       claims: claims.informer,
-      storageClasses: cache<V1StorageClass>([]).informer,
-      events: { record: () => undefined, recordFor: (_o, _t, reason) => void events.push(reason) } as EventRecorder,
-      log: pino({ level: 'silent' }),
+      onEvent: (reason) => void events.push(reason),
     });
-    t.teardown(() => controller.stop());
     await controller.syncDataVolume('ns/xclone');
     t.same(calls, [['patchStatus', 'xclone', 'CloneInProgress', 'N/A']], "the staging claim on the source's node: CloneInProgress");
 
