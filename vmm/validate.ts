@@ -2,7 +2,17 @@
 // cause at once with its field path (as KubeVirt's admitters do), so a user
 // fixes a spec in one round. Pure: checks that need the host (does an image
 // file exist?) happen in disk preparation and raise the same SpecError.
-import { DISK_BUSES, DISK_CACHES, DISK_IOS, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type ImagePullPolicy, type InterfaceSpec, type VmSpec } from './spec.js';
+import {
+  DISK_BUSES,
+  DISK_CACHES,
+  DISK_IOS,
+  VM_SPEC_VERSION,
+  vcpuCount,
+  type DiskSpec,
+  type ImagePullPolicy,
+  type InterfaceSpec,
+  type VmSpec,
+} from './spec.js';
 import { SpecError, type SpecCause, type SpecCauseReason } from './errors.js';
 
 export const MIN_MEMORY_MIB = 32;
