@@ -16,7 +16,7 @@ export interface DiskFacts {
   block: boolean;
   /** The disk's path, and its backing file when it has one, open with O_DIRECT. */
   directIo: boolean;
-  /** Every byte of the file is allocated (no hole to fill on a write). */
+  /** Every byte of the file is allocated (no hole to fill on a write); false where O_DIRECT does not open. */
   preallocated: boolean;
 }
 
