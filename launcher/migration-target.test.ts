@@ -25,7 +25,10 @@ function target(domain: { state: DomainStateName }) {
     manager: {
       prepareIncoming: async (s) => {
         calls.push('prepare');
-        return { onHost: s, runtime: testRuntime({ disks: { data: { path: `${runDir}/disks/data.qcow2`, format: 'qcow2' } } }) };
+        return {
+          onHost: s,
+          runtime: testRuntime({ disks: { data: { path: `${runDir}/disks/data.qcow2`, format: 'qcow2', modes: { cache: 'none' } } } }),
+        };
       },
       finishIncoming: async () => {
         calls.push('resume');

@@ -42,6 +42,12 @@ export type DiskSource =
 
 export type DiskBus = 'virtio' | 'sata' | 'scsi';
 export const DISK_BUSES: readonly DiskBus[] = ['virtio', 'sata', 'scsi'];
+/** QEMU's host cache mode for a disk (KubeVirt's disks[].cache): none opens the file with O_DIRECT. */
+export type DiskCache = 'none' | 'writethrough' | 'writeback';
+export const DISK_CACHES: readonly DiskCache[] = ['none', 'writethrough', 'writeback'];
+/** QEMU's asynchronous I/O for a disk (KubeVirt's disks[].io): native (Linux AIO) needs cache none. */
+export type DiskIo = 'native' | 'threads';
+export const DISK_IOS: readonly DiskIo[] = ['native', 'threads'];
 
 export interface DiskSpec {
   /** Stable name, unique in the VM; also the libvirt alias suffix. */
@@ -52,6 +58,10 @@ export interface DiskSpec {
   readOnly?: boolean;
   /** 1-based; lower boots first. Unique within the VM when set. */
   bootOrder?: number;
+  /** Absent: chosen on the node from the disk's file system, as KubeVirt does (vmm/disks/driver-modes.ts). */
+  cache?: DiskCache;
+  /** Absent: native where cache is none on a block device or a fully allocated file, else QEMU's default. */
+  io?: DiskIo;
 }
 
 /** Boot straight into a kernel (no firmware boot loader). */

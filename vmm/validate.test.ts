@@ -99,6 +99,19 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     causes: [{ path: 'disks[1].bus', reason: 'FieldValueNotSupported' }],
   },
   {
+    name: 'unknown cache and io modes',
+    spec: { disks: [disk('a', { cache: 'unsafe' as never, io: 'io_uring' as never })] },
+    causes: [
+      { path: 'disks[0].cache', reason: 'FieldValueNotSupported' },
+      { path: 'disks[0].io', reason: 'FieldValueNotSupported' },
+    ],
+  },
+  {
+    name: 'io native with a host cache',
+    spec: { disks: [disk('a', { cache: 'writeback', io: 'native' })] },
+    causes: [{ path: 'disks[0].io', reason: 'FieldValueInvalid' }],
+  },
+  {
     name: 'virtio cdrom',
     spec: { disks: [disk('a', { device: 'cdrom', source: { kind: 'host', path: '/i.iso' } })] },
     causes: [{ path: 'disks[0].bus', reason: 'FieldValueInvalid' }],

@@ -2,7 +2,17 @@
 // cause at once with its field path (as KubeVirt's admitters do), so a user
 // fixes a spec in one round. Pure: checks that need the host (does an image
 // file exist?) happen in disk preparation and raise the same SpecError.
-import { DISK_BUSES, VM_SPEC_VERSION, vcpuCount, type DiskSpec, type ImagePullPolicy, type InterfaceSpec, type VmSpec } from './spec.js';
+import {
+  DISK_BUSES,
+  DISK_CACHES,
+  DISK_IOS,
+  VM_SPEC_VERSION,
+  vcpuCount,
+  type DiskSpec,
+  type ImagePullPolicy,
+  type InterfaceSpec,
+  type VmSpec,
+} from './spec.js';
 import { SpecError, type SpecCause, type SpecCauseReason } from './errors.js';
 
 export const MIN_MEMORY_MIB = 32;
@@ -158,6 +168,12 @@ function checkDisks(disks: DiskSpec[], report: Report): void {
     if (!DISK_BUSES.includes(disk.bus))
       report(`${at}.bus`, 'FieldValueNotSupported', `"${disk.bus}" is not one of ${DISK_BUSES.join(', ')}`);
     else if (disk.device === 'cdrom' && disk.bus === 'virtio') report(`${at}.bus`, 'FieldValueInvalid', 'a cdrom needs bus sata or scsi');
+    if (disk.cache !== undefined && !DISK_CACHES.includes(disk.cache))
+      report(`${at}.cache`, 'FieldValueNotSupported', `"${disk.cache}" is not one of ${DISK_CACHES.join(', ')}`);
+    if (disk.io !== undefined && !DISK_IOS.includes(disk.io))
+      report(`${at}.io`, 'FieldValueNotSupported', `"${disk.io}" is not one of ${DISK_IOS.join(', ')}`);
+    else if (disk.io === 'native' && disk.cache !== undefined && disk.cache !== 'none')
+      report(`${at}.io`, 'FieldValueInvalid', `io native needs cache none (O_DIRECT), not ${disk.cache}`);
     checkDiskSource(disk, at, report);
   });
 }

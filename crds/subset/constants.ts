@@ -1,6 +1,6 @@
 // The kubevirt.io/v1 names and the value lists of the subset vkvm runs: the
 // CRDs, the API client and the controllers all take them from here.
-import type { DiskBus as VmDiskBus } from '../../vmm/spec.js';
+import type { DiskBus as VmDiskBus, DiskCache as VmDiskCache, DiskIo as VmDiskIo } from '../../vmm/spec.js';
 
 export const GROUP = 'kubevirt.io';
 export const VERSION = 'v1';
@@ -24,6 +24,12 @@ export const DISK_BUSES = ['virtio', 'sata', 'scsi'] as const satisfies readonly
 export type DiskBus = (typeof DISK_BUSES)[number];
 /** A CD-ROM needs a bus that carries removable media: KubeVirt refuses virtio too. */
 export const CDROM_BUSES = DISK_BUSES.filter((b) => b !== 'virtio');
+/** KubeVirt's disk cache modes (v1.DriverCache), each the VmSpec mode of the same name. */
+export const DISK_CACHES = ['none', 'writethrough', 'writeback'] as const satisfies readonly VmDiskCache[];
+export type DiskCache = (typeof DISK_CACHES)[number];
+/** KubeVirt's disk AIO modes (v1.DriverIO), each the VmSpec mode of the same name. */
+export const DISK_IOS = ['native', 'threads'] as const satisfies readonly VmDiskIo[];
+export type DiskIo = (typeof DISK_IOS)[number];
 
 /**
  * KubeVirt's own limit on disks and volumes (arrayLenMax). It also bounds the

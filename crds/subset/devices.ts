@@ -1,7 +1,7 @@
 // spec.domain.devices of a VMI: disks (each backed by the volume of its name,
 // volumes.ts) and interfaces (each on the network of its name, networks.ts).
 import { PRESERVED, name, uniqueNames } from './common.js';
-import { CDROM_BUSES, DISK_BUSES, MAX_DEVICES } from './constants.js';
+import { CDROM_BUSES, DISK_BUSES, DISK_CACHES, DISK_IOS, MAX_DEVICES } from './constants.js';
 import { boolean, enumOf, integer, list, notInCrd, object, opaque, open, required, string, unsupported } from './field.js';
 
 const bootOrder = (what: string) => integer(`Boot priority of this ${what}, 1 first. Unique across disks and interfaces.`, { minimum: 1 });
@@ -25,6 +25,12 @@ export const disk = object(
     ),
     /** 1 boots first; unique across disks and interfaces. */
     bootOrder: bootOrder('disk'),
+    /** Absent: none where the node's file system takes O_DIRECT, else writethrough (as KubeVirt). */
+    cache: open(
+      enumOf(DISK_CACHES, "The disk's host cache mode. Default: none where the node's file system supports O_DIRECT, else writethrough."),
+    ),
+    /** Absent: native with cache none on a block device or a fully allocated file (as KubeVirt). */
+    io: open(enumOf(DISK_IOS, "The disk's asynchronous I/O: native (Linux AIO, needs cache none) or threads.")),
   },
   { preserveUnknown: true, description: PRESERVED },
 );

@@ -30,7 +30,18 @@ import { parseImage } from '../vm-identity.js';
 import { IMAGE_FORMS, pullPolicyOf } from './images.js';
 import type { Draft } from './draft.js';
 import { hasField } from './supported-fields.js';
-import { DISK_BUSES, type Disk, type DiskBus, type Filesystem, type Quantity, type Volume } from './types.js';
+import {
+  DISK_BUSES,
+  DISK_CACHES,
+  DISK_IOS,
+  type Disk,
+  type DiskBus,
+  type DiskCache,
+  type DiskIo,
+  type Filesystem,
+  type Quantity,
+  type Volume,
+} from './types.js';
 
 const MIB = 2 ** 20;
 /** Kubernetes' DNS-1123 label, which KubeVirt requires of disk names (they become container names). */
@@ -227,6 +238,32 @@ function diskBus(d: Draft, disk: Disk, device: 'disk' | 'cdrom', at: string): Vm
   return bus as DiskBus; // the VmSpec bus of the same name (crds/subset/constants.ts)
 }
 
+/**
+ * The disk's cache and io modes as KubeVirt's admission checks them, for a
+ * VMI that did not pass the CRD's enums; what the node can give is decided
+ * there (vmm/disks/driver-modes.ts).
+ */
+function driverModes(d: Draft, disk: Disk, at: string): { cache?: DiskCache; io?: DiskIo } {
+  const modes: { cache?: DiskCache; io?: DiskIo } = {};
+  if (disk.cache) {
+    if (DISK_CACHES.includes(disk.cache as DiskCache)) modes.cache = disk.cache as DiskCache;
+    else d.report(`${at}.cache`, 'FieldValueInvalid', `${at}.cache has invalid value ${disk.cache}`);
+  }
+  if (disk.io) {
+    if (DISK_IOS.includes(disk.io as DiskIo)) modes.io = disk.io as DiskIo;
+    else
+      d.report(
+        `${at}.io`,
+        'FieldValueNotSupported',
+        `Disk IO mode for ${at}.io is not supported. Supported modes are: ${DISK_IOS.join(', ')}.`,
+      );
+  }
+  // QEMU refuses native AIO without O_DIRECT; KubeVirt leaves it to fail the VM's start.
+  if (modes.io === 'native' && modes.cache && modes.cache !== 'none')
+    d.report(`${at}.io`, 'FieldValueInvalid', `io native needs cache none (O_DIRECT), but ${at}.cache is ${modes.cache}`);
+  return modes;
+}
+
 /** Translates spec.domain.devices.disks with spec.volumes into d.disks. */
 export function translateStorage(d: Draft, input: StorageInput): void {
   const volumeByName = new Map<string, number>();
@@ -271,6 +308,7 @@ export function translateStorage(d: Draft, input: StorageInput): void {
       return void d.report(`${at}.lun`, 'FieldValueNotSupported', 'vkvm attaches disks and CD-ROMs, not LUNs (SCSI pass-through)');
     const device = disk.cdrom ? 'cdrom' : 'disk';
     const bus = diskBus(d, disk, device, at);
+    const modes = driverModes(d, disk, at);
 
     const readOnly = device === 'cdrom' || disk.disk?.readonly === true;
     if (device === 'cdrom') {
@@ -304,6 +342,7 @@ export function translateStorage(d: Draft, input: StorageInput): void {
       source: resolved.source,
       ...(readOnly || resolved.readOnly ? { readOnly: true } : {}),
       ...(disk.bootOrder !== undefined ? { bootOrder: disk.bootOrder } : {}),
+      ...modes,
     });
     d.diskOrigins.push({ disk: at, device, source: resolved.field });
   });

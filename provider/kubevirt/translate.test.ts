@@ -232,6 +232,18 @@ t.test('every invalid field is named, at its KubeVirt path', async (t) => {
       [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']],
     ],
     [
+      'unknown disk cache and io modes, and native AIO with a host cache',
+      (v) => {
+        Object.assign(v.spec.domain.devices!.disks![0]!, { cache: 'unsafe', io: 'io_uring' });
+        Object.assign(v.spec.domain.devices!.disks![1]!, { cache: 'writeback', io: 'native' });
+      },
+      [
+        ['spec.domain.devices.disks[0].cache', 'FieldValueInvalid'],
+        ['spec.domain.devices.disks[0].io', 'FieldValueNotSupported'],
+        ['spec.domain.devices.disks[1].io', 'FieldValueInvalid'],
+      ],
+    ],
+    [
       'the IDE bus',
       (v) => (v.spec.domain.devices!.disks![1]!.disk!.bus = 'ide'),
       [['spec.domain.devices.disks[1].disk.bus', 'FieldValueNotSupported']],
@@ -464,7 +476,7 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     (d.devices as Record<string, unknown>).gpus = [{ name: 'gpu1', deviceName: 'nvidia.com/TU104GL' }];
     d.features = { smm: {} };
     d.clock = { utc: {}, timer: { hpet: { present: false } } } as never;
-    (d.devices!.disks![1] as unknown as Record<string, unknown>).cache = 'writeback';
+    (d.devices!.disks![1] as unknown as Record<string, unknown>).dedicatedIOThread = true;
     v.spec.networks!.push({ name: 'storage', multus: { networkName: 'storage-net' } } as never);
     d.devices!.interfaces!.push({ name: 'storage', bridge: {} });
     // Not realized by the VM, but read by the drain (the eviction webhook): not listed.
@@ -472,7 +484,7 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
   });
   const result = ok(translateVmi(vmi, ctx()));
   t.same(result.unsupported, [
-    'spec.domain.devices.disks[1].cache',
+    'spec.domain.devices.disks[1].dedicatedIOThread',
     'spec.domain.devices.gpus',
     'spec.domain.clock.timer',
     'spec.networks[1].multus',
@@ -948,6 +960,29 @@ t.test('clock and interface boot order reach the VmSpec', async (t) => {
   );
   const pxe = spec((v) => (v.spec.domain.devices!.interfaces![0]!.bootOrder = 2));
   t.same(pxe.interfaces[0]?.bootOrder, 2, "the interface's boot order");
+});
+
+t.test("a disk's cache and io reach the VmSpec; the node's refusal of them names the VMI field", async (t) => {
+  const r = ok(
+    translateVmi(
+      smokeWith((v) => Object.assign(v.spec.domain.devices!.disks![0]!, { cache: 'none', io: 'native' })),
+      ctx(),
+    ),
+  );
+  t.same(
+    {
+      modes: r.spec.disks.map((disk) => [disk.cache, disk.io]),
+      causes: r.atKubevirtFields([{ path: 'disks[0].cache', reason: 'FieldValueInvalid', message: 'cache none needs O_DIRECT' }]),
+    },
+    {
+      modes: [
+        ['none', 'native'],
+        [undefined, undefined],
+        [undefined, undefined],
+      ],
+      causes: [{ path: 'spec.domain.devices.disks[0].cache', reason: 'FieldValueInvalid', message: 'cache none needs O_DIRECT' }],
+    },
+  );
 });
 
 t.test('causes found later, when the node prepares disks, name the VMI field', async (t) => {

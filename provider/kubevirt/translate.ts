@@ -145,6 +145,8 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
     switch (disk[2]) {
       case 'name':
       case 'bootOrder':
+      case 'cache':
+      case 'io':
         return `${o.disk}.${disk[2]}`;
       case 'bus':
         return `${o.disk}.${o.device}.bus`;

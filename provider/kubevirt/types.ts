@@ -20,6 +20,8 @@ import type { instancetypeSpec, preferenceSpec, statusRef } from '../../crds/sub
 
 export {
   DISK_BUSES,
+  DISK_CACHES,
+  DISK_IOS,
   EVICTION_STRATEGIES,
   GROUP,
   KUBEVIRT_API_VERSION,
@@ -32,6 +34,8 @@ export {
   MIGRATIONS_VERSION,
   MIGRATION_POLICY_PLURAL,
   type DiskBus,
+  type DiskCache,
+  type DiskIo,
   type EvictionStrategy,
   type RunStrategy,
 } from '../../crds/subset/constants.js';

@@ -34,63 +34,67 @@ const disk = (name: string, source: DiskSpec['source'], over: Partial<DiskSpec> 
   ...over,
 });
 
-t.test('overlays on raw and qcow2 bases, a sparse empty disk, a host path in place and a seed ISO', async (t) => {
-  const { root, images, dirs } = await setup(t);
-  const spec = testSpec({
-    disks: [
-      disk('a', { kind: 'image', path: join(images, 'base.raw') }),
-      disk('b', { kind: 'image', path: join(images, 'base.qcow2') }),
-      disk('scratch', { kind: 'empty', sizeMiB: 1024 }),
-      disk('data', { kind: 'host', path: join(root, 'host', 'data.img') }),
-      disk('seed', { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: vm1\n' }, { device: 'cdrom', bus: 'sata' }),
-    ],
-  });
-  const prepared = await prepareDisks(spec, dirs, log);
-  t.same(prepared, {
-    a: { path: join(dirs.vmDir, 'a.qcow2'), format: 'qcow2' },
-    b: { path: join(dirs.vmDir, 'b.qcow2'), format: 'qcow2' },
-    scratch: { path: join(dirs.vmDir, 'scratch.qcow2'), format: 'qcow2' },
-    data: { path: join(root, 'host', 'data.img'), format: 'raw', block: false },
-    seed: { path: join(dirs.vmDir, 'seed.iso'), format: 'raw' },
-  });
-  const scratch = await stat(prepared.scratch!.path);
-  t.match(
-    {
-      a: await readImageInfo(prepared.a!.path),
-      b: await readImageInfo(prepared.b!.path),
-      scratch: await readImageInfo(prepared.scratch!.path),
-      scratchAllocatedBelow1MiB: scratch.blocks * 512 < MiB,
-      vmDir: (await readdir(dirs.vmDir)).sort(),
-    },
-    {
-      a: { format: 'qcow2', virtualSizeBytes: 8 * MiB, backingFile: join(images, 'base.raw') },
-      b: { format: 'qcow2', virtualSizeBytes: 16 * MiB, backingFile: join(images, 'base.qcow2') },
-      scratch: { format: 'qcow2', virtualSizeBytes: 1024 * MiB, backingFile: undefined },
-      scratchAllocatedBelow1MiB: true,
-      vmDir: ['a.qcow2', 'b.qcow2', 'scratch.qcow2', 'seed.iso'],
-    },
-  );
-  const backingFormat = JSON.parse(await run('qemu-img', ['info', '--output=json', prepared.a!.path]))['backing-filename-format'];
-  t.equal(backingFormat, 'raw', 'the overlay records the base format, so QEMU never probes it');
-  const owner = async (p: string) => {
-    const s = await stat(p);
-    return { uid: s.uid, gid: s.gid, mode: (s.mode & 0o777).toString(8) };
-  };
-  const qemu = { uid: TEST_QEMU_OWNER.uid, gid: TEST_QEMU_OWNER.gid };
-  t.same(
-    {
-      vmDir: await owner(dirs.vmDir),
-      files: await Promise.all(Object.values(prepared).map((p) => owner(p.path))),
-      base: await owner(join(images, 'base.raw')),
-    },
-    {
-      vmDir: { ...qemu, mode: '700' },
-      files: Object.values(prepared).map(() => ({ ...qemu, mode: '600' })),
-      base: { uid: 0, gid: 0, mode: '644' },
-    },
-    "what QEMU opens read-write is its uid's alone, 0600 in a 0700 directory; the base image under an overlay stays root's",
-  );
-});
+t.test(
+  'overlays on raw and qcow2 bases, a sparse empty disk, a host path in place and a seed ISO; each with the modes its file system allows',
+  async (t) => {
+    const { root, images, dirs } = await setup(t);
+    const spec = testSpec({
+      disks: [
+        disk('a', { kind: 'image', path: join(images, 'base.raw') }),
+        disk('b', { kind: 'image', path: join(images, 'base.qcow2') }),
+        disk('scratch', { kind: 'empty', sizeMiB: 1024 }),
+        disk('data', { kind: 'host', path: join(root, 'host', 'data.img') }),
+        disk('seed', { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: vm1\n' }, { device: 'cdrom', bus: 'sata' }),
+      ],
+    });
+    const prepared = await prepareDisks(spec, dirs, log);
+    t.same(prepared, {
+      // Sparse overlays and empty disks: cache none, QEMU's default AIO; fully written files: native AIO too.
+      a: { path: join(dirs.vmDir, 'a.qcow2'), format: 'qcow2', modes: { cache: 'none' } },
+      b: { path: join(dirs.vmDir, 'b.qcow2'), format: 'qcow2', modes: { cache: 'none' } },
+      scratch: { path: join(dirs.vmDir, 'scratch.qcow2'), format: 'qcow2', modes: { cache: 'none' } },
+      data: { path: join(root, 'host', 'data.img'), format: 'raw', block: false, modes: { cache: 'none', io: 'native' } },
+      seed: { path: join(dirs.vmDir, 'seed.iso'), format: 'raw', modes: { cache: 'none', io: 'native' } },
+    });
+    const scratch = await stat(prepared.scratch!.path);
+    t.match(
+      {
+        a: await readImageInfo(prepared.a!.path),
+        b: await readImageInfo(prepared.b!.path),
+        scratch: await readImageInfo(prepared.scratch!.path),
+        scratchAllocatedBelow1MiB: scratch.blocks * 512 < MiB,
+        vmDir: (await readdir(dirs.vmDir)).sort(),
+      },
+      {
+        a: { format: 'qcow2', virtualSizeBytes: 8 * MiB, backingFile: join(images, 'base.raw') },
+        b: { format: 'qcow2', virtualSizeBytes: 16 * MiB, backingFile: join(images, 'base.qcow2') },
+        scratch: { format: 'qcow2', virtualSizeBytes: 1024 * MiB, backingFile: undefined },
+        scratchAllocatedBelow1MiB: true,
+        vmDir: ['a.qcow2', 'b.qcow2', 'scratch.qcow2', 'seed.iso'],
+      },
+    );
+    const backingFormat = JSON.parse(await run('qemu-img', ['info', '--output=json', prepared.a!.path]))['backing-filename-format'];
+    t.equal(backingFormat, 'raw', 'the overlay records the base format, so QEMU never probes it');
+    const owner = async (p: string) => {
+      const s = await stat(p);
+      return { uid: s.uid, gid: s.gid, mode: (s.mode & 0o777).toString(8) };
+    };
+    const qemu = { uid: TEST_QEMU_OWNER.uid, gid: TEST_QEMU_OWNER.gid };
+    t.same(
+      {
+        vmDir: await owner(dirs.vmDir),
+        files: await Promise.all(Object.values(prepared).map((p) => owner(p.path))),
+        base: await owner(join(images, 'base.raw')),
+      },
+      {
+        vmDir: { ...qemu, mode: '700' },
+        files: Object.values(prepared).map(() => ({ ...qemu, mode: '600' })),
+        base: { uid: 0, gid: 0, mode: '644' },
+      },
+      "what QEMU opens read-write is its uid's alone, 0600 in a 0700 directory; the base image under an overlay stays root's",
+    );
+  },
+);
 
 t.test('preparing again reuses overlays and empty disks, which hold guest data', async (t) => {
   const { images, dirs } = await setup(t);

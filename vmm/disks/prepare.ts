@@ -18,6 +18,8 @@ import { statIfExists } from './fs.js';
 import { baseFormat, downloadBase } from './base-image.js';
 import type { DownloadPolicy } from './download-policy.js';
 import { createEmptyDisk, createOverlay } from './qemu-img.js';
+import { chooseDriverModes } from './driver-modes.js';
+import { probeDiskFacts } from './direct-io.js';
 
 export interface DiskDirs {
   /** This VM's own directory: overlays, empty disks and seed ISOs go here. */
@@ -82,7 +84,10 @@ async function createHostOnce(path: string, created: Created, make: () => Promis
   await make();
 }
 
-async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: Created, log: Log): Promise<PreparedDisk> {
+/** A disk's file before its modes are chosen; `backing`: an overlay's base image. */
+type DiskFile = Omit<PreparedDisk, 'modes'> & { backing?: string };
+
+async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: Created, log: Log): Promise<DiskFile> {
   const source = disk.source;
   const path = vmFile(dirs, disk);
   switch (source.kind) {
@@ -97,13 +102,13 @@ async function prepareDisk(disk: DiskSpec, at: string, dirs: DiskDirs, created: 
       await statOrSpecError(source.path, `${at}.source.path`);
       const format = await baseFormat(source.path, `${at}.source.path`);
       await createOnce(path, created, (staged) => createOverlay(source.path, format, staged));
-      return { path, format: 'qcow2' };
+      return { path, format: 'qcow2', backing: source.path };
     }
     case 'url': {
       const base = await downloadBase(source.url, `${at}.source.url`, dirs.cacheDir, dirs.downloads, log);
       const format = await baseFormat(base, `${at}.source.url`);
       await createOnce(path, created, (staged) => createOverlay(base, format, staged));
-      return { path, format: 'qcow2' };
+      return { path, format: 'qcow2', backing: base };
     }
     case 'registry':
       // The node agent pulls registry images; one reaching here is a caller's bug, said in the field's terms.
@@ -152,7 +157,11 @@ export async function prepareDisks(spec: VmSpec, dirs: DiskDirs, log: Log): Prom
   const madeVmDir = await mkdir(dirs.vmDir, { recursive: true });
   // Beside the VM's directory, in the launcher's run directory: root's alone, and on the same filesystem for rename.
   const created: Created = { files: [], staging: await mkdtemp(join(dirname(dirs.vmDir), '.disks-staging-')) };
-  const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareDisk(disk, `disks[${i}]`, dirs, created, log))).finally(() =>
+  const prepareWithModes = async (disk: DiskSpec, at: string): Promise<PreparedDisk> => {
+    const { backing, ...file } = await prepareDisk(disk, at, dirs, created, log);
+    return { ...file, modes: chooseDriverModes(disk, await probeDiskFacts(file, backing), at) };
+  };
+  const results = await Promise.allSettled(spec.disks.map((disk, i) => prepareWithModes(disk, `disks[${i}]`))).finally(() =>
     rm(created.staging, { recursive: true, force: true }),
   );
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));

@@ -8,7 +8,7 @@ t.test('drive suffixes follow libvirt: a..z, aa..az, ba', async (t) => {
   t.same([0, 1, 25, 26, 51, 52, 701, 702].map(driveSuffix), ['a', 'b', 'z', 'aa', 'az', 'ba', 'zz', 'aaa']);
 });
 
-const qcow2 = (path: string): PreparedDisk => ({ path, format: 'qcow2' });
+const qcow2 = (path: string): PreparedDisk => ({ path, format: 'qcow2', modes: { cache: 'none' } });
 const disk = (name: string, over: Partial<DiskSpec> = {}): DiskSpec => ({
   name,
   device: 'disk',
@@ -26,7 +26,7 @@ const cases: { name: string; disks: DiskSpec[]; prepared: Record<string, Prepare
       disk: [
         {
           $: { type: 'file', device: 'disk' },
-          driver: { $: { name: 'qemu', type: 'qcow2', discard: 'unmap' } },
+          driver: { $: { name: 'qemu', type: 'qcow2', cache: 'none', discard: 'unmap' } },
           source: { $: { file: '/v/root.qcow2' } },
           target: { $: { dev: 'vda', bus: 'virtio' } },
           alias: { $: { name: 'ua-disk-root' } },
@@ -36,14 +36,14 @@ const cases: { name: string; disks: DiskSpec[]; prepared: Record<string, Prepare
     },
   },
   {
-    name: 'a cdrom is read-only and has no discard',
+    name: 'a cdrom is read-only and has no discard; its cache mode is the one chosen on the node',
     disks: [disk('seed', { device: 'cdrom', bus: 'sata' })],
-    prepared: { seed: { path: '/v/seed.iso', format: 'raw' } },
+    prepared: { seed: { path: '/v/seed.iso', format: 'raw', modes: { cache: 'writethrough' } } },
     want: {
       disk: [
         {
           $: { type: 'file', device: 'cdrom' },
-          driver: { $: { name: 'qemu', type: 'raw' } },
+          driver: { $: { name: 'qemu', type: 'raw', cache: 'writethrough' } },
           source: { $: { file: '/v/seed.iso' } },
           target: { $: { dev: 'sda', bus: 'sata' } },
           readonly: {},
@@ -54,14 +54,14 @@ const cases: { name: string; disks: DiskSpec[]; prepared: Record<string, Prepare
     },
   },
   {
-    name: 'a read-only block device with a boot order',
+    name: 'a read-only block device with a boot order, cache none and native AIO',
     disks: [disk('data', { readOnly: true, bootOrder: 2 })],
-    prepared: { data: { path: '/dev/vg0/data', format: 'raw', block: true } },
+    prepared: { data: { path: '/dev/vg0/data', format: 'raw', block: true, modes: { cache: 'none', io: 'native' } } },
     want: {
       disk: [
         {
           $: { type: 'block', device: 'disk' },
-          driver: { $: { name: 'qemu', type: 'raw', discard: 'unmap' } },
+          driver: { $: { name: 'qemu', type: 'raw', cache: 'none', io: 'native', discard: 'unmap' } },
           source: { $: { dev: '/dev/vg0/data' } },
           target: { $: { dev: 'vda', bus: 'virtio' } },
           readonly: {},

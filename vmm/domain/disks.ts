@@ -19,8 +19,15 @@ function toDiskDraft(disk: DiskSpec, prepared: PreparedDisk, dev: string): DiskD
   return {
     $: { type: prepared.block ? 'block' : 'file', device: disk.device },
     // discard=unmap lets guest TRIM keep qcow2 overlays and empty disks sparse.
+    // cache and io: chosen for the path's file system when the disk was prepared (vmm/disks/driver-modes.ts).
     driver: {
-      $: disk.device === 'disk' ? { name: 'qemu', type: prepared.format, discard: 'unmap' } : { name: 'qemu', type: prepared.format },
+      $: {
+        name: 'qemu',
+        type: prepared.format,
+        cache: prepared.modes.cache,
+        ...(prepared.modes.io ? { io: prepared.modes.io } : {}),
+        ...(disk.device === 'disk' ? { discard: 'unmap' } : {}),
+      },
     },
     source: { $: prepared.block ? { dev: prepared.path } : { file: prepared.path } },
     target: { $: { dev, bus: disk.bus } },

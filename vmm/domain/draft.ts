@@ -1,7 +1,7 @@
 // Typed model of the subset of libvirt domain XML that vkvm emits, in xml2js's
 // own convention so xml.ts needs no mapping: `$` holds attributes, `_` holds
 // text, a plain string is a text-only child, an array is repeated children.
-import { domainUuidOf, type DiskBus, type VmSpec } from '../spec.js';
+import { domainUuidOf, type DiskBus, type DiskCache, type DiskIo, type VmSpec } from '../spec.js';
 import type { DiskFormat, DomainRuntime } from './runtime.js';
 import type { HostCaps } from '../probe/virtualization.js';
 
@@ -38,7 +38,7 @@ export interface ClockDraft {
 
 export interface DiskDraft {
   $: { type: 'file' | 'block'; device: 'disk' | 'cdrom' };
-  driver: { $: { name: 'qemu'; type: DiskFormat; discard?: 'unmap' } };
+  driver: { $: { name: 'qemu'; type: DiskFormat; cache: DiskCache; io?: DiskIo; discard?: 'unmap' } };
   source: { $: { file: string } | { dev: string } };
   target: { $: { dev: string; bus: DiskBus } };
   readonly?: Empty;

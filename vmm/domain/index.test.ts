@@ -58,7 +58,10 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
       interfaces: [{ name: 'default', binding: 'masquerade', mac: '52:54:00:12:34:56', tapDevice: 'vk0b6a3c1e' }],
     }),
     runtime: testRuntime({
-      disks: { root: { path: `${vmDir}/root.qcow2`, format: 'qcow2' }, cloudinit: { path: `${vmDir}/cloudinit.iso`, format: 'raw' } },
+      disks: {
+        root: { path: `${vmDir}/root.qcow2`, format: 'qcow2', modes: { cache: 'none' } },
+        cloudinit: { path: `${vmDir}/cloudinit.iso`, format: 'raw', modes: { cache: 'none' } },
+      },
     }),
   },
   {
@@ -79,10 +82,10 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
     }),
     runtime: testRuntime({
       disks: {
-        os: { path: `${vmDir}/os.qcow2`, format: 'qcow2' },
-        scratch: { path: `${vmDir}/scratch.qcow2`, format: 'qcow2' },
-        installer: { path: '/srv/iso/installer.iso', format: 'raw' },
-        archive: { path: '/dev/vg0/archive', format: 'raw', block: true },
+        os: { path: `${vmDir}/os.qcow2`, format: 'qcow2', modes: { cache: 'none' } },
+        scratch: { path: `${vmDir}/scratch.qcow2`, format: 'qcow2', modes: { cache: 'none' } },
+        installer: { path: '/srv/iso/installer.iso', format: 'raw', modes: { cache: 'writethrough' } },
+        archive: { path: '/dev/vg0/archive', format: 'raw', block: true, modes: { cache: 'none', io: 'native' } },
       },
     }),
   },
@@ -96,7 +99,7 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
       clock: { kind: 'localtime' },
       disks: [{ name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: '/srv/images/windows.qcow2' } }],
     }),
-    runtime: testRuntime({ disks: { root: { path: `${vmDir}/root.qcow2`, format: 'qcow2' } } }),
+    runtime: testRuntime({ disks: { root: { path: `${vmDir}/root.qcow2`, format: 'qcow2', modes: { cache: 'none' } } } }),
   },
 ];
 

@@ -1,6 +1,6 @@
-// The incoming domain's XML: only host paths change, the backing chain is left for the target to probe, and a
-// path the target did not give is an error naming it. Golden: testdata/migration/target.xml (VKVM_UPDATE_GOLDEN=1
-// regenerates it; read the diff).
+// The incoming domain's XML: only host paths change (each disk's cache and io modes stay the source's), the
+// backing chain is left for the target to probe, and a path the target did not give is an error naming it. Golden:
+// testdata/migration/target.xml (VKVM_UPDATE_GOLDEN=1 regenerates it; read the diff).
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';

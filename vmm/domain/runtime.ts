@@ -2,6 +2,8 @@
 // host paths of prepared disks and of the sockets it owns. Builders do no I/O;
 // everything they need from the host arrives here or in HostCaps.
 
+import type { DiskCache, DiskIo } from '../spec.js';
+
 export type DiskFormat = 'qcow2' | 'raw';
 
 export interface PreparedDisk {
@@ -10,6 +12,8 @@ export interface PreparedDisk {
   format: DiskFormat;
   /** The path is a block device (libvirt disk type='block'); QEMU's file driver refuses those. */
   block?: boolean;
+  /** Host cache and AIO modes, chosen for the path's file system (vmm/disks/driver-modes.ts); no io: QEMU's default. */
+  modes: { cache: DiskCache; io?: DiskIo };
 }
 
 export interface DomainRuntime {
