@@ -259,6 +259,18 @@ t.test("a cross-namespace clone that cannot go on is told on the DataVolume's ev
   t.match(events, [/^ErrClaimNotValid: Error cloning into PVC xclone: claim images\/vkvm-clone-xclone-uid is not the staging claim/]);
 });
 
+/** DataVolume ns/xclone's own claim, made naming the cloned volume pvc-st-uid and not bound yet. */
+const xcloneClaimPending: V1PersistentVolumeClaim = {
+  metadata: {
+    name: 'xclone',
+    namespace: 'ns',
+    uid: 'claim-uid',
+    ownerReferences: [{ apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true }],
+  },
+  spec: { volumeName: 'pvc-st-uid' },
+  status: { phase: 'Pending' },
+};
+
 t.test(
   'a cross-namespace clone: CloneInProgress while its staging claim fills; Failed with one ErrClaimNotValid once that claim is deleted before the move',
   async (t) => {
@@ -298,18 +310,7 @@ t.test(
     // The DataVolume's claim made, naming the cloned volume; then a user of the source namespace deletes the staging claim.
     calls.length = 0;
     events.length = 0;
-    claims.put({
-      metadata: {
-        name: 'xclone',
-        namespace: 'ns',
-        uid: 'claim-uid',
-        ownerReferences: [
-          { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true },
-        ],
-      },
-      spec: { volumeName: 'pvc-st-uid' },
-      status: { phase: 'Pending' },
-    });
+    claims.put(xcloneClaimPending);
     claims.remove(staging);
     dataVolumes.put({ ...clone, metadata: { ...clone.metadata, resourceVersion: '2' }, status: { phase: 'CloneInProgress' } });
     await controller.syncDataVolume('ns/xclone');
@@ -331,18 +332,7 @@ t.test(
         spec: { dataSource: { kind: 'PersistentVolumeClaim', name: 'golden' }, volumeName: 'pvc-st-uid' },
         status: { phase: 'Bound' },
       },
-      {
-        metadata: {
-          name: 'xclone',
-          namespace: 'ns',
-          uid: 'claim-uid',
-          ownerReferences: [
-            { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true },
-          ],
-        },
-        spec: { volumeName: 'pvc-st-uid' },
-        status: { phase: 'Pending' },
-      },
+      xcloneClaimPending,
     ]);
     const clients = fakeClients(calls);
     const sourcePv = await clients.core.readPersistentVolume({ name: 'pv-golden' });
