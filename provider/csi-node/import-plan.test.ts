@@ -1,6 +1,15 @@
 import t from 'tap';
 import type { ImportPhase } from '../kubevirt/datavolume-annotations.js';
-import { decideImport, importPercent, lastProgress, ProgressThrottle, sizeRefusal, stagingOf, type ImportDecision } from './import-plan.js';
+import {
+  decideImport,
+  importPercent,
+  lastProgress,
+  ProgressThrottle,
+  readOnlyField,
+  sizeRefusal,
+  stagingOf,
+  type ImportDecision,
+} from './import-plan.js';
 
 const SRC = 'cdi.kubevirt.io/storage.import.source';
 const END = 'cdi.kubevirt.io/storage.import.endpoint';
@@ -180,3 +189,24 @@ t.test('importPercent: download 0-90, its convert 90-100, a local convert 0-100,
     cases.map(([, want]) => want),
   );
 });
+
+t.test(
+  'readOnlyField: the field that makes a VMI use of a claim read-only, first the VMI volume, then the PV, then ReadOnlyMany',
+  async (t) => {
+    const base = { claim: 'root', pvName: 'pv-1', pvReadOnly: false, accessMode: 'MULTI_NODE_MULTI_WRITER' };
+    t.same(
+      [
+        readOnlyField(base),
+        readOnlyField({ ...base, readOnlyVolume: 2, pvReadOnly: true }),
+        readOnlyField({ ...base, pvReadOnly: true, accessMode: 'MULTI_NODE_READER_ONLY' }),
+        readOnlyField({ ...base, accessMode: 'MULTI_NODE_READER_ONLY' }),
+      ],
+      [
+        undefined,
+        'spec.volumes[2].persistentVolumeClaim.readOnly',
+        'PersistentVolume pv-1 spec.csi.readOnly',
+        'claim "root" spec.accessModes (ReadOnlyMany only)',
+      ],
+    );
+  },
+);

@@ -23,6 +23,10 @@ export interface ClaimDisk {
   volumeMode: 'Filesystem' | 'Block';
   /** The claim's status.capacity.storage in bytes, when known: a raw image smaller than it is grown to it. */
   capacityBytes?: number;
+  /** The field that makes the volume read-only for this VMI (readOnlyField): an import never writes it. */
+  readOnly?: string;
+  /** The volume may be published on many nodes at once (ReadWriteMany): only the node holding the import writes it. */
+  multiNode?: boolean;
 }
 
 export type ImportSourceSpec =
@@ -159,4 +163,41 @@ export function sizeRefusal(
   const mib = (n: number) => `${Math.ceil(n / 2 ** 20)} MiB`;
   const what = limit.of === 'device' ? `block device's size` : 'capacity';
   return `${CLAIM_SIZE_FIELD}: the image's virtual size, ${mib(virtualSizeBytes)}, is larger than claim "${claim}"'s ${what}, ${mib(limit.bytes)}`;
+}
+
+/**
+ * Why a VMI's use of a claim is read-only, as the field to name, or
+ * undefined when it may write: the VMI volume's own readOnly, the
+ * PersistentVolume's, or a volume only ReadOnlyMany. As CDI, which imports
+ * only through its own writable importer pod and never while another pod uses
+ * the claim, an import never writes a volume published read-only.
+ */
+export function readOnlyField(o: {
+  claim: string;
+  pvName: string;
+  /** The index of a VMI volume naming the claim read-only. */
+  readOnlyVolume?: number;
+  pvReadOnly: boolean;
+  accessMode: string;
+}): string | undefined {
+  if (o.readOnlyVolume !== undefined) return `spec.volumes[${o.readOnlyVolume}].persistentVolumeClaim.readOnly`;
+  if (o.pvReadOnly) return `PersistentVolume ${o.pvName} spec.csi.readOnly`;
+  if (o.accessMode === 'MULTI_NODE_READER_ONLY') return `claim "${o.claim}" spec.accessModes (ReadOnlyMany only)`;
+  return undefined;
+}
+
+/**
+ * The most an http download for a Block volume may bring: the device's size,
+ * and room for a qcow2's own tables (at most 1/64 of its data, with 512-byte
+ * clusters) and header. A larger image cannot fit; the vetted virtual size is
+ * then checked exactly (sizeRefusal).
+ */
+export function downloadCapBytes(deviceBytes: number): number {
+  return deviceBytes + Math.ceil(deviceBytes / 64) + 2 ** 20;
+}
+
+/** The refusal of a download that passed downloadCapBytes, naming the claim's size field. */
+export function downloadRefusal(deviceBytes: number, claim: string): string {
+  const mib = Math.ceil(deviceBytes / 2 ** 20);
+  return `${CLAIM_SIZE_FIELD}: the image download is larger than claim "${claim}"'s block device's size, ${mib} MiB; the download was stopped`;
 }

@@ -10,27 +10,35 @@
 // and a second VM (or a restart) finds the marker and imports nothing.
 // A Block volume is the device the driver published: qemu-img writes the
 // image onto it (`-n`), an http source downloaded first into the node's
-// scratch directory (its format is known only once it is in), and the claim's
-// Succeeded report is its completion record (see completed()).
+// scratch directory (its format is known only once it is in, and the download
+// stops at the device's size), and the claim's Succeeded report is its
+// completion record (see completed()). One import per claim at a time: in the
+// agent a per-claim queue, across nodes (an RWX claim published on two) the
+// claim's importer condition, taken with a preconditioned write
+// (import-claim.ts); a node that finds another importing fails the start,
+// which retries until the import is done. A volume published read-only is
+// never written: its start fails naming the field until an import is done.
 // The node reports on the claim's status (phase, progress at most once a
 // second, message: provider/kubevirt/datavolume-report.ts); the DataVolume
 // controller mirrors it. What to do is import-plan.ts.
 import { spawn } from 'node:child_process';
-import { mkdir, open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { open, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { strategicMerge, type KubeClients } from '../kube/client.js';
+import type { KubeClients } from '../kube/client.js';
 import type { Logger } from '../log.js';
 import type { PodImages } from '../images/pod-images.js';
 import type { RegistryCredential } from '../images/keyring.js';
 import { IMPORT_ENDPOINT_ANNOTATION, IMPORT_SECRET_ANNOTATION, type ImportPhase } from '../kubevirt/datavolume-annotations.js';
-import { CLAIM_SIZE_FIELD, importCondition, importReportOf, type ImportReport } from '../kubevirt/datavolume-report.js';
+import { CLAIM_SIZE_FIELD, IMPORTER_CONDITION_TYPE, importReportOf, type ImportReport } from '../kubevirt/datavolume-report.js';
 import { deviceBytes } from '../csi/block-devices.js';
 import { SpecError } from '../../vmm/errors.js';
 import { vetBaseImage } from '../../vmm/disks/base-image.js';
 import type { DownloadProgress } from '../../vmm/disks/download.js';
 import {
   decideImport,
+  downloadCapBytes,
+  downloadRefusal,
   DOWNLOAD_TEMP_FILE,
   IMPORT_MARKER_FILE,
   IMPORT_TEMP_FILE,
@@ -42,6 +50,8 @@ import {
   type ClaimDisk,
   type ImportSourceSpec,
 } from './import-plan.js';
+import { HEARTBEAT_MS, holderOf, ImportReports } from './import-claim.js';
+import { emptyDir } from './scratch-dir.js';
 
 /** An import failed; the message names the claim and the reason (the annotation at fault, where one is). */
 export class VolumeImportError extends Error {
@@ -61,6 +71,8 @@ export interface VolumeImportsOptions {
   deviceBytes?: (device: string) => Promise<number>;
   log: Logger;
   nowMs?: () => number;
+  /** The wall clock, against which another node's report is judged stale (tests). */
+  now?: () => Date;
   progressIntervalMs?: number;
 }
 
@@ -73,15 +85,15 @@ function reasonOf(err: unknown): string {
 }
 
 export class VolumeImports {
-  /** Imports under way, by volume: a second VM on the claim waits for the first import and then finds its marker. */
+  /** Imports under way, by claim: a second VM on the claim waits for the first import and then finds its record. */
   private readonly busy = new Map<string, Promise<unknown>>();
-  /** The last report sent on each claim: reports go one after another, so a late progress never follows Succeeded. */
-  private readonly reports = new Map<string, Promise<void>>();
+  private readonly claims: ImportReports;
   private readonly nowMs: () => number;
-  private scratch?: Promise<unknown>;
+  private scratch?: Promise<void>;
 
   constructor(private readonly o: VolumeImportsOptions) {
     this.nowMs = o.nowMs ?? (() => performance.now());
+    this.claims = new ImportReports(o, o.now);
   }
 
   /** Imports what each claim's source says and its volume lacks (idempotent); a failure is a VolumeImportError naming the claim. */
@@ -89,11 +101,13 @@ export class VolumeImports {
     const log = this.o.log.child({ pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`, uid: pod.metadata?.uid });
     for (const c of claims) {
       signal?.throwIfAborted();
-      await this.serial(c.pvName, () => this.ensureOne(pod, c, log.child({ claim: `${c.namespace}/${c.claim}`, pv: c.pvName }), signal));
+      await this.serial(`${c.namespace}/${c.claim}`, () =>
+        this.ensureOne(pod, c, log.child({ claim: `${c.namespace}/${c.claim}`, pv: c.pvName }), signal),
+      );
     }
   }
 
-  private async ensureOne(pod: V1Pod, c: ClaimDisk, log: Logger, signal?: AbortSignal): Promise<void> {
+  private async ensureOne(pod: V1Pod, c: ClaimDisk, log: Logger, signal?: AbortSignal, attempt = 1): Promise<void> {
     const pvc = await this.o.clients.core.readNamespacedPersistentVolumeClaim({ name: c.claim, namespace: c.namespace });
     const report = importReportOf(pvc.status?.conditions);
     const reported = report?.phase;
@@ -103,15 +117,32 @@ export class VolumeImports {
       case 'none':
         return;
       case 'done':
-        if (decision.report) await this.report(c, 'Succeeded', 100, log);
+        if (decision.report) await this.claims.report(c, 'Succeeded', 100, log);
         return;
       case 'invalid':
         return this.fail(c, decision.message, log);
-      case 'import':
+      case 'import': {
+        // Not reported on the claim: a writable consumer, or the node importing, may still complete it.
+        if (c.readOnly)
+          throw new VolumeImportError(
+            `claim "${c.claim}": its DataVolume import is not done and ${c.readOnly} makes the volume read-only here; an import never writes a read-only volume: it waits for a writable consumer's import`,
+          );
+        const holder = holderOf(pvc, this.o.nodeName, c.multiNode === true, this.o.now?.() ?? new Date());
+        if (holder.kind === 'other')
+          throw new VolumeImportError(
+            `claim "${c.claim}": node ${holder.node} is importing it (its ${IMPORTER_CONDITION}); this start waits for that import and retries`,
+          );
         // A device with data on it and no import of this claim under way or failed: not ours to overwrite.
         if (c.volumeMode === 'Block' && !ownImportRecord(report) && (await deviceHoldsData(c.diskPath, this.o.deviceBytes ?? deviceBytes)))
           return this.fail(c, `${IMPORT_ENDPOINT_ANNOTATION}: ${NOT_BLANK}`, log);
+        if (c.volumeMode === 'Block') await this.scratchReady();
+        if (!(await this.claims.claim(c, pvc.metadata?.resourceVersion))) {
+          // Changed since the read (another node took it, or a report landed): decide again from a new read.
+          if (attempt >= 3) throw new VolumeImportError(`claim "${c.claim}": its import could not be taken: the claim keeps changing`);
+          return this.ensureOne(pod, c, log, signal, attempt + 1);
+        }
         return this.run(pod, c, decision.source, log, signal);
+      }
     }
   }
 
@@ -124,8 +155,7 @@ export class VolumeImports {
     const cleanUp = () => Promise.all([block ? undefined : rm(temp, { force: true }), rm(download, { force: true })]);
     // What a killed import left: it starts again from scratch.
     await cleanUp();
-    if (block) await this.scratchReady();
-    await this.report(c, 'Running', 0, log);
+    const device = block ? await (this.o.deviceBytes ?? deviceBytes)(c.diskPath) : undefined;
     const progress = this.progress(c, log);
     const t0 = this.nowMs();
     log.info({ source: source.kind }, 'volume import started');
@@ -133,18 +163,14 @@ export class VolumeImports {
       let input = download;
       if (source.kind === 'http') {
         if (source.secretName) throw new Error(`${IMPORT_SECRET_ANNOTATION}: credentials for an http source are not supported by vkvm yet`);
-        await this.o.download(source.url, download, log, signal, (received, total) => {
-          if (total) progress(importPercent('download', (received * 100) / total, true));
-        });
+        await this.download(c, source.url, download, device, progress, log, signal);
       } else {
         const cred = source.secretName ? await this.credential(c.namespace, source.secretName) : undefined;
         input = await this.o.registryDisk(pod, source.image, cred, log);
       }
       // Untrusted bytes: qcow2 without backing or data file, or raw, as for any base image.
       const { format, virtualSizeBytes } = await vetBaseImage(input, IMPORT_ENDPOINT_ANNOTATION);
-      const limit = block
-        ? { bytes: await (this.o.deviceBytes ?? deviceBytes)(c.diskPath), of: 'device' as const }
-        : { bytes: c.capacityBytes, of: 'capacity' as const };
+      const limit = device !== undefined ? { bytes: device, of: 'device' as const } : { bytes: c.capacityBytes, of: 'capacity' as const };
       const tooBig = sizeRefusal(virtualSizeBytes, limit, c.claim);
       if (tooBig) throw new Error(tooBig);
       const staging = stagingOf(source.kind, format, c.volumeMode);
@@ -154,7 +180,8 @@ export class VolumeImports {
         await rm(download, { force: true });
         await syncFile(c.diskPath);
         // The completion record: the report must reach the claim before the VM may boot from the device.
-        await this.report(c, 'Succeeded', 100, log, undefined, { mustReach: true });
+        progress.stop();
+        await this.claims.report(c, 'Succeeded', 100, log, undefined, { mustReach: true });
         this.logDone(log, t0, virtualSizeBytes, format);
         return;
       }
@@ -173,38 +200,76 @@ export class VolumeImports {
         mode: 0o600,
       });
       await syncFile(dir);
-      await this.report(c, 'Succeeded', 100, log);
+      progress.stop();
+      await this.claims.report(c, 'Succeeded', 100, log);
       this.logDone(log, t0, virtualSizeBytes, format);
     } catch (err) {
+      progress.stop();
       await cleanUp();
       if (signal?.aborted) throw err;
       return this.fail(c, reasonOf(err), log);
     }
   }
 
+  /** An http source's download; for a Block volume stopped once it passes the device's size (downloadCapBytes), refused naming the size field. */
+  private async download(
+    c: ClaimDisk,
+    url: string,
+    dest: string,
+    device: number | undefined,
+    progress: (percent: number) => void,
+    log: Logger,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const cap = device === undefined ? Infinity : downloadCapBytes(device);
+    const tooLarge = new AbortController();
+    const both = signal ? AbortSignal.any([signal, tooLarge.signal]) : tooLarge.signal;
+    await this.o
+      .download(url, dest, log, both, (received, total) => {
+        if (received > cap || (total ?? 0) > cap) return tooLarge.abort();
+        if (total) progress(importPercent('download', (received * 100) / total, true));
+      })
+      .catch((err: unknown) => {
+        if (tooLarge.signal.aborted && !signal?.aborted) throw new Error(downloadRefusal(device!, c.claim), { cause: err });
+        throw err;
+      });
+  }
+
   /**
    * The scratch directory, emptied once per agent before its first use: a
    * download an agent killed half-way left is gone even when its claim is.
+   * Its contents, not the directory, which may be a mount point; a failure
+   * is not kept, so the next import tries again.
    */
-  private scratchReady(): Promise<unknown> {
-    this.scratch ??= rm(this.o.scratchDir, { recursive: true, force: true }).then(() =>
-      mkdir(this.o.scratchDir, { recursive: true, mode: 0o700 }),
-    );
+  private scratchReady(): Promise<void> {
+    const dir = this.o.scratchDir;
+    this.scratch ??= emptyDir(dir).catch((err: unknown) => {
+      this.scratch = undefined;
+      throw new Error(`the node's scratch directory ${dir} could not be emptied: ${(err as Error).message}`, { cause: err });
+    });
     return this.scratch;
   }
 
   /**
    * The import's progress onto the claim, at most once per interval: a
    * report is sent in the background (the copy never waits for the API),
-   * and 0 and 100 are the Running and Succeeded reports themselves.
+   * and 0 and 100 are the Running and Succeeded reports themselves. The last
+   * figure is sent again every HEARTBEAT_MS: the holder's heartbeat, without
+   * which another node takes the import over (import-claim.ts). Stopped
+   * before the last report, which nothing may follow.
    */
-  private progress(c: ClaimDisk, log: Logger): (percent: number) => void {
+  private progress(c: ClaimDisk, log: Logger): ((percent: number) => void) & { stop: () => void } {
     const throttle = new ProgressThrottle(this.o.progressIntervalMs ?? 1000, this.nowMs);
-    return (percent) => {
+    let last = 0;
+    const heartbeat = setInterval(() => void this.claims.report(c, 'Running', last, log), HEARTBEAT_MS);
+    heartbeat.unref();
+    const report = (percent: number) => {
       if (percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
+      last = percent;
       log.debug({ percent }, 'volume import progress');
-      void this.report(c, 'Running', percent, log);
+      void this.claims.report(c, 'Running', percent, log);
     };
+    return Object.assign(report, { stop: () => clearInterval(heartbeat) });
   }
 
   private logDone(log: Logger, t0: number, virtualSizeBytes: number, format: string): void {
@@ -257,44 +322,8 @@ export class VolumeImports {
 
   private async fail(c: ClaimDisk, reason: string, log: Logger): Promise<never> {
     log.warn({ reason }, 'volume import failed; the start retries with back-off');
-    await this.report(c, 'Failed', 0, log, reason);
+    await this.claims.report(c, 'Failed', 0, log, reason);
     throw new VolumeImportError(`claim "${c.claim}": import failed: ${reason}`);
-  }
-
-  /**
-   * Best effort: the import is the node's job and the report only mirrors
-   * it, so a refused report is a warning; except a Block volume's Succeeded
-   * (`mustReach`), which is its completion record: refused, the import fails
-   * and the next start imports again. A strategic merge on the status
-   * subresource replaces this one condition (merge key: type) and leaves the
-   * resize conditions alone.
-   */
-  private report(
-    c: ClaimDisk,
-    phase: ImportPhase,
-    percent: number,
-    log: Logger,
-    message?: string,
-    o: { mustReach?: boolean } = {},
-  ): Promise<void> {
-    const key = `${c.namespace}/${c.claim}`;
-    const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message, o.mustReach));
-    // The queue goes on after a refused completion record; its caller gets the refusal.
-    const queued = sent.catch(() => undefined);
-    this.reports.set(key, queued);
-    void queued.finally(() => this.reports.get(key) === queued && this.reports.delete(key));
-    return sent;
-  }
-
-  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string, mustReach = false): Promise<void> {
-    const body = { status: { conditions: [importCondition(phase, percent, message, new Date())] } };
-    try {
-      await this.o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge);
-    } catch (err) {
-      if (mustReach)
-        throw new Error(`the import's completion could not be recorded on the claim: ${(err as Error).message}`, { cause: err });
-      log.warn({ err, phase }, 'could not report the import on the claim');
-    }
   }
 
   private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -329,6 +358,8 @@ async function completed(c: ClaimDisk, reported: ImportPhase | undefined): Promi
 
 /** CDI's record of a finished import, on claims CDI imported before vkvm served them. */
 const CDI_IMPORT_PHASE_ANNOTATION = 'cdi.kubevirt.io/storage.pod.phase';
+
+const IMPORTER_CONDITION = `${IMPORTER_CONDITION_TYPE} condition, Running`;
 
 const NOT_BLANK =
   'the block device already holds data and the claim has no import record (a restored or re-bound claim?): it is not overwritten; remove the import annotations to use the device as it is, or import into a new claim';

@@ -11,10 +11,18 @@
 //   status  Unknown (Running), True (Succeeded), False (Failed)
 //   reason  the phase: Running | Succeeded | Failed (CDI's storage.pod.phase values)
 //   message the progress as CDI shows it ("45.20%") unless Failed; the reason when Failed
+//
+// Beside it, the node that holds the import (an RWX claim can be published on
+// two nodes at once, and only one may write it), written with the first
+// Running report in one patch preconditioned on the claim's resourceVersion:
+//
+//   type    vkvm.io/DataVolumeImporter
+//   status  True; reason Claimed; message the node's name
 import type { V1PersistentVolumeClaimCondition } from '@kubernetes/client-node';
 import { IMPORT_PHASES, type ImportPhase } from './datavolume-annotations.js';
 
 export const IMPORT_CONDITION_TYPE = 'vkvm.io/DataVolumeImport';
+export const IMPORTER_CONDITION_TYPE = 'vkvm.io/DataVolumeImporter';
 
 /** The claim's field a Failed report begins with when the image does not fit; the DataVolume controller names its own field for it. */
 export const CLAIM_SIZE_FIELD = 'spec.resources.requests.storage';
@@ -56,4 +64,19 @@ export function importReportOf(conditions: readonly V1PersistentVolumeClaimCondi
   return phase === 'Failed'
     ? { phase, progress: formatProgress(0), message: c.message ?? '' }
     : { phase, progress: c.message ?? formatProgress(0) };
+}
+
+/** The condition naming the node that holds the claim's import. */
+export function importerCondition(nodeName: string, now: Date): V1PersistentVolumeClaimCondition {
+  return { type: IMPORTER_CONDITION_TYPE, status: 'True', reason: 'Claimed', message: nodeName, lastTransitionTime: now };
+}
+
+/** The node holding the claim's import, and when its report was last written (its heartbeat), if any. */
+export function importerOf(
+  conditions: readonly V1PersistentVolumeClaimCondition[] | undefined,
+): { node: string; reportedAt?: Date } | undefined {
+  const node = conditions?.find((x) => x.type === IMPORTER_CONDITION_TYPE)?.message;
+  if (!node) return undefined;
+  const at = conditions?.find((x) => x.type === IMPORT_CONDITION_TYPE)?.lastTransitionTime;
+  return { node, ...(at ? { reportedAt: new Date(at) } : {}) };
 }

@@ -22,7 +22,7 @@ import type { VmSpec } from '../../vmm/spec.js';
 import { CRDS_MISSING_HINT, KubevirtApi, watchPath } from '../kubevirt/client.js';
 import { claimOnNode } from '../kubevirt/claims.js';
 import { diskPath, type CsiVolume } from '../csi-node/volume.js';
-import type { ClaimDisk } from '../csi-node/import-plan.js';
+import { readOnlyField, type ClaimDisk } from '../csi-node/import-plan.js';
 import { parseQuantity } from '../kube/quantity.js';
 import { probesOf, type VmProbes } from './probes/probe-spec.js';
 import { translateVmi, vmiReferences, type BoundClaim, type UnservableClaim, type VmiTranslation } from '../kubevirt/translate.js';
@@ -163,7 +163,7 @@ export class ClusterVmiSource implements VmiSource {
       atKubevirtFields: result.atKubevirtFields,
       probes: probesOf(undefined, vmi.spec),
       csiVolumes: Object.values(pvcs).flatMap((c) => ('kind' in c && c.kind === 'csi' ? [c.volume] : [])),
-      csiClaims: Object.entries(pvcs).flatMap(([claim, c]) => ('kind' in c && c.kind === 'csi' ? [claimDisk(namespace, claim, c)] : [])),
+      csiClaims: Object.entries(pvcs).flatMap(([claim, c]) => ('kind' in c && c.kind === 'csi' ? [claimDisk(vmi, claim, c)] : [])),
     };
   }
 
@@ -206,14 +206,26 @@ export class ClusterVmiSource implements VmiSource {
   }
 }
 
-function claimDisk(namespace: string, claim: string, c: Extract<BoundClaim, { kind: 'csi' }>): ClaimDisk {
+function claimDisk(vmi: VirtualMachineInstance, claim: string, c: Extract<BoundClaim, { kind: 'csi' }>): ClaimDisk {
   const capacityBytes = c.capacity === undefined ? null : parseQuantity(String(c.capacity));
+  const readOnlyVolume = (vmi.spec?.volumes ?? []).findIndex(
+    (v) => v.persistentVolumeClaim?.claimName === claim && v.persistentVolumeClaim.readOnly === true,
+  );
+  const readOnly = readOnlyField({
+    claim,
+    pvName: c.volume.pvName,
+    ...(readOnlyVolume >= 0 ? { readOnlyVolume } : {}),
+    pvReadOnly: c.volume.readOnly,
+    accessMode: c.volume.accessMode,
+  });
   return {
-    namespace,
+    namespace: vmi.metadata.namespace ?? 'default',
     claim,
     pvName: c.volume.pvName,
     diskPath: c.diskPath,
     volumeMode: c.volume.volumeMode,
     ...(capacityBytes !== null ? { capacityBytes } : {}),
+    ...(readOnly ? { readOnly } : {}),
+    ...(c.volume.accessMode.startsWith('MULTI_NODE') ? { multiNode: true } : {}),
   };
 }

@@ -162,3 +162,18 @@ t.test('the staging claim gone once its volume moved: not a failure, the claim i
   t.equal((await syncCrossNamespaceClone(w.o, planned, madePending)).kind, 'claim');
   t.same(w.calls, []);
 });
+
+t.test(
+  "the cloned volume not found while vkvm's staging claim holds it: the claim waits, naming the volume; nothing is written",
+  async (t) => {
+    const ownClaim = {
+      ...planned.claim,
+      metadata: { ...planned.claim.metadata, uid: 'claim-uid' },
+      spec: { volumeName: 'pvc-staging-uid' },
+    };
+    const w = world([staging('Bound', 'pvc-staging-uid')]);
+    const step = await syncCrossNamespaceClone(w.o, planned, { ...ownClaim, status: { phase: 'Pending' } });
+    t.match(step, { kind: 'claim', missingVolume: 'pvc-staging-uid' });
+    t.same(w.calls, []);
+  },
+);

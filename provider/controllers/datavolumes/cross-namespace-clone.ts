@@ -43,8 +43,11 @@ function isOurs(staging: V1PersistentVolumeClaim, planned: V1PersistentVolumeCla
 export type CrossNamespaceClone =
   /** The DataVolume's claim is not made yet: the staging claim (once the cache shows it) is being filled. */
   | { kind: 'staging'; staging?: V1PersistentVolumeClaim }
-  /** The DataVolume's claim exists, bound to the cloned volume or about to be. */
-  | { kind: 'claim'; claim: V1PersistentVolumeClaim }
+  /**
+   * The DataVolume's claim exists, bound to the cloned volume or about to be;
+   * `missingVolume`: the volume it names is not found (yet), so it waits.
+   */
+  | { kind: 'claim'; claim: V1PersistentVolumeClaim; missingVolume?: string }
   /** It cannot go on: the claim names a volume that will not move to it (`why`). */
   | { kind: 'failed'; claim: V1PersistentVolumeClaim; why: string };
 
@@ -97,6 +100,8 @@ export async function syncCrossNamespaceClone(
       const why = `the staging claim ${keyOf(plan.staging)} was ${what} before its volume ${volumeName} moved to this claim; delete the DataVolume and create it again to clone again`;
       return { kind: 'failed', claim, why };
     }
+    // Ours still holds it: the volume is not in the API server's view yet (or not any more); said, and synced again until it is.
+    if (!pv) return { kind: 'claim', claim, missingVolume: volumeName };
     if (pv && staging && pv.spec?.claimRef?.uid === staging.metadata?.uid) {
       const c = claim.metadata!;
       await core.patchPersistentVolume(

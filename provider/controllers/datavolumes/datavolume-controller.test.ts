@@ -67,6 +67,7 @@ function startController(
     claims: ClusterInformer<V1PersistentVolumeClaim>;
     storageClasses?: ClusterInformer<V1StorageClass>;
     onEvent?: (reason: string, message: string) => void;
+    missingVolumeResyncMs?: number;
   },
 ): DataVolumeController {
   const controller = new DataVolumeController({
@@ -76,6 +77,7 @@ function startController(
     storageClasses: o.storageClasses ?? cache<V1StorageClass>([]).informer,
     events: { record: () => undefined, recordFor: (_o, _t, reason, message) => o.onEvent?.(reason, message) } as EventRecorder,
     log: pino({ level: 'silent' }),
+    ...(o.missingVolumeResyncMs !== undefined ? { missingVolumeResyncMs: o.missingVolumeResyncMs } : {}),
   });
   t.teardown(() => controller.stop());
   return controller;
@@ -257,6 +259,18 @@ t.test("a cross-namespace clone that cannot go on is told on the DataVolume's ev
   t.match(events, [/^ErrClaimNotValid: Error cloning into PVC xclone: claim images\/vkvm-clone-xclone-uid is not the staging claim/]);
 });
 
+/** DataVolume ns/xclone's own claim, made naming the cloned volume pvc-st-uid and not bound yet. */
+const xcloneClaimPending: V1PersistentVolumeClaim = {
+  metadata: {
+    name: 'xclone',
+    namespace: 'ns',
+    uid: 'claim-uid',
+    ownerReferences: [{ apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true }],
+  },
+  spec: { volumeName: 'pvc-st-uid' },
+  status: { phase: 'Pending' },
+};
+
 t.test(
   'a cross-namespace clone: CloneInProgress while its staging claim fills; Failed with one ErrClaimNotValid once that claim is deleted before the move',
   async (t) => {
@@ -296,22 +310,61 @@ t.test(
     // The DataVolume's claim made, naming the cloned volume; then a user of the source namespace deletes the staging claim.
     calls.length = 0;
     events.length = 0;
-    claims.put({
-      metadata: {
-        name: 'xclone',
-        namespace: 'ns',
-        uid: 'claim-uid',
-        ownerReferences: [
-          { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume', name: 'xclone', uid: 'xclone-uid', controller: true },
-        ],
-      },
-      spec: { volumeName: 'pvc-st-uid' },
-      status: { phase: 'Pending' },
-    });
+    claims.put(xcloneClaimPending);
     claims.remove(staging);
     dataVolumes.put({ ...clone, metadata: { ...clone.metadata, resourceVersion: '2' }, status: { phase: 'CloneInProgress' } });
     await controller.syncDataVolume('ns/xclone');
     t.same(calls, [['patchStatus', 'xclone', 'Failed', 'N/A']]);
     t.same(events, ['ErrClaimNotValid'], 'one Warning, not a Normal Bound event beside it');
+  },
+);
+
+t.test(
+  "a cross-namespace clone whose volume is not found while its staging claim is vkvm's: said (Warning, Bound condition), and moved once the volume appears",
+  async (t) => {
+    const calls: unknown[] = [];
+    const events: string[] = [];
+    const clone = dv('xclone', { pvc: { name: 'golden', namespace: 'images' } });
+    const claims = cache<V1PersistentVolumeClaim>([
+      { metadata: { name: 'golden', namespace: 'images' }, spec: { volumeName: 'pv-golden' }, status: { phase: 'Bound' } },
+      {
+        metadata: { name: 'vkvm-clone-xclone-uid', namespace: 'images', uid: 'st-uid', annotations: { 'vkvm.io/clone-for': 'ns/xclone' } },
+        spec: { dataSource: { kind: 'PersistentVolumeClaim', name: 'golden' }, volumeName: 'pvc-st-uid' },
+        status: { phase: 'Bound' },
+      },
+      xcloneClaimPending,
+    ]);
+    const clients = fakeClients(calls);
+    const sourcePv = await clients.core.readPersistentVolume({ name: 'pv-golden' });
+    let cloned: object | undefined;
+    Object.assign(clients.core, {
+      readPersistentVolume: async ({ name }: { name: string }) => {
+        if (name === 'pv-golden') return sourcePv;
+        if (!cloned) throw new ApiException(404, 'not found', {}, {});
+        return cloned;
+      },
+      patchPersistentVolume: async ({ name }: { name: string }) => void calls.push(['patchPv', name]),
+    });
+    const controller = startController(t, {
+      clients,
+      dataVolumes: cache<DataVolume>([clone]).informer,
+      claims: claims.informer,
+      onEvent: (reason, message) => void events.push(`${reason}: ${message}`),
+      missingVolumeResyncMs: 20,
+    });
+    controller.start();
+    await controller.idle();
+    t.match(calls, [['patchStatus', 'xclone', 'CloneInProgress', 'N/A']]);
+    t.same(events.slice(0, 1), [
+      'VolumeNotFound: PersistentVolume pvc-st-uid, cloned for PVC xclone, is not found; PVC xclone stays Pending until it exists',
+    ]);
+    // The volume appears; no watch event tells the controller: its own resync finds it.
+    cloned = { metadata: { name: 'pvc-st-uid', resourceVersion: '9' }, spec: { claimRef: { uid: 'st-uid' } } };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await controller.idle();
+    t.ok(
+      calls.some((c) => JSON.stringify(c) === JSON.stringify(['patchPv', 'pvc-st-uid'])),
+      "the volume's claimRef moved to the DataVolume's claim",
+    );
   },
 );

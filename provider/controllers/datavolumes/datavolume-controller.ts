@@ -38,9 +38,14 @@ export interface DataVolumeControllerOptions {
   storageClasses: ClusterInformer<V1StorageClass>;
   events: EventRecorder;
   workers?: number;
+  /** How soon a clone waiting for its volume to appear looks again (MISSING_VOLUME_RESYNC_MS). */
+  missingVolumeResyncMs?: number;
   log: Logger;
   now?: () => Date;
 }
+
+/** How soon a clone waiting for its volume to appear looks again. */
+export const MISSING_VOLUME_RESYNC_MS = 10_000;
 
 const controllerUid = (claim: V1PersistentVolumeClaim): string | undefined =>
   claim.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'DataVolume')?.uid;
@@ -156,9 +161,12 @@ export class DataVolumeController extends QueuedController {
       foreignClaim,
       ...(clone?.kind === 'staging' && clone.staging ? { staging: clone.staging } : {}),
       ...(clone?.kind === 'failed' ? { cloneFailure: clone.why } : {}),
+      ...(clone?.kind === 'claim' && clone.missingVolume ? { cloneVolumeMissing: clone.missingVolume } : {}),
       ...(await this.pendingClass(claim)),
       now: this.now(),
     });
+    // No watch on volumes: a clone waiting for its volume is synced again until the volume is there (level-triggered).
+    if (clone?.kind === 'claim' && clone.missingVolume) this.enqueueAfter(key, this.o.missingVolumeResyncMs ?? MISSING_VOLUME_RESYNC_MS);
     const patch = statusPatch(dv.status, status, DATAVOLUME_STATUS_FIELDS);
     if (!patch) return;
     try {

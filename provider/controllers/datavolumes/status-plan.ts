@@ -30,6 +30,8 @@ export interface StatusInput {
   staging?: V1PersistentVolumeClaim;
   /** Why a clone from another namespace cannot go on (cross-namespace-clone.ts); its claim would stay Pending. */
   cloneFailure?: string;
+  /** The volume a clone from another namespace moves to its claim, not found (yet): the claim waits Pending for it. */
+  cloneVolumeMissing?: string;
   /** The claim's StorageClass binds WaitForFirstConsumer. */
   waitForFirstConsumer: boolean;
   /** The StorageClass the claim names does not exist: it waits Pending until an administrator makes it. */
@@ -109,6 +111,13 @@ function boundCondition(f: Facts): ConditionInput<DataVolumeConditionType> {
   }
   if (f.claimPhase === 'Bound') return { type: 'Bound', status: 'True', reason: 'Bound', message: `PVC ${name} Bound` };
   if (f.claimPhase === 'Lost') return { type: 'Bound', status: 'False', reason: 'ClaimLost', message: 'Claim Lost' };
+  if (f.input.cloneVolumeMissing)
+    return {
+      type: 'Bound',
+      status: 'False',
+      reason: 'VolumeNotFound',
+      message: `PersistentVolume ${f.input.cloneVolumeMissing}, cloned for PVC ${name}, is not found; PVC ${name} stays Pending until it exists`,
+    };
   if (f.input.missingStorageClass)
     return {
       type: 'Bound',
@@ -207,7 +216,7 @@ export function nextDataVolumeStatus(input: StatusInput): { status: DataVolumeSt
   // A claim of the name that is not the DataVolume's is CDI's Warning; a refusal and a failed clone have their own (phaseEvent).
   if (boundChanged && bound.reason && bound.message && input.plan.kind !== 'refused' && !input.cloneFailure)
     events.push({
-      type: input.foreignClaim || input.missingStorageClass ? 'Warning' : 'Normal',
+      type: input.foreignClaim || input.missingStorageClass || input.cloneVolumeMissing ? 'Warning' : 'Normal',
       reason: bound.reason,
       message: bound.message,
     });
