@@ -18,6 +18,12 @@ import type { ClaimDisk } from './import-plan.js';
  */
 export const IMPORT_STALE_MS = 5 * 60_000;
 export const HEARTBEAT_MS = 60_000;
+/**
+ * The holder stops its import once no report of its own has reached the API
+ * server for this long: well before IMPORT_STALE_MS, so a node cut off from
+ * the API server is no longer writing when another node may take over.
+ */
+export const IMPORT_FENCE_MS = IMPORT_STALE_MS / 2;
 
 /** Who holds a claim's import, as this node reads it. */
 export type Holder = { kind: 'free' } | { kind: 'self' } | { kind: 'other'; node: string };
@@ -73,26 +79,45 @@ export class ImportReports {
    * (`mustReach`), which is its completion record: refused, the import fails
    * and the next start imports again. A strategic merge on the status
    * subresource replaces this one condition (merge key: type) and leaves the
-   * importer's and the resize conditions alone.
+   * importer's and the resize conditions alone. True when it reached the API.
    */
-  report(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string, o: { mustReach?: boolean } = {}): Promise<void> {
+  report(
+    c: ClaimDisk,
+    phase: ImportPhase,
+    percent: number,
+    log: Logger,
+    message?: string,
+    o: { mustReach?: boolean } = {},
+  ): Promise<boolean> {
     const key = `${c.namespace}/${c.claim}`;
     const sent = (this.reports.get(key) ?? Promise.resolve()).then(() => this.send(c, phase, percent, log, message, o.mustReach));
     // The queue goes on after a refused completion record; its caller gets the refusal.
-    const queued = sent.catch(() => undefined);
+    const queued = sent.then(
+      () => undefined,
+      () => undefined,
+    );
     this.reports.set(key, queued);
     void queued.finally(() => this.reports.get(key) === queued && this.reports.delete(key));
     return sent;
   }
 
-  private async send(c: ClaimDisk, phase: ImportPhase, percent: number, log: Logger, message?: string, mustReach = false): Promise<void> {
+  private async send(
+    c: ClaimDisk,
+    phase: ImportPhase,
+    percent: number,
+    log: Logger,
+    message?: string,
+    mustReach = false,
+  ): Promise<boolean> {
     const body = { status: { conditions: [importCondition(phase, percent, message, this.now())] } };
     try {
       await this.o.clients.core.patchNamespacedPersistentVolumeClaimStatus({ name: c.claim, namespace: c.namespace, body }, strategicMerge);
+      return true;
     } catch (err) {
       if (mustReach)
         throw new Error(`the import's completion could not be recorded on the claim: ${(err as Error).message}`, { cause: err });
       log.warn({ err, phase }, 'could not report the import on the claim');
+      return false;
     }
   }
 }

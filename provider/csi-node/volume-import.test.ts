@@ -543,3 +543,35 @@ t.test('a scratch directory that cannot be made ready fails the import, and the 
   await imports.ensure(pod, [f.claim]);
   t.equal(f.reported()?.phase, 'Succeeded', 'the same agent tried again');
 });
+
+t.test(
+  'an import on a shared volume stops when its reports no longer reach the API server, before another node may take it over',
+  async (t) => {
+    const f = await blockFixture(t, HTTP_RAW);
+    f.claim.multiNode = true;
+    const imports = new VolumeImports({
+      ...f.options,
+      lease: { heartbeatMs: 20, fenceMs: 60 },
+      // A download that runs until stopped; the API server is gone once the node has claimed the import.
+      download: (_url, _dest, _log, signal) =>
+        new Promise((_resolve, reject) => {
+          f.shared.core.patchNamespacedPersistentVolumeClaimStatus = () => Promise.reject(new Error('connect ECONNREFUSED'));
+          // The heartbeat's timer keeps no process alive; the agent's sockets do.
+          const alive = setInterval(() => undefined, 1000);
+          signal?.addEventListener('abort', () => {
+            clearInterval(alive);
+            reject(signal.reason as Error);
+          });
+        }),
+    });
+    const err = await imports.ensure(pod, [f.claim]).catch((e: unknown) => e);
+    t.match(
+      { err, phases: f.reports.map((r) => r.reason), untouched: (await readFile(f.claim.diskPath)).equals(FRESH_DEVICE) },
+      {
+        err: { constructor: VolumeImportError, message: /^claim "root": import stopped: no report reached the API server for 60 ms/ },
+        phases: ['Running'],
+        untouched: true,
+      },
+    );
+  },
+);

@@ -50,7 +50,7 @@ import {
   type ClaimDisk,
   type ImportSourceSpec,
 } from './import-plan.js';
-import { HEARTBEAT_MS, holderOf, ImportReports } from './import-claim.js';
+import { HEARTBEAT_MS, holderOf, IMPORT_FENCE_MS, ImportReports } from './import-claim.js';
 import { emptyDir } from './scratch-dir.js';
 
 /** An import failed; the message names the claim and the reason (the annotation at fault, where one is). */
@@ -74,6 +74,8 @@ export interface VolumeImportsOptions {
   /** The wall clock, against which another node's report is judged stale (tests). */
   now?: () => Date;
   progressIntervalMs?: number;
+  /** The holder's heartbeat and fence (import-claim.ts), shorter in tests. */
+  lease?: { heartbeatMs: number; fenceMs: number };
 }
 
 /** The reason alone, with the annotation or claim field it concerns: download and pull errors are about the endpoint. */
@@ -156,7 +158,11 @@ export class VolumeImports {
     // What a killed import left: it starts again from scratch.
     await cleanUp();
     const device = block ? await (this.o.deviceBytes ?? deviceBytes)(c.diskPath) : undefined;
-    const progress = this.progress(c, log);
+    // On a volume many nodes share, the import stops when its claim on it can no longer be renewed.
+    const fence = c.multiNode ? new AbortController() : undefined;
+    const outer = signal;
+    signal = fence ? (outer ? AbortSignal.any([outer, fence.signal]) : fence.signal) : outer;
+    const progress = this.progress(c, log, fence);
     const t0 = this.nowMs();
     log.info({ source: source.kind }, 'volume import started');
     try {
@@ -206,7 +212,9 @@ export class VolumeImports {
     } catch (err) {
       progress.stop();
       await cleanUp();
-      if (signal?.aborted) throw err;
+      if (outer?.aborted) throw err;
+      // Not reported: another node may hold the import by now.
+      if (fence?.signal.aborted) throw new VolumeImportError(`claim "${c.claim}": ${(fence.signal.reason as Error).message}`);
       return this.fail(c, reasonOf(err), log);
     }
   }
@@ -258,16 +266,23 @@ export class VolumeImports {
    * which another node takes the import over (import-claim.ts). Stopped
    * before the last report, which nothing may follow.
    */
-  private progress(c: ClaimDisk, log: Logger): ((percent: number) => void) & { stop: () => void } {
+  private progress(c: ClaimDisk, log: Logger, fence?: AbortController): ((percent: number) => void) & { stop: () => void } {
     const throttle = new ProgressThrottle(this.o.progressIntervalMs ?? 1000, this.nowMs);
+    const { heartbeatMs, fenceMs } = this.o.lease ?? { heartbeatMs: HEARTBEAT_MS, fenceMs: IMPORT_FENCE_MS };
     let last = 0;
-    const heartbeat = setInterval(() => void this.claims.report(c, 'Running', last, log), HEARTBEAT_MS);
+    let reached = performance.now();
+    const send = (percent: number) => void this.claims.report(c, 'Running', percent, log).then((ok) => ok && (reached = performance.now()));
+    const heartbeat = setInterval(() => {
+      if (fence && performance.now() - reached > fenceMs)
+        fence.abort(new Error(`import stopped: no report reached the API server for ${fenceMs} ms, so another node may take it over`));
+      send(last);
+    }, heartbeatMs);
     heartbeat.unref();
     const report = (percent: number) => {
       if (percent <= 0 || percent >= 100 || !throttle.admit(percent)) return;
       last = percent;
       log.debug({ percent }, 'volume import progress');
-      void this.claims.report(c, 'Running', percent, log);
+      send(percent);
     };
     return Object.assign(report, { stop: () => clearInterval(heartbeat) });
   }
