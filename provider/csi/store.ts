@@ -1,6 +1,6 @@
 // The driver's records, kept in one JSON file under its directory and
-// rewritten whole on every change (write-then-rename), so a restart finds
-// every volume, snapshot, attachment, staging and publication it made. The
+// rewritten whole and durably on every change (write, fsync, rename, fsync
+// the directory), so a restart, after a host crash too, finds every volume, snapshot, attachment, staging and publication it made. The
 // files live beside it: volumes/<id>.img and snapshots/<id>.img.
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -88,7 +88,7 @@ export class Store {
   private save(): Promise<void> {
     const next = this.writing.then(() => {
       const state: StateFile = { version: STATE_VERSION, volumes: [...this.volumes.values()], snapshots: [...this.snapshots.values()] };
-      return writeAtomic(this.stateFile, JSON.stringify(state, null, 1), 0o600);
+      return writeAtomic(this.stateFile, JSON.stringify(state, null, 1), 0o600, { durable: true });
     });
     this.writing = next.catch(() => undefined);
     return next;

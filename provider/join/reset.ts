@@ -2,21 +2,22 @@
 // or detached process), powers off every VM (ACPI, destroyed after the grace
 // period) and removes its launcher, removes the pod network (VM namespaces,
 // DHCP, rules, and the bridge if the agent made it), deletes the Node with
-// the node's own credentials, and removes certificates and state. Each step tolerates work
-// already done, so a reset that failed half-way can simply be re-run.
+// the node's own credentials (bounded in time: node-deletion.ts), and removes
+// certificates and state. Each step tolerates work already done, so a reset
+// that failed half-way can simply be re-run.
 import { NO_HOST_FILES } from '../../vmm/host-files.js';
 import { DEFAULT_DOWNLOAD_POLICY } from '../../vmm/disks/download-policy.js';
 import { existsSync } from 'node:fs';
 import { readdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadKubeConfig, makeClients } from '../kube/client.js';
-import { apiMessage, apiStatusCode } from '../kube/errors.js';
 import { LauncherRegistry } from '../launchers/registry.js';
 import { LAUNCHER_DEFAULTS } from '../../launcher/agent-api.js';
 import { DEFAULT_BRIDGE, PodNetwork } from '../network/pod-network.js';
 import { cleanupKubeProxy } from '../cluster-services/kube-proxy.js';
 import type { Logger } from '../log.js';
 import { JoinError } from './errors.js';
+import { deleteOwnNode } from './node-deletion.js';
 import { JOIN_RECORD, readJoinRecord } from './join.js';
 import { mountsBelow } from '../host-mounts.js';
 import { pluginRegistryDirOf } from '../csi-node/registry-dir.js';
@@ -29,6 +30,8 @@ export interface ResetOptions {
   force: boolean;
   /** ACPI power-off time per VM before it is destroyed. */
   gracePeriodS: number;
+  /** How long to wait on the API server to delete the Node (default NODE_DELETE_TIMEOUT_MS). */
+  nodeDeleteTimeoutMs?: number;
   log: Logger;
 }
 
@@ -137,15 +140,13 @@ export async function resetNode(o: ResetOptions): Promise<ResetResult> {
 
   const result: ResetResult = { vmsStopped, nodeDeleted: false, ...(record ? { nodeName: record.nodeName } : {}) };
   if (record) {
-    try {
-      // The Node authorizer lets a node delete its own Node object.
-      await makeClients(loadKubeConfig(join(o.stateDir, 'kubeconfig'))).core.deleteNode({ name: record.nodeName });
-      result.nodeDeleted = true;
-    } catch (err) {
-      if (apiStatusCode(err) === 404) result.nodeDeleted = true;
-      else
-        result.nodeWarning = `could not delete Node ${record.nodeName} (${apiMessage(err)}); delete it with: kubectl delete node ${record.nodeName}`;
-    }
+    const deletion = await deleteOwnNode(
+      makeClients(loadKubeConfig(join(o.stateDir, 'kubeconfig'))),
+      record.nodeName,
+      o.nodeDeleteTimeoutMs,
+    );
+    result.nodeDeleted = deletion.deleted;
+    if (!deletion.deleted) result.nodeWarning = deletion.warning;
   }
 
   for (const entry of STATE_ENTRIES) await rm(join(o.stateDir, entry), { recursive: true, force: true });

@@ -15,7 +15,7 @@ import { pino } from 'pino';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
 import { CYCLE_MIX, runCycle, runCycles, type CycleResult } from '../e2e/framework/vm-cycles.js';
-import { hostFootprint, kubeFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
+import { kubeFootprint, leftSince, settledFootprint, type AuditedAgent } from '../helpers/leftovers.js';
 import { until, type BenchContext, type Benchmark } from './bench.js';
 import { startBenchNode } from './cluster-node.js';
 import { NAMESPACE, NODE } from './pods.js';
@@ -67,7 +67,7 @@ async function benchLeaks(ctx: BenchContext): Promise<void> {
   await drained();
   await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
   const memBefore = await agentMemory(node.agentPid, ctx.signal);
-  const before = await hostFootprint(audited);
+  const before = await settledFootprint(audited);
 
   const t0 = Date.now();
   await runCycles(env, { count: cycles, concurrency: CONCURRENCY, prefix: 'leak', onCycle: (r, done) => log(r, done, cycles) });
@@ -76,7 +76,7 @@ async function benchLeaks(ctx: BenchContext): Promise<void> {
   await drained();
   await sleep(SETTLE_MS, undefined, { signal: ctx.signal });
   const memAfter = await agentMemory(node.agentPid, ctx.signal);
-  const left = [...leftSince(before, await hostFootprint(audited)), ...leftSince({}, await kubeFootprint(node.clients, node.namespace))];
+  const left = [...leftSince(before, await settledFootprint(audited)), ...leftSince({}, await kubeFootprint(node.clients, node.namespace))];
   ctx.emit('leak_things_left', left.length, 'things');
   const growthPct = (k: keyof typeof memBefore): number => (100 * (memAfter[k] - memBefore[k])) / memBefore[k];
   ctx.emit('leak_agent_rss_before_mib', memBefore.rssAfterGc, 'MiB');

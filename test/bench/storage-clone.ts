@@ -8,7 +8,8 @@
 // clone). Baselines in the same run, on the same file, alternated with the
 // clones: `cp --reflink=never` (the byte copy by hand, left in the page
 // cache), the same followed by `sync -d` of the copy (what an on-disk
-// clone would cost; the driver's is not synced) and a sequential
+// copy costs; the driver fsyncs its clone before CreateVolume returns, so
+// this is the byte copy's floor) and a sequential
 // O_DIRECT read of it (what the disk gives, without the page cache). Each
 // step starts after a `sync`, so none pays for the write-back of another's,
 // and with the source out of the page cache.

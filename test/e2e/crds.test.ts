@@ -113,6 +113,12 @@ t.test('kubevirt.io/v1 CRDs as vkvm up installs them', async (t) => {
       /spec\.domain\.devices\.disks\[1\]\.cdrom\.bus: Unsupported value: "virtio": supported values: "sata", "scsi"/,
     );
     add(
+      'evictionStrategy none of the four vkvm realizes',
+      testVm('eviction-strategy'),
+      (vm) => Object.assign(vmSpec(vm), { evictionStrategy: 'Migrate' }),
+      /spec\.template\.spec\.evictionStrategy: Unsupported value: "Migrate": supported values: "None", "LiveMigrate", "LiveMigrateIfPossible", "External"/,
+    );
+    add(
       'clock with utc and timezone',
       testVm('two-clocks'),
       (vm) => (vmSpec(vm).domain.clock = { utc: {}, timezone: 'Europe/Paris' }),

@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { installClusterManifests } from '../../provider/cli/up.js';
 import { startControllers } from '../../provider/controllers/cluster-controllers.js';
-import { runningPid } from '../../provider/network/dnsmasq.js';
 import { run } from '../../provider/network/host.js';
-import { hostFootprint, kubeFootprint, leftSince, type AuditedAgent } from '../helpers/leftovers.js';
+import { kubeFootprint, leftSince, settledFootprint, type AuditedAgent } from '../helpers/leftovers.js';
 import { CYCLE_MIX, runCycle, runCycles } from './framework/vm-cycles.js';
 import {
   pidsWhere,
@@ -51,28 +50,6 @@ const drained = (a: AuditedAgent) =>
     (left) => left.length === 0,
     { deadlineMs: 120_000 },
   );
-
-/**
- * The host footprint between two restarts of the node's DHCP server. A VM's
- * removal restarts it after the VM's directories are gone, and mid-restart
- * the new dnsmasq runs before it wrote its pid file: sampled then, the pid
- * file would look made by the cycles. So the footprint counts only when the
- * same running dnsmasq was named by its pid file before and after it.
- */
-async function settledFootprint(a: AuditedAgent) {
-  const dhcp = { confFile: join(a.stateDir, 'network', 'dnsmasq.conf'), pidFile: join(a.stateDir, 'network', 'dnsmasq.pid') };
-  const sample = await poll(
-    "a footprint between two restarts of the node's DHCP server",
-    async () => {
-      const pid = await runningPid(dhcp);
-      const footprint = await hostFootprint(a);
-      return { footprint, steady: pid !== undefined && pid === (await runningPid(dhcp)) };
-    },
-    (s) => s.steady,
-    { deadlineMs: 30_000 },
-  );
-  return sample.footprint;
-}
 
 t.test('create/delete cycles of every kind leave nothing behind', async (t) => {
   const cluster = await startTestCluster(t);

@@ -3,17 +3,20 @@
 // A footprint is everything of one agent that a VM could leave, as sorted
 // lines per kind; what a run of create/delete cycles leaked is what the
 // footprint after it has that the one before did not (the agent itself and
-// its node network are in both). Take the first footprint after one VM came
+// its node network are in both; settledFootprint samples between two DHCP
+// server restarts, as a VM removal restarts it). Take the first footprint after one VM came
 // and went, so what the first VM creates for all later ones (the network's
 // VM directory, say) is not counted.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { KubeClients } from '../../provider/kube/client.js';
+import { runningPid } from '../../provider/network/dnsmasq.js';
 import { run } from '../../provider/network/host.js';
 import { portFilterTable } from '../../provider/network/port-filter.js';
 import { NETNS_DIR } from '../../provider/network/vm-network.js';
 import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { argvOf } from './processes.js';
+import { poll } from '../e2e/framework/wait.js';
 
 /** The agent whose VMs are audited. */
 export interface AuditedAgent {
@@ -166,6 +169,28 @@ export async function hostFootprint(a: AuditedAgent): Promise<Footprint> {
   };
   for (const k of Object.keys(kinds)) kinds[k]!.sort();
   return kinds;
+}
+
+/**
+ * The host footprint between two restarts of the node's DHCP server. A VM's
+ * removal restarts it after the VM's directories are gone, and mid-restart
+ * the new dnsmasq runs before it wrote its pid file: sampled then, the pid
+ * file would look made by the cycles. So the footprint counts only when the
+ * same running dnsmasq was named by its pid file before and after it.
+ */
+export async function settledFootprint(a: AuditedAgent): Promise<Footprint> {
+  const dhcp = { confFile: path.join(a.stateDir, 'network', 'dnsmasq.conf'), pidFile: path.join(a.stateDir, 'network', 'dnsmasq.pid') };
+  const sample = await poll(
+    "a footprint between two restarts of the node's DHCP server",
+    async () => {
+      const pid = await runningPid(dhcp);
+      const footprint = await hostFootprint(a);
+      return { footprint, steady: pid !== undefined && pid === (await runningPid(dhcp)) };
+    },
+    (s) => s.steady,
+    { deadlineMs: 30_000 },
+  );
+  return sample.footprint;
 }
 
 /** The VM objects left in a namespace: pods, VirtualMachineInstances, VirtualMachines. */
