@@ -52,6 +52,8 @@ import {
 } from './import-plan.js';
 import { HEARTBEAT_MS, holderOf, IMPORT_FENCE_MS, ImportReports } from './import-claim.js';
 import { emptyDir } from './scratch-dir.js';
+import { importWriteCache } from './direct-write.js';
+import { fsyncPath } from '../atomic-file.js';
 
 /** An import failed; the message names the claim and the reason (the annotation at fault, where one is). */
 export class VolumeImportError extends Error {
@@ -182,9 +184,9 @@ export class VolumeImports {
       const staging = stagingOf(source.kind, format, c.volumeMode);
       if (staging === 'onto-device') {
         const convertShare = (p: number) => progress(importPercent('convert', p, source.kind === 'http'));
-        await this.convert(input, format, c.diskPath, convertShare, signal, ['-n']);
+        await this.convert(input, format, c.diskPath, convertShare, signal, ['-n', ...(await importWriteCache(c.diskPath, true))]);
         await rm(download, { force: true });
-        await syncFile(c.diskPath);
+        await fsyncPath(c.diskPath);
         // The completion record: the report must reach the claim before the VM may boot from the device.
         progress.stop();
         await this.claims.report(c, 'Succeeded', 100, log, undefined, { mustReach: true });
@@ -193,19 +195,20 @@ export class VolumeImports {
       }
       let staged = download;
       if (staging === 'convert') {
-        await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal);
+        const cache = await importWriteCache(temp, false);
+        await this.convert(input, format, temp, (p) => progress(importPercent('convert', p, source.kind === 'http')), signal, cache);
         staged = temp;
         // Gone before the fsync: its dirty pages are dropped, never written to the disk.
         await rm(download, { force: true });
       }
       // The guest sees the claim's size, as CDI grows an import to its claim.
       if (c.capacityBytes !== undefined && virtualSizeBytes < c.capacityBytes) await truncate(staged, c.capacityBytes);
-      await syncFile(staged);
+      await fsyncPath(staged);
       await rename(staged, c.diskPath);
       await writeFile(join(dir, IMPORT_MARKER_FILE), `${JSON.stringify({ source: source.kind, importedAt: new Date().toISOString() })}\n`, {
         mode: 0o600,
       });
-      await syncFile(dir);
+      await fsyncPath(dir);
       progress.stop();
       await this.claims.report(c, 'Succeeded', 100, log);
       this.logDone(log, t0, virtualSizeBytes, format);
@@ -401,16 +404,6 @@ async function deviceHoldsData(device: string, size: (device: string) => Promise
       if (buffer.subarray(0, bytesRead).some((b) => b !== 0)) return true;
     }
     return false;
-  } finally {
-    await fh.close();
-  }
-}
-
-/** Flushes a file's (or a directory's entries') data to the disk: the rename and the marker mean complete only after it. */
-async function syncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.sync();
   } finally {
     await fh.close();
   }
