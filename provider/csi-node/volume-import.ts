@@ -273,10 +273,10 @@ export class VolumeImports {
     const throttle = new ProgressThrottle(this.o.progressIntervalMs ?? 1000, this.nowMs);
     const { heartbeatMs, fenceMs } = this.o.lease ?? { heartbeatMs: HEARTBEAT_MS, fenceMs: IMPORT_FENCE_MS };
     let last = 0;
-    let reached = performance.now();
-    const send = (percent: number) => void this.claims.report(c, 'Running', percent, log).then((ok) => ok && (reached = performance.now()));
+    let reached = this.nowMs();
+    const send = (percent: number) => void this.claims.report(c, 'Running', percent, log).then((ok) => ok && (reached = this.nowMs()));
     const heartbeat = setInterval(() => {
-      if (fence && performance.now() - reached > fenceMs)
+      if (fence && this.nowMs() - reached > fenceMs)
         fence.abort(new Error(`import stopped: no report reached the API server for ${fenceMs} ms, so another node may take it over`));
       send(last);
     }, heartbeatMs);

@@ -17,7 +17,8 @@
 // may work on one store at once.
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { chmod, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { fsyncPath } from '../atomic-file.js';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { join } from 'node:path';
@@ -133,8 +134,7 @@ export class ImageStore {
       if (bytes !== size) throw new ImageContentError(`blob ${digest} is ${bytes} bytes, not the ${size} its descriptor says`);
       if (got !== digest) throw new ImageContentError(`blob ${digest} does not match its digest (its content is ${got})`);
       // fsync flushes the file, whichever descriptor asks.
-      const fh = await open(temp, 'r');
-      await fh.sync().finally(() => fh.close());
+      await fsyncPath(temp);
     } catch (err) {
       await rm(temp, { force: true });
       throw err;

@@ -18,11 +18,12 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
-import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { pino } from 'pino';
 import { VolumeImports } from '../../provider/csi-node/volume-import.js';
+import { fsyncPath } from '../../provider/atomic-file.js';
 import { DEFAULT_DOWNLOAD_POLICY } from '../../vmm/disks/download-policy.js';
 import { downloadToFile } from '../../vmm/disks/download.js';
 import type { BenchContext, Benchmark } from './bench.js';
@@ -59,11 +60,6 @@ const server = createServer((req, res) => {
 });
 server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
-
-async function fsyncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  await fh.sync().finally(() => fh.close());
-}
 
 /** Seconds `fn` took. */
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -143,7 +139,7 @@ async function importVsConvert(ctx: BenchContext): Promise<void> {
     samples.datavolume_import_image_store!.push(await importFrom('registry', 'docker://bench.example/disk:v1'));
     samples.qemu_img_convert!.push(await timed(() => convert(image)));
     await rm(out);
-    samples.qemu_img_convert_and_fsync!.push(await timed(() => convert(image).then(() => fsyncFile(out))));
+    samples.qemu_img_convert_and_fsync!.push(await timed(() => convert(image).then(() => fsyncPath(out))));
     await rm(out);
     // The fair yardstick (#27): what CDI does, qemu-img reading the URL through its curl driver. Its
     // curl driver has stalled here now and then: such a run is counted and left out, not fatal to the bench.
