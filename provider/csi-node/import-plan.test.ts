@@ -193,7 +193,7 @@ t.test('importPercent: download 0-90, its convert 90-100, a local convert 0-100,
 t.test(
   'readOnlyField: the field that makes a VMI use of a claim read-only, first the VMI volume, then the PV, then ReadOnlyMany',
   async (t) => {
-    const base = { claim: 'root', pvName: 'pv-1', pvReadOnly: false, accessMode: 'MULTI_NODE_MULTI_WRITER' };
+    const base = { claim: 'root', pvName: 'pv-1', pvReadOnly: false, accessMode: 'MULTI_NODE_MULTI_WRITER' as const };
     t.same(
       [
         readOnlyField(base),

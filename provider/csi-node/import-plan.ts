@@ -11,6 +11,7 @@ import {
   type ImportPhase,
 } from '../kubevirt/datavolume-annotations.js';
 import { CLAIM_SIZE_FIELD } from '../kubevirt/datavolume-report.js';
+import type { CsiAccessMode } from './volume.js';
 
 /** A VMI's claim on a CSI volume, as published for its pod: where an import writes. */
 export interface ClaimDisk {
@@ -178,7 +179,7 @@ export function readOnlyField(o: {
   /** The index of a VMI volume naming the claim read-only. */
   readOnlyVolume?: number;
   pvReadOnly: boolean;
-  accessMode: string;
+  accessMode: CsiAccessMode;
 }): string | undefined {
   if (o.readOnlyVolume !== undefined) return `spec.volumes[${o.readOnlyVolume}].persistentVolumeClaim.readOnly`;
   if (o.pvReadOnly) return `PersistentVolume ${o.pvName} spec.csi.readOnly`;
