@@ -136,8 +136,10 @@ export class VolumeImports {
           throw new VolumeImportError(
             `claim "${c.claim}": node ${holder.node} is importing it (its ${IMPORTER_CONDITION}); this start waits for that import and retries`,
           );
+        // A Block volume's size, read once: for the check below and the import's size limits.
+        const device = c.volumeMode === 'Block' ? await (this.o.deviceBytes ?? deviceBytes)(c.diskPath) : undefined;
         // A device with data on it and no import of this claim under way or failed: not ours to overwrite.
-        if (c.volumeMode === 'Block' && !ownImportRecord(report) && (await deviceHoldsData(c.diskPath, this.o.deviceBytes ?? deviceBytes)))
+        if (device !== undefined && !ownImportRecord(report) && (await deviceHoldsData(c.diskPath, device)))
           return this.fail(c, `${IMPORT_ENDPOINT_ANNOTATION}: ${NOT_BLANK}`, log);
         if (c.volumeMode === 'Block') await this.scratchReady();
         if (!(await this.claims.claim(c, pvc.metadata?.resourceVersion))) {
@@ -145,12 +147,20 @@ export class VolumeImports {
           if (attempt >= 3) throw new VolumeImportError(`claim "${c.claim}": its import could not be taken: the claim keeps changing`);
           return this.ensureOne(pod, c, log, signal, attempt + 1);
         }
-        return this.run(pod, c, decision.source, log, signal);
+        return this.run(pod, c, decision.source, device, log, signal);
       }
     }
   }
 
-  private async run(pod: V1Pod, c: ClaimDisk, source: ImportSourceSpec, log: Logger, signal?: AbortSignal): Promise<void> {
+  /** `device`: a Block volume's size in bytes. */
+  private async run(
+    pod: V1Pod,
+    c: ClaimDisk,
+    source: ImportSourceSpec,
+    device: number | undefined,
+    log: Logger,
+    signal?: AbortSignal,
+  ): Promise<void> {
     const block = c.volumeMode === 'Block';
     const dir = dirname(c.diskPath);
     const temp = join(dir, IMPORT_TEMP_FILE);
@@ -159,7 +169,6 @@ export class VolumeImports {
     const cleanUp = () => Promise.all([block ? undefined : rm(temp, { force: true }), rm(download, { force: true })]);
     // What a killed import left: it starts again from scratch.
     await cleanUp();
-    const device = block ? await (this.o.deviceBytes ?? deviceBytes)(c.diskPath) : undefined;
     // On a volume many nodes share, the import stops when its claim on it can no longer be renewed.
     const fence = c.multiNode ? new AbortController() : undefined;
     const outer = signal;
@@ -394,8 +403,7 @@ function ownImportRecord(report: ImportReport | undefined): boolean {
 }
 
 /** Any byte but zero in the device's first or last MiB: a fresh volume of the driver reads as zeros there. */
-async function deviceHoldsData(device: string, size: (device: string) => Promise<number>): Promise<boolean> {
-  const bytes = await size(device);
+async function deviceHoldsData(device: string, bytes: number): Promise<boolean> {
   const span = Math.min(bytes, 2 ** 20);
   const fh = await open(device, 'r');
   try {
