@@ -1,12 +1,13 @@
 // Persistent IPAM for the node's pod range. The lease file is the truth: it
-// is written (atomically: temp file, fsync, rename) before an address is
+// is written (atomically: temp file, fsync, rename, fsync of the directory) before an address is
 // handed to anyone, so an agent crash can neither hand one address to two VMs
 // nor forget a lease. Addresses are handed out round-robin from after the
 // last one, as CNI's host-local IPAM does, so a just-released address is not
 // reused at once (a peer may still have it in its ARP cache or connections).
-import { open, readFile, rename, mkdir } from 'node:fs/promises';
+import { readFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { firstVmAddress, intToIp, ipToInt, type Ipv4Range } from './ipv4.js';
+import { writeAtomic } from '../atomic-file.js';
 
 interface LeaseFile {
   version: 1;
@@ -154,15 +155,7 @@ export class Ipam {
   }
 
   private async save(next: LeaseFile): Promise<void> {
-    const tmp = `${this.file}.tmp`;
-    const f = await open(tmp, 'w', 0o600);
-    try {
-      await f.writeFile(JSON.stringify(next, null, 1));
-      await f.sync();
-    } finally {
-      await f.close();
-    }
-    await rename(tmp, this.file);
+    await writeAtomic(this.file, JSON.stringify(next, null, 1), 0o600, { durable: true });
     this.state = next;
   }
 }
