@@ -62,6 +62,13 @@ export interface DiskSpec {
   cache?: DiskCache;
   /** Absent: native where cache is none on a block device or a fully allocated file, else QEMU's default. */
   io?: DiskIo;
+  /**
+   * The iothread (1..VmSpec.ioThreads) that runs this virtio disk's requests
+   * outside QEMU's main loop (libvirt's `<driver iothread>`); absent: the main loop.
+   */
+  ioThread?: number;
+  /** virtio-blk request queues (KubeVirt's blockMultiQueue: one per vCPU); absent: QEMU's default. */
+  queues?: number;
 }
 
 /** Boot straight into a kernel (no firmware boot loader). */
@@ -147,6 +154,8 @@ export interface VmSpec {
   firmware: Firmware;
   kernelBoot?: KernelBoot;
   disks: DiskSpec[];
+  /** QEMU iothreads (libvirt's `<iothreads>`), ids 1..ioThreads, which disks name by `ioThread`; absent: none. */
+  ioThreads?: number;
   interfaces: InterfaceSpec[];
   /** Expose a QEMU guest agent channel. */
   guestAgent: boolean;

@@ -25,7 +25,9 @@ t.test('a valid spec has no causes', async (t) => {
       disk('root', { source: { kind: 'url', url: 'https://images.example/a.qcow2' }, bootOrder: 1 }),
       disk('seed', { device: 'cdrom', bus: 'sata', source: { kind: 'cloudInit', userData: '', metaData: '' } }),
       disk('data', { bus: 'scsi', source: { kind: 'host', path: '/dev/vg0/data' }, bootOrder: 2 }),
+      disk('fast', { ioThread: 2, queues: 4 }),
     ],
+    ioThreads: 2,
     interfaces: [nic('default', '52:54:00:12:34:56', { tapDevice: 'vk0b6a3c1e' })],
   });
   t.equal(validateVmSpec(spec), null);
@@ -110,6 +112,27 @@ const cases: { name: string; spec: Partial<VmSpec>; causes: { path: string; reas
     name: 'io native with a host cache',
     spec: { disks: [disk('a', { cache: 'writeback', io: 'native' })] },
     causes: [{ path: 'disks[0].io', reason: 'FieldValueInvalid' }],
+  },
+  {
+    name: 'iothreads: a count that is no positive integer, and a disk naming a thread the VM lacks',
+    spec: { ioThreads: 0, disks: [disk('a', { ioThread: 1 })] },
+    causes: [
+      { path: 'ioThreads', reason: 'FieldValueInvalid' },
+      { path: 'disks[0].ioThread', reason: 'FieldValueInvalid', message: "1 is not one of the VM's iothreads (1..0)" },
+    ],
+  },
+  {
+    name: 'iothreads and queues only on virtio disks, queues in range',
+    spec: {
+      ioThreads: 2,
+      disks: [disk('a', { ioThread: 3, queues: 1025 }), disk('b', { bus: 'sata', ioThread: 1, queues: 2 })],
+    },
+    causes: [
+      { path: 'disks[0].ioThread', reason: 'FieldValueInvalid' },
+      { path: 'disks[0].queues', reason: 'FieldValueInvalid' },
+      { path: 'disks[1].ioThread', reason: 'FieldValueInvalid', message: 'an iothread needs bus virtio, not "sata"' },
+      { path: 'disks[1].queues', reason: 'FieldValueInvalid' },
+    ],
   },
   {
     name: 'virtio cdrom',

@@ -159,6 +159,28 @@ function isTimeZone(name: string): boolean {
   }
 }
 
+/** QEMU's limit on a virtio-blk device's queues (VIRTIO_QUEUE_MAX is 1024, and virtio-blk caps num-queues at it). */
+export const MAX_DISK_QUEUES = 1024;
+
+/** iothreads: a count, and each disk's thread among them on a virtio disk (libvirt puts iothreads on virtio-blk only). */
+function checkIoThreads(spec: VmSpec, report: Report): void {
+  const count = spec.ioThreads;
+  if (count !== undefined && !isPositiveInt(count)) report('ioThreads', 'FieldValueInvalid', `must be a positive integer, got ${shown(count)}`);
+  spec.disks.forEach((disk, i) => {
+    const at = `disks[${i}]`;
+    if (disk.ioThread !== undefined) {
+      if (disk.bus !== 'virtio') report(`${at}.ioThread`, 'FieldValueInvalid', `an iothread needs bus virtio, not ${shown(disk.bus)}`);
+      else if (!isPositiveInt(disk.ioThread) || !isPositiveInt(count) || disk.ioThread > count)
+        report(`${at}.ioThread`, 'FieldValueInvalid', `${shown(disk.ioThread)} is not one of the VM's iothreads (1..${count ?? 0})`);
+    }
+    if (disk.queues !== undefined) {
+      if (disk.bus !== 'virtio') report(`${at}.queues`, 'FieldValueInvalid', `queues need bus virtio, not ${shown(disk.bus)}`);
+      else if (!isPositiveInt(disk.queues) || disk.queues > MAX_DISK_QUEUES)
+        report(`${at}.queues`, 'FieldValueInvalid', `must be an integer from 1 to ${MAX_DISK_QUEUES}, got ${shown(disk.queues)}`);
+    }
+  });
+}
+
 function checkDisks(disks: DiskSpec[], report: Report): void {
   const names = new Map<string, number>();
   disks.forEach((disk, i) => {
@@ -221,6 +243,7 @@ export function validateVmSpec(spec: VmSpec): SpecError | null {
   checkCompute(spec, report);
   checkBoot(spec, report);
   checkDisks(spec.disks, report);
+  checkIoThreads(spec, report);
   checkInterfaces(spec.interfaces, report);
   checkBootOrders(spec, report);
   checkClock(spec, report);

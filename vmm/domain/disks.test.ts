@@ -36,6 +36,23 @@ const cases: { name: string; disks: DiskSpec[]; prepared: Record<string, Prepare
     },
   },
   {
+    name: 'a virtio disk names its iothread and its queues in its driver',
+    disks: [disk('data', { ioThread: 2, queues: 4 })],
+    prepared: { data: qcow2('/v/data.qcow2') },
+    want: {
+      disk: [
+        {
+          $: { type: 'file', device: 'disk' },
+          driver: { $: { name: 'qemu', type: 'qcow2', cache: 'none', discard: 'unmap', iothread: 2, queues: 4 } },
+          source: { $: { file: '/v/data.qcow2' } },
+          target: { $: { dev: 'vda', bus: 'virtio' } },
+          alias: { $: { name: 'ua-disk-data' } },
+        },
+      ],
+      controller: [],
+    },
+  },
+  {
     name: 'a cdrom is read-only and has no discard; its cache mode is the one chosen on the node',
     disks: [disk('seed', { device: 'cdrom', bus: 'sata' })],
     prepared: { seed: { path: '/v/seed.iso', format: 'raw', modes: { cache: 'writethrough' } } },

@@ -27,6 +27,9 @@ function toDiskDraft(disk: DiskSpec, prepared: PreparedDisk, dev: string): DiskD
         cache: prepared.modes.cache,
         ...(prepared.modes.io ? { io: prepared.modes.io } : {}),
         ...(disk.device === 'disk' ? { discard: 'unmap' } : {}),
+        // virtio only (validateVmSpec): the disk's requests run on this iothread, over this many virtqueues.
+        ...(disk.ioThread !== undefined ? { iothread: disk.ioThread } : {}),
+        ...(disk.queues !== undefined ? { queues: disk.queues } : {}),
       },
     },
     source: { $: prepared.block ? { dev: prepared.path } : { file: prepared.path } },

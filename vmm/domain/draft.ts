@@ -38,7 +38,9 @@ export interface ClockDraft {
 
 export interface DiskDraft {
   $: { type: 'file' | 'block'; device: 'disk' | 'cdrom' };
-  driver: { $: { name: 'qemu'; type: DiskFormat; cache: DiskCache; io?: DiskIo; discard?: 'unmap' } };
+  driver: {
+    $: { name: 'qemu'; type: DiskFormat; cache: DiskCache; io?: DiskIo; discard?: 'unmap'; iothread?: number; queues?: number };
+  };
   source: { $: { file: string } | { dev: string } };
   target: { $: { dev: string; bus: DiskBus } };
   readonly?: Empty;
@@ -94,6 +96,7 @@ export interface DomainDraft {
   uuid: string;
   memory?: { $: { unit: 'MiB' }; _: number };
   vcpu?: { $: { placement: 'static' }; _: number };
+  iothreads?: number;
   os?: OsDraft;
   features?: FeaturesDraft;
   cpu: CpuDraft;
@@ -119,6 +122,7 @@ export function newDomainDraft(spec: VmSpec, runtime: DomainRuntime): DomainDraf
     uuid: domainUuidOf(spec),
     memory: undefined,
     vcpu: undefined,
+    iothreads: undefined,
     os: undefined,
     features: undefined,
     cpu: {},

@@ -90,6 +90,31 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
     }),
   },
   {
+    // KubeVirt's ioThreadsPolicy auto with 2 vCPUs and blockMultiQueue: root and scratch share pool thread 1 and 2 in turn,
+    // data has its own (3); every virtio disk has a queue per vCPU, and the SATA cdrom neither.
+    name: 'tcg-iothreads-multiqueue',
+    host: TCG_HOST,
+    spec: testSpec({
+      cpu: { sockets: 2, cores: 1, threads: 1 },
+      memoryMiB: 512,
+      ioThreads: 3,
+      disks: [
+        { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: '/srv/images/os.qcow2' }, ioThread: 1, queues: 2 },
+        { name: 'data', device: 'disk', bus: 'virtio', source: { kind: 'host', path: '/dev/vg0/data' }, ioThread: 3, queues: 2 },
+        { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 1024 }, ioThread: 2, queues: 2 },
+        { name: 'seed', device: 'cdrom', bus: 'sata', source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: t\n' } },
+      ],
+    }),
+    runtime: testRuntime({
+      disks: {
+        root: { path: `${vmDir}/root.qcow2`, format: 'qcow2', modes: { cache: 'none' } },
+        data: { path: '/dev/vg0/data', format: 'raw', block: true, modes: { cache: 'none', io: 'native' } },
+        scratch: { path: `${vmDir}/scratch.qcow2`, format: 'qcow2', modes: { cache: 'none' } },
+        seed: { path: `${vmDir}/seed.iso`, format: 'raw', modes: { cache: 'none' } },
+      },
+    }),
+  },
+  {
     name: 'kvm-efi-secure-boot',
     host: KVM_HOST,
     spec: testSpec({

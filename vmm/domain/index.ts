@@ -9,6 +9,7 @@ import { serializeDomain } from './xml.js';
 import { configureAccel } from './accel.js';
 import { configureMemory } from './memory.js';
 import { configureCpu } from './cpu.js';
+import { configureIoThreads } from './iothreads.js';
 import { configureOs } from './os.js';
 import { configureFeatures } from './features.js';
 import { configureClock } from './clock.js';
@@ -23,6 +24,7 @@ const DOMAIN_BUILDERS: readonly DomainBuilder[] = [
   configureAccel,
   configureMemory,
   configureCpu,
+  configureIoThreads,
   configureOs,
   configureFeatures,
   configureClock,

@@ -26,6 +26,11 @@ t.test('toTargetXml rewrites disk, socket and boot paths and drops the backing c
   const lines = (x: string): string[] =>
     x.split('\n').filter((l) => !/(file|path|socket)='|<(kernel|initrd)>|backingStore|<format /.test(l));
   t.same(lines(xml), lines(source), 'every other line is the source’s, in order (the ABI stays)');
+  t.match(
+    xml,
+    /<iothreads>2<\/iothreads>[\s\S]*iothread='1'\/>[\s\S]*iothread='2'\/>/,
+    'the target keeps the source’s iothreads and each disk’s thread',
+  );
 });
 
 t.test('a path the source domain needs but the target did not give is an error naming the field', async (t) => {
