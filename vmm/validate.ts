@@ -165,7 +165,8 @@ export const MAX_DISK_QUEUES = 1024;
 /** iothreads: a count, and each disk's thread among them on a virtio disk (libvirt puts iothreads on virtio-blk only). */
 function checkIoThreads(spec: VmSpec, report: Report): void {
   const count = spec.ioThreads;
-  if (count !== undefined && !isPositiveInt(count)) report('ioThreads', 'FieldValueInvalid', `must be a positive integer, got ${shown(count)}`);
+  if (count !== undefined && !isPositiveInt(count))
+    report('ioThreads', 'FieldValueInvalid', `must be a positive integer, got ${shown(count)}`);
   spec.disks.forEach((disk, i) => {
     const at = `disks[${i}]`;
     if (disk.ioThread !== undefined) {

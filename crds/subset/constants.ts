@@ -30,6 +30,14 @@ export type DiskCache = (typeof DISK_CACHES)[number];
 /** KubeVirt's disk AIO modes (v1.DriverIO), each the VmSpec mode of the same name. */
 export const DISK_IOS = ['native', 'threads'] as const satisfies readonly VmDiskIo[];
 export type DiskIo = (typeof DISK_IOS)[number];
+/**
+ * KubeVirt's ioThreadsPolicy values: shared (one iothread for the disks),
+ * auto (a pool of two per requested CPU) and supplementalPool (every disk's
+ * queues spread over ioThreads.supplementalPoolThreadCount threads, which
+ * needs libvirt 10 and QEMU 9; vkvm refuses it).
+ */
+export const IO_THREADS_POLICIES = ['shared', 'auto', 'supplementalPool'] as const;
+export type IoThreadsPolicy = (typeof IO_THREADS_POLICIES)[number];
 
 /**
  * KubeVirt's own limit on disks and volumes (arrayLenMax). It also bounds the

@@ -31,6 +31,8 @@ export const disk = object(
     ),
     /** Absent: native with cache none on a block device or a fully allocated file (as KubeVirt). */
     io: open(enumOf(DISK_IOS, "The disk's asynchronous I/O: native (Linux AIO, needs cache none) or threads.")),
+    /** A virtio disk's own QEMU iothread, beside any pool of ioThreadsPolicy. */
+    dedicatedIOThread: boolean('Run this virtio disk on a QEMU iothread of its own.'),
   },
   { preserveUnknown: true, description: PRESERVED },
 );
@@ -75,6 +77,8 @@ export const devices = object(
     filesystems: notInCrd(unsupported(list(object({ name: string() }, { preserveUnknown: true })))),
     /** Add a default pod-network interface when none is given (default true). */
     autoattachPodInterface: notInCrd(boolean()),
+    /** A virtio-blk queue per vCPU on every virtio disk (KubeVirt's blockMultiQueue). */
+    blockMultiQueue: boolean('Give every virtio disk one request queue per vCPU.'),
     autoattachSerialConsole: notInCrd(boolean()),
     autoattachGraphicsDevice: notInCrd(boolean()),
     autoattachMemBalloon: notInCrd(boolean()),

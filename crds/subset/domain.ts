@@ -1,8 +1,9 @@
 // spec.domain of a VMI: compute, firmware, clock and features (devices are in
 // devices.ts), with KubeVirt's wire names (staging/src/kubevirt.io/api/core/v1).
 import { PRESERVED } from './common.js';
+import { IO_THREADS_POLICIES } from './constants.js';
 import { devices } from './devices.js';
-import { boolean, integer, notInCrd, object, quantity, reading, resourceList, string, unsupported } from './field.js';
+import { boolean, enumOf, integer, notInCrd, object, open, quantity, reading, resourceList, string, unsupported } from './field.js';
 
 const count = (what: string) => integer(`Number of ${what}.`, { minimum: 0 });
 
@@ -97,7 +98,15 @@ const features = object(
   { preserveUnknown: true, description: PRESERVED },
 );
 
+/** KubeVirt's values; supplementalPool is refused by translate.ts (it needs libvirt 10 and QEMU 9). */
+const ioThreadsPolicy = open(
+  enumOf(
+    IO_THREADS_POLICIES,
+    "QEMU iothreads for the virtio disks: shared (one for all), auto (a pool of two per requested CPU, disks spread over it). A disk's dedicatedIOThread gives it one of its own.",
+  ),
+);
+
 export const domain = object(
-  { cpu, memory, resources, machine, firmware, clock, features, devices },
+  { cpu, memory, resources, machine, firmware, clock, features, ioThreadsPolicy, devices },
   { preserveUnknown: true, description: `The virtual hardware. ${PRESERVED}` },
 );

@@ -8,6 +8,7 @@
 // CPUs, hugepages, NUMA, GPUs, …) refuses the VMs that use it, naming the
 // field (provider/kubevirt/instancetype/); a preference vkvm cannot honour is
 // ignored, as KubeVirt's preferences are hints.
+import type { IoThreadsPolicy } from './constants.js';
 import { boolean, enumOf, integer, object, opaque, quantity, required, string, stringMap, unsupported } from './field.js';
 
 export const INSTANCETYPE_GROUP = 'instancetype.kubevirt.io';
@@ -55,7 +56,8 @@ export const instancetypeSpec = object(
     nodeSelector: stringMap(),
     annotations: stringMap('Annotations added to the VMI.'),
     schedulerName: unsupported(string()),
-    ioThreadsPolicy: unsupported(string()),
+    /** Set on the VMI's spec.domain.ioThreadsPolicy; a VMI that sets it too conflicts. */
+    ioThreadsPolicy: string<IoThreadsPolicy>("The VMI's spec.domain.ioThreadsPolicy."),
     launchSecurity: unsupported(opaque()),
     gpus: unsupported(opaque()),
     hostDevices: unsupported(opaque()),
@@ -95,6 +97,8 @@ export const preferenceSpec = object(
     devices: object(
       {
         preferredDiskBus: string(),
+        preferredDiskDedicatedIoThread: boolean(),
+        preferredBlockMultiQueue: boolean(),
         preferredCdromBus: string(),
         preferredInterfaceModel: string(),
         preferredAutoattachGraphicsDevice: boolean(),

@@ -476,7 +476,7 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
     (d.devices as Record<string, unknown>).gpus = [{ name: 'gpu1', deviceName: 'nvidia.com/TU104GL' }];
     d.features = { smm: {} };
     d.clock = { utc: {}, timer: { hpet: { present: false } } } as never;
-    (d.devices!.disks![1] as unknown as Record<string, unknown>).dedicatedIOThread = true;
+    (d.devices!.disks![1] as unknown as Record<string, unknown>).serial = 'data-1';
     v.spec.networks!.push({ name: 'storage', multus: { networkName: 'storage-net' } } as never);
     d.devices!.interfaces!.push({ name: 'storage', bridge: {} });
     // Not realized by the VM, but read by the drain (the eviction webhook): not listed.
@@ -484,7 +484,7 @@ t.test('fields outside the subset are listed, not errors, and the rest runs', as
   });
   const result = ok(translateVmi(vmi, ctx()));
   t.same(result.unsupported, [
-    'spec.domain.devices.disks[1].dedicatedIOThread',
+    'spec.domain.devices.disks[1].serial',
     'spec.domain.devices.gpus',
     'spec.domain.clock.timer',
     'spec.networks[1].multus',

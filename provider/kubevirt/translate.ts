@@ -9,6 +9,7 @@
 //             bootloader.efi; efi.secureBoot defaults to true and
 //             needs features.smm (vmi-create-admitter); kernelBoot boots the
 //             container's kernel/initrd with kernelArgs
+//   iothreads see io-threads.ts (ioThreadsPolicy, dedicatedIOThread, blockMultiQueue)
 //   devices   see storage.ts and network.ts; every VM gets the guest agent
 //             channel (vkvm's guests run qemu-ga); ACPI unless disabled
 //   uid       the VmSpec uid (launcher and domain identity) is the VMI uid,
@@ -35,6 +36,7 @@ import { isCleanAbsolutePath, translateStorage } from './storage.js';
 import { SUPPORTED_VMI_SPEC, unsupportedFields } from './supported-fields.js';
 import type { Clock, DomainSpec, VirtualMachineInstance } from './types.js';
 import { RESOURCES, translateCompute, type Compute } from './compute.js';
+import { translateIoThreads } from './io-threads.js';
 
 export type { BoundClaim, UnservableClaim, VmiTranslateContext } from './draft.js';
 
@@ -150,6 +152,10 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
         return `${o.disk}.${disk[2]}`;
       case 'bus':
         return `${o.disk}.${o.device}.bus`;
+      case 'ioThread':
+        return `${o.disk}.dedicatedIOThread`;
+      case 'queues':
+        return 'spec.domain.devices.blockMultiQueue';
       case 'device':
         return `${o.disk}.${o.device}`;
       case 'source':
@@ -177,6 +183,8 @@ function kubevirtField(path: string, d: Draft, compute: Compute): string {
       return 'metadata.name';
     case 'machineType':
       return 'spec.domain.machine.type';
+    case 'ioThreads':
+      return 'spec.domain.ioThreadsPolicy';
     case 'memoryMiB':
       return compute.memoryField;
     case 'cpu':
@@ -266,13 +274,15 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
   const compute = translateCompute(d, domain);
   const firmware = translateFirmware(d, domain);
   translateKernelBoot(d, domain);
+  const disks = objectsIn(d, devices.disks, 'spec.domain.devices.disks');
   translateStorage(d, {
-    disks: objectsIn(d, devices.disks, 'spec.domain.devices.disks'),
+    disks,
     volumes: objectsIn(d, spec.volumes, 'spec.volumes'),
     filesystems: objectsIn(d, devices.filesystems, 'spec.domain.devices.filesystems'),
     instanceId: firmwareUuid,
     hostname: hostnameOf(vmi),
   });
+  const ioThreads = translateIoThreads(d, domain, disks, compute.cpu);
   translateNetwork(d, {
     interfaces: objectsIn(d, devices.interfaces, 'spec.domain.devices.interfaces'),
     networks: objectsIn(d, spec.networks, 'spec.networks'),
@@ -291,6 +301,7 @@ export function translateVmi(vmi: VirtualMachineInstance, ctx: VmiTranslateConte
     memoryMiB: compute.memoryMiB,
     firmware,
     disks: d.disks,
+    ...(ioThreads !== undefined ? { ioThreads } : {}),
     interfaces: d.interfaces,
     guestAgent: true,
     // KubeVirt's default: a display unless autoattachGraphicsDevice is false.

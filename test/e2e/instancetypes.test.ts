@@ -281,7 +281,7 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
     {
       messages: [
         `spec.instancetype: VirtualMachineInstancetype private not found in namespace ${NS}`,
-        /^spec\.instancetype: VirtualMachineClusterInstancetype cx1\.medium asks for what vkvm does not provide: spec\.cpu\.dedicatedCPUPlacement, spec\.cpu\.isolateEmulatorThread, spec\.cpu\.numa, spec\.ioThreadsPolicy, spec\.memory\.hugepages/,
+        /^spec\.instancetype: VirtualMachineClusterInstancetype cx1\.medium asks for what vkvm does not provide: spec\.cpu\.dedicatedCPUPlacement, spec\.cpu\.isolateEmulatorThread, spec\.cpu\.numa, spec\.memory\.hugepages/,
       ],
       vmis: ['none', 'none'],
     },

@@ -102,7 +102,12 @@ const cases: { name: string; host: HostCaps; spec: VmSpec; runtime: DomainRuntim
         { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: '/srv/images/os.qcow2' }, ioThread: 1, queues: 2 },
         { name: 'data', device: 'disk', bus: 'virtio', source: { kind: 'host', path: '/dev/vg0/data' }, ioThread: 3, queues: 2 },
         { name: 'scratch', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 1024 }, ioThread: 2, queues: 2 },
-        { name: 'seed', device: 'cdrom', bus: 'sata', source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: t\n' } },
+        {
+          name: 'seed',
+          device: 'cdrom',
+          bus: 'sata',
+          source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: 'instance-id: t\n' },
+        },
       ],
     }),
     runtime: testRuntime({

@@ -46,6 +46,13 @@ t.test("conflicts are the VMI fields KubeVirt's applier refuses beside an instan
       {},
       [`${at}.nodeSelector`],
     ],
+    [
+      'an ioThreadsPolicy both set',
+      { ...u1small, ioThreadsPolicy: 'auto' },
+      spec({ ioThreadsPolicy: 'shared' }),
+      {},
+      [`${at}.domain.ioThreadsPolicy`],
+    ],
     ['an annotation of another value', { ...u1small, annotations: { x: '1', y: '2' } }, spec({}), { x: '1', y: '3' }, ['annotations.y']],
   ];
   for (const [what, it, vmi, annotations, expected] of cases) t.same(instancetypeConflicts(it, vmi, annotations, at), expected, what);
@@ -80,11 +87,12 @@ t.test("the vCPUs take the preference's topology, sockets by default (KubeVirt's
   for (const [what, vcpus, p, expected] of cases) t.same(cpuTopology(vcpus, p), expected, what);
 });
 
-t.test('applied: topology, memory (an overcommit lowers the request), model, node selector, annotations', async (t) => {
+t.test('applied: topology, memory (an overcommit lowers the request), model, node selector, ioThreadsPolicy, annotations', async (t) => {
   const it: InstancetypeSpec = {
     cpu: { guest: 2, model: 'Haswell' },
     memory: { guest: '1Gi', overcommitPercent: 25 },
     nodeSelector: { zone: 'a' },
+    ioThreadsPolicy: 'auto',
     annotations: { from: 'instancetype' },
   };
   t.same(
@@ -97,6 +105,7 @@ t.test('applied: topology, memory (an overcommit lowers the request), model, nod
           cpu: { model: 'Haswell', sockets: 2, cores: 1, threads: 1 },
           memory: { guest: '1Gi' },
           resources: { requests: { memory: String(0.75 * 2 ** 30) } },
+          ioThreadsPolicy: 'auto',
         },
         nodeSelector: { zone: 'a' },
       },
@@ -117,13 +126,11 @@ t.test("what of an instancetype vkvm cannot honour is named, as in common-instan
     ioThreadsPolicy: 'auto',
     memory: { guest: '4Gi', hugepages: { pageSize: '2Mi' } },
   } as unknown as InstancetypeSpec;
-  t.same(unsupportedInstancetypeFields(cx1), [
-    'spec.cpu.dedicatedCPUPlacement',
-    'spec.cpu.isolateEmulatorThread',
-    'spec.cpu.numa',
-    'spec.ioThreadsPolicy',
-    'spec.memory.hugepages',
-  ]);
+  t.same(
+    unsupportedInstancetypeFields(cx1),
+    ['spec.cpu.dedicatedCPUPlacement', 'spec.cpu.isolateEmulatorThread', 'spec.cpu.numa', 'spec.memory.hugepages'],
+    'ioThreadsPolicy auto is honoured',
+  );
   t.same(
     unsupportedInstancetypeFields({ cpu: { guest: 1 }, memory: { guest: '512Mi', overcommitPercent: 50 } }),
     [],

@@ -1,7 +1,8 @@
 // An instancetype applied to a VMI spec, as KubeVirt's VMI applier does it
 // (pkg/instancetype/apply): the vCPUs become the CPU topology the preference
 // asks for, the memory becomes memory.guest (and a lower memory request under
-// overcommitPercent), the model, node selector and annotations are added.
+// overcommitPercent), the model, node selector, ioThreadsPolicy and
+// annotations are added.
 // A field the VMI already sets is a conflict, named by its path, and nothing
 // is applied then. Fields of the instancetype vkvm cannot honour refuse it.
 // Pure; it works on a copy.
@@ -42,6 +43,7 @@ export function instancetypeConflicts(
   const firstMemory = memory.find(([set]) => set);
   if (firstMemory) conflicts.push(`${at}.${firstMemory[1]}`);
   if (it.nodeSelector && vmi.nodeSelector) conflicts.push(`${at}.nodeSelector`);
+  if (it.ioThreadsPolicy && d.ioThreadsPolicy) conflicts.push(`${at}.domain.ioThreadsPolicy`);
   // KubeVirt names an annotation conflict by `annotations.<key>` alone.
   for (const [key, value] of Object.entries(it.annotations ?? {}))
     if (annotations[key] !== undefined && annotations[key] !== value) conflicts.push(`annotations.${key}`);
@@ -95,5 +97,6 @@ export function applyInstancetype(
   if (request)
     spec.domain.resources = { ...(spec.domain.resources ?? {}), requests: { ...(spec.domain.resources?.requests ?? {}), memory: request } };
   if (it.nodeSelector) spec.nodeSelector = { ...it.nodeSelector };
+  if (it.ioThreadsPolicy) spec.domain.ioThreadsPolicy = it.ioThreadsPolicy;
   return { conflicts: [], spec, annotations: { ...(it.annotations ?? {}), ...annotations } };
 }

@@ -88,7 +88,13 @@ t.test(
     t.same(
       applyPreference(
         {
-          devices: { preferredDiskBus: 'sata', preferredCdromBus: 'scsi', preferredAutoattachGraphicsDevice: false },
+          devices: {
+            preferredDiskBus: 'sata',
+            preferredCdromBus: 'scsi',
+            preferredAutoattachGraphicsDevice: false,
+            preferredDiskDedicatedIoThread: true,
+            preferredBlockMultiQueue: true,
+          },
           firmware: { preferredEfi: { secureBoot: false } },
           machine: { preferredMachineType: 'q35' },
           preferredTerminationGracePeriodSeconds: 30,
@@ -96,7 +102,14 @@ t.test(
         },
         {
           domain: {
-            devices: { disks: [{ name: 'a' }, { name: 'b', disk: { bus: 'virtio' } }, { name: 'c', cdrom: {} }] },
+            devices: {
+              disks: [
+                { name: 'a' },
+                { name: 'b', disk: { bus: 'virtio' } },
+                { name: 'c', cdrom: {} },
+                { name: 'd', disk: { bus: 'virtio' }, dedicatedIOThread: false },
+              ],
+            },
             machine: { type: 'pc' },
           },
           terminationGracePeriodSeconds: 0,
@@ -106,11 +119,14 @@ t.test(
         domain: {
           devices: {
             disks: [
+              // KubeVirt's rule: a dedicated iothread for virtio disks that do not say.
               { name: 'a', disk: { bus: 'sata' } },
-              { name: 'b', disk: { bus: 'virtio' } },
+              { name: 'b', disk: { bus: 'virtio' }, dedicatedIOThread: true },
               { name: 'c', cdrom: { bus: 'scsi' } },
+              { name: 'd', disk: { bus: 'virtio' }, dedicatedIOThread: false },
             ],
             autoattachGraphicsDevice: false,
+            blockMultiQueue: true,
           },
           machine: { type: 'pc' },
           features: { smm: {} },

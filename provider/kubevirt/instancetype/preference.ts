@@ -3,7 +3,7 @@
 // the VMI leaves unset, never overriding what the VM states. Preferences are
 // hints: vkvm applies those below and ignores the rest (preferredRng,
 // preferredTPM, preferredTimer, Hyper-V, input devices, disk cache and I/O,
-// multi-queue, …), as a VMI of the same fields would run without them.
+// network multi-queue, …), as a VMI of the same fields would run without them.
 // Also the preference's requirements on the instancetype (KubeVirt's
 // requirements checker). Pure; works on a copy.
 import { parseQuantity } from '../../kube/quantity.js';
@@ -14,8 +14,12 @@ function applyDisks(pref: PreferenceSpec, disks: Disk[]): Disk[] {
   return disks.map((disk) => {
     // A disk with no target is a disk (KubeVirt's applyDiskPreferences).
     const d: Disk = disk.disk || disk.cdrom || (disk as { lun?: unknown }).lun ? { ...disk } : { ...disk, disk: {} };
-    if (d.disk && !d.disk.bus && devices.preferredDiskBus) d.disk = { ...d.disk, bus: devices.preferredDiskBus };
-    else if (d.cdrom && !d.cdrom.bus && devices.preferredCdromBus) d.cdrom = { ...d.cdrom, bus: devices.preferredCdromBus };
+    if (d.disk) {
+      if (!d.disk.bus && devices.preferredDiskBus) d.disk = { ...d.disk, bus: devices.preferredDiskBus };
+      // KubeVirt gives it to virtio disks only, once the bus is known.
+      const dedicated = devices.preferredDiskDedicatedIoThread;
+      if (d.disk.bus === 'virtio' && d.dedicatedIOThread === undefined && dedicated !== undefined) d.dedicatedIOThread = dedicated;
+    } else if (d.cdrom && !d.cdrom.bus && devices.preferredCdromBus) d.cdrom = { ...d.cdrom, bus: devices.preferredCdromBus };
     return d;
   });
 }
@@ -29,6 +33,8 @@ export function applyPreference(pref: PreferenceSpec, vmi: VirtualMachineInstanc
     const { preferredAutoattachGraphicsDevice: graphics, preferredAutoattachPodInterface: podInterface } = pref.devices;
     if (graphics !== undefined && devices.autoattachGraphicsDevice === undefined) devices.autoattachGraphicsDevice = graphics;
     if (podInterface !== undefined && devices.autoattachPodInterface === undefined) devices.autoattachPodInterface = podInterface;
+    const multiQueue = pref.devices.preferredBlockMultiQueue;
+    if (multiQueue !== undefined && devices.blockMultiQueue === undefined) devices.blockMultiQueue = multiQueue;
     if (devices.disks) devices.disks = applyDisks(pref, devices.disks);
     const model = pref.devices.preferredInterfaceModel;
     if (model && devices.interfaces) devices.interfaces = devices.interfaces.map((i) => (i.model ? i : { ...i, model }));
