@@ -2,12 +2,13 @@
 // TCG (or KVM where usable), the busybox test guest. Each test starts its own
 // launcher and its teardown kills whatever is left by PID.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
+import { translateVmi } from '../provider/kubevirt/translate.js';
 import { TCG_TB_CACHE_MIB } from '../vmm/domain/accel.js';
 import { ensureTestGuest } from '../vmm/guest/build.js';
 import { SpecError } from '../vmm/errors.js';
@@ -64,6 +65,34 @@ function guestSpec(uid: string, overrides: Partial<VmSpec> = {}): VmSpec {
     labels: { test: 'launcher' },
     ...overrides,
   };
+}
+
+/**
+ * The disks and iothreads translateVmi makes of a KubeVirt VMI with ioThreadsPolicy auto (1 CPU: a pool of 2),
+ * two emptyDisks in the pool and one with a dedicatedIOThread: pool threads 1 and 2, the dedicated disk on 3.
+ */
+function kubevirtIoThreads(uid: string): Pick<VmSpec, 'disks' | 'ioThreads'> {
+  const names = ['pool-a', 'own', 'pool-b'];
+  const r = translateVmi(
+    {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachineInstance',
+      metadata: { name: 'io', namespace: 'default', uid },
+      spec: {
+        domain: {
+          ioThreadsPolicy: 'auto',
+          resources: { requests: { memory: '192Mi' } },
+          devices: {
+            disks: names.map((name) => ({ name, disk: { bus: 'virtio' }, ...(name === 'own' ? { dedicatedIOThread: true } : {}) })),
+          },
+        },
+        volumes: names.map((name) => ({ name, emptyDisk: { capacity: '16Mi' } })),
+      },
+    },
+    { secrets: {}, pvcs: {} },
+  );
+  if (r instanceof SpecError) throw r;
+  return { disks: r.spec.disks, ioThreads: r.spec.ioThreads };
 }
 
 /** States a launcher reported, with a way to wait for one. */
@@ -161,10 +190,13 @@ async function startLauncher(t: Test): Promise<Started> {
   return { ...l, uid, runDir, events };
 }
 
-t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown work', async (t) => {
+t.test('a VM boots through a launcher; console, agent, iothreads, pause and ACPI shutdown work', async (t) => {
   const l = await startLauncher(t);
   const systemUuid = randomUUID();
-  const spec = guestSpec(l.uid, { systemUuid });
+  const io = kubevirtIoThreads(l.uid);
+  // A second virtio-blk queue on one disk: QEMU and the guest take the queues blockMultiQueue asks for.
+  io.disks[1]!.queues = 2;
+  const spec = guestSpec(l.uid, { systemUuid, ...io });
   let t0 = performance.now();
   const synced = await l.client.syncVm(spec);
   t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
@@ -214,6 +246,38 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   const cpus = (pid: number | 'self') => /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   t.equal(cpus(state.qemuPid), cpus('self'), 'QEMU may run on every CPU, though its libvirt daemon is pinned to one');
   t.same(qemuPidsOf(l.uid), [state.qemuPid], 'GetState reports the host PID of the VM’s QEMU');
+  const threadNames = readdirSync(`/proc/${state.qemuPid}/task`).map((tid) =>
+    readFileSafe(`/proc/${state.qemuPid}/task/${tid}/comm`).trim(),
+  );
+  t.same(
+    {
+      spec: [io.ioThreads, io.disks.map((d) => [d.name, d.ioThread])],
+      threads: threadNames.filter((n) => n.startsWith('IO iothread')).sort(),
+      devices: [...accel.matchAll(/"driver":"virtio-blk-pci"[^}]*"iothread":"(iothread\d)"[^}]*"id":"ua-disk-([a-z-]+)"/g)].map((m) => [
+        m[2],
+        m[1],
+      ]),
+      queues: /"num-queues":(\d+)[^}]*"id":"ua-disk-own"/.exec(accel)?.[1],
+    },
+    {
+      spec: [
+        3,
+        [
+          ['pool-a', 1],
+          ['own', 3],
+          ['pool-b', 2],
+        ],
+      ],
+      threads: ['IO iothread1', 'IO iothread2', 'IO iothread3'],
+      devices: [
+        ['pool-a', 'iothread1'],
+        ['own', 'iothread3'],
+        ['pool-b', 'iothread2'],
+      ],
+      queues: '2',
+    },
+    "KubeVirt's ioThreadsPolicy auto and a dedicatedIOThread: QEMU runs the three iothreads and each virtio-blk device on its own",
+  );
 
   const limitBytes = memoryLimitMiB(spec, info.accelerator as 'kvm' | 'tcg') * 1024 * 1024;
   t.match(info, { cgroup: `v1:/vkvm/${l.uid}`, memoryLimitBytes: limitBytes });
@@ -242,6 +306,8 @@ t.test('a VM boots through a launcher; console, agent, pause and ACPI shutdown w
   );
   const exec = await l.client.guestExec({ path: '/bin/sh', args: ['-c', 'echo out; echo err >&2; exit 3'], timeoutS: 20 });
   t.match(exec, { exitCode: 3, stdout: Buffer.from('out\n'), stderr: Buffer.from('err\n') }, 'GuestExec returns output and exit code');
+  const mq = await l.client.guestExec({ path: '/bin/ls', args: ['/sys/block/vdb/mq'], timeoutS: 20 });
+  t.same(mq.stdout.toString().split(/\s+/).filter(Boolean), ['0', '1'], 'the guest sees the disk’s two virtio-blk queues');
   const productUuid = await l.client.guestExec({ path: '/bin/cat', args: ['/sys/class/dmi/id/product_uuid'], timeoutS: 20 });
   t.equal(productUuid.stdout.toString().trim(), systemUuid, 'the guest sees the system UUID in SMBIOS');
 
