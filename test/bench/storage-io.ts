@@ -9,7 +9,9 @@
 // volume's file (checked). Four jobs with O_DIRECT, one request in flight:
 // sequential write and read in 1 MiB blocks over SPAN_MIB, random 4 KiB
 // reads and writes over the same span for RANDOM_S each. Node and guest
-// alternate, job by job, RUNS times; medians.
+// alternate, job by job, RUNS times; medians. storage.guest-io-iothread is
+// the same with the claim's disk on a QEMU iothread of its own (KubeVirt's
+// dedicatedIOThread), its figures named guest_csi_iothread_*.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,16 +44,17 @@ const execFileP = promisify(execFile);
 const log = pino({ level: 'info', base: { component: 'bench-storage-io' } }, pino.destination(2));
 
 /** KubeVirt's smoke VMI (the test guest's containerDisk) with the claim as its second disk in place of the empty disk and seed, which the jobs do not need. */
-function vmiSpec(): VirtualMachineInstanceSpec {
+function vmiSpec(dedicatedIOThread: boolean): VirtualMachineInstanceSpec {
   const spec = smokeVmiSpec();
-  spec.domain.devices!.disks = [spec.domain.devices!.disks![0]!, { name: 'data', disk: { bus: 'virtio' } }];
+  const data = { name: 'data', disk: { bus: 'virtio' as const }, ...(dedicatedIOThread ? { dedicatedIOThread } : {}) };
+  spec.domain.devices!.disks = [spec.domain.devices!.disks![0]!, data];
   spec.volumes = [spec.volumes![0]!, { name: 'data', persistentVolumeClaim: { claimName: CLAIM } }];
   return spec;
 }
 
 const args = (mode: DiskIoMode, path: string) => [mode, path, String(SPAN_MIB), ...(mode.startsWith('rand') ? [String(RANDOM_S)] : [])];
 
-async function guestVsNode(ctx: BenchContext): Promise<void> {
+async function guestVsNode(ctx: BenchContext, dedicatedIOThread: boolean): Promise<void> {
   const work = await mkdtemp(join(tmpdir(), 'vkvm-bench-io-'));
   ctx.defer('the build directory', () => rm(work, { recursive: true, force: true }));
   const tool = join(work, 'disk-io');
@@ -83,7 +86,7 @@ async function guestVsNode(ctx: BenchContext): Promise<void> {
   });
   await clients.custom.createNamespacedCustomObject({
     ...VMI,
-    body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'io' }, spec: vmiSpec() },
+    body: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', metadata: { name: 'io' }, spec: vmiSpec(dedicatedIOThread) },
   });
   const vmi = await waitFor(
     virtualMachineInstances(clients, NAMESPACE, { name: 'io' }),
@@ -148,9 +151,10 @@ async function guestVsNode(ctx: BenchContext): Promise<void> {
     const suffix = unit === 'MiB/s' ? 'mib_s' : 'iops';
     const name = mode.replace('-', '_');
     const [guest, node] = [percentile(samples.guest.get(mode)!, 50), percentile(samples.node.get(mode)!, 50)];
-    ctx.emit(`guest_csi_${name}_${suffix}`, guest, unit);
+    const csi = dedicatedIOThread ? 'csi_iothread' : 'csi';
+    ctx.emit(`guest_${csi}_${name}_${suffix}`, guest, unit);
     ctx.emit(`node_${name}_${suffix}`, node, unit);
-    ctx.emit(`guest_csi_vs_node_${name}_ratio`, guest / node, 'ratio');
+    ctx.emit(`guest_${csi}_vs_node_${name}_ratio`, guest / node, 'ratio');
   }
 }
 
@@ -158,6 +162,11 @@ export const STORAGE_IO_BENCHMARKS: Benchmark[] = [
   {
     name: 'storage.guest-io',
     description: `direct I/O in a VMI on a vkvm-local CSI claim (vkvm up) against the same jobs on the node's filesystem: sequential 1 MiB write/read over ${SPAN_MIB} MiB, random 4 KiB read/write for ${RANDOM_S} s (median of ${RUNS})`,
-    run: guestVsNode,
+    run: (ctx) => guestVsNode(ctx, false),
+  },
+  {
+    name: 'storage.guest-io-iothread',
+    description: `storage.guest-io with the claim's disk on a QEMU iothread of its own (KubeVirt's dedicatedIOThread)`,
+    run: (ctx) => guestVsNode(ctx, true),
   },
 ];
