@@ -4,7 +4,8 @@
 // KubeVirt's common-instancetypes bundles (v1.3.1, test/e2e/fixtures/
 // common-instancetypes/) apply unchanged; a u1.nano VM with the alpine
 // preference runs with u1.nano's vCPU and memory (QEMU's -smp and -m) and the
-// preference's disk bus; its status names the ControllerRevision holding
+// preference's disk bus, that disk on a QEMU iothread of its own (its
+// template's ioThreadsPolicy auto and dedicatedIOThread); its status names the ControllerRevision holding
 // u1.nano; an edit of u1.nano leaves the running VM, its revision and its next
 // start untouched; a VM written by `virtctl create vm` runs as printed;
 // `virtctl expand` returns the expanded VM; a template that sets the vCPUs
@@ -60,6 +61,16 @@ spec:
           containerDisk: { image: ${TEST_GUEST_IMAGE} }
 `;
 
+/** The iothread objects of a VMI's QEMU, and the iothread of each virtio-blk device, by disk name. */
+function qemuIoThreads(vmi: VirtualMachineInstance): { objects: string[]; disks: string[][] } {
+  const [pid] = qemuPidsOf(vmi.spec.domain.firmware?.uuid ?? vmi.metadata.uid!);
+  const argv = (pid === undefined ? [] : argvOf(pid)).join(' ');
+  return {
+    objects: [...argv.matchAll(/"qom-type":"iothread","id":"(\w+)"/g)].map((m) => m[1]!),
+    disks: [...argv.matchAll(/"driver":"virtio-blk-pci"[^}]*"iothread":"(\w+)"[^}]*"id":"ua-disk-([\w-]+)"/g)].map((m) => [m[2]!, m[1]!]),
+  };
+}
+
 /** QEMU's -smp and -m of a VMI's QEMU (memory in MiB). */
 function qemuSize(vmi: VirtualMachineInstance): { smp: string | undefined; memoryMiB: number | undefined } {
   const [pid] = qemuPidsOf(vmi.spec.domain.firmware?.uuid ?? vmi.metadata.uid!);
@@ -107,7 +118,15 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
 
   // Started together: two small guests boot side by side.
   const applyNano = await kubectl(['apply', '-n', NS, '-f', '-'], {
-    input: vmNaming('nano', { name: 'u1.nano', kind: 'VirtualMachineClusterInstancetype' }, { preference: { name: 'alpine' } }),
+    // KubeVirt's iothreads on the way: ioThreadsPolicy auto, and the disk (on the preference's virtio bus) on its own thread.
+    input: vmNaming(
+      'nano',
+      { name: 'u1.nano', kind: 'VirtualMachineClusterInstancetype' },
+      {
+        preference: { name: 'alpine' },
+        domain: { ioThreadsPolicy: 'auto', devices: { disks: [{ name: 'containerdisk', dedicatedIOThread: true }] } },
+      },
+    ),
   });
   t.equal(applyNano.code, 0, `the tenant applies a u1.nano VM with the alpine preference: ${applyNano.stderr}`);
   const created = await virtctl([
@@ -141,6 +160,7 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
     {
       vmi: nano!.spec.domain,
       qemu: qemuSize(nano!),
+      iothreads: qemuIoThreads(nano!),
       status: nanoVm.status,
       revision: revision.data,
       annotations: nano!.metadata.annotations,
@@ -149,9 +169,11 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
       vmi: {
         cpu: { sockets: 1, cores: 1, threads: 1 },
         memory: { guest: '512Mi' },
-        devices: { disks: [{ name: 'containerdisk', disk: { bus: 'virtio' } }] },
+        ioThreadsPolicy: 'auto',
+        devices: { disks: [{ name: 'containerdisk', disk: { bus: 'virtio' }, dedicatedIOThread: true }] },
       },
       qemu: { smp: /^1\b/, memoryMiB: 512 },
+      iothreads: { objects: ['iothread1'], disks: [['containerdisk', 'iothread1']] },
       status: {
         instancetypeRef: {
           name: 'u1.nano',
@@ -171,7 +193,7 @@ t.test('instancetypes and preferences: common-instancetypes applied unchanged, e
         'vm.kubevirt.io/os': 'linux',
       },
     },
-    "the u1.nano VM runs with u1.nano's 1 vCPU and 512Mi (QEMU's -smp and -m), the preference's virtio disk, and its status names the revision",
+    "the u1.nano VM runs with u1.nano's 1 vCPU and 512Mi (QEMU's -smp and -m), the preference's virtio disk on its own iothread (ioThreadsPolicy auto, dedicatedIOThread), and its status names the revision",
   );
   t.match(
     { vmi: createdVmi!.spec.domain, qemu: qemuSize(createdVmi!) },
