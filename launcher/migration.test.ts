@@ -11,7 +11,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
+import { argvOf, isRunning, qemuPidsOfDomain } from '../test/helpers/processes.js';
 import { startUnixRelay } from '../test/helpers/unix-relay.js';
 import { ensureTestGuest } from '../vmm/guest/build.js';
 import { VM_SPEC_VERSION, type VmSpec } from '../vmm/spec.js';
@@ -104,8 +104,9 @@ function guestSpec(uid: string): VmSpec {
     firmware: { kind: 'bios' },
     kernelBoot: { kernelPath: guest.kernelPath, initrdPath: guest.initrdPath, cmdline: guest.cmdline },
     disks: [
-      { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: baseImage } },
-      { name: 'data', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 16 } },
+      // Each virtio disk on an iothread of its own (KubeVirt's dedicatedIOThread), which the target's QEMU must have too.
+      { name: 'root', device: 'disk', bus: 'virtio', source: { kind: 'image', path: baseImage }, ioThread: 1 },
+      { name: 'data', device: 'disk', bus: 'virtio', source: { kind: 'empty', sizeMiB: 16 }, ioThread: 2 },
       {
         name: 'cloudinit',
         device: 'cdrom',
@@ -113,6 +114,7 @@ function guestSpec(uid: string): VmSpec {
         source: { kind: 'cloudInit', userData: '#cloud-config\n', metaData: `instance-id: ${uid}\n` },
       },
     ],
+    ioThreads: 2,
     interfaces: [],
     guestAgent: true,
     acpi: true,
@@ -205,7 +207,17 @@ t.test('a running guest migrates with its boot, overlay and empty disk; the sour
     [],
     'the source disks are removed',
   );
-  t.same(qemuPidsOfDomain(`${spec.name},`).length, 1, 'one QEMU runs the VM: the target’s');
+  const pids = qemuPidsOfDomain(`${spec.name},`);
+  t.same(pids.length, 1, 'one QEMU runs the VM: the target’s');
+  const argv = pids.length === 1 ? argvOf(pids[0]!).join(' ') : '';
+  t.same(
+    [...argv.matchAll(/"driver":"virtio-blk-pci"[^}]*"iothread":"(\w+)"[^}]*"id":"ua-disk-([\w-]+)"/g)].map((m) => [m[2], m[1]]),
+    [
+      ['root', 'iothread1'],
+      ['data', 'iothread2'],
+    ],
+    'the target’s QEMU keeps the source’s iothreads, each disk on its own',
+  );
   t.notOk(existsSync(`/sys/fs/cgroup/memory/${NODES.a.cgroupParent}/${spec.uid}`), 'the source cgroup is removed');
 });
 
