@@ -31,6 +31,9 @@ export class PodWatch {
   private abort: AbortController | undefined;
   private stopped = false;
   private broken: Error | undefined;
+  /** Pod events (not bookmarks) delivered so far, and when the latest arrived (Unix ms): for waiting until statuses are still. */
+  events = 0;
+  lastEventAt = Date.now();
 
   private constructor(
     private readonly clients: KubeClients,
@@ -127,7 +130,11 @@ export class PodWatch {
           this.broken = new Error(`watch error ${obj.code ?? ''}: ${obj.message ?? JSON.stringify(obj)}`);
         } else {
           if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
-          if (type !== 'BOOKMARK') this.observe(obj, atMs);
+          if (type !== 'BOOKMARK') {
+            this.events += 1;
+            this.lastEventAt = atMs;
+            this.observe(obj, atMs);
+          }
         }
         for (const w of [...this.waiters]) w();
       },

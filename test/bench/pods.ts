@@ -137,7 +137,7 @@ interface StartTimeline {
 }
 
 /** The first record of a VM's console log, and when the boot marker was written (CRI records: "<ISO time> stdout F|P <text>"). */
-async function consoleMilestones(node: BenchNode, uid: string): Promise<Pick<StartTimeline, 'firstConsole' | 'bootMarker'>> {
+export async function consoleMilestones(node: BenchNode, uid: string): Promise<Pick<StartTimeline, 'firstConsole' | 'bootMarker'>> {
   const text = await readFile(join(node.agentStateDir, 'vms', uid, 'console', 'console.log'), 'utf8').catch(() => '');
   const out: Pick<StartTimeline, 'firstConsole' | 'bootMarker'> = {};
   for (const line of text.split('\n')) {
