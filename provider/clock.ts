@@ -16,6 +16,22 @@ export const systemClock: Clock = {
   },
 };
 
+/** Resolves after `ms` on `clock`; rejects with the signal's reason once it aborts. */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const onAbort = () => {
+      cancel();
+      reject(signal!.reason as Error);
+    };
+    const cancel = clock.after(ms, () => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    });
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 /**
  * Runs `fn` every `intervalMs`, each run timed from the end of the last, so
  * runs never overlap; `fn` handles its own errors. The function returned

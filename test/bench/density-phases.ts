@@ -6,17 +6,7 @@
 // - power-off is measured on a sample: the first guests whose console shows
 //   the boot marker, up to a size, or those booted by a deadline.
 // Pure over an injected clock and probes, so the choices are unit-tested.
-import { setTimeout as sleep } from 'node:timers/promises';
-
-export interface Clock {
-  now(): number;
-  sleep(ms: number, signal: AbortSignal): Promise<void>;
-}
-
-export const realClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms, signal) => sleep(ms, undefined, { signal }),
-};
+import { sleep, systemClock, type Clock } from '../../provider/clock.js';
 
 /**
  * Resolves once no pod event has arrived for `quietMs` (`lastEventAt()`,
@@ -26,7 +16,7 @@ export const realClock: Clock = {
 export async function untilQuiet(
   lastEventAt: () => number,
   opts: { quietMs: number; timeoutMs: number; signal: AbortSignal },
-  clock: Clock = realClock,
+  clock: Clock = systemClock,
 ): Promise<number> {
   const deadline = clock.now() + opts.timeoutMs;
   for (;;) {
@@ -35,7 +25,7 @@ export async function untilQuiet(
     if (left <= 0) return since;
     if (clock.now() + left > deadline)
       throw new Error(`the pods' statuses did not stay still for ${opts.quietMs} ms within ${opts.timeoutMs} ms (last event at ${since})`);
-    await clock.sleep(left, opts.signal);
+    await sleep(clock, left, opts.signal);
   }
 }
 
@@ -75,7 +65,7 @@ export async function bootedSample(
   names: readonly string[],
   booted: (name: string) => Promise<boolean>,
   opts: { size: number; pollMs: number; timeoutMs: number; signal: AbortSignal },
-  clock: Clock = realClock,
+  clock: Clock = systemClock,
 ): Promise<string[]> {
   const deadline = clock.now() + opts.timeoutMs;
   const sample: string[] = [];
@@ -89,6 +79,6 @@ export async function bootedSample(
       if (sample.length > 0) return sample;
       throw new Error(`none of the ${names.length} guests booted within ${opts.timeoutMs} ms`);
     }
-    await clock.sleep(Math.min(opts.pollMs, Math.max(0, deadline - clock.now())), opts.signal);
+    await sleep(clock, Math.min(opts.pollMs, Math.max(0, deadline - clock.now())), opts.signal);
   }
 }
