@@ -333,11 +333,26 @@ t.test('a VM boots through a launcher; console, agent, iothreads, pause and ACPI
   );
 });
 
-t.test('Kill destroys the VM at once and the launcher exits', async (t) => {
+t.test('an ACPI reboot is no power-off; Kill destroys the VM at once and the launcher exits', async (t) => {
   const l = await startLauncher(t);
   const disk = { name: 'scratch', device: 'disk' as const, bus: 'virtio' as const, source: { kind: 'empty' as const, sizeMiB: 16 } };
   await l.client.syncVm(guestSpec(l.uid, { guestAgent: false, disks: [disk] }));
   t.ok(existsSync(path.join(l.runDir, 'disks', 'scratch.qcow2')), 'the empty disk is prepared in the run dir');
+
+  // The guest powers off on the ACPI button; QEMU reports SHUTDOWN, and libvirt resets it instead of ending it.
+  const con = openConsole(l.client);
+  t.teardown(() => con.close());
+  await con.waitFor(guest.bootMarker, BOOT_TIMEOUT_MS);
+  const boots = (): number => con.text().split(guest.bootMarker).length - 1;
+  const bootsBefore = boots();
+  const { qemuPid } = await l.client.getState();
+  t.equal(await l.client.softReboot(), 'Acpi', 'without a guest agent, the reboot goes through the ACPI button');
+  await until('the guest boots again', () => boots() > bootsBefore, BOOT_TIMEOUT_MS);
+  t.match(
+    { state: await l.client.getState(), stopped: l.events.states.filter((s) => s.phase === 'Succeeded' || s.phase === 'Failed') },
+    { state: { phase: 'Running', qemuPid }, stopped: [] },
+    'a guest reboot never shows as a power-off: Running throughout, on the same QEMU',
+  );
   t.match(await l.client.reset(), { phase: 'Running', reason: 'Reset' }, 'Reset keeps the VM running');
   const noAgent = await l.client.guestExec({ path: '/bin/true' }).catch((e: unknown) => e);
   t.match(noAgent, { kind: 'Precondition', fieldPaths: ['guestAgent'] }, 'GuestExec without an agent channel is FAILED_PRECONDITION');

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { derivePhase, initialVmState, runStarted, type PhaseInput, type VmState } from './state.js';
+import { awaitsCleanup, derivePhase, initialVmState, isSettled, runStarted, type PhaseInput, type VmState } from './state.js';
 
 t.test('derivePhase: first matching rule decides phase, reason and message', async (t) => {
   const cases: [string, PhaseInput, ReturnType<typeof derivePhase>][] = [
@@ -72,6 +72,47 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
     ],
     ['shut off, Stopped event not in yet', { domainState: 'shutoff', runReason: 'Booted' }, undefined],
     [
+      'Shutdown event in, QEMU still there: shutting down (or about to reset)',
+      { domainState: 'shutdown', runReason: 'Booted', guestPoweredOff: false },
+      { phase: 'Running', reason: 'ShuttingDown', message: 'the guest is powering off' },
+    ],
+    [
+      'Shutdown event in and QEMU gone, libvirt still cleaning up: powered off without waiting for Stopped',
+      { domainState: 'shutdown', runReason: 'Booted', guestPoweredOff: true },
+      { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
+    ],
+    [
+      'QEMU gone after Shutdown, libvirt already shut the domain off, Stopped not in yet',
+      { domainState: 'shutoff', runReason: 'Booted', guestPoweredOff: true },
+      { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
+    ],
+    [
+      'running again after a Shutdown (an ACPI reboot reset the guest): never a power-off',
+      { domainState: 'running', runReason: 'Booted', guestPoweredOff: true },
+      { phase: 'Running', reason: 'Booted', message: '' },
+    ],
+    [
+      'destroyed by the launcher after a Shutdown event: the kill intent decides',
+      {
+        domainState: 'shutoff',
+        runReason: 'Booted',
+        guestPoweredOff: true,
+        stopEvent: { type: 'Stopped', detail: 'Destroyed' },
+        destroyIntent: { reason: 'Killed', message: 'destroyed on request' },
+      },
+      { phase: 'Succeeded', reason: 'Killed', message: 'destroyed on request' },
+    ],
+    [
+      'QEMU died after a Shutdown event, the launcher destroying: Stopped(Failed) still decides',
+      {
+        domainState: 'shutoff',
+        runReason: 'Booted',
+        guestPoweredOff: false,
+        stopEvent: { type: 'Stopped', detail: 'Failed' },
+      },
+      { phase: 'Failed', reason: 'QemuFailed', message: 'QEMU exited unexpectedly' },
+    ],
+    [
       'removed after the guest powered off (the launcher exiting)',
       { domainState: 'absent', started: true, runReason: 'Booted', stopEvent: { type: 'Stopped', detail: 'Shutdown' } },
       { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off' },
@@ -83,6 +124,24 @@ t.test('derivePhase: first matching rule decides phase, reason and message', asy
     ],
   ];
   for (const [name, input, want] of cases) t.same(derivePhase(input), want, name);
+});
+
+t.test('a power-off reported ahead of libvirt awaits its clean-up; other ends are settled at once', async (t) => {
+  const cases = [
+    { phase: 'Succeeded', domainState: 'shutdown' },
+    { phase: 'Succeeded', domainState: 'shutoff' },
+    { phase: 'Failed', domainState: 'crashed' },
+    { phase: 'Running', domainState: 'shutdown' },
+  ] as const;
+  t.same(
+    cases.map((s) => ({ ...s, awaitsCleanup: awaitsCleanup(s), settled: isSettled(s) })),
+    [
+      { phase: 'Succeeded', domainState: 'shutdown', awaitsCleanup: true, settled: false },
+      { phase: 'Succeeded', domainState: 'shutoff', awaitsCleanup: false, settled: true },
+      { phase: 'Failed', domainState: 'crashed', awaitsCleanup: false, settled: true },
+      { phase: 'Running', domainState: 'shutdown', awaitsCleanup: false, settled: false },
+    ],
+  );
 });
 
 t.test("a run's start forgets what the guest did in the earlier run and takes the firmware of this one", async (t) => {

@@ -83,8 +83,14 @@ export interface PhaseInput {
   destroyIntent?: Cause & { failed?: boolean };
   /** Set when the last start failed. */
   startFailure?: Cause;
+  /**
+   * The guest powered off: libvirt's Shutdown event arrived (none since says it runs again) and QEMU's process has
+   * exited since (qemu-exit-watch.ts). Shutdown alone is no proof: after an ACPI reboot QEMU reports it and resets.
+   */
+  guestPoweredOff?: boolean;
 }
 
+const POWERED_OFF = 'the guest powered off';
 type Rule = [(i: PhaseInput) => boolean, Phase, (i: PhaseInput) => Cause];
 
 const camel = (s: string): string => s.replace(/(?:^|[\s/_-]+)(\w)/g, (_, c: string) => c.toUpperCase());
@@ -101,6 +107,13 @@ const because =
 const RULES: Rule[] = [
   [(i) => off(i) && i.startFailure !== undefined, 'Failed', (i) => i.startFailure!],
   [(i) => i.domainState === 'absent' && !i.started, 'Pending', because('NotStarted')],
+  // Ahead of libvirt's clean-up (its Stopped event), which on a busy host ends seconds after QEMU exited. Never
+  // while libvirt says the vCPUs run or are paused, nor once the launcher destroyed the domain (the kill-intent rules).
+  [
+    (i) => i.guestPoweredOff === true && !i.destroyIntent && (off(i) || i.domainState === 'shutdown'),
+    'Succeeded',
+    because('GuestShutdown', POWERED_OFF),
+  ],
   [(i) => i.domainState === 'running' || i.domainState === 'blocked', 'Running', (i) => ({ reason: i.runReason, message: '' })],
   [(i) => i.domainState === 'shutdown', 'Running', because('ShuttingDown', 'the guest is powering off')],
   [
@@ -111,7 +124,7 @@ const RULES: Rule[] = [
   [(i) => i.domainState === 'pmsuspended', 'Paused', because('GuestSuspended', 'the guest suspended itself')],
   [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent?.failed === true, 'Failed', (i) => causeOf(i.destroyIntent!)],
   [(i) => stoppedBy('Destroyed')(i) && i.destroyIntent !== undefined, 'Succeeded', (i) => causeOf(i.destroyIntent!)],
-  [stoppedBy('Shutdown'), 'Succeeded', because('GuestShutdown', 'the guest powered off')],
+  [stoppedBy('Shutdown'), 'Succeeded', because('GuestShutdown', POWERED_OFF)],
   [stoppedBy('Destroyed'), 'Succeeded', because('Destroyed')],
   [stoppedBy('Crashed'), 'Failed', because('Crashed', 'the guest crashed')],
   [stoppedBy('Failed'), 'Failed', because('QemuFailed', 'QEMU exited unexpectedly')],
@@ -127,6 +140,15 @@ export function derivePhase(input: PhaseInput): ({ phase: Phase } & Cause) | und
 }
 
 export const isTerminal = (phase: Phase): boolean => phase === 'Succeeded' || phase === 'Failed';
+
+/**
+ * The guest powered off and its QEMU exited, but libvirt is still cleaning up after it (the domain is 'shutdown'
+ * until then): the status went first; stopping, undefining or removing the domain waits for the rest.
+ */
+export const awaitsCleanup = (s: Pick<VmState, 'phase' | 'domainState'>): boolean => isTerminal(s.phase) && s.domainState === 'shutdown';
+
+/** The run is over and libvirt is done with it. */
+export const isSettled = (s: Pick<VmState, 'phase' | 'domainState'>): boolean => isTerminal(s.phase) && !awaitsCleanup(s);
 
 /** A launcher's state before its VM ever ran. */
 export function initialVmState(consoleLogPath: string): VmState {
@@ -188,15 +210,18 @@ export async function processStartTicks(pid: number): Promise<number> {
   return Number((await statFields(pid))[19]);
 }
 
-/** Whether the launcher recorded in `state` still runs: same PID, same start time, not a zombie. */
-export async function isLauncherAlive(state: StateFile): Promise<boolean> {
+/** Whether the process that had `startTicks` at `pid` still runs: same PID, same start time, not a zombie. */
+export async function isProcessAlive(pid: number, startTicks: number): Promise<boolean> {
   try {
-    const fields = await statFields(state.pid);
-    return Number(fields[19]) === state.pidStartTicks && fields[0] !== 'Z' && fields[0] !== 'X';
+    const fields = await statFields(pid);
+    return Number(fields[19]) === startTicks && fields[0] !== 'Z' && fields[0] !== 'X';
   } catch {
     return false;
   }
 }
+
+/** Whether the launcher recorded in `state` still runs. */
+export const isLauncherAlive = (state: StateFile): Promise<boolean> => isProcessAlive(state.pid, state.pidStartTicks);
 
 export async function writeStateFile(file: string, state: StateFile): Promise<void> {
   // Write-then-rename: a reader never sees half a file.

@@ -9,6 +9,7 @@ import type { Cgroup } from './cgroup.js';
 import type { ConsoleLog } from './console/log-file.js';
 import type { DomainDriver } from './domain-driver.js';
 import type { PrivateLibvirtd } from './libvirtd.js';
+import type { QemuExitWatchOptions } from './qemu-exit-watch.js';
 
 /** What the launcher needs from vmm/, bound to this host and run dir by main.ts. */
 export interface Vmm {
@@ -52,4 +53,6 @@ export interface VmManagerOptions {
   qemuUser: { uid: number; gid: number };
   vmm: Vmm;
   log: Logger;
+  /** How QEMU's exit after a power-off is seen; /proc by default (tests pass fakes). */
+  qemuProcess?: Pick<QemuExitWatchOptions, 'isAlive' | 'startTicksOf'>;
 }

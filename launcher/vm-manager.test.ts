@@ -81,6 +81,9 @@ class FakeLibvirt implements DomainOps {
     this.diskBytes.set(path, sizeBytes);
   }
 
+  /** Whether QEMU's process still exists (it has no /proc entry here). */
+  qemuRuns = true;
+
   destroyCalls = 0;
   async destroy(): Promise<void> {
     this.destroyCalls++;
@@ -133,6 +136,7 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
       buildDomainXml: () => '<domain/>',
     },
     log: pino({ level: 'silent' }),
+    qemuProcess: { isAlive: async () => libvirt.qemuRuns, startTicksOf: async () => 1 },
   });
   t.teardown(async () => {
     libvirt.close();
@@ -175,6 +179,40 @@ t.test('the launcher exiting while a refresh still reads the domain leaves the f
     'a VM that ran is never reported Pending again',
   );
 });
+
+t.test(
+  "a power-off shows once QEMU exits, before libvirt's clean-up; Shutdown and Kill still wait for that and destroy nothing",
+  async (t) => {
+    const { manager, libvirt, spec } = setUp(t);
+    await manager.sync(JSON.stringify(spec));
+    let shutdownDone = false;
+    const shutdown = manager.shutdown(60).finally(() => (shutdownDone = true));
+    await libvirt.powerButtonPressed;
+    libvirt.domainState = 'shutdown';
+    manager.onLifecycle({ type: 'Shutdown', detail: 'Finished after guest request' });
+    await settled();
+    const shuttingDown = { phase: manager.current.phase, reason: manager.current.reason };
+    libvirt.qemuRuns = false; // QEMU exits; libvirt has not yet cleaned up, so the domain stays 'shutdown'
+    while (manager.current.phase === 'Running') await new Promise((r) => setTimeout(r, 5));
+    const early = { ...manager.current, shutdownDone };
+    const kill = manager.kill(); // as the agent does once it sees the run over
+    await settled();
+    libvirt.domainState = 'shutoff';
+    manager.onLifecycle({ type: 'Stopped', detail: 'Shutdown' });
+    t.match(
+      { shuttingDown, early, shutdown: await shutdown, kill: await kill, destroyCalls: libvirt.destroyCalls },
+      {
+        shuttingDown: { phase: 'Running', reason: 'ShuttingDown' },
+        early: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutdown', qemuPid: 0, shutdownDone: false },
+        shutdown: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutoff' },
+        kill: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutoff' },
+        destroyCalls: 0,
+      },
+      'Succeeded while libvirt still cleans up; both calls return once it is done, without a destroy racing it',
+    );
+    await manager.close();
+  },
+);
 
 t.test('a Kill during a graceful shutdown destroys the VM at once instead of waiting out the grace period', async (t) => {
   const { manager, libvirt, spec } = setUp(t);

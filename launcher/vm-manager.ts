@@ -16,8 +16,10 @@ import { guestAgent, type GuestAgent } from './guest-queries.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
 import {
+  awaitsCleanup,
   derivePhase,
   initialVmState,
+  isSettled,
   isTerminal,
   runStarted,
   type Cause,
@@ -25,9 +27,10 @@ import {
   type PhaseInput,
   type VmState,
 } from './state.js';
-import { withDeadline } from './wait.js';
+import { untilMatch } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
+import { QemuExitWatch } from './qemu-exit-watch.js';
 import { VNC_SOCKET_NAME } from './qemu-sockets.js';
 import type { VmManagerOptions } from './vm-manager-deps.js';
 export type { DomainOps, Vmm, VmManagerOptions } from './vm-manager-deps.js';
@@ -47,6 +50,7 @@ export class VmManager {
   private readonly ops = new OneAtATime();
   private readonly refreshes = new OneAtATime();
   private readonly agent: GuestAgentWatch;
+  private readonly qemuExit: QemuExitWatch;
   private readonly listeners = new Set<(s: VmState) => void>();
   private spec: VmSpec | undefined;
   /** The libvirt domain's uuid: the spec's system UUID once one was synced, the VM's uid before. */
@@ -76,6 +80,7 @@ export class VmManager {
       publish: (next) => this.publish(next),
       log: o.log,
     });
+    this.qemuExit = new QemuExitWatch({ ...o.qemuProcess, onPoweredOff: () => void this.refresh() });
   }
 
   get current(): VmState {
@@ -97,6 +102,7 @@ export class VmManager {
     this.o.log.debug({ event: e }, 'libvirt lifecycle event');
     if (e.type === 'Suspended') this.input.pauseDetail = e.detail;
     if (e.type === 'Stopped' || e.type === 'Crashed') this.input.stopEvent = e;
+    this.qemuExit.onLifecycle(e);
     void this.refresh();
   }
 
@@ -134,7 +140,7 @@ export class VmManager {
     return this.ops.run(async () => {
       if (this.libvirtdGone || !ACTIVE.has(await this.o.driver.state(this.domainUuid))) return this.state;
       const stopped = this.untilTerminal(gracePeriodS * 1000, 'ACPI shutdown');
-      await this.o.driver.shutdownAcpi(this.domainUuid);
+      if (!awaitsCleanup(this.state)) await this.o.driver.shutdownAcpi(this.domainUuid);
       try {
         const outcome = await Promise.race([stopped, this.killRequested]);
         if (outcome !== KILL) return outcome;
@@ -264,6 +270,7 @@ export class VmManager {
       // A refresh already past its closing check would read the domain undefined below.
       await this.refreshes.run(async () => {});
       this.agent.stop();
+      this.qemuExit.stop();
       if (!this.libvirtdGone) await this.o.driver.undefine(this.domainUuid);
       this.serial?.close();
       this.o.consoleLog.close();
@@ -353,22 +360,17 @@ export class VmManager {
 
   /** Destroys the domain and returns once libvirt confirms it stopped. */
   private async destroy(intent: Cause & { failed?: boolean }): Promise<VmState> {
-    this.input.destroyIntent = intent;
     const stopped = this.untilTerminal(STOP_CONFIRM_MS, 'destroy');
+    // Powered off, QEMU gone: libvirt's own clean-up is under way, which a destroy would only race.
+    if (awaitsCleanup(this.state)) return stopped;
+    this.input.destroyIntent = intent;
     await this.o.driver.destroy(this.domainUuid);
     return stopped;
   }
 
-  /** Resolves with the state once the phase is terminal. */
+  /** Resolves with the state once the phase is terminal and libvirt has finished with the domain. */
   private untilTerminal(timeoutMs: number, what: string): Promise<VmState> {
-    let unwatch = (): void => {};
-    const reached = new Promise<VmState>((resolve) => {
-      if (isTerminal(this.state.phase)) return resolve(this.state);
-      unwatch = this.watch((s) => {
-        if (isTerminal(s.phase)) resolve(s);
-      });
-    });
-    return withDeadline(reached, timeoutMs, `waiting for the VM to stop (${what})`).finally(() => unwatch());
+    return untilMatch(this.state, (l) => this.watch(l), isSettled, timeoutMs, `waiting for the VM to stop (${what})`);
   }
 
   /** Re-reads libvirt's view and publishes what changed. Serialized; skipped while a start is under way. */
@@ -381,10 +383,11 @@ export class VmManager {
         this.o.log.warn({ err }, 'reading the domain state failed');
         return this.state;
       }
-      const derived = derivePhase(this.input);
+      const derived = derivePhase({ ...this.input, guestPoweredOff: this.qemuExit.poweredOff });
       if (!derived) return this.state;
-      const running = ACTIVE.has(this.input.domainState);
+      const running = ACTIVE.has(this.input.domainState) && !this.qemuExit.poweredOff;
       const qemuPid = running ? this.state.qemuPid || (await this.o.libvirtd.qemuPid()) : 0;
+      void this.qemuExit.track(qemuPid);
       // No QEMU, no agent: libvirt sends no agent event when the domain stops.
       this.publish({
         ...derived,

@@ -16,6 +16,24 @@ export async function withDeadline<T>(promise: Promise<T>, timeoutMs: number, wh
   }
 }
 
+/** Resolves with the first value `done` accepts: `current` or one `subscribe` delivers later; rejects after `timeoutMs`. */
+export function untilMatch<T>(
+  current: T,
+  subscribe: (listener: (value: T) => void) => () => void,
+  done: (value: T) => boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
+  let unsubscribe = (): void => {};
+  const reached = new Promise<T>((resolve) => {
+    if (done(current)) return resolve(current);
+    unsubscribe = subscribe((value) => {
+      if (done(value)) resolve(value);
+    });
+  });
+  return withDeadline(reached, timeoutMs, what).finally(() => unsubscribe());
+}
+
 function tryConnect(socketPath: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const s = net.connect(socketPath);
