@@ -5,7 +5,22 @@
 // launcher's own shapes. Fields are renamed, never
 // interpreted; an entry without its required fields is left out rather than
 // guessed at.
+import type { VmSpec } from '../vmm/spec.js';
+import type { DomainDriver } from './domain-driver.js';
+import { PreconditionError } from './errors.js';
 import { guestExec, type AgentCall, type GuestExecRequest, type GuestExecResult } from './guest-exec.js';
+
+/** The guest agent of the domain, once the spec has one and the VM runs; FAILED_PRECONDITION otherwise. */
+export async function agentOf(
+  spec: VmSpec | undefined,
+  driver: Pick<DomainDriver, 'state' | 'agentCommand'>,
+  domainUuid: string,
+): Promise<AgentCall> {
+  if (!spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
+  const s = await driver.state(domainUuid);
+  if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
+  return (command, timeoutS) => driver.agentCommand(domainUuid, command, timeoutS);
+}
 
 export interface GuestUser {
   name: string;

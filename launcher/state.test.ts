@@ -1,5 +1,14 @@
 import t from 'tap';
-import { awaitsCleanup, derivePhase, initialVmState, isSettled, runStarted, type PhaseInput, type VmState } from './state.js';
+import {
+  awaitsCleanup,
+  derivePhase,
+  initialVmState,
+  isSettled,
+  poweredOffUpdate,
+  runStarted,
+  type PhaseInput,
+  type VmState,
+} from './state.js';
 
 t.test('derivePhase: first matching rule decides phase, reason and message', async (t) => {
   const cases: [string, PhaseInput, ReturnType<typeof derivePhase>][] = [
@@ -141,6 +150,23 @@ t.test('a power-off reported ahead of libvirt awaits its clean-up; other ends ar
       { phase: 'Failed', domainState: 'crashed', awaitsCleanup: false, settled: true },
       { phase: 'Running', domainState: 'shutdown', awaitsCleanup: false, settled: false },
     ],
+  );
+});
+
+t.test('QEMU gone after Shutdown, libvirt not answering: the domain is taken as libvirt set it with that event', async (t) => {
+  const killed = { reason: 'Killed', message: 'destroyed on request' };
+  const off = { phase: 'Succeeded', reason: 'GuestShutdown', message: 'the guest powered off', qemuPid: 0, guestAgentConnected: false };
+  t.same(
+    {
+      lastReadRunning: poweredOffUpdate({ domainState: 'running', runReason: 'Booted' }),
+      lastReadShutoff: poweredOffUpdate({ domainState: 'shutoff', runReason: 'Booted' }),
+      beingDestroyed: poweredOffUpdate({ domainState: 'running', runReason: 'Booted', destroyIntent: killed }),
+    },
+    {
+      lastReadRunning: { ...off, domainState: 'shutdown', guestOsInfo: undefined },
+      lastReadShutoff: { ...off, domainState: 'shutoff', guestOsInfo: undefined },
+      beingDestroyed: undefined,
+    },
   );
 });
 

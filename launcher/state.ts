@@ -142,6 +142,18 @@ export function derivePhase(input: PhaseInput): ({ phase: Phase } & Cause) | und
 export const isTerminal = (phase: Phase): boolean => phase === 'Succeeded' || phase === 'Failed';
 
 /**
+ * The state once QEMU exited after the guest's Shutdown event, before libvirt answers again: libvirt set the domain
+ * 'shutdown' as it sent that event, and keeps it so until its clean-up is done. Undefined when the rules say
+ * otherwise (the launcher destroyed the domain).
+ */
+export function poweredOffUpdate(input: PhaseInput): Partial<VmState> | undefined {
+  const domainState = off(input) ? input.domainState : 'shutdown';
+  const derived = derivePhase({ ...input, domainState, guestPoweredOff: true });
+  if (derived?.reason !== 'GuestShutdown') return undefined;
+  return { ...derived, domainState, qemuPid: 0, guestAgentConnected: false, guestOsInfo: undefined };
+}
+
+/**
  * The guest powered off and its QEMU exited, but libvirt is still cleaning up after it (the domain is 'shutdown'
  * until then): the status went first; stopping, undefining or removing the domain waits for the rest.
  */

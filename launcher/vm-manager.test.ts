@@ -181,34 +181,37 @@ t.test('the launcher exiting while a refresh still reads the domain leaves the f
 });
 
 t.test(
-  "a power-off shows once QEMU exits, before libvirt's clean-up; Shutdown and Kill still wait for that and destroy nothing",
+  "a power-off shows once QEMU exits, while libvirt's clean-up holds every read; Shutdown and Kill wait for it, destroy nothing",
   async (t) => {
     const { manager, libvirt, spec } = setUp(t);
     await manager.sync(JSON.stringify(spec));
     let shutdownDone = false;
     const shutdown = manager.shutdown(60).finally(() => (shutdownDone = true));
     await libvirt.powerButtonPressed;
+    // libvirt sends Shutdown, kills QEMU and cleans up, answering no read of the domain until it is done.
+    libvirt.holdReads = true;
     libvirt.domainState = 'shutdown';
     manager.onLifecycle({ type: 'Shutdown', detail: 'Finished after guest request' });
-    await settled();
-    const shuttingDown = { phase: manager.current.phase, reason: manager.current.reason };
-    libvirt.qemuRuns = false; // QEMU exits; libvirt has not yet cleaned up, so the domain stays 'shutdown'
+    const heldRead = await libvirt.nextRead();
+    libvirt.qemuRuns = false;
     while (manager.current.phase === 'Running') await new Promise((r) => setTimeout(r, 5));
     const early = { ...manager.current, shutdownDone };
     const kill = manager.kill(); // as the agent does once it sees the run over
     await settled();
+    // The clean-up ends: the domain is shut off, the held read answers, Stopped arrives.
     libvirt.domainState = 'shutoff';
+    libvirt.holdReads = false;
+    heldRead();
     manager.onLifecycle({ type: 'Stopped', detail: 'Shutdown' });
     t.match(
-      { shuttingDown, early, shutdown: await shutdown, kill: await kill, destroyCalls: libvirt.destroyCalls },
+      { early, shutdown: await shutdown, kill: await kill, destroyCalls: libvirt.destroyCalls },
       {
-        shuttingDown: { phase: 'Running', reason: 'ShuttingDown' },
         early: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutdown', qemuPid: 0, shutdownDone: false },
         shutdown: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutoff' },
         kill: { phase: 'Succeeded', reason: 'GuestShutdown', domainState: 'shutoff' },
         destroyCalls: 0,
       },
-      'Succeeded while libvirt still cleans up; both calls return once it is done, without a destroy racing it',
+      'Succeeded before libvirt answers; both calls return once it is done, without a destroy racing it',
     );
     await manager.close();
   },

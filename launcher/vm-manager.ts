@@ -11,8 +11,7 @@ import { SerialConsole, type ConsoleListener } from './console/serial.js';
 import type { LifecycleEvent } from './domain-driver.js';
 import { checkDiskResize } from './disk-resize.js';
 import { PreconditionError } from './errors.js';
-import type { AgentCall } from './guest-exec.js';
-import { guestAgent, type GuestAgent } from './guest-queries.js';
+import { agentOf, guestAgent, type GuestAgent } from './guest-queries.js';
 import { cgroupLimits } from './limits.js';
 import { classifyChange } from './spec-diff.js';
 import {
@@ -21,6 +20,7 @@ import {
   initialVmState,
   isSettled,
   isTerminal,
+  poweredOffUpdate,
   runStarted,
   type Cause,
   type MigrationState,
@@ -80,7 +80,7 @@ export class VmManager {
       publish: (next) => this.publish(next),
       log: o.log,
     });
-    this.qemuExit = new QemuExitWatch({ ...o.qemuProcess, onPoweredOff: () => void this.refresh() });
+    this.qemuExit = new QemuExitWatch({ ...o.qemuProcess, onPoweredOff: () => this.poweredOff() });
   }
 
   get current(): VmState {
@@ -203,7 +203,7 @@ export class VmManager {
   }
 
   /** The guest agent's commands and answers; each call fails FAILED_PRECONDITION unless the spec has an agent and the VM runs. */
-  readonly guest: GuestAgent = guestAgent(() => this.agentCall());
+  readonly guest: GuestAgent = guestAgent(() => agentOf(this.spec, this.o.driver, this.domainUuid));
 
   /**
    * Reboots the guest as KubeVirt's soft reboot does: through the guest agent when it is connected, else by the
@@ -276,14 +276,6 @@ export class VmManager {
       this.o.consoleLog.close();
       if (this.spec) await this.o.vmm.removeDisks(this.spec);
     });
-  }
-
-  /** The guest agent, once the spec has one and the VM runs; FAILED_PRECONDITION otherwise. */
-  private async agentCall(): Promise<AgentCall> {
-    if (!this.spec?.guestAgent) throw new PreconditionError('the VM has no guest agent channel (spec.guestAgent is false)', ['guestAgent']);
-    const s = await this.o.driver.state(this.domainUuid);
-    if (s !== 'running' && s !== 'blocked') throw new PreconditionError(`the VM is ${s}; guest commands need it running`);
-    return (command, timeoutS) => this.o.driver.agentCommand(this.domainUuid, command, timeoutS);
   }
 
   private async requireActive(what: string): Promise<string> {
@@ -397,6 +389,15 @@ export class VmManager {
       });
       return this.state;
     });
+  }
+
+  /**
+   * QEMU exited after the guest's Shutdown event: published at once, without the refresh's libvirt read, which waits
+   * for libvirt's clean-up (it holds the domain throughout). Its later refresh, or the Stopped event's, brings the rest.
+   */
+  private poweredOff(): void {
+    const update = poweredOffUpdate(this.input);
+    if (update && !this.closing && !isTerminal(this.state.phase)) this.publish(update);
   }
 
   private publish(next: Partial<VmState>): void {
