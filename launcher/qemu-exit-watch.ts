@@ -1,5 +1,5 @@
 // Whether the guest powered off, known as soon as QEMU's process exits after libvirt's Shutdown event rather than
-// once libvirt has also cleaned up after it (its Stopped event, seconds later on a busy host). Shutdown alone is not
+// once libvirt has also cleaned up after it (its Stopped event, ~200 ms later on an idle host). Shutdown alone is not
 // enough: after an ACPI reboot QEMU reports it and then resets, and a reboot must never look like a power-off.
 //
 // Node has no pidfd (nor any other way to wait for a process that is not its child: QEMU is libvirtd's), so the
@@ -25,7 +25,7 @@ export interface QemuExitWatchOptions {
 const GONE_WHEN_RECORDED = -1;
 /** Below the 300 ms the status may take, above what reading /proc costs (~20 µs) on a node of a hundred VMs. */
 const POLL_MS = 20;
-/** libvirt kills QEMU right after its SHUTDOWN; on a saturated host that took over a second. */
+/** libvirt kills QEMU right after its SHUTDOWN: the bound only ends the watch of a QEMU that stays (a reset), with room for a saturated host. */
 const WATCH_FOR_MS = 10_000;
 
 export class QemuExitWatch {
@@ -44,9 +44,8 @@ export class QemuExitWatch {
   /** Records QEMU's PID and start time once libvirt named it, so a later process reusing the PID is not taken for it. */
   async track(pid: number): Promise<void> {
     if (pid === 0 || this.qemu?.pid === pid) return;
-    this.qemu = { pid, startTicks: GONE_WHEN_RECORDED };
     const startTicks = await (this.o.startTicksOf ?? readStartTicks)(pid);
-    if (this.qemu.pid === pid && startTicks !== undefined) this.qemu.startTicks = startTicks;
+    this.qemu = { pid, startTicks: startTicks ?? GONE_WHEN_RECORDED };
   }
 
   /** Feed from libvirt's event stream: watches QEMU from a Shutdown event; forgets it when the guest runs again. */
