@@ -33,6 +33,7 @@ import { viewArgs, type ViewEntry } from './filesystem-view.js';
 import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
 import { MOUNTS, NAMESPACE_INIT_SCRIPT } from './namespace-init.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
+import type { Phases } from './phases.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
 /** The unprivileged account QEMU runs as (Debian's libvirt packaging). */
@@ -96,6 +97,8 @@ export interface LibvirtdOptions {
   /** What libvirtd and QEMU see of the host (filesystem-view.ts), which must hold libvirtd itself. */
   view: ViewEntry[];
   startTimeoutMs?: number;
+  /** Where the start's steps are marked (main.ts logs them). */
+  phases?: Phases;
 }
 
 export interface ExitInfo {
@@ -239,6 +242,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
     ? { ...process.env, LIBVIRT_DRIVER_DIR: await qemuOnlyDriverDir(path.join(opts.dir, 'drivers'), installedDrivers) }
     : process.env;
 
+  opts.phases?.mark('libvirtdFiles');
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);
   let child: ChildProcess;
@@ -279,6 +283,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   } finally {
     closeSync(out);
   }
+  opts.phases?.mark('libvirtdSpawned');
   const exited = exitOf(child);
   const stop = async (): Promise<void> => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -295,6 +300,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   const socketPath = path.join(dirs[0]!, 'libvirt-sock');
   try {
     await waitForUnixSocket(socketPath, timeoutMs, died);
+    opts.phases?.mark('libvirtdSocket');
     const [initPid, ...extra] = await childPids(child.pid!);
     if (initPid === undefined || extra.length > 0) throw new Error(`unshare (pid ${child.pid}) should have one child`);
     const uri = libvirtUri(socketPath);
