@@ -50,14 +50,40 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   await chmod(args.runDir, 0o711);
   await assertNotRunning(stateFile);
   phases.mark('runDir');
+  const consoleDir = path.join(args.runDir, 'console');
 
-  const host = await probeHostCaps(args.allowSoftwareEmulation);
-  phases.mark('hostCaps');
-  const qemuUser = await qemuIdentity(args.qemuUid);
-  phases.mark('qemuIdentity');
-  const cgroup = await Cgroup.create({ uid: args.uid, parent: args.cgroupParent, root: args.cgroupRoot });
-  await cgroup.enter(process.pid);
-  phases.mark('cgroup');
+  // Side by side: none of these starts a process, and the first child, libvirtd, is spawned only once all are done,
+  // so it is still born in the cgroup. A failure removes the cgroup once it is made.
+  const entering = phases.after(
+    'cgroup',
+    Cgroup.create({ uid: args.uid, parent: args.cgroupParent, root: args.cgroupRoot }).then(async (cg) => {
+      await cg.enter(process.pid);
+      return cg;
+    }),
+  );
+  const [host, qemuUser, cgroup, view, pidStartTicks] = await Promise.all([
+    phases.after('hostCaps', probeHostCaps(args.allowSoftwareEmulation)),
+    phases.after('qemuIdentity', qemuIdentity(args.qemuUid)),
+    entering,
+    phases.after(
+      'view',
+      realViewInputs({
+        vmDir: args.runDir,
+        imageCacheDir: args.imageCacheDir,
+        hostFiles: args.hostFiles,
+        volumeDirs: args.volumeDirs,
+        programs: [args.libvirtd, args.emulator],
+      }).then((inputs) => existingEntries(planFilesystemView(inputs))),
+    ),
+    processStartTicks(process.pid),
+    mkdir(consoleDir, { recursive: true, mode: 0o700 }),
+  ]).catch(async (err: unknown) => {
+    await entering.then(
+      (cg) => cg.remove(),
+      () => undefined,
+    );
+    throw err;
+  });
 
   const tLibvirtd = performance.now();
   let libvirtd: PrivateLibvirtd;
@@ -67,20 +93,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
       cacheDir: args.libvirtCacheDir,
       libvirtdPath: args.libvirtd,
       qemu: qemuUser,
-      view: await phases.after(
-        'view',
-        existingEntries(
-          planFilesystemView(
-            await realViewInputs({
-              vmDir: args.runDir,
-              imageCacheDir: args.imageCacheDir,
-              hostFiles: args.hostFiles,
-              volumeDirs: args.volumeDirs,
-              programs: [args.libvirtd, args.emulator],
-            }),
-          ),
-        ),
-      ),
+      view,
       ...(args.netns ? { netns: args.netns } : {}),
       phases,
     });
@@ -93,8 +106,6 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   let libvirtVersion: Promise<string> | undefined;
   const libvirtdMs = Math.round(performance.now() - tLibvirtd);
   phases.mark('libvirtd');
-  const consoleDir = path.join(args.runDir, 'console');
-  await mkdir(consoleDir, { recursive: true, mode: 0o700 });
   const consoleLog = new ConsoleLog(consoleDir, args.consoleLogMaxBytes);
   const vmm = bindVmm(
     host,
@@ -234,7 +245,7 @@ async function run(args: LauncherArgs, log: Logger): Promise<void> {
   await writeStateFile(stateFile, {
     uid: args.uid,
     pid: process.pid,
-    pidStartTicks: await processStartTicks(process.pid),
+    pidStartTicks,
     socket: args.socket,
     startedAtUnixMs: Date.now(),
   });
