@@ -330,10 +330,7 @@ export class VmManager {
       this.o.consoleLog.startRun();
       if (!incoming) await phases.after('startedPaused', driver.startPaused(uid));
       this.input.started = true;
-      this.serial = await phases.after(
-        'console',
-        SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog),
-      );
+      this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
       this.state = runStarted(this.state, { domainUuid: uid, firmwareOnConsole: firmwareOnConsole(spec.firmware), atUnixMs: Date.now() });
       const stopWatchingOutput = this.serial.attach(
         () => {
