@@ -33,6 +33,7 @@ import { viewArgs, type ViewEntry } from './filesystem-view.js';
 import { findDriverDir, qemuOnlyDriverDir } from './libvirt-drivers.js';
 import { MOUNTS, NAMESPACE_INIT_SCRIPT } from './namespace-init.js';
 import { waitForUnixSocket, withDeadline } from './wait.js';
+import type { Phases } from './phases.js';
 
 export const DEFAULT_LIBVIRTD = '/usr/sbin/libvirtd';
 /** The unprivileged account QEMU runs as (Debian's libvirt packaging). */
@@ -96,6 +97,8 @@ export interface LibvirtdOptions {
   /** What libvirtd and QEMU see of the host (filesystem-view.ts), which must hold libvirtd itself. */
   view: ViewEntry[];
   startTimeoutMs?: number;
+  /** Where the start's steps are marked (main.ts logs them). */
+  phases?: Phases;
 }
 
 export interface ExitInfo {
@@ -222,23 +225,33 @@ async function firstAllowedCpu(): Promise<number> {
 export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<PrivateLibvirtd> {
   const timeoutMs = opts.startTimeoutMs ?? 30_000;
   const dirs = MOUNTS.map((m) => path.join(opts.dir, m.name));
-  for (const d of dirs) await mkdir(d, { recursive: true, mode: 0o755 });
-  // Its parent as a cache directory is (other users pass through /var/cache/vkvm to the image cache), itself root's.
-  await mkdir(path.dirname(opts.cacheDir), { recursive: true, mode: 0o755 });
-  await mkdir(opts.cacheDir, { recursive: true, mode: 0o700 });
-  await chmod(opts.cacheDir, 0o700);
-  // The view's root is mounted there (the other private dirs exist only inside it); no Debian package creates it.
-  await mkdir(MOUNTS[0].target, { recursive: true, mode: 0o755 });
   const hostUuid = randomUUID();
   const hostname = `vkvm-${hostUuid.slice(0, 8)}`;
-  await writeFile(path.join(opts.dir, 'etc', 'libvirtd.conf'), libvirtdConf(hostUuid));
-  await writeFile(path.join(opts.dir, 'etc', 'qemu.conf'), qemuConf(opts.qemu));
-
-  const installedDrivers = await findDriverDir();
+  const etc = path.join(opts.dir, 'etc');
+  // Independent files, made side by side (each a round trip to the thread pool).
+  const [, , installedDrivers, cpu] = await Promise.all([
+    Promise.all(dirs.map((d) => mkdir(d, { recursive: true, mode: 0o755 }))).then(() =>
+      Promise.all([
+        writeFile(path.join(etc, 'libvirtd.conf'), libvirtdConf(hostUuid)),
+        writeFile(path.join(etc, 'qemu.conf'), qemuConf(opts.qemu)),
+      ]),
+    ),
+    (async () => {
+      // Its parent as a cache directory is (other users pass through /var/cache/vkvm to the image cache), itself root's.
+      await mkdir(path.dirname(opts.cacheDir), { recursive: true, mode: 0o755 });
+      await mkdir(opts.cacheDir, { recursive: true, mode: 0o700 });
+      await chmod(opts.cacheDir, 0o700);
+      // The view's root is mounted there (the other private dirs exist only inside it); no Debian package creates it.
+      await mkdir(MOUNTS[0].target, { recursive: true, mode: 0o755 });
+    })(),
+    findDriverDir(),
+    firstAllowedCpu(),
+  ]);
   const env = installedDrivers
     ? { ...process.env, LIBVIRT_DRIVER_DIR: await qemuOnlyDriverDir(path.join(opts.dir, 'drivers'), installedDrivers) }
     : process.env;
 
+  opts.phases?.mark('libvirtdFiles');
   const outFile = path.join(opts.dir, 'libvirtd.out');
   const out = openSync(outFile, 'a', 0o600);
   let child: ChildProcess;
@@ -269,7 +282,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
         ...dirs,
         opts.cacheDir,
         opts.libvirtdPath ?? DEFAULT_LIBVIRTD,
-        String(await firstAllowedCpu()),
+        String(cpu),
         hostname,
         `${opts.qemu.uid}:${opts.qemu.gid}`,
         ...viewArgs(opts.view),
@@ -279,6 +292,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   } finally {
     closeSync(out);
   }
+  opts.phases?.mark('libvirtdSpawned');
   const exited = exitOf(child);
   const stop = async (): Promise<void> => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -295,6 +309,7 @@ export async function startPrivateLibvirtd(opts: LibvirtdOptions): Promise<Priva
   const socketPath = path.join(dirs[0]!, 'libvirt-sock');
   try {
     await waitForUnixSocket(socketPath, timeoutMs, died);
+    opts.phases?.mark('libvirtdSocket');
     const [initPid, ...extra] = await childPids(child.pid!);
     if (initPid === undefined || extra.length > 0) throw new Error(`unshare (pid ${child.pid}) should have one child`);
     const uri = libvirtUri(socketPath);

@@ -33,6 +33,7 @@ import { OneAtATime } from './one-at-a-time.js';
 import { QemuExitWatch } from './qemu-exit-watch.js';
 import { VNC_SOCKET_NAME } from './qemu-sockets.js';
 import type { VmManagerOptions } from './vm-manager-deps.js';
+import { Phases } from './phases.js';
 export type { DomainOps, Vmm, VmManagerOptions } from './vm-manager-deps.js';
 
 export type SyncAction = 'Started' | 'Unchanged' | 'Updated';
@@ -313,20 +314,20 @@ export class VmManager {
     const uid = domainUuidOf(spec);
     this.starting = true;
     this.input = { domainState: this.input.domainState, runReason: incoming ? 'Migrated' : 'Booted' };
-    const t0 = performance.now();
+    const phases = new Phases();
     try {
       if (!incoming) {
-        const { onHost, runtime } = await this.prepareHost(spec);
+        const { onHost, runtime } = await phases.after('prepared', this.prepareHost(spec));
         const xml = this.o.vmm.buildDomainXml(onHost, runtime);
         // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
         await driver.undefine(this.domainUuid);
         await driver.undefine(uid);
-        await driver.define(xml);
+        await phases.after('defined', driver.define(xml));
       }
       this.domainUuid = uid;
       this.spec = spec;
       this.o.consoleLog.startRun();
-      if (!incoming) await driver.startPaused(uid);
+      if (!incoming) await phases.after('startedPaused', driver.startPaused(uid));
       this.input.started = true;
       this.serial = await SerialConsole.connect(this.consoleSocketPath, [0, this.o.qemuUser.uid], this.o.consoleLog);
       this.state = runStarted(this.state, { domainUuid: uid, firmwareOnConsole: firmwareOnConsole(spec.firmware), atUnixMs: Date.now() });
@@ -337,8 +338,8 @@ export class VmManager {
         },
         () => {},
       );
-      await driver.resume(uid);
-      log.info({ ms: Math.round(performance.now() - t0), accelerator: this.o.host.accelerator, incoming }, 'VM started');
+      await phases.after('resumed', driver.resume(uid));
+      log.info({ phases: phases.all, accelerator: this.o.host.accelerator, incoming }, 'VM started');
     } catch (err) {
       this.input.startFailure = { reason: 'StartFailed', message: (err as Error).message };
       // A received domain is the only copy of the VM: it stays, paused, for the agent to decide.

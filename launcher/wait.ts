@@ -47,7 +47,9 @@ function tryConnect(socketPath: string): Promise<void> {
 
 /**
  * Resolves once `socketPath` accepts a connection, tried with a back-off from
- * 5 ms doubling to 100 ms while it is missing or refuses. Not woken by inotify
+ * 2 ms doubling to 20 ms while it is missing or refuses: a launcher's start
+ * waits on libvirtd's socket, and can lose up to one step after it accepts (a
+ * failed connect costs well under a millisecond). Not woken by inotify
  * on its directory: libuv keeps a process's inotify instance open for good
  * once it made one, and the kernel allows 128 per user by default, so one per
  * launcher would cap a node near a hundred VMs (and starve dnsmasq and
@@ -57,7 +59,7 @@ export async function waitForUnixSocket(socketPath: string, timeoutMs: number, a
   let stopped = false;
   const poll = async (): Promise<void> => {
     const deadline = Date.now() + timeoutMs;
-    for (let delayMs = 5; !stopped; delayMs = Math.min(delayMs * 2, 100)) {
+    for (let delayMs = 2; !stopped; delayMs = Math.min(delayMs * 2, 20)) {
       try {
         return await tryConnect(socketPath);
       } catch (err) {

@@ -2,7 +2,7 @@
 // much memory a VM costs besides QEMU and guest RAM. The launchers are the
 // built ones (dist/launcher/main.js), started like the node agent starts them.
 import { spawn } from 'node:child_process';
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +11,15 @@ import { DEFAULTS as LAUNCHER_DEFAULTS } from '../../launcher/args.js';
 import { processCpu } from '../../provider/proc-cpu.js';
 import { ensureTestGuest, type TestGuest } from '../../vmm/guest/build.js';
 import { abortable, until, type BenchContext, type Benchmark } from './bench.js';
-import { benchVmSpec, readyLogLine, startLauncher, waitForTextInFile, type BenchLauncher } from './launchers.js';
+import {
+  benchVmSpec,
+  readyLogLine,
+  startedLogPhases,
+  startLauncher,
+  waitForTextInFile,
+  type BenchLauncher,
+  type PhaseMarks,
+} from './launchers.js';
 import { inspectNodeMemory } from './node-inspect.js';
 import { classify, guestRamPssKiB, isRunning, memRollup, processTree, type MemRollup, type ProcClass, type ProcEntry } from './proc.js';
 import { BYTES_PER_MiB, KiB_PER_MiB, mean, percentile } from './stats.js';
@@ -71,6 +79,31 @@ async function launcherCpuMs(launcherPid: number): Promise<{ nodeMs: number; tre
   return { nodeMs, treeMs };
 }
 
+/** Seconds since boot, and when a process started on that clock (/proc, in 10 ms ticks). */
+async function uptimeS(): Promise<number> {
+  return Number((await readFile('/proc/uptime', 'utf8')).split(' ')[0]);
+}
+async function processStartS(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // Field 22, counted after the command's closing parenthesis (the command may hold spaces).
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) / 100;
+}
+
+/**
+ * Consecutive steps of a start as durations: the marks sorted by time, each minus the one before (the first minus
+ * `from`). Steps that ran side by side show as the part of the wall time each added.
+ */
+function stepDurations(marks: PhaseMarks, from = 0): [string, number][] {
+  let last = from;
+  return Object.entries(marks)
+    .sort((a, b) => a[1] - b[1])
+    .map(([name, at]) => {
+      const d = at - last;
+      last = at;
+      return [name, d];
+    });
+}
+
 /** Spawns a launcher, syncs one VM and returns the phases in ms; the VM keeps running. */
 async function startVm(
   ctx: BenchContext,
@@ -81,18 +114,22 @@ async function startVm(
   spawnToReadyMs: number;
   syncVmMs: number;
   totalMs: number;
+  /** Launcher spawn → QEMU's exec (10 ms ticks). */
+  qemuExecMs: number;
   cpu: { nodeMs: number; treeMs: number };
 }> {
   const l = await startLauncher(ctx);
   const { state } = await abortable(l.client.syncVm(benchVmSpec(l.uid, guest, GUEST_MEMORY_MiB)), ctx.signal);
   const doneMs = performance.now();
   if (!(state.qemuPid > 0 && isRunning(state.qemuPid))) throw new Error(`SyncVm returned without a running QEMU: ${JSON.stringify(state)}`);
+  const qemuAgeMs = ((await uptimeS()) - (await processStartS(state.qemuPid))) * 1000;
   return {
     l,
     qemuPid: state.qemuPid,
     spawnToReadyMs: l.readyMs - l.spawnStartMs,
     syncVmMs: doneMs - l.readyMs,
     totalMs: doneMs - l.spawnStartMs,
+    qemuExecMs: doneMs - l.spawnStartMs - qemuAgeMs,
     cpu: await launcherCpuMs(l.pid),
   };
 }
@@ -108,6 +145,9 @@ async function benchStart(ctx: BenchContext): Promise<void> {
   const nodeCpus: number[] = [];
   const treeCpus: number[] = [];
   const codeCache = new Map<string, number>();
+  /** The split of spawn → QEMU running, per step (launcher/phases.ts marks), one sample per run. */
+  const steps = new Map<string, number[]>();
+  const addStep = (name: string, ms: number): void => void steps.set(name, [...(steps.get(name) ?? []), ms]);
   let reprobes = 0;
   // Sequential: on a 2-core host, concurrent starts would measure CPU contention.
   for (let i = 0; i <= START_RUNS; i++) {
@@ -115,6 +155,7 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     const r = await startVm(ctx, guest);
     const reprobed = (await capsCacheMtimeMs()) > capsBefore;
     const ready = await readyLogLine(r.l.logFile);
+    const started = await startedLogPhases(r.l.logFile);
     await r.l.remove();
     ctx.log(
       `${i === 0 ? 'warm-up' : `run ${i}/${START_RUNS}`}: ${round(r.totalMs)} ms to QEMU ` +
@@ -139,6 +180,18 @@ async function benchStart(ctx: BenchContext): Promise<void> {
       nodeBoots.push(r.spawnToReadyMs - ready.ms);
       libvirtds.push(ready.libvirtdMs);
     }
+    if (ready?.phases?.bound !== undefined && started?.resumed !== undefined) {
+      // run() begins at `run` ms of the process's life; before it, Node's boot and the module loading.
+      for (const [name, ms] of stepDurations(ready.phases)) addStep(`launcher_${name}`, ms);
+      // Spawn → the process's clock starts, plus the socket's accept reaching the client.
+      addStep('spawn_and_connect', r.spawnToReadyMs - ready.phases.bound);
+      for (const [name, ms] of stepDurations(started)) addStep(`syncvm_${name}`, ms);
+      // The gRPC call's own way there and back, and SyncVm's parsing and checks before the start.
+      addStep('syncvm_call', r.syncVmMs - started.resumed);
+      // Inside startedPaused: QEMU exec'd this long after the launcher was spawned, and ran this long until SyncVm returned.
+      addStep('qemu_exec_after_spawn', r.qemuExecMs);
+      addStep('qemu_exec_to_running', r.totalMs - r.qemuExecMs);
+    }
   }
   for (const [name, samples] of [
     ['launcher_start_to_qemu_ms', totals],
@@ -156,6 +209,10 @@ async function benchStart(ctx: BenchContext): Promise<void> {
     if (samples.length === 0) continue;
     ctx.emit(`${name}_p50`, percentile(samples, 50), 'ms');
     ctx.emit(`${name}_p95`, percentile(samples, 95), 'ms');
+  }
+  for (const [name, samples] of steps) {
+    const key = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    ctx.emit(`launcher_step_${key}_ms_p50`, percentile(samples, 50), 'ms');
   }
   ctx.emit('launcher_start_caps_reprobes', reprobes, 'runs');
   // How the launcher's V8 code cache served (launcher/code-cache.ts); a rejected cache falls back to compiling.

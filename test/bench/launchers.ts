@@ -116,20 +116,51 @@ export async function startLauncher(ctx: BenchContext, placement?: LauncherPlace
   return { uid, runDir, pid: l.pid, client: l.client, logFile: l.logFile, spawnStartMs, readyMs: performance.now(), remove };
 }
 
-/** The launcher's own "launcher ready" log line: ms spent in run() and in starting libvirtd, and how its code cache served. */
-export async function readyLogLine(logFile: string): Promise<{ ms: number; libvirtdMs: number; codeCache?: string } | undefined> {
+/** A launcher log line's step marks (launcher/phases.ts): ms each step ended, since the line's reference. */
+export type PhaseMarks = Record<string, number>;
+
+function phaseMarks(v: unknown): PhaseMarks | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const marks = Object.entries(v).filter((e): e is [string, number] => typeof e[1] === 'number');
+  return Object.fromEntries(marks);
+}
+
+/** The first JSON line of the launcher's log with message `msg`. */
+async function launcherLogLine(logFile: string, msg: string): Promise<Record<string, unknown> | undefined> {
   const text = await readFile(logFile, 'utf8').catch(() => '');
   for (const line of text.split('\n')) {
-    if (!line.includes('"launcher ready"')) continue;
+    if (!line.includes(JSON.stringify(msg))) continue;
     try {
-      const j = JSON.parse(line) as { ms?: unknown; libvirtdMs?: unknown; codeCache?: unknown };
-      if (typeof j.ms === 'number' && typeof j.libvirtdMs === 'number')
-        return { ms: j.ms, libvirtdMs: j.libvirtdMs, ...(typeof j.codeCache === 'string' ? { codeCache: j.codeCache } : {}) };
+      const j = JSON.parse(line) as Record<string, unknown>;
+      if (j.msg === msg) return j;
     } catch {
       // not pino's JSON: ignore
     }
   }
   return undefined;
+}
+
+/**
+ * The launcher's own "launcher ready" log line: ms spent in run() and in starting libvirtd, how its code cache
+ * served, and its step marks (ms since the process started).
+ */
+export async function readyLogLine(
+  logFile: string,
+): Promise<{ ms: number; libvirtdMs: number; codeCache?: string; phases?: PhaseMarks } | undefined> {
+  const j = await launcherLogLine(logFile, 'launcher ready');
+  if (!j || typeof j.ms !== 'number' || typeof j.libvirtdMs !== 'number') return undefined;
+  const phases = phaseMarks(j.phases);
+  return {
+    ms: j.ms,
+    libvirtdMs: j.libvirtdMs,
+    ...(typeof j.codeCache === 'string' ? { codeCache: j.codeCache } : {}),
+    ...(phases ? { phases } : {}),
+  };
+}
+
+/** The step marks of the launcher's "VM started" line: ms since SyncVm's start began. */
+export async function startedLogPhases(logFile: string): Promise<PhaseMarks | undefined> {
+  return phaseMarks((await launcherLogLine(logFile, 'VM started'))?.phases);
 }
 
 /** Resolves once `file` contains `text`; for the console log, which has no change notification the bench can rely on. */
