@@ -1,8 +1,6 @@
 // The launcher's logic: one VM, driven by the RPCs (through server.ts) and by libvirt's lifecycle events. Mutating
 // operations run one at a time; state is re-derived from libvirt after every event and operation and published to
 // watchers only when it changed.
-import { chown, mkdir, rm } from 'node:fs/promises';
-import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { DomainRuntime } from '../vmm/domain/runtime.js';
 import { domainUuidOf, firmwareOnConsole, type VmSpec } from '../vmm/spec.js';
@@ -31,7 +29,7 @@ import { untilMatch } from './wait.js';
 import { GuestAgentWatch } from './guest-agent-watch.js';
 import { OneAtATime } from './one-at-a-time.js';
 import { QemuExitWatch } from './qemu-exit-watch.js';
-import { VNC_SOCKET_NAME } from './qemu-sockets.js';
+import { consoleSocketOf, prepareHostSide } from './host-side.js';
 import type { VmManagerOptions } from './vm-manager-deps.js';
 import { Phases } from './phases.js';
 export type { DomainOps, Vmm, VmManagerOptions } from './vm-manager-deps.js';
@@ -89,7 +87,7 @@ export class VmManager {
   }
 
   get consoleSocketPath(): string {
-    return path.join(this.o.socketDir, 'console.sock');
+    return consoleSocketOf(this.o.socketDir);
   }
 
   /** Calls `listener` after every state change until the returned function is called. */
@@ -245,7 +243,7 @@ export class VmManager {
   prepareIncoming(spec: VmSpec): Promise<{ onHost: VmSpec; runtime: DomainRuntime }> {
     return this.ops.run(async () => {
       if (this.input.started) throw new PreconditionError('this launcher already ran its VM; an incoming migration needs a fresh one');
-      return this.prepareHost(spec);
+      return prepareHostSide(this.o, spec);
     });
   }
 
@@ -285,26 +283,6 @@ export class VmManager {
     return s;
   }
 
-  /** The host side of a spec: limits, QEMU's socket dir, the disks; shared by a boot and an incoming migration. */
-  private async prepareHost(spec: VmSpec): Promise<{ onHost: VmSpec; runtime: DomainRuntime }> {
-    // Checked before anything reads a host file; the domain gets the resolved paths, while this.spec stays as the
-    // agent sent it, so the agent's next identical SyncVm compares equal.
-    const onHost = await this.o.vmm.resolveHostFiles(spec);
-    await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
-    await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
-    await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
-    const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
-    for (const socket of [this.consoleSocketPath, vncSocketPath]) await rm(socket, { force: true });
-    const runtime: DomainRuntime = {
-      emulatorPath: this.o.emulatorPath,
-      consoleSocketPath: this.consoleSocketPath,
-      ...(spec.guestAgent ? { guestAgentSocketPath: path.join(this.o.socketDir, 'agent.sock') } : {}),
-      ...(spec.vnc ? { vncSocketPath } : {}),
-      disks: await this.o.vmm.prepareDisks(onHost),
-    };
-    return { onHost, runtime };
-  }
-
   /**
    * Define and boot: start paused, attach the console, then run the vCPUs, so no output is lost. `incoming`: the
    * domain is one a migration brought in, paused; it is only attached to and resumed.
@@ -317,7 +295,7 @@ export class VmManager {
     const phases = new Phases();
     try {
       if (!incoming) {
-        const { onHost, runtime } = await phases.after('prepared', this.prepareHost(spec));
+        const { onHost, runtime } = await phases.after('prepared', prepareHostSide(this.o, spec));
         const xml = this.o.vmm.buildDomainXml(onHost, runtime);
         // Left by a crashed launcher, or by a failed start here under another system UUID (libvirt refuses a second name).
         await driver.undefine(this.domainUuid);
