@@ -14,6 +14,7 @@ import { PreconditionError } from './errors.js';
 import type { AgentCall } from './guest-exec.js';
 import { guestAgent, type GuestAgent } from './guest-queries.js';
 import { cgroupLimits } from './limits.js';
+import { cpuWeightIn } from './run-cpu-weight.js';
 import { classifyChange } from './spec-diff.js';
 import {
   derivePhase,
@@ -119,7 +120,7 @@ export class VmManager {
           throw new PreconditionError(`changing ${change.restart.join(', ')} needs a VM restart; stop the VM first`, change.restart);
         }
         if (change.live.length === 0) return { action: 'Unchanged', state: this.state };
-        await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+        await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator, 'running'));
         this.spec = spec;
         this.o.log.info({ fields: change.live }, 'applied spec change in place');
         return { action: 'Updated', state: this.state };
@@ -290,7 +291,7 @@ export class VmManager {
     // Checked before anything reads a host file; the domain gets the resolved paths, while this.spec stays as the
     // agent sent it, so the agent's next identical SyncVm compares equal.
     const onHost = await this.o.vmm.resolveHostFiles(spec);
-    await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+    await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator, 'starting'));
     await mkdir(this.o.socketDir, { recursive: true, mode: 0o700 });
     await chown(this.o.socketDir, this.o.qemuUser.uid, this.o.qemuUser.gid);
     const vncSocketPath = path.join(this.o.socketDir, VNC_SOCKET_NAME);
@@ -338,6 +339,7 @@ export class VmManager {
         },
         () => {},
       );
+      await this.o.cgroup.setCpuWeight(cpuWeightIn('running', spec));
       await driver.resume(uid);
       log.info({ ms: Math.round(performance.now() - t0), accelerator: this.o.host.accelerator, incoming }, 'VM started');
     } catch (err) {
