@@ -4,7 +4,7 @@ import t from 'tap';
 import { Cgroup, cgroupDir, detectLayout } from './cgroup.js';
 
 // 2048 shares: a 2-core request.
-const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, cpuShares: 2048, pidsMax: 1024 };
+const limits = { memoryBytes: 512 * 1024 * 1024, cpuMillicores: 250, cpuWeight: { shares: 2048 }, pidsMax: 1024 };
 
 t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
   const root = t.testdir({ 'cgroup.controllers': 'cpuset cpu io memory pids\n', 'cgroup.subtree_control': '' });
@@ -23,6 +23,12 @@ t.test('v2 when the unified hierarchy has memory, cpu and pids', async (t) => {
     'controllers enabled for the leaf',
   );
   t.equal(cg.describe(), 'v2:/vkvm/u1');
+
+  await cg.setLimits({ ...limits, cpuWeight: 'default' });
+  t.equal(readFileSync(path.join(dir, 'cpu.weight'), 'utf8'), '100', "the default weight is the kernel's, not 1024 shares converted");
+  t.equal(readFileSync(path.join(dir, 'cpu.max'), 'utf8'), '25000 100000', 'the CPU limit applies at the default weight too');
+  await cg.setCpuWeight({ shares: 10 });
+  t.equal(readFileSync(path.join(dir, 'cpu.weight'), 'utf8'), '1', 'setCpuWeight: a 10m request');
 });
 
 t.test('v1 when the unified hierarchy is empty (hybrid mount)', async (t) => {
@@ -42,6 +48,11 @@ t.test('v1 when the unified hierarchy is empty (hybrid mount)', async (t) => {
     'limits land in the v1 files (the request as shares); no CPU limit means no quota',
   );
   t.equal(cg.memoryLimitBytes, 512 * 1024 * 1024);
+
+  await cg.setLimits({ ...limits, cpuWeight: 'default' });
+  t.same([read('cpu', 'cpu.shares'), read('cpu', 'cpu.cfs_quota_us')], ['1024', '25000'], 'the default: 1024 shares, the quota kept');
+  await cg.setCpuWeight({ shares: 10 });
+  t.equal(read('cpu', 'cpu.shares'), '10', 'setCpuWeight: a 10m request');
 });
 
 t.test('a cgroup that still holds processes is not adopted', async (t) => {

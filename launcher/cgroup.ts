@@ -18,10 +18,15 @@ export interface CgroupLimits {
   memoryBytes: number;
   /** Absent: no CPU quota. */
   cpuMillicores?: number;
-  /** The CPU request as cgroup v1 CPU shares (v2's cpu.weight is derived from them, as the kubelet does). */
-  cpuShares: number;
+  cpuWeight: CpuWeight;
   pidsMax: number;
 }
+
+/**
+ * The system's default weight (v1 1024 shares, v2 weight 100), or a CPU request as v1 CPU shares (v2's
+ * cpu.weight is derived from them, as the kubelet does). run-cpu-weight.ts says which applies when.
+ */
+export type CpuWeight = 'default' | { shares: number };
 
 /** CFS period the CPU quota is expressed in (the kernel default). */
 const CPU_PERIOD_US = 100_000;
@@ -176,16 +181,24 @@ export class Cgroup {
       const dir = this.dirOf('memory');
       await writeFile(path.join(dir, 'memory.max'), String(limits.memoryBytes));
       await writeFile(path.join(dir, 'cpu.max'), `${quotaUs ?? 'max'} ${CPU_PERIOD_US}`);
-      await writeFile(path.join(dir, 'cpu.weight'), String(cpuSharesToWeight(limits.cpuShares)));
       await writeFile(path.join(dir, 'pids.max'), String(limits.pidsMax));
     } else {
       await writeFile(path.join(this.dirOf('memory'), 'memory.limit_in_bytes'), String(limits.memoryBytes));
       await writeFile(path.join(this.dirOf('cpu'), 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
       await writeFile(path.join(this.dirOf('cpu'), 'cpu.cfs_quota_us'), String(quotaUs ?? -1));
-      await writeFile(path.join(this.dirOf('cpu'), 'cpu.shares'), String(limits.cpuShares));
       await writeFile(path.join(this.dirOf('pids'), 'pids.max'), String(limits.pidsMax));
     }
+    await this.setCpuWeight(limits.cpuWeight);
     this.limits = limits;
+  }
+
+  async setCpuWeight(weight: CpuWeight): Promise<void> {
+    if (this.layout.version === 'v2') {
+      const value = weight === 'default' ? 100 : cpuSharesToWeight(weight.shares);
+      await writeFile(path.join(this.dirOf('cpu'), 'cpu.weight'), String(value));
+    } else {
+      await writeFile(path.join(this.dirOf('cpu'), 'cpu.shares'), String(weight === 'default' ? 1024 : weight.shares));
+    }
   }
 
   /**

@@ -19,7 +19,7 @@ export async function prepareHostSide(o: HostSideDeps, spec: VmSpec): Promise<{ 
   // Checked before anything reads a host file; the domain gets the resolved paths, while the launcher keeps the spec
   // as the agent sent it, so the agent's next identical SyncVm compares equal.
   const onHost = await o.vmm.resolveHostFiles(spec);
-  await o.cgroup.setLimits(cgroupLimits(spec, o.host.accelerator));
+  await o.cgroup.setLimits(cgroupLimits(spec, o.host.accelerator, 'starting'));
   await mkdir(o.socketDir, { recursive: true, mode: 0o700 });
   await chown(o.socketDir, o.qemuUser.uid, o.qemuUser.gid);
   const consoleSocketPath = consoleSocketOf(o.socketDir);

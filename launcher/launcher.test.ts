@@ -196,7 +196,8 @@ t.test('a VM boots through a launcher; console, agent, iothreads, pause and ACPI
   const io = kubevirtIoThreads(l.uid);
   // A second virtio-blk queue on one disk, as blockMultiQueue asks of a 2-vCPU VM: QEMU takes it (a 1-vCPU guest uses one).
   io.disks[1]!.queues = 2;
-  const spec = guestSpec(l.uid, { systemUuid, ...io });
+  // 250m: 256 CPU shares, neither the v1 default (1024) nor the least (2).
+  const spec = guestSpec(l.uid, { systemUuid, ...io, cpu: { sockets: 1, cores: 1, threads: 1, requestMillicores: 250 } });
   let t0 = performance.now();
   const synced = await l.client.syncVm(spec);
   t.comment(`SyncVm (define + start) took ${Math.round(performance.now() - t0)} ms`);
@@ -285,6 +286,8 @@ t.test('a VM boots through a launcher; console, agent, iothreads, pause and ACPI
   t.equal(Number(readFileSync(`${cgDir}/memory.limit_in_bytes`, 'utf8')), limitBytes, 'memory limit = guest memory + overhead');
   const procs = readFileSync(`${cgDir}/cgroup.procs`, 'utf8').split('\n').map(Number);
   t.ok(procs.includes(state.qemuPid) && procs.includes(l.pid), 'launcher and QEMU live in the cgroup');
+  const cpuShares = () => readFileSync(`/sys/fs/cgroup/cpu/vkvm/${l.uid}/cpu.shares`, 'utf8').trim();
+  t.equal(cpuShares(), '256', "the pod's CPU weight once the VM runs (vkvm's start work had the default)");
 
   const second = await LauncherClient.connect(l.runDir);
   t.teardown(() => second.close());
@@ -312,6 +315,7 @@ t.test('a VM boots through a launcher; console, agent, iothreads, pause and ACPI
   t.match(await l.client.pause(), { phase: 'Paused', domainState: 'paused' }, 'Pause');
   t.match(await l.client.pause(), { phase: 'Paused' }, 'Pause again is a no-op');
   t.match(await l.client.unpause(), { phase: 'Running', reason: 'Unpaused' }, 'Unpause');
+  t.equal(cpuShares(), '256', "a pause and unpause keep the pod's CPU weight");
 
   t0 = performance.now();
   const final = await l.client.shutdown(60);

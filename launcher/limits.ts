@@ -5,7 +5,7 @@
 import { vcpuCount, type VmSpec } from '../vmm/spec.js';
 import type { Accelerator } from '../vmm/probe/virtualization.js';
 import type { CgroupLimits } from './cgroup.js';
-import { milliCpuToShares } from './cpu-shares.js';
+import { cpuWeightIn, type RunPart } from './run-cpu-weight.js';
 
 const MiB = 1024 * 1024;
 
@@ -38,10 +38,11 @@ export function memoryLimitMiB(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, 
   );
 }
 
-export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, accelerator: Accelerator): CgroupLimits {
+/** The limits, and the CPU weight of `part` of the run (run-cpu-weight.ts). */
+export function cgroupLimits(spec: Pick<VmSpec, 'memoryMiB' | 'cpu' | 'vnc'>, accelerator: Accelerator, part: RunPart): CgroupLimits {
   return {
     memoryBytes: memoryLimitMiB(spec, accelerator) * MiB,
-    cpuShares: milliCpuToShares(spec.cpu.requestMillicores ?? 0),
+    cpuWeight: cpuWeightIn(part, spec),
     ...(spec.cpu.limitMillicores !== undefined ? { cpuMillicores: spec.cpu.limitMillicores } : {}),
     pidsMax: PIDS_MAX,
   };

@@ -48,7 +48,7 @@ export interface VmManagerOptions {
   host: HostCaps;
   libvirtd: Pick<PrivateLibvirtd, 'qemuPid'>;
   driver: DomainOps;
-  cgroup: Pick<Cgroup, 'setLimits'>;
+  cgroup: Pick<Cgroup, 'setLimits' | 'setCpuWeight'>;
   consoleLog: ConsoleLog;
   qemuUser: { uid: number; gid: number };
   vmm: Vmm;

@@ -11,6 +11,7 @@ import t, { type Test } from 'tap';
 import type { VmSpec } from '../vmm/spec.js';
 import { testSpec } from '../vmm/testing/specs.js';
 import { ConsoleLog } from './console/log-file.js';
+import type { CgroupLimits, CpuWeight } from './cgroup.js';
 import type { DomainStateName } from './domain-driver.js';
 import type { VmState } from './state.js';
 import { VmManager, type DomainOps } from './vm-manager.js';
@@ -57,7 +58,10 @@ class FakeLibvirt implements DomainOps {
     this.domainState = 'paused';
   }
 
+  /** The calls that change the cgroup's CPU weight or run the vCPUs, in order. */
+  readonly runLog: string[] = [];
   async resume(): Promise<void> {
+    this.runLog.push('resume');
     this.domainState = 'running';
   }
 
@@ -110,6 +114,8 @@ class FakeLibvirt implements DomainOps {
   }
 }
 
+const weightName = (w: CpuWeight): string => (w === 'default' ? 'default' : `${w.shares} shares`);
+
 /** Lets pending promise callbacks run: the fake does no I/O, so whatever can happen by now has happened. */
 const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -125,7 +131,10 @@ function setUp(t: Test): { manager: VmManager; libvirt: FakeLibvirt; spec: VmSpe
     host: { accelerator: 'tcg', reason: 'test', facts: { kvmDeviceUsable: false, hardwareVirtFlag: null } },
     libvirtd: { qemuPid: async () => 4242 },
     driver: libvirt,
-    cgroup: { setLimits: async () => {} },
+    cgroup: {
+      setLimits: async (l: CgroupLimits) => void libvirt.runLog.push(`limits at ${weightName(l.cpuWeight)}`),
+      setCpuWeight: async (w: CpuWeight) => void libvirt.runLog.push(`weight ${weightName(w)}`),
+    },
     consoleLog: new ConsoleLog(dir, 1024 * 1024),
     qemuUser: { uid: process.getuid!(), gid: process.getgid!() },
     vmm: {
@@ -352,5 +361,27 @@ t.test('a disk grown while the VM is not running has no QEMU to tell: resizeDisk
   const { manager, libvirt } = setUp(t);
   await manager.resizeDisk('/volumes/pv-1/disk.img', 96 * 1024 * 1024);
   t.same([...libvirt.diskBytes], [], 'no block_resize');
+  await manager.close();
+});
+
+t.test("vkvm's start work runs at the default CPU weight; the pod's applies when the vCPUs first run, and stays", async (t) => {
+  const { manager, libvirt, spec } = setUp(t);
+  const tenMilli = { ...spec, cpu: { ...spec.cpu, requestMillicores: 10 } };
+  await manager.sync(JSON.stringify(tenMilli));
+  t.same(
+    libvirt.runLog,
+    ['limits at default', 'weight 10 shares', 'resume'],
+    'limits before QEMU starts, the weight right before the resume',
+  );
+  await manager.pause();
+  await manager.unpause();
+  await manager.reset();
+  t.same(libvirt.runLog.slice(3), ['resume'], 'a pause, unpause or reset keeps the weight');
+  await manager.sync(JSON.stringify({ ...tenMilli, labels: { more: 'x' } }));
+  t.same(libvirt.runLog.slice(4), ['limits at 10 shares'], "a live change while it runs re-applies the pod's weight");
+  const killed = manager.kill();
+  while (libvirt.domainState !== 'shutoff') await settled();
+  manager.onLifecycle({ type: 'Stopped', detail: 'Destroyed' });
+  await killed;
   await manager.close();
 });

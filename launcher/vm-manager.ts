@@ -11,6 +11,7 @@ import { checkDiskResize } from './disk-resize.js';
 import { PreconditionError } from './errors.js';
 import { agentOf, guestAgent, type GuestAgent } from './guest-queries.js';
 import { cgroupLimits } from './limits.js';
+import { cpuWeightIn } from './run-cpu-weight.js';
 import { classifyChange } from './spec-diff.js';
 import {
   awaitsCleanup,
@@ -124,7 +125,7 @@ export class VmManager {
           throw new PreconditionError(`changing ${change.restart.join(', ')} needs a VM restart; stop the VM first`, change.restart);
         }
         if (change.live.length === 0) return { action: 'Unchanged', state: this.state };
-        await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator));
+        await this.o.cgroup.setLimits(cgroupLimits(spec, this.o.host.accelerator, 'running'));
         this.spec = spec;
         this.o.log.info({ fields: change.live }, 'applied spec change in place');
         return { action: 'Updated', state: this.state };
@@ -316,6 +317,7 @@ export class VmManager {
         },
         () => {},
       );
+      await this.o.cgroup.setCpuWeight(cpuWeightIn('running', spec));
       await phases.after('resumed', driver.resume(uid));
       log.info({ phases: phases.all, accelerator: this.o.host.accelerator, incoming }, 'VM started');
     } catch (err) {
